@@ -1,0 +1,46 @@
+# The project's commands. `make demo` and `make test` set up everything they need
+# (a local virtualenv in .venv) on a fresh machine with Python 3.11+, make and git.
+
+SHELL := /bin/bash
+PYTHON ?= $(shell for p in python3.13 python3.12 python3.11 python3; do \
+	  if command -v $$p >/dev/null 2>&1 && $$p -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then command -v $$p; break; fi; done)
+VENV := .venv
+BIN := $(VENV)/bin
+PY := $(BIN)/python
+PROJECTS := python $(patsubst %/,%,$(sort $(dir $(wildcard conformance/pyproject.toml envs/*/pyproject.toml))))
+STAMP := $(VENV)/.installed
+export GRPC_VERBOSITY ?= ERROR
+
+.PHONY: venv demo test generate lint fmt bench clean
+
+venv: $(STAMP)
+
+$(STAMP): $(foreach p,$(PROJECTS),$(p)/pyproject.toml) Makefile
+	@test -n "$(PYTHON)" || { echo "error: Python 3.11+ is required (python3.11, python3.12 or python3.13 on PATH)"; exit 1; }
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q -U pip
+	$(PY) -m pip install -q -e 'python[dev]' $(foreach p,$(filter-out python,$(PROJECTS)),-e $(p))
+	@touch $@
+
+demo: venv
+	$(PY) tools/demo.py
+
+test: venv
+	$(PY) -m pytest
+
+generate: venv
+	$(PY) tools/generate.py
+
+lint: venv
+	$(BIN)/buf lint
+	$(PY) tools/buf_breaking.py
+	$(BIN)/ruff check python conformance envs tools
+
+fmt: venv
+	$(BIN)/ruff check --fix python conformance envs tools
+
+bench: venv
+	$(PY) -m tools.bench
+
+clean:
+	rm -rf $(VENV) .pytest_cache

@@ -1,0 +1,8 @@
+"""The echo reference environment: server (:class:`EchoEnvironment`) and client (:class:`EchoEnv`)."""
+
+from openenv import CallToolAction, CallToolObservation
+
+from echo_env.client import EchoEnv
+from echo_env.server import EchoEnvironment
+
+__all__ = ["CallToolAction", "CallToolObservation", "EchoEnv", "EchoEnvironment"]

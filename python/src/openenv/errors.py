@@ -1,0 +1,153 @@
+"""The protocol's error table, as Python exceptions.
+
+One table of codes (``docs/protocol.md``) is shared by the gRPC server, the WebSocket
+bridge, the clients and the conformance suite. Every exception here carries the code,
+so a caller can branch on ``err.code`` or catch the specific class.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Any
+
+from openenv.v1 import error_pb2
+
+__all__ = [
+    "Cancelled",
+    "DeadlineExceeded",
+    "EnvError",
+    "ErrorCode",
+    "FailedPrecondition",
+    "Internal",
+    "InvalidAction",
+    "InvalidArgument",
+    "NotFound",
+    "ResourceExhausted",
+    "Unavailable",
+    "Unimplemented",
+]
+
+
+class ErrorCode(enum.IntEnum):
+    """Error codes; numbers equal ``google.rpc.Code`` and ``openenv.v1.ErrorCode``."""
+
+    CANCELLED = 1
+    INVALID_ARGUMENT = 3
+    DEADLINE_EXCEEDED = 4
+    NOT_FOUND = 5
+    RESOURCE_EXHAUSTED = 8
+    FAILED_PRECONDITION = 9
+    UNIMPLEMENTED = 12
+    INTERNAL = 13
+    UNAVAILABLE = 14
+
+
+class EnvError(Exception):
+    """An error answer of the protocol.
+
+    Attributes:
+        code: the :class:`ErrorCode`.
+        message: human-readable explanation.
+        details: machine-readable details (JSON-like), e.g. schema violations.
+        fatal: True when the session ended with this error.
+    """
+
+    code: ErrorCode = ErrorCode.INTERNAL
+
+    def __init__(self, message: str = "", *, details: Any = None, fatal: bool = False,
+                 code: ErrorCode | None = None) -> None:
+        super().__init__(message)
+        if code is not None:
+            self.code = ErrorCode(code)
+        self.message = message
+        self.details = details
+        self.fatal = fatal
+
+    def __str__(self) -> str:
+        return f"{self.code.name}: {self.message}" + (" (session ended)" if self.fatal else "")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild, (self.code, self.message, self.details, self.fatal))
+
+    @classmethod
+    def from_code(cls, code: int, message: str, *, details: Any = None, fatal: bool = False) -> EnvError:
+        """Build the exception class matching ``code`` (unknown codes give ``EnvError``)."""
+        try:
+            code = ErrorCode(code)
+        except ValueError:
+            return EnvError(f"unknown error code {code}: {message}", details=details, fatal=fatal)
+        return _BY_CODE.get(code, EnvError)(message, details=details, fatal=fatal, code=code)
+
+
+def _rebuild(code: int, message: str, details: Any, fatal: bool) -> EnvError:
+    return EnvError.from_code(code, message, details=details, fatal=fatal)
+
+
+class Cancelled(EnvError):
+    """The client cancelled the request."""
+
+    code = ErrorCode.CANCELLED
+
+
+class InvalidArgument(EnvError):
+    """The request or action is invalid whatever the state (schema, type, bytes)."""
+
+    code = ErrorCode.INVALID_ARGUMENT
+
+
+InvalidAction = InvalidArgument
+"""Raise from ``Environment.step`` for an action the environment rejects."""
+
+
+class DeadlineExceeded(EnvError):
+    """A per-request timeout elapsed."""
+
+    code = ErrorCode.DEADLINE_EXCEEDED
+
+
+class NotFound(EnvError):
+    """A named thing (e.g. a tool) does not exist."""
+
+    code = ErrorCode.NOT_FOUND
+
+
+class ResourceExhausted(EnvError):
+    """A capacity or size limit was hit."""
+
+    code = ErrorCode.RESOURCE_EXHAUSTED
+
+
+class FailedPrecondition(EnvError):
+    """The session's state does not allow the request (e.g. step before reset)."""
+
+    code = ErrorCode.FAILED_PRECONDITION
+
+
+class Unimplemented(EnvError):
+    """The request kind or capability is not supported."""
+
+    code = ErrorCode.UNIMPLEMENTED
+
+
+class Internal(EnvError):
+    """The environment raised; the message names the exception."""
+
+    code = ErrorCode.INTERNAL
+
+
+class Unavailable(EnvError):
+    """The server is shutting down or cannot serve."""
+
+    code = ErrorCode.UNAVAILABLE
+
+
+_BY_CODE: dict[ErrorCode, type[EnvError]] = {
+    c.code: c
+    for c in (Cancelled, InvalidArgument, DeadlineExceeded, NotFound, ResourceExhausted,
+              FailedPrecondition, Unimplemented, Internal, Unavailable)
+}
+
+# The proto enum and this table must agree; checked at import so drift cannot ship.
+assert {c.name: c.value for c in ErrorCode} == {
+    n.removeprefix("ERROR_CODE_"): v for n, v in error_pb2.ErrorCode.items() if v
+}, "openenv.errors.ErrorCode is out of sync with openenv.v1.ErrorCode"

@@ -1,0 +1,314 @@
+"""The gRPC transport: ``EnvironmentService`` on grpc.aio, plus health and reflection.
+
+``serve(factory, host, port)`` blocks and serves until SIGTERM/SIGINT, then drains.
+``Server`` is the same thing as an object, for embedding in tests and tools.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+from collections.abc import Callable
+from typing import Any
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from openenv.codec import from_struct, to_struct, to_value
+from openenv.environment import Environment, StepResult
+from openenv.errors import EnvError, FailedPrecondition, InvalidArgument
+from openenv.session import (
+    DEFAULT_IDLE_TIMEOUT_S,
+    DEFAULT_MAX_MESSAGE_BYTES,
+    PROTOCOL_VERSION,
+    Runtime,
+    Session,
+    SessionManager,
+)
+from openenv.v1 import environment_pb2, environment_pb2_grpc, error_pb2
+
+log = logging.getLogger("openenv.server")
+
+SERVICE_NAME = environment_pb2.DESCRIPTOR.services_by_name["EnvironmentService"].full_name
+
+__all__ = ["Server", "serve"]
+
+_CLOSE = object()
+
+
+def status_of(err: EnvError) -> error_pb2.Status:
+    """The wire form of an error."""
+    st = error_pb2.Status(code=int(err.code), message=err.message, fatal=err.fatal)
+    if err.details is not None:
+        try:
+            st.details.add().Pack(to_value(err.details))
+        except TypeError:
+            st.details.add().Pack(to_value(str(err.details)))
+    return st
+
+
+def fill_time_step(ts: environment_pb2.TimeStep, r: StepResult, runtime: Runtime) -> None:
+    """Encode a StepResult into a TimeStep."""
+    if r.observation is not None:
+        runtime.observation_codec.encode(r.observation, ts.observation)
+    if r.reward is not None:
+        ts.reward = r.reward
+    ts.terminated = bool(r.terminated)
+    ts.truncated = bool(r.truncated)
+    if r.metadata:
+        to_struct(r.metadata, ts.metadata)
+    if r.reward_breakdown is not None:
+        bd = r.reward_breakdown
+        ts.reward_breakdown.CopyFrom(bd.to_proto() if hasattr(bd, "to_proto") else bd)
+    ts.episode_id = r.episode_id
+    ts.step_count = r.step_count
+
+
+def _major(version: str) -> int:
+    head = version.split(".", 1)[0]
+    if not head.isdigit():
+        raise ValueError(version)
+    return int(head)
+
+
+class _Servicer(environment_pb2_grpc.EnvironmentServiceServicer):
+    def __init__(self, manager: SessionManager) -> None:
+        self.manager = manager
+        self.runtime = manager.runtime
+        self.info_response = environment_pb2.GetInfoResponse(info=self.runtime.info)
+
+    async def GetInfo(self, request: Any, context: Any) -> environment_pb2.GetInfoResponse:  # noqa: N802
+        return self.info_response
+
+    async def Session(self, request_iterator: Any, context: grpc.aio.ServicerContext) -> None:  # noqa: N802
+        session: Session | None = None
+        ended: list[EnvError] = []
+        task = asyncio.current_task()
+
+        def terminate(err: EnvError) -> None:
+            if not ended:
+                ended.append(err)
+                task.cancel()
+
+        try:
+            first = await context.read()
+            if first is grpc.aio.EOF:
+                return
+            resp = environment_pb2.SessionResponse(request_id=first.request_id)
+            try:
+                session = await self._handshake(first, resp)
+            except EnvError as e:
+                e.fatal = True
+                resp.error.CopyFrom(status_of(e))
+                await context.write(resp)
+                return
+            session.on_terminate(terminate)
+            await context.write(resp)
+            while True:
+                req = await context.read()
+                if req is grpc.aio.EOF:
+                    return
+                resp = environment_pb2.SessionResponse(request_id=req.request_id)
+                try:
+                    if await self._dispatch(session, req, resp) is _CLOSE:
+                        await context.write(resp)
+                        return
+                except EnvError as e:
+                    resp.error.CopyFrom(status_of(e))
+                await context.write(resp)
+                if resp.WhichOneof("kind") == "error" and resp.error.fatal:
+                    return
+        except asyncio.CancelledError:
+            if not ended:
+                raise  # the client went away or the server is stopping
+            err = ended[0]
+            await context.abort(_GRPC_CODES[int(err.code)], err.message)
+        finally:
+            if session is not None:
+                await self.manager.release(session)
+
+    async def _handshake(self, req: environment_pb2.SessionRequest,
+                         resp: environment_pb2.SessionResponse) -> Session:
+        if req.WhichOneof("kind") != "handshake":
+            raise FailedPrecondition(
+                f"the first request of a session must be a handshake, got {req.WhichOneof('kind') or 'nothing'}")
+        hs = req.handshake
+        if not hs.protocol_version:
+            raise InvalidArgument("handshake.protocol_version is required (e.g. \"1.0\")")
+        try:
+            major = _major(hs.protocol_version)
+        except ValueError:
+            raise InvalidArgument(f"unparsable protocol_version {hs.protocol_version!r}") from None
+        if major != _major(PROTOCOL_VERSION):
+            raise FailedPrecondition(
+                f"protocol version {hs.protocol_version} is not supported; this server speaks {PROTOCOL_VERSION}")
+        session = await self.manager.open(from_struct(hs.options), hs.client_name)
+        out = resp.handshake
+        out.session_id = session.id
+        out.protocol_version = PROTOCOL_VERSION
+        out.info.CopyFrom(self.runtime.info)
+        return session
+
+    async def _dispatch(self, session: Session, req: environment_pb2.SessionRequest,
+                        resp: environment_pb2.SessionResponse) -> Any:
+        kind = req.WhichOneof("kind")
+        rt = self.runtime
+        if kind == "step":
+            st = req.step
+            action = rt.action_codec.decode(st.action)
+            timeout = st.timeout.ToNanoseconds() / 1e9 if st.HasField("timeout") else None
+            result = await session.step(action, timeout)
+            fill_time_step(resp.step.time_step, result, rt)
+        elif kind == "reset":
+            r = req.reset
+            result = await session.reset(r.seed if r.HasField("seed") else None, r.episode_id or None,
+                                         from_struct(r.options))
+            fill_time_step(resp.reset.time_step, result, rt)
+        elif kind == "state":
+            s = await session.state()
+            out = resp.state
+            out.episode_id, out.step_count, out.status = s.episode_id, s.step_count, int(s.status)
+            if s.state is not None:
+                rt.state_codec.encode(s.state, out.state)
+        elif kind == "list_tools":
+            for t in await session.list_tools():
+                resp.list_tools.tools.append(t.to_proto())
+        elif kind == "call_tool":
+            c = req.call_tool
+            timeout = c.timeout.ToNanoseconds() / 1e9 if c.HasField("timeout") else None
+            result = await session.call_tool(c.name, from_struct(c.arguments), timeout)
+            resp.call_tool.name = c.name
+            result.to_proto(resp.call_tool.result)
+        elif kind == "close":
+            resp.close.SetInParent()
+            return _CLOSE
+        elif kind == "handshake":
+            raise FailedPrecondition("the session is already open: handshake may only be sent once")
+        else:
+            raise InvalidArgument("request has no kind set")
+        return None
+
+
+_GRPC_CODES = {c.value[0]: c for c in grpc.StatusCode}
+
+
+class Server:
+    """An environment server on grpc.aio. ``await start()``, then ``await stop()``."""
+
+    def __init__(self, factory: Callable[..., Environment] | type[Environment], host: str = "127.0.0.1",
+                 port: int = 50051, *, max_sessions: int | None = None,
+                 max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+                 idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S, tools_only: bool = False,
+                 reflection: bool = True) -> None:
+        self.runtime = Runtime(factory, max_sessions=max_sessions, max_message_bytes=max_message_bytes,
+                               idle_timeout_s=idle_timeout_s, tools_only=tools_only)
+        self.manager = SessionManager(self.runtime)
+        self.host, self.requested_port = host, port
+        self.port: int | None = None
+        self.reflection = reflection
+        self._server: grpc.aio.Server | None = None
+        self.health = health.aio.HealthServicer()
+
+    @property
+    def address(self) -> str:
+        host = self.host if self.host not in ("0.0.0.0", "::", "") else "127.0.0.1"
+        return f"grpc://{host}:{self.port}"
+
+    async def start(self) -> Server:
+        limit = self.runtime.max_message_bytes
+        server = grpc.aio.server(options=[
+            ("grpc.so_reuseport", 0),
+            ("grpc.max_receive_message_length", limit),
+            ("grpc.max_send_message_length", limit),
+            ("grpc.keepalive_permit_without_calls", 1),
+            ("grpc.http2.min_recv_ping_interval_without_data_ms", 10_000),
+            ("grpc.http2.max_ping_strikes", 0),
+            ("grpc.max_concurrent_streams", 0x7FFFFFFF),
+        ])
+        environment_pb2_grpc.add_EnvironmentServiceServicer_to_server(_Servicer(self.manager), server)
+        health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
+        if self.reflection:
+            reflection.enable_server_reflection(
+                [SERVICE_NAME, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
+                 reflection.SERVICE_NAME], server)
+        self.port = server.add_insecure_port(f"{self.host}:{self.requested_port}")
+        if not self.port:
+            raise RuntimeError(f"cannot bind {self.host}:{self.requested_port}")
+        await server.start()
+        self._server = server
+        for name in ("", SERVICE_NAME):
+            await self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
+        self.manager.start_reaper()
+        log.info("serving %s on %s", self.runtime.env_cls.__name__, self.address)
+        return self
+
+    async def stop(self, grace_s: float = 10.0) -> None:
+        """Drain: NOT_SERVING, refuse new sessions, finish requests in progress, end sessions."""
+        if self._server is None:
+            return
+        for name in ("", SERVICE_NAME):
+            await self.health.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
+        await self.manager.drain(grace_s)
+        await self._server.stop(min(grace_s, 1.0))
+        await self.manager.shutdown()
+        self._server = None
+
+    async def wait(self) -> None:
+        if self._server is not None:
+            await self._server.wait_for_termination()
+
+    async def __aenter__(self) -> Server:
+        return await self.start()
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.stop(1.0)
+
+
+async def serve_async(factory: Callable[..., Environment] | type[Environment], host: str = "127.0.0.1",
+                      port: int = 50051, *, ready: Callable[[Server], Any] | None = None,
+                      grace_s: float = 10.0, **kwargs: Any) -> None:
+    """Serve until SIGTERM or SIGINT, then drain (see :func:`serve`)."""
+    server = Server(factory, host, port, **kwargs)
+    await server.start()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        try:
+            loop.add_signal_handler(sig, stop.set)
+        except (NotImplementedError, RuntimeError):  # not the main thread
+            pass
+    if ready is not None:
+        ready(server)
+    waiter = asyncio.ensure_future(server.wait())
+    stopper = asyncio.ensure_future(stop.wait())
+    await asyncio.wait({waiter, stopper}, return_when=asyncio.FIRST_COMPLETED)
+    log.info("shutting down: draining sessions (grace %.0f s)", grace_s)
+    await server.stop(grace_s)
+    for t in (waiter, stopper):
+        t.cancel()
+
+
+def serve(factory: Callable[..., Environment] | type[Environment], host: str = "127.0.0.1",
+          port: int = 50051, **kwargs: Any) -> None:
+    """Serve an environment over gRPC until SIGTERM/SIGINT, then drain gracefully.
+
+    Args:
+        factory: an :class:`Environment` subclass, or a callable returning an instance;
+            called once per session with the handshake options as keyword arguments.
+        host, port: where to listen (port 0 picks a free port).
+        max_sessions: capacity (default: the class's ``max_sessions``).
+        max_message_bytes: largest message accepted and sent (default 16 MiB).
+        idle_timeout_s: sessions idle for longer are closed (default 300; 0 disables).
+        tools_only: production mode: only tools are reachable.
+        grace_s: how long a drain waits for requests in progress.
+        ready: called with the started :class:`Server` (e.g. to print its address).
+    """
+    try:
+        import uvloop  # type: ignore[import-not-found]
+
+        runner: Any = uvloop.run
+    except ImportError:
+        runner = asyncio.run
+    runner(serve_async(factory, host, port, **kwargs))

@@ -1,0 +1,233 @@
+import datetime
+
+from google.protobuf import descriptor_pb2 as _descriptor_pb2
+from google.protobuf import duration_pb2 as _duration_pb2
+from google.protobuf import struct_pb2 as _struct_pb2
+from openenv.v1 import error_pb2 as _error_pb2
+from openenv.v1 import payload_pb2 as _payload_pb2
+from openenv.v1 import rubric_pb2 as _rubric_pb2
+from openenv.v1 import tool_pb2 as _tool_pb2
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class EpisodeStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    EPISODE_STATUS_UNSPECIFIED: _ClassVar[EpisodeStatus]
+    EPISODE_STATUS_NOT_STARTED: _ClassVar[EpisodeStatus]
+    EPISODE_STATUS_RUNNING: _ClassVar[EpisodeStatus]
+    EPISODE_STATUS_TERMINATED: _ClassVar[EpisodeStatus]
+    EPISODE_STATUS_TRUNCATED: _ClassVar[EpisodeStatus]
+    EPISODE_STATUS_ABORTED: _ClassVar[EpisodeStatus]
+EPISODE_STATUS_UNSPECIFIED: EpisodeStatus
+EPISODE_STATUS_NOT_STARTED: EpisodeStatus
+EPISODE_STATUS_RUNNING: EpisodeStatus
+EPISODE_STATUS_TERMINATED: EpisodeStatus
+EPISODE_STATUS_TRUNCATED: EpisodeStatus
+EPISODE_STATUS_ABORTED: EpisodeStatus
+
+class GetInfoRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class GetInfoResponse(_message.Message):
+    __slots__ = ("info",)
+    INFO_FIELD_NUMBER: _ClassVar[int]
+    info: EnvironmentInfo
+    def __init__(self, info: _Optional[_Union[EnvironmentInfo, _Mapping]] = ...) -> None: ...
+
+class EnvironmentInfo(_message.Message):
+    __slots__ = ("name", "version", "description", "protocol_version", "action", "observation", "state", "descriptors", "capabilities", "rubric", "metadata")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    PROTOCOL_VERSION_FIELD_NUMBER: _ClassVar[int]
+    ACTION_FIELD_NUMBER: _ClassVar[int]
+    OBSERVATION_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    DESCRIPTORS_FIELD_NUMBER: _ClassVar[int]
+    CAPABILITIES_FIELD_NUMBER: _ClassVar[int]
+    RUBRIC_FIELD_NUMBER: _ClassVar[int]
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    version: str
+    description: str
+    protocol_version: str
+    action: _payload_pb2.TypeSpec
+    observation: _payload_pb2.TypeSpec
+    state: _payload_pb2.TypeSpec
+    descriptors: _descriptor_pb2.FileDescriptorSet
+    capabilities: Capabilities
+    rubric: _rubric_pb2.RubricSpec
+    metadata: _struct_pb2.Struct
+    def __init__(self, name: _Optional[str] = ..., version: _Optional[str] = ..., description: _Optional[str] = ..., protocol_version: _Optional[str] = ..., action: _Optional[_Union[_payload_pb2.TypeSpec, _Mapping]] = ..., observation: _Optional[_Union[_payload_pb2.TypeSpec, _Mapping]] = ..., state: _Optional[_Union[_payload_pb2.TypeSpec, _Mapping]] = ..., descriptors: _Optional[_Union[_descriptor_pb2.FileDescriptorSet, _Mapping]] = ..., capabilities: _Optional[_Union[Capabilities, _Mapping]] = ..., rubric: _Optional[_Union[_rubric_pb2.RubricSpec, _Mapping]] = ..., metadata: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
+
+class Capabilities(_message.Message):
+    __slots__ = ("max_sessions", "concurrent_sessions", "deterministic", "float_tolerance", "auto_reset", "tools", "tools_only", "max_message_bytes", "max_episode_steps", "reward_min", "reward_max", "idle_timeout", "action_budget")
+    MAX_SESSIONS_FIELD_NUMBER: _ClassVar[int]
+    CONCURRENT_SESSIONS_FIELD_NUMBER: _ClassVar[int]
+    DETERMINISTIC_FIELD_NUMBER: _ClassVar[int]
+    FLOAT_TOLERANCE_FIELD_NUMBER: _ClassVar[int]
+    AUTO_RESET_FIELD_NUMBER: _ClassVar[int]
+    TOOLS_FIELD_NUMBER: _ClassVar[int]
+    TOOLS_ONLY_FIELD_NUMBER: _ClassVar[int]
+    MAX_MESSAGE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    MAX_EPISODE_STEPS_FIELD_NUMBER: _ClassVar[int]
+    REWARD_MIN_FIELD_NUMBER: _ClassVar[int]
+    REWARD_MAX_FIELD_NUMBER: _ClassVar[int]
+    IDLE_TIMEOUT_FIELD_NUMBER: _ClassVar[int]
+    ACTION_BUDGET_FIELD_NUMBER: _ClassVar[int]
+    max_sessions: int
+    concurrent_sessions: bool
+    deterministic: bool
+    float_tolerance: float
+    auto_reset: bool
+    tools: bool
+    tools_only: bool
+    max_message_bytes: int
+    max_episode_steps: int
+    reward_min: float
+    reward_max: float
+    idle_timeout: _duration_pb2.Duration
+    action_budget: int
+    def __init__(self, max_sessions: _Optional[int] = ..., concurrent_sessions: _Optional[bool] = ..., deterministic: _Optional[bool] = ..., float_tolerance: _Optional[float] = ..., auto_reset: _Optional[bool] = ..., tools: _Optional[bool] = ..., tools_only: _Optional[bool] = ..., max_message_bytes: _Optional[int] = ..., max_episode_steps: _Optional[int] = ..., reward_min: _Optional[float] = ..., reward_max: _Optional[float] = ..., idle_timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., action_budget: _Optional[int] = ...) -> None: ...
+
+class SessionRequest(_message.Message):
+    __slots__ = ("request_id", "handshake", "reset", "step", "state", "list_tools", "call_tool", "close")
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    HANDSHAKE_FIELD_NUMBER: _ClassVar[int]
+    RESET_FIELD_NUMBER: _ClassVar[int]
+    STEP_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    LIST_TOOLS_FIELD_NUMBER: _ClassVar[int]
+    CALL_TOOL_FIELD_NUMBER: _ClassVar[int]
+    CLOSE_FIELD_NUMBER: _ClassVar[int]
+    request_id: int
+    handshake: HandshakeRequest
+    reset: ResetRequest
+    step: StepRequest
+    state: StateRequest
+    list_tools: _tool_pb2.ListToolsRequest
+    call_tool: _tool_pb2.CallToolRequest
+    close: CloseRequest
+    def __init__(self, request_id: _Optional[int] = ..., handshake: _Optional[_Union[HandshakeRequest, _Mapping]] = ..., reset: _Optional[_Union[ResetRequest, _Mapping]] = ..., step: _Optional[_Union[StepRequest, _Mapping]] = ..., state: _Optional[_Union[StateRequest, _Mapping]] = ..., list_tools: _Optional[_Union[_tool_pb2.ListToolsRequest, _Mapping]] = ..., call_tool: _Optional[_Union[_tool_pb2.CallToolRequest, _Mapping]] = ..., close: _Optional[_Union[CloseRequest, _Mapping]] = ...) -> None: ...
+
+class SessionResponse(_message.Message):
+    __slots__ = ("request_id", "handshake", "reset", "step", "state", "list_tools", "call_tool", "close", "error")
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    HANDSHAKE_FIELD_NUMBER: _ClassVar[int]
+    RESET_FIELD_NUMBER: _ClassVar[int]
+    STEP_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    LIST_TOOLS_FIELD_NUMBER: _ClassVar[int]
+    CALL_TOOL_FIELD_NUMBER: _ClassVar[int]
+    CLOSE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    request_id: int
+    handshake: HandshakeResponse
+    reset: ResetResponse
+    step: StepResponse
+    state: StateResponse
+    list_tools: _tool_pb2.ListToolsResponse
+    call_tool: _tool_pb2.CallToolResponse
+    close: CloseResponse
+    error: _error_pb2.Status
+    def __init__(self, request_id: _Optional[int] = ..., handshake: _Optional[_Union[HandshakeResponse, _Mapping]] = ..., reset: _Optional[_Union[ResetResponse, _Mapping]] = ..., step: _Optional[_Union[StepResponse, _Mapping]] = ..., state: _Optional[_Union[StateResponse, _Mapping]] = ..., list_tools: _Optional[_Union[_tool_pb2.ListToolsResponse, _Mapping]] = ..., call_tool: _Optional[_Union[_tool_pb2.CallToolResponse, _Mapping]] = ..., close: _Optional[_Union[CloseResponse, _Mapping]] = ..., error: _Optional[_Union[_error_pb2.Status, _Mapping]] = ...) -> None: ...
+
+class HandshakeRequest(_message.Message):
+    __slots__ = ("protocol_version", "client_name", "options")
+    PROTOCOL_VERSION_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_NAME_FIELD_NUMBER: _ClassVar[int]
+    OPTIONS_FIELD_NUMBER: _ClassVar[int]
+    protocol_version: str
+    client_name: str
+    options: _struct_pb2.Struct
+    def __init__(self, protocol_version: _Optional[str] = ..., client_name: _Optional[str] = ..., options: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
+
+class HandshakeResponse(_message.Message):
+    __slots__ = ("session_id", "protocol_version", "info")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    PROTOCOL_VERSION_FIELD_NUMBER: _ClassVar[int]
+    INFO_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    protocol_version: str
+    info: EnvironmentInfo
+    def __init__(self, session_id: _Optional[str] = ..., protocol_version: _Optional[str] = ..., info: _Optional[_Union[EnvironmentInfo, _Mapping]] = ...) -> None: ...
+
+class ResetRequest(_message.Message):
+    __slots__ = ("seed", "episode_id", "options")
+    SEED_FIELD_NUMBER: _ClassVar[int]
+    EPISODE_ID_FIELD_NUMBER: _ClassVar[int]
+    OPTIONS_FIELD_NUMBER: _ClassVar[int]
+    seed: int
+    episode_id: str
+    options: _struct_pb2.Struct
+    def __init__(self, seed: _Optional[int] = ..., episode_id: _Optional[str] = ..., options: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
+
+class ResetResponse(_message.Message):
+    __slots__ = ("time_step",)
+    TIME_STEP_FIELD_NUMBER: _ClassVar[int]
+    time_step: TimeStep
+    def __init__(self, time_step: _Optional[_Union[TimeStep, _Mapping]] = ...) -> None: ...
+
+class StepRequest(_message.Message):
+    __slots__ = ("action", "timeout")
+    ACTION_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_FIELD_NUMBER: _ClassVar[int]
+    action: _payload_pb2.Payload
+    timeout: _duration_pb2.Duration
+    def __init__(self, action: _Optional[_Union[_payload_pb2.Payload, _Mapping]] = ..., timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+
+class StepResponse(_message.Message):
+    __slots__ = ("time_step",)
+    TIME_STEP_FIELD_NUMBER: _ClassVar[int]
+    time_step: TimeStep
+    def __init__(self, time_step: _Optional[_Union[TimeStep, _Mapping]] = ...) -> None: ...
+
+class TimeStep(_message.Message):
+    __slots__ = ("observation", "reward", "terminated", "truncated", "metadata", "reward_breakdown", "episode_id", "step_count")
+    OBSERVATION_FIELD_NUMBER: _ClassVar[int]
+    REWARD_FIELD_NUMBER: _ClassVar[int]
+    TERMINATED_FIELD_NUMBER: _ClassVar[int]
+    TRUNCATED_FIELD_NUMBER: _ClassVar[int]
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    REWARD_BREAKDOWN_FIELD_NUMBER: _ClassVar[int]
+    EPISODE_ID_FIELD_NUMBER: _ClassVar[int]
+    STEP_COUNT_FIELD_NUMBER: _ClassVar[int]
+    observation: _payload_pb2.Payload
+    reward: float
+    terminated: bool
+    truncated: bool
+    metadata: _struct_pb2.Struct
+    reward_breakdown: _rubric_pb2.RubricScore
+    episode_id: str
+    step_count: int
+    def __init__(self, observation: _Optional[_Union[_payload_pb2.Payload, _Mapping]] = ..., reward: _Optional[float] = ..., terminated: _Optional[bool] = ..., truncated: _Optional[bool] = ..., metadata: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., reward_breakdown: _Optional[_Union[_rubric_pb2.RubricScore, _Mapping]] = ..., episode_id: _Optional[str] = ..., step_count: _Optional[int] = ...) -> None: ...
+
+class StateRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class StateResponse(_message.Message):
+    __slots__ = ("episode_id", "step_count", "status", "state")
+    EPISODE_ID_FIELD_NUMBER: _ClassVar[int]
+    STEP_COUNT_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    episode_id: str
+    step_count: int
+    status: EpisodeStatus
+    state: _payload_pb2.Payload
+    def __init__(self, episode_id: _Optional[str] = ..., step_count: _Optional[int] = ..., status: _Optional[_Union[EpisodeStatus, str]] = ..., state: _Optional[_Union[_payload_pb2.Payload, _Mapping]] = ...) -> None: ...
+
+class CloseRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class CloseResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
