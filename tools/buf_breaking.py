@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Run ``buf breaking`` against the previous commit of main (``make lint``).
 
-The baseline is ``main~1`` when HEAD is main (so a commit is checked against its
-parent), else ``main`` itself (a branch is checked against what it would land on).
+The baseline is ``HEAD`` when the working tree has uncommitted contract changes, else
+``main~1`` when HEAD is main (so a commit is checked against its parent), else ``main``
+itself (a branch is checked against what it would land on).
 A repository with no earlier commit, or one whose baseline has no buf module yet, has
 nothing to break and passes with a message.
 """
@@ -24,7 +25,12 @@ def git(*args: str) -> str:
 def main() -> int:
     buf = shutil.which("buf") or str(Path(sys.executable).parent / "buf")
     branch = git("rev-parse", "--abbrev-ref", "HEAD")
-    ref = "main~1" if branch in ("main", "HEAD") else "main"
+    dirty = subprocess.run(["git", "diff", "--quiet", "HEAD", "--", "buf.yaml", "proto", "envs"],
+                           cwd=ROOT).returncode != 0
+    if dirty:  # uncommitted contract edits are checked against the last commit
+        ref = "HEAD"
+    else:
+        ref = "main~1" if branch in ("main", "HEAD") else "main"
     if not git("rev-parse", "--verify", "--quiet", ref):
         print(f"buf breaking: no baseline commit ({ref}); nothing to compare")
         return 0

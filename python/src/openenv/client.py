@@ -25,8 +25,9 @@ What you may rely on:
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 from urllib.parse import urlparse
 
@@ -94,7 +95,7 @@ class EnvClient:
     def __init__(self, base_url: str, *, client_name: str = "openenv-python",
                  options: Mapping[str, Any] | None = None, timeout: float | None = None,
                  connect_timeout: float = 30.0, max_message_bytes: int = _DEFAULT_MAX_MESSAGE,
-                 keepalive_s: float = 30.0) -> None:
+                 keepalive_s: float = 30.0, num_envs: int = 1, autoreset_mode: str = "disabled") -> None:
         scheme, target = parse_url(base_url)
         if scheme not in ("grpc",):
             raise ValueError(f"unsupported URL scheme {scheme!r} in {base_url!r} (use grpc://host:port)")
@@ -102,6 +103,12 @@ class EnvClient:
         self.client_name, self.options = client_name, dict(options or {})
         self.timeout, self.connect_timeout = timeout, connect_timeout
         self.max_message_bytes, self.keepalive_s = max_message_bytes, keepalive_s
+        if num_envs < 1:
+            raise ValueError("num_envs must be >= 1")
+        mode = _AUTORESET_MODES.get(autoreset_mode)
+        if mode is None:
+            raise ValueError(f"autoreset_mode must be one of {sorted(_AUTORESET_MODES)}, not {autoreset_mode!r}")
+        self.num_envs, self.autoreset_mode = num_envs, mode
         self.session_id = ""
         self.info: environment_pb2.EnvironmentInfo | None = None
         self._channel: grpc.aio.Channel | None = None
@@ -144,7 +151,8 @@ class EnvClient:
         self._call = environment_pb2_grpc.EnvironmentServiceStub(self._channel).Session()
         self._reader = asyncio.ensure_future(self._read_loop())
         hs = environment_pb2.SessionRequest(handshake=environment_pb2.HandshakeRequest(
-            protocol_version=PROTOCOL_VERSION, client_name=self.client_name))
+            protocol_version=PROTOCOL_VERSION, client_name=self.client_name,
+            num_envs=self.num_envs if self.num_envs > 1 else 0, autoreset_mode=self.autoreset_mode))
         to_struct(self.options, hs.handshake.options)
         try:
             resp = await self._request(hs, self.connect_timeout)
@@ -311,10 +319,11 @@ class EnvClient:
             st.timeout.FromNanoseconds(int(step_timeout * 1e9))
         return self.parse_result((await self._request(req, timeout)).step.time_step)
 
-    async def state(self, *, timeout: float | None = None) -> SessionState:
-        """Episode id, step count, episode status and the environment-specific state."""
-        resp = (await self._request(environment_pb2.SessionRequest(state=environment_pb2.StateRequest()),
-                                    timeout)).state
+    async def state(self, *, env_id: int = 0, timeout: float | None = None) -> SessionState:
+        """Episode id, step count, episode status and the environment-specific state
+        (of instance ``env_id`` in a vectorised session)."""
+        resp = (await self._request(environment_pb2.SessionRequest(
+            state=environment_pb2.StateRequest(env_id=env_id)), timeout)).state
         st = self._decode(resp.state, self._state_codec) if resp.HasField("state") else None
         return SessionState(resp.episode_id, resp.step_count, EpisodeStatus(resp.status), st)
 
@@ -333,10 +342,74 @@ class EnvClient:
             req.call_tool.timeout.FromNanoseconds(int(tool_timeout * 1e9))
         return ToolResult.from_proto((await self._request(req, timeout)).call_tool.result)
 
+    async def reset_batch(self, env_ids: Sequence[int] = (), seeds: Sequence[int] = (),
+                          options: Mapping[str, Any] | None = None, *,
+                          timeout: float | None = None) -> BatchResult:
+        """Reset instances of a vectorised session (``num_envs > 1``); all by default.
+
+        ``seeds``: none (unseeded), one ``s`` (instance k gets ``s + k``), or one per instance."""
+        req = environment_pb2.SessionRequest()
+        br = req.batch_reset
+        br.env_ids.extend(env_ids)
+        br.seeds.extend(seeds)
+        if options:
+            to_struct(options, br.options)
+        out = (await self._request(req, timeout)).batch_reset
+        return BatchResult(list(out.env_ids), [self.parse_result(ts) for ts in out.time_steps], {})
+
+    async def step_batch(self, actions: Sequence[Any], env_ids: Sequence[int] = (), *,
+                         timeout: float | None = None, step_timeout: float | None = None) -> BatchResult:
+        """Step instances of a vectorised session with one action each (all by default, in
+        id order). With ``autoreset_mode="same_step"``, ``final`` holds the ending time
+        steps of episodes that ended (their slot in ``results`` is the new episode's start)."""
+        req = environment_pb2.SessionRequest()
+        bs = req.batch_step
+        bs.env_ids.extend(env_ids)
+        for a in actions:
+            self.encode_action(a, bs.actions.add())
+        if step_timeout is not None:
+            bs.timeout.FromNanoseconds(int(step_timeout * 1e9))
+        out = (await self._request(req, timeout)).batch_step
+        finals = {i: self.parse_result(ts) for i, ts in out.final_time_steps.items()}
+        return BatchResult(list(out.env_ids), [self.parse_result(ts) for ts in out.time_steps], finals)
+
     @property
     def rubric(self) -> rubric_pb2.RubricSpec | None:
         """The environment's rubric spec, when it declares one."""
         return self.info.rubric if self.info is not None and self.info.HasField("rubric") else None
+
+
+_AUTORESET_MODES = {
+    "disabled": environment_pb2.AUTORESET_MODE_DISABLED,
+    "next_step": environment_pb2.AUTORESET_MODE_NEXT_STEP,
+    "same_step": environment_pb2.AUTORESET_MODE_SAME_STEP,
+}
+
+
+@dataclasses.dataclass
+class BatchResult:
+    """Results of a batch reset/step: one :class:`StepResult` per stepped instance."""
+
+    env_ids: list[int]
+    results: list[StepResult]
+    final: dict[int, StepResult]
+
+    @property
+    def observations(self) -> list[Any]:
+        return [r.observation for r in self.results]
+
+    @property
+    def rewards(self) -> np.ndarray:
+        """Rewards as float64 (NaN where a step had no reward)."""
+        return np.array([np.nan if r.reward is None else r.reward for r in self.results], dtype=np.float64)
+
+    @property
+    def terminated(self) -> np.ndarray:
+        return np.array([r.terminated for r in self.results], dtype=bool)
+
+    @property
+    def truncated(self) -> np.ndarray:
+        return np.array([r.truncated for r in self.results], dtype=bool)
 
 
 class SyncEnvClient:
@@ -400,6 +473,12 @@ class SyncEnvClient:
 
     def call_tool(self, name: str, arguments: Mapping[str, Any] | None = None, **kw: Any) -> ToolResult:
         return self._run(self.client.call_tool, name, arguments, **kw)
+
+    def reset_batch(self, env_ids: Sequence[int] = (), seeds: Sequence[int] = (), **kw: Any) -> BatchResult:
+        return self._run(self.client.reset_batch, env_ids, seeds, **kw)
+
+    def step_batch(self, actions: Sequence[Any], env_ids: Sequence[int] = (), **kw: Any) -> BatchResult:
+        return self._run(self.client.step_batch, actions, env_ids, **kw)
 
 
 

@@ -95,8 +95,8 @@ class InvalidArgument(EnvError):
     code = ErrorCode.INVALID_ARGUMENT
 
 
-InvalidAction = InvalidArgument
-"""Raise from ``Environment.step`` for an action the environment rejects."""
+class InvalidAction(InvalidArgument):
+    """Raise from ``Environment.step`` for an action the environment rejects (INVALID_ARGUMENT)."""
 
 
 class DeadlineExceeded(EnvError):

@@ -28,6 +28,7 @@ from openenv.session import (
     SessionManager,
 )
 from openenv.v1 import environment_pb2, environment_pb2_grpc, error_pb2
+from openenv.vector import VectorSession
 
 log = logging.getLogger("openenv.server")
 
@@ -67,10 +68,11 @@ def fill_time_step(ts: environment_pb2.TimeStep, r: StepResult, runtime: Runtime
 
 
 def _major(version: str) -> int:
-    head = version.split(".", 1)[0]
-    if not head.isdigit():
+    """The major of a ``"MAJOR.MINOR"`` version (two decimal integers); ValueError otherwise."""
+    major, dot, minor = version.partition(".")
+    if not (dot and major.isdecimal() and minor.isdecimal() and major.isascii() and minor.isascii()):
         raise ValueError(version)
-    return int(head)
+    return int(major)
 
 
 class _Servicer(environment_pb2_grpc.EnvironmentServiceServicer):
@@ -83,7 +85,7 @@ class _Servicer(environment_pb2_grpc.EnvironmentServiceServicer):
         return self.info_response
 
     async def Session(self, request_iterator: Any, context: grpc.aio.ServicerContext) -> None:  # noqa: N802
-        session: Session | None = None
+        session: Session | VectorSession | None = None
         ended: list[EnvError] = []
         task = asyncio.current_task()
 
@@ -127,10 +129,10 @@ class _Servicer(environment_pb2_grpc.EnvironmentServiceServicer):
             await context.abort(_GRPC_CODES[int(err.code)], err.message)
         finally:
             if session is not None:
-                await self.manager.release(session)
+                await session.close()
 
     async def _handshake(self, req: environment_pb2.SessionRequest,
-                         resp: environment_pb2.SessionResponse) -> Session:
+                         resp: environment_pb2.SessionResponse) -> Session | VectorSession:
         if req.WhichOneof("kind") != "handshake":
             raise FailedPrecondition(
                 f"the first request of a session must be a handshake, got {req.WhichOneof('kind') or 'nothing'}")
@@ -140,21 +142,29 @@ class _Servicer(environment_pb2_grpc.EnvironmentServiceServicer):
         try:
             major = _major(hs.protocol_version)
         except ValueError:
-            raise InvalidArgument(f"unparsable protocol_version {hs.protocol_version!r}") from None
+            raise FailedPrecondition(f"unparsable protocol_version {hs.protocol_version!r}: expected "
+                                     f"\"MAJOR.MINOR\"; this server speaks {PROTOCOL_VERSION}") from None
         if major != _major(PROTOCOL_VERSION):
             raise FailedPrecondition(
                 f"protocol version {hs.protocol_version} is not supported; this server speaks {PROTOCOL_VERSION}")
-        session = await self.manager.open(from_struct(hs.options), hs.client_name)
+        session: Session | VectorSession
+        if hs.num_envs > 1:
+            session = VectorSession(await self.manager.open_many(hs.num_envs, from_struct(hs.options),
+                                                                 hs.client_name), hs.autoreset_mode)
+        else:
+            session = await self.manager.open(from_struct(hs.options), hs.client_name)
         out = resp.handshake
         out.session_id = session.id
         out.protocol_version = PROTOCOL_VERSION
         out.info.CopyFrom(self.runtime.info)
         return session
 
-    async def _dispatch(self, session: Session, req: environment_pb2.SessionRequest,
+    async def _dispatch(self, session: Session | VectorSession, req: environment_pb2.SessionRequest,
                         resp: environment_pb2.SessionResponse) -> Any:
         kind = req.WhichOneof("kind")
         rt = self.runtime
+        if isinstance(session, VectorSession):
+            return await self._dispatch_vector(session, kind, req, resp)
         if kind == "step":
             st = req.step
             action = rt.action_codec.decode(st.action)
@@ -186,8 +196,48 @@ class _Servicer(environment_pb2_grpc.EnvironmentServiceServicer):
             return _CLOSE
         elif kind == "handshake":
             raise FailedPrecondition("the session is already open: handshake may only be sent once")
+        elif kind in ("batch_reset", "batch_step"):
+            raise FailedPrecondition(f"{kind} needs a vectorised session (handshake num_envs > 1)")
         else:
             raise InvalidArgument("request has no kind set")
+        return None
+
+    async def _dispatch_vector(self, vs: VectorSession, kind: str | None, req: environment_pb2.SessionRequest,
+                               resp: environment_pb2.SessionResponse) -> Any:
+        rt = self.runtime
+        if kind == "batch_step":
+            bs = req.batch_step
+            actions = [rt.action_codec.decode(a) for a in bs.actions]
+            timeout = bs.timeout.ToNanoseconds() / 1e9 if bs.HasField("timeout") else None
+            ids, results, finals = await vs.step(bs.env_ids, actions, timeout)
+            out = resp.batch_step
+            out.env_ids.extend(ids)
+            for r in results:
+                fill_time_step(out.time_steps.add(), r, rt)
+            for i, r in finals.items():
+                fill_time_step(out.final_time_steps[i], r, rt)
+        elif kind == "batch_reset":
+            br = req.batch_reset
+            ids, results = await vs.reset(br.env_ids, br.seeds, from_struct(br.options))
+            resp.batch_reset.env_ids.extend(ids)
+            for r in results:
+                fill_time_step(resp.batch_reset.time_steps.add(), r, rt)
+        elif kind == "state":
+            s = await vs.state(req.state.env_id)
+            out = resp.state
+            out.episode_id, out.step_count, out.status = s.episode_id, s.step_count, int(s.status)
+            if s.state is not None:
+                rt.state_codec.encode(s.state, out.state)
+        elif kind == "close":
+            resp.close.SetInParent()
+            return _CLOSE
+        elif kind == "handshake":
+            raise FailedPrecondition("the session is already open: handshake may only be sent once")
+        elif kind is None:
+            raise InvalidArgument("request has no kind set")
+        else:
+            raise FailedPrecondition(f"{kind} is not available in a vectorised session: "
+                                     "use batch_reset / batch_step / state(env_id)")
         return None
 
 
@@ -201,9 +251,9 @@ class Server:
                  port: int = 50051, *, max_sessions: int | None = None,
                  max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
                  idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S, tools_only: bool = False,
-                 reflection: bool = True) -> None:
+                 max_num_envs: int | None = None, reflection: bool = True) -> None:
         self.runtime = Runtime(factory, max_sessions=max_sessions, max_message_bytes=max_message_bytes,
-                               idle_timeout_s=idle_timeout_s, tools_only=tools_only)
+                               idle_timeout_s=idle_timeout_s, tools_only=tools_only, max_num_envs=max_num_envs)
         self.manager = SessionManager(self.runtime)
         self.host, self.requested_port = host, port
         self.port: int | None = None

@@ -73,7 +73,7 @@ class Runtime:
                  max_sessions: int | None = None,
                  max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
                  idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S,
-                 tools_only: bool = False) -> None:
+                 tools_only: bool = False, max_num_envs: int | None = None) -> None:
         if isinstance(factory, type):
             env_cls = factory
         else:  # a factory function: build one instance to learn its class
@@ -93,6 +93,7 @@ class Runtime:
         if cap < 1:
             raise ValueError("max_sessions must be >= 1")
         self.max_sessions = cap
+        self.max_num_envs = cap if max_num_envs is None else min(max_num_envs, cap)
         self.max_message_bytes = max_message_bytes
         self.idle_timeout_s = idle_timeout_s
         self.tools_only = tools_only
@@ -131,6 +132,7 @@ class Runtime:
             cap.reward_min, cap.reward_max = c.reward_range
         cap.idle_timeout.FromNanoseconds(int(self.idle_timeout_s * 1e9))
         cap.action_budget = c.action_budget
+        cap.max_num_envs = self.max_num_envs if self.max_num_envs > 1 else 0
         rubric = getattr(c, "rubric", None)
         if rubric is not None and hasattr(rubric, "spec"):
             info.rubric.CopyFrom(rubric.spec())
@@ -364,16 +366,36 @@ class SessionManager:
         """Sessions holding a slot (open or being created)."""
         return len(self.sessions) + self._reserved
 
-    async def open(self, options: Mapping[str, Any] | None = None, client_name: str = "") -> Session:
-        """Create a session: RESOURCE_EXHAUSTED at capacity, UNAVAILABLE while draining,
-        INTERNAL (fatal) when the factory fails."""
+    async def open_many(self, n: int, options: Mapping[str, Any] | None = None,
+                        client_name: str = "") -> list[Session]:
+        """Create ``n`` sessions for one vectorised stream (all or none)."""
+        if n > max(self.runtime.max_num_envs, 1):
+            raise ResourceExhausted(f"num_envs {n} exceeds this server's max_num_envs "
+                                    f"{self.runtime.max_num_envs}", fatal=True)
+        self._check_capacity(n)
+        out: list[Session] = []
+        try:
+            for _ in range(n):
+                out.append(await self.open(options, client_name))
+        except BaseException:
+            for s in out:
+                await self.release(s)
+            raise
+        return out
+
+    def _check_capacity(self, n: int) -> None:
         if self.draining:
             raise Unavailable("server is shutting down", fatal=True)
-        if self.active >= self.runtime.max_sessions:
+        if self.active + n > self.runtime.max_sessions:
             raise ResourceExhausted(
                 f"server at capacity: {self.active}/{self.runtime.max_sessions} sessions active",
                 details={"active_sessions": self.active, "max_sessions": self.runtime.max_sessions},
                 fatal=True)
+
+    async def open(self, options: Mapping[str, Any] | None = None, client_name: str = "") -> Session:
+        """Create a session: RESOURCE_EXHAUSTED at capacity, UNAVAILABLE while draining,
+        INTERNAL (fatal) when the factory fails."""
+        self._check_capacity(1)
         self._reserved += 1
         try:
             factory = functools.partial(self.runtime.factory, **dict(options or {}))

@@ -7,13 +7,21 @@ from openenv.v1 import error_pb2 as _error_pb2
 from openenv.v1 import payload_pb2 as _payload_pb2
 from openenv.v1 import rubric_pb2 as _rubric_pb2
 from openenv.v1 import tool_pb2 as _tool_pb2
+from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
-from collections.abc import Mapping as _Mapping
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
 from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
+
+class AutoresetMode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    AUTORESET_MODE_UNSPECIFIED: _ClassVar[AutoresetMode]
+    AUTORESET_MODE_DISABLED: _ClassVar[AutoresetMode]
+    AUTORESET_MODE_NEXT_STEP: _ClassVar[AutoresetMode]
+    AUTORESET_MODE_SAME_STEP: _ClassVar[AutoresetMode]
 
 class EpisodeStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -23,6 +31,10 @@ class EpisodeStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     EPISODE_STATUS_TERMINATED: _ClassVar[EpisodeStatus]
     EPISODE_STATUS_TRUNCATED: _ClassVar[EpisodeStatus]
     EPISODE_STATUS_ABORTED: _ClassVar[EpisodeStatus]
+AUTORESET_MODE_UNSPECIFIED: AutoresetMode
+AUTORESET_MODE_DISABLED: AutoresetMode
+AUTORESET_MODE_NEXT_STEP: AutoresetMode
+AUTORESET_MODE_SAME_STEP: AutoresetMode
 EPISODE_STATUS_UNSPECIFIED: EpisodeStatus
 EPISODE_STATUS_NOT_STARTED: EpisodeStatus
 EPISODE_STATUS_RUNNING: EpisodeStatus
@@ -67,7 +79,7 @@ class EnvironmentInfo(_message.Message):
     def __init__(self, name: _Optional[str] = ..., version: _Optional[str] = ..., description: _Optional[str] = ..., protocol_version: _Optional[str] = ..., action: _Optional[_Union[_payload_pb2.TypeSpec, _Mapping]] = ..., observation: _Optional[_Union[_payload_pb2.TypeSpec, _Mapping]] = ..., state: _Optional[_Union[_payload_pb2.TypeSpec, _Mapping]] = ..., descriptors: _Optional[_Union[_descriptor_pb2.FileDescriptorSet, _Mapping]] = ..., capabilities: _Optional[_Union[Capabilities, _Mapping]] = ..., rubric: _Optional[_Union[_rubric_pb2.RubricSpec, _Mapping]] = ..., metadata: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
 
 class Capabilities(_message.Message):
-    __slots__ = ("max_sessions", "concurrent_sessions", "deterministic", "float_tolerance", "auto_reset", "tools", "tools_only", "max_message_bytes", "max_episode_steps", "reward_min", "reward_max", "idle_timeout", "action_budget")
+    __slots__ = ("max_sessions", "concurrent_sessions", "deterministic", "float_tolerance", "auto_reset", "tools", "tools_only", "max_message_bytes", "max_episode_steps", "reward_min", "reward_max", "idle_timeout", "action_budget", "max_num_envs")
     MAX_SESSIONS_FIELD_NUMBER: _ClassVar[int]
     CONCURRENT_SESSIONS_FIELD_NUMBER: _ClassVar[int]
     DETERMINISTIC_FIELD_NUMBER: _ClassVar[int]
@@ -81,6 +93,7 @@ class Capabilities(_message.Message):
     REWARD_MAX_FIELD_NUMBER: _ClassVar[int]
     IDLE_TIMEOUT_FIELD_NUMBER: _ClassVar[int]
     ACTION_BUDGET_FIELD_NUMBER: _ClassVar[int]
+    MAX_NUM_ENVS_FIELD_NUMBER: _ClassVar[int]
     max_sessions: int
     concurrent_sessions: bool
     deterministic: bool
@@ -94,10 +107,11 @@ class Capabilities(_message.Message):
     reward_max: float
     idle_timeout: _duration_pb2.Duration
     action_budget: int
-    def __init__(self, max_sessions: _Optional[int] = ..., concurrent_sessions: _Optional[bool] = ..., deterministic: _Optional[bool] = ..., float_tolerance: _Optional[float] = ..., auto_reset: _Optional[bool] = ..., tools: _Optional[bool] = ..., tools_only: _Optional[bool] = ..., max_message_bytes: _Optional[int] = ..., max_episode_steps: _Optional[int] = ..., reward_min: _Optional[float] = ..., reward_max: _Optional[float] = ..., idle_timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., action_budget: _Optional[int] = ...) -> None: ...
+    max_num_envs: int
+    def __init__(self, max_sessions: _Optional[int] = ..., concurrent_sessions: _Optional[bool] = ..., deterministic: _Optional[bool] = ..., float_tolerance: _Optional[float] = ..., auto_reset: _Optional[bool] = ..., tools: _Optional[bool] = ..., tools_only: _Optional[bool] = ..., max_message_bytes: _Optional[int] = ..., max_episode_steps: _Optional[int] = ..., reward_min: _Optional[float] = ..., reward_max: _Optional[float] = ..., idle_timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., action_budget: _Optional[int] = ..., max_num_envs: _Optional[int] = ...) -> None: ...
 
 class SessionRequest(_message.Message):
-    __slots__ = ("request_id", "handshake", "reset", "step", "state", "list_tools", "call_tool", "close")
+    __slots__ = ("request_id", "handshake", "reset", "step", "state", "list_tools", "call_tool", "close", "batch_reset", "batch_step")
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     HANDSHAKE_FIELD_NUMBER: _ClassVar[int]
     RESET_FIELD_NUMBER: _ClassVar[int]
@@ -106,6 +120,8 @@ class SessionRequest(_message.Message):
     LIST_TOOLS_FIELD_NUMBER: _ClassVar[int]
     CALL_TOOL_FIELD_NUMBER: _ClassVar[int]
     CLOSE_FIELD_NUMBER: _ClassVar[int]
+    BATCH_RESET_FIELD_NUMBER: _ClassVar[int]
+    BATCH_STEP_FIELD_NUMBER: _ClassVar[int]
     request_id: int
     handshake: HandshakeRequest
     reset: ResetRequest
@@ -114,10 +130,12 @@ class SessionRequest(_message.Message):
     list_tools: _tool_pb2.ListToolsRequest
     call_tool: _tool_pb2.CallToolRequest
     close: CloseRequest
-    def __init__(self, request_id: _Optional[int] = ..., handshake: _Optional[_Union[HandshakeRequest, _Mapping]] = ..., reset: _Optional[_Union[ResetRequest, _Mapping]] = ..., step: _Optional[_Union[StepRequest, _Mapping]] = ..., state: _Optional[_Union[StateRequest, _Mapping]] = ..., list_tools: _Optional[_Union[_tool_pb2.ListToolsRequest, _Mapping]] = ..., call_tool: _Optional[_Union[_tool_pb2.CallToolRequest, _Mapping]] = ..., close: _Optional[_Union[CloseRequest, _Mapping]] = ...) -> None: ...
+    batch_reset: BatchResetRequest
+    batch_step: BatchStepRequest
+    def __init__(self, request_id: _Optional[int] = ..., handshake: _Optional[_Union[HandshakeRequest, _Mapping]] = ..., reset: _Optional[_Union[ResetRequest, _Mapping]] = ..., step: _Optional[_Union[StepRequest, _Mapping]] = ..., state: _Optional[_Union[StateRequest, _Mapping]] = ..., list_tools: _Optional[_Union[_tool_pb2.ListToolsRequest, _Mapping]] = ..., call_tool: _Optional[_Union[_tool_pb2.CallToolRequest, _Mapping]] = ..., close: _Optional[_Union[CloseRequest, _Mapping]] = ..., batch_reset: _Optional[_Union[BatchResetRequest, _Mapping]] = ..., batch_step: _Optional[_Union[BatchStepRequest, _Mapping]] = ...) -> None: ...
 
 class SessionResponse(_message.Message):
-    __slots__ = ("request_id", "handshake", "reset", "step", "state", "list_tools", "call_tool", "close", "error")
+    __slots__ = ("request_id", "handshake", "reset", "step", "state", "list_tools", "call_tool", "close", "batch_reset", "batch_step", "error")
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     HANDSHAKE_FIELD_NUMBER: _ClassVar[int]
     RESET_FIELD_NUMBER: _ClassVar[int]
@@ -126,6 +144,8 @@ class SessionResponse(_message.Message):
     LIST_TOOLS_FIELD_NUMBER: _ClassVar[int]
     CALL_TOOL_FIELD_NUMBER: _ClassVar[int]
     CLOSE_FIELD_NUMBER: _ClassVar[int]
+    BATCH_RESET_FIELD_NUMBER: _ClassVar[int]
+    BATCH_STEP_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
     request_id: int
     handshake: HandshakeResponse
@@ -135,18 +155,24 @@ class SessionResponse(_message.Message):
     list_tools: _tool_pb2.ListToolsResponse
     call_tool: _tool_pb2.CallToolResponse
     close: CloseResponse
+    batch_reset: BatchResetResponse
+    batch_step: BatchStepResponse
     error: _error_pb2.Status
-    def __init__(self, request_id: _Optional[int] = ..., handshake: _Optional[_Union[HandshakeResponse, _Mapping]] = ..., reset: _Optional[_Union[ResetResponse, _Mapping]] = ..., step: _Optional[_Union[StepResponse, _Mapping]] = ..., state: _Optional[_Union[StateResponse, _Mapping]] = ..., list_tools: _Optional[_Union[_tool_pb2.ListToolsResponse, _Mapping]] = ..., call_tool: _Optional[_Union[_tool_pb2.CallToolResponse, _Mapping]] = ..., close: _Optional[_Union[CloseResponse, _Mapping]] = ..., error: _Optional[_Union[_error_pb2.Status, _Mapping]] = ...) -> None: ...
+    def __init__(self, request_id: _Optional[int] = ..., handshake: _Optional[_Union[HandshakeResponse, _Mapping]] = ..., reset: _Optional[_Union[ResetResponse, _Mapping]] = ..., step: _Optional[_Union[StepResponse, _Mapping]] = ..., state: _Optional[_Union[StateResponse, _Mapping]] = ..., list_tools: _Optional[_Union[_tool_pb2.ListToolsResponse, _Mapping]] = ..., call_tool: _Optional[_Union[_tool_pb2.CallToolResponse, _Mapping]] = ..., close: _Optional[_Union[CloseResponse, _Mapping]] = ..., batch_reset: _Optional[_Union[BatchResetResponse, _Mapping]] = ..., batch_step: _Optional[_Union[BatchStepResponse, _Mapping]] = ..., error: _Optional[_Union[_error_pb2.Status, _Mapping]] = ...) -> None: ...
 
 class HandshakeRequest(_message.Message):
-    __slots__ = ("protocol_version", "client_name", "options")
+    __slots__ = ("protocol_version", "client_name", "options", "num_envs", "autoreset_mode")
     PROTOCOL_VERSION_FIELD_NUMBER: _ClassVar[int]
     CLIENT_NAME_FIELD_NUMBER: _ClassVar[int]
     OPTIONS_FIELD_NUMBER: _ClassVar[int]
+    NUM_ENVS_FIELD_NUMBER: _ClassVar[int]
+    AUTORESET_MODE_FIELD_NUMBER: _ClassVar[int]
     protocol_version: str
     client_name: str
     options: _struct_pb2.Struct
-    def __init__(self, protocol_version: _Optional[str] = ..., client_name: _Optional[str] = ..., options: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
+    num_envs: int
+    autoreset_mode: AutoresetMode
+    def __init__(self, protocol_version: _Optional[str] = ..., client_name: _Optional[str] = ..., options: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., num_envs: _Optional[int] = ..., autoreset_mode: _Optional[_Union[AutoresetMode, str]] = ...) -> None: ...
 
 class HandshakeResponse(_message.Message):
     __slots__ = ("session_id", "protocol_version", "info")
@@ -209,8 +235,10 @@ class TimeStep(_message.Message):
     def __init__(self, observation: _Optional[_Union[_payload_pb2.Payload, _Mapping]] = ..., reward: _Optional[float] = ..., terminated: _Optional[bool] = ..., truncated: _Optional[bool] = ..., metadata: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., reward_breakdown: _Optional[_Union[_rubric_pb2.RubricScore, _Mapping]] = ..., episode_id: _Optional[str] = ..., step_count: _Optional[int] = ...) -> None: ...
 
 class StateRequest(_message.Message):
-    __slots__ = ()
-    def __init__(self) -> None: ...
+    __slots__ = ("env_id",)
+    ENV_ID_FIELD_NUMBER: _ClassVar[int]
+    env_id: int
+    def __init__(self, env_id: _Optional[int] = ...) -> None: ...
 
 class StateResponse(_message.Message):
     __slots__ = ("episode_id", "step_count", "status", "state")
@@ -223,6 +251,51 @@ class StateResponse(_message.Message):
     status: EpisodeStatus
     state: _payload_pb2.Payload
     def __init__(self, episode_id: _Optional[str] = ..., step_count: _Optional[int] = ..., status: _Optional[_Union[EpisodeStatus, str]] = ..., state: _Optional[_Union[_payload_pb2.Payload, _Mapping]] = ...) -> None: ...
+
+class BatchResetRequest(_message.Message):
+    __slots__ = ("env_ids", "seeds", "options")
+    ENV_IDS_FIELD_NUMBER: _ClassVar[int]
+    SEEDS_FIELD_NUMBER: _ClassVar[int]
+    OPTIONS_FIELD_NUMBER: _ClassVar[int]
+    env_ids: _containers.RepeatedScalarFieldContainer[int]
+    seeds: _containers.RepeatedScalarFieldContainer[int]
+    options: _struct_pb2.Struct
+    def __init__(self, env_ids: _Optional[_Iterable[int]] = ..., seeds: _Optional[_Iterable[int]] = ..., options: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
+
+class BatchResetResponse(_message.Message):
+    __slots__ = ("env_ids", "time_steps")
+    ENV_IDS_FIELD_NUMBER: _ClassVar[int]
+    TIME_STEPS_FIELD_NUMBER: _ClassVar[int]
+    env_ids: _containers.RepeatedScalarFieldContainer[int]
+    time_steps: _containers.RepeatedCompositeFieldContainer[TimeStep]
+    def __init__(self, env_ids: _Optional[_Iterable[int]] = ..., time_steps: _Optional[_Iterable[_Union[TimeStep, _Mapping]]] = ...) -> None: ...
+
+class BatchStepRequest(_message.Message):
+    __slots__ = ("env_ids", "actions", "timeout")
+    ENV_IDS_FIELD_NUMBER: _ClassVar[int]
+    ACTIONS_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_FIELD_NUMBER: _ClassVar[int]
+    env_ids: _containers.RepeatedScalarFieldContainer[int]
+    actions: _containers.RepeatedCompositeFieldContainer[_payload_pb2.Payload]
+    timeout: _duration_pb2.Duration
+    def __init__(self, env_ids: _Optional[_Iterable[int]] = ..., actions: _Optional[_Iterable[_Union[_payload_pb2.Payload, _Mapping]]] = ..., timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+
+class BatchStepResponse(_message.Message):
+    __slots__ = ("env_ids", "time_steps", "final_time_steps")
+    class FinalTimeStepsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: int
+        value: TimeStep
+        def __init__(self, key: _Optional[int] = ..., value: _Optional[_Union[TimeStep, _Mapping]] = ...) -> None: ...
+    ENV_IDS_FIELD_NUMBER: _ClassVar[int]
+    TIME_STEPS_FIELD_NUMBER: _ClassVar[int]
+    FINAL_TIME_STEPS_FIELD_NUMBER: _ClassVar[int]
+    env_ids: _containers.RepeatedScalarFieldContainer[int]
+    time_steps: _containers.RepeatedCompositeFieldContainer[TimeStep]
+    final_time_steps: _containers.MessageMap[int, TimeStep]
+    def __init__(self, env_ids: _Optional[_Iterable[int]] = ..., time_steps: _Optional[_Iterable[_Union[TimeStep, _Mapping]]] = ..., final_time_steps: _Optional[_Mapping[int, TimeStep]] = ...) -> None: ...
 
 class CloseRequest(_message.Message):
     __slots__ = ()
