@@ -3,7 +3,7 @@
 
 SHELL := /bin/bash
 PYTHON ?= $(shell for p in python3.13 python3.12 python3.11 python3; do \
-	  if command -v $$p >/dev/null 2>&1 && $$p -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then command -v $$p; break; fi; done)
+	  if command -v $$p >/dev/null 2>&1 && $$p -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then command -v $$p; break; fi; done)
 VENV := .venv
 BIN := $(VENV)/bin
 PY := $(BIN)/python
@@ -40,7 +40,7 @@ fmt: venv
 	$(BIN)/ruff check --fix python conformance envs tools
 
 bench: venv
-	$(PY) -m tools.bench
+	$(PY) tools/bench/run.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache

@@ -128,7 +128,15 @@ def info_command(url: str, as_json: bool) -> None:
         info = asyncio.run(fetch())
     except grpc.aio.AioRpcError as e:
         raise click.ClickException(f"{url}: {e.code().name}: {e.details()}") from e
-    data = json_format.MessageToDict(info, preserving_proto_field_name=True)
+    from google.protobuf import descriptor_pool
+
+    pool = descriptor_pool.DescriptorPool()
+    for f in info.descriptors.file:  # decode example payloads of any advertised type
+        try:
+            pool.Add(f)
+        except TypeError:
+            pass
+    data = json_format.MessageToDict(info, preserving_proto_field_name=True, descriptor_pool=pool)
     if as_json:
         click.echo(json.dumps(data, indent=2))
         return

@@ -1,0 +1,190 @@
+"""Benchmark client: runs one scenario against one server and prints one JSON line.
+
+``python tools/bench/client.py --kind ours --scenario seq --url grpc://127.0.0.1:PORT``
+
+Kinds: ``raw`` (the generated stub in lock step: the grpc.aio ceiling) and ``ours``
+(:class:`openenv.EnvClient`). Scenarios: seq, pipelined, batched, concurrent, tools,
+reset, idle (open sessions and hold them).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import time
+from typing import Any
+
+import grpc
+
+import openenv
+from openenv.v1 import environment_pb2, environment_pb2_grpc
+
+
+def summary(n: int, elapsed: float, lat: list[float], errors: int = 0, **extra: Any) -> dict[str, Any]:
+    lat.sort()
+    q = (lambda p: lat[min(len(lat) - 1, int(p * len(lat)))] * 1e3) if lat else (lambda p: float("nan"))
+    return {"steps_per_s": n / elapsed, "p50_ms": q(0.50), "p99_ms": q(0.99), "n": n, "errors": errors, **extra}
+
+
+async def raw_seq(url: str, duration: float) -> dict[str, Any]:
+    target = url.split("://", 1)[-1]
+    async with grpc.aio.insecure_channel(target) as ch:
+        call = environment_pb2_grpc.EnvironmentServiceStub(ch).Session()
+        await call.write(environment_pb2.SessionRequest(request_id=1, handshake={"protocol_version": "1.0"}))
+        await call.read()
+        lat: list[float] = []
+        n, t0 = 0, time.perf_counter()
+        end = t0 + duration
+        while True:
+            s = time.perf_counter()
+            if s >= end:
+                break
+            n += 1
+            req = environment_pb2.SessionRequest(request_id=n + 1)
+            req.step.action.json.struct_value.update({"x": n})
+            await call.write(req)
+            await call.read()
+            lat.append(time.perf_counter() - s)
+        elapsed = time.perf_counter() - t0
+        await call.done_writing()
+        return summary(n, elapsed, lat)
+
+
+async def ours_loop(client: openenv.EnvClient, end: float, lat: list[float], action: Any = None) -> int:
+    n = 0
+    while True:
+        s = time.perf_counter()
+        if s >= end:
+            return n
+        n += 1
+        await client.step({"x": n} if action is None else action)
+        lat.append(time.perf_counter() - s)
+
+
+async def ours_seq(url: str, duration: float, action: Any = None) -> dict[str, Any]:
+    async with openenv.EnvClient(url) as c:
+        await c.reset()
+        lat: list[float] = []
+        t0 = time.perf_counter()
+        n = await ours_loop(c, t0 + duration, lat, action)
+        return summary(n, time.perf_counter() - t0, lat)
+
+
+async def ours_tools(url: str, duration: float) -> dict[str, Any]:
+    return await ours_seq(url, duration, openenv.CallToolAction("echo", {"message": "hello"}))
+
+
+async def ours_reset(url: str, duration: float) -> dict[str, Any]:
+    async with openenv.EnvClient(url) as c:
+        lat: list[float] = []
+        n, t0 = 0, time.perf_counter()
+        while time.perf_counter() - t0 < duration:
+            s = time.perf_counter()
+            await c.reset(seed=n)
+            n += 1
+            lat.append(time.perf_counter() - s)
+        return summary(n, time.perf_counter() - t0, lat)
+
+
+async def ours_pipelined(url: str, duration: float, k: int) -> dict[str, Any]:
+    """k steps kept in flight on one session (a sliding window)."""
+    async with openenv.EnvClient(url) as c:
+        await c.reset()
+        n, t0 = 0, time.perf_counter()
+        end = t0 + duration
+        inflight: set[asyncio.Future[Any]] = set()
+        while True:
+            now = time.perf_counter()
+            while len(inflight) < k and now < end:
+                n += 1
+                inflight.add(asyncio.ensure_future(c.step({"x": n})))
+            if not inflight:
+                break
+            done, inflight = await asyncio.wait(inflight, return_when=asyncio.FIRST_COMPLETED)
+            for d in done:
+                d.result()
+        return summary(n, time.perf_counter() - t0, [], k=k)
+
+
+async def ours_batched(url: str, duration: float, k: int) -> dict[str, Any]:
+    """One vectorised session of k instances, stepped with one message per batch."""
+    async with openenv.EnvClient(url, num_envs=k, autoreset_mode="next_step") as c:
+        await c.reset_batch()
+        actions = [{"x": i} for i in range(k)]
+        lat: list[float] = []
+        batches, t0 = 0, time.perf_counter()
+        while time.perf_counter() - t0 < duration:
+            s = time.perf_counter()
+            await c.step_batch(actions)
+            batches += 1
+            lat.append(time.perf_counter() - s)
+        return summary(batches * k, time.perf_counter() - t0, lat, k=k)
+
+
+async def ours_concurrent(url: str, duration: float, k: int) -> dict[str, Any]:
+    """k sessions stepping concurrently from one client process; latency per step."""
+    clients = [openenv.EnvClient(url, connect_timeout=60) for _ in range(k)]
+    errors = 0
+    for i in range(0, k, 64):  # connect in waves: a burst of k handshakes is its own benchmark
+        res = await asyncio.gather(*(c.connect() for c in clients[i:i + 64]), return_exceptions=True)
+        errors += sum(isinstance(r, BaseException) for r in res)
+    live = [c for c in clients if c.session_id]
+    await asyncio.gather(*(c.reset() for c in live))
+    lat: list[float] = []
+    t0 = time.perf_counter()
+    res = await asyncio.gather(*(ours_loop(c, t0 + duration, lat) for c in live), return_exceptions=True)
+    elapsed = time.perf_counter() - t0
+    errors += sum(isinstance(r, BaseException) for r in res)
+    n = sum(r for r in res if isinstance(r, int))
+    await asyncio.gather(*(c.close() for c in clients), return_exceptions=True)
+    return summary(n, elapsed, lat, errors=errors, sessions=len(live), k=k)
+
+
+async def ours_idle(url: str, duration: float, k: int) -> dict[str, Any]:
+    """Open k sessions, report, hold them until stdin closes (the driver measures RSS)."""
+    clients = [openenv.EnvClient(url, connect_timeout=60) for _ in range(k)]
+    for i in range(0, k, 64):
+        await asyncio.gather(*(c.connect() for c in clients[i:i + 64]))
+    print(json.dumps({"opened": k}), flush=True)
+    await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
+    await asyncio.gather(*(c.close() for c in clients), return_exceptions=True)
+    return {"closed": k}
+
+
+SCENARIOS = {
+    ("raw", "seq"): raw_seq,
+    ("ours", "seq"): ours_seq,
+    ("ours", "tools"): ours_tools,
+    ("ours", "reset"): ours_reset,
+    ("ours", "pipelined"): ours_pipelined,
+    ("ours", "batched"): ours_batched,
+    ("ours", "concurrent"): ours_concurrent,
+    ("ours", "idle"): ours_idle,
+}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--kind", required=True, choices=sorted({k for k, _ in SCENARIOS}))
+    ap.add_argument("--scenario", required=True)
+    ap.add_argument("--url", required=True)
+    ap.add_argument("--duration", type=float, default=2.0)
+    ap.add_argument("--k", type=int, default=None)
+    ns = ap.parse_args()
+    fn = SCENARIOS.get((ns.kind, ns.scenario))
+    if fn is None:
+        sys.exit(f"no scenario {ns.scenario!r} for kind {ns.kind!r}")
+    args: list[Any] = [ns.url, ns.duration] + ([ns.k] if ns.k is not None else [])
+    try:
+        import uvloop  # type: ignore[import-not-found]
+
+        result = uvloop.run(fn(*args))
+    except ImportError:
+        result = asyncio.run(fn(*args))
+    print(json.dumps(result), flush=True)
+
+
+if __name__ == "__main__":
+    main()

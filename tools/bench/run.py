@@ -1,0 +1,181 @@
+#!/usr/bin/env python3
+"""``make bench``: side-by-side transport benchmarks, reported as ratios.
+
+Every measurement is a separate client process against a server process, both on this
+machine; systems are run alternately, ``--repeats`` times (default 5), and medians are
+reported, with ratios against the raw grpc.aio ceiling measured in the same run.
+Results go to ``reports/bench.json`` and ``reports/bench.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+PY = sys.executable
+CLIENT = str(ROOT / "tools" / "bench" / "client.py")
+ENV = {**os.environ, "GRPC_VERBOSITY": "ERROR", "PYTHONPATH": str(ROOT)}
+
+
+def _serve_cmd(target: str) -> list[str]:
+    cmd = [PY, "-m", "openenv.cli", "serve", target, "--port", "0", "--idle-timeout", "0"]
+    help_text = subprocess.run([*cmd[:4], "--help"], capture_output=True, text=True, env=ENV).stdout
+    if "--no-http" in help_text:
+        cmd.append("--no-http")
+    return cmd
+
+
+@contextlib.contextmanager
+def server(cmd: list[str], timeout: float = 60.0) -> Iterator[tuple[str, int]]:
+    """Start a server process that writes its URL to --ready-file; yield (url, pid)."""
+    with tempfile.TemporaryDirectory() as d:
+        ready = os.path.join(d, "ready")
+        proc = subprocess.Popen([*cmd, "--ready-file", ready], cwd=ROOT, env=ENV,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        try:
+            deadline = time.monotonic() + timeout
+            while not os.path.exists(ready):
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"server {cmd} did not start: {proc.stderr.read().decode()[-2000:]}")
+                time.sleep(0.05)
+            yield Path(ready).read_text().strip(), proc.pid
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
+def client(kind: str, scenario: str, url: str, duration: float, k: int | None = None) -> dict[str, Any]:
+    cmd = [PY, CLIENT, "--kind", kind, "--scenario", scenario, "--url", url, "--duration", str(duration)]
+    if k is not None:
+        cmd += ["--k", str(k)]
+    out = subprocess.run(cmd, capture_output=True, text=True, env=ENV, timeout=600)
+    if out.returncode != 0:
+        return {"error": out.stderr.strip().splitlines()[-1] if out.stderr.strip() else "failed"}
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def rss_kib(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    return 0
+
+
+def median_of(runs: list[dict[str, Any]], key: str) -> float:
+    vals = [r[key] for r in runs if key in r and r.get("error") is None]
+    return statistics.median(vals) if vals else float("nan")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--duration", type=float, default=2.0)
+    ap.add_argument("--quick", action="store_true", help="1 repeat, short runs, small C (smoke test)")
+    ap.add_argument("--out", default=str(ROOT / "reports"))
+    ns = ap.parse_args()
+    if ns.quick:
+        ns.repeats, ns.duration = 1, 0.5
+    conc = [1, 16, 64] if ns.quick else [1, 16, 64, 256, 1024]
+    idle_n = 100 if ns.quick else 1000
+
+    servers = {
+        "raw": [PY, str(ROOT / "tools" / "bench" / "raw.py"), "--port", "0"],
+        "sync": _serve_cmd("tools.bench.envs:SyncEcho"),
+        "async": _serve_cmd("tools.bench.envs:AsyncEcho"),
+        "tools": _serve_cmd("tools.bench.envs:ToolEcho"),
+        "big": _serve_cmd("tools.bench.envs:BigObs"),
+        "image": _serve_cmd("tools.bench.envs:Image"),
+    }
+    # (row label, server, client kind, scenario, k)
+    plan: list[tuple[str, str, str, str, int | None]] = [
+        ("raw grpc.aio bidi echo (ceiling)", "raw", "raw", "seq", None),
+        ("ours, sync env, sequential", "sync", "ours", "seq", None),
+        ("ours, async env, sequential", "async", "ours", "seq", None),
+        ("ours, sync env, pipelined k=16", "sync", "ours", "pipelined", 16),
+        ("ours, async env, pipelined k=16", "async", "ours", "pipelined", 16),
+        ("ours, sync env, batched N=64", "sync", "ours", "batched", 64),
+        ("ours, async env, batched N=64", "async", "ours", "batched", 64),
+        ("ours, tool call as a step", "tools", "ours", "tools", None),
+        ("ours, reset", "async", "ours", "reset", None),
+        ("ours, 64 KiB JSON observation", "big", "ours", "seq", None),
+        ("ours, 1 MiB uint8 tensor observation", "image", "ours", "seq", None),
+    ] + [(f"ours, {env} env, {c} concurrent sessions", env, "ours", "concurrent", c)
+         for env in ("sync", "async") for c in conc]
+
+    results: dict[str, list[dict[str, Any]]] = {label: [] for label, *_ in plan}
+    t_start = time.time()
+    for rep in range(ns.repeats):  # alternate: every system once per repeat
+        for name, cmd in servers.items():
+            rows = [p for p in plan if p[1] == name]
+            if not rows:
+                continue
+            with server(cmd) as (url, _pid):
+                for label, _, kind, scenario, k in rows:
+                    r = client(kind, scenario, url, ns.duration, k)
+                    results[label].append(r)
+                    print(f"[{rep + 1}/{ns.repeats}] {label}: "
+                          f"{r.get('steps_per_s', float('nan')):,.0f}/s {r.get('error') or ''}", file=sys.stderr)
+
+    memory: dict[str, Any] = {}
+    with server(servers["sync"]) as (url, pid):
+        time.sleep(0.5)
+        before = rss_kib(pid)
+        proc = subprocess.Popen([PY, CLIENT, "--kind", "ours", "--scenario", "idle", "--url", url,
+                                 "--k", str(idle_n)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                text=True, env=ENV)
+        assert proc.stdout is not None and proc.stdin is not None
+        proc.stdout.readline()  # {"opened": k}
+        time.sleep(0.5)
+        after = rss_kib(pid)
+        proc.stdin.close()
+        proc.wait(60)
+        memory = {"idle_server_rss_mib": before / 1024, "sessions": idle_n,
+                  "rss_with_sessions_mib": after / 1024, "per_idle_session_kib": (after - before) / idle_n}
+
+    ceiling = median_of(results["raw grpc.aio bidi echo (ceiling)"], "steps_per_s")
+    table = []
+    for label, *_ in plan:
+        runs = results[label]
+        sps = median_of(runs, "steps_per_s")
+        table.append({"scenario": label, "steps_per_s": sps, "p50_ms": median_of(runs, "p50_ms"),
+                      "p99_ms": median_of(runs, "p99_ms"), "errors": sum(r.get("errors", 0) for r in runs)
+                      + sum(1 for r in runs if r.get("error")), "vs_ceiling": sps / ceiling,
+                      "runs": [round(r["steps_per_s"]) for r in runs if "steps_per_s" in r]})
+    meta = {"machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.python_implementation()} "
+                       f"{platform.python_version()}", "repeats": ns.repeats, "duration_s": ns.duration,
+            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "wall_s": round(time.time() - t_start)}
+    out = Path(ns.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "bench.json").write_text(json.dumps({"meta": meta, "table": table, "memory": memory}, indent=2))
+    lines = [f"Machine: {meta['machine']}; {meta['repeats']} alternating repeats of {meta['duration_s']} s, "
+             f"medians; {meta['date']}.", "",
+             "| scenario | steps/s (median) | x ceiling | p50 ms | p99 ms | errors | runs |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | --- |"]
+    for row in table:
+        lines.append(f"| {row['scenario']} | {row['steps_per_s']:,.0f} | {row['vs_ceiling']:.2f} | "
+                     f"{row['p50_ms']:.3f} | {row['p99_ms']:.3f} | {row['errors']} | "
+                     f"{', '.join(f'{x:,}' for x in row['runs'])} |")
+    lines += ["", f"Memory: idle server RSS {memory['idle_server_rss_mib']:.1f} MiB; "
+                  f"{memory['sessions']} idle sessions add {memory['per_idle_session_kib']:.1f} KiB each."]
+    (out / "bench.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
