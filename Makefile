@@ -44,3 +44,12 @@ bench: venv
 
 clean:
 	rm -rf $(VENV) .pytest_cache
+
+# Environment images (docs/images.md): the debootstrapped base (needs root and debootstrap,
+# skipped when it exists), then every envs/* image, built offline from a host wheelhouse.
+.PHONY: images
+images: venv
+	$(PY) tools/make_base_image.py
+	@set -e; for d in $(sort $(dir $(wildcard envs/*/pyproject.toml))); do \
+	  if grep -q '^\[tool\.openenv\]' $$d/pyproject.toml; then $(BIN)/openenv build $$d --offline --debootstrap-base; fi; \
+	done

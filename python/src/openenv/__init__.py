@@ -5,6 +5,7 @@ Environment authors subclass :class:`Environment` and call :func:`serve`; traine
 ``openenv.v1``); errors follow the table in docs/protocol.md (:mod:`openenv.errors`).
 """
 
+from openenv import rubrics  # Rubric, WeightedSum, Sequential, Gate, TrajectoryRubric, LLMJudge, ...
 from openenv.client import EnvClient, SyncEnvClient
 from openenv.codec import TensorSpec
 from openenv.environment import Environment, StepResult
@@ -55,5 +56,6 @@ __all__ = [
     "Unavailable",
     "Unimplemented",
     "serve",
+    "rubrics",
     "tool",
 ]

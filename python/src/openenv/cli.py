@@ -21,6 +21,13 @@ import click
 _COMMANDS: dict[str, str] = {
     "serve": "openenv.cli:serve_command",
     "info": "openenv.cli:info_command",
+    "bridge": "openenv.bridge.cli:bridge_command",
+    "push": "openenv.spaces:push_command",
+    "build": "openenv.images:build_command",
+    "ps": "openenv.images:ps_command",
+    "cleanup": "openenv.images:cleanup_command",
+    "health": "openenv.healthcheck:health_command",
+    "init": "openenv.scaffold:init_command",
 }
 
 
@@ -82,10 +89,22 @@ def load_factory(spec: str) -> Any:
 @click.option("--tools-only", is_flag=True, help="Production mode: only tools are reachable.")
 @click.option("--ready-file", type=click.Path(dir_okay=False), default=None,
               help="Write the bound address here once serving (for supervisors and tests).")
+@click.option("--http-port", type=int, default=None, show_default="$PORT, else 8000 (a free port with --port 0)",
+              help="Port of the HTTP side: OpenEnv's /ws, /mcp, /health (the Hugging Face Space path).")
+@click.option("--http-host", default=None, show_default="--host", help="Interface of the HTTP side.")
+@click.option("--no-http", is_flag=True, help="Serve gRPC only.")
+@click.option("--http-ready-file", type=click.Path(dir_okay=False), default=None,
+              help="Write the HTTP side's URL here once serving.")
+@click.option("--ws-ping-interval", type=float, default=20.0, show_default=True,
+              help="WebSocket keepalive ping interval in seconds (0 disables).")
+@click.option("--ws-ping-timeout", type=float, default=20.0, show_default=True,
+              help="Drop a WebSocket whose pong takes longer (frees half-open sessions).")
 def serve_command(target: str, host: str, port: int, max_sessions: int | None, idle_timeout: float,
-                  max_message_mb: float, grace: float, tools_only: bool, ready_file: str | None) -> None:
-    """Serve TARGET (module:Class) over gRPC until SIGTERM, then drain."""
-    from openenv.server import serve
+                  max_message_mb: float, grace: float, tools_only: bool, ready_file: str | None,
+                  http_port: int | None, http_host: str | None, no_http: bool, http_ready_file: str | None,
+                  ws_ping_interval: float, ws_ping_timeout: float) -> None:
+    """Serve TARGET (module:Class) over gRPC and HTTP/WebSocket until SIGTERM, then drain."""
+    from openenv.server import default_http_port, serve
 
     factory = load_factory(target)
 
@@ -96,11 +115,26 @@ def serve_command(target: str, host: str, port: int, max_sessions: int | None, i
             with open(tmp, "w") as f:
                 f.write(server.address)
             os.replace(tmp, ready_file)
+        if server.http_url:
+            click.echo(f"serving {server.runtime.env_cls.__name__} on {server.http_url} (HTTP, WebSocket /ws)",
+                       err=True)
+            if http_ready_file:
+                tmp = http_ready_file + ".tmp"
+                with open(tmp, "w") as f:
+                    f.write(server.http_url)
+                os.replace(tmp, http_ready_file)
 
+    http: dict[str, Any] = {"http_port": None}
+    if not no_http:
+        from openenv.bridge import HttpOptions
+
+        http = {"http_port": default_http_port(port) if http_port is None else http_port, "http_host": http_host,
+                "http_options": HttpOptions(ws_ping_interval=ws_ping_interval, ws_ping_timeout=ws_ping_timeout,
+                                            max_message_bytes=int(max_message_mb * 1024 * 1024))}
     try:
         serve(factory, host, port, max_sessions=max_sessions, idle_timeout_s=idle_timeout,
               max_message_bytes=int(max_message_mb * 1024 * 1024), grace_s=grace, tools_only=tools_only,
-              ready=ready)
+              ready=ready, **http)
     except (TypeError, ValueError, RuntimeError) as e:
         raise click.ClickException(str(e)) from e
 

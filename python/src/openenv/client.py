@@ -20,6 +20,10 @@ What you may rely on:
   (:mod:`openenv.errors`), with ``.code``; ``fatal`` ones mean the session is over.
 * Typed clients set ``action_type``/``observation_type``/``state_type`` (same
   declarations as :class:`openenv.Environment`) to get decoded, validated values.
+* ``http(s)://`` and ``ws(s)://`` URLs speak OpenEnv's WebSocket protocol (Hugging Face
+  Spaces, ``openenv serve``'s HTTP side, stock OpenEnv servers) through
+  :mod:`openenv.transport_ws`, with the same API; against a stock OpenEnv server, whose
+  frames carry no ids, a client-side timeout ends the session instead.
 """
 
 from __future__ import annotations
@@ -54,6 +58,7 @@ from openenv.errors import (
     ResourceExhausted,
     Unavailable,
 )
+from openenv.rubrics import Score
 from openenv.session import PROTOCOL_VERSION, EpisodeStatus, SessionState
 from openenv.tools import Tool, ToolResult
 from openenv.v1 import environment_pb2, environment_pb2_grpc, payload_pb2, rubric_pb2
@@ -61,6 +66,7 @@ from openenv.v1 import environment_pb2, environment_pb2_grpc, payload_pb2, rubri
 __all__ = ["EnvClient", "SyncEnvClient", "SessionState"]
 
 _DEFAULT_MAX_MESSAGE = 64 * 1024 * 1024
+_WS_SCHEMES = ("http", "https", "ws", "wss")
 
 
 def parse_url(url: str) -> tuple[str, str]:
@@ -96,9 +102,14 @@ class EnvClient:
                  options: Mapping[str, Any] | None = None, timeout: float | None = None,
                  connect_timeout: float = 30.0, max_message_bytes: int = _DEFAULT_MAX_MESSAGE,
                  keepalive_s: float = 30.0, num_envs: int = 1, autoreset_mode: str = "disabled") -> None:
-        scheme, target = parse_url(base_url)
-        if scheme not in ("grpc",):
-            raise ValueError(f"unsupported URL scheme {scheme!r} in {base_url!r} (use grpc://host:port)")
+        scheme = base_url.split("://", 1)[0].lower() if "://" in base_url else "grpc"
+        if scheme not in ("grpc", *_WS_SCHEMES):
+            raise ValueError(f"unsupported URL scheme {scheme!r} in {base_url!r} "
+                             "(use grpc://host:port, or http(s)://, ws(s):// for OpenEnv's WebSocket protocol)")
+        target = "" if scheme in _WS_SCHEMES else parse_url(base_url)[1]
+        # Transport: gRPC for grpc:// and host:port; openenv.transport_ws for http(s)/ws(s) URLs.
+        self._ws: Any = None
+        self._scheme = scheme
         self.base_url, self._target = base_url, target
         self.client_name, self.options = client_name, dict(options or {})
         self.timeout, self.connect_timeout = timeout, connect_timeout
@@ -129,8 +140,10 @@ class EnvClient:
 
     async def connect(self) -> EnvClient:
         """Open the channel and the session (handshake). Idempotent."""
-        if self._call is not None:
+        if self._call is not None or self._ws is not None:
             return self
+        if self._scheme in _WS_SCHEMES:
+            return await self._connect_ws()
         opts = [
             ("grpc.max_receive_message_length", self.max_message_bytes),
             ("grpc.max_send_message_length", self.max_message_bytes),
@@ -164,8 +177,26 @@ class EnvClient:
         self._server_limit = self.info.capabilities.max_message_bytes
         return self
 
+    async def _connect_ws(self) -> EnvClient:
+        from openenv.transport_ws import WsTransport
+
+        if self.num_envs > 1:
+            raise ValueError("num_envs > 1 (a vector session) needs a grpc:// URL")
+        ws = WsTransport(self.base_url, client_name=self.client_name, options=self.options,
+                         connect_timeout=self.connect_timeout, max_message_bytes=self.max_message_bytes,
+                         keepalive_s=self.keepalive_s)
+        self.session_id, self.info = await ws.connect()
+        self._ws = ws
+        self._server_limit = self.info.capabilities.max_message_bytes
+        return self
+
     async def close(self) -> None:
         """Close the session (the server closes the environment) and the channel."""
+        if self._ws is not None:
+            ws, self._ws = self._ws, None
+            await ws.close()
+            self._broken = self._broken or FailedPrecondition("the client is closed", fatal=True)
+            return
         if self._call is not None and self._broken is None:
             try:
                 await self._request(environment_pb2.SessionRequest(close=environment_pb2.CloseRequest()), 10.0)
@@ -195,6 +226,19 @@ class EnvClient:
         """A blocking view of this client, for plain scripts and notebooks."""
         return SyncEnvClient(self)
 
+    @classmethod
+    def from_docker_image(cls, image: str, **kwargs: Any) -> Any:
+        """Start IMAGE in a hardened container and return a client of it that owns it.
+
+        Blocks until the server is SERVING; closing the client removes the container.
+        Container keywords (``network_none``, ``ready_timeout``, ``env``, ``memory``,
+        ``pids_limit``, ...) are those of :func:`openenv.images.start_container`; the others
+        go to the constructor. ``async with EchoEnv.from_docker_image("openenv-echo-env:0.1.0") as env:``
+        """
+        from openenv.images import client_from_image
+
+        return client_from_image(cls, image, **kwargs)
+
     # ------------------------------------------------------------------ wire
 
     async def _read_loop(self) -> None:
@@ -223,6 +267,8 @@ class EnvClient:
 
     async def _request(self, req: environment_pb2.SessionRequest,
                        timeout: float | None = None) -> environment_pb2.SessionResponse:
+        if self._ws is not None:
+            return await self._ws.request(req, self.timeout if timeout is None else timeout)
         if self._broken is not None:
             raise self._broken
         if self._call is None:
@@ -293,7 +339,7 @@ class EnvClient:
             reward=ts.reward if ts.HasField("reward") else None,
             terminated=ts.terminated, truncated=ts.truncated,
             metadata={k: from_value(v) for k, v in ts.metadata.fields.items()},
-            reward_breakdown=ts.reward_breakdown if ts.HasField("reward_breakdown") else None,
+            reward_breakdown=Score.from_proto(ts.reward_breakdown) if ts.HasField("reward_breakdown") else None,
             episode_id=ts.episode_id, step_count=ts.step_count)
 
     # ------------------------------------------------------------------ API
@@ -457,6 +503,10 @@ class SyncEnvClient:
     @property
     def info(self) -> environment_pb2.EnvironmentInfo | None:
         return self.client.info
+
+    @property
+    def rubric(self) -> rubric_pb2.RubricSpec | None:
+        return self.client.rubric
 
     def reset(self, seed: int | None = None, episode_id: str | None = None,
               options: Mapping[str, Any] | None = None, **kw: Any) -> StepResult:

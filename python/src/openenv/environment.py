@@ -38,9 +38,12 @@ import dataclasses
 import inspect
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 from openenv.tools import ToolDef, collect_tools
+
+if TYPE_CHECKING:
+    from openenv.rubrics import Rubric
 
 __all__ = ["Environment", "StepResult"]
 
@@ -97,6 +100,10 @@ class Environment:
         example_actions: valid actions, used by the conformance suite as seeds.
         action_budget: steps per episode a conformance run should spend (0: default).
         metadata: free-form (author, documentation_url, readme, ...).
+        rubric: an :class:`openenv.rubrics.Rubric` tree. Its spec is advertised in the
+            environment info; each session gets its own copy (``self.rubric``, bound to
+            the instance), reset on every episode reset, and every step whose result has
+            no reward is scored by it: reward = root score, reward_breakdown = the tree.
     """
 
     name: ClassVar[str] = ""
@@ -116,6 +123,7 @@ class Environment:
     example_actions: ClassVar[Sequence[Any]] = ()
     action_budget: ClassVar[int] = 0
     metadata: ClassVar[Mapping[str, Any]] = {}
+    rubric: Rubric | None = None
 
     # Filled by __init_subclass__: tools and which methods are coroutines.
     __openenv_tools__: ClassVar[dict[str, ToolDef]] = {}
@@ -123,8 +131,12 @@ class Environment:
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        if not cls.__dict__.get("name"):
+        # An explicit name is inherited; a derived one is derived again for each subclass.
+        if not cls.__dict__.get("name") and (not cls.name or getattr(cls, "__openenv_derived_name__", False)):
             cls.name = _snake(cls.__name__)
+            cls.__openenv_derived_name__ = True
+        elif cls.__dict__.get("name"):
+            cls.__openenv_derived_name__ = False
         cls.__openenv_tools__ = collect_tools(cls)
         cls.__openenv_async__ = frozenset(
             m for m in ("reset", "step", "state", "close") if inspect.iscoroutinefunction(getattr(cls, m)))
@@ -162,8 +174,18 @@ class Environment:
         """Release resources. Called exactly once per instance."""
 
     def reward(self, action: Any, observation: Any) -> float | None:
-        """Reward of a tool-call step (used by the default tool ``step``). Default: none."""
+        """Reward of a tool-call step (used by the default tool ``step``). Default: none
+        (the rubric scores the step when the environment declares one)."""
         return None
+
+    def finish_tool_step(self, action: Any, observation: Any) -> Any:
+        """The result of a tool-call step of the default tool ``step``, after the tool ran.
+
+        ``observation`` is the :class:`openenv.CallToolObservation`. The default returns it
+        with :meth:`reward`; override to end the episode (e.g. on a ``submit_answer``
+        tool) or to add metadata. Runs on the event loop: keep it cheap.
+        """
+        return StepResult(observation=observation, reward=self.reward(action, observation))
 
     @classmethod
     def tools(cls) -> dict[str, ToolDef]:

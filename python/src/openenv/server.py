@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import signal
 from collections.abc import Callable
 from typing import Any
@@ -18,7 +19,7 @@ from grpc_reflection.v1alpha import reflection
 
 from openenv.codec import from_struct, to_struct, to_value
 from openenv.environment import Environment, StepResult
-from openenv.errors import EnvError, FailedPrecondition, InvalidArgument
+from openenv.errors import EnvError, FailedPrecondition, Internal, InvalidArgument
 from openenv.session import (
     DEFAULT_IDLE_TIMEOUT_S,
     DEFAULT_MAX_MESSAGE_BYTES,
@@ -119,6 +120,9 @@ class _Servicer(environment_pb2_grpc.EnvironmentServiceServicer):
                         return
                 except EnvError as e:
                     resp.error.CopyFrom(status_of(e))
+                except Exception as e:
+                    log.warning("request %s of session %s failed", req.WhichOneof("kind"), session.id, exc_info=True)
+                    resp.error.CopyFrom(status_of(Internal(f"{type(e).__name__}: {e}")))
                 await context.write(resp)
                 if resp.WhichOneof("kind") == "error" and resp.error.fatal:
                     return
@@ -167,6 +171,7 @@ class _Servicer(environment_pb2_grpc.EnvironmentServiceServicer):
             return await self._dispatch_vector(session, kind, req, resp)
         if kind == "step":
             st = req.step
+            session._require_sim("step")  # UNIMPLEMENTED in tools-only mode comes before a bad payload (§3.5)
             action = rt.action_codec.decode(st.action)
             timeout = st.timeout.ToNanoseconds() / 1e9 if st.HasField("timeout") else None
             result = await session.step(action, timeout)
@@ -251,7 +256,8 @@ class Server:
                  port: int = 50051, *, max_sessions: int | None = None,
                  max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
                  idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S, tools_only: bool = False,
-                 max_num_envs: int | None = None, reflection: bool = True) -> None:
+                 max_num_envs: int | None = None, reflection: bool = True,
+                 http_port: int | None = None, http_host: str | None = None, http_options: Any = None) -> None:
         self.runtime = Runtime(factory, max_sessions=max_sessions, max_message_bytes=max_message_bytes,
                                idle_timeout_s=idle_timeout_s, tools_only=tools_only, max_num_envs=max_num_envs)
         self.manager = SessionManager(self.runtime)
@@ -260,6 +266,14 @@ class Server:
         self.reflection = reflection
         self._server: grpc.aio.Server | None = None
         self.health = health.aio.HealthServicer()
+        # HTTP side (openenv.bridge): OpenEnv's /ws, /mcp, /health... on the same SessionManager.
+        self.http_port, self.http_host, self.http_options = http_port, http_host, http_options
+        self.http: Any = None  # openenv.bridge.HttpServer once started
+
+    @property
+    def http_url(self) -> str | None:
+        """``http://host:port`` of the HTTP side, when it runs."""
+        return self.http.url if self.http is not None else None
 
     @property
     def address(self) -> str:
@@ -291,6 +305,16 @@ class Server:
         for name in ("", SERVICE_NAME):
             await self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
         self.manager.start_reaper()
+        if self.http_port is not None:
+            from openenv.bridge import BridgeApp, HttpServer, LocalBackend
+
+            try:
+                self.http = await HttpServer(BridgeApp(LocalBackend(self.manager)), self.http_host or self.host,
+                                             self.http_port, self.http_options).start()
+            except BaseException:
+                await self.stop(0.0)
+                raise
+            log.info("serving %s over HTTP on %s", self.runtime.env_cls.__name__, self.http.url)
         log.info("serving %s on %s", self.runtime.env_cls.__name__, self.address)
         return self
 
@@ -301,6 +325,9 @@ class Server:
         for name in ("", SERVICE_NAME):
             await self.health.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
         await self.manager.drain(grace_s)
+        if self.http is not None:
+            await self.http.stop()
+            self.http = None
         await self._server.stop(min(grace_s, 1.0))
         await self.manager.shutdown()
         self._server = None
@@ -320,6 +347,8 @@ async def serve_async(factory: Callable[..., Environment] | type[Environment], h
                       port: int = 50051, *, ready: Callable[[Server], Any] | None = None,
                       grace_s: float = 10.0, **kwargs: Any) -> None:
     """Serve until SIGTERM or SIGINT, then drain (see :func:`serve`)."""
+    if "http_port" not in kwargs:
+        kwargs["http_port"] = default_http_port(port)
     server = Server(factory, host, port, **kwargs)
     await server.start()
     stop = asyncio.Event()
@@ -340,6 +369,15 @@ async def serve_async(factory: Callable[..., Environment] | type[Environment], h
         t.cancel()
 
 
+def default_http_port(grpc_port: int) -> int:
+    """The HTTP side's port when none is given: ``$PORT`` (Hugging Face Spaces set 7860),
+    else 8000 (OpenEnv's), else 0 (a free port) when the gRPC port is 0 too."""
+    env = os.environ.get("PORT")
+    if env:
+        return int(env)
+    return 0 if grpc_port == 0 else 8000
+
+
 def serve(factory: Callable[..., Environment] | type[Environment], host: str = "127.0.0.1",
           port: int = 50051, **kwargs: Any) -> None:
     """Serve an environment over gRPC until SIGTERM/SIGINT, then drain gracefully.
@@ -354,6 +392,10 @@ def serve(factory: Callable[..., Environment] | type[Environment], host: str = "
         tools_only: production mode: only tools are reachable.
         grace_s: how long a drain waits for requests in progress.
         ready: called with the started :class:`Server` (e.g. to print its address).
+        http_port: port of the HTTP side (OpenEnv's /ws, /mcp, /health, ...; see
+            docs/bridge.md); default :func:`default_http_port`; None: gRPC only.
+        http_host: interface of the HTTP side (default: ``host``).
+        http_options: an :class:`openenv.bridge.HttpOptions` (keepalive, message size).
     """
     try:
         import uvloop  # type: ignore[import-not-found]

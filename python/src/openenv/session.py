@@ -34,6 +34,7 @@ from openenv.errors import (
     Unavailable,
     Unimplemented,
 )
+from openenv.rubrics import CREDITS_METADATA_KEY, Rubric
 from openenv.tools import CallToolAction, CallToolObservation, Tool, ToolResult
 from openenv.v1 import environment_pb2
 
@@ -42,6 +43,7 @@ log = logging.getLogger("openenv.session")
 PROTOCOL_VERSION = "1.0"
 DEFAULT_MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 DEFAULT_IDLE_TIMEOUT_S = 300.0
+_CLOSE_TIMEOUT_S = 30.0  # bound on waiting for a still-running call, and on close() itself
 
 __all__ = ["EpisodeStatus", "Runtime", "Session", "SessionManager", "PROTOCOL_VERSION"]
 
@@ -103,6 +105,11 @@ class Runtime:
         self.state_codec: Codec = codec_for(env_cls.state_type)
         self.is_async = env_cls.__openenv_async__
         self.default_tool_step = bool(self.tools) and env_cls.step is Environment.step
+        rubric = getattr(env_cls, "rubric", None)
+        if rubric is not None and not isinstance(rubric, Rubric):
+            raise TypeError(f"{env_cls.__name__}.rubric must be an openenv.rubrics.Rubric, "
+                            f"got {type(rubric).__name__}")
+        self.rubric: Rubric | None = rubric
         self.info = self._build_info()
 
     def _build_info(self) -> environment_pb2.EnvironmentInfo:
@@ -191,6 +198,14 @@ class Session:
         self.closed = False
         self._straggler: asyncio.Future[Any] | None = None  # work that outlived its timeout
         self._terminate: Callable[[EnvError], None] | None = None
+        # The session's own rubric: the class's, cloned (per-session state), bound to env.
+        self.rubric: Rubric | None = None
+        if self.runtime.rubric is not None:
+            own = env.__dict__.get("rubric")
+            self.rubric = own if isinstance(own, Rubric) else self.runtime.rubric.clone()
+            self.rubric.bind(env)
+            env.rubric = self.rubric
+            self._rubric_async = self.rubric.is_async
 
     # -- plumbing
 
@@ -208,17 +223,27 @@ class Session:
                     timeout: float | None = None, what: str = "") -> Any:
         if self._straggler is not None:  # a timed-out call still runs: never overlap it
             await asyncio.wait({self._straggler})
+            if not self._straggler.cancelled():
+                self._straggler.exception()  # retrieved: its outcome was already answered (or nobody waits)
             self._straggler = None
         if is_async:
+            if timeout is None:  # hot path: no task; cancelling the stream cancels the coroutine
+                return await fn(*args)
             fut: asyncio.Future[Any] = asyncio.ensure_future(fn(*args))
         elif self.runtime.env_cls.run_in_thread:
             loop = asyncio.get_running_loop()
             fut = loop.run_in_executor(self.manager.executor, functools.partial(fn, *args))
         else:
             return fn(*args)
-        if timeout is None:
-            return await fut
-        done, _ = await asyncio.wait({fut}, timeout=timeout)
+        try:
+            if timeout is None:
+                return await asyncio.shield(fut)  # cancelling the wrapper would not stop a worker thread
+            done, _ = await asyncio.wait({fut}, timeout=timeout)
+        except asyncio.CancelledError:  # the stream went away mid-call: the next call (close) waits for it
+            if is_async:
+                fut.cancel()
+            self._straggler = fut
+            raise
         if not done:
             if is_async:
                 fut.cancel()
@@ -263,6 +288,8 @@ class Session:
         out = await self._call(fn, "reset" in self.runtime.is_async, what="reset")
         result = _as_step_result(out)
         result.reward = _check_reward(result.reward)
+        if self.rubric is not None:
+            self.rubric.reset()
         self.episode_id = eid
         self.step_count = 0
         self.status = (EpisodeStatus.TERMINATED if result.terminated else
@@ -276,11 +303,12 @@ class Session:
 
     async def _step(self, action: Any, timeout: float | None) -> StepResult:
         if self.status is not EpisodeStatus.RUNNING:
-            if self.runtime.env_cls.auto_reset and self.status is not EpisodeStatus.NOT_STARTED:
+            if self.runtime.env_cls.auto_reset:  # from every status, NOT_STARTED included (§3.1, §3.5)
                 return await self._reset(None, None, None)
             if self.status is EpisodeStatus.NOT_STARTED:
                 raise FailedPrecondition("step before reset: call reset first")
             raise FailedPrecondition(f"the episode is over ({self.status.name.lower()}): call reset first")
+        started = time.monotonic() if timeout is not None and self.rubric is not None else 0.0
         try:
             if self.runtime.default_tool_step:
                 if not isinstance(action, CallToolAction):
@@ -288,26 +316,44 @@ class Session:
                 tool_timeout = action.timeout_s if action.timeout_s is not None else timeout
                 result = await self._call_tool(action.tool_name, action.arguments, tool_timeout)
                 obs = CallToolObservation(action.tool_name, result)
-                r = self.env.reward(action, obs)
-                out: Any = StepResult(observation=obs, reward=r)
+                out: Any = self.env.finish_tool_step(action, obs)
             else:
                 out = await self._call(self.env.step, "step" in self.runtime.is_async, action,
                                        timeout=timeout, what="step")
+            result = _as_step_result(out)
+            result.reward = _check_reward(result.reward)
+            limit = self.runtime.env_cls.max_episode_steps
+            if limit is not None and self.step_count + 1 >= limit and not result.terminated:
+                result.truncated = True
+            if result.reward is None and self.rubric is not None:
+                await self._score(action, result, timeout, started)
         except DeadlineExceeded:
             self.status = EpisodeStatus.ABORTED
             raise
-        result = _as_step_result(out)
-        result.reward = _check_reward(result.reward)
         self.step_count += 1
-        limit = self.runtime.env_cls.max_episode_steps
-        if limit is not None and self.step_count >= limit and not result.terminated:
-            result.truncated = True
         if result.terminated:
             self.status = EpisodeStatus.TERMINATED
         elif result.truncated:
             self.status = EpisodeStatus.TRUNCATED
         result.episode_id, result.step_count = self.episode_id, self.step_count
         return result
+
+    async def _score(self, action: Any, result: StepResult, timeout: float | None, started: float) -> None:
+        """Fill reward and reward_breakdown from the session's rubric (within the step's
+        timeout); at the end of an episode, add trajectory credits to the metadata."""
+        rubric = self.rubric
+        assert rubric is not None
+        done = result.terminated or result.truncated
+        remaining = None if timeout is None else max(0.0, timeout - (time.monotonic() - started))
+        fn = functools.partial(rubric.evaluate if self._rubric_async else rubric.evaluate_sync,
+                               action, result.observation, done=done)
+        score = await self._call(fn, self._rubric_async, timeout=remaining, what=f"rubric {rubric.name!r}")
+        result.reward = score.score
+        result.reward_breakdown = score
+        if done:
+            credits = score.credit_map()
+            if credits:
+                result.metadata = {**(result.metadata or {}), CREDITS_METADATA_KEY: credits}
 
     async def state(self) -> SessionState:
         self._require_sim("state")
@@ -360,6 +406,7 @@ class SessionManager:
         self.executor = concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="openenv-env")
         self._reaper: asyncio.Task[None] | None = None
         self._reserved = 0
+        self._closing: set[asyncio.Future[None]] = set()  # close() calls in progress
 
     @property
     def active(self) -> int:
@@ -423,11 +470,31 @@ class SessionManager:
             return
         session.closed = True
         self.sessions.pop(session.id, None)
+        # Shielded: the transport's task may be cancelled meanwhile (the client cancels its
+        # call right after CloseResponse, or disconnects); close() must still run, once.
+        closing = asyncio.ensure_future(self._close_env(session))
+        self._closing.add(closing)
+        closing.add_done_callback(self._closing.discard)
+        await asyncio.shield(closing)
+
+    async def _close_env(self, session: Session) -> None:
+        straggler = session._straggler  # a call the stream stopped waiting for may still run
+        if straggler is not None and not straggler.done():
+            await asyncio.wait({straggler}, timeout=_CLOSE_TIMEOUT_S)
+            if not straggler.done():
+                log.warning("session %s: a call still runs after %g s; closing anyway", session.id,
+                            _CLOSE_TIMEOUT_S)
+                session._straggler = None
         try:
             await session._call(session.env.close, "close" in self.runtime.is_async, what="close",
-                                timeout=30.0)
+                                timeout=_CLOSE_TIMEOUT_S)
         except Exception:
             log.warning("closing session %s failed", session.id, exc_info=True)
+        if session.rubric is not None:
+            try:
+                await asyncio.wait_for(session.rubric.aclose(), 30.0)
+            except Exception:
+                log.warning("closing the rubric of session %s failed", session.id, exc_info=True)
 
     def start_reaper(self) -> None:
         if self._reaper is None and self.runtime.idle_timeout_s and math.isfinite(self.runtime.idle_timeout_s):
@@ -464,4 +531,6 @@ class SessionManager:
             self._reaper = None
         for s in list(self.sessions.values()):
             await self.release(s)
+        if self._closing:  # close() calls still running for sessions whose streams went away
+            await asyncio.wait(set(self._closing), timeout=2 * _CLOSE_TIMEOUT_S)
         self.executor.shutdown(wait=False, cancel_futures=True)

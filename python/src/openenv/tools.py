@@ -1,9 +1,10 @@
 """Tools: environment methods an agent may call, shaped after MCP.
 
-Mark a method with :func:`tool`; its JSON Schema comes from the type hints (pydantic)
-and its description from the docstring. Arguments are validated before the call
-(``InvalidArgument`` on a violation); a tool that raises returns a :class:`ToolResult`
-with ``is_error=True`` (a result, not a protocol error), as MCP prescribes.
+Mark a method with :func:`tool`; its JSON Schemas come from the type hints (pydantic),
+its descriptions from the docstring. Arguments are validated against the advertised
+``input_schema`` itself (jsonschema, no coercion) before the call, ``InvalidArgument`` on
+a violation; a tool that raises returns a :class:`ToolResult` with ``is_error=True`` (a
+result, not a protocol error), as MCP prescribes. See docs/tools.md.
 """
 
 from __future__ import annotations
@@ -180,18 +181,22 @@ class Tool:
     description: str = ""
     input_schema: dict[str, Any] = dataclasses.field(default_factory=lambda: {"type": "object"})
     output_schema: dict[str, Any] | None = None
+    annotations: dict[str, Any] | None = None
 
     def to_proto(self) -> tool_pb2.Tool:
         t = tool_pb2.Tool(name=self.name, description=self.description)
         to_struct(self.input_schema, t.input_schema)
         if self.output_schema is not None:
             to_struct(self.output_schema, t.output_schema)
+        if self.annotations is not None:
+            to_struct(self.annotations, t.annotations)
         return t
 
     @classmethod
     def from_proto(cls, t: tool_pb2.Tool) -> Tool:
         return cls(t.name, t.description, from_struct(t.input_schema),
-                   from_struct(t.output_schema) if t.HasField("output_schema") else None)
+                   from_struct(t.output_schema) if t.HasField("output_schema") else None,
+                   from_struct(t.annotations) if t.HasField("annotations") else None)
 
 
 def _strip_titles(schema: Any) -> Any:
@@ -202,15 +207,86 @@ def _strip_titles(schema: Any) -> Any:
     return schema
 
 
+def _output_schema(ann: Any) -> dict[str, Any] | None:
+    """JSON Schema of ``structured_content`` from a return annotation, or None.
+
+    Object types (dicts, dataclasses, TypedDicts, models) give their own schema; any
+    other type is wrapped as ``{"result": <schema>}``, matching :meth:`ToolResult.of`.
+    No annotation, ``None``, ``Any``, unions of objects and non-objects, and annotations
+    mentioning :class:`ToolResult` give no schema.
+    """
+    import typing
+
+    from pydantic import TypeAdapter
+    from pydantic.errors import PydanticSchemaGenerationError, PydanticUserError
+
+    if ann in (inspect.Signature.empty, None, type(None), Any):
+        return None
+
+    def mentions_result(tp: Any) -> bool:
+        return tp is ToolResult or any(mentions_result(a) for a in typing.get_args(tp))
+
+    if mentions_result(ann):
+        return None
+    try:
+        schema = _strip_titles(TypeAdapter(ann).json_schema())
+    except (PydanticSchemaGenerationError, PydanticUserError, TypeError):
+        return None
+    if schema.get("type") == "object":
+        return schema
+    variants = schema.get("anyOf", schema.get("oneOf", [schema]))
+    if any(v.get("type") == "object" or "$ref" in v for v in variants if isinstance(v, dict)):
+        return None  # an object sometimes and a wrapped value other times: no single schema
+    defs = schema.pop("$defs", None)
+    wrapped: dict[str, Any] = {"type": "object", "properties": {"result": schema}, "required": ["result"]}
+    if defs:
+        wrapped["$defs"] = defs
+    return wrapped
+
+
+def _schema_validator(schema: dict[str, Any]) -> Any:
+    import jsonschema
+
+    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    cls.check_schema(schema)
+    return cls(schema)
+
+
+def _error_loc(e: Any) -> list[Any]:
+    """Where a JSON Schema error is: its path, plus the offending property for
+    ``required`` and ``additionalProperties`` errors (whose path is the parent object)."""
+    loc = list(e.path)
+    inst = e.instance
+    if e.validator == "required" and isinstance(inst, dict):
+        missing = [p for p in e.validator_value if p not in inst]
+        loc += missing[:1]
+    elif e.validator == "additionalProperties" and isinstance(inst, dict):
+        known = set(e.schema.get("properties", {}))
+        extra = [k for k in inst if k not in known]
+        loc += extra[:1]
+    return loc
+
+
 def _param_docs(doc: str) -> dict[str, str]:
-    """Parameter descriptions from a Google-style ``Args:`` section."""
+    """Parameter descriptions from a Google-style ``Args:`` section (continuation lines,
+    indented deeper than the parameter's line, are joined to its description)."""
     out: dict[str, str] = {}
-    m = re.search(r"^\s*(Args|Arguments|Parameters):\s*$(.*?)(^\s*\w+:\s*$|\Z)", doc, re.M | re.S)
-    if m:
-        for line in m.group(2).splitlines():
-            pm = re.match(r"\s*(\w+)(\s*\([^)]*\))?:\s*(.+)", line)
-            if pm:
-                out[pm.group(1)] = pm.group(3).strip()
+    in_args, base, cur = False, -1, ""
+    for line in doc.splitlines():
+        if re.fullmatch(r"\s*(Args|Arguments|Parameters):\s*", line):
+            in_args, base, cur = True, -1, ""
+            continue
+        if not in_args or not line.strip():
+            continue
+        indent = len(line) - len(line.lstrip())
+        pm = re.match(r"\s*\**(\w+)(\s*\([^)]*\))?:\s*(.*)", line)
+        if pm and (base < 0 or indent == base):
+            base, cur = indent, pm.group(1)
+            out[cur] = pm.group(3).strip()
+        elif cur and indent > base:
+            out[cur] = f"{out[cur]} {line.strip()}".strip()
+        else:
+            in_args = False  # the section ended (e.g. "Returns:")
     return out
 
 
@@ -229,7 +305,7 @@ class ToolDef:
 
 
 def _build(fn: Callable[..., Any], name: str | None, description: str | None,
-           timeout_s: float | None) -> ToolDef:
+           timeout_s: float | None, annotations: dict[str, Any] | None = None) -> ToolDef:
     from pydantic import ConfigDict, ValidationError, create_model
 
     tool_name = name or fn.__name__
@@ -257,9 +333,19 @@ def _build(fn: Callable[..., Any], name: str | None, description: str | None,
     schema.setdefault("properties", {})
     summary = description if description is not None else doc.split("\n\n")[0].strip()
 
+    schema_validator = _schema_validator(schema)
+
     def validate(arguments: dict[str, Any]) -> dict[str, Any]:
         if not isinstance(arguments, dict):
             raise InvalidArgument(f"tool {tool_name!r}: arguments must be an object")
+        # The advertised input_schema is the contract: check it first (exactly what a client
+        # sees), then let pydantic convert (e.g. objects into dataclasses).
+        errors = sorted(schema_validator.iter_errors(arguments), key=lambda e: (len(e.path), list(map(str, e.path))))
+        if errors:
+            details = [{"loc": _error_loc(e), "msg": e.message, "type": str(e.validator)} for e in errors[:20]]
+            loc = ".".join(str(x) for x in details[0]["loc"]) or "arguments"
+            raise InvalidArgument(f"tool {tool_name!r}: invalid argument {loc}: {details[0]['msg']}",
+                                  details=details)
         try:
             inst = model.model_validate(arguments)
         except ValidationError as e:
@@ -270,20 +356,34 @@ def _build(fn: Callable[..., Any], name: str | None, description: str | None,
                                   details=details) from None
         return {k: getattr(inst, k) for k in fields}
 
-    return ToolDef(fn, Tool(tool_name, summary, schema), inspect.iscoroutinefunction(fn), timeout_s, validate)
+    descriptor = Tool(tool_name, summary, schema, _output_schema(hints.get("return", inspect.Signature.empty)),
+                      dict(annotations) if annotations else None)
+    return ToolDef(fn, descriptor, inspect.iscoroutinefunction(fn), timeout_s, validate)
 
 
 def tool(fn: Callable[..., Any] | None = None, *, name: str | None = None,
-         description: str | None = None, timeout_s: float | None = None) -> Any:
+         description: str | None = None, timeout_s: float | None = None,
+         annotations: dict[str, Any] | None = None) -> Any:
     """Mark an environment method as a tool.
 
     Usable bare (``@tool``) or with options (``@tool(name=..., timeout_s=...)``). The
     method may be sync or async. Reserved names (reset, step, state, close) are refused
     here, at definition time.
+
+    Args:
+        name: the tool's name (default: the method's name).
+        description: for the agent (default: the docstring's first paragraph).
+        timeout_s: upper bound on one call; when it elapses the call answers
+            DEADLINE_EXCEEDED (a shorter ``CallToolRequest.timeout`` wins). Sync tools
+            can only be bounded when the environment's ``run_in_thread`` is true.
+        annotations: MCP tool annotations (``{"readOnlyHint": True}``, ``title``, ...).
+
+    The input schema comes from the parameters' type hints (pydantic) and the
+    docstring's ``Args:`` section; the output schema from the return annotation.
     """
 
     def mark(f: Callable[..., Any]) -> Callable[..., Any]:
-        f.__openenv_tool__ = _build(f, name, description, timeout_s)  # type: ignore[attr-defined]
+        f.__openenv_tool__ = _build(f, name, description, timeout_s, annotations)  # type: ignore[attr-defined]
         return f
 
     return mark(fn) if fn is not None else mark

@@ -1,0 +1,276 @@
+"""Level ``lifecycle``: the session state machine over reset, step, state and close."""
+
+from __future__ import annotations
+
+import grpc
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, precondition, rule
+
+from openenv.v1 import environment_pb2 as pb
+from openenv_conformance.context import Context
+from openenv_conformance.errors import CheckSkipped, Violation
+from openenv_conformance.model import HEX_ID, EpisodeModel
+from openenv_conformance.registry import check
+from openenv_conformance.strategies import Action
+from openenv_conformance.wire import Session, StreamEnd, describe, expect_error, expect_ok
+
+_SPEC = "docs/protocol.md"
+
+_client_ids = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789-_", min_size=1, max_size=24)
+
+
+def lifecycle_machine(valid: st.SearchStrategy[Action]) -> type[RuleBasedStateMachine]:
+    """A state machine over one session, its step rule drawing from ``valid``."""
+
+    class LifecycleMachine(RuleBasedStateMachine):
+        """One session driven by random reset/step/state/close (and tool side calls), checked
+        against :class:`EpisodeModel` after every answer."""
+
+        def __init__(self, ctx: Context) -> None:
+            super().__init__()
+            self.ctx = ctx
+            self.session = ctx.session()
+            self.model = EpisodeModel(ctx.spec)
+            self.attempts = 0  # steps sent in this episode (bounded by the action budget)
+
+        def teardown(self) -> None:
+            self.session.shutdown()
+
+        def _verify_state(self, what: str) -> None:
+            self.model.on_state(self.session.state(), f"state after {what}")
+
+        @rule(seed=st.none() | st.integers(0, 2**32 - 1), episode_id=st.none() | _client_ids)
+        def reset(self, seed: int | None, episode_id: str | None) -> None:
+            self.model.on_reset(self.session.reset(seed=seed, episode_id=episode_id or ""), episode_id or "")
+            self.attempts = 0
+
+        @precondition(lambda self: self.attempts < self.ctx.spec.budget)
+        @rule(action=valid)
+        def step(self, action: Action) -> None:
+            self.attempts += 1
+            before = self.model.status
+            ts = self.model.on_step(self.session.step(action), f"step {action!r}")
+            if ts is None:  # refused: nothing may have changed
+                self._verify_state(f"a refused step (episode status {before})")
+
+        @rule()
+        def state(self) -> None:
+            self._verify_state("the previous requests")
+
+        @precondition(lambda self: self.ctx.spec.caps.tools)
+        @rule()
+        def list_tools(self) -> None:
+            expect_ok(self.session.list_tools(), "list_tools", "list_tools")
+            self._verify_state("list_tools (a side call changes nothing)")
+
+        @rule()
+        def close_and_reopen(self) -> None:
+            resp = self.session.close()
+            expect_ok(resp, "close", "close")
+            end, extra = self.session.wait_end()
+            if extra:
+                raise Violation(f"the server answered after CloseResponse: {describe(extra[0])}")
+            if end.code != grpc.StatusCode.OK:
+                raise Violation(f"after close the {end}; expected status OK")
+            self.session = self.ctx.session()
+            self.model = EpisodeModel(self.ctx.spec)
+            self.attempts = 0
+
+    return LifecycleMachine
+
+
+@check("lifecycle.state_machine",
+       "Random sequences of reset/step/state/close keep episode_id, step_count and the episode status exactly as "
+       "the session state machine says (Hypothesis state machine; refused steps change nothing)",
+       f"{_SPEC} §3 (state machine, §3.4 reset, §3.5 step, §3.6 state, §3.7 close)")
+def state_machine(ctx: Context) -> None:
+    valid = ctx.require_actions()
+    ctx.run_machine(lifecycle_machine(valid), max_examples=max(5, ctx.options.max_examples // 2), steps=30)
+
+
+@check("lifecycle.step_before_reset",
+       "A step before any reset is FAILED_PRECONDITION (not fatal) and changes nothing",
+       f"{_SPEC} §3.5; error table: FAILED_PRECONDITION (step before reset)")
+def step_before_reset(ctx: Context) -> None:
+    action = ctx.accepted_actions(1)[0]
+    s = ctx.session()
+    model = EpisodeModel(ctx.spec)
+    model.on_state(s.state(), "state before any reset")
+    resp = s.step(action)
+    if ctx.spec.caps.auto_reset and isinstance(resp, pb.SessionResponse) and resp.WhichOneof("kind") == "step":
+        return "the environment auto-resets on a step before reset"
+    expect_error(resp, "FAILED_PRECONDITION", f"step {action!r} before any reset", fatal=False)
+    model.on_state(s.state(), "state after a step before reset")
+    return None
+
+
+def _run_episode(ctx: Context, s: Session, model: EpisodeModel, actions: list[Action], *, cycle: bool = False,
+                 limit: int | None = None) -> int:
+    """Step ``actions`` (cycled up to ``limit`` when ``cycle``) until the episode ends; the
+    number of accepted steps."""
+    n = limit if limit is not None else len(actions)
+    accepted = 0
+    for i in range(n):
+        if model.ended:
+            break
+        a = actions[i % len(actions)] if cycle else actions[i]
+        ts = model.on_step(s.step(a), f"step {a!r}")
+        if ts is not None:
+            accepted += 1
+    return accepted
+
+
+@check("lifecycle.step_count",
+       "step_count is 0 after reset and grows by exactly 1 per accepted step, in time steps and in state; "
+       "max_episode_steps truncates",
+       f"{_SPEC} §3.4, §3.5, §3.6")
+def step_count(ctx: Context) -> None:
+    actions = ctx.accepted_actions(4)
+    s = ctx.session()
+    model = EpisodeModel(ctx.spec)
+    for _ in range(2):
+        model.on_reset(s.reset())
+        model.on_state(s.state(), "state after reset")
+        limit = ctx.spec.budget
+        if ctx.spec.max_episode_steps is not None:
+            limit = max(limit, min(ctx.spec.max_episode_steps, 4 * ctx.spec.budget))
+        for i in range(limit):
+            if model.ended:
+                break
+            a = actions[i % len(actions)]
+            model.on_step(s.step(a), f"step {a!r}")
+            model.on_state(s.state(), f"state after {model.step_count} steps")
+    if model.step_count == 0:
+        raise CheckSkipped("no step was accepted, so step counting could not be observed")
+
+
+@check("lifecycle.episode_ids",
+       "Every reset starts a new episode id (a uuid4 in hex when the client gives none) and honours a "
+       "client-supplied one; time steps and state carry the current id",
+       f"{_SPEC} §3.4")
+def episode_ids(ctx: Context) -> None:
+    actions = ctx.accepted_actions(1)
+    s = ctx.session()
+    model = EpisodeModel(ctx.spec)
+    seen = []
+    for requested in ("", "", "conformance-episode-1", "", "conformance-episode-2"):
+        ts = model.on_reset(s.reset(episode_id=requested), requested)
+        seen.append(ts.episode_id)
+        model.on_state(s.state(), f"state after reset(episode_id={requested!r})")
+        _run_episode(ctx, s, model, actions, cycle=True, limit=2)
+        model.on_state(s.state(), "state after steps")
+    generated = [i for i, r in zip(seen, ("", "", "x", "", "x"), strict=True) if not r]
+    if len(set(generated)) != len(generated) or not all(HEX_ID.fullmatch(i) for i in generated):
+        raise Violation(f"server-chosen episode ids are not fresh uuid4 hex strings: {generated}")
+
+
+@check("lifecycle.step_after_end",
+       "Once an episode has terminated or truncated, a step is FAILED_PRECONDITION (not fatal) and changes "
+       "nothing, unless the environment declares auto_reset",
+       f"{_SPEC} §3.5; error table: FAILED_PRECONDITION (step after the episode ended)")
+def step_after_end(ctx: Context) -> None:
+    valid = ctx.require_actions()
+    ended = [0]
+
+    def end_then_step(seed: int, actions: list[Action], after: Action) -> None:
+        s = ctx.session()
+        model = EpisodeModel(ctx.spec)
+        model.on_reset(s.reset(seed=seed))
+        _run_episode(ctx, s, model, actions)
+        if not model.ended:
+            return
+        ended[0] += 1
+        model.on_step(s.step(after), f"step {after!r}")
+        model.on_state(s.state(), "state after a step after the end")
+
+    limit = ctx.spec.budget
+    ctx.search(end_then_step, seed=st.integers(0, 2**32 - 1), actions=st.lists(valid, max_size=limit), after=valid)
+    # No generated episode ended: walk one episode to max_episode_steps, if the environment's
+    # action budget allows it (no declared budget: up to 256 steps).
+    allowed = int(ctx.spec.caps.action_budget) or 256
+    if not ended[0] and ctx.spec.max_episode_steps is not None and ctx.spec.max_episode_steps <= allowed:
+        actions = ctx.accepted_actions(4)
+        s = ctx.session()
+        model = EpisodeModel(ctx.spec)
+        model.on_reset(s.reset())
+        _run_episode(ctx, s, model, actions, cycle=True, limit=ctx.spec.max_episode_steps)
+        if model.ended:
+            ended[0] += 1
+            model.on_step(s.step(actions[0]), f"step {actions[0]!r}")
+            model.on_state(s.state(), "state after a step after the end")
+    if not ended[0]:
+        raise CheckSkipped(f"no generated episode ended within the action budget ({limit} steps)")
+
+
+@check("lifecycle.state_never_fails",
+       "state answers in every episode status: before reset, while running, after refused requests, after the end",
+       f"{_SPEC} §3.6")
+def state_never_fails(ctx: Context) -> None:
+    ctx.require_sim()
+    s = ctx.session()
+    model = EpisodeModel(ctx.spec)
+    model.on_state(s.state(), "state before reset")
+    expect_error(s.exchange(s.request()), "INVALID_ARGUMENT", "a request with no kind")
+    model.on_state(s.state(), "state after an INVALID_ARGUMENT request")
+    s.handshake()
+    model.on_state(s.state(), "state after a refused second handshake")
+    valid = ctx.actions.valid()
+    if valid is None:
+        model.on_reset(s.reset())
+        model.on_state(s.state(), "state after reset")
+        return
+    actions = ctx.accepted_actions(4)
+    model.on_step(s.step(actions[0]), f"step {actions[0]!r}")
+    model.on_state(s.state(), "state after a step before reset")
+    model.on_reset(s.reset(seed=1))
+    model.on_state(s.state(), "state after reset")
+    bad = ctx.actions.invalid()
+    if bad is not None:
+        for a in ctx.sample(bad, 3):
+            model.on_step(s.step(a), f"invalid step {a!r}")
+            model.on_state(s.state(), f"state after the invalid step {a!r}")
+    for i in range(ctx.spec.budget):
+        if model.ended:
+            break
+        model.on_step(s.step(actions[i % len(actions)]), "step")
+        model.on_state(s.state(), f"state after {model.step_count} steps")
+    if model.ended:
+        model.on_step(s.step(actions[0]), f"step {actions[0]!r}")
+        model.on_state(s.state(), "state after a step after the end")
+
+
+@check("lifecycle.close",
+       "close is answered with CloseResponse under its id, then the stream ends with status OK; later requests "
+       "are never answered",
+       f"{_SPEC} §3.7")
+def close(ctx: Context) -> None:
+    for started, late in ((False, False), (True, False), (True, True)):
+        s = ctx.session()
+        if started and ctx.spec.sim:
+            expect_ok(s.reset(), "reset", "reset")
+        s.send(s.request(request_id=4242, close=pb.CloseRequest()))
+        if late:  # pipelined behind the close: must never be answered
+            s.send(pb.SessionRequest(request_id=4243, state=pb.StateRequest()))
+        resp = s.recv()
+        expect_ok(resp, "close", "close")
+        if resp.request_id != 4242:
+            raise Violation(f"CloseResponse carries request_id {resp.request_id}, not 4242")
+        item = s.recv()
+        if not isinstance(item, StreamEnd):
+            raise Violation(f"a request sent after close was answered: {describe(item)}")
+        # With a request still in flight the client library may itself report the end as
+        # INTERNAL (a write racing the end of the call); the status is checked without one.
+        if not late and item.code != grpc.StatusCode.OK:
+            raise Violation(f"after close the {item}; expected status OK")
+
+
+@check("lifecycle.tools_only",
+       "In tools-only mode reset, step and state answer UNIMPLEMENTED (not fatal)",
+       f"{_SPEC} §3.2; error table: UNIMPLEMENTED")
+def tools_only(ctx: Context) -> None:
+    if ctx.spec.sim:
+        raise CheckSkipped("the server is not in tools-only mode")
+    s = ctx.session()
+    expect_error(s.reset(), "UNIMPLEMENTED", "reset in tools-only mode", fatal=False)
+    expect_error(s.state(), "UNIMPLEMENTED", "state in tools-only mode", fatal=False)
+    expect_ok(s.list_tools(), "list_tools", "list_tools in tools-only mode")

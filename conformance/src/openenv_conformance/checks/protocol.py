@@ -1,0 +1,281 @@
+"""Level ``protocol``: handshake, versions, request ids, pipelining, health, reflection, GetInfo."""
+
+from __future__ import annotations
+
+import grpc
+from google.protobuf import descriptor_pb2
+
+from openenv.v1 import environment_pb2 as pb
+from openenv.v1 import tool_pb2
+from openenv_conformance.context import Context
+from openenv_conformance.errors import CheckSkipped, Violation
+from openenv_conformance.registry import check
+from openenv_conformance.wire import SERVICE, Session, StreamEnd, describe, expect_error, expect_ok
+
+_SPEC = "docs/protocol.md"
+
+
+def _ends(s: Session, what: str, ctx: Context) -> StreamEnd:
+    end, extra = s.wait_end(ctx.options.timeout)
+    if extra:
+        raise Violation(f"{what}: the server answered again after a fatal error ({describe(extra[0])})")
+    return end
+
+
+def _parse_version(v: str) -> tuple[int, int] | None:
+    parts = v.split(".")
+    if len(parts) != 2 or not all(p.isdigit() for p in parts):
+        return None
+    return int(parts[0]), int(parts[1])
+
+
+@check("protocol.handshake",
+       "A handshake opens the session: HandshakeResponse with a session id, a 1.x protocol version and the "
+       "environment's info, under the request's id",
+       f"{_SPEC} §3.3")
+def handshake(ctx: Context) -> None:
+    ids = set()
+    for rid in (7, 8):
+        s = ctx.session(handshake=False)
+        resp = s.handshake(request_id=rid)
+        hs = expect_ok(resp, "handshake", "handshake")
+        if resp.request_id != rid:
+            raise Violation(f"handshake answer carries request_id {resp.request_id}, not {rid}")
+        if not hs.session_id:
+            raise Violation("HandshakeResponse.session_id is empty")
+        ids.add(hs.session_id)
+        pv = _parse_version(hs.protocol_version)
+        if pv is None or pv[0] != 1:
+            raise Violation(f"HandshakeResponse.protocol_version {hs.protocol_version!r} is not 1.MINOR")
+        if not hs.HasField("info") or not hs.info.name:
+            raise Violation("HandshakeResponse.info is missing or has no name")
+        if hs.info.protocol_version != hs.protocol_version:
+            raise Violation(f"info.protocol_version {hs.info.protocol_version!r} differs from the handshake's "
+                            f"{hs.protocol_version!r}")
+        s.shutdown()
+    if len(ids) != 2:
+        raise Violation("two sessions got the same session_id")
+
+
+@check("protocol.version_negotiation",
+       "Any 1.x client version is accepted; another major is FAILED_PRECONDITION (fatal) and an empty version "
+       "INVALID_ARGUMENT (fatal); the stream then ends",
+       f"{_SPEC} §3.3, §10; error table: FAILED_PRECONDITION, INVALID_ARGUMENT")
+def version_negotiation(ctx: Context) -> None:
+    for v in ("1.0", "1.7", "1.999"):
+        s = ctx.session(handshake=False)
+        expect_ok(s.handshake(v), "handshake", f"handshake with protocol_version {v!r}")
+        expect_ok(s.state() if ctx.spec.sim else s.list_tools(), "state" if ctx.spec.sim else "list_tools",
+                  f"a request after a {v!r} handshake")
+        s.shutdown()
+    for v, code in (("2.0", "FAILED_PRECONDITION"), ("0.9", "FAILED_PRECONDITION"),
+                    ("99.1", "FAILED_PRECONDITION"), ("", "INVALID_ARGUMENT")):
+        s = ctx.session(handshake=False)
+        what = f"handshake with protocol_version {v!r}"
+        expect_error(s.handshake(v), code, what, fatal=True)
+        _ends(s, what, ctx)
+
+
+@check("protocol.version_unparsable",
+       "A protocol version that does not parse as MAJOR.MINOR is refused with FAILED_PRECONDITION (fatal)",
+       f"{_SPEC} §3.3; error table: FAILED_PRECONDITION (unsupported or unparsable version)")
+def version_unparsable(ctx: Context) -> None:
+    for v in ("abc", "1", "1.x", "v1.0", "1.0.0"):
+        s = ctx.session(handshake=False)
+        what = f"handshake with protocol_version {v!r}"
+        expect_error(s.handshake(v), "FAILED_PRECONDITION", what, fatal=True)
+        _ends(s, what, ctx)
+
+
+@check("protocol.request_ids",
+       "Every answer carries the request_id of the request it answers, whatever the id (0, 2^63, 2^64-1...)",
+       f"{_SPEC} §4")
+def request_ids(ctx: Context) -> None:
+    s = ctx.session(handshake=False)
+    resp = s.handshake(request_id=2**64 - 1)
+    expect_ok(resp, "handshake", "handshake")
+    if resp.request_id != 2**64 - 1:
+        raise Violation(f"handshake with request_id 2^64-1 answered with request_id {resp.request_id}")
+    reqs: list[pb.SessionRequest] = []
+    ids = [0, 1, 2**63, 2**32 + 5, 12345678901234567, 3, 3]
+    kinds = []
+    if ctx.spec.sim:
+        kinds += [{"state": pb.StateRequest()}, {"reset": pb.ResetRequest()}, {"state": pb.StateRequest()}]
+    if ctx.spec.caps.tools:
+        kinds += [{"list_tools": tool_pb2.ListToolsRequest()}]
+    kinds += [{}]  # no kind: INVALID_ARGUMENT, still answered under its id
+    for i, rid in enumerate(ids):
+        reqs.append(pb.SessionRequest(request_id=rid, **kinds[i % len(kinds)]))
+    for req in reqs:
+        resp = s.exchange(req)
+        if isinstance(resp, StreamEnd):
+            kind = req.WhichOneof("kind") or "no kind"
+            raise Violation(f"request {req.request_id} ({kind}) was not answered: {resp}")
+        if resp.request_id != req.request_id:
+            raise Violation(f"request {req.request_id} ({req.WhichOneof('kind') or 'no kind'}) answered with "
+                            f"request_id {resp.request_id}")
+
+
+@check("protocol.pipelining",
+       "Requests sent before reading any answer are answered once each, in request order, with their ids, and "
+       "take effect in order",
+       f"{_SPEC} §4")
+def pipelining(ctx: Context) -> None:
+    s = ctx.session()
+    plan: list[pb.SessionRequest] = []
+    base = 1000
+
+    def add(**kind: object) -> None:
+        plan.append(pb.SessionRequest(request_id=base + 7 * len(plan), **kind))
+
+    actions = []
+    if ctx.spec.sim and ctx.actions.valid() is not None:
+        try:
+            actions = ctx.accepted_actions(2)
+        except CheckSkipped:
+            pass  # pipelining is still checked with state requests
+    if ctx.spec.sim:
+        add(state=pb.StateRequest())
+        add(reset=pb.ResetRequest(episode_id="pipelined-episode-1"))
+        add(state=pb.StateRequest())
+        for a in actions:
+            add(step=pb.StepRequest(action=a.payload))
+        add(state=pb.StateRequest())
+    if ctx.spec.caps.tools:
+        add(list_tools=tool_pb2.ListToolsRequest())
+    for _ in range(20):
+        add(**({"state": pb.StateRequest()} if ctx.spec.sim else {"list_tools": tool_pb2.ListToolsRequest()}))
+    for req in plan:
+        if not s.send(req):
+            raise Violation(f"the stream stopped accepting requests after {plan.index(req)} pipelined requests")
+    answers: list[pb.SessionResponse] = []
+    for _ in plan:
+        resp = s.recv()
+        if isinstance(resp, StreamEnd):
+            raise Violation(f"{len(answers)} of {len(plan)} pipelined requests answered, then the {resp}")
+        answers.append(resp)
+    for i, (req, resp) in enumerate(zip(plan, answers, strict=True)):
+        if resp.request_id != req.request_id:
+            got = [r.request_id for r in answers]
+            raise Violation(f"pipelined answer #{i} carries request_id {resp.request_id}, expected "
+                            f"{req.request_id} (sent {[r.request_id for r in plan]}, got {got})")
+        k = resp.WhichOneof("kind")
+        if k not in (req.WhichOneof("kind"), "error"):
+            raise Violation(f"pipelined request #{i} ({req.WhichOneof('kind')}) answered with a {k} answer")
+    if ctx.spec.sim:
+        expect_ok(answers[0], "state", "state before reset")
+        ts = expect_ok(answers[1], "reset", "pipelined reset").time_step
+        st = expect_ok(answers[2], "state", "state after the pipelined reset")
+        if st.episode_id != "pipelined-episode-1" or st.step_count != 0:
+            raise Violation(f"state pipelined after reset(episode_id='pipelined-episode-1') shows episode "
+                            f"{st.episode_id!r}, step_count {st.step_count}: effects were not applied in order")
+        accepted = 0
+        ended = ts.terminated or ts.truncated
+        for j in range(len(actions)):
+            r = answers[3 + j]
+            if r.WhichOneof("kind") == "step" and not ended:
+                accepted += 1
+                ended = r.step.time_step.terminated or r.step.time_step.truncated
+        st2 = expect_ok(answers[3 + len(actions)], "state", "state after the pipelined steps")
+        if st2.step_count != accepted:
+            raise Violation(f"state pipelined after {accepted} accepted steps shows step_count {st2.step_count}")
+
+
+@check("protocol.health",
+       "grpc.health.v1 reports SERVING for the server (\"\") and for openenv.v1.EnvironmentService",
+       f"{_SPEC} §1.1")
+def health(ctx: Context) -> None:
+    for service in ("", SERVICE):
+        status = ctx.wire.health(service)
+        if status != "SERVING":
+            raise Violation(f"health of {service or 'the server'!r} is {status}, expected SERVING")
+
+
+@check("protocol.reflection",
+       "Server reflection lists openenv.v1.EnvironmentService and serves the file that defines it",
+       f"{_SPEC} §1.1")
+def reflection(ctx: Context) -> None:
+    try:
+        names, files = ctx.wire.reflection(SERVICE)
+    except grpc.aio.AioRpcError as e:
+        raise Violation(f"server reflection failed: {e.code().name}: {e.details()}") from None
+    if SERVICE not in names:
+        raise Violation(f"server reflection lists {names}, without {SERVICE}")
+    found = False
+    for raw in files:
+        fd = descriptor_pb2.FileDescriptorProto.FromString(raw)
+        if fd.package == "openenv.v1" and any(sv.name == "EnvironmentService" for sv in fd.service):
+            found = True
+    if not found:
+        raise Violation(f"reflection's file_containing_symbol({SERVICE}) returned no file defining the service")
+
+
+@check("protocol.get_info",
+       "GetInfo returns the same EnvironmentInfo as the handshake, without opening a session",
+       f"{_SPEC} §1.1, §1.2")
+def get_info(ctx: Context) -> None:
+    unary = ctx.wire.get_info()
+    hs = ctx.session().info
+    if unary != hs:
+        from google.protobuf import json_format
+
+        a = json_format.MessageToDict(unary, preserving_proto_field_name=True)
+        b = json_format.MessageToDict(hs, preserving_proto_field_name=True)
+        diff = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
+        raise Violation(f"GetInfo and the handshake describe the environment differently (fields: {', '.join(diff)})")
+
+
+@check("protocol.first_request",
+       "A first request that is not a handshake (or has no kind) is FAILED_PRECONDITION (fatal); the stream ends",
+       f"{_SPEC} §3.2; error table: FAILED_PRECONDITION (request before the handshake)")
+def first_request(ctx: Context) -> None:
+    for kind in ({"state": pb.StateRequest()}, {"reset": pb.ResetRequest()}, {"close": pb.CloseRequest()}, {}):
+        s = ctx.session(handshake=False)
+        name = next(iter(kind), "no kind")
+        what = f"a first request with {name}"
+        expect_error(s.exchange(s.request(**kind)), "FAILED_PRECONDITION", what, fatal=True)
+        end = _ends(s, what, ctx)
+        if end.code != grpc.StatusCode.OK:
+            raise Violation(f"{what}: after the in-band fatal error the {end}; expected status OK")
+
+
+@check("protocol.second_handshake",
+       "A second handshake is FAILED_PRECONDITION, not fatal; the session stays usable",
+       f"{_SPEC} §3.2; error table: FAILED_PRECONDITION (second handshake)")
+def second_handshake(ctx: Context) -> None:
+    s = ctx.session()
+    expect_error(s.handshake(), "FAILED_PRECONDITION", "a second handshake", fatal=False)
+    if ctx.spec.sim:
+        expect_ok(s.state(), "state", "state after a refused second handshake")
+    else:
+        expect_ok(s.list_tools(), "list_tools", "list_tools after a refused second handshake")
+
+
+@check("protocol.unset_kind",
+       "A request with no kind is INVALID_ARGUMENT, not fatal; the session stays usable",
+       f"{_SPEC} §3.2; error table: INVALID_ARGUMENT (unset request kind)")
+def unset_kind(ctx: Context) -> None:
+    s = ctx.session()
+    expect_error(s.exchange(s.request()), "INVALID_ARGUMENT", "a request with no kind", fatal=False)
+    if ctx.spec.sim:
+        expect_ok(s.state(), "state", "state after a request with no kind")
+    else:
+        expect_ok(s.list_tools(), "list_tools", "list_tools after a request with no kind")
+
+
+@check("protocol.half_close",
+       "After the client half-closes, every request already sent is answered, then the stream ends with OK",
+       f"{_SPEC} §3.7")
+def half_close(ctx: Context) -> None:
+    s = ctx.session()
+    kind = {"state": pb.StateRequest()} if ctx.spec.sim else {"list_tools": tool_pb2.ListToolsRequest()}
+    sent = [s.request(**kind) for _ in range(5)]
+    for r in sent:
+        s.send(r)
+    s.half_close()
+    end, answers = s.wait_end()
+    if [a.request_id for a in answers] != [r.request_id for r in sent]:
+        raise Violation(f"after half-close, {len(answers)} of {len(sent)} requests were answered "
+                        f"(ids {[a.request_id for a in answers]})")
+    if end.code != grpc.StatusCode.OK:
+        raise Violation(f"after half-close the {end}; expected status OK")

@@ -1,0 +1,142 @@
+"""Level ``schema``: declared types, observations, valid and invalid actions."""
+
+from __future__ import annotations
+
+from hypothesis import strategies as st
+
+from openenv.v1 import environment_pb2 as pb
+from openenv_conformance.context import Context
+from openenv_conformance.errors import CheckSkipped, Violation
+from openenv_conformance.model import EpisodeModel
+from openenv_conformance.registry import check
+from openenv_conformance.strategies import CALL_TOOL, Action
+from openenv_conformance.wire import describe, expect_error, expect_ok
+
+_SPEC = "docs/protocol.md"
+
+
+@check("schema.descriptors",
+       "The advertised FileDescriptorSet resolves every declared message type, every json_schema is a valid JSON "
+       "Schema, and every declared example conforms to its type",
+       f"{_SPEC} §1.2, §2")
+def descriptors(ctx: Context) -> None:
+    spec = ctx.spec
+    problems: list[str] = []
+    if spec.pool_error:
+        problems.append(f"descriptors: {spec.pool_error}")
+    for t in (spec.action, spec.observation, spec.state):
+        if t.class_error:
+            problems.append(t.class_error)
+        if t.schema_error:
+            problems.append(t.schema_error)
+        for i, ex in enumerate(t.examples):
+            problems += [f"{t.role} example[{i}]: {p}" for p in t.problems(ex)]
+    if problems:
+        raise Violation("; ".join(problems))
+
+
+@check("schema.observations",
+       "Every observation (after reset and after each step) and every state payload conforms to its declared "
+       "type: payload kind, Any type, decodable bytes, JSON Schema, tensor dtype/shape/bounds",
+       f"{_SPEC} §2; proto TimeStep.observation, StateResponse.state")
+def observations(ctx: Context) -> None:
+    valid = ctx.require_actions()
+    obs_t, state_t = ctx.spec.observation, ctx.spec.state
+    if not obs_t.declared and not state_t.declared:
+        raise CheckSkipped("neither an observation nor a state type is declared")
+
+    def conform(seed: int, actions: list[Action]) -> None:
+        s = ctx.session()
+        ts = expect_ok(s.reset(seed=seed), "reset", "reset").time_step
+        for p in obs_t.problems(ts.observation):
+            raise Violation(f"reset(seed={seed}): {p}")
+        for i, a in enumerate(actions):
+            if ts.terminated or ts.truncated:
+                break
+            resp = s.step(a)
+            if not (isinstance(resp, pb.SessionResponse) and resp.WhichOneof("kind") == "step"):
+                continue
+            ts = resp.step.time_step
+            for p in obs_t.problems(ts.observation):
+                raise Violation(f"step {i + 1} ({a!r}): {p}")
+        st_ = expect_ok(s.state(), "state", "state")
+        for p in state_t.problems(st_.state, allow_empty=True):
+            raise Violation(f"state after the episode: {p}")
+
+    ctx.search(conform, seed=st.integers(0, 2**32 - 1), actions=st.lists(valid, max_size=ctx.spec.budget))
+
+
+@check("schema.valid_actions",
+       "Declared examples are accepted in a fresh episode; generated valid actions are answered with a time step "
+       "(or INVALID_ARGUMENT when the environment rejects the move), never another error, and never end the session",
+       f"{_SPEC} §2, §3.5; error table: INVALID_ARGUMENT (openenv.InvalidAction)")
+def valid_actions(ctx: Context) -> None:
+    valid = ctx.require_actions()
+    for a in ctx.actions.examples:
+        s = ctx.session()
+        expect_ok(s.reset(), "reset", "reset")
+        expect_ok(s.step(a), "step", f"declared {a!r}")
+        s.shutdown()
+    strict = ctx.spec.action.message_type == CALL_TOOL  # tool calls from input schemas must run
+
+    def accepted(action: Action) -> None:
+        s = ctx.session()
+        model = EpisodeModel(ctx.spec)
+        model.on_reset(s.reset())
+        resp = s.step(action)
+        if strict:
+            expect_ok(resp, "step", f"step {action!r} (arguments valid under the tool's input_schema)")
+            return
+        if isinstance(resp, pb.SessionResponse) and resp.WhichOneof("kind") == "error":
+            expect_error(resp, "INVALID_ARGUMENT", f"step {action!r}", fatal=False)
+            model.on_state(s.state(), f"state after the rejected {action!r}")
+        else:
+            model.on_step(resp, f"step {action!r}")
+
+    ctx.search(accepted, action=valid)
+
+
+@check("schema.invalid_actions",
+       "Invalid actions (unset payload, wrong payload kind, Any of the wrong type, undecodable bytes, missing, extra "
+       "or wrongly typed fields, bad tensors, tool arguments violating input_schema) are INVALID_ARGUMENT, not "
+       "fatal, change nothing, and the session stays usable",
+       f"{_SPEC} §2, §3.5; error table: INVALID_ARGUMENT")
+def invalid_actions(ctx: Context) -> None:
+    ctx.require_sim()
+    bad = ctx.actions.invalid()
+    if bad is None:
+        raise CheckSkipped("the action type is not declared (PAYLOAD_KIND_UNSPECIFIED): every payload is valid")
+    good = ctx.accepted_actions(1) if ctx.actions.valid() is not None else []
+
+    def refused(action: Action) -> None:
+        s = ctx.session()
+        model = EpisodeModel(ctx.spec)
+        model.on_reset(s.reset())
+        resp = s.step(action)
+        expect_error(resp, "INVALID_ARGUMENT", f"step {action!r}", fatal=False)
+        model.on_state(s.state(), f"state after the invalid {action!r}")
+        if good:
+            model.on_step(s.step(good[0]), f"a valid step {good[0]!r} after the invalid one")
+            if model.step_count != 1:
+                raise Violation(f"a valid step {good[0]!r} after the invalid {action!r} was not accepted")
+
+    ctx.search(refused, action=bad)
+
+
+@check("schema.error_precedence",
+       "An undecodable or wrongly typed action is INVALID_ARGUMENT even before reset: a malformed request is "
+       "reported before the episode status",
+       f"{_SPEC} §3.5 (which rule is reported first)")
+def error_precedence(ctx: Context) -> None:
+    ctx.require_sim()
+    bad = ctx.actions.invalid()
+    if bad is None:
+        raise CheckSkipped("the action type is not declared (PAYLOAD_KIND_UNSPECIFIED): every payload is valid")
+    s = ctx.session()
+    for a in ctx.sample(bad, 8):
+        if a.label.startswith("tool arguments"):
+            continue  # argument validation happens when the tool runs; see tools.invalid_arguments
+        resp = s.step(a)
+        if not (isinstance(resp, pb.SessionResponse) and resp.WhichOneof("kind") == "error"):
+            raise Violation(f"step {a!r} before reset: expected INVALID_ARGUMENT, got {describe(resp)}")
+        expect_error(resp, "INVALID_ARGUMENT", f"step {a!r} before reset", fatal=False)

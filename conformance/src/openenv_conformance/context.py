@@ -1,0 +1,303 @@
+"""What a check gets: the wire, the declared environment, the run's options, and helpers to
+run Hypothesis searches that report the minimal failing example and the seed."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import sys
+import time
+import zlib
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
+
+import hypothesis
+from hypothesis import HealthCheck, Phase, Verbosity
+from hypothesis import strategies as st
+from hypothesis.errors import StopTest, Unsatisfiable
+from hypothesis.internal.conjecture import engine as _engine
+from hypothesis.stateful import RuleBasedStateMachine, run_state_machine_as_test
+
+from openenv.v1 import environment_pb2 as pb
+from openenv.v1 import tool_pb2
+from openenv_conformance.errors import CheckFailed, CheckSkipped, Violation
+from openenv_conformance.registry import Check
+from openenv_conformance.spec import EnvSpec
+from openenv_conformance.strategies import Action, ActionSpace
+from openenv_conformance.targets import Target
+from openenv_conformance.wire import Session, Wire, expect_ok
+
+__all__ = ["Context", "RunOptions"]
+
+T = TypeVar("T")
+
+
+@dataclasses.dataclass
+class RunOptions:
+    """Knobs of a certification run (all have defaults fit for CI).
+
+    Attributes:
+        seed: the run's seed; every Hypothesis search derives its own from it and the check id
+            (None: :func:`~openenv_conformance.runner.certify` picks one and records it).
+        max_examples: examples per Hypothesis search (state machines and the costlier
+            searches use a fraction of it).
+        timeout: seconds to wait for any one answer.
+        search_budget: seconds a search may spend generating before it stops looking.
+        shrink_budget: seconds a failing search may spend shrinking its example.
+        capacity_limit: the capacity checks skip environments declaring more sessions.
+        slot_free_bound: seconds a dropped client may keep holding its session slot.
+        concurrency: sessions the isolation check runs side by side.
+    """
+
+    seed: int | None = None
+    max_examples: int = 100
+    timeout: float = 10.0
+    search_budget: float = 30.0
+    shrink_budget: float = 20.0
+    capacity_limit: int = 4096
+    slot_free_bound: float = 10.0
+    concurrency: int = 4
+
+
+def _example_of(e: BaseException) -> str | None:
+    notes = [n for n in getattr(e, "__notes__", []) if isinstance(n, str)]
+    if not notes:
+        return None
+    lines = []
+    for n in notes:
+        lines.append(n.removeprefix("Failing test case: ").removeprefix("Falsifying example: "))
+    text = "\n".join(line for line in lines if line != "<state machine>")
+    return text.strip() or None
+
+
+def _reason_of(e: BaseException) -> str:
+    if isinstance(e, BaseExceptionGroup):
+        inner = "; ".join(_reason_of(x) for x in e.exceptions[:3])
+        return f"{e.message}: {inner}" if inner else e.message
+    msg = str(e).strip()
+    if isinstance(e, (AssertionError, Violation)):
+        return msg or type(e).__name__
+    return f"{type(e).__name__}: {msg}" if msg else type(e).__name__
+
+
+class Context:
+    """Shared by the checks of one run. Sessions opened through it are closed after each check."""
+
+    def __init__(self, wire: Wire, info: pb.EnvironmentInfo, options: RunOptions, target: Target | None = None) -> None:
+        self.wire = wire
+        self.info = info
+        self.options = options
+        self.target = target
+        self.spec = EnvSpec(info)
+        self.check: Check | None = None
+        self._tools: list[tool_pb2.Tool] | None = None
+        self._actions: ActionSpace | None = None
+        self._accepted: list[Action] | None = None
+        self.examples_run = 0  # examples the current check's searches completed
+
+    # -- sessions
+
+    def session(self, *, handshake: bool = True, channel: Any = None, **kw: Any) -> Session:
+        """A new session, handshaken (which must succeed) unless ``handshake`` is False."""
+        s = self.wire.session(channel)
+        if handshake:
+            s.open(**kw)
+        return s
+
+    def episode(self, seed: int | None = None, episode_id: str = "") -> tuple[Session, pb.TimeStep]:
+        """A new session with an episode started: (session, the reset's time step)."""
+        s = self.session()
+        ts = expect_ok(s.reset(seed=seed, episode_id=episode_id), "reset", "reset").time_step
+        return s, ts
+
+    def fresh_session_works(self, after: str) -> None:
+        """Health is SERVING and a new session handshakes, resets, steps an accepted action,
+        reads its state and closes cleanly (the server survived ``after``)."""
+        status = self.wire.health("")
+        if status != "SERVING":
+            raise Violation(f"after {after}, health is {status}, expected SERVING")
+        # Slots of dropped clients are freed asynchronously: retry a refused handshake a while.
+        deadline = time.monotonic() + self.options.slot_free_bound
+        while True:
+            s = self.wire.session()
+            resp = s.handshake()
+            if s.opened:
+                break
+            s.cancel()
+            if time.monotonic() > deadline:
+                expect_ok(resp, "handshake", f"handshake of a fresh session after {after}")
+            time.sleep(0.1)
+        with s:
+            if self.spec.sim:
+                expect_ok(s.reset(), "reset", f"reset in a fresh session after {after}")
+                if self.actions.valid() is not None and self._accepted:
+                    a = self._accepted[0]
+                    expect_ok(s.step(a), "step", f"step {a!r} in a fresh session after {after}")
+                expect_ok(s.state(), "state", f"state in a fresh session after {after}")
+            elif self.spec.caps.tools:
+                expect_ok(s.list_tools(), "list_tools", f"list_tools in a fresh session after {after}")
+            expect_ok(s.close(), "close", f"close in a fresh session after {after}")
+
+    def cleanup(self) -> None:
+        """End every session still open (politely, then abruptly)."""
+        for s in list(self.wire.sessions):
+            s.shutdown(timeout=min(3.0, self.options.timeout))
+
+    # -- what the environment declares
+
+    @property
+    def tools(self) -> list[tool_pb2.Tool]:
+        """The advertised tools (from one list_tools call; [] without the tools capability)."""
+        if self._tools is None:
+            self._tools = []
+            if self.spec.caps.tools:
+                with self.session() as s:
+                    resp = s.list_tools()
+                    if isinstance(resp, pb.SessionResponse) and resp.WhichOneof("kind") == "list_tools":
+                        self._tools = list(resp.list_tools.tools)
+        return self._tools
+
+    @property
+    def actions(self) -> ActionSpace:
+        if self._actions is None:
+            self._actions = ActionSpace(self.spec, self.tools)
+        return self._actions
+
+    def require_sim(self) -> None:
+        """Skip unless reset/step/state are served."""
+        if not self.spec.sim:
+            raise CheckSkipped("the server runs in tools-only mode (Capabilities.tools_only): reset, step and "
+                               "state are not served")
+
+    def require_actions(self) -> st.SearchStrategy[Action]:
+        """The valid-action strategy; skip when there is none."""
+        self.require_sim()
+        v = self.actions.valid()
+        if v is None:
+            raise CheckSkipped("the environment declares no example actions and its action type cannot be "
+                               "generated (" + (self.spec.action.class_error or self.spec.action.kind_name) + ")")
+        return v
+
+    def accepted_actions(self, n: int = 3) -> list[Action]:
+        """Up to ``n`` actions the environment accepted in a fresh episode: the declared
+        examples, else generated ones probed one by one."""
+        if self._accepted is None:
+            self.require_actions()
+            candidates = list(self.actions.examples) or self.sample(self.actions.valid(), 30)
+            accepted: list[Action] = []
+            s, _ = self.episode()
+            with s:
+                for a in candidates:
+                    r = s.step(a)
+                    if isinstance(r, pb.SessionResponse) and r.WhichOneof("kind") == "step":
+                        accepted.append(a)
+                        if r.step.time_step.terminated or r.step.time_step.truncated:
+                            expect_ok(s.reset(), "reset", "reset")
+                    if len(accepted) >= 8:
+                        break
+            self._accepted = accepted
+        if not self._accepted:
+            raise CheckSkipped("no declared or generated action was accepted in a fresh episode")
+        return self._accepted[:n]
+
+    # -- Hypothesis
+
+    def seed_for(self, salt: str = "") -> int:
+        key = f"{self.options.seed}:{self.check.id if self.check else ''}:{salt}"
+        return zlib.crc32(key.encode())
+
+    def settings(self, max_examples: int | None = None, **kw: Any) -> hypothesis.settings:
+        return hypothesis.settings(
+            max_examples=max(1, max_examples or self.options.max_examples),
+            deadline=None, database=None, derandomize=False, print_blob=False, report_multiple_bugs=False,
+            verbosity=Verbosity.normal, suppress_health_check=list(HealthCheck),
+            phases=(Phase.explicit, Phase.generate, Phase.shrink), **kw)
+
+    @contextlib.contextmanager
+    def _bounded_shrinking(self) -> Iterator[None]:
+        saved = _engine.MAX_SHRINKING_SECONDS  # documented as monkeypatchable in Hypothesis
+        _engine.MAX_SHRINKING_SECONDS = int(max(1, self.options.shrink_budget))
+        try:
+            yield
+        finally:
+            _engine.MAX_SHRINKING_SECONDS = saved
+
+    def search(self, body: Callable[..., None], *, max_examples: int | None = None,
+               **strategies: st.SearchStrategy[Any]) -> None:
+        """Run ``body(**drawn)`` on examples of ``strategies``; a failure is shrunk to a
+        minimal example and raised as :class:`CheckFailed`. Generation stops after the
+        search budget; shrinking after the shrink budget. Every session still open is
+        closed after each example, so the body opens the sessions it uses."""
+        failed = [False]
+        deadline = time.monotonic() + self.options.search_budget
+
+        def prop(**kw: Any) -> None:
+            if not failed[0] and time.monotonic() > deadline:
+                hypothesis.reject()
+            self.examples_run += 1
+            try:
+                body(**kw)
+            except BaseException:
+                failed[0] = True
+                raise
+            finally:
+                self.cleanup()
+
+        prop.__name__ = prop.__qualname__ = body.__name__
+        test = self.settings(max_examples)(hypothesis.given(**strategies)(prop))
+        hypothesis.seed(self.seed_for(body.__name__))(test)
+        self._run(test)
+
+    def run_machine(self, machine: type[RuleBasedStateMachine], *, max_examples: int | None = None,
+                    steps: int = 30) -> None:
+        """Run a Hypothesis state machine whose ``__init__`` takes this context; a failure is
+        shrunk to a minimal sequence of rules and raised as :class:`CheckFailed`."""
+        deadline = time.monotonic() + self.options.search_budget
+        failed = [False]
+        ctx = self
+
+        class Bounded(machine):  # type: ignore[valid-type, misc]
+            def __init__(self) -> None:
+                if not failed[0] and time.monotonic() > deadline:
+                    hypothesis.reject()
+                ctx.examples_run += 1
+                super().__init__(ctx)
+
+            def teardown(self) -> None:
+                # Called from Hypothesis' ``finally``: an exception in flight means a rule failed.
+                exc = sys.exc_info()[0]
+                if exc is not None and not issubclass(exc, StopTest):
+                    failed[0] = True
+                try:
+                    super().teardown()
+                finally:
+                    ctx.cleanup()
+
+        Bounded.__name__ = Bounded.__qualname__ = machine.__name__
+        hypothesis.seed(self.seed_for(machine.__name__))(Bounded)
+        settings = self.settings(max_examples, stateful_step_count=steps)
+        self._run(lambda: run_state_machine_as_test(Bounded, settings=settings))
+
+    def _run(self, fn: Callable[[], None]) -> None:
+        with self._bounded_shrinking():
+            try:
+                fn()
+            except Unsatisfiable:
+                return  # the budget ran out before any example completed: nothing was found
+            except (CheckSkipped, CheckFailed):
+                raise
+            except Exception as e:
+                raise CheckFailed(_reason_of(e), _example_of(e)) from e
+
+    def sample(self, strategy: st.SearchStrategy[T], n: int) -> list[T]:
+        """``n`` values drawn reproducibly (from the run's seed) from ``strategy``."""
+        out: list[T] = []
+
+        def collect(x: T) -> None:
+            out.append(x)
+
+        test = hypothesis.settings(max_examples=n, database=None, deadline=None, phases=(Phase.generate,),
+                                   suppress_health_check=list(HealthCheck))(hypothesis.given(strategy)(collect))
+        hypothesis.seed(self.seed_for("sample"))(test)
+        test()
+        return out[:n]

@@ -1,0 +1,162 @@
+"""pytest plugin: ``pytest --openenv-certify TARGET`` runs every check as a test item.
+
+Registered through the ``pytest11`` entry point, so it is loaded by every pytest run in an
+environment where openenv-conformance is installed; it is inert unless
+``--openenv-certify`` is given (it only adds its options and its marker). With the option,
+each check of each target becomes one item named ``openenv-certify(TARGET)::CHECK_ID``,
+marked ``openenv_certify``, reported by pytest itself (``-k``, ``-m``, ``--junitxml``,
+``-x`` all apply). The target is started before the first of its items and stopped at the
+end of the session.
+
+    pytest --openenv-certify python:echo_env.server:EchoEnvironment -m openenv_certify
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+__all__: list[str] = []
+
+_SEEDS = pytest.StashKey[dict[str, int]]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    g = parser.getgroup("openenv-certify", "openenv conformance suite (openenv certify)")
+    g.addoption("--openenv-certify", action="append", default=[], metavar="TARGET",
+                help="certify TARGET (grpc://HOST:PORT, python:MODULE:FACTORY, docker:IMAGE); repeatable")
+    g.addoption("--openenv-level", action="append", default=[], metavar="LEVEL",
+                help="only this level of checks (repeatable)")
+    g.addoption("--openenv-check", action="append", default=[], metavar="ID",
+                help="only checks whose id matches this shell pattern (repeatable)")
+    g.addoption("--openenv-seed", type=int, default=None, help="seed of the Hypothesis searches")
+    g.addoption("--openenv-max-examples", type=int, default=None, help="examples per Hypothesis search")
+    g.addoption("--openenv-serve-arg", action="append", default=[], metavar="ARG",
+                help="extra `openenv serve` argument for python: targets (repeatable)")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "openenv_certify: a check of `openenv certify` (from --openenv-certify)")
+
+
+class CertifyFailure(Exception):
+    """A failed check, carrying its result."""
+
+    def __init__(self, result: Any) -> None:
+        super().__init__(result.reason)
+        self.result = result
+
+
+class _Live:
+    """One target, opened at first use and closed at the end of the session."""
+
+    def __init__(self, config: pytest.Config, spec: str) -> None:
+        self.config, self.spec = config, spec
+        self.ctx: Any = None
+        self.error: str | None = None
+        self._target: Any = None
+        self._wire: Any = None
+
+    def context(self) -> Any:
+        if self.ctx is None and self.error is None:
+            import random
+
+            from openenv_conformance.context import Context, RunOptions
+            from openenv_conformance.errors import TargetUnusable
+            from openenv_conformance.runner import _wait_ready, _wait_serving
+            from openenv_conformance.targets import TargetOptions, open_target
+            from openenv_conformance.wire import Wire
+
+            seed = self.config.getoption("openenv_seed")
+            opts = RunOptions(seed=random.SystemRandom().randrange(2**32) if seed is None else seed)
+            self.config.stash.setdefault(_SEEDS, {})[self.spec] = opts.seed
+            if self.config.getoption("openenv_max_examples"):
+                opts.max_examples = self.config.getoption("openenv_max_examples")
+            try:
+                self._target = open_target(self.spec, TargetOptions(
+                    serve_args=tuple(self.config.getoption("openenv_serve_arg"))))
+                self._wire = Wire(self._target.url, timeout=opts.timeout)
+                info = _wait_ready(self._wire, 30.0)
+                _wait_serving(self._wire, 10.0)
+            except TargetUnusable as e:
+                self.error = f"target unusable: {e}" + (f"\n{e.logs[-3000:]}" if e.logs else "")
+                self.close()
+                return None
+            self.ctx = Context(self._wire, info, opts, self._target)
+        return self.ctx
+
+    def close(self) -> None:
+        if self._wire is not None:
+            self._wire.close()
+            self._wire = None
+        if self._target is not None:
+            self._target.stop()
+            self._target = None
+
+
+class CertifyTarget(pytest.Collector):
+    """The checks of one target."""
+
+    def __init__(self, *, spec: str, **kw: Any) -> None:
+        super().__init__(**kw)
+        self.spec = spec
+        self.live = _Live(self.config, spec)
+        self.config.add_cleanup(self.live.close)
+
+    def collect(self) -> Iterator[pytest.Item]:
+        from openenv_conformance.registry import select
+
+        checks = select(self.config.getoption("openenv_level") or None, self.config.getoption("openenv_check") or None)
+        for c in checks:
+            yield CertifyItem.from_parent(self, name=c.id, check=c)
+
+
+class CertifyItem(pytest.Item):
+    """One check of one target."""
+
+    def __init__(self, *, check: Any, **kw: Any) -> None:
+        super().__init__(**kw)
+        self.check = check
+        self.add_marker("openenv_certify")
+
+    def runtest(self) -> None:
+        from openenv_conformance.runner import run_check
+
+        live: _Live = self.parent.live  # type: ignore[attr-defined]
+        ctx = live.context()
+        if ctx is None:
+            pytest.fail(live.error or "target unusable", pytrace=False)
+        if live._target is not None and not live._target.alive():
+            pytest.fail("the target is no longer running", pytrace=False)
+        result = run_check(ctx, self.check, target_spec=live.spec)
+        if result.status == "skip":
+            pytest.skip(result.reason)
+        if result.status in ("fail", "error"):
+            raise CertifyFailure(result)
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
+        if isinstance(excinfo.value, CertifyFailure):
+            r = excinfo.value.result
+            parts = [f"{r.id} ({r.rule}): {r.reason}"]
+            if r.example:
+                parts += ["minimal failing example:", r.example]
+            parts += [f"reproduce: {r.reproduce}"]
+            return "\n".join(parts)
+        return str(super().repr_failure(excinfo))
+
+    def reportinfo(self) -> tuple[Any, int | None, str]:
+        return self.path, None, f"openenv certify {self.parent.spec} {self.check.id}"  # type: ignore[attr-defined]
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
+    for spec in config.getoption("openenv_certify"):
+        col = CertifyTarget.from_parent(session, name=f"openenv-certify({spec})", spec=spec)
+        items.extend(col.collect())
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    for spec, seed in config.stash.get(_SEEDS, {}).items():
+        terminalreporter.write_line(f"openenv certify {spec}: seed {seed} (reproduce with --openenv-seed {seed})")

@@ -1,0 +1,88 @@
+"""The registry of checks: each has a stable id ``level.name``, a title and the rule it enforces.
+
+Checks register themselves with :func:`check`; :func:`all_checks` imports the check modules
+and returns every check in a stable order (levels in :data:`LEVELS` order, then definition
+order). Ids never change meaning; a retired check keeps its id reserved.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import fnmatch
+import importlib
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from openenv_conformance.context import Context
+
+__all__ = ["LEVELS", "Check", "all_checks", "check", "select"]
+
+#: The levels, in the order they run.
+LEVELS: tuple[str, ...] = (
+    "protocol", "lifecycle", "determinism", "schema", "tools", "rewards", "concurrency", "robustness")
+
+_REGISTRY: dict[str, Check] = {}
+
+
+@dataclasses.dataclass(frozen=True)
+class Check:
+    """One named check.
+
+    Attributes:
+        id: stable id, ``level.name`` (e.g. ``lifecycle.step_count``).
+        level: the level it belongs to (the id's prefix).
+        title: one line saying what it asserts.
+        rule: where the rule comes from (docs/protocol.md section or error-table row).
+        fn: the implementation; it raises :class:`~openenv_conformance.errors.Violation`,
+            ``CheckFailed`` or ``CheckSkipped``, or returns an optional note.
+    """
+
+    id: str
+    level: str
+    title: str
+    rule: str
+    fn: Callable[[Context], str | None] = dataclasses.field(repr=False, compare=False)
+
+
+def check(id: str, title: str, rule: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Register ``fn`` as the check ``id``."""
+    level = id.split(".", 1)[0]
+    if level not in LEVELS:
+        raise ValueError(f"check {id!r}: unknown level {level!r}")
+
+    def register(fn: Callable[..., Any]) -> Callable[..., Any]:
+        if id in _REGISTRY:
+            raise ValueError(f"duplicate check id {id!r}")
+        _REGISTRY[id] = Check(id, level, title, rule, fn)
+        return fn
+
+    return register
+
+
+def all_checks() -> list[Check]:
+    """Every registered check, levels in order."""
+    for level in LEVELS:
+        importlib.import_module(f"openenv_conformance.checks.{level}")
+    order = {lvl: i for i, lvl in enumerate(LEVELS)}
+    return sorted(_REGISTRY.values(), key=lambda c: order[c.level])  # stable: definition order within a level
+
+
+def select(levels: Iterable[str] | None = None, patterns: Iterable[str] | None = None) -> list[Check]:
+    """The checks in ``levels`` (all when empty) whose id matches one of ``patterns``
+    (shell-style, e.g. ``lifecycle.*``; all when empty). Unknown levels raise ValueError."""
+    levels = [lv for lv in (levels or []) if lv]
+    for lv in levels:
+        if lv not in LEVELS:
+            raise ValueError(f"unknown level {lv!r}; levels are: {', '.join(LEVELS)}")
+    pats = [p for p in (patterns or []) if p]
+    out = []
+    for c in all_checks():
+        if levels and c.level not in levels:
+            continue
+        if pats and not any(fnmatch.fnmatchcase(c.id, p) for p in pats):
+            continue
+        out.append(c)
+    if pats and not out:
+        raise ValueError(f"no check matches {', '.join(pats)}")
+    return out

@@ -1,0 +1,186 @@
+"""Running a certification: open the target, run the selected checks, build the report."""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import dataclasses
+import importlib.metadata
+import random
+import shlex
+import time
+import traceback
+from collections.abc import Iterable
+from typing import Any
+
+import grpc
+from google.protobuf import json_format
+
+from openenv_conformance.context import Context, RunOptions, _example_of
+from openenv_conformance.errors import CheckFailed, CheckSkipped, TargetUnusable, Violation
+from openenv_conformance.registry import LEVELS, Check, select
+from openenv_conformance.report import CheckResult, Report
+from openenv_conformance.targets import Target, TargetOptions, open_target
+from openenv_conformance.wire import NoAnswer, Wire
+
+__all__ = ["SUITE_PROTOCOL_VERSION", "SUITE_VERSION", "Progress", "certify", "run_check"]
+
+try:
+    SUITE_VERSION = importlib.metadata.version("openenv-conformance")
+except importlib.metadata.PackageNotFoundError:  # pragma: no cover - running from a source tree
+    SUITE_VERSION = "0.0.0"
+#: The protocol version the suite certifies against.
+SUITE_PROTOCOL_VERSION = "1.0"
+
+
+class Progress:
+    """Receives a run's events (the terminal UI implements it; the default ignores them)."""
+
+    def run_started(self, report: Report, checks: list[Check]) -> None:
+        """The target answers; ``checks`` are about to run."""
+
+    def check_started(self, check: Check) -> None:
+        """``check`` starts."""
+
+    def check_finished(self, result: CheckResult) -> None:
+        """A check ended with ``result``."""
+
+    def run_finished(self, report: Report) -> None:
+        """The run is over (also after an unusable target)."""
+
+
+def _wait_ready(wire: Wire, timeout: float) -> Any:
+    deadline = time.monotonic() + timeout
+    last = ""
+    while True:
+        try:
+            return wire.get_info(timeout=min(5.0, max(0.5, deadline - time.monotonic())))
+        except grpc.aio.AioRpcError as e:
+            last = f"{e.code().name}: {e.details()}"
+        except NoAnswer as e:
+            last = str(e)
+        if time.monotonic() >= deadline:
+            raise TargetUnusable(f"GetInfo did not succeed within {timeout:g} s ({last})")
+        time.sleep(0.2)
+
+
+def _wait_serving(wire: Wire, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        status = wire.health("", timeout=2.0)
+        if status == "SERVING" or status.startswith("<UNIMPLEMENTED"):
+            return
+        time.sleep(0.1)
+
+
+def run_check(ctx: Context, check: Check, *, target_spec: str = "", extra_args: str = "") -> CheckResult:
+    """Run one check against an open context."""
+    result = CheckResult(check.id, check.level, check.title, check.rule, "pass", seed=ctx.options.seed)
+    ctx.check = check
+    ctx.examples_run = 0
+    t0 = time.monotonic()
+    try:
+        note = check.fn(ctx)
+        result.note = note or ""
+    except CheckSkipped as e:
+        result.status, result.reason = "skip", str(e)
+    except CheckFailed as e:
+        result.status, result.reason, result.example = "fail", e.reason, e.example
+    except Violation as e:
+        result.status, result.reason, result.example = "fail", str(e), _example_of(e)
+    except Exception as e:  # noqa: BLE001 - a crash of the check is reported, never fatal to the run
+        result.status = "error"
+        result.reason = f"{type(e).__name__}: {e}"
+        result.example = "".join(traceback.format_exception(e)[-6:])
+    finally:
+        try:
+            ctx.cleanup()
+        except Exception:  # noqa: BLE001 - cleanup is best effort
+            pass
+        ctx.check = None
+    result.duration_s = round(time.monotonic() - t0, 3)
+    result.examples = ctx.examples_run or None
+    if result.status in ("fail", "error"):
+        result.reproduce = (f"openenv certify {shlex.quote(target_spec)} --seed {ctx.options.seed} "
+                            f"--check {check.id}{extra_args}")
+    return result
+
+
+def certify(target: str | Target, *, levels: Iterable[str] | None = None, checks: Iterable[str] | None = None,
+            seed: int | None = None, max_examples: int | None = None, timeout: float = 10.0,
+            target_options: TargetOptions | None = None, run_options: RunOptions | None = None,
+            progress: Progress | None = None) -> Report:
+    """Certify ``target`` (a spec such as ``python:echo_env.server:EchoEnvironment``,
+    ``grpc://127.0.0.1:50051`` or ``docker:IMAGE``, or an open :class:`Target`).
+
+    ``levels`` and ``checks`` (shell patterns over check ids) select what runs; ``seed``
+    makes the run reproducible (a random one is chosen and recorded otherwise). Returns the
+    :class:`Report`; ``report.exit_code`` is 0 (certified), 1 (a check failed) or 2 (the
+    target was unusable). Raises ValueError for an unknown level or check pattern.
+    """
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        pass
+    else:  # called from async code: the suite drives its own loop, so run it in a thread
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            return pool.submit(certify, target, levels=levels, checks=checks, seed=seed, max_examples=max_examples,
+                               timeout=timeout, target_options=target_options, run_options=run_options,
+                               progress=progress).result()
+    selected = select(levels, checks)
+    opts = dataclasses.replace(run_options or RunOptions(), timeout=timeout)
+    if seed is not None:
+        opts.seed = seed
+    elif opts.seed is None:
+        opts.seed = random.SystemRandom().randrange(2**32)
+    if max_examples is not None:
+        opts.max_examples = max_examples
+    progress = progress or Progress()
+    spec = target if isinstance(target, str) else (target.spec or target.url)
+    report = Report(target=spec, suite_version=SUITE_VERSION, suite_protocol_version=SUITE_PROTOCOL_VERSION,
+                    seed=opts.seed, max_examples=opts.max_examples,
+                    levels=sorted({c.level for c in selected}, key=LEVELS.index))
+    t_start = time.monotonic()
+    t_opts = target_options or TargetOptions()
+    owned = isinstance(target, str)
+    tgt: Target | None = None
+    wire: Wire | None = None
+    try:
+        tgt = open_target(target, t_opts) if isinstance(target, str) else target
+        report.target_url = tgt.url
+        wire = Wire(tgt.url, timeout=opts.timeout)
+        info = _wait_ready(wire, t_opts.ready_timeout if owned else min(t_opts.ready_timeout, 15.0))
+        _wait_serving(wire, 10.0)
+        report.protocol_version = info.protocol_version
+        report.environment = {"name": info.name, "version": info.version, "description": info.description}
+        report.capabilities = json_format.MessageToDict(info.capabilities, preserving_proto_field_name=True,
+                                                        always_print_fields_with_no_presence=True)
+        report.declared_nondeterministic = not info.capabilities.deterministic
+        ctx = Context(wire, info, opts, tgt)
+        progress.run_started(report, selected)
+        extra = f" --max-examples {opts.max_examples}" if max_examples is not None else ""
+        for check in selected:
+            progress.check_started(check)
+            if not tgt.alive():
+                result = CheckResult(check.id, check.level, check.title, check.rule, "error",
+                                     reason="the target is no longer running", seed=opts.seed)
+            else:
+                result = run_check(ctx, check, target_spec=spec, extra_args=extra)
+                if not tgt.alive():
+                    result.status = "fail" if result.status in ("pass", "skip") else result.status
+                    result.reason = ("the target exited during this check; " + result.reason).strip("; ")
+            report.results.append(result)
+            progress.check_finished(result)
+    except TargetUnusable as e:
+        report.unusable = str(e)
+        report.logs = e.logs or None
+    finally:
+        if wire is not None:
+            wire.close()
+        if tgt is not None and owned:
+            tgt.stop()
+        if tgt is not None and report.logs is None and (report.unusable is not None or not report.certified):
+            report.logs = tgt.logs() or None
+        report.duration_s = round(time.monotonic() - t_start, 2)
+    progress.run_finished(report)
+    return report

@@ -1,0 +1,263 @@
+"""Targets: what gets certified, and how it is reached.
+
+A target spec is ``SCHEME:REST``. Kinds are pluggable: :func:`register_target_kind` maps a
+scheme to a factory returning a :class:`Target`, whose ``url`` is a ``grpc://host:port`` the
+suite talks to (only over the wire). Built-in kinds:
+
+* ``grpc://host:port``: a server that is already running; nothing is started or stopped.
+* ``python:module:Factory``: ``openenv serve module:Factory`` in a subprocess, on a free
+  loopback port; stopped (SIGTERM, then SIGKILL) afterwards. Its output is the target's logs.
+* ``docker:IMAGE``: a container started with ``openenv.images.start_container``; its logs
+  are attached to the report of a failing certification.
+
+Kinds still to come (``ws://`` through the WebSocket bridge, ...) register the same way.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from openenv_conformance.errors import TargetUnusable
+
+__all__ = [
+    "DockerTarget",
+    "ProcessTarget",
+    "PythonTarget",
+    "RunningTarget",
+    "Target",
+    "TargetOptions",
+    "open_target",
+    "register_target_kind",
+    "target_kinds",
+]
+
+
+@dataclasses.dataclass
+class TargetOptions:
+    """How targets are started.
+
+    Attributes:
+        ready_timeout: seconds to wait for a started target to serve.
+        serve_args: extra ``openenv serve`` arguments for ``python:`` targets
+            (e.g. ``["--max-sessions", "8"]``).
+        cwd: working directory of a started process (default: the current one).
+        env: extra environment variables of a started process.
+    """
+
+    ready_timeout: float = 60.0
+    serve_args: Sequence[str] = ()
+    cwd: str | None = None
+    env: dict[str, str] | None = None
+
+
+class Target:
+    """A reachable environment server. Use as a context manager or call :meth:`stop`."""
+
+    url: str = ""
+    spec: str = ""
+    kind: str = ""
+
+    def logs(self) -> str:
+        """What the target printed so far ("" when the suite did not start it)."""
+        return ""
+
+    def alive(self) -> bool:
+        """False once a target the suite started has exited."""
+        return True
+
+    def stop(self) -> None:
+        """Stop the target if the suite started it. Idempotent."""
+
+    def __enter__(self) -> Target:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+
+class RunningTarget(Target):
+    """``grpc://host:port``: an already running server, left running."""
+
+    kind = "grpc"
+
+    def __init__(self, url: str) -> None:
+        from openenv.client import parse_url
+
+        try:
+            scheme, hostport = parse_url(url)
+        except ValueError as e:
+            raise TargetUnusable(str(e)) from None
+        if scheme != "grpc":
+            raise TargetUnusable(f"{url!r}: expected grpc://host:port")
+        self.url = f"grpc://{hostport}"
+        self.spec = url
+
+
+class ProcessTarget(Target):
+    """A server process that writes its ``grpc://`` address to a ready file.
+
+    ``argv`` is a function of the ready-file path returning the command line. Output
+    (stdout and stderr) goes to a log file, read by :meth:`logs`.
+    """
+
+    kind = "process"
+
+    def __init__(self, argv: Callable[[str], list[str]], *, spec: str = "",
+                 options: TargetOptions | None = None) -> None:
+        opts = options or TargetOptions()
+        self.spec = spec
+        self.proc_returncode: int | None = None  # the exit status, once stopped
+        self._dir = tempfile.TemporaryDirectory(prefix="openenv-certify-")
+        ready = os.path.join(self._dir.name, "ready")
+        self._log_path = os.path.join(self._dir.name, "log")
+        env = dict(os.environ)
+        env.setdefault("GRPC_VERBOSITY", "ERROR")
+        cwd = opts.cwd or os.getcwd()
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (cwd, env.get("PYTHONPATH", "")) if p)
+        env.update(opts.env or {})
+        self._log = open(self._log_path, "wb")
+        self.argv = argv(ready)
+        try:
+            self.proc: subprocess.Popen[bytes] | None = subprocess.Popen(
+                self.argv, stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT, cwd=cwd, env=env,
+                start_new_session=True)
+        except OSError as e:
+            self._cleanup()
+            raise TargetUnusable(f"cannot start {self.argv[0]}: {e}") from None
+        deadline = time.monotonic() + opts.ready_timeout
+        while not os.path.exists(ready):
+            if self.proc.poll() is not None:
+                logs = self.logs()
+                self.stop()
+                raise TargetUnusable(f"{spec or self.argv}: the server exited with status {self.proc_returncode} "
+                                     "before serving", logs=logs)
+            if time.monotonic() > deadline:
+                logs = self.logs()
+                self.stop()
+                raise TargetUnusable(f"{spec or self.argv}: not serving after {opts.ready_timeout:g} s", logs=logs)
+            time.sleep(0.05)
+        with open(ready) as f:
+            self.url = f.read().strip()
+
+    def logs(self) -> str:
+        try:
+            with open(self._log_path, "rb") as f:
+                return f.read().decode("utf-8", "replace")
+        except OSError:
+            return ""
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self) -> None:
+        proc, self.proc = self.proc, None
+        if proc is not None:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+                try:
+                    proc.wait(15)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait(5)
+            self.proc_returncode = proc.returncode
+        self._cleanup()
+
+    def _cleanup(self) -> None:
+        if not self._log.closed:
+            self._log.close()
+
+
+class PythonTarget(ProcessTarget):
+    """``python:module:Factory``: ``openenv serve module:Factory --port 0`` in a subprocess."""
+
+    kind = "python"
+
+    def __init__(self, factory: str, options: TargetOptions | None = None) -> None:
+        opts = options or TargetOptions()
+        if ":" not in factory:
+            raise TargetUnusable(f"python target {factory!r} is not of the form module:Factory")
+
+        def argv(ready: str) -> list[str]:
+            return [sys.executable, "-m", "openenv.cli", "serve", factory, "--host", "127.0.0.1", "--port", "0",
+                    "--ready-file", ready, *opts.serve_args]
+
+        super().__init__(argv, spec=f"python:{factory}", options=opts)
+
+
+class DockerTarget(Target):
+    """``docker:IMAGE``: a container started with ``openenv.images.start_container``."""
+
+    kind = "docker"
+
+    def __init__(self, image: str, options: TargetOptions | None = None) -> None:
+        opts = options or TargetOptions()
+        self.spec = f"docker:{image}"
+        try:
+            from openenv.images import start_container
+        except ImportError as e:
+            raise TargetUnusable(f"docker targets need openenv.images (start_container), which is not "
+                                 f"available in this installation: {e}") from None
+        try:
+            self._container: Any = start_container(image, network_none=False, ready_timeout=opts.ready_timeout)
+        except Exception as e:  # noqa: BLE001 - whatever the engine says, the target is unusable
+            raise TargetUnusable(f"cannot start container {image!r}: {type(e).__name__}: {e}",
+                                 logs=str(getattr(e, "logs", "") or "")) from None
+        self.url = self._container.url
+        self._last_logs = ""
+
+    def logs(self) -> str:
+        if self._container is None:
+            return self._last_logs
+        try:
+            return self._container.logs()
+        except Exception as e:  # noqa: BLE001 - logs are best effort
+            return f"<logs unavailable: {type(e).__name__}: {e}>"
+
+    def stop(self) -> None:
+        c, self._container = self._container, None
+        if c is not None:
+            try:
+                self._last_logs = c.logs()
+            except Exception:  # noqa: BLE001 - logs are best effort
+                self._last_logs = ""
+            c.stop()
+
+
+_KINDS: dict[str, Callable[[str, TargetOptions], Target]] = {}
+
+
+def register_target_kind(scheme: str, factory: Callable[[str, TargetOptions], Target]) -> None:
+    """Make ``SCHEME:REST`` targets open with ``factory(REST, options)``."""
+    _KINDS[scheme] = factory
+
+
+def target_kinds() -> list[str]:
+    """The registered schemes."""
+    return sorted(_KINDS)
+
+
+register_target_kind("grpc", lambda rest, opts: RunningTarget(f"grpc://{rest}"))
+register_target_kind("python", lambda rest, opts: PythonTarget(rest, opts))
+register_target_kind("docker", lambda rest, opts: DockerTarget(rest, opts))
+
+
+def open_target(spec: str, options: TargetOptions | None = None) -> Target:
+    """Open (start, when needed) the target ``spec``; raises :class:`TargetUnusable`."""
+    scheme, sep, rest = spec.partition(":")
+    if not sep or scheme not in _KINDS:
+        raise TargetUnusable(f"unknown target {spec!r}: expected one of "
+                             + ", ".join(f"{k}:..." for k in target_kinds()))
+    rest = rest[2:] if rest.startswith("//") else rest
+    if not rest:
+        raise TargetUnusable(f"target {spec!r} is missing its address")
+    t = _KINDS[scheme](rest, options or TargetOptions())
+    t.spec = t.spec or spec
+    return t

@@ -1,0 +1,18 @@
+"""Rule broken: a protocol major other than 1 is FAILED_PRECONDITION (docs/protocol.md §3.3).
+The wire rewrites every client's version to "1.0" before the server sees it."""
+
+from mutants.base import Counter as Env
+from mutants.proxy import Proxy
+
+CAUGHT_BY = "protocol.version_negotiation"
+COLLATERAL = frozenset({"protocol.version_unparsable"})
+
+
+class Wire(Proxy):
+    def request(self, stream, req):
+        if req.WhichOneof("kind") == "handshake":
+            req.handshake.protocol_version = "1.0"
+        return req
+
+
+__all__ = ["Env", "Wire"]

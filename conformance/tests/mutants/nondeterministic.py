@@ -1,0 +1,18 @@
+"""Rule broken: with Capabilities.deterministic, the same seed and actions give the same
+observations (docs/protocol.md §1.3). Observations carry unseeded noise."""
+
+import random
+
+from mutants.base import Counter
+
+CAUGHT_BY = "determinism.same_seed"
+COLLATERAL = frozenset({"concurrency.isolation"})
+
+
+class Env(Counter):
+    def observe(self):
+        return {"value": self.value, "noise": random.random()}
+
+    def reset(self, *, seed=None, episode_id=None, options=None):
+        super().reset(seed=seed, episode_id=episode_id, options=options)
+        return self.observe()

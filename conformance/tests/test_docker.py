@@ -1,0 +1,32 @@
+"""The docker: target, against a real engine (skipped with the reason when there is none)."""
+
+from __future__ import annotations
+
+import pytest
+from conformance_testlib import ROOT
+
+from openenv_conformance.runner import certify
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_docker_target_certifies_an_image() -> None:
+    images = pytest.importorskip("openenv.images", reason="openenv.images (docker targets) is not installed")
+    ok, why = images.engine_available()
+    if not ok:
+        pytest.skip(f"no Docker engine: {why}")
+    env_dir = ROOT / "envs" / "echo_env"
+    tag = images.EnvProject.load(env_dir).image_tag
+    try:
+        images.docker_client().images.get(tag)
+    except Exception:  # noqa: BLE001 - not built yet: build it (the images tests share the tag)
+        tag = images.build_image(env_dir, echo=lambda line: None).tag
+    report = certify(f"docker:{tag}", levels=["protocol", "lifecycle"], seed=3, max_examples=20)
+    assert report.exit_code == 0, [(r.id, r.reason) for r in report.results if not r.ok] or report.unusable
+    assert report.target_url.startswith("grpc://127.0.0.1:")
+
+
+def test_docker_target_without_the_image_is_unusable() -> None:
+    report = certify("docker:openenv-conformance-no-such-image:0", levels=["protocol"])
+    assert report.exit_code == 2
+    assert "openenv-conformance-no-such-image" in (report.unusable or "") or "engine" in (report.unusable or "")

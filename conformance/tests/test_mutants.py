@@ -1,0 +1,57 @@
+"""The suite is tested by mutation: each deliberately broken environment in ``mutants/``
+must be caught by the check named in its ``CAUGHT_BY``, and only that check and the ones
+listed in its ``COLLATERAL`` may fail. The healthy base environment passes everything."""
+
+from __future__ import annotations
+
+import pytest
+from conformance_testlib import mutant_module, mutant_names, mutant_target
+
+from openenv_conformance.context import RunOptions
+from openenv_conformance.registry import all_checks
+from openenv_conformance.runner import certify
+
+SEED = 20261129
+# Small searches keep the whole file within a couple of minutes; the bound on freeing a
+# dropped client's slot is shortened so the leaking mutant does not wait 10 s per probe.
+OPTIONS = RunOptions(seed=SEED, max_examples=20, slot_free_bound=4.0)
+
+
+def test_there_are_enough_mutants_each_naming_a_real_check() -> None:
+    names = mutant_names()
+    assert len(names) >= 12, names
+    ids = {c.id for c in all_checks()}
+    for name in names:
+        mod = mutant_module(name)
+        assert mod.__doc__ and "Rule broken" in mod.__doc__, f"{name}: say which rule it breaks"
+        assert mod.CAUGHT_BY in ids, f"{name}: CAUGHT_BY {mod.CAUGHT_BY!r} is not a check id"
+        assert set(mod.COLLATERAL) <= ids, f"{name}: unknown ids in COLLATERAL"
+        assert mod.CAUGHT_BY not in mod.COLLATERAL
+
+
+@pytest.mark.slow
+def test_the_healthy_base_environment_passes_every_check() -> None:
+    with mutant_target("base") as target:
+        report = certify(target, run_options=OPTIONS)
+    assert report.exit_code == 0, [(r.id, r.reason) for r in report.results if not r.ok]
+    assert report.counts()["fail"] == 0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", mutant_names())
+def test_mutant_is_caught_by_its_check(name: str) -> None:
+    if name.startswith("typed_"):
+        pytest.importorskip("gridworld", reason="the typed mutants wrap the gridworld reference environment")
+    mod = mutant_module(name)
+    with mutant_target(name) as target:
+        report = certify(target, run_options=OPTIONS)
+    assert report.unusable is None, report.unusable
+    failed = set(report.failed_ids())
+    caught = report.result(mod.CAUGHT_BY)
+    assert caught.status == "fail", f"{name} was not caught by {mod.CAUGHT_BY}: {caught.status} {caught.reason}"
+    assert caught.reason
+    assert report.exit_code == 1
+    unexpected = failed - {mod.CAUGHT_BY} - set(mod.COLLATERAL)
+    assert not unexpected, {r.id: r.reason for r in report.results if r.id in unexpected}
+    errors = [r for r in report.results if r.status == "error"]
+    assert not errors, [(r.id, r.reason) for r in errors]

@@ -1,0 +1,76 @@
+"""Every reference environment in envs/ passes every check (skips only with a reason).
+
+Environments are discovered from ``envs/*/pyproject.toml``: the factory is
+``[tool.openenv] factory = "module:Class"``, or, when an environment does not declare it,
+the single ``openenv.Environment`` subclass defined in ``<package>.server``."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import tomllib
+from pathlib import Path
+
+import pytest
+from conformance_testlib import ROOT
+
+from openenv_conformance.runner import certify
+from openenv_conformance.targets import TargetOptions
+
+
+def _fallback_factory(env_dir: Path) -> str | None:
+    import openenv
+
+    for server in sorted(env_dir.glob("src/*/server.py")):
+        module = f"{server.parent.name}.server"
+        mod = importlib.import_module(module)
+        classes = [c for _, c in inspect.getmembers(mod, inspect.isclass)
+                   if issubclass(c, openenv.Environment) and c.__module__ == module]
+        if len(classes) == 1:
+            return f"{module}:{classes[0].__name__}"
+    return None
+
+
+def reference_envs() -> list:
+    out = []
+    for pp in sorted((ROOT / "envs").glob("*/pyproject.toml")):
+        data = tomllib.loads(pp.read_text())
+        factory = data.get("tool", {}).get("openenv", {}).get("factory")
+        out.append(pytest.param(pp.parent, factory, id=pp.parent.name))
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("env_dir", "factory"), reference_envs())
+def test_reference_environment_passes_every_check(env_dir: Path, factory: str | None) -> None:
+    factory = factory or _fallback_factory(env_dir)
+    assert factory, (f"{env_dir.name}: declare [tool.openenv] factory = \"module:Class\" in its pyproject.toml "
+                     "(or define a single Environment subclass in <package>.server)")
+    report = certify(f"python:{factory}", seed=20261129)
+    assert report.unusable is None, f"{report.unusable}\n{report.logs}"
+    bad = [(r.id, r.status, r.reason, r.example) for r in report.results if r.status in ("fail", "error")]
+    assert not bad, bad
+    assert report.exit_code == 0
+    for r in report.results:
+        if r.status == "skip":
+            assert r.reason, f"{r.id} skipped without a reason"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("env_dir", "factory"), reference_envs())
+def test_reference_tool_environment_passes_in_tools_only_mode(env_dir: Path, factory: str | None) -> None:
+    factory = factory or _fallback_factory(env_dir)
+    assert factory
+    module, _, name = factory.partition(":")
+    if not getattr(importlib.import_module(module), name).tools():
+        pytest.skip(f"{env_dir.name} has no tools: tools-only mode does not apply")
+    report = certify(f"python:{factory}", seed=20261129, target_options=TargetOptions(serve_args=["--tools-only"]))
+    bad = [(r.id, r.status, r.reason) for r in report.results if r.status in ("fail", "error")]
+    assert report.exit_code == 0, bad or report.unusable
+    assert report.result("lifecycle.tools_only").status == "pass"
+    assert report.result("tools.valid_arguments").status == "pass"
+
+
+def test_reference_environments_are_discovered() -> None:
+    names = {p.id for p in reference_envs()}
+    assert {"echo_env", "gridworld"} <= names, names

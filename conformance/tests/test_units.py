@@ -1,0 +1,222 @@
+"""The suite's building blocks, without a server: strategies from descriptors and JSON
+Schema, invalid actions, canonical comparison, the target registry and the report."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import jsonschema
+import pytest
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+from hypothesis import given, settings
+
+from openenv.codec import from_value, to_struct
+from openenv.v1 import environment_pb2 as pb
+from openenv.v1 import payload_pb2
+from openenv_conformance.canonical import diff
+from openenv_conformance.errors import TargetUnusable
+from openenv_conformance.report import CheckResult, Report
+from openenv_conformance.schemagen import from_schema
+from openenv_conformance.spec import EnvSpec, build_pool
+from openenv_conformance.strategies import ActionSpace, json_safe, message_strategy
+from openenv_conformance.targets import open_target, register_target_kind, target_kinds
+
+# ------------------------------------------------------------------ a message with every field kind
+
+
+def _rich_file() -> descriptor_pb2.FileDescriptorProto:
+    F = descriptor_pb2.FieldDescriptorProto  # noqa: N806
+    f = descriptor_pb2.FileDescriptorProto(name="conformance_test/rich.proto", package="conformance_test",
+                                           syntax="proto3", dependency=["google/protobuf/struct.proto"])
+    enum = f.enum_type.add(name="Color")
+    for i, n in enumerate(("COLOR_UNSPECIFIED", "COLOR_RED", "COLOR_BLUE")):
+        enum.value.add(name=n, number=i)
+    inner = f.message_type.add(name="Inner")
+    inner.field.add(name="x", number=1, type=F.TYPE_SINT64, label=F.LABEL_OPTIONAL)
+    inner.field.add(name="again", number=2, type=F.TYPE_MESSAGE, type_name=".conformance_test.Inner",
+                    label=F.LABEL_OPTIONAL)
+    m = f.message_type.add(name="Rich")
+    m.field.add(name="d", number=1, type=F.TYPE_DOUBLE, label=F.LABEL_OPTIONAL)
+    m.field.add(name="fl", number=2, type=F.TYPE_FLOAT, label=F.LABEL_OPTIONAL)
+    m.field.add(name="u64", number=3, type=F.TYPE_UINT64, label=F.LABEL_OPTIONAL)
+    m.field.add(name="s", number=4, type=F.TYPE_STRING, label=F.LABEL_OPTIONAL)
+    m.field.add(name="b", number=5, type=F.TYPE_BYTES, label=F.LABEL_OPTIONAL)
+    m.field.add(name="color", number=6, type=F.TYPE_ENUM, type_name=".conformance_test.Color", label=F.LABEL_OPTIONAL)
+    m.field.add(name="many", number=7, type=F.TYPE_INT32, label=F.LABEL_REPEATED)
+    m.field.add(name="inners", number=8, type=F.TYPE_MESSAGE, type_name=".conformance_test.Inner",
+                label=F.LABEL_REPEATED)
+    entry = m.nested_type.add(name="TableEntry", options=descriptor_pb2.MessageOptions(map_entry=True))
+    entry.field.add(name="key", number=1, type=F.TYPE_STRING, label=F.LABEL_OPTIONAL)
+    entry.field.add(name="value", number=2, type=F.TYPE_MESSAGE, type_name=".conformance_test.Inner",
+                    label=F.LABEL_OPTIONAL)
+    m.field.add(name="table", number=9, type=F.TYPE_MESSAGE, type_name=".conformance_test.Rich.TableEntry",
+                label=F.LABEL_REPEATED)
+    m.oneof_decl.add(name="choice")
+    m.field.add(name="left", number=10, type=F.TYPE_STRING, label=F.LABEL_OPTIONAL, oneof_index=0)
+    m.field.add(name="right", number=11, type=F.TYPE_MESSAGE, type_name=".conformance_test.Inner",
+                label=F.LABEL_OPTIONAL, oneof_index=0)
+    m.oneof_decl.add(name="_maybe")
+    m.field.add(name="maybe", number=12, type=F.TYPE_INT32, label=F.LABEL_OPTIONAL, oneof_index=1,
+                proto3_optional=True)
+    m.field.add(name="meta", number=13, type=F.TYPE_MESSAGE, type_name=".google.protobuf.Struct",
+                label=F.LABEL_OPTIONAL)
+    return f
+
+
+RICH_FDS = descriptor_pb2.FileDescriptorSet(file=[_rich_file()])  # struct.proto omitted, as servers may
+RICH = message_factory.GetMessageClass(build_pool(RICH_FDS).FindMessageTypeByName("conformance_test.Rich"))
+
+
+def test_pool_fills_in_omitted_well_known_types() -> None:
+    pool = build_pool(RICH_FDS)
+    assert pool.FindMessageTypeByName("google.protobuf.Struct")
+    assert pool is not descriptor_pool.Default()
+
+
+@settings(max_examples=200, deadline=None)
+@given(message_strategy(RICH))
+def test_message_strategy_builds_valid_messages_of_every_field_kind(m) -> None:
+    assert isinstance(m, RICH)
+    again = RICH.FromString(m.SerializeToString())
+    assert again == m
+    assert m.WhichOneof("choice") in (None, "left", "right")
+    assert m.color in (0, 1, 2)
+    assert math.isfinite(m.d)
+
+
+def test_message_strategy_reaches_maps_oneofs_and_presence() -> None:
+    seen: set[str] = set()
+
+    @settings(max_examples=300, deadline=None, database=None)
+    @given(message_strategy(RICH))
+    def collect(m) -> None:
+        if m.table:
+            seen.add("map")
+        if m.WhichOneof("choice"):
+            seen.add(m.WhichOneof("choice"))
+        if m.HasField("maybe"):
+            seen.add("maybe")
+        if any(i.HasField("again") for i in m.inners):
+            seen.add("nested")
+        if m.meta.fields:
+            seen.add("struct")
+
+    collect()
+    assert {"map", "left", "right", "maybe", "nested", "struct"} <= seen
+
+
+# ------------------------------------------------------------------ JSON Schema
+
+PYDANTIC_LIKE = {
+    "$defs": {"Point": {"type": "object", "properties": {"x": {"type": "integer", "minimum": 0, "maximum": 9},
+                                                         "y": {"type": "number"}},
+                        "required": ["x"], "additionalProperties": False}},
+    "type": "object",
+    "properties": {
+        "name": {"type": "string", "minLength": 1, "maxLength": 5},
+        "where": {"$ref": "#/$defs/Point"},
+        "tags": {"type": "array", "items": {"enum": ["a", "b"]}, "maxItems": 3, "uniqueItems": True},
+        "maybe": {"anyOf": [{"type": "integer"}, {"type": "null"}]},
+        "code": {"type": "string", "pattern": "^[A-Z]{2}[0-9]$"},
+    },
+    "required": ["name", "where"],
+    "additionalProperties": False,
+}
+
+
+@settings(max_examples=200, deadline=None)
+@given(from_schema(PYDANTIC_LIKE))
+def test_schema_values_are_valid(v) -> None:
+    jsonschema.validate(v, PYDANTIC_LIKE)
+
+
+def _info(action_schema: dict, examples=()) -> pb.EnvironmentInfo:
+    info = pb.EnvironmentInfo(name="t", protocol_version="1.0")
+    info.action.kind = payload_pb2.PAYLOAD_KIND_JSON
+    to_struct(action_schema, info.action.json_schema)
+    for ex in examples:
+        from openenv.codec import to_value
+
+        to_value(ex, info.action.examples.add().json)
+    return info
+
+
+SPACE = ActionSpace(EnvSpec(_info(PYDANTIC_LIKE, [{"name": "ex", "where": {"x": 1}}])))
+
+
+@settings(max_examples=150, deadline=None)
+@given(SPACE.valid())
+def test_valid_json_actions_validate(a) -> None:
+    v = from_value(a.payload.json)
+    jsonschema.validate(v, PYDANTIC_LIKE)
+    assert json_safe(v)
+
+
+@settings(max_examples=200, deadline=None)
+@given(SPACE.invalid())
+def test_invalid_json_actions_are_invalid(a) -> None:
+    kind = a.payload.WhichOneof("kind")
+    if kind == "json":
+        assert not jsonschema.Draft202012Validator(PYDANTIC_LIKE).is_valid(from_value(a.payload.json)), a
+    else:
+        assert kind in (None, "tensor", "message"), a
+
+
+def test_examples_come_first() -> None:
+    assert [a.label for a in SPACE.examples] == ['example[0] {"name":"ex","where":{"x":1}}']
+
+
+# ------------------------------------------------------------------ canonical comparison
+
+
+def test_diff_compares_maps_by_content_and_floats_with_tolerance() -> None:
+    assert diff({"a": 1, "b": [1.0, {"c": "x"}]}, {"b": [1.0, {"c": "x"}], "a": 1}) is None
+    assert diff({"r": 0.1 + 0.2}, {"r": 0.3}, tol=1e-9) is None
+    assert diff({"r": 0.1 + 0.2}, {"r": 0.3}) is not None
+    assert diff([float("nan")], [float("nan")]) is None
+    assert "/1/reward" in (diff([{"reward": 1.0}, {"reward": 2.0}], [{"reward": 1.0}, {"reward": 2.5}]) or "")
+    assert diff({"a": None}, {"a": 0}) is not None  # an unset reward is not 0
+    assert diff({"a": 1}, {"a": 1, "b": 2}) is not None
+
+
+# ------------------------------------------------------------------ targets and reports
+
+
+def test_target_registry_is_pluggable() -> None:
+    assert {"grpc", "python", "docker"} <= set(target_kinds())
+    with pytest.raises(TargetUnusable, match="unknown target"):
+        open_target("ws://127.0.0.1:1/ws")
+    seen = []
+
+    class Fake:
+        url, spec = "grpc://127.0.0.1:9", "fake:x"
+
+    register_target_kind("conformance-fake", lambda rest, opts: seen.append(rest) or Fake())
+    assert open_target("conformance-fake://thing").url == "grpc://127.0.0.1:9"
+    assert seen == ["thing"]
+
+
+def test_report_forms() -> None:
+    rep = Report(target="python:m:E", suite_version="0.1.0", suite_protocol_version="1.0", seed=1, max_examples=5,
+                 levels=["protocol"])
+    rep.results = [CheckResult("protocol.a", "protocol", "A", "§1", "pass"),
+                   CheckResult("protocol.b", "protocol", "B", "§2", "fail", reason="boom <&>", example="f(x=1)",
+                               reproduce="openenv certify python:m:E --seed 1 --check protocol.b")]
+    assert rep.exit_code == 1 and not rep.certified
+    d = json.loads(rep.to_json())
+    assert d["counts"] == {"pass": 1, "fail": 1, "skip": 0, "error": 0}
+    assert "boom &lt;&amp;&gt;" in rep.to_junit()
+    assert "f(x=1)" in rep.to_markdown()
+    rep.unusable = "no server"
+    assert rep.exit_code == 2
+
+
+def test_readme_documents_every_check() -> None:
+    from pathlib import Path
+
+    from openenv_conformance.registry import all_checks
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    missing = [c.id for c in all_checks() if f"`{c.id}`" not in readme]
+    assert not missing, f"document these checks in conformance/README.md: {missing}"

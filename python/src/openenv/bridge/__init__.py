@@ -1,0 +1,37 @@
+"""OpenEnv's HTTP/WebSocket surface for openenv environments (the Hugging Face Space path).
+
+* :class:`BridgeApp`: the ASGI application (``/ws``, ``/mcp``, ``/health``, ``/metadata``,
+  ``/schema``, ``/openapi.json``) over a :class:`Backend`;
+* :class:`LocalBackend`: the sessions of an in-process server (what ``openenv serve``
+  uses for its HTTP side, sharing the gRPC side's ``SessionManager``);
+* :class:`RemoteBackend`: a remote gRPC environment server (``openenv bridge``);
+* :class:`HttpServer`: uvicorn in the running event loop.
+
+Stock OpenEnv clients work unchanged against it; docs/bridge.md has the wire details.
+"""
+
+from openenv.bridge.app import BridgeApp
+from openenv.bridge.backend import Backend, BackendSession, LocalBackend
+from openenv.bridge.server import DEFAULT_HTTP_PORT, HttpOptions, HttpServer, serve_bridge, serve_bridge_async
+
+
+def __getattr__(name: str) -> object:
+    if name == "RemoteBackend":
+        from openenv.bridge.remote import RemoteBackend
+
+        return RemoteBackend
+    raise AttributeError(name)
+
+
+__all__ = [
+    "DEFAULT_HTTP_PORT",
+    "Backend",
+    "BackendSession",
+    "BridgeApp",
+    "HttpOptions",
+    "HttpServer",
+    "LocalBackend",
+    "RemoteBackend",
+    "serve_bridge",
+    "serve_bridge_async",
+]

@@ -1,0 +1,273 @@
+"""The bridge's ASGI application: OpenEnv's HTTP surface over a :class:`Backend`.
+
+Routes (docs/bridge.md has the frames and shapes):
+
+================  ==========  =============================================================
+path              method      what
+================  ==========  =============================================================
+``/ws``           WebSocket   OpenEnv's session protocol (:mod:`openenv.bridge.ws`)
+``/mcp``          POST        MCP: Streamable HTTP (official ``mcp`` SDK) for MCP clients,
+                              OpenEnv's plain JSON-RPC (``tools/*``, ``openenv/session/*``)
+                              for requests that do not accept ``text/event-stream``
+``/mcp``          GET/DELETE  MCP Streamable HTTP (SSE stream, session end)
+``/mcp``          WebSocket   OpenEnv's raw JSON-RPC session
+``/health``       GET         ``{"status": "healthy"}`` (503 ``unhealthy`` while draining)
+``/metadata``     GET         OpenEnv's ``EnvironmentMetadata``
+``/schema``       GET         ``{"action", "observation", "reset_observation", "state"}``
+``/openapi.json`` GET         OpenAPI 3.1 document, ``info.version`` 1.0.0
+``/openenv/info`` GET         the protocol's ``EnvironmentInfo`` as proto3 JSON
+================  ==========  =============================================================
+
+It is a plain ASGI callable (no framework on the hot path): every document is built
+once, at construction.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from openenv.bridge import frames
+from openenv.bridge.backend import Backend, BackendSession, spawn
+from openenv.bridge.payloads import info_to_json
+from openenv.bridge.ws import serve_ws
+from openenv.codec import from_struct
+from openenv.errors import EnvError, FailedPrecondition, InvalidArgument
+from openenv.session import PROTOCOL_VERSION
+
+log = logging.getLogger("openenv.bridge")
+
+__all__ = ["BridgeApp", "SessionRegistry"]
+
+_JSON = [(b"content-type", b"application/json")]
+
+
+class SessionRegistry:
+    """Sessions created over HTTP (``openenv/session/create`` on ``POST /mcp``), which a
+    ``/ws?session_id=`` connection may attach to. Idle reaping and drain close them."""
+
+    def __init__(self, backend: Backend) -> None:
+        self.backend = backend
+        self.sessions: dict[str, BackendSession] = {}
+        self.attached: set[str] = set()
+        self.pending_close: set[str] = set()
+
+    async def create(self, options: dict[str, Any] | None = None) -> BackendSession:
+        s = await self.backend.open(options or {}, "openenv-mcp-http")
+        self.sessions[s.id] = s
+        s.on_terminate(self._expiry(s.id))
+        return s
+
+    def _expiry(self, sid: str) -> Callable[[EnvError], None]:
+        def expire(err: EnvError) -> None:
+            spawn(self.close(sid, force=True))
+
+        return expire
+
+    def get(self, sid: str) -> BackendSession:
+        s = self.sessions.get(sid)
+        if s is None:
+            raise InvalidArgument(f"Unknown session_id: {sid}")
+        return s
+
+    def attach(self, sid: str) -> BackendSession:
+        s = self.sessions.get(sid)
+        if s is None:
+            raise FailedPrecondition(f"Unknown session_id: {sid}", fatal=True)
+        if sid in self.attached:
+            raise FailedPrecondition(f"Session {sid} already has an attached WebSocket", fatal=True)
+        self.attached.add(sid)
+        return s
+
+    def detach(self, sid: str) -> None:
+        self.attached.discard(sid)
+        s = self.sessions.get(sid)
+        if s is None:
+            return
+        if sid in self.pending_close:
+            spawn(self.close(sid, force=True))
+        else:
+            s.on_terminate(self._expiry(sid))
+
+    async def close(self, sid: str, *, force: bool = False) -> dict[str, Any]:
+        """Close a session; one with an attached WebSocket is closed when it detaches."""
+        if sid not in self.sessions:
+            raise InvalidArgument(f"Unknown session_id: {sid}")
+        if sid in self.attached and not force:
+            self.pending_close.add(sid)
+            return {"session_id": sid, "closed": False, "closing": True}
+        s = self.sessions.pop(sid)
+        self.pending_close.discard(sid)
+        await s.close()
+        return {"session_id": sid, "closed": True}
+
+    async def close_all(self) -> None:
+        for sid in list(self.sessions):
+            await self.close(sid, force=True)
+
+
+def _metadata_doc(backend: Backend) -> dict[str, Any]:
+    info = backend.info
+    md = from_struct(info.metadata)
+    return {"name": info.name, "description": info.description,
+            "readme_content": md.get("readme_content", md.get("readme")),
+            "version": info.version or None, "author": md.get("author"),
+            "documentation_url": md.get("documentation_url")}
+
+
+def _schema_doc(backend: Backend) -> dict[str, Any]:
+    info = backend.info
+    if backend.tool_actions:
+        action: dict[str, Any] = {
+            "title": "CallToolAction", "type": "object",
+            "properties": {"type": {"const": "call_tool", "default": "call_tool"},
+                           "tool_name": {"type": "string"}, "arguments": {"type": "object"},
+                           "metadata": {"type": "object"}},
+            "required": ["tool_name"]}
+    else:
+        action = from_struct(info.action.json_schema)
+    observation = from_struct(info.observation.json_schema)
+    env_state = from_struct(info.state.json_schema)
+    state: dict[str, Any] = {
+        "title": "State", "type": "object", "additionalProperties": True,
+        "properties": {"episode_id": {"anyOf": [{"type": "string"}, {"type": "null"}]},
+                       "step_count": {"type": "integer", "minimum": 0},
+                       "status": {"type": "string", "enum": ["NOT_STARTED", "RUNNING", "TERMINATED",
+                                                              "TRUNCATED", "ABORTED"]}}}
+    if isinstance(env_state.get("properties"), dict):
+        state["properties"] = {**env_state["properties"], **state["properties"]}
+    elif env_state:
+        state["properties"]["state"] = env_state
+    return {"action": action, "observation": observation, "reset_observation": observation, "state": state}
+
+
+def _openapi_doc(backend: Backend) -> dict[str, Any]:
+    info = backend.info
+
+    def get(summary: str, tag: str) -> dict[str, Any]:
+        return {"get": {"summary": summary, "tags": [tag], "responses": {
+            "200": {"description": "OK", "content": {"application/json": {"schema": {"type": "object"}}}}}}}
+
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": f"openenv environment: {info.name}", "version": "1.0.0",
+                 "description": (f"{info.description}\n\nOpenEnv-compatible HTTP surface of an openenv "
+                                 f"server (protocol {info.protocol_version or PROTOCOL_VERSION}). Sessions run "
+                                 "over the WebSocket at /ws (OpenEnv frames); tools over /mcp (MCP "
+                                 "Streamable HTTP, or OpenEnv's JSON-RPC).")},
+        "paths": {
+            "/health": get("Health check", "Health"),
+            "/metadata": get("Environment metadata", "Environment Info"),
+            "/schema": get("JSON Schemas of action, observation and state", "Schema"),
+            "/openenv/info": get("The protocol's EnvironmentInfo (proto3 JSON)", "Environment Info"),
+            "/mcp": {"post": {"summary": "MCP JSON-RPC (Streamable HTTP or OpenEnv's JSON-RPC)", "tags": ["MCP"],
+                              "requestBody": {"content": {"application/json": {"schema": {"type": "object"}}}},
+                              "responses": {"200": {"description": "JSON-RPC response"}}}},
+        },
+    }
+
+
+class BridgeApp:
+    """ASGI application serving a :class:`Backend` on OpenEnv's HTTP surface."""
+
+    def __init__(self, backend: Backend) -> None:
+        self.backend = backend
+        self.registry = SessionRegistry(backend)
+        self.protocol_version = backend.info.protocol_version or PROTOCOL_VERSION
+        self.info_json = info_to_json(backend.info)
+        self.info_b64 = base64.b64encode(backend.info.SerializeToString()).decode()
+        self._docs = {
+            "/metadata": frames.dumps(_metadata_doc(backend)).encode(),
+            "/schema": frames.dumps(_schema_doc(backend)).encode(),
+            "/openapi.json": frames.dumps(_openapi_doc(backend)).encode(),
+            "/openenv/info": frames.dumps(self.info_json).encode(),
+        }
+        self._mcp_http: Any = None
+        self._mcp_lock = asyncio.Lock()
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        kind = scope["type"]
+        if kind == "websocket":
+            path = scope["path"]
+            if path == "/ws":
+                await serve_ws(self, scope, receive, send)
+            elif path == "/mcp":
+                from openenv.bridge.mcp import serve_mcp_ws
+
+                await serve_mcp_ws(self, scope, receive, send)
+            else:
+                await send({"type": "websocket.close", "code": 1008, "reason": f"no WebSocket at {path}"})
+        elif kind == "http":
+            await self._http(scope, receive, send)
+        elif kind == "lifespan":
+            await self._lifespan(receive, send)
+
+    async def _http(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        path, method = scope["path"], scope["method"]
+        if path == "/mcp":
+            from openenv.bridge.mcp import serve_mcp_http
+
+            await serve_mcp_http(self, scope, receive, send)
+            return
+        if path == "/health":
+            if method not in ("GET", "HEAD"):
+                await respond(send, 405, b'{"detail":"Method Not Allowed"}')
+            elif self.backend.draining:
+                await respond(send, 503, b'{"status":"unhealthy"}')
+            else:
+                await respond(send, 200, b'{"status":"healthy"}')
+            return
+        doc = self._docs.get(path)
+        if doc is None and path == "/":
+            doc = frames.dumps({"name": self.backend.info.name, "websocket": "/ws", "mcp": "/mcp",
+                                "docs": sorted([*self._docs, "/health"])}).encode()
+        if doc is None:
+            await respond(send, 404, b'{"detail":"Not Found"}')
+        elif method not in ("GET", "HEAD"):
+            await respond(send, 405, b'{"detail":"Method Not Allowed"}')
+        else:
+            await respond(send, 200, doc)
+
+    async def _lifespan(self, receive: Any, send: Any) -> None:
+        while True:
+            msg = await receive()
+            if msg["type"] == "lifespan.startup":
+                try:
+                    await self.backend.start()
+                except Exception as e:  # noqa: BLE001 - reported to the server, which stops
+                    await send({"type": "lifespan.startup.failed", "message": f"{type(e).__name__}: {e}"})
+                    return
+                await send({"type": "lifespan.startup.complete"})
+            elif msg["type"] == "lifespan.shutdown":
+                await self.aclose()
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+
+    async def mcp_http(self) -> Any:
+        """The Streamable HTTP MCP endpoint (started on first use)."""
+        if self._mcp_http is None:
+            async with self._mcp_lock:
+                if self._mcp_http is None:
+                    from openenv.bridge.mcp import StreamableMcp
+
+                    m = StreamableMcp(self)
+                    await m.start()
+                    self._mcp_http = m
+        return self._mcp_http
+
+    async def aclose(self) -> None:
+        """Stop the MCP endpoint, close HTTP-created sessions, stop the backend."""
+        if self._mcp_http is not None:
+            await self._mcp_http.stop()
+            self._mcp_http = None
+        await self.registry.close_all()
+        await self.backend.stop()
+
+
+async def respond(send: Any, status: int, body: bytes, headers: list[tuple[bytes, bytes]] | None = None) -> None:
+    """Send a complete HTTP response (JSON by default)."""
+    await send({"type": "http.response.start", "status": status, "headers": headers or _JSON})
+    await send({"type": "http.response.body", "body": body})

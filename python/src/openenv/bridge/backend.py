@@ -1,0 +1,236 @@
+"""What the bridge translates onto: sessions that speak canonical JSON.
+
+A :class:`Backend` opens :class:`BackendSession`\\ s. Two implementations exist:
+
+* :class:`LocalBackend` (this module): the in-process ``SessionManager`` of a server, the
+  same one its gRPC side uses (same capacity, same idle reaper, no extra hop);
+* :class:`openenv.bridge.remote.RemoteBackend`: a remote gRPC environment server in any
+  language, one gRPC ``Session`` stream per bridged session.
+
+Both take actions as canonical JSON (see :mod:`openenv.bridge.payloads`), return
+:class:`~openenv.bridge.frames.JsonStep`\\ s and raise the exceptions of the error table.
+"""
+
+from __future__ import annotations
+
+import abc
+import asyncio
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from google.protobuf import json_format
+
+from openenv.bridge.frames import JsonStep
+from openenv.bridge.payloads import CALL_TOOL, message_to_json
+from openenv.codec import AdaptedCodec, Codec, MessageCodec, TensorCodec
+from openenv.environment import StepResult
+from openenv.errors import EnvError, InvalidArgument
+from openenv.session import Session, SessionManager
+from openenv.tools import CallToolAction, Tool, ToolResult
+from openenv.v1 import environment_pb2
+
+__all__ = ["Backend", "BackendSession", "LocalBackend", "LocalSession", "call_tool_args", "spawn"]
+
+_PLAIN = (dict, list, str, int, float, bool, type(None))
+
+
+def call_tool_args(data: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+    """(tool name, arguments) of OpenEnv's ``{"type": "call_tool", "tool_name", "arguments"}``
+    (arguments may arrive as a JSON string, as OpenEnv accepts)."""
+    name = data.get("tool_name")
+    if not isinstance(name, str) or not name:
+        raise InvalidArgument("call_tool needs a non-empty string 'tool_name'")
+    args = data.get("arguments") or {}
+    if isinstance(args, str):
+        from openenv.bridge.frames import loads
+
+        try:
+            args = loads(args)
+        except ValueError:
+            raise InvalidArgument("call_tool 'arguments' is a string that is not JSON") from None
+    if not isinstance(args, dict):
+        raise InvalidArgument("call_tool 'arguments' must be an object")
+    return name, args
+
+
+class BackendSession(abc.ABC):
+    """One environment session. Calls never overlap (the transport serialises them)."""
+
+    id: str
+
+    @abc.abstractmethod
+    async def reset(self, seed: int | None, episode_id: str | None, options: Mapping[str, Any]) -> JsonStep: ...
+
+    @abc.abstractmethod
+    async def step(self, action: Any, timeout: float | None = None) -> JsonStep:
+        """Apply an action given as canonical JSON (tool envs: OpenEnv's call_tool dict)."""
+
+    @abc.abstractmethod
+    async def state(self) -> tuple[str, int, str, Any]:
+        """(episode_id, step_count, status name, environment state as JSON)."""
+
+    @abc.abstractmethod
+    async def list_tools(self) -> list[Tool]: ...
+
+    @abc.abstractmethod
+    async def call_tool(self, name: str, arguments: Mapping[str, Any], timeout: float | None = None) -> ToolResult: ...
+
+    @abc.abstractmethod
+    def on_terminate(self, callback: Callable[[EnvError], None] | None) -> None:
+        """Register how the transport ends this session (idle timeout, drain)."""
+
+    @abc.abstractmethod
+    async def close(self) -> None:
+        """End the session and free its slot (idempotent)."""
+
+
+class Backend(abc.ABC):
+    """A source of sessions plus the environment's description."""
+
+    info: environment_pb2.EnvironmentInfo
+    #: True when step actions are tool calls (``openenv.v1.CallToolRequest``).
+    tool_actions: bool = False
+
+    @abc.abstractmethod
+    async def open(self, options: Mapping[str, Any] | None = None, client_name: str = "") -> BackendSession:
+        """Open a session; raises the error of the table (capacity, drain, factory)."""
+
+    @property
+    @abc.abstractmethod
+    def active(self) -> int:
+        """Sessions holding a slot (local) or opened through this bridge (remote)."""
+
+    @property
+    def max_sessions(self) -> int:
+        return self.info.capabilities.max_sessions
+
+    @property
+    def draining(self) -> bool:
+        return False
+
+    async def start(self) -> None:
+        """Called once before serving."""
+        return None
+
+    async def stop(self) -> None:
+        """Called once after serving."""
+        return None
+
+
+_BACKGROUND: set[asyncio.Task[Any]] = set()
+
+
+def spawn(coro: Any) -> asyncio.Task[Any]:
+    """Run ``coro`` in the background, keeping a reference until it finishes."""
+    task = asyncio.ensure_future(coro)
+    _BACKGROUND.add(task)
+    task.add_done_callback(_BACKGROUND.discard)
+    return task
+
+
+# --------------------------------------------------------------------------- local
+
+def _json_of(codec: Codec, value: Any) -> Any:
+    if type(value) in _PLAIN and not isinstance(codec, (MessageCodec, TensorCodec)):
+        return value
+    return codec.to_json(value)
+
+
+class LocalSession(BackendSession):
+    """A :class:`openenv.session.Session` of this process."""
+
+    __slots__ = ("_b", "_s", "id")
+
+    def __init__(self, backend: LocalBackend, session: Session) -> None:
+        self._b = backend
+        self._s = session
+        self.id = session.id
+
+    def _ts(self, r: StepResult) -> JsonStep:
+        b = self._b
+        obs = r.observation
+        bd = r.reward_breakdown
+        return JsonStep(
+            None if obs is None else _json_of(b.obs_codec, obs), r.reward, r.terminated, r.truncated,
+            r.metadata, r.episode_id, r.step_count,
+            None if bd is None else message_to_json(bd.to_proto() if hasattr(bd, "to_proto") else bd),
+            b.tool_actions)
+
+    async def reset(self, seed: int | None, episode_id: str | None, options: Mapping[str, Any]) -> JsonStep:
+        return self._ts(await self._s.reset(seed, episode_id, options))
+
+    async def step(self, action: Any, timeout: float | None = None) -> JsonStep:
+        return self._ts(await self._s.step(self._b.decode_action(action), timeout))
+
+    async def state(self) -> tuple[str, int, str, Any]:
+        st = await self._s.state()
+        value = st.state
+        return (st.episode_id, st.step_count, st.status.name,
+                None if value is None else _json_of(self._b.state_codec, value))
+
+    async def list_tools(self) -> list[Tool]:
+        return await self._s.list_tools()
+
+    async def call_tool(self, name: str, arguments: Mapping[str, Any], timeout: float | None = None) -> ToolResult:
+        return await self._s.call_tool(name, arguments, timeout)
+
+    def on_terminate(self, callback: Callable[[EnvError], None] | None) -> None:
+        if callback is None:
+            self._s._terminate = None
+        else:
+            self._s.on_terminate(callback)
+
+    async def close(self) -> None:
+        await self._s.close()
+
+
+class LocalBackend(Backend):
+    """The sessions of an in-process server (shares its ``SessionManager``)."""
+
+    def __init__(self, manager: SessionManager) -> None:
+        self.manager = manager
+        rt = manager.runtime
+        self.info = rt.info
+        self.action_codec = rt.action_codec
+        self.obs_codec = rt.observation_codec
+        self.state_codec = rt.state_codec
+        ac = self.action_codec
+        self.tool_actions = isinstance(ac, MessageCodec) and ac.full_name == CALL_TOOL
+        self._adapted_tool = isinstance(ac, AdaptedCodec) and ac.view is CallToolAction
+        self._message_fields: frozenset[str] = frozenset()
+        if isinstance(ac, MessageCodec):
+            d = ac.cls.DESCRIPTOR
+            self._message_fields = frozenset(f.name for f in d.fields) | frozenset(f.json_name for f in d.fields)
+
+    def decode_action(self, data: Any) -> Any:
+        """An action from its JSON form (raises :class:`InvalidArgument`)."""
+        ac = self.action_codec
+        if self.tool_actions and isinstance(data, dict) and data.get("type") == "call_tool":
+            name, args = call_tool_args(data)
+            if self._adapted_tool:
+                return CallToolAction(name, args)
+            return ac.from_json({"name": name, "arguments": args})
+        if self._message_fields and isinstance(data, dict) and "metadata" in data \
+                and "metadata" not in self._message_fields:
+            data = {k: v for k, v in data.items() if k != "metadata"}  # OpenEnv's Action.metadata
+        try:
+            return ac.from_json(data)
+        except EnvError:
+            raise
+        except (TypeError, ValueError, json_format.ParseError) as e:
+            raise InvalidArgument(f"invalid action: {e}") from None
+
+    async def open(self, options: Mapping[str, Any] | None = None, client_name: str = "") -> LocalSession:
+        return LocalSession(self, await self.manager.open(options, client_name))
+
+    @property
+    def active(self) -> int:
+        return self.manager.active
+
+    @property
+    def max_sessions(self) -> int:
+        return self.manager.runtime.max_sessions
+
+    @property
+    def draining(self) -> bool:
+        return self.manager.draining

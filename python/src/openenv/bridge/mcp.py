@@ -1,0 +1,364 @@
+"""``/mcp``: the environment's tools for MCP clients and for OpenEnv's JSON-RPC clients.
+
+Two dialects share the path:
+
+* **MCP Streamable HTTP** (``initialize``, ``tools/list``, ``tools/call``, SSE, session
+  ids, ``DELETE``), served by the official ``mcp`` SDK's ``StreamableHTTPSessionManager``
+  with a low-level ``Server`` whose handlers call the session machinery. A request goes
+  here when it accepts ``text/event-stream`` (every MCP client must send that), carries
+  an ``Mcp-Session-Id`` or ``MCP-Protocol-Version`` header, or is a GET/DELETE. Each MCP
+  session gets its own environment session (one capacity slot), closed on ``DELETE``,
+  on the SDK's session expiry, or by the idle reaper.
+* **OpenEnv's JSON-RPC** (plain JSON in, plain JSON out, always HTTP 200): ``tools/list``,
+  ``tools/call`` (optional ``params.session_id``), ``openenv/session/create`` /
+  ``openenv/session/close``, ``initialize`` and ``ping``. Also served on the ``/mcp``
+  WebSocket (one session per connection) and inside ``/ws`` ``mcp`` frames.
+
+Tool calls here are side calls: no step is counted and no reward is given (as in OpenEnv).
+Errors: unknown tool or invalid arguments ``-32602``, capacity ``-32000``, an
+environment without tools ``-32603``; a tool that raises returns ``isError: true``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from openenv.bridge import frames
+from openenv.bridge.backend import BackendSession, spawn
+from openenv.errors import EnvError, ErrorCode
+from openenv.tools import Tool, ToolResult
+
+if TYPE_CHECKING:
+    from openenv.bridge.app import BridgeApp
+
+log = logging.getLogger("openenv.bridge.mcp")
+
+__all__ = ["StreamableMcp", "handle_jsonrpc", "mcp_result", "mcp_tool", "serve_mcp_http", "serve_mcp_ws"]
+
+PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS, INTERNAL_ERROR, SERVER_ERROR = (
+    -32700, -32600, -32601, -32602, -32603, -32000)
+DEFAULT_MCP_VERSION = "2025-06-18"
+
+
+def mcp_tool(t: Tool) -> dict[str, Any]:
+    """A tool descriptor as MCP's ``Tool`` (camelCase wire form)."""
+    d: dict[str, Any] = {"name": t.name, "description": t.description, "inputSchema": t.input_schema}
+    if t.output_schema is not None:
+        d["outputSchema"] = t.output_schema
+    return d
+
+
+def mcp_result(r: ToolResult) -> dict[str, Any]:
+    """A tool result as MCP's ``CallToolResult`` plus OpenEnv's ``data`` (the unwrapped
+    structured value that OpenEnv's ``MCPToolClient.call_tool`` returns)."""
+    d: dict[str, Any] = {"content": r.content, "isError": r.is_error, "data": r.data}
+    if r.structured_content is not None:
+        d["structuredContent"] = r.structured_content
+    return d
+
+
+def _error(rid: Any, code: int, message: str, data: Any = None) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": rid, "error": {"code": code, "message": message, "data": data}}
+
+
+def _rpc_error(rid: Any, err: EnvError) -> dict[str, Any]:
+    """A protocol error as a JSON-RPC error; ``data.status`` names the exact code."""
+    data: dict[str, Any] = {"status": err.code.name}
+    if isinstance(err.details, dict) and err.code is ErrorCode.RESOURCE_EXHAUSTED:
+        data.update(err.details)  # active_sessions / max_sessions, as OpenEnv
+    elif err.details is not None:
+        data["details"] = err.details
+    if err.code in (ErrorCode.NOT_FOUND, ErrorCode.INVALID_ARGUMENT):
+        return _error(rid, INVALID_PARAMS, err.message, data)
+    if err.code is ErrorCode.RESOURCE_EXHAUSTED:
+        return _error(rid, SERVER_ERROR, err.message, data)
+    if err.code is ErrorCode.UNIMPLEMENTED:
+        return _error(rid, INTERNAL_ERROR, f"Environment does not support MCP: {err.message}", data)
+    return _error(rid, INTERNAL_ERROR, err.message, data)
+
+
+async def handle_jsonrpc(app: BridgeApp, req: Any, *, session: BackendSession | None = None,
+                         timeout: float | None = None) -> dict[str, Any]:
+    """Answer one OpenEnv-style JSON-RPC request (never raises; errors are JSON-RPC errors).
+
+    ``session`` is the connection's session (``/ws`` ``mcp`` frames, the ``/mcp``
+    WebSocket); without it, ``params.session_id`` names an HTTP-created session, else a
+    temporary session serves the one request.
+    """
+    if not isinstance(req, dict):
+        return _error(None, INVALID_REQUEST, "Invalid request: expected a JSON-RPC object")
+    rid = req.get("id")
+    method = req.get("method")
+    if req.get("jsonrpc") != "2.0" or not isinstance(method, str):
+        return _error(rid, INVALID_REQUEST, "Invalid request: 'jsonrpc' must be \"2.0\" and 'method' a string")
+    params = req.get("params") if req.get("params") is not None else {}
+    if not isinstance(params, dict):
+        return _error(rid, INVALID_PARAMS, "Params must be an object")
+    temp: BackendSession | None = None
+    try:
+        if method == "openenv/session/create":
+            s = session or await app.registry.create(params.get("options"))
+            return {"jsonrpc": "2.0", "id": rid, "result": {"session_id": s.id}}
+        if method == "openenv/session/close":
+            sid = params.get("session_id")
+            if not sid:
+                return _error(rid, INVALID_PARAMS, "Invalid params - 'session_id' is required")
+            if session is not None and sid == session.id:
+                return _error(rid, INVALID_REQUEST, "Cannot close active WebSocket-managed session via MCP method")
+            return {"jsonrpc": "2.0", "id": rid, "result": await app.registry.close(sid)}
+        if method == "initialize":
+            info = app.backend.info
+            return {"jsonrpc": "2.0", "id": rid, "result": {
+                "protocolVersion": params.get("protocolVersion") or DEFAULT_MCP_VERSION,
+                "capabilities": {"tools": {"listChanged": False}},
+                "serverInfo": {"name": info.name, "version": info.version}}}
+        if method == "ping":
+            return {"jsonrpc": "2.0", "id": rid, "result": {}}
+        if method not in ("tools/list", "tools/call"):
+            return _error(rid, METHOD_NOT_FOUND, f"Method not found: {method}")
+        target = session
+        if target is None:
+            sid = params.get("session_id")
+            if sid:
+                target = app.registry.get(sid)
+            else:
+                target = temp = await app.backend.open({}, "openenv-mcp-http")
+        if method == "tools/list":
+            tools = await target.list_tools()
+            return {"jsonrpc": "2.0", "id": rid, "result": {"tools": [mcp_tool(t) for t in tools]}}
+        name = params.get("name")
+        if not name or not isinstance(name, str):
+            return _error(rid, INVALID_PARAMS, "Missing 'name' in params")
+        args = params.get("arguments") or {}
+        if not isinstance(args, dict):
+            return _error(rid, INVALID_PARAMS, "'arguments' must be an object")
+        result = await target.call_tool(name, args, timeout)
+        return {"jsonrpc": "2.0", "id": rid, "result": mcp_result(result)}
+    except EnvError as e:
+        return _rpc_error(rid, e)
+    except Exception as e:  # answered as a JSON-RPC error
+        log.warning("JSON-RPC %s failed", method, exc_info=True)
+        return _error(rid, INTERNAL_ERROR, f"{type(e).__name__}: {e}")
+    finally:
+        if temp is not None:
+            await temp.close()
+
+
+def _headers(scope: Mapping[str, Any]) -> dict[bytes, bytes]:
+    return {k.lower(): v for k, v in scope.get("headers", ())}
+
+
+def _is_streamable(scope: Mapping[str, Any]) -> bool:
+    if scope["method"] != "POST":
+        return True
+    h = _headers(scope)
+    return (b"text/event-stream" in h.get(b"accept", b"") or b"mcp-session-id" in h
+            or b"mcp-protocol-version" in h)
+
+
+async def _read_body(receive: Any, limit: int) -> bytes:
+    body = bytearray()
+    while True:
+        msg = await receive()
+        if msg["type"] == "http.disconnect":
+            raise ConnectionError("client disconnected")
+        body += msg.get("body", b"")
+        if len(body) > limit:
+            raise ValueError("request body too large")
+        if not msg.get("more_body"):
+            return bytes(body)
+
+
+async def serve_mcp_http(app: BridgeApp, scope: dict[str, Any], receive: Any, send: Any) -> None:
+    """``/mcp`` over HTTP: route to the MCP SDK or to OpenEnv's JSON-RPC."""
+    from openenv.bridge.app import respond
+
+    if _is_streamable(scope):
+        if scope["method"] not in ("GET", "POST", "DELETE"):
+            await respond(send, 405, b'{"detail":"Method Not Allowed"}')
+            return
+        await (await app.mcp_http()).handle(scope, receive, send)
+        return
+    try:
+        body = await _read_body(receive, 16 * 1024 * 1024)
+    except ConnectionError:
+        return
+    except ValueError:
+        await respond(send, 413, frames.dumps(_error(None, INVALID_REQUEST, "request too large")).encode())
+        return
+    try:
+        req = frames.loads(body)
+    except ValueError:
+        await respond(send, 200, frames.dumps(_error(None, PARSE_ERROR, "Parse error")).encode())
+        return
+    if isinstance(req, list):
+        out: Any = [await handle_jsonrpc(app, r) for r in req]
+    else:
+        out = await handle_jsonrpc(app, req)
+    await respond(send, 200, frames.dumps(out).encode())
+
+
+async def serve_mcp_ws(app: BridgeApp, scope: dict[str, Any], receive: Any, send: Any) -> None:
+    """``/mcp`` WebSocket: raw JSON-RPC frames on one session per connection."""
+    msg = await receive()
+    if msg["type"] != "websocket.connect":
+        return
+    await send({"type": "websocket.accept"})
+    try:
+        session = await app.backend.open({}, "openenv-mcp-ws")
+    except EnvError as e:
+        data = {"status": e.code.name}
+        if isinstance(e.details, dict):
+            data.update(e.details)
+        await send({"type": "websocket.send", "text": frames.dumps(_error(None, SERVER_ERROR, e.message, data))})
+        await send({"type": "websocket.close", "code": 1000})
+        return
+    ended = asyncio.Event()
+    task = asyncio.current_task()
+
+    def terminate(err: EnvError) -> None:
+        ended.set()
+        if task is not None:
+            task.cancel()
+
+    session.on_terminate(terminate)
+    try:
+        while True:
+            msg = await receive()
+            if msg["type"] != "websocket.receive":
+                return
+            raw = msg.get("text") or msg.get("bytes") or b""
+            try:
+                req = frames.loads(raw)
+            except ValueError as e:
+                out = _error(None, PARSE_ERROR, f"Parse error: {e}")
+            else:
+                out = await handle_jsonrpc(app, req, session=session)
+            await send({"type": "websocket.send", "text": frames.dumps(out)})
+    except asyncio.CancelledError:
+        if not ended.is_set():
+            raise
+        with contextlib.suppress(Exception):
+            await send({"type": "websocket.close", "code": 1000, "reason": "session ended"})
+    finally:
+        session.on_terminate(None)
+        await asyncio.shield(session.close())
+
+
+class StreamableMcp:
+    """MCP Streamable HTTP on the official SDK; one environment session per MCP session."""
+
+    def __init__(self, app: BridgeApp) -> None:
+        import mcp_types as types
+        from mcp.server.lowlevel import Server
+        from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+
+        self.app = app
+        self.types = types
+        info = app.backend.info
+        self.server = Server(info.name or "openenv", version=info.version or "0",
+                             description=info.description or None,
+                             on_list_tools=self._list_tools, on_call_tool=self._call_tool)
+        idle = info.capabilities.idle_timeout.ToNanoseconds() / 1e9
+        self.manager = StreamableHTTPSessionManager(
+            self.server, session_idle_timeout=idle if idle > 0 else None,
+            max_sessions=max(1, app.backend.max_sessions) if app.backend.max_sessions else None)
+        self.sessions: dict[str, BackendSession] = {}
+        self._stop = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        ready = asyncio.Event()
+
+        async def run() -> None:
+            async with self.manager.run():
+                ready.set()
+                await self._stop.wait()
+
+        self._task = asyncio.ensure_future(run())
+        waiter = asyncio.ensure_future(ready.wait())
+        await asyncio.wait({waiter, self._task}, return_when=asyncio.FIRST_COMPLETED)
+        if self._task.done():
+            waiter.cancel()
+            self._task.result()  # raises the failure
+            raise RuntimeError("the MCP session manager stopped")
+
+    async def stop(self) -> None:
+        self._stop.set()
+        if self._task is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._task, 5)
+        for sid in list(self.sessions):
+            await self._drop(sid)
+
+    async def handle(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        await self.manager.handle_request(scope, receive, send)
+        if scope["method"] == "DELETE":
+            sid = _headers(scope).get(b"mcp-session-id")
+            if sid:
+                await self._drop(sid.decode("latin-1"))
+
+    async def _drop(self, sid: str) -> None:
+        s = self.sessions.pop(sid, None)
+        if s is not None:
+            await s.close()
+
+    def _expire(self, sid: str) -> Any:
+        def expire(err: EnvError) -> None:
+            spawn(self._drop(sid))
+
+        return expire
+
+    async def _session(self, ctx: Any) -> tuple[BackendSession, bool]:
+        req = getattr(ctx, "request", None)
+        sid = req.headers.get("mcp-session-id") if req is not None else None
+        if not sid:
+            return await self.app.backend.open({}, "mcp"), True
+        s = self.sessions.get(sid)
+        if s is None:
+            s = await self.app.backend.open({}, "mcp")
+            self.sessions[sid] = s
+            s.on_terminate(self._expire(sid))
+        return s, False
+
+    async def _list_tools(self, ctx: Any, params: Any) -> Any:
+        s, temp = await self._session_or_raise(ctx)
+        try:
+            tools = await s.list_tools()
+        except EnvError as e:
+            raise self._mcp_error(e) from None
+        finally:
+            if temp:
+                await s.close()
+        return self.types.ListToolsResult.model_validate({"tools": [mcp_tool(t) for t in tools]})
+
+    async def _call_tool(self, ctx: Any, params: Any) -> Any:
+        s, temp = await self._session_or_raise(ctx)
+        try:
+            result = await s.call_tool(params.name, params.arguments or {})
+        except EnvError as e:
+            raise self._mcp_error(e) from None
+        finally:
+            if temp:
+                await s.close()
+        wire: dict[str, Any] = {"content": result.content, "isError": result.is_error}
+        if result.structured_content is not None:
+            wire["structuredContent"] = result.structured_content
+        return self.types.CallToolResult.model_validate(wire)
+
+    async def _session_or_raise(self, ctx: Any) -> tuple[BackendSession, bool]:
+        try:
+            return await self._session(ctx)
+        except EnvError as e:
+            raise self._mcp_error(e) from None
+
+    @staticmethod
+    def _mcp_error(err: EnvError) -> Exception:
+        from mcp.shared.exceptions import MCPError
+
+        rpc = _rpc_error(None, err)["error"]
+        return MCPError(rpc["code"], rpc["message"], rpc["data"])

@@ -1,0 +1,309 @@
+"""The TypeScript binding (typescript/), in both directions, over real gRPC on loopback.
+
+* The TypeScript test suite (``node --test``) runs with the Python reference
+  environments (echo_env and gridworld) served by ``openenv serve`` subprocesses: the
+  TypeScript client plays episodes and calls tools against them, and drives its own
+  TypeScript server in process.
+* The TypeScript gridworld and echo, served from Node (``openenv-ts serve gridworld|echo``),
+  are driven by the Python clients (the gridworld by ``openenv.EnvClient``, the echo by
+  echo_env's typed ``EchoEnv``), checked for health and reflection, and certified by
+  ``openenv certify`` unchanged.
+
+Needs Node.js >= 20 and npm on PATH: in CI (env ``CI`` set) their absence fails these
+tests; elsewhere it skips them. ``npm ci`` runs once when typescript/node_modules is
+missing; ``tsc`` builds incrementally into typescript/dist.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import grpc
+import pytest
+from google.protobuf import descriptor_pb2
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
+from openenv_testkit import REPO_ROOT, RawSession, StreamEnded
+
+import openenv
+from echo_env import CallToolAction, EchoEnv
+from gridworld import maze
+from gridworld.v1 import gridworld_pb2
+from openenv.errors import FailedPrecondition, InvalidArgument, NotFound, ResourceExhausted, Unimplemented
+from openenv.v1 import environment_pb2, payload_pb2
+
+TS_ROOT = REPO_ROOT / "typescript"
+BIN = Path(sys.executable).parent
+WAIT_S = 60.0
+"""Upper bound of every wait here (never a timing assertion): servers start, builds run."""
+
+pytestmark = pytest.mark.slow
+
+
+def _require_node() -> tuple[str, str]:
+    node, npm = shutil.which("node"), shutil.which("npm")
+    if node is None or npm is None:
+        if os.environ.get("CI"):
+            pytest.fail("Node.js >= 20 and npm must be on PATH in CI (the TypeScript binding is tested there)")
+        pytest.skip("Node.js/npm are not on PATH: the TypeScript binding is not tested on this machine")
+    return node, npm
+
+
+def _run(args: list[str], timeout: float, **kw: object) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(args, cwd=TS_ROOT, capture_output=True, text=True, timeout=timeout, **kw)  # type: ignore[call-overload]
+
+
+@pytest.fixture(scope="module")
+def node() -> str:
+    """node, with typescript/'s pinned packages installed (npm ci, once) and the package built."""
+    node, npm = _require_node()
+    if not (TS_ROOT / "node_modules" / ".package-lock.json").exists():
+        r = _run([npm, "ci", "--no-audit", "--no-fund"], 600)
+        assert r.returncode == 0, f"npm ci failed:\n{r.stdout}\n{r.stderr}"
+    r = _run([npm, "run", "build"], 600)
+    assert r.returncode == 0, f"tsc failed:\n{r.stdout}\n{r.stderr}"
+    return node
+
+
+@contextlib.contextmanager
+def _serving(args: list[str], tmp: Path, name: str) -> Iterator[str]:
+    """Start a server subprocess that writes its URL to --ready-file; yield the URL."""
+    ready = tmp / f"{name}.addr"
+    log = (tmp / f"{name}.log").open("w")
+    proc = subprocess.Popen([*args, "--port", "0", "--ready-file", str(ready)], cwd=REPO_ROOT,
+                            stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "GRPC_VERBOSITY": "ERROR"})
+    try:
+        deadline = time.monotonic() + WAIT_S
+        while not ready.exists():
+            if proc.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"{name} did not start:\n{(tmp / f'{name}.log').read_text()}")
+            time.sleep(0.05)
+        yield ready.read_text().strip()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
+        log.close()
+
+
+@pytest.fixture(scope="module")
+def python_envs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+    """The Python reference environments, served by ``openenv serve`` subprocesses."""
+    tmp = tmp_path_factory.mktemp("python-envs")
+    openenv_cli = str(BIN / "openenv")
+    with _serving([openenv_cli, "serve", "echo_env.server:EchoEnvironment"], tmp, "echo") as echo, \
+            _serving([openenv_cli, "serve", "gridworld.server:GridWorldEnvironment"], tmp, "gridworld") as grid:
+        yield {"OPENENV_ECHO_URL": echo, "OPENENV_GRIDWORLD_URL": grid}
+
+
+@pytest.fixture(scope="module")
+def ts_gridworld(node: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The TypeScript gridworld served from Node with default limits."""
+    with _serving([node, str(TS_ROOT / "dist" / "src" / "cli.js"), "serve", "gridworld"],
+                  tmp_path_factory.mktemp("ts-gridworld"), "ts-gridworld") as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def ts_echo(node: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The TypeScript echo environment (tools) served from Node."""
+    with _serving([node, str(TS_ROOT / "dist" / "src" / "cli.js"), "serve", "echo"],
+                  tmp_path_factory.mktemp("ts-echo"), "ts-echo") as url:
+        yield url
+
+
+# --------------------------------------------------------------------------- TS client -> Python
+
+
+def test_typescript_suite_against_python_environments(node: str, python_envs: dict[str, str]) -> None:
+    """node --test: the TS client against Python echo_env and gridworld (tools, episodes,
+    pipelining, errors, vectorised sessions) and the TS server helper in process."""
+    suites = sorted(str(p.relative_to(TS_ROOT)) for p in (TS_ROOT / "dist" / "test").glob("*.test.js"))
+    assert suites, "no compiled TypeScript test suites in typescript/dist/test"
+    r = _run([node, "--test", *suites], 300, env={**os.environ, **python_envs})
+    out = r.stdout + r.stderr
+    assert r.returncode == 0, out[-6000:]
+    counts = {k: int(v) for k, v in re.findall(r"^# (pass|fail|skipped|cancelled) (\d+)$", out, re.MULTILINE)}
+    assert counts.get("fail") == 0 and counts.get("cancelled") == 0, out[-3000:]
+    assert counts.get("skipped") == 0, "interop tests were skipped although the servers' URLs were set"
+    assert counts.get("pass", 0) >= 15, counts
+
+
+def test_typescript_cli_plays_python_gridworld(node: str, python_envs: dict[str, str]) -> None:
+    r = _run([node, "dist/src/cli.js", "play", python_envs["OPENENV_GRIDWORLD_URL"], "--episodes", "2",
+              "--seed", "4", "--max-steps", "30"], 60)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.strip().splitlines()
+    assert len(lines) == 2 and all('"env":"gridworld"' in line for line in lines), r.stdout
+
+
+# --------------------------------------------------------------------------- Python -> TS server
+
+
+def _shortest_path(obs: gridworld_pb2.Observation) -> list[int]:
+    return maze.shortest_path(list(obs.grid), (obs.agent.row, obs.agent.col), (obs.goal.row, obs.goal.col))
+
+
+async def _play(url: str, seed: int) -> tuple[list[str], list[float], openenv.SessionState]:
+    async with openenv.EnvClient(url, client_name="py-interop") as env:
+        r = await env.reset(seed=seed)
+        frames, rewards = ["/".join(r.observation.grid)], []
+        for move in _shortest_path(r.observation):
+            r = await env.step(_action(move))
+            frames.append("/".join(r.observation.grid))
+            rewards.append(r.reward)
+        assert r.terminated and not r.truncated
+        return frames, rewards, await env.state()
+
+
+def _action(move: int) -> gridworld_pb2.Action:
+    return gridworld_pb2.Action(move=move)
+
+
+def test_python_client_plays_the_typescript_gridworld(ts_gridworld: str) -> None:
+    async def main() -> None:
+        (a, ra, st), (b, rb, _) = await asyncio.gather(_play(ts_gridworld, 8), _play(ts_gridworld, 8))
+        assert (a, ra) == (b, rb), "same seed, same actions: same trajectory"
+        assert ra[-1] > 1.0 and len(ra) == st.step_count
+        assert st.status is openenv.EpisodeStatus.TERMINATED
+        assert st.state.seed == 8 and type(st.state).DESCRIPTOR.full_name == "gridworld.v1.State"
+        other, _, _ = await _play(ts_gridworld, 9)
+        assert other[0] != a[0]
+
+        async with openenv.EnvClient(ts_gridworld) as env:
+            info = env.info
+            assert info.name == "gridworld_ts" and info.protocol_version == "1.0"
+            assert info.observation.message_type == "gridworld.v1.Observation"
+            assert [f.name for f in info.descriptors.file] == ["gridworld/v1/gridworld.proto"]
+            python_side = descriptor_pb2.FileDescriptorProto()
+            gridworld_pb2.DESCRIPTOR.CopyToProto(python_side)
+            assert info.descriptors.file[0] == python_side, "the same .proto, the same descriptor"
+            assert info.capabilities.max_episode_steps == 100
+            with pytest.raises(FailedPrecondition):
+                await env.step(_action(1))
+            await env.reset(seed=1, options={"size": 7})
+            with pytest.raises(InvalidArgument, match="MOVE_UNSPECIFIED"):
+                await env.step(_action(0))
+            with pytest.raises(InvalidArgument):
+                await env.step({"move": 1})
+            with pytest.raises(Unimplemented):
+                await env.list_tools()
+            assert (await env.step(_action(1))).step_count == 1
+
+    asyncio.run(main())
+
+
+def test_typescript_gridworld_advertises_what_the_python_one_does(ts_gridworld: str,
+                                                                python_envs: dict[str, str]) -> None:
+    """Same .proto, same description: TypeSpecs (JSON Schemas, examples), descriptors and
+    capabilities of the two gridworlds are equal, field for field."""
+    async def info(url: str) -> environment_pb2.EnvironmentInfo:
+        async with openenv.EnvClient(url) as env:
+            return env.info
+
+    ts, py = asyncio.run(info(ts_gridworld)), asyncio.run(info(python_envs["OPENENV_GRIDWORLD_URL"]))
+    for field in ("action", "observation", "state", "descriptors", "capabilities"):
+        assert getattr(ts, field) == getattr(py, field), field
+    assert (ts.name, py.name) == ("gridworld_ts", "gridworld")
+
+
+def test_python_echo_client_against_the_typescript_echo(ts_echo: str) -> None:
+    """The Python echo_env's typed client, unchanged, against the echo written in TypeScript."""
+    async def main() -> None:
+        async with EchoEnv(base_url=ts_echo) as env:
+            assert env.info.name == "echo_env_ts" and env.info.capabilities.tools
+            r = await env.reset()
+            assert r.observation.metadata == {"message": "Echo environment ready!"}
+            r = await env.step(CallToolAction("echo_message", {"message": "Hello, World!"}))
+            assert r.observation.result.data == "Hello, World!"
+            assert r.reward == pytest.approx(1.3) and r.step_count == 1 and not r.done
+            r = await env.step(CallToolAction("echo_with_length", {"message": "héllo"}))
+            assert r.observation.result.data == {"message": "héllo", "length": 5}
+            assert [t.name for t in await env.list_tools()] == ["echo_message", "echo_with_length"]
+            assert (await env.call_tool("echo_message", {"message": "side"})).data == "side"
+            with pytest.raises(NotFound):
+                await env.call_tool("nope")
+            with pytest.raises(InvalidArgument):
+                await env.call_tool("echo_message", {"message": 3})
+            st = await env.state()
+            assert st.step_count == 2 and st.state == {"echoed": 3}
+
+    asyncio.run(main())
+
+
+def test_typescript_server_health_reflection_and_cli_info(ts_gridworld: str) -> None:
+    target = ts_gridworld.removeprefix("grpc://")
+    with grpc.insecure_channel(target) as ch:
+        health = health_pb2_grpc.HealthStub(ch)
+        for service in ("", "openenv.v1.EnvironmentService"):
+            resp = health.Check(health_pb2.HealthCheckRequest(service=service), timeout=WAIT_S)
+            assert resp.status == health_pb2.HealthCheckResponse.SERVING
+        refl = reflection_pb2_grpc.ServerReflectionStub(ch)
+        answers = list(refl.ServerReflectionInfo(iter([
+            reflection_pb2.ServerReflectionRequest(list_services=""),
+            reflection_pb2.ServerReflectionRequest(file_containing_symbol="openenv.v1.EnvironmentService"),
+        ]), timeout=WAIT_S))
+        services = {s.name for s in answers[0].list_services_response.service}
+        assert {"openenv.v1.EnvironmentService", "grpc.health.v1.Health"} <= services
+        assert answers[1].file_descriptor_response.file_descriptor_proto
+    r = subprocess.run([str(BIN / "openenv"), "info", ts_gridworld], capture_output=True, text=True, timeout=WAIT_S)
+    assert r.returncode == 0 and "gridworld_ts 0.1.0 (protocol 1.0)" in r.stdout, r.stderr
+
+
+def test_typescript_server_ends_the_stream_on_an_oversized_message(
+        node: str, tmp_path: Path) -> None:
+    """A message over max_message_bytes ends the whole stream with RESOURCE_EXHAUSTED (§8)."""
+    async def main(url: str) -> None:
+        async with RawSession(url.removeprefix("grpc://")) as s:
+            await s.send(handshake=environment_pb2.HandshakeRequest(protocol_version="1.0"))
+            assert (await s.recv()).WhichOneof("kind") == "handshake"
+            big = payload_pb2.Payload()
+            big.json.string_value = "x" * 300_000
+            await s.send(step=environment_pb2.StepRequest(action=big))
+            with pytest.raises(StreamEnded) as ended:
+                await s.recv()
+            assert ended.value.code == grpc.StatusCode.RESOURCE_EXHAUSTED
+        async with openenv.EnvClient(url) as env:  # the client checks sizes before sending
+            await env.reset(seed=1)
+            with pytest.raises(ResourceExhausted):
+                await env.step({"blob": "x" * 300_000})
+            assert (await env.step(_action(1))).step_count == 1
+
+    with _serving([node, str(TS_ROOT / "dist" / "src" / "cli.js"), "serve", "gridworld", "--max-message-mb", "0.25"],
+                  tmp_path, "ts-small") as url:
+        asyncio.run(main(url))
+
+
+# --------------------------------------------------------------------------- certification
+
+
+@pytest.mark.parametrize("env_fixture", ["ts_gridworld", "ts_echo"])
+def test_openenv_certify_passes_on_typescript_environments(env_fixture: str, tmp_path: Path,
+                                                         request: pytest.FixtureRequest) -> None:
+    """`openenv certify` (conformance/), unchanged, against environments served from Node:
+    the gridworld (typed messages) and the echo (tools)."""
+    import importlib.metadata
+
+    if "certify" not in {ep.name for ep in importlib.metadata.entry_points(group="openenv.cli")}:
+        if os.environ.get("CI"):
+            pytest.fail("openenv certify is not installed (conformance/ must be installed by `make venv`)")
+        pytest.skip("openenv certify is not installed (conformance/)")
+    url = request.getfixturevalue(env_fixture)
+    report = tmp_path / "report.json"
+    r = subprocess.run([str(BIN / "openenv"), "certify", url, "--report", str(report)], capture_output=True,
+                       text=True, timeout=900, cwd=tmp_path)
+    assert r.returncode == 0, f"certify failed:\n{r.stdout[-8000:]}\n{r.stderr[-4000:]}"
+    assert "CERTIFIED" in r.stdout and report.exists()

@@ -1,0 +1,146 @@
+#!/usr/bin/env node
+/**
+ * `openenv-ts`: serve a TypeScript environment, describe a server, or play episodes.
+ *
+ *   openenv-ts serve gridworld --port 0 --ready-file /tmp/addr     (or: serve echo [--tools-only])
+ *   openenv-ts serve ./my-env.js --export myEnv      (an ES module exporting a definition)
+ *   openenv-ts info grpc://127.0.0.1:50051 [--json]
+ *   openenv-ts play grpc://127.0.0.1:50051 --episodes 3 --seed 7 --max-steps 50
+ *
+ * `play` drives any environment with the example actions it advertises (cycled in a
+ * seeded order) and prints one JSON line per episode; it is a smoke test of the client.
+ */
+
+import { renameSync, writeFileSync } from "node:fs";
+import { resolve } from "node:path";
+import { pathToFileURL } from "node:url";
+import { parseArgs } from "node:util";
+import { toJson } from "@bufbuild/protobuf";
+import { EnvClient } from "./client.js";
+import type { EnvironmentDefinition } from "./environment.js";
+import { echo } from "./envs/echo.js";
+import { gridworld, SplitMix64 } from "./envs/gridworld.js";
+import { EnvironmentInfoSchema } from "./gen/openenv/v1/environment_pb.js";
+import { serve } from "./server.js";
+
+const BUILTIN: Record<string, EnvironmentDefinition<never, never, never>> = {
+  gridworld: gridworld as unknown as EnvironmentDefinition<never, never, never>,
+  echo: echo as unknown as EnvironmentDefinition<never, never, never>,
+};
+
+async function load(target: string, exportName: string): Promise<EnvironmentDefinition<never, never, never>> {
+  const builtin = BUILTIN[target];
+  if (builtin !== undefined) {
+    return builtin;
+  }
+  const mod = (await import(pathToFileURL(resolve(target)).href)) as Record<string, unknown>;
+  const def = mod[exportName];
+  if (def === undefined || typeof def !== "object") {
+    throw new Error(`${target} has no export '${exportName}' (an EnvironmentDefinition)`);
+  }
+  return def as EnvironmentDefinition<never, never, never>;
+}
+
+async function serveCommand(args: string[]): Promise<void> {
+  const { values, positionals } = parseArgs({
+    args, allowPositionals: true,
+    options: {
+      host: { type: "string", default: process.env.OPENENV_HOST ?? "127.0.0.1" },
+      port: { type: "string", default: process.env.OPENENV_GRPC_PORT ?? "50051" },
+      "ready-file": { type: "string" },
+      "max-sessions": { type: "string" },
+      "max-num-envs": { type: "string" },
+      "idle-timeout": { type: "string", default: "300" },
+      "max-message-mb": { type: "string", default: "16" },
+      grace: { type: "string", default: "10" },
+      export: { type: "string", default: "default" },
+      "tools-only": { type: "boolean", default: false },
+    },
+  });
+  const target = positionals[0];
+  if (target === undefined) {
+    throw new Error("usage: openenv-ts serve TARGET (gridworld, echo, or a path to an ES module)");
+  }
+  const def = await load(target, values.export!);
+  const readyFile = values["ready-file"];
+  await serve(def, {
+    host: values.host, port: Number(values.port),
+    maxSessions: values["max-sessions"] === undefined ? undefined : Number(values["max-sessions"]),
+    maxNumEnvs: values["max-num-envs"] === undefined ? undefined : Number(values["max-num-envs"]),
+    idleTimeoutMs: Number(values["idle-timeout"]) * 1000,
+    maxMessageBytes: Math.floor(Number(values["max-message-mb"]) * 1024 * 1024),
+    graceMs: Number(values.grace) * 1000,
+    toolsOnly: values["tools-only"],
+    ready: (server) => {
+      process.stderr.write(`serving ${def.name} on ${server.address}\n`);
+      if (readyFile !== undefined) {
+        writeFileSync(readyFile + ".tmp", server.address);
+        renameSync(readyFile + ".tmp", readyFile);
+      }
+    },
+  });
+}
+
+async function infoCommand(args: string[]): Promise<void> {
+  const { values, positionals } = parseArgs({ args, allowPositionals: true, options: { json: { type: "boolean" } } });
+  const env = await EnvClient.connect(positionals[0] ?? "", { clientName: "openenv-ts info" });
+  try {
+    const info = toJson(EnvironmentInfoSchema, env.info, { useProtoFieldName: true }) as Record<string, unknown>;
+    if (values.json) {
+      process.stdout.write(JSON.stringify(info, null, 2) + "\n");
+    } else {
+      process.stdout.write(`${env.info.name} ${env.info.version} (protocol ${env.info.protocolVersion})\n`);
+      process.stdout.write(`  capabilities ${JSON.stringify(info.capabilities)}\n`);
+    }
+  } finally {
+    await env.close();
+  }
+}
+
+async function playCommand(args: string[]): Promise<void> {
+  const { values, positionals } = parseArgs({
+    args, allowPositionals: true,
+    options: {
+      episodes: { type: "string", default: "1" },
+      seed: { type: "string", default: "0" },
+      "max-steps": { type: "string", default: "50" },
+    },
+  });
+  const env = await EnvClient.connect(positionals[0] ?? "", { clientName: "openenv-ts play" });
+  try {
+    const examples = env.info.action?.examples ?? [];
+    if (examples.length === 0) {
+      throw new Error(`${env.info.name} advertises no example actions to play with`);
+    }
+    const rng = new SplitMix64(BigInt(values.seed!));
+    for (let e = 0; e < Number(values.episodes); e++) {
+      let ts = await env.reset({ seed: BigInt(values.seed!) + BigInt(e) });
+      let ret = 0;
+      while (!ts.done && ts.stepCount < Number(values["max-steps"])) {
+        ts = await env.step(rng.choice(examples));
+        ret += ts.reward ?? 0;
+      }
+      process.stdout.write(JSON.stringify({
+        env: env.info.name, episode_id: ts.episodeId, steps: ts.stepCount, return: Math.round(ret * 1e6) / 1e6,
+        terminated: ts.terminated, truncated: ts.truncated,
+      }) + "\n");
+    }
+  } finally {
+    await env.close();
+  }
+}
+
+const COMMANDS: Record<string, (args: string[]) => Promise<void>> = {
+  serve: serveCommand, info: infoCommand, play: playCommand,
+};
+
+const [command, ...rest] = process.argv.slice(2);
+const run = COMMANDS[command ?? ""];
+if (run === undefined) {
+  process.stderr.write("usage: openenv-ts {serve|info|play} ...\n");
+  process.exit(2);
+}
+run(rest).catch((e: unknown) => {
+  process.stderr.write(`openenv-ts ${command}: ${e instanceof Error ? e.toString() : String(e)}\n`);
+  process.exit(1);
+});

@@ -1,0 +1,22 @@
+/**
+ * openenv for TypeScript: the openenv.v1 bindings generated from proto/ (protobuf-es),
+ * an async session client ({@link EnvClient}) and a server helper ({@link Server},
+ * {@link serve}) so environments can be written in TypeScript.
+ */
+
+export * from "./codec.js";
+export * from "./client.js";
+export * from "./environment.js";
+export * from "./errors.js";
+export { PROTOCOL_VERSION, SERVICE_NAME, parseUrl, serviceDefinition, environmentServiceDefinition } from "./grpc.js";
+export { Runtime, Session, SessionManager, VectorSession, type RuntimeOptions } from "./session.js";
+export { Server, serve, type ServeOptions, type ServerOptions } from "./server.js";
+export * from "./tools.js";
+export { gridworld, GridWorld } from "./envs/gridworld.js";
+export { echo, Echo } from "./envs/echo.js";
+export * as pb from "./gen/openenv/v1/environment_pb.js";
+export * as payloadPb from "./gen/openenv/v1/payload_pb.js";
+export * as toolPb from "./gen/openenv/v1/tool_pb.js";
+export * as rubricPb from "./gen/openenv/v1/rubric_pb.js";
+export * as errorPb from "./gen/openenv/v1/error_pb.js";
+export * as gridworldPb from "./gen/gridworld/v1/gridworld_pb.js";

@@ -1,0 +1,390 @@
+/**
+ * The gRPC transport: `openenv.v1.EnvironmentService` on @grpc/grpc-js, plus the
+ * standard health (`grpc.health.v1.Health`) and reflection services (protocol §1.1).
+ *
+ * `new Server(definition, options).start()` serves until `stop()`; `serve()` does the
+ * same until SIGTERM/SIGINT and then drains (§3.8). The semantics mirror the Python
+ * reference server (openenv.server): one stream is one session, requests are answered
+ * one at a time in arrival order, errors travel in band as `SessionResponse.error`, and
+ * events that answer no request (idle reaping, drain) end the stream with a gRPC status.
+ */
+
+import { create, type JsonObject, type MessageInitShape } from "@bufbuild/protobuf";
+import type { Duration } from "@bufbuild/protobuf/wkt";
+import * as grpc from "@grpc/grpc-js";
+import { ReflectionService } from "@grpc/reflection";
+import { HealthImplementation, service as healthService } from "grpc-health-check";
+import type { EnvironmentDefinition } from "./environment.js";
+import {
+  EnvError,
+  FailedPrecondition,
+  InvalidArgument,
+  internalError,
+  statusOf,
+} from "./errors.js";
+import {
+  EnvironmentService,
+  GetInfoResponseSchema,
+  SessionResponseSchema,
+  type GetInfoResponse,
+  type SessionRequest,
+  type SessionResponse,
+  type TimeStep,
+} from "./gen/openenv/v1/environment_pb.js";
+import {
+  PROTOCOL_VERSION,
+  SERVICE_NAME,
+  environmentServiceDefinition,
+  fileDescriptorProtos,
+  serverOptions,
+} from "./grpc.js";
+import {
+  Runtime,
+  Session,
+  SessionManager,
+  VectorSession,
+  type RuntimeOptions,
+  type StateOutcome,
+} from "./session.js";
+
+/** Where and how to serve. */
+export interface ServerOptions extends RuntimeOptions {
+  /** Interface to listen on (default 127.0.0.1). */
+  host?: string;
+  /** Port; 0 picks a free one (default 50051). */
+  port?: number;
+  /** Serve gRPC reflection (default true). */
+  reflection?: boolean;
+}
+
+const SNAKE: Record<string, string> = {
+  listTools: "list_tools", callTool: "call_tool", batchReset: "batch_reset", batchStep: "batch_step",
+};
+
+function durationMs(d: Duration | undefined): number | undefined {
+  return d === undefined ? undefined : Number(d.seconds) * 1000 + d.nanos / 1e6;
+}
+
+function majorOf(version: string): number {
+  const m = /^([0-9]+)\.([0-9]+)$/.exec(version);
+  if (m === null) {
+    throw new Error(version);
+  }
+  return Number(m[1]);
+}
+
+type AnySession<A, O, S> = Session<A, O, S> | VectorSession<A, O, S>;
+/** The answer of one request (a SessionResponse.kind), and whether the stream ends after it. */
+type Answer = { kind: MessageInitShape<typeof SessionResponseSchema>["kind"]; close?: boolean };
+type Call = grpc.ServerDuplexStream<SessionRequest, SessionResponse>;
+
+/** An environment server on @grpc/grpc-js. `await start()`, then `await stop()`. */
+export class Server<A, O, S = undefined> {
+  readonly runtime: Runtime<A, O, S>;
+  readonly manager: SessionManager<A, O, S>;
+  /** The bound port, once started. */
+  port: number | undefined;
+  private readonly host: string;
+  private readonly requestedPort: number;
+  private grpcServer: grpc.Server | undefined;
+  private readonly health = new HealthImplementation({ "": "NOT_SERVING", [SERVICE_NAME]: "NOT_SERVING" });
+
+  constructor(definition: EnvironmentDefinition<A, O, S>, private readonly options: ServerOptions = {}) {
+    this.runtime = new Runtime(definition, options);
+    this.manager = new SessionManager(this.runtime);
+    this.host = options.host ?? "127.0.0.1";
+    this.requestedPort = options.port ?? 50051;
+  }
+
+  /** `grpc://host:port` of the running server. */
+  get address(): string {
+    const host = ["0.0.0.0", "::", ""].includes(this.host) ? "127.0.0.1" : this.host;
+    return `grpc://${host.includes(":") ? `[${host}]` : host}:${this.port}`;
+  }
+
+  /** Bind, start serving and report SERVING. */
+  async start(): Promise<this> {
+    const server = new grpc.Server(serverOptions(this.runtime.maxMessageBytes));
+    server.addService(environmentServiceDefinition, {
+      Session: (call: Call) => this.session(call),
+      GetInfo: (_call: unknown, callback: grpc.sendUnaryData<GetInfoResponse>) => {
+        callback(null, create(GetInfoResponseSchema, { info: this.runtime.info }));
+      },
+    });
+    this.health.addToServer(server);
+    if (this.options.reflection ?? true) {
+      const pkg = {
+        [SERVICE_NAME]: { fileDescriptorProtos: fileDescriptorProtos(EnvironmentService) },
+        "grpc.health.v1.Health": healthService.Check!.requestType,
+      };
+      new ReflectionService(pkg as never).addToServer(server);
+    }
+    const host = this.host.includes(":") ? `[${this.host}]` : this.host;
+    this.port = await new Promise<number>((resolve, reject) => {
+      server.bindAsync(`${host}:${this.requestedPort}`, grpc.ServerCredentials.createInsecure(), (err, port) => {
+        if (err) {
+          reject(new Error(`cannot bind ${this.host}:${this.requestedPort}: ${err.message}`));
+        } else {
+          resolve(port);
+        }
+      });
+    });
+    this.grpcServer = server;
+    for (const name of ["", SERVICE_NAME]) {
+      this.health.setStatus(name, "SERVING");
+    }
+    this.manager.startReaper();
+    return this;
+  }
+
+  /** Drain: NOT_SERVING, refuse new sessions, finish requests in progress, end sessions. */
+  async stop(graceMs = 10_000): Promise<void> {
+    const server = this.grpcServer;
+    if (server === undefined) {
+      return;
+    }
+    this.grpcServer = undefined;
+    for (const name of ["", SERVICE_NAME]) {
+      this.health.setStatus(name, "NOT_SERVING");
+    }
+    await this.manager.drain(graceMs);
+    await new Promise<void>((resolve) => {
+      const force = setTimeout(() => {
+        server.forceShutdown();
+        resolve();
+      }, Math.min(graceMs, 1000));
+      server.tryShutdown(() => {
+        clearTimeout(force);
+        resolve();
+      });
+    });
+    await this.manager.shutdown();
+  }
+
+  // ----------------------------------------------------------------- one Session stream
+
+  private session(call: Call): void {
+    let session: AnySession<A, O, S> | undefined;
+    let first = true;
+    let ended = false;
+    let chain: Promise<void> = Promise.resolve();
+
+    const release = async (): Promise<void> => {
+      if (session !== undefined) {
+        await session.close();
+      }
+    };
+    const finish = async (): Promise<void> => {
+      if (!ended) {
+        ended = true;
+        call.end();
+      }
+      await release();
+    };
+    const write = (resp: SessionResponse): void => {
+      if (!ended) {
+        call.write(resp);
+      }
+    };
+    const terminate = (err: EnvError): void => { // idle timeout, drain: the stream's gRPC status
+      if (!ended) {
+        ended = true;
+        call.emit("error", { code: err.code, details: err.message });
+      }
+      void release();
+    };
+
+    const handle = async (req: SessionRequest): Promise<void> => {
+      if (ended) {
+        return; // requests after close or a fatal error are never answered
+      }
+      const answer = (kind: Answer["kind"]): SessionResponse =>
+        create(SessionResponseSchema, { requestId: req.requestId, kind });
+      if (first) {
+        first = false;
+        try {
+          session = await this.handshake(req);
+        } catch (e) {
+          const err = internalError(e);
+          err.fatal = true;
+          write(answer({ case: "error", value: statusOf(err) }));
+          await finish();
+          return;
+        }
+        session.setTerminate(terminate);
+        if (ended) { // the client went away during the handshake
+          await release();
+          return;
+        }
+        write(answer({
+          case: "handshake",
+          value: { sessionId: session.id, protocolVersion: PROTOCOL_VERSION, info: this.runtime.info },
+        }));
+        return;
+      }
+      let out: Answer;
+      try {
+        out = await this.dispatch(session!, req);
+      } catch (e) {
+        const err = internalError(e);
+        out = { kind: { case: "error", value: statusOf(err) }, close: err.fatal };
+      }
+      write(answer(out.kind));
+      if (out.close) {
+        await finish();
+      }
+    };
+
+    const enqueue = (step: () => Promise<void>): void => {
+      chain = chain.then(step).catch((e: unknown) => {
+        console.error("openenv: session stream failed:", e);
+      });
+    };
+    call.on("data", (req: SessionRequest) => enqueue(() => handle(req)));
+    call.on("end", () => enqueue(finish)); // half-close: answer what was sent, then end OK
+    call.on("cancelled", () => {
+      ended = true;
+      enqueue(release);
+    });
+    call.on("error", () => {
+      ended = true;
+      enqueue(release);
+    });
+  }
+
+  private async handshake(req: SessionRequest): Promise<AnySession<A, O, S>> {
+    if (req.kind.case !== "handshake") {
+      throw new FailedPrecondition(
+        `the first request of a session must be a handshake, got ${SNAKE[req.kind.case ?? ""] ?? req.kind.case ?? "nothing"}`);
+    }
+    const hs = req.kind.value;
+    if (hs.protocolVersion === "") {
+      throw new InvalidArgument('handshake.protocol_version is required (e.g. "1.0")');
+    }
+    let major: number;
+    try {
+      major = majorOf(hs.protocolVersion);
+    } catch {
+      throw new FailedPrecondition(`unparsable protocol_version ${JSON.stringify(hs.protocolVersion)}: expected ` +
+        `"MAJOR.MINOR"; this server speaks ${PROTOCOL_VERSION}`);
+    }
+    if (major !== majorOf(PROTOCOL_VERSION)) {
+      throw new FailedPrecondition(
+        `protocol version ${hs.protocolVersion} is not supported; this server speaks ${PROTOCOL_VERSION}`);
+    }
+    const options = hs.options ?? {};
+    const session: AnySession<A, O, S> = hs.numEnvs > 1
+      ? new VectorSession(await this.manager.openMany(hs.numEnvs, options, hs.clientName), hs.autoresetMode)
+      : await this.manager.open(options, hs.clientName);
+    return session;
+  }
+
+  private async dispatch(session: AnySession<A, O, S>, req: SessionRequest): Promise<Answer> {
+    if (session instanceof VectorSession) {
+      return await this.dispatchVector(session, req);
+    }
+    const rt = this.runtime;
+    const k = req.kind;
+    switch (k.case) {
+      case "step": {
+        session.requireSim("step"); // the kind is not served: before the action is even decoded
+        const action = rt.actionCodec.decode(k.value.action);
+        const r = await session.step(action, durationMs(k.value.timeout));
+        return { kind: { case: "step", value: { timeStep: rt.timeStep(r) } } };
+      }
+      case "reset": {
+        const r = await session.reset(k.value.seed, k.value.episodeId || undefined, k.value.options ?? {});
+        return { kind: { case: "reset", value: { timeStep: rt.timeStep(r) } } };
+      }
+      case "state":
+        return this.stateAnswer(await session.state());
+      case "listTools":
+        return { kind: { case: "listTools", value: { tools: session.listTools() } } };
+      case "callTool": {
+        const result = await session.callTool(k.value.name, k.value.arguments ?? {}, durationMs(k.value.timeout));
+        return { kind: { case: "callTool", value: { name: k.value.name, result } } };
+      }
+      case "close":
+        return { kind: { case: "close", value: {} }, close: true };
+      case "handshake":
+        throw new FailedPrecondition("the session is already open: handshake may only be sent once");
+      case "batchReset":
+      case "batchStep":
+        throw new FailedPrecondition(`${SNAKE[k.case]} needs a vectorised session (handshake num_envs > 1)`);
+      default:
+        throw new InvalidArgument("request has no kind set");
+    }
+  }
+
+  private async dispatchVector(vs: VectorSession<A, O, S>, req: SessionRequest): Promise<Answer> {
+    const rt = this.runtime;
+    const k = req.kind;
+    switch (k.case) {
+      case "batchStep": {
+        const actions = k.value.actions.map((a) => rt.actionCodec.decode(a));
+        const [ids, results, finals] = await vs.step(k.value.envIds, actions, durationMs(k.value.timeout));
+        const finalTimeSteps: Record<number, TimeStep> = {};
+        for (const [i, r] of finals) {
+          finalTimeSteps[i] = rt.timeStep(r);
+        }
+        return {
+          kind: { case: "batchStep", value: { envIds: ids, timeSteps: results.map((r) => rt.timeStep(r)), finalTimeSteps } },
+        };
+      }
+      case "batchReset": {
+        const [ids, results] = await vs.reset(k.value.envIds, k.value.seeds, k.value.options ?? {});
+        return { kind: { case: "batchReset", value: { envIds: ids, timeSteps: results.map((r) => rt.timeStep(r)) } } };
+      }
+      case "state":
+        return this.stateAnswer(await vs.state(k.value.envId));
+      case "close":
+        return { kind: { case: "close", value: {} }, close: true };
+      case "handshake":
+        throw new FailedPrecondition("the session is already open: handshake may only be sent once");
+      case undefined:
+        throw new InvalidArgument("request has no kind set");
+      default:
+        throw new FailedPrecondition(`${SNAKE[k.case] ?? k.case} is not available in a vectorised session: ` +
+          "use batch_reset / batch_step / state(env_id)");
+    }
+  }
+
+  private stateAnswer(s: StateOutcome<S>): Answer {
+    return {
+      kind: {
+        case: "state",
+        value: {
+          episodeId: s.episodeId, stepCount: BigInt(s.stepCount), status: s.status,
+          state: s.state === undefined ? undefined : this.runtime.stateCodec.encode(s.state),
+        },
+      },
+    };
+  }
+}
+
+/** Options of {@link serve}. */
+export interface ServeOptions extends ServerOptions {
+  /** How long a drain waits for requests in progress (default 10 s). */
+  graceMs?: number;
+  /** Called with the started server (e.g. to print its address). */
+  ready?: (server: Server<unknown, unknown, unknown>) => void;
+}
+
+/** Serve an environment until SIGTERM/SIGINT, then drain gracefully. */
+export async function serve<A, O, S>(definition: EnvironmentDefinition<A, O, S>, options: ServeOptions = {}): Promise<void> {
+  const server = new Server(definition, options);
+  await server.start();
+  options.ready?.(server as unknown as Server<unknown, unknown, unknown>);
+  await new Promise<void>((resolve) => {
+    const stop = (): void => {
+      process.off("SIGTERM", stop);
+      process.off("SIGINT", stop);
+      resolve();
+    };
+    process.on("SIGTERM", stop);
+    process.on("SIGINT", stop);
+  });
+  await server.stop(options.graceMs ?? 10_000);
+}
+
+export type { JsonObject };
