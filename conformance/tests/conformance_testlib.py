@@ -16,12 +16,16 @@ def mutant_names() -> list[str]:
     return sorted(p.stem for p in (TESTS_DIR / "mutants").glob("*.py") if p.stem not in _NOT_MUTANTS)
 
 
-def mutant_target(name: str):  # -> ProcessTarget
-    """A server of ``mutants.NAME`` in a subprocess, as a certification target."""
+def mutant_target(name: str, transport: str = "grpc"):  # -> ProcessTarget
+    """A server of ``mutants.NAME`` in a subprocess, as a certification target: its gRPC and
+    HTTP sides, the checks speaking ``transport`` (the other side is the parity peer)."""
     from openenv_conformance.targets import ProcessTarget, TargetOptions
 
-    return ProcessTarget(lambda ready: [sys.executable, "-m", "mutants", f"mutants.{name}", ready],
-                         spec=f"mutant:{name}", options=TargetOptions(cwd=str(TESTS_DIR), ready_timeout=60.0))
+    target = ProcessTarget(lambda ready, http: [sys.executable, "-m", "mutants", f"mutants.{name}", ready, http],
+                           spec=f"mutant:{name}", options=TargetOptions(cwd=str(TESTS_DIR), ready_timeout=60.0),
+                           http_ready=True)
+    target.use(transport)
+    return target
 
 
 def mutant_module(name: str):

@@ -30,11 +30,29 @@ def test_there_are_enough_mutants_each_naming_a_real_check() -> None:
 
 
 @pytest.mark.slow
-def test_the_healthy_base_environment_passes_every_check() -> None:
-    with mutant_target("base") as target:
+@pytest.mark.parametrize("transport", ["grpc", "http"])
+def test_the_healthy_base_environment_passes_every_check(transport: str) -> None:
+    with mutant_target("base", transport) as target:
         report = certify(target, run_options=OPTIONS)
     assert report.exit_code == 0, [(r.id, r.reason) for r in report.results if not r.ok]
     assert report.counts()["fail"] == 0
+    assert report.transport == transport
+    ran = {r.id for r in report.results if r.status == "pass"}
+    assert "parity.grpc_vs_http" in ran  # the other transport is the parity peer
+    if transport == "grpc":
+        assert {"vector.batch_matches_sequential", "vector.validation_is_atomic", "vector.autoreset_modes",
+                "vector.capacity", "vector.request_rules"} <= ran
+    else:
+        assert {"protocol.http_endpoints", "lifecycle.state_machine", "schema.invalid_actions"} <= ran
+
+
+@pytest.mark.slow
+def test_http_side_mutant_is_caught_from_either_side() -> None:
+    """The parity check compares the transports whichever one the checks speak."""
+    with mutant_target("http_reward_perturbed", "http") as target:
+        report = certify(target, run_options=OPTIONS)
+    assert report.failed_ids() == ["parity.grpc_vs_http"], [(r.id, r.reason) for r in report.results if not r.ok]
+    assert "2.5" in report.result("parity.grpc_vs_http").reason
 
 
 @pytest.mark.slow

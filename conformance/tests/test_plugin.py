@@ -19,7 +19,7 @@ def run_pytest(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_plugin_is_inert_without_its_option(tmp_path: Path) -> None:
-    (tmp_path / "test_plain.py").write_text("def test_plain():\n    assert True\n")
+    (tmp_path / "test_plain.py").write_text("def test_plain():\n    assert sorted([3, 1, 2]) == [1, 2, 3]\n")
     r = run_pytest(tmp_path, "-q", "test_plain.py")
     assert r.returncode == 0, r.stdout + r.stderr
     assert "1 passed" in r.stdout
@@ -46,3 +46,13 @@ def test_plugin_reports_a_failing_check_with_its_example(tmp_path: Path) -> None
     assert "reward is nan" in r.stdout
     assert "minimal failing example" in r.stdout
     assert "1 failed" in r.stdout
+
+
+@pytest.mark.slow
+def test_plugin_certifies_the_http_side(tmp_path: Path) -> None:
+    r = run_pytest(tmp_path, "-v", "-rs", "--openenv-certify", "python:echo_env.server:EchoEnvironment",
+                   "--openenv-transport", "http", "--openenv-check", "protocol.*", "--openenv-check", "parity.*",
+                   "--openenv-seed", "9")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "::protocol.http_endpoints PASSED" in r.stdout and "::parity.grpc_vs_http PASSED" in r.stdout
+    assert "::protocol.request_ids SKIPPED" in r.stdout and "gRPC only" in r.stdout

@@ -58,6 +58,24 @@ def test_reference_environment_passes_every_check(env_dir: Path, factory: str | 
 
 @pytest.mark.slow
 @pytest.mark.parametrize(("env_dir", "factory"), reference_envs())
+def test_reference_environment_passes_over_http(env_dir: Path, factory: str | None) -> None:
+    """The same environment certified over OpenEnv's JSON protocol (the HTTP side of
+    `openenv serve`), compared with its gRPC side by the parity check."""
+    factory = factory or _fallback_factory(env_dir)
+    assert factory
+    report = certify(f"python:{factory}", seed=20261129, target_options=TargetOptions(transport="http"))
+    assert report.unusable is None, f"{report.unusable}\n{report.logs}"
+    bad = [(r.id, r.status, r.reason, r.example) for r in report.results if r.status in ("fail", "error")]
+    assert not bad, bad
+    assert report.exit_code == 0 and report.transport == "http" and report.target_url.startswith("http://")
+    for cid in ("protocol.http_endpoints", "lifecycle.state_machine", "schema.observations",
+                "schema.invalid_actions", "parity.grpc_vs_http"):
+        assert report.result(cid).status == "pass", (cid, report.result(cid).reason)
+    assert report.result("protocol.request_ids").status == "skip"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("env_dir", "factory"), reference_envs())
 def test_reference_tool_environment_passes_in_tools_only_mode(env_dir: Path, factory: str | None) -> None:
     factory = factory or _fallback_factory(env_dir)
     assert factory

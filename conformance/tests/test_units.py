@@ -20,7 +20,7 @@ from openenv_conformance.report import CheckResult, Report
 from openenv_conformance.schemagen import from_schema
 from openenv_conformance.spec import EnvSpec, build_pool
 from openenv_conformance.strategies import ActionSpace, json_safe, message_strategy
-from openenv_conformance.targets import open_target, register_target_kind, target_kinds
+from openenv_conformance.targets import TargetOptions, open_target, register_target_kind, target_kinds
 
 # ------------------------------------------------------------------ a message with every field kind
 
@@ -163,6 +163,72 @@ def test_invalid_json_actions_are_invalid(a) -> None:
         assert kind in (None, "tensor", "message"), a
 
 
+JSON_SPACE = ActionSpace(EnvSpec(_info(PYDANTIC_LIKE, [])), json_actions=True)
+
+
+@settings(max_examples=150, deadline=None)
+@given(JSON_SPACE.invalid())
+def test_invalid_json_protocol_actions_break_the_schema(a) -> None:
+    """Over OpenEnv's JSON protocol invalid actions are raw JSON values (no payload)."""
+    assert a.payload.WhichOneof("kind") is None
+    assert not jsonschema.Draft202012Validator(PYDANTIC_LIKE).is_valid(a.json), a
+
+
+def _rich_info() -> pb.EnvironmentInfo:
+    info = pb.EnvironmentInfo(name="rich")
+    info.descriptors.CopyFrom(RICH_FDS)
+    info.action.kind = payload_pb2.PAYLOAD_KIND_MESSAGE
+    info.action.message_type = "conformance_test.Rich"
+    return info
+
+
+@settings(max_examples=150, deadline=None)
+@given(ActionSpace(EnvSpec(_rich_info()), json_actions=True).invalid())
+def test_invalid_json_protocol_messages_do_not_parse(a) -> None:
+    """Each one breaks the message's proto3 JSON mapping (a non-object, an unknown field, a
+    field of the wrong JSON type), as the server's ParseDict sees it."""
+    from google.protobuf import json_format
+
+    with pytest.raises((json_format.ParseError, TypeError, ValueError)):
+        json_format.ParseDict(a.json, RICH())
+
+
+def test_json_protocol_tool_call_actions_are_openenv_shaped() -> None:
+    from openenv.v1 import tool_pb2
+
+    info = pb.EnvironmentInfo(name="tools")
+    info.action.kind = payload_pb2.PAYLOAD_KIND_MESSAGE
+    info.action.message_type = "openenv.v1.CallToolRequest"
+    tool = tool_pb2.Tool(name="add")
+    to_struct({"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"],
+               "additionalProperties": False}, tool.input_schema)
+    space = ActionSpace(EnvSpec(info), [tool], json_actions=True)
+    seen = [a.json for a in _draws(space.invalid(), 60)]
+    assert any(isinstance(v, dict) and "tool_name" not in v for v in seen)
+    bad_args = [v for v in seen if isinstance(v, dict) and v.get("tool_name") == "add"
+                and isinstance(v.get("arguments"), dict)]
+    assert bad_args and all(not jsonschema.Draft202012Validator(from_struct_(tool)).is_valid(v["arguments"])
+                            for v in bad_args)
+
+
+def from_struct_(tool):  # the tool's input schema as a dict
+    from openenv.codec import from_struct
+
+    return from_struct(tool.input_schema)
+
+
+def _draws(strategy, n):
+    out = []
+
+    @settings(max_examples=n, deadline=None, database=None)
+    @given(strategy)
+    def collect(x):
+        out.append(x)
+
+    collect()
+    return out
+
+
 def test_examples_come_first() -> None:
     assert [a.label for a in SPACE.examples] == ['example[0] {"name":"ex","where":{"x":1}}']
 
@@ -184,9 +250,13 @@ def test_diff_compares_maps_by_content_and_floats_with_tolerance() -> None:
 
 
 def test_target_registry_is_pluggable() -> None:
-    assert {"grpc", "python", "docker"} <= set(target_kinds())
+    assert {"grpc", "python", "docker", "http", "https", "ws", "wss"} <= set(target_kinds())
     with pytest.raises(TargetUnusable, match="unknown target"):
-        open_target("ws://127.0.0.1:1/ws")
+        open_target("ftp://127.0.0.1:1/ws")
+    ws = open_target("ws://127.0.0.1:1/ws")
+    assert ws.url == "ws://127.0.0.1:1/ws" and ws.transports() == {"http": "ws://127.0.0.1:1/ws"}
+    with pytest.raises(TargetUnusable, match="no grpc transport"):
+        open_target("http://127.0.0.1:1", TargetOptions(transport="grpc"))
     seen = []
 
     class Fake:
@@ -220,3 +290,45 @@ def test_readme_documents_every_check() -> None:
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
     missing = [c.id for c in all_checks() if f"`{c.id}`" not in readme]
     assert not missing, f"document these checks in conformance/README.md: {missing}"
+
+
+# ------------------------------------------------------------------ transports
+
+
+def test_transport_kinds_and_feature_skips() -> None:
+    from openenv_conformance.registry import all_checks
+    from openenv_conformance.runner import _unavailable
+    from openenv_conformance.transport import EPISODE_FIELDS, FRAMES, GRPC, transport_kind
+
+    assert transport_kind("grpc://h:1") == "grpc"
+    assert {transport_kind(u) for u in ("http://h:1", "https://h", "ws://h:1/ws", "wss://h")} == {"http"}
+    with pytest.raises(ValueError):
+        transport_kind("h:1")
+
+    class Ctx:
+        def __init__(self, features):
+            self.features = frozenset(features)
+
+    checks = {c.id: c for c in all_checks()}
+    grpc, bridge, stock = Ctx({GRPC, EPISODE_FIELDS}), Ctx({FRAMES, EPISODE_FIELDS}), Ctx({FRAMES})
+    assert _unavailable(grpc, checks["protocol.request_ids"]) is None
+    assert "gRPC only" in _unavailable(bridge, checks["protocol.request_ids"])
+    assert "gRPC only" in _unavailable(bridge, checks["vector.batch_matches_sequential"])
+    assert _unavailable(bridge, checks["lifecycle.step_count"]) is None
+    assert "stock OpenEnv" in _unavailable(stock, checks["lifecycle.step_count"])
+    assert "--transport http" in _unavailable(grpc, checks["protocol.http_endpoints"])
+    for cid in ("schema.observations", "rewards.finite", "parity.grpc_vs_http", "robustness.still_serving"):
+        assert all(_unavailable(c, checks[cid]) is None for c in (grpc, bridge, stock)), cid
+
+
+def test_environment_info_survives_its_json_form() -> None:
+    """GET /openenv/info is proto3 JSON whose examples are Anys of the environment's own types."""
+    from openenv.bridge.payloads import info_to_json
+    from openenv_conformance.wswire import parse_info
+
+    info = _rich_info()
+    info.capabilities.max_sessions = 3
+    info.capabilities.float_tolerance = 0.1
+    ex = RICH(s="x", many=[1, 2], color=2)
+    info.action.examples.add().message.Pack(ex)
+    assert parse_info(json.loads(json.dumps(info_to_json(info)))) == info

@@ -185,7 +185,7 @@ def test_python_client_plays_the_typescript_gridworld(ts_gridworld: str) -> None
 
         async with openenv.EnvClient(ts_gridworld) as env:
             info = env.info
-            assert info.name == "gridworld_ts" and info.protocol_version == "1.0"
+            assert info.name == "gridworld_ts" and info.protocol_version == "1.1"
             assert info.observation.message_type == "gridworld.v1.Observation"
             assert [f.name for f in info.descriptors.file] == ["gridworld/v1/gridworld.proto"]
             python_side = descriptor_pb2.FileDescriptorProto()
@@ -260,7 +260,7 @@ def test_typescript_server_health_reflection_and_cli_info(ts_gridworld: str) -> 
         assert {"openenv.v1.EnvironmentService", "grpc.health.v1.Health"} <= services
         assert answers[1].file_descriptor_response.file_descriptor_proto
     r = subprocess.run([str(BIN / "openenv"), "info", ts_gridworld], capture_output=True, text=True, timeout=WAIT_S)
-    assert r.returncode == 0 and "gridworld_ts 0.1.0 (protocol 1.0)" in r.stdout, r.stderr
+    assert r.returncode == 0 and "gridworld_ts 0.1.0 (protocol 1.1)" in r.stdout, r.stderr
 
 
 def test_typescript_server_ends_the_stream_on_an_oversized_message(

@@ -43,7 +43,7 @@ async def raw_seq(url: str, duration: float) -> dict[str, Any]:
                 break
             n += 1
             req = environment_pb2.SessionRequest(request_id=n + 1)
-            req.step.action.json.struct_value.update({"x": n})
+            req.step.action.json.struct_value.update({"delta": 1})
             await call.write(req)
             await call.read()
             lat.append(time.perf_counter() - s)
@@ -59,7 +59,7 @@ async def ours_loop(client: openenv.EnvClient, end: float, lat: list[float], act
         if s >= end:
             return n
         n += 1
-        await client.step({"x": n} if action is None else action)
+        await client.step({"delta": 1} if action is None else action)
         lat.append(time.perf_counter() - s)
 
 
@@ -73,7 +73,7 @@ async def ours_seq(url: str, duration: float, action: Any = None) -> dict[str, A
 
 
 async def ours_tools(url: str, duration: float) -> dict[str, Any]:
-    return await ours_seq(url, duration, openenv.CallToolAction("echo", {"message": "hello"}))
+    return await ours_seq(url, duration, openenv.CallToolAction("echo_message", {"message": "hello"}))
 
 
 async def ours_reset(url: str, duration: float) -> dict[str, Any]:
@@ -99,7 +99,7 @@ async def ours_pipelined(url: str, duration: float, k: int) -> dict[str, Any]:
             now = time.perf_counter()
             while len(inflight) < k and now < end:
                 n += 1
-                inflight.add(asyncio.ensure_future(c.step({"x": n})))
+                inflight.add(asyncio.ensure_future(c.step({"delta": 1})))
             if not inflight:
                 break
             done, inflight = await asyncio.wait(inflight, return_when=asyncio.FIRST_COMPLETED)
@@ -112,7 +112,7 @@ async def ours_batched(url: str, duration: float, k: int) -> dict[str, Any]:
     """One vectorised session of k instances, stepped with one message per batch."""
     async with openenv.EnvClient(url, num_envs=k, autoreset_mode="next_step") as c:
         await c.reset_batch()
-        actions = [{"x": i} for i in range(k)]
+        actions = [{"delta": 1}] * k
         lat: list[float] = []
         batches, t0 = 0, time.perf_counter()
         while time.perf_counter() - t0 < duration:
@@ -126,20 +126,21 @@ async def ours_batched(url: str, duration: float, k: int) -> dict[str, Any]:
 async def ours_concurrent(url: str, duration: float, k: int) -> dict[str, Any]:
     """k sessions stepping concurrently from one client process; latency per step."""
     clients = [openenv.EnvClient(url, connect_timeout=60) for _ in range(k)]
-    errors = 0
+    failures: list[BaseException] = []
     for i in range(0, k, 64):  # connect in waves: a burst of k handshakes is its own benchmark
         res = await asyncio.gather(*(c.connect() for c in clients[i:i + 64]), return_exceptions=True)
-        errors += sum(isinstance(r, BaseException) for r in res)
+        failures += [r for r in res if isinstance(r, BaseException)]
     live = [c for c in clients if c.session_id]
     await asyncio.gather(*(c.reset() for c in live))
     lat: list[float] = []
     t0 = time.perf_counter()
     res = await asyncio.gather(*(ours_loop(c, t0 + duration, lat) for c in live), return_exceptions=True)
     elapsed = time.perf_counter() - t0
-    errors += sum(isinstance(r, BaseException) for r in res)
+    failures += [r for r in res if isinstance(r, BaseException)]
     n = sum(r for r in res if isinstance(r, int))
     await asyncio.gather(*(c.close() for c in clients), return_exceptions=True)
-    return summary(n, elapsed, lat, errors=errors, sessions=len(live), k=k)
+    samples = sorted({f"{type(e).__name__}: {e}"[:160] for e in failures})[:3]
+    return summary(n, elapsed, lat, errors=len(failures), sessions=len(live), k=k, error_samples=samples)
 
 
 async def ours_idle(url: str, duration: float, k: int) -> dict[str, Any]:
@@ -153,7 +154,67 @@ async def ours_idle(url: str, duration: float, k: int) -> dict[str, Any]:
     return {"closed": k}
 
 
+async def _ws_sessions(url: str, k: int) -> list[Any]:
+    from websockets.asyncio.client import connect
+
+    ws_url = url.replace("http://", "ws://").rstrip("/") + "/ws"
+    conns = []
+    for _ in range(k):  # OpenEnv's client offers permessage-deflate; each server decides
+        conns.append(await connect(ws_url, max_size=100 * 1024 * 1024, open_timeout=60))
+    for ws in conns:
+        await ws.send(json.dumps({"type": "reset", "data": {"seed": 1}}))
+        r = json.loads(await ws.recv())
+        if r.get("type") != "observation":
+            raise RuntimeError(f"reset failed: {r}")
+    return conns
+
+
+async def _ws_loop(ws: Any, frame: str, end: float, lat: list[float]) -> int:
+    n = 0
+    while True:
+        s = time.perf_counter()
+        if s >= end:
+            return n
+        await ws.send(frame)
+        r = await ws.recv()
+        if '"type":"observation"' not in r[:40].replace(" ", ""):
+            raise RuntimeError(f"unexpected reply {r[:200]}")
+        n += 1
+        lat.append(time.perf_counter() - s)
+
+
+async def ws_concurrent(url: str, duration: float, k: int = 1,
+                        frame: dict[str, Any] | None = None) -> dict[str, Any]:
+    """k OpenEnv WebSocket sessions stepping concurrently with OpenEnv's own frames."""
+    conns = await _ws_sessions(url, k)
+    text = json.dumps(frame or {"type": "step", "data": {"delta": 1}})
+    lat: list[float] = []
+    try:
+        await asyncio.gather(*(_ws_loop(ws, text, time.perf_counter() + 0.2, []) for ws in conns))  # warm-up
+        t0 = time.perf_counter()
+        res = await asyncio.gather(*(_ws_loop(ws, text, t0 + duration, lat) for ws in conns),
+                                   return_exceptions=True)
+        elapsed = time.perf_counter() - t0
+    finally:
+        await asyncio.gather(*(ws.close() for ws in conns), return_exceptions=True)
+    errors = sum(isinstance(r, BaseException) for r in res)
+    return summary(sum(r for r in res if isinstance(r, int)), elapsed, lat, errors=errors, k=k)
+
+
+async def ws_seq(url: str, duration: float) -> dict[str, Any]:
+    return await ws_concurrent(url, duration, 1)
+
+
+async def ws_tools(url: str, duration: float) -> dict[str, Any]:
+    """OpenEnv's MCP step path: a call_tool action as a step."""
+    return await ws_concurrent(url, duration, 1, {"type": "step", "data": {
+        "type": "call_tool", "tool_name": "echo_message", "arguments": {"message": "hello"}}})
+
+
 SCENARIOS = {
+    ("ws", "seq"): ws_seq,
+    ("ws", "concurrent"): ws_concurrent,
+    ("ws", "tools"): ws_tools,
     ("raw", "seq"): raw_seq,
     ("ours", "seq"): ours_seq,
     ("ours", "tools"): ours_tools,

@@ -3,7 +3,9 @@
 ``SyncEcho``/``AsyncEcho`` echo a JSON action ``{"x": n}`` back as the observation with
 reward 1.0 (sync runs in the worker thread like any blocking environment; async on the
 loop). ``BigObs`` returns a 64 KiB string observation; ``Image`` a 1 MiB uint8 tensor.
-``ToolEcho`` is a tool environment (one ``echo`` tool).
+``ToolEcho`` is a tool environment (one ``echo_message`` tool). The counter environments
+compared with stock OpenEnv live in ``python/tests/bridge/bridge_envs.py`` (ours) and
+``upstream_envs.py`` (the same environment written against OpenEnv's API).
 """
 
 from __future__ import annotations
@@ -73,6 +75,6 @@ class ToolEcho(openenv.Environment):
     run_in_thread = False
 
     @openenv.tool
-    def echo(self, message: str) -> str:
-        """Echo the message."""
+    def echo_message(self, message: str) -> str:
+        """Echo the message (named as in OpenEnv's echo_env, whose MCP step path is compared)."""
         return message

@@ -26,7 +26,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 PY = sys.executable
 CLIENT = str(ROOT / "tools" / "bench" / "client.py")
-ENV = {**os.environ, "GRPC_VERBOSITY": "ERROR", "PYTHONPATH": str(ROOT)}
+BRIDGE_ENVS = ROOT / "python" / "tests" / "bridge"
+ENV = {**os.environ, "GRPC_VERBOSITY": "ERROR", "PYTHONPATH": f"{ROOT}{os.pathsep}{BRIDGE_ENVS}"}
+sys.path.insert(0, str(ROOT))
 
 
 def _serve_cmd(target: str) -> list[str]:
@@ -59,6 +61,42 @@ def server(cmd: list[str], timeout: float = 60.0) -> Iterator[tuple[str, int]]:
                 proc.kill()
 
 
+@contextlib.contextmanager
+def upstream(app: str) -> Iterator[tuple[str, int]]:
+    """A stock OpenEnv server (its own cached venv, its own uvicorn stack) serving ``app``."""
+    from tools.bench_bridge import start_upstream
+    from tools.openenv_upstream import ensure
+
+    python = ensure()
+    kind = "async" if app.startswith("async") else "sync"
+    with tempfile.TemporaryDirectory() as d:
+        srv = start_upstream(kind, Path(d), python, f"stock-{app}", []) if app != "echo_app" else None
+        if srv is None:  # the MCP echo env
+            from tools.bench_bridge import Served
+
+            ready = Path(d) / "echo.url"
+            env = {**os.environ, "MAX_CONCURRENT_ENVS": "4096", "PYTHONPATH": str(BRIDGE_ENVS)}
+            env.pop("ENABLE_WEB_INTERFACE", None)
+            srv = Served("stock-echo", [str(python), str(BRIDGE_ENVS / "upstream_serve.py"),
+                                        "upstream_envs:echo_app", str(ready)], env, ready)
+        try:
+            yield srv.url, srv.proc.pid
+        finally:
+            srv.stop()
+
+
+@contextlib.contextmanager
+def http_server(cmd: list[str]) -> Iterator[tuple[str, int]]:
+    """Our server, measured on its HTTP side (OpenEnv's protocol)."""
+    with tempfile.TemporaryDirectory() as d:
+        ready = os.path.join(d, "http")
+        with server([*cmd, "--http-ready-file", ready]) as (_grpc_url, pid):
+            deadline = time.monotonic() + 30
+            while not os.path.exists(ready) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            yield Path(ready).read_text().strip(), pid
+
+
 def client(kind: str, scenario: str, url: str, duration: float, k: int | None = None) -> dict[str, Any]:
     cmd = [PY, CLIENT, "--kind", kind, "--scenario", scenario, "--url", url, "--duration", str(duration)]
     if k is not None:
@@ -87,16 +125,24 @@ def main() -> int:
     ap.add_argument("--duration", type=float, default=2.0)
     ap.add_argument("--quick", action="store_true", help="1 repeat, short runs, small C (smoke test)")
     ap.add_argument("--out", default=str(ROOT / "reports"))
+    ap.add_argument("--only", default="", help="run only scenarios whose label contains this text")
     ns = ap.parse_args()
     if ns.quick:
         ns.repeats, ns.duration = 1, 0.5
     conc = [1, 16, 64] if ns.quick else [1, 16, 64, 256, 1024]
     idle_n = 100 if ns.quick else 1000
 
-    servers = {
+    http = [PY, "-m", "openenv.cli", "serve", "--port", "0", "--http-port", "0", "--idle-timeout", "0"]
+    servers: dict[str, Any] = {
         "raw": [PY, str(ROOT / "tools" / "bench" / "raw.py"), "--port", "0"],
-        "sync": _serve_cmd("tools.bench.envs:SyncEcho"),
-        "async": _serve_cmd("tools.bench.envs:AsyncEcho"),
+        "sync": _serve_cmd("bridge_envs:BenchCounter"),
+        "async": _serve_cmd("bridge_envs:AsyncBenchCounter"),
+        "bridge-sync": [*http[:4], "bridge_envs:BenchCounter", *http[4:], "--http-ready-file"],
+        "bridge-async": [*http[:4], "bridge_envs:AsyncBenchCounter", *http[4:], "--http-ready-file"],
+        "openenv-sync": "counter_app",
+        "openenv-async": "async_counter_app",
+        "openenv-tools": "echo_app",
+        "bridge-tools": [*http[:4], "tools.bench.envs:ToolEcho", *http[4:], "--http-ready-file"],
         "tools": _serve_cmd("tools.bench.envs:ToolEcho"),
         "big": _serve_cmd("tools.bench.envs:BigObs"),
         "image": _serve_cmd("tools.bench.envs:Image"),
@@ -111,12 +157,24 @@ def main() -> int:
         ("ours, sync env, batched N=64", "sync", "ours", "batched", 64),
         ("ours, async env, batched N=64", "async", "ours", "batched", 64),
         ("ours, tool call as a step", "tools", "ours", "tools", None),
+        ("stock OpenEnv, MCP tool call as a step (WebSocket)", "openenv-tools", "ws", "tools", None),
+        ("ours bridge, tool call as a step (WebSocket)", "bridge-tools", "ws", "tools", None),
+        ("stock OpenEnv, sync env, sequential (WebSocket)", "openenv-sync", "ws", "seq", None),
+        ("stock OpenEnv, async env, sequential (WebSocket)", "openenv-async", "ws", "seq", None),
+        ("ours bridge, sync env, sequential (WebSocket)", "bridge-sync", "ws", "seq", None),
+        ("ours bridge, async env, sequential (WebSocket)", "bridge-async", "ws", "seq", None),
+        ("stock OpenEnv, sync env, 64 sessions (WebSocket)", "openenv-sync", "ws", "concurrent", 64),
+        ("stock OpenEnv, async env, 64 sessions (WebSocket)", "openenv-async", "ws", "concurrent", 64),
+        ("ours bridge, sync env, 64 sessions (WebSocket)", "bridge-sync", "ws", "concurrent", 64),
+        ("ours bridge, async env, 64 sessions (WebSocket)", "bridge-async", "ws", "concurrent", 64),
         ("ours, reset", "async", "ours", "reset", None),
         ("ours, 64 KiB JSON observation", "big", "ours", "seq", None),
         ("ours, 1 MiB uint8 tensor observation", "image", "ours", "seq", None),
     ] + [(f"ours, {env} env, {c} concurrent sessions", env, "ours", "concurrent", c)
          for env in ("sync", "async") for c in conc]
 
+    if ns.only:
+        plan = [p for p in plan if ns.only in p[0] or "ceiling" in p[0]]
     results: dict[str, list[dict[str, Any]]] = {label: [] for label, *_ in plan}
     t_start = time.time()
     for rep in range(ns.repeats):  # alternate: every system once per repeat
@@ -124,12 +182,20 @@ def main() -> int:
             rows = [p for p in plan if p[1] == name]
             if not rows:
                 continue
-            with server(cmd) as (url, _pid):
+            if isinstance(cmd, str):
+                ctx = upstream(cmd)
+            elif cmd[-1] == "--http-ready-file":
+                ctx = http_server(cmd[:-1])
+            else:
+                ctx = server(cmd)
+            with ctx as (url, _pid):
                 for label, _, kind, scenario, k in rows:
                     r = client(kind, scenario, url, ns.duration, k)
                     results[label].append(r)
                     print(f"[{rep + 1}/{ns.repeats}] {label}: "
-                          f"{r.get('steps_per_s', float('nan')):,.0f}/s {r.get('error') or ''}", file=sys.stderr)
+                          f"{r.get('steps_per_s', float('nan')):,.0f}/s {r.get('error') or ''}"
+                          f"{' errors: ' + '; '.join(r['error_samples']) if r.get('error_samples') else ''}",
+                          file=sys.stderr)
 
     memory: dict[str, Any] = {}
     with server(servers["sync"]) as (url, pid):

@@ -12,7 +12,7 @@ import { EnvironmentService } from "./gen/openenv/v1/environment_pb.js";
 import { plainFileProto, withDependencies } from "./codec.js";
 
 /** The protocol version this binding speaks. */
-export const PROTOCOL_VERSION = "1.0";
+export const PROTOCOL_VERSION = "1.1";
 /** Default of `Capabilities.max_message_bytes`: 16 MiB. */
 export const DEFAULT_MAX_MESSAGE_BYTES = 16 * 1024 * 1024;
 /** Default session idle timeout: 300 s. */

@@ -17,7 +17,7 @@ from openenv.v1 import environment_pb2 as pb
 from openenv_conformance.spec import EnvSpec
 from openenv_conformance.wire import Session, StreamEnd, code_name
 
-__all__ = ["canonical", "diff", "trajectory"]
+__all__ = ["canonical", "canonical_time_step", "diff", "differing_fields", "trajectory"]
 
 
 def canonical(resp: pb.SessionResponse | StreamEnd, spec: EnvSpec) -> dict[str, Any]:
@@ -28,16 +28,20 @@ def canonical(resp: pb.SessionResponse | StreamEnd, spec: EnvSpec) -> dict[str, 
     if kind == "error":
         return {"error": code_name(resp.error.code)}
     if kind in ("reset", "step"):
-        ts = getattr(resp, kind).time_step
-        return {
-            "observation": spec.observation.decode(ts.observation),
-            "reward": ts.reward if ts.HasField("reward") else None,
-            "terminated": ts.terminated,
-            "truncated": ts.truncated,
-            "step_count": ts.step_count,
-            "episode_id": ts.episode_id,
-        }
+        return canonical_time_step(getattr(resp, kind).time_step, spec)
     return {"answer": kind}
+
+
+def canonical_time_step(ts: pb.TimeStep, spec: EnvSpec) -> dict[str, Any]:
+    """One time step as plain Python."""
+    return {
+        "observation": spec.observation.decode(ts.observation),
+        "reward": ts.reward if ts.HasField("reward") else None,
+        "terminated": ts.terminated,
+        "truncated": ts.truncated,
+        "step_count": ts.step_count,
+        "episode_id": ts.episode_id,
+    }
 
 
 def trajectory(s: Session, spec: EnvSpec, seed: int | None, episode_id: str,
@@ -89,3 +93,8 @@ def diff(a: Any, b: Any, tol: float = 0.0, path: str = "") -> str | None:
     if type(a) is not type(b) or a != b:
         return f"{here}: {a!r} != {b!r}"
     return None
+
+
+def differing_fields(a: Any, b: Any) -> list[str]:
+    """The names of the top-level fields where two messages of one type differ."""
+    return [f.name for f in a.DESCRIPTOR.fields if getattr(a, f.name) != getattr(b, f.name)]

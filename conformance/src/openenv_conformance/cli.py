@@ -41,26 +41,34 @@ def _write(path: str, text: str) -> None:
                    "e.g. --serve-arg=--max-sessions=8.")
 @click.option("--ready-timeout", type=float, default=60.0, show_default=True,
               help="Seconds a started target may take to serve.")
+@click.option("--transport", type=click.Choice(["grpc", "http"]), default=None,
+              help="Which transport of a target serving both to certify (python:, docker: targets): grpc (default) "
+                   "or http (OpenEnv's JSON protocol over HTTP/WebSocket).")
+@click.option("--parity-with", default=None, metavar="URL",
+              help="The target's other transport (http://... for a grpc:// target, grpc://... for an http:// one), "
+                   "for the parity check.")
 @click.option("--capacity-limit", type=int, default=4096, show_default=True,
               help="Skip the capacity checks above this many max_sessions.")
 @click.option("--list-checks", is_flag=True, help="List every check (id, level, title) and exit.")
 @click.option("-v", "--verbose", is_flag=True, help="Show notes of passing checks and full reasons.")
 def certify(target: str | None, levels: tuple[str, ...], checks: tuple[str, ...], seed: int | None,
             max_examples: int | None, timeout: float, report_path: str | None, junit_path: str | None,
-            markdown_path: str | None, serve_args: tuple[str, ...], ready_timeout: float, capacity_limit: int,
-            list_checks: bool, verbose: bool) -> None:
+            markdown_path: str | None, serve_args: tuple[str, ...], ready_timeout: float, transport: str | None,
+            parity_with: str | None, capacity_limit: int, list_checks: bool, verbose: bool) -> None:
     """Certify that TARGET keeps the openenv.v1 contract.
 
-    TARGET is grpc://HOST:PORT (a running server), python:MODULE:FACTORY (served in a
-    subprocess on a free loopback port) or docker:IMAGE. Exit status: 0 certified, 1 a
-    check failed, 2 the target is unusable.
+    TARGET is grpc://HOST:PORT (a running server), http://HOST:PORT or ws://HOST:PORT (the
+    HTTP/WebSocket side of a running server: openenv's or any OpenEnv server),
+    python:MODULE:FACTORY (served in a subprocess on free loopback ports) or docker:IMAGE.
+    Exit status: 0 certified, 1 a check failed, 2 the target is unusable.
     """
     if list_checks:
         for c in all_checks():
             click.echo(f"{c.id:<36} {c.title}")
         return
     if not target:
-        raise click.UsageError("missing TARGET (grpc://HOST:PORT, python:MODULE:FACTORY or docker:IMAGE)")
+        raise click.UsageError("missing TARGET (grpc://HOST:PORT, http://HOST:PORT, python:MODULE:FACTORY or "
+                               "docker:IMAGE)")
     from rich.console import Console
 
     from openenv_conformance.console import ConsoleProgress
@@ -73,7 +81,8 @@ def certify(target: str | None, levels: tuple[str, ...], checks: tuple[str, ...]
     try:
         report = run(target, levels=levels or None, checks=checks or None, seed=seed, max_examples=max_examples,
                      timeout=timeout, run_options=opts,
-                     target_options=TargetOptions(ready_timeout=ready_timeout, serve_args=serve_args),
+                     target_options=TargetOptions(ready_timeout=ready_timeout, serve_args=serve_args,
+                                                  transport=transport, parity_with=parity_with),
                      progress=ConsoleProgress(console, verbose=verbose))
     except ValueError as e:
         raise click.UsageError(str(e)) from None

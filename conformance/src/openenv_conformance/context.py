@@ -25,7 +25,8 @@ from openenv_conformance.registry import Check
 from openenv_conformance.spec import EnvSpec
 from openenv_conformance.strategies import Action, ActionSpace
 from openenv_conformance.targets import Target
-from openenv_conformance.wire import Session, Wire, expect_ok
+from openenv_conformance.transport import FRAMES, Transport
+from openenv_conformance.wire import Session, expect_ok
 
 __all__ = ["Context", "RunOptions"]
 
@@ -81,19 +82,58 @@ def _reason_of(e: BaseException) -> str:
 
 
 class Context:
-    """Shared by the checks of one run. Sessions opened through it are closed after each check."""
+    """Shared by the checks of one run. Sessions opened through it are closed after each check.
 
-    def __init__(self, wire: Wire, info: pb.EnvironmentInfo, options: RunOptions, target: Target | None = None) -> None:
+    ``wire`` is the transport the target is certified over (gRPC or OpenEnv's JSON protocol,
+    :mod:`openenv_conformance.transport`); ``features`` what it can express; ``peer_url``
+    the target's other transport, if it has one (the parity check opens it as :attr:`peer`).
+    """
+
+    def __init__(self, wire: Transport, info: pb.EnvironmentInfo, options: RunOptions, target: Target | None = None,
+                 *, peer_url: str | None = None) -> None:
         self.wire = wire
         self.info = info
         self.options = options
         self.target = target
+        self.peer_url = peer_url
+        self._peer: Transport | None = None
+        self._peer_info: pb.EnvironmentInfo | None = None
         self.spec = EnvSpec(info)
         self.check: Check | None = None
         self._tools: list[tool_pb2.Tool] | None = None
         self._actions: ActionSpace | None = None
         self._accepted: list[Action] | None = None
         self.examples_run = 0  # examples the current check's searches completed
+
+    @property
+    def features(self) -> frozenset[str]:
+        """What the transport can express (:mod:`openenv_conformance.transport`)."""
+        return self.wire.features
+
+    @property
+    def transport(self) -> str:
+        """``grpc`` or ``http``: the transport the target is certified over."""
+        return self.wire.kind
+
+    def peer(self) -> tuple[Transport, pb.EnvironmentInfo] | None:
+        """The target's other transport and the info it reports (opened on first use, once
+        it answers); None when the target has one transport."""
+        if self.peer_url is None:
+            return None
+        if self._peer is None:
+            from openenv_conformance.transport import open_transport
+
+            self._peer = open_transport(self.peer_url, timeout=self.options.timeout)
+            self._peer_info = self._peer.get_info()
+        assert self._peer_info is not None
+        return self._peer, self._peer_info
+
+    def close(self) -> None:
+        """Close the transports (the peer's, then the main one)."""
+        if self._peer is not None:
+            self._peer.close()
+            self._peer = None
+        self.wire.close()
 
     # -- sessions
 
@@ -140,8 +180,9 @@ class Context:
 
     def cleanup(self) -> None:
         """End every session still open (politely, then abruptly)."""
-        for s in list(self.wire.sessions):
-            s.shutdown(timeout=min(3.0, self.options.timeout))
+        for wire in (self.wire, self._peer):
+            for s in list(wire.sessions if wire is not None else ()):
+                s.shutdown(timeout=min(3.0, self.options.timeout))
 
     # -- what the environment declares
 
@@ -160,7 +201,7 @@ class Context:
     @property
     def actions(self) -> ActionSpace:
         if self._actions is None:
-            self._actions = ActionSpace(self.spec, self.tools)
+            self._actions = ActionSpace(self.spec, self.tools, json_actions=FRAMES in self.features)
         return self._actions
 
     def require_sim(self) -> None:

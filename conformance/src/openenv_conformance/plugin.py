@@ -26,7 +26,8 @@ _SEEDS = pytest.StashKey[dict[str, int]]()
 def pytest_addoption(parser: pytest.Parser) -> None:
     g = parser.getgroup("openenv-certify", "openenv conformance suite (openenv certify)")
     g.addoption("--openenv-certify", action="append", default=[], metavar="TARGET",
-                help="certify TARGET (grpc://HOST:PORT, python:MODULE:FACTORY, docker:IMAGE); repeatable")
+                help="certify TARGET (grpc://HOST:PORT, http://HOST:PORT, python:MODULE:FACTORY, docker:IMAGE); "
+                     "repeatable")
     g.addoption("--openenv-level", action="append", default=[], metavar="LEVEL",
                 help="only this level of checks (repeatable)")
     g.addoption("--openenv-check", action="append", default=[], metavar="ID",
@@ -35,6 +36,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--openenv-max-examples", type=int, default=None, help="examples per Hypothesis search")
     g.addoption("--openenv-serve-arg", action="append", default=[], metavar="ARG",
                 help="extra `openenv serve` argument for python: targets (repeatable)")
+    g.addoption("--openenv-transport", choices=["grpc", "http"], default=None,
+                help="transport of targets serving both (python:, docker:): grpc (default) or http")
+    g.addoption("--openenv-parity-with", default=None, metavar="URL",
+                help="the target's other transport, for the parity check")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -57,40 +62,37 @@ class _Live:
         self.ctx: Any = None
         self.error: str | None = None
         self._target: Any = None
-        self._wire: Any = None
 
     def context(self) -> Any:
         if self.ctx is None and self.error is None:
             import random
 
-            from openenv_conformance.context import Context, RunOptions
+            from openenv_conformance.context import RunOptions
             from openenv_conformance.errors import TargetUnusable
-            from openenv_conformance.runner import _wait_ready, _wait_serving
+            from openenv_conformance.runner import open_context
             from openenv_conformance.targets import TargetOptions, open_target
-            from openenv_conformance.wire import Wire
 
             seed = self.config.getoption("openenv_seed")
             opts = RunOptions(seed=random.SystemRandom().randrange(2**32) if seed is None else seed)
             self.config.stash.setdefault(_SEEDS, {})[self.spec] = opts.seed
             if self.config.getoption("openenv_max_examples"):
                 opts.max_examples = self.config.getoption("openenv_max_examples")
+            t_opts = TargetOptions(serve_args=tuple(self.config.getoption("openenv_serve_arg")),
+                                   transport=self.config.getoption("openenv_transport"),
+                                   parity_with=self.config.getoption("openenv_parity_with"))
             try:
-                self._target = open_target(self.spec, TargetOptions(
-                    serve_args=tuple(self.config.getoption("openenv_serve_arg"))))
-                self._wire = Wire(self._target.url, timeout=opts.timeout)
-                info = _wait_ready(self._wire, 30.0)
-                _wait_serving(self._wire, 10.0)
+                self._target = open_target(self.spec, t_opts)
+                self.ctx = open_context(self._target, opts, t_opts, ready_timeout=30.0)
             except TargetUnusable as e:
                 self.error = f"target unusable: {e}" + (f"\n{e.logs[-3000:]}" if e.logs else "")
                 self.close()
                 return None
-            self.ctx = Context(self._wire, info, opts, self._target)
         return self.ctx
 
     def close(self) -> None:
-        if self._wire is not None:
-            self._wire.close()
-            self._wire = None
+        if self.ctx is not None:
+            self.ctx.close()
+            self.ctx = None
         if self._target is not None:
             self._target.stop()
             self._target = None

@@ -18,9 +18,11 @@ if TYPE_CHECKING:
 
 __all__ = ["LEVELS", "Check", "all_checks", "check", "select"]
 
-#: The levels, in the order they run.
+#: The levels, in the order they run (``robustness`` last: its final check proves the target
+#: survived the whole run).
 LEVELS: tuple[str, ...] = (
-    "protocol", "lifecycle", "determinism", "schema", "tools", "rewards", "concurrency", "robustness")
+    "protocol", "lifecycle", "determinism", "schema", "tools", "rewards", "concurrency", "vector", "parity",
+    "robustness")
 
 _REGISTRY: dict[str, Check] = {}
 
@@ -36,6 +38,10 @@ class Check:
         rule: where the rule comes from (docs/protocol.md section or error-table row).
         fn: the implementation; it raises :class:`~openenv_conformance.errors.Violation`,
             ``CheckFailed`` or ``CheckSkipped``, or returns an optional note.
+        requires: transport features the check needs (:mod:`openenv_conformance.transport`:
+            ``grpc``, ``frames``, ``episode_fields``); on a transport without one of them
+            the check is skipped, with ``why`` (or the feature's generic reason).
+        why: why the check needs ``requires``, said in the skip reason.
     """
 
     id: str
@@ -43,10 +49,13 @@ class Check:
     title: str
     rule: str
     fn: Callable[[Context], str | None] = dataclasses.field(repr=False, compare=False)
+    requires: frozenset[str] = frozenset()
+    why: str = ""
 
 
-def check(id: str, title: str, rule: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Register ``fn`` as the check ``id``."""
+def check(id: str, title: str, rule: str, *, requires: Iterable[str] = (),
+          why: str = "") -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Register ``fn`` as the check ``id`` (needing the transport features ``requires``)."""
     level = id.split(".", 1)[0]
     if level not in LEVELS:
         raise ValueError(f"check {id!r}: unknown level {level!r}")
@@ -54,7 +63,7 @@ def check(id: str, title: str, rule: str) -> Callable[[Callable[..., Any]], Call
     def register(fn: Callable[..., Any]) -> Callable[..., Any]:
         if id in _REGISTRY:
             raise ValueError(f"duplicate check id {id!r}")
-        _REGISTRY[id] = Check(id, level, title, rule, fn)
+        _REGISTRY[id] = Check(id, level, title, rule, fn, frozenset(requires), why)
         return fn
 
     return register

@@ -58,6 +58,10 @@ class Report:
     started_at: str = dataclasses.field(
         default_factory=lambda: datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"))
     target_url: str = ""
+    #: ``grpc`` or ``http``: the transport the checks spoke.
+    transport: str = ""
+    #: The target's other transport, compared by the parity check ("" when it has none).
+    parity_url: str = ""
     protocol_version: str = ""
     environment: dict[str, Any] = dataclasses.field(default_factory=dict)
     capabilities: dict[str, Any] = dataclasses.field(default_factory=dict)
@@ -158,7 +162,8 @@ class Report:
         c = self.counts()
         lines += [
             f"- Verdict: {verdict}",
-            f"- Target: `{self.target}`" + (f" ({self.target_url})" if self.target_url else ""),
+            f"- Target: `{self.target}`" + (f" ({self.target_url})" if self.target_url else "")
+            + (f", parity with {self.parity_url}" if self.parity_url else ""),
             f"- Protocol: server {self.protocol_version or '?'}, suite {self.suite_protocol_version}; "
             f"suite version {self.suite_version}",
             f"- Checks: {c['pass']} passed, {c['fail']} failed, {c['error']} errors, {c['skip']} skipped "

@@ -21,16 +21,17 @@ from openenv_conformance.errors import CheckFailed, CheckSkipped, TargetUnusable
 from openenv_conformance.registry import LEVELS, Check, select
 from openenv_conformance.report import CheckResult, Report
 from openenv_conformance.targets import Target, TargetOptions, open_target
-from openenv_conformance.wire import NoAnswer, Wire
+from openenv_conformance.transport import FEATURE_REASONS, Transport, open_transport, transport_kind
+from openenv_conformance.wire import NoAnswer
 
-__all__ = ["SUITE_PROTOCOL_VERSION", "SUITE_VERSION", "Progress", "certify", "run_check"]
+__all__ = ["SUITE_PROTOCOL_VERSION", "SUITE_VERSION", "Progress", "certify", "open_context", "run_check"]
 
 try:
     SUITE_VERSION = importlib.metadata.version("openenv-conformance")
 except importlib.metadata.PackageNotFoundError:  # pragma: no cover - running from a source tree
     SUITE_VERSION = "0.0.0"
 #: The protocol version the suite certifies against.
-SUITE_PROTOCOL_VERSION = "1.0"
+SUITE_PROTOCOL_VERSION = "1.1"
 
 
 class Progress:
@@ -49,7 +50,7 @@ class Progress:
         """The run is over (also after an unusable target)."""
 
 
-def _wait_ready(wire: Wire, timeout: float) -> Any:
+def _wait_ready(wire: Transport, timeout: float) -> Any:
     deadline = time.monotonic() + timeout
     last = ""
     while True:
@@ -59,12 +60,15 @@ def _wait_ready(wire: Wire, timeout: float) -> Any:
             last = f"{e.code().name}: {e.details()}"
         except NoAnswer as e:
             last = str(e)
+        except Violation as e:
+            raise TargetUnusable(f"the target does not describe itself: {e}") from None
         if time.monotonic() >= deadline:
-            raise TargetUnusable(f"GetInfo did not succeed within {timeout:g} s ({last})")
+            what = "GetInfo" if wire.kind == "grpc" else "GET /openenv/info (or /metadata)"
+            raise TargetUnusable(f"{what} did not succeed within {timeout:g} s ({last})")
         time.sleep(0.2)
 
 
-def _wait_serving(wire: Wire, timeout: float) -> None:
+def _wait_serving(wire: Transport, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         status = wire.health("", timeout=2.0)
@@ -73,9 +77,55 @@ def _wait_serving(wire: Wire, timeout: float) -> None:
         time.sleep(0.1)
 
 
+def _peer_url(tgt: Target, kind: str, t_opts: TargetOptions) -> str | None:
+    """The target's transport other than ``kind``, for the parity check."""
+    if t_opts.parity_with:
+        try:
+            other = transport_kind(t_opts.parity_with)
+        except ValueError as e:
+            raise TargetUnusable(f"--parity-with: {e}") from None
+        if other == kind:
+            raise TargetUnusable(f"--parity-with {t_opts.parity_with}: the target is already certified over {kind}; "
+                                 "give the URL of its other transport")
+        return t_opts.parity_with
+    return next((u for k, u in sorted(tgt.transports().items()) if k != kind), None)
+
+
+def open_context(tgt: Target, options: RunOptions, target_options: TargetOptions | None = None, *,
+                 ready_timeout: float = 60.0) -> Context:
+    """The context of a run against an open target: its transport (``tgt.url``) once the
+    target describes itself and is healthy, and its peer for the parity check. Raises
+    :class:`TargetUnusable`; the context owns the transports (``ctx.close()``)."""
+    t_opts = target_options or TargetOptions()
+    try:
+        wire = open_transport(tgt.url, timeout=options.timeout)
+    except ValueError as e:
+        raise TargetUnusable(str(e)) from None
+    try:
+        info = _wait_ready(wire, ready_timeout)
+        _wait_serving(wire, 10.0)
+        peer = _peer_url(tgt, wire.kind, t_opts)
+    except BaseException:
+        wire.close()
+        raise
+    return Context(wire, info, options, tgt, peer_url=peer)
+
+
+def _unavailable(ctx: Context, check: Check) -> str | None:
+    """Why ``check`` cannot run over the context's transport (None when it can)."""
+    missing = sorted(check.requires - ctx.features)
+    if not missing:
+        return None
+    return check.why or FEATURE_REASONS.get(missing[0], f"needs the transport feature {missing[0]!r}")
+
+
 def run_check(ctx: Context, check: Check, *, target_spec: str = "", extra_args: str = "") -> CheckResult:
     """Run one check against an open context."""
     result = CheckResult(check.id, check.level, check.title, check.rule, "pass", seed=ctx.options.seed)
+    why_not = _unavailable(ctx, check)
+    if why_not is not None:
+        result.status, result.reason = "skip", why_not
+        return result
     ctx.check = check
     ctx.examples_run = 0
     t0 = time.monotonic()
@@ -111,7 +161,10 @@ def certify(target: str | Target, *, levels: Iterable[str] | None = None, checks
             target_options: TargetOptions | None = None, run_options: RunOptions | None = None,
             progress: Progress | None = None) -> Report:
     """Certify ``target`` (a spec such as ``python:echo_env.server:EchoEnvironment``,
-    ``grpc://127.0.0.1:50051`` or ``docker:IMAGE``, or an open :class:`Target`).
+    ``grpc://127.0.0.1:50051``, ``http://127.0.0.1:8000`` or ``docker:IMAGE``, or an open
+    :class:`Target`). ``target_options.transport`` picks the transport of a target that
+    serves both (``grpc`` or ``http``); the other one, when there is one, is compared by
+    the parity check.
 
     ``levels`` and ``checks`` (shell patterns over check ids) select what runs; ``seed``
     makes the run reproducible (a random one is chosen and recorded otherwise). Returns the
@@ -144,21 +197,28 @@ def certify(target: str | Target, *, levels: Iterable[str] | None = None, checks
     t_opts = target_options or TargetOptions()
     owned = isinstance(target, str)
     tgt: Target | None = None
-    wire: Wire | None = None
+    ctx: Context | None = None
     try:
         tgt = open_target(target, t_opts) if isinstance(target, str) else target
+        if not owned and t_opts.transport:
+            tgt.use(t_opts.transport)
         report.target_url = tgt.url
-        wire = Wire(tgt.url, timeout=opts.timeout)
-        info = _wait_ready(wire, t_opts.ready_timeout if owned else min(t_opts.ready_timeout, 15.0))
-        _wait_serving(wire, 10.0)
+        ctx = open_context(tgt, opts, t_opts,
+                           ready_timeout=t_opts.ready_timeout if owned else min(t_opts.ready_timeout, 15.0))
+        info = ctx.info
+        report.transport = ctx.transport
+        report.parity_url = ctx.peer_url or ""
         report.protocol_version = info.protocol_version
         report.environment = {"name": info.name, "version": info.version, "description": info.description}
         report.capabilities = json_format.MessageToDict(info.capabilities, preserving_proto_field_name=True,
                                                         always_print_fields_with_no_presence=True)
         report.declared_nondeterministic = not info.capabilities.deterministic
-        ctx = Context(wire, info, opts, tgt)
         progress.run_started(report, selected)
         extra = f" --max-examples {opts.max_examples}" if max_examples is not None else ""
+        if t_opts.transport:
+            extra += f" --transport {t_opts.transport}"
+        if t_opts.parity_with:
+            extra += f" --parity-with {shlex.quote(t_opts.parity_with)}"
         for check in selected:
             progress.check_started(check)
             if not tgt.alive():
@@ -175,8 +235,8 @@ def certify(target: str | Target, *, levels: Iterable[str] | None = None, checks
         report.unusable = str(e)
         report.logs = e.logs or None
     finally:
-        if wire is not None:
-            wire.close()
+        if ctx is not None:
+            ctx.close()
         if tgt is not None and owned:
             tgt.stop()
         if tgt is not None and report.logs is None and (report.unusable is not None or not report.certified):

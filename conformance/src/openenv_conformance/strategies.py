@@ -84,15 +84,25 @@ def _compact(v: Any, limit: int = 200) -> str:
     return s if len(s) <= limit else s[:limit] + "..."
 
 
+#: :attr:`Action.json` of an action that is a payload.
+NO_JSON: Any = type("NoJson", (), {"__repr__": lambda self: "NO_JSON"})()
+
+
 class Action:
     """A step action: the payload sent and a readable label (its ``repr``, which is what a
-    minimal failing example shows)."""
+    minimal failing example shows).
 
-    __slots__ = ("label", "payload")
+    An action of OpenEnv's JSON protocol that no payload expresses (an invalid JSON action
+    sent over a WebSocket) has ``json`` set to the raw ``data`` of its step frame (and an
+    unset payload); otherwise ``json`` is :data:`NO_JSON`.
+    """
 
-    def __init__(self, payload: payload_pb2.Payload, label: str) -> None:
+    __slots__ = ("json", "label", "payload")
+
+    def __init__(self, payload: payload_pb2.Payload, label: str, json: Any = NO_JSON) -> None:
         self.payload = payload
         self.label = label
+        self.json = json
 
     def __repr__(self) -> str:
         return self.label
@@ -384,10 +394,17 @@ CALL_TOOL = "openenv.v1.CallToolRequest"
 
 
 class ActionSpace:
-    """Valid and invalid step actions of one environment, and tool-call arguments."""
+    """Valid and invalid step actions of one environment, and tool-call arguments.
 
-    def __init__(self, spec: EnvSpec, tools: Sequence[tool_pb2.Tool] = ()) -> None:
+    ``json_actions`` (the target speaks OpenEnv's JSON frames): valid actions are still
+    payloads (sent as their canonical JSON), but invalid ones are JSON values that break the
+    declared type, since payload-level breakage (kinds, ``Any`` types, bytes) cannot travel
+    as JSON.
+    """
+
+    def __init__(self, spec: EnvSpec, tools: Sequence[tool_pb2.Tool] = (), *, json_actions: bool = False) -> None:
         self.spec = spec
+        self.json_actions = json_actions
         self.type: TypeInfo = spec.action
         self.tools = list(tools)
         self.examples = [Action(p, f"example[{i}] {payload_label(p, self.type.cls)}")
@@ -493,6 +510,8 @@ class ActionSpace:
         t = self.type
         if not t.declared:
             return None
+        if self.json_actions:
+            return self._invalid_json()
         options: list[st.SearchStrategy[Action]] = [st.just(Action(payload_pb2.Payload(), "<unset payload>"))]
         wrong_kinds = []
         if t.kind != payload_pb2.PAYLOAD_KIND_JSON:
@@ -559,6 +578,90 @@ class ActionSpace:
                         return Action(p, f"tool arguments with {nla[1]}: {payload_label(p, cls)}")
                     out.append(bad.map(bad_call))
         return out
+
+    def _invalid_json(self) -> st.SearchStrategy[Action] | None:
+        """Invalid actions of the JSON protocol (``step`` frame ``data``), each breaking the
+        declared type one way; None when no JSON value breaks it."""
+        t = self.type
+
+        def raw(label: str, value: Any) -> Action:
+            return Action(payload_pb2.Payload(), f"{label}: {_compact(value)}", json=value)
+
+        options: list[st.SearchStrategy[Action]] = []
+        if t.kind == payload_pb2.PAYLOAD_KIND_JSON:
+            values = schema_values(t.schema)
+            bad = invalid_json_for(t.schema, values) if values is not None else None
+            if bad is not None:
+                options.append(bad.map(lambda lv: raw(lv[0], lv[1])))
+        elif t.kind == payload_pb2.PAYLOAD_KIND_MESSAGE and t.message_type == CALL_TOOL:
+            cases = [raw("call_tool without tool_name", {"type": "call_tool", "arguments": {}}),
+                     raw("call_tool whose arguments are not an object",
+                         {"type": "call_tool", "tool_name": self.tools[0].name if self.tools else "x",
+                          "arguments": [1, 2]}),
+                     raw("not an object", [1, 2])]
+            options.append(st.sampled_from(cases))
+            calls = self.invalid_tool_calls()
+            if calls is not None:
+                options.append(calls.map(lambda nla: raw(
+                    f"tool arguments with {nla[1]}", {"type": "call_tool", "tool_name": nla[0], "arguments": nla[2]})))
+        elif t.kind == payload_pb2.PAYLOAD_KIND_MESSAGE and t.cls is not None:
+            options.append(self._invalid_message_json(t.cls))
+        elif t.kind == payload_pb2.PAYLOAD_KIND_TENSOR:
+            rank = len(t.spec.tensor.shape)
+            deeper: Any = 0
+            for _ in range(rank + 1):
+                deeper = [deeper, deeper]
+            cases = [raw("not an array", "not-a-tensor"), raw(f"an array of rank {rank + 1}", deeper)]
+            if rank:
+                cases.append(raw("a ragged array", [[0], [0, 0]] if rank > 1 else [[0], 0]))
+            options.append(st.sampled_from(cases))
+        return st.one_of(options) if options else None
+
+    def _invalid_message_json(self, cls: type[Message]) -> st.SearchStrategy[Action]:
+        """JSON the proto3 JSON mapping of ``cls`` rejects: a non-object, an unknown field,
+        or a field of the wrong JSON type (each checked to really fail to parse)."""
+        from google.protobuf import json_format
+
+        t = self.type
+
+        def rejected(v: Any) -> bool:
+            try:
+                json_format.ParseDict(v, cls())
+            except (json_format.ParseError, TypeError, ValueError):
+                return True
+            return False
+
+        valid = message_strategy(cls).map(
+            lambda m: json_format.MessageToDict(m, preserving_proto_field_name=True,
+                                                descriptor_pool=cls.DESCRIPTOR.file.pool))
+        field_names = [f.name for f in cls.DESCRIPTOR.fields]
+        wrong: list[tuple[str, Any]] = []
+        for f in cls.DESCRIPTOR.fields:
+            if f.is_repeated:
+                wrong.append((f.name, 7))
+            elif f.cpp_type == _FD.CPPTYPE_MESSAGE:
+                wrong += [(f.name, 7), (f.name, "not-a-message")]
+            elif f.cpp_type == _FD.CPPTYPE_STRING:
+                wrong += [(f.name, 7), (f.name, {"not": "a string"})]
+            elif f.cpp_type == _FD.CPPTYPE_BOOL:
+                wrong += [(f.name, "not-a-bool"), (f.name, [True])]
+            elif f.cpp_type == _FD.CPPTYPE_ENUM:
+                wrong += [(f.name, "CONFORMANCE_NO_SUCH_VALUE"), (f.name, [1])]
+            else:
+                wrong += [(f.name, "not-a-number"), (f.name, {"n": 1})]
+        unknown = next(n for n in ("conformance_unknown_field", "conformance_unknown_field_2")
+                       if n not in field_names)
+        options: list[st.SearchStrategy[Action]] = [
+            st.sampled_from([[1, 2], "not-an-object", 7]).map(
+                lambda v: Action(payload_pb2.Payload(), f"not a {t.message_type} object: {_compact(v)}", json=v)),
+            valid.map(lambda d: Action(payload_pb2.Payload(), f"unknown field {unknown!r}: "
+                                       f"{_compact({**d, unknown: 1})}", json={**d, unknown: 1})),
+        ]
+        if wrong:
+            options.append(st.tuples(valid, st.sampled_from(wrong)).map(
+                lambda dw: Action(payload_pb2.Payload(), f"field {dw[1][0]!r} of the wrong JSON type: "
+                                  f"{_compact({**dw[0], dw[1][0]: dw[1][1]})}", json={**dw[0], dw[1][0]: dw[1][1]})))
+        return st.one_of(options).filter(lambda a: rejected(a.json))
 
     def _invalid_tensors(self) -> st.SearchStrategy[Action]:
         ts = self.type.spec.tensor

@@ -1,16 +1,22 @@
 """Targets: what gets certified, and how it is reached.
 
 A target spec is ``SCHEME:REST``. Kinds are pluggable: :func:`register_target_kind` maps a
-scheme to a factory returning a :class:`Target`, whose ``url`` is a ``grpc://host:port`` the
-suite talks to (only over the wire). Built-in kinds:
+scheme to a factory returning a :class:`Target`, whose ``url`` the suite talks to (only over
+the wire): ``grpc://host:port`` (the gRPC service) or ``http://host:port`` (OpenEnv's JSON
+protocol over HTTP/WebSocket). ``urls`` holds every transport the target serves, by kind
+(``grpc``, ``http``): the parity check compares them. Built-in kinds:
 
 * ``grpc://host:port``: a server that is already running; nothing is started or stopped.
-* ``python:module:Factory``: ``openenv serve module:Factory`` in a subprocess, on a free
-  loopback port; stopped (SIGTERM, then SIGKILL) afterwards. Its output is the target's logs.
+* ``http(s)://host:port``, ``ws(s)://host:port``: the HTTP side of a running server (an
+  ``openenv serve``, ``openenv bridge``, or any OpenEnv server), left running.
+* ``python:module:Factory``: ``openenv serve module:Factory`` in a subprocess, gRPC and HTTP
+  on free loopback ports; stopped (SIGTERM, then SIGKILL) afterwards. Its output is the
+  target's logs.
 * ``docker:IMAGE``: a container started with ``openenv.images.start_container``; its logs
   are attached to the report of a failing certification.
 
-Kinds still to come (``ws://`` through the WebSocket bridge, ...) register the same way.
+``TargetOptions.transport`` picks the transport of a target that serves both (default
+``grpc``); ``TargetOptions.parity_with`` names the other side of a target that serves one.
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ from openenv_conformance.errors import TargetUnusable
 
 __all__ = [
     "DockerTarget",
+    "HttpTarget",
     "ProcessTarget",
     "PythonTarget",
     "RunningTarget",
@@ -50,20 +57,53 @@ class TargetOptions:
             (e.g. ``["--max-sessions", "8"]``).
         cwd: working directory of a started process (default: the current one).
         env: extra environment variables of a started process.
+        transport: ``grpc`` or ``http``: which of the target's transports the checks speak
+            (None: the target's own, gRPC for ``python:`` and ``docker:`` targets).
+        parity_with: the URL of the target's other transport (``http://`` for a gRPC target,
+            ``grpc://`` for an HTTP one), for the parity check; targets started by the suite
+            know it themselves.
     """
 
     ready_timeout: float = 60.0
     serve_args: Sequence[str] = ()
     cwd: str | None = None
     env: dict[str, str] | None = None
+    transport: str | None = None
+    parity_with: str | None = None
 
 
 class Target:
-    """A reachable environment server. Use as a context manager or call :meth:`stop`."""
+    """A reachable environment server. Use as a context manager or call :meth:`stop`.
+
+    ``url`` is what the checks talk to; ``urls`` every transport the target serves, by
+    kind (``{"grpc": "grpc://...", "http": "http://..."}``).
+    """
 
     url: str = ""
     spec: str = ""
     kind: str = ""
+    urls: dict[str, str]
+
+    def transports(self) -> dict[str, str]:
+        """``urls``, with ``url`` under its own kind."""
+        from openenv_conformance.transport import transport_kind
+
+        out = dict(getattr(self, "urls", None) or {})
+        if self.url:
+            try:
+                out.setdefault(transport_kind(self.url), self.url)
+            except ValueError:
+                pass
+        return out
+
+    def use(self, transport: str) -> None:
+        """Talk to the target over ``transport`` (``grpc`` or ``http``); TargetUnusable when
+        it does not serve it."""
+        urls = self.transports()
+        if transport not in urls:
+            have = ", ".join(sorted(urls)) or "none"
+            raise TargetUnusable(f"{self.spec or self.url}: no {transport} transport (it serves: {have})")
+        self.url = urls[transport]
 
     def logs(self) -> str:
         """What the target printed so far ("" when the suite did not start it)."""
@@ -98,25 +138,47 @@ class RunningTarget(Target):
         if scheme != "grpc":
             raise TargetUnusable(f"{url!r}: expected grpc://host:port")
         self.url = f"grpc://{hostport}"
+        self.urls = {"grpc": self.url}
         self.spec = url
 
 
-class ProcessTarget(Target):
-    """A server process that writes its ``grpc://`` address to a ready file.
+class HttpTarget(Target):
+    """``http(s)://host:port`` or ``ws(s)://host:port``: the HTTP side of a running server
+    (OpenEnv's JSON protocol; ``/ws`` is appended to the WebSocket URL), left running."""
 
-    ``argv`` is a function of the ready-file path returning the command line. Output
-    (stdout and stderr) goes to a log file, read by :meth:`logs`.
+    kind = "http"
+
+    def __init__(self, url: str) -> None:
+        from openenv.transport_ws import split_url
+
+        try:
+            split_url(url)
+        except ValueError as e:
+            raise TargetUnusable(str(e)) from None
+        self.url = self.spec = url
+        self.urls = {"http": url}
+
+
+class ProcessTarget(Target):
+    """A server process that writes its address (``grpc://`` or ``http://``) to a ready file.
+
+    ``argv`` is a function of the ready-file path returning the command line; with
+    ``http_ready``, of two paths (the second receives the HTTP side's ``http://`` URL, which
+    the server writes right after the first). Output (stdout and stderr) goes to a log file,
+    read by :meth:`logs`.
     """
 
     kind = "process"
 
-    def __init__(self, argv: Callable[[str], list[str]], *, spec: str = "",
-                 options: TargetOptions | None = None) -> None:
+    def __init__(self, argv: Callable[..., list[str]], *, spec: str = "",
+                 options: TargetOptions | None = None, http_ready: bool = False) -> None:
         opts = options or TargetOptions()
         self.spec = spec
+        self.urls = {}
         self.proc_returncode: int | None = None  # the exit status, once stopped
         self._dir = tempfile.TemporaryDirectory(prefix="openenv-certify-")
         ready = os.path.join(self._dir.name, "ready")
+        http_file = os.path.join(self._dir.name, "http-ready")
         self._log_path = os.path.join(self._dir.name, "log")
         env = dict(os.environ)
         env.setdefault("GRPC_VERBOSITY", "ERROR")
@@ -124,7 +186,7 @@ class ProcessTarget(Target):
         env["PYTHONPATH"] = os.pathsep.join(p for p in (cwd, env.get("PYTHONPATH", "")) if p)
         env.update(opts.env or {})
         self._log = open(self._log_path, "wb")
-        self.argv = argv(ready)
+        self.argv = argv(ready, http_file) if http_ready else argv(ready)
         try:
             self.proc: subprocess.Popen[bytes] | None = subprocess.Popen(
                 self.argv, stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT, cwd=cwd, env=env,
@@ -146,6 +208,19 @@ class ProcessTarget(Target):
             time.sleep(0.05)
         with open(ready) as f:
             self.url = f.read().strip()
+        from openenv_conformance.transport import transport_kind
+
+        try:
+            self.urls[transport_kind(self.url)] = self.url
+        except ValueError:
+            pass  # the run reports the address as unusable
+        if http_ready:  # written by the same callback, right after the gRPC address
+            deadline = time.monotonic() + 5.0
+            while not os.path.exists(http_file) and time.monotonic() < deadline and self.proc.poll() is None:
+                time.sleep(0.02)
+            if os.path.exists(http_file):
+                with open(http_file) as f:
+                    self.urls["http"] = f.read().strip()
 
     def logs(self) -> str:
         try:
@@ -185,11 +260,14 @@ class PythonTarget(ProcessTarget):
         if ":" not in factory:
             raise TargetUnusable(f"python target {factory!r} is not of the form module:Factory")
 
-        def argv(ready: str) -> list[str]:
-            return [sys.executable, "-m", "openenv.cli", "serve", factory, "--host", "127.0.0.1", "--port", "0",
-                    "--ready-file", ready, *opts.serve_args]
+        http = "--no-http" not in opts.serve_args and not any(a.startswith("--http-port") for a in opts.serve_args)
 
-        super().__init__(argv, spec=f"python:{factory}", options=opts)
+        def argv(ready: str, http_ready: str = "") -> list[str]:
+            extra = ["--http-port", "0", "--http-ready-file", http_ready] if http else []
+            return [sys.executable, "-m", "openenv.cli", "serve", factory, "--host", "127.0.0.1", "--port", "0",
+                    "--ready-file", ready, *extra, *opts.serve_args]
+
+        super().__init__(argv, spec=f"python:{factory}", options=opts, http_ready=http)
 
 
 class DockerTarget(Target):
@@ -211,6 +289,9 @@ class DockerTarget(Target):
             raise TargetUnusable(f"cannot start container {image!r}: {type(e).__name__}: {e}",
                                  logs=str(getattr(e, "logs", "") or "")) from None
         self.url = self._container.url
+        self.urls = {"grpc": self.url}
+        if getattr(self._container, "http_url", ""):
+            self.urls["http"] = self._container.http_url
         self._last_logs = ""
 
     def logs(self) -> str:
@@ -245,6 +326,8 @@ def target_kinds() -> list[str]:
 
 
 register_target_kind("grpc", lambda rest, opts: RunningTarget(f"grpc://{rest}"))
+for _scheme in ("http", "https", "ws", "wss"):
+    register_target_kind(_scheme, lambda rest, opts, s=_scheme: HttpTarget(f"{s}://{rest}"))
 register_target_kind("python", lambda rest, opts: PythonTarget(rest, opts))
 register_target_kind("docker", lambda rest, opts: DockerTarget(rest, opts))
 
@@ -258,6 +341,13 @@ def open_target(spec: str, options: TargetOptions | None = None) -> Target:
     rest = rest[2:] if rest.startswith("//") else rest
     if not rest:
         raise TargetUnusable(f"target {spec!r} is missing its address")
-    t = _KINDS[scheme](rest, options or TargetOptions())
+    opts = options or TargetOptions()
+    t = _KINDS[scheme](rest, opts)
     t.spec = t.spec or spec
+    if opts.transport:
+        try:
+            t.use(opts.transport)
+        except TargetUnusable:
+            t.stop()
+            raise
     return t

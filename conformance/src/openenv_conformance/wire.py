@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import itertools
-from collections.abc import Awaitable, Mapping
+from collections.abc import Awaitable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import grpc
@@ -32,7 +32,7 @@ __all__ = ["SERVICE", "NoAnswer", "Session", "StreamEnd", "Wire", "code_name", "
 
 SERVICE = "openenv.v1.EnvironmentService"
 SESSION_METHOD = f"/{SERVICE}/Session"
-PROTOCOL_VERSION = "1.0"
+PROTOCOL_VERSION = "1.1"
 
 T = TypeVar("T")
 
@@ -105,6 +105,8 @@ class Wire:
     elapses). Not thread-safe: use from one thread.
     """
 
+    kind = "grpc"
+
     def __init__(self, url: str, *, timeout: float = 10.0) -> None:
         scheme, self.address = parse_url(url)
         if scheme != "grpc":
@@ -116,6 +118,13 @@ class Wire:
         self.sessions: list[Session] = []
         self.channel = self.new_channel()
         self.stub = environment_pb2_grpc.EnvironmentServiceStub(self.channel)
+
+    @property
+    def features(self) -> frozenset[str]:
+        """Everything the checks can express (see :mod:`openenv_conformance.transport`)."""
+        from openenv_conformance.transport import EPISODE_FIELDS, GRPC
+
+        return frozenset({GRPC, EPISODE_FIELDS})
 
     # -- plumbing
 
@@ -327,9 +336,12 @@ class Session:
     # -- requests
 
     def handshake(self, protocol_version: str = PROTOCOL_VERSION, *, options: Mapping[str, Any] | None = None,
-                  client_name: str = "openenv-certify",
-                  request_id: int | None = None) -> pb.SessionResponse | StreamEnd:
-        hs = pb.HandshakeRequest(protocol_version=protocol_version, client_name=client_name)
+                  client_name: str = "openenv-certify", request_id: int | None = None, num_envs: int = 0,
+                  autoreset_mode: int = 0) -> pb.SessionResponse | StreamEnd:
+        """``num_envs > 1`` opens a vectorised session (``autoreset_mode``: an
+        ``openenv.v1.AutoresetMode``)."""
+        hs = pb.HandshakeRequest(protocol_version=protocol_version, client_name=client_name, num_envs=num_envs,
+                                 autoreset_mode=autoreset_mode)
         if options:
             to_struct(dict(options), hs.options)
         resp = self.exchange(self.request(request_id, handshake=hs))
@@ -360,8 +372,24 @@ class Session:
             st.timeout.FromNanoseconds(int(timeout_s * 1e9))
         return self.exchange(self.request(step=st))
 
-    def state(self) -> pb.SessionResponse | StreamEnd:
-        return self.exchange(self.request(state=pb.StateRequest()))
+    def state(self, env_id: int | None = None) -> pb.SessionResponse | StreamEnd:
+        """``env_id`` addresses one instance of a vectorised session."""
+        return self.exchange(self.request(state=pb.StateRequest(env_id=env_id or 0)))
+
+    def batch_reset(self, env_ids: Sequence[int] = (), seeds: Sequence[int] = (),
+                    options: Mapping[str, Any] | None = None) -> pb.SessionResponse | StreamEnd:
+        r = pb.BatchResetRequest(env_ids=list(env_ids), seeds=list(seeds))
+        if options:
+            to_struct(dict(options), r.options)
+        return self.exchange(self.request(batch_reset=r))
+
+    def batch_step(self, env_ids: Sequence[int], actions: Sequence[Any],
+                   timeout_s: float | None = None) -> pb.SessionResponse | StreamEnd:
+        """``actions``: Payloads (or anything with a ``payload`` attribute), one per id."""
+        b = pb.BatchStepRequest(env_ids=list(env_ids), actions=[getattr(a, "payload", a) for a in actions])
+        if timeout_s is not None:
+            b.timeout.FromNanoseconds(int(timeout_s * 1e9))
+        return self.exchange(self.request(batch_step=b))
 
     def list_tools(self) -> pb.SessionResponse | StreamEnd:
         return self.exchange(self.request(list_tools=tool_pb2.ListToolsRequest()))

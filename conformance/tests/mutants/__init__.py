@@ -2,7 +2,9 @@
 
 A mutant module defines ``Env`` (the environment class served) and may define ``Wire``, a
 wrapper of the runtime's servicer that corrupts one thing on the wire (for rules the
-Python runtime enforces itself), and ``SERVER_KWARGS`` for :class:`openenv.Server`. Its
+Python runtime enforces itself), ``HttpBackend`` (the HTTP side's backend, an
+``openenv.bridge.LocalBackend``), ``Vector`` (the runtime's ``VectorSession``), and
+``SERVER_KWARGS`` for :class:`openenv.Server`. Its
 docstring names the rule it breaks; ``CAUGHT_BY`` is the check id that must catch it and
 ``COLLATERAL`` the other checks allowed to fail with it. ``python -m mutants MODULE
 READY_FILE`` serves one (see ``__main__``).

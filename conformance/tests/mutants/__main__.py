@@ -1,5 +1,11 @@
-"""Serve a mutant: ``python -m mutants mutants.NAME READY_FILE`` (run with the tests
-directory as the working directory). Writes the server's grpc:// URL to READY_FILE."""
+"""Serve a mutant: ``python -m mutants mutants.NAME READY_FILE [HTTP_READY_FILE]`` (run with
+the tests directory as the working directory). Writes the server's grpc:// URL to READY_FILE
+and the URL of its HTTP side (OpenEnv's JSON protocol) to HTTP_READY_FILE.
+
+A mutant module may replace one piece of the runtime: ``Wire`` wraps the gRPC servicer
+(``openenv.server._Servicer``), ``HttpBackend`` replaces the HTTP side's backend
+(``openenv.bridge.LocalBackend``), ``Vector`` the vectorised session
+(``openenv.server.VectorSession``)."""
 
 from __future__ import annotations
 
@@ -8,11 +14,13 @@ import os
 import sys
 from typing import Any
 
+import openenv.bridge
 import openenv.server
 
 
 def main(argv: list[str]) -> None:
-    name, ready_file = argv
+    name, ready_file, *rest = argv
+    http_file = rest[0] if rest else ""
     mod = importlib.import_module(name)
     wire = getattr(mod, "Wire", None)
     if wire is not None:
@@ -22,14 +30,25 @@ def main(argv: list[str]) -> None:
             return wire(real(manager))
 
         openenv.server._Servicer = servicer  # type: ignore[assignment,misc]
+    backend = getattr(mod, "HttpBackend", None)
+    if backend is not None:
+        openenv.bridge.LocalBackend = backend  # type: ignore[misc]  # read by Server.start
+    vector = getattr(mod, "Vector", None)
+    if vector is not None:
+        openenv.server.VectorSession = vector  # type: ignore[misc]
+
+    def write(path: str, text: str) -> None:
+        tmp = path + ".tmp"
+        with open(tmp, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
 
     def ready(server: openenv.server.Server) -> None:
-        tmp = ready_file + ".tmp"
-        with open(tmp, "w") as f:
-            f.write(server.address)
-        os.replace(tmp, ready_file)
+        write(ready_file, server.address)
+        if http_file and server.http_url:
+            write(http_file, server.http_url)
 
-    kwargs = {"max_message_bytes": 1024 * 1024, **getattr(mod, "SERVER_KWARGS", {})}
+    kwargs = {"max_message_bytes": 1024 * 1024, "http_port": 0, **getattr(mod, "SERVER_KWARGS", {})}
     openenv.server.serve(mod.Env, "127.0.0.1", 0, ready=ready, grace_s=1.0, **kwargs)
 
 

@@ -5,7 +5,7 @@ from mutants.base import Counter as Env
 from mutants.proxy import Proxy
 
 CAUGHT_BY = "concurrency.capacity"
-COLLATERAL = frozenset({"concurrency.disconnect_frees_slot"})
+COLLATERAL = frozenset({"concurrency.disconnect_frees_slot", "parity.grpc_vs_http", "vector.capacity"})
 SERVER_KWARGS = {"max_sessions": 64}
 
 

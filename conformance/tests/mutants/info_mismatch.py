@@ -5,7 +5,7 @@ from mutants.base import Counter as Env
 from mutants.proxy import Proxy
 
 CAUGHT_BY = "protocol.get_info"
-COLLATERAL: frozenset[str] = frozenset()
+COLLATERAL = frozenset({"parity.grpc_vs_http"})
 
 
 class Wire(Proxy):

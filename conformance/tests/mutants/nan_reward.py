@@ -3,7 +3,7 @@
 from mutants.base import Counter
 
 CAUGHT_BY = "rewards.finite"
-COLLATERAL: frozenset[str] = frozenset()
+COLLATERAL = frozenset({"parity.grpc_vs_http"})
 
 
 class Env(Counter):

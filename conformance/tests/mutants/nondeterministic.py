@@ -6,7 +6,7 @@ import random
 from mutants.base import Counter
 
 CAUGHT_BY = "determinism.same_seed"
-COLLATERAL = frozenset({"concurrency.isolation"})
+COLLATERAL = frozenset({"concurrency.isolation", "parity.grpc_vs_http", "vector.batch_matches_sequential"})
 
 
 class Env(Counter):

@@ -6,9 +6,10 @@ from mutants.base import Counter as Env
 from mutants.proxy import Proxy
 
 CAUGHT_BY = "lifecycle.step_count"
-COLLATERAL = frozenset({"lifecycle.state_machine", "protocol.pipelining", "lifecycle.step_after_end",
-                        "lifecycle.state_never_fails", "lifecycle.episode_ids", "schema.valid_actions",
-                        "schema.invalid_actions", "concurrency.isolation"})
+COLLATERAL = frozenset({"concurrency.isolation", "lifecycle.episode_ids", "lifecycle.state_machine",
+                        "lifecycle.state_never_fails", "lifecycle.step_after_end", "parity.grpc_vs_http",
+                        "protocol.pipelining", "schema.invalid_actions", "schema.valid_actions",
+                        "vector.autoreset_modes", "vector.batch_matches_sequential"})
 
 
 class Wire(Proxy):

@@ -7,7 +7,7 @@ from mutants.base import Counter as Env
 from mutants.proxy import Proxy
 
 CAUGHT_BY = "tools.list_stable"
-COLLATERAL: frozenset[str] = frozenset()
+COLLATERAL = frozenset({"parity.grpc_vs_http"})
 _calls = itertools.count()
 
 

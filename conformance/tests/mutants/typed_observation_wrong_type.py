@@ -5,7 +5,7 @@ from gridworld.server import GridWorldEnvironment as Env
 from mutants.proxy import Proxy
 
 CAUGHT_BY = "schema.observations"
-COLLATERAL: frozenset[str] = frozenset()
+COLLATERAL = frozenset({"parity.grpc_vs_http", "vector.batch_matches_sequential"})
 
 
 class Wire(Proxy):

@@ -6,7 +6,7 @@ Environment authors subclass :class:`Environment` and call :func:`serve`; traine
 """
 
 from openenv import rubrics  # Rubric, WeightedSum, Sequential, Gate, TrajectoryRubric, LLMJudge, ...
-from openenv.client import EnvClient, SyncEnvClient
+from openenv.client import EnvClient, SyncEnvClient, ToolEnvClient
 from openenv.codec import TensorSpec
 from openenv.environment import Environment, StepResult
 from openenv.errors import (
@@ -52,6 +52,7 @@ __all__ = [
     "SyncEnvClient",
     "TensorSpec",
     "Tool",
+    "ToolEnvClient",
     "ToolResult",
     "Unavailable",
     "Unimplemented",

@@ -56,6 +56,14 @@ def main(verbose: int) -> None:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
 
+def write_ready_file(path: str, text: str) -> None:
+    """Write ``text`` to ``path`` atomically, so a supervisor polling for it never reads half."""
+    tmp = f"{path}.tmp"
+    with open(tmp, "w") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
 def load_factory(spec: str) -> Any:
     """Import ``module:Attribute`` (an Environment subclass or a factory function)."""
     if ":" not in spec:
@@ -111,18 +119,12 @@ def serve_command(target: str, host: str, port: int, max_sessions: int | None, i
     def ready(server: Any) -> None:
         click.echo(f"serving {server.runtime.env_cls.__name__} on {server.address}", err=True)
         if ready_file:
-            tmp = ready_file + ".tmp"
-            with open(tmp, "w") as f:
-                f.write(server.address)
-            os.replace(tmp, ready_file)
+            write_ready_file(ready_file, server.address)
         if server.http_url:
             click.echo(f"serving {server.runtime.env_cls.__name__} on {server.http_url} (HTTP, WebSocket /ws)",
                        err=True)
             if http_ready_file:
-                tmp = http_ready_file + ".tmp"
-                with open(tmp, "w") as f:
-                    f.write(server.http_url)
-                os.replace(tmp, http_ready_file)
+                write_ready_file(http_ready_file, server.http_url)
 
     http: dict[str, Any] = {"http_port": None}
     if not no_http:

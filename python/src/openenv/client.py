@@ -60,10 +60,10 @@ from openenv.errors import (
 )
 from openenv.rubrics import Score
 from openenv.session import PROTOCOL_VERSION, EpisodeStatus, SessionState
-from openenv.tools import Tool, ToolResult
+from openenv.tools import CallToolAction, CallToolObservation, Tool, ToolResult
 from openenv.v1 import environment_pb2, environment_pb2_grpc, payload_pb2, rubric_pb2
 
-__all__ = ["EnvClient", "SyncEnvClient", "SessionState"]
+__all__ = ["BatchResult", "EnvClient", "SessionState", "SyncEnvClient", "ToolEnvClient"]
 
 _DEFAULT_MAX_MESSAGE = 64 * 1024 * 1024
 _WS_SCHEMES = ("http", "https", "ws", "wss")
@@ -423,6 +423,22 @@ class EnvClient:
     def rubric(self) -> rubric_pb2.RubricSpec | None:
         """The environment's rubric spec, when it declares one."""
         return self.info.rubric if self.info is not None and self.info.HasField("rubric") else None
+
+
+class ToolEnvClient(EnvClient):
+    """Client of a tool environment (one that declares tools and no ``step``): actions are
+    :class:`openenv.CallToolAction`, observations :class:`openenv.CallToolObservation`
+    whose ``.metadata`` is the time step's metadata (as in OpenEnv's ``MCPToolClient``)."""
+
+    action_type = CallToolAction
+    observation_type = CallToolObservation
+
+    def parse_result(self, ts: environment_pb2.TimeStep) -> StepResult:
+        result = super().parse_result(ts)
+        if result.observation is None:
+            result.observation = CallToolObservation()
+        result.observation.metadata = result.metadata
+        return result
 
 
 _AUTORESET_MODES = {

@@ -40,7 +40,7 @@ from openenv.v1 import environment_pb2
 
 log = logging.getLogger("openenv.session")
 
-PROTOCOL_VERSION = "1.0"
+PROTOCOL_VERSION = "1.1"
 DEFAULT_MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 DEFAULT_IDLE_TIMEOUT_S = 300.0
 _CLOSE_TIMEOUT_S = 30.0  # bound on waiting for a still-running call, and on close() itself

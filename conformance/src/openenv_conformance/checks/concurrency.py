@@ -14,6 +14,7 @@ from openenv_conformance.errors import CheckSkipped, Violation
 from openenv_conformance.model import EpisodeModel
 from openenv_conformance.registry import check
 from openenv_conformance.strategies import Action
+from openenv_conformance.transport import EPISODE_FIELDS
 from openenv_conformance.wire import Session, StreamEnd, describe, expect_error, expect_ok
 
 _SPEC = "docs/protocol.md"
@@ -79,7 +80,8 @@ def _handshake_within(ctx: Context, what: str) -> float:
 @check("concurrency.isolation",
        "Sessions stepped side by side (interleaved) behave as when run alone: identical trajectories for a "
        "deterministic environment, independent episode ids and step counts for any environment",
-       f"{_SPEC} §1.1 (one instance per session)")
+       f"{_SPEC} §1.1 (one instance per session)",
+       requires=(EPISODE_FIELDS,))
 def isolation(ctx: Context) -> None:
     valid = ctx.require_actions()
     n = min(ctx.options.concurrency, int(ctx.spec.caps.max_sessions or 1))

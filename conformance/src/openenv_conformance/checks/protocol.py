@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import grpc
+import jsonschema
 from google.protobuf import descriptor_pb2
 
+from openenv.codec import from_struct
 from openenv.v1 import environment_pb2 as pb
 from openenv.v1 import tool_pb2
+from openenv_conformance.canonical import differing_fields
 from openenv_conformance.context import Context
 from openenv_conformance.errors import CheckSkipped, Violation
 from openenv_conformance.registry import check
+from openenv_conformance.transport import EPISODE_FIELDS, FRAMES, GRPC
 from openenv_conformance.wire import SERVICE, Session, StreamEnd, describe, expect_error, expect_ok
 
 _SPEC = "docs/protocol.md"
@@ -32,7 +36,10 @@ def _parse_version(v: str) -> tuple[int, int] | None:
 @check("protocol.handshake",
        "A handshake opens the session: HandshakeResponse with a session id, a 1.x protocol version and the "
        "environment's info, under the request's id",
-       f"{_SPEC} §3.3")
+       f"{_SPEC} §3.3",
+       requires=(GRPC,),
+       why=("gRPC only: over OpenEnv's WebSocket protocol the connection is the handshake (no request, no "
+            'version, no request id)'))
 def handshake(ctx: Context) -> None:
     ids = set()
     for rid in (7, 8):
@@ -60,7 +67,9 @@ def handshake(ctx: Context) -> None:
 @check("protocol.version_negotiation",
        "Any 1.x client version is accepted; another major is FAILED_PRECONDITION (fatal) and an empty version "
        "INVALID_ARGUMENT (fatal); the stream then ends",
-       f"{_SPEC} §3.3, §10; error table: FAILED_PRECONDITION, INVALID_ARGUMENT")
+       f"{_SPEC} §3.3, §10; error table: FAILED_PRECONDITION, INVALID_ARGUMENT",
+       requires=(GRPC,),
+       why="gRPC only: OpenEnv's WebSocket protocol negotiates no protocol version")
 def version_negotiation(ctx: Context) -> None:
     for v in ("1.0", "1.7", "1.999"):
         s = ctx.session(handshake=False)
@@ -78,7 +87,9 @@ def version_negotiation(ctx: Context) -> None:
 
 @check("protocol.version_unparsable",
        "A protocol version that does not parse as MAJOR.MINOR is refused with FAILED_PRECONDITION (fatal)",
-       f"{_SPEC} §3.3; error table: FAILED_PRECONDITION (unsupported or unparsable version)")
+       f"{_SPEC} §3.3; error table: FAILED_PRECONDITION (unsupported or unparsable version)",
+       requires=(GRPC,),
+       why="gRPC only: OpenEnv's WebSocket protocol negotiates no protocol version")
 def version_unparsable(ctx: Context) -> None:
     for v in ("abc", "1", "1.x", "v1.0", "1.0.0"):
         s = ctx.session(handshake=False)
@@ -89,7 +100,10 @@ def version_unparsable(ctx: Context) -> None:
 
 @check("protocol.request_ids",
        "Every answer carries the request_id of the request it answers, whatever the id (0, 2^63, 2^64-1...)",
-       f"{_SPEC} §4")
+       f"{_SPEC} §4",
+       requires=(GRPC,),
+       why=("gRPC only: request ids are the gRPC Session framing; OpenEnv's frames carry none (openenv's own"
+            ' correlation ids are checked on every reply instead)'))
 def request_ids(ctx: Context) -> None:
     s = ctx.session(handshake=False)
     resp = s.handshake(request_id=2**64 - 1)
@@ -119,7 +133,9 @@ def request_ids(ctx: Context) -> None:
 @check("protocol.pipelining",
        "Requests sent before reading any answer are answered once each, in request order, with their ids, and "
        "take effect in order",
-       f"{_SPEC} §4")
+       f"{_SPEC} §4",
+       requires=(GRPC,),
+       why='gRPC only: pipelining of arbitrary requests under chosen ids is the gRPC Session framing')
 def pipelining(ctx: Context) -> None:
     s = ctx.session()
     plan: list[pb.SessionRequest] = []
@@ -183,7 +199,9 @@ def pipelining(ctx: Context) -> None:
 
 @check("protocol.health",
        "grpc.health.v1 reports SERVING for the server (\"\") and for openenv.v1.EnvironmentService",
-       f"{_SPEC} §1.1")
+       f"{_SPEC} §1.1",
+       requires=(GRPC,),
+       why='gRPC only: grpc.health.v1 (over HTTP, protocol.http_endpoints checks GET /health)')
 def health(ctx: Context) -> None:
     for service in ("", SERVICE):
         status = ctx.wire.health(service)
@@ -193,7 +211,9 @@ def health(ctx: Context) -> None:
 
 @check("protocol.reflection",
        "Server reflection lists openenv.v1.EnvironmentService and serves the file that defines it",
-       f"{_SPEC} §1.1")
+       f"{_SPEC} §1.1",
+       requires=(GRPC,),
+       why='gRPC only: server reflection is a gRPC service')
 def reflection(ctx: Context) -> None:
     try:
         names, files = ctx.wire.reflection(SERVICE)
@@ -212,22 +232,24 @@ def reflection(ctx: Context) -> None:
 
 @check("protocol.get_info",
        "GetInfo returns the same EnvironmentInfo as the handshake, without opening a session",
-       f"{_SPEC} §1.1, §1.2")
+       f"{_SPEC} §1.1, §1.2",
+       requires=(GRPC,),
+       why=('gRPC only: GetInfo is a unary gRPC call (over HTTP, protocol.http_endpoints compares GET '
+            "/openenv/info with the session's info)"))
 def get_info(ctx: Context) -> None:
     unary = ctx.wire.get_info()
     hs = ctx.session().info
     if unary != hs:
-        from google.protobuf import json_format
-
-        a = json_format.MessageToDict(unary, preserving_proto_field_name=True)
-        b = json_format.MessageToDict(hs, preserving_proto_field_name=True)
-        diff = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
-        raise Violation(f"GetInfo and the handshake describe the environment differently (fields: {', '.join(diff)})")
+        raise Violation(f"GetInfo and the handshake describe the environment differently (fields: "
+                        f"{', '.join(differing_fields(unary, hs))})")
 
 
 @check("protocol.first_request",
        "A first request that is not a handshake (or has no kind) is FAILED_PRECONDITION (fatal); the stream ends",
-       f"{_SPEC} §3.2; error table: FAILED_PRECONDITION (request before the handshake)")
+       f"{_SPEC} §3.2; error table: FAILED_PRECONDITION (request before the handshake)",
+       requires=(GRPC,),
+       why=("gRPC only: over OpenEnv's WebSocket protocol the connection is the handshake, so no request can"
+            ' come before it'))
 def first_request(ctx: Context) -> None:
     for kind in ({"state": pb.StateRequest()}, {"reset": pb.ResetRequest()}, {"close": pb.CloseRequest()}, {}):
         s = ctx.session(handshake=False)
@@ -241,7 +263,9 @@ def first_request(ctx: Context) -> None:
 
 @check("protocol.second_handshake",
        "A second handshake is FAILED_PRECONDITION, not fatal; the session stays usable",
-       f"{_SPEC} §3.2; error table: FAILED_PRECONDITION (second handshake)")
+       f"{_SPEC} §3.2; error table: FAILED_PRECONDITION (second handshake)",
+       requires=(GRPC,),
+       why="gRPC only: OpenEnv's WebSocket protocol has no handshake request")
 def second_handshake(ctx: Context) -> None:
     s = ctx.session()
     expect_error(s.handshake(), "FAILED_PRECONDITION", "a second handshake", fatal=False)
@@ -253,7 +277,10 @@ def second_handshake(ctx: Context) -> None:
 
 @check("protocol.unset_kind",
        "A request with no kind is INVALID_ARGUMENT, not fatal; the session stays usable",
-       f"{_SPEC} §3.2; error table: INVALID_ARGUMENT (unset request kind)")
+       f"{_SPEC} §3.2; error table: INVALID_ARGUMENT (unset request kind)",
+       requires=(GRPC,),
+       why=('gRPC only: a request with no kind is a gRPC message; a frame with no type is covered by '
+            'lifecycle.state_never_fails over HTTP'))
 def unset_kind(ctx: Context) -> None:
     s = ctx.session()
     expect_error(s.exchange(s.request()), "INVALID_ARGUMENT", "a request with no kind", fatal=False)
@@ -265,7 +292,9 @@ def unset_kind(ctx: Context) -> None:
 
 @check("protocol.half_close",
        "After the client half-closes, every request already sent is answered, then the stream ends with OK",
-       f"{_SPEC} §3.7")
+       f"{_SPEC} §3.7",
+       requires=(GRPC,),
+       why='gRPC only: a WebSocket cannot be half-closed')
 def half_close(ctx: Context) -> None:
     s = ctx.session()
     kind = {"state": pb.StateRequest()} if ctx.spec.sim else {"list_tools": tool_pb2.ListToolsRequest()}
@@ -279,3 +308,50 @@ def half_close(ctx: Context) -> None:
                         f"(ids {[a.request_id for a in answers]})")
     if end.code != grpc.StatusCode.OK:
         raise Violation(f"after half-close the {end}; expected status OK")
+
+
+@check("protocol.http_endpoints",
+       "Over HTTP: GET /health answers 200 {\"status\": \"healthy\"}; /metadata names the environment; /schema holds "
+       "valid JSON Schemas of action, observation (the declared one) and state; an openenv server's sessions report "
+       "(openenv.hello) the EnvironmentInfo of GET /openenv/info, under distinct session ids",
+       "docs/bridge.md (Endpoints, /ws frames)",
+       requires=(FRAMES,))
+def http_endpoints(ctx: Context) -> None:
+    wire = ctx.wire
+    status, body = wire.get("/health")  # type: ignore[attr-defined]
+    if status != 200 or body != {"status": "healthy"}:
+        raise Violation(f"GET /health answered {status} {body!r}, expected 200 {{\"status\": \"healthy\"}}")
+    status, md = wire.get("/metadata")  # type: ignore[attr-defined]
+    if status != 200 or not isinstance(md, dict):
+        raise Violation(f"GET /metadata answered {status} {md!r}, expected a JSON object")
+    if md.get("name") != ctx.info.name:
+        raise Violation(f"GET /metadata names {md.get('name')!r}; the environment is {ctx.info.name!r}")
+    status, schema = wire.get("/schema")  # type: ignore[attr-defined]
+    if status != 200 or not isinstance(schema, dict):
+        raise Violation(f"GET /schema answered {status} {schema!r}, expected a JSON object")
+    for part in ("action", "observation", "state"):
+        doc = schema.get(part)
+        if not isinstance(doc, dict):
+            raise Violation(f"GET /schema has no {part!r} JSON Schema object")
+        try:
+            jsonschema.validators.validator_for(doc, default=jsonschema.Draft202012Validator).check_schema(doc)
+        except jsonschema.SchemaError as e:
+            raise Violation(f"GET /schema: the {part} schema is not a valid JSON Schema: {e.message}") from None
+    declared = from_struct(ctx.info.observation.json_schema) if ctx.info.observation.HasField("json_schema") else None
+    if declared and schema["observation"] != declared:
+        raise Violation("GET /schema's observation schema differs from the declared observation json_schema")
+    if EPISODE_FIELDS not in ctx.features:
+        return "a stock OpenEnv server: described by /metadata and /schema"
+    ids = set()
+    for _ in range(2):
+        s = ctx.session()
+        if s.info != ctx.info:
+            raise Violation(f"openenv.hello and GET /openenv/info describe the environment differently (fields: "
+                            f"{', '.join(differing_fields(ctx.info, s.info))})")
+        if not s.session_id:
+            raise Violation("openenv.hello carries no session id")
+        ids.add(s.session_id)
+        s.shutdown()
+    if len(ids) != 2:
+        raise Violation("two sessions got the same session id")
+    return None

@@ -11,6 +11,7 @@ from openenv.v1 import payload_pb2, tool_pb2
 from openenv_conformance.context import Context
 from openenv_conformance.errors import CheckSkipped, Violation
 from openenv_conformance.registry import check
+from openenv_conformance.transport import GRPC
 from openenv_conformance.wire import NoAnswer, StreamEnd, describe
 
 _SPEC = "docs/protocol.md"
@@ -29,7 +30,10 @@ def _prepare(ctx: Context) -> None:
 @check("robustness.oversized_message",
        "A request just under max_message_bytes is answered; one over it ends that stream with RESOURCE_EXHAUSTED, "
        "and the server stays healthy",
-       f"{_SPEC} §8; error table: RESOURCE_EXHAUSTED (message too large)")
+       f"{_SPEC} §8; error table: RESOURCE_EXHAUSTED (message too large)",
+       requires=(GRPC,),
+       why=('gRPC only: the limit is enforced by the gRPC library on the serialized message (the HTTP side '
+            'has its own WebSocket message limit, in JSON bytes)'))
 def oversized_message(ctx: Context) -> None:
     _prepare(ctx)
     limit = int(ctx.spec.caps.max_message_bytes) or 16 * 1024 * 1024
@@ -64,7 +68,9 @@ def oversized_message(ctx: Context) -> None:
 @check("robustness.random_bytes",
        "Random bytes as a request (first or after the handshake) get an error answer or end that stream, never a "
        "hang; the server stays healthy",
-       f"{_SPEC} §5; grpc framing")
+       f"{_SPEC} §5; grpc framing",
+       requires=(GRPC,),
+       why='gRPC only: random bytes test the gRPC message framing')
 def random_bytes(ctx: Context) -> None:
     _prepare(ctx)
     rng = random.Random(ctx.seed_for("bytes"))

@@ -10,9 +10,20 @@ from openenv_conformance.errors import CheckSkipped, Violation
 from openenv_conformance.model import EpisodeModel
 from openenv_conformance.registry import check
 from openenv_conformance.strategies import CALL_TOOL, Action
+from openenv_conformance.transport import EPISODE_FIELDS
 from openenv_conformance.wire import describe, expect_error, expect_ok
 
 _SPEC = "docs/protocol.md"
+
+
+def _invalid_or_skip(ctx: Context) -> st.SearchStrategy[Action]:
+    bad = ctx.actions.invalid()
+    if bad is None:
+        if not ctx.spec.action.declared:
+            raise CheckSkipped("the action type is not declared (PAYLOAD_KIND_UNSPECIFIED): every payload is valid")
+        raise CheckSkipped("no JSON value breaks the declared action type (it declares no JSON Schema constraint), "
+                           "so no invalid action can be sent over OpenEnv's JSON protocol")
+    return bad
 
 
 @check("schema.descriptors",
@@ -69,7 +80,8 @@ def observations(ctx: Context) -> None:
 @check("schema.valid_actions",
        "Declared examples are accepted in a fresh episode; generated valid actions are answered with a time step "
        "(or INVALID_ARGUMENT when the environment rejects the move), never another error, and never end the session",
-       f"{_SPEC} §2, §3.5; error table: INVALID_ARGUMENT (openenv.InvalidAction)")
+       f"{_SPEC} §2, §3.5; error table: INVALID_ARGUMENT (openenv.InvalidAction)",
+       requires=(EPISODE_FIELDS,))
 def valid_actions(ctx: Context) -> None:
     valid = ctx.require_actions()
     for a in ctx.actions.examples:
@@ -100,12 +112,11 @@ def valid_actions(ctx: Context) -> None:
        "Invalid actions (unset payload, wrong payload kind, Any of the wrong type, undecodable bytes, missing, extra "
        "or wrongly typed fields, bad tensors, tool arguments violating input_schema) are INVALID_ARGUMENT, not "
        "fatal, change nothing, and the session stays usable",
-       f"{_SPEC} §2, §3.5; error table: INVALID_ARGUMENT")
+       f"{_SPEC} §2, §3.5; error table: INVALID_ARGUMENT",
+       requires=(EPISODE_FIELDS,))
 def invalid_actions(ctx: Context) -> None:
     ctx.require_sim()
-    bad = ctx.actions.invalid()
-    if bad is None:
-        raise CheckSkipped("the action type is not declared (PAYLOAD_KIND_UNSPECIFIED): every payload is valid")
+    bad = _invalid_or_skip(ctx)
     good = ctx.accepted_actions(1) if ctx.actions.valid() is not None else []
 
     def refused(action: Action) -> None:
@@ -129,9 +140,7 @@ def invalid_actions(ctx: Context) -> None:
        f"{_SPEC} §3.5 (which rule is reported first)")
 def error_precedence(ctx: Context) -> None:
     ctx.require_sim()
-    bad = ctx.actions.invalid()
-    if bad is None:
-        raise CheckSkipped("the action type is not declared (PAYLOAD_KIND_UNSPECIFIED): every payload is valid")
+    bad = _invalid_or_skip(ctx)
     s = ctx.session()
     for a in ctx.sample(bad, 8):
         if a.label.startswith("tool arguments"):

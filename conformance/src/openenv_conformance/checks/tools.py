@@ -11,6 +11,7 @@ from openenv_conformance.errors import CheckSkipped, Violation
 from openenv_conformance.model import EpisodeModel
 from openenv_conformance.registry import check
 from openenv_conformance.strategies import CALL_TOOL, pack
+from openenv_conformance.transport import EPISODE_FIELDS
 from openenv_conformance.wire import Session, describe, expect_error, expect_ok
 
 _SPEC = "docs/protocol.md"
@@ -73,7 +74,8 @@ def list_stable(ctx: Context) -> None:
 @check("tools.valid_arguments",
        "A call with arguments valid under the tool's input_schema returns a CallToolResponse for that tool (a failing "
        "tool is a result with is_error); a side call changes no episode state",
-       f"{_SPEC} §6")
+       f"{_SPEC} §6",
+       requires=(EPISODE_FIELDS,))
 def valid_arguments(ctx: Context) -> None:
     _require_tools(ctx)
     calls = ctx.actions.tool_calls()
@@ -107,7 +109,8 @@ def valid_arguments(ctx: Context) -> None:
 @check("tools.invalid_arguments",
        "A call whose arguments violate the tool's input_schema (missing, extra or wrongly typed) is INVALID_ARGUMENT, "
        "not fatal, and changes nothing",
-       f"{_SPEC} §6; error table: INVALID_ARGUMENT (tool arguments that violate input_schema)")
+       f"{_SPEC} §6; error table: INVALID_ARGUMENT (tool arguments that violate input_schema)",
+       requires=(EPISODE_FIELDS,))
 def invalid_arguments(ctx: Context) -> None:
     _require_tools(ctx)
     bad = ctx.actions.invalid_tool_calls()
@@ -131,7 +134,8 @@ def invalid_arguments(ctx: Context) -> None:
 @check("tools.unknown_tool",
        "Calling a tool that is not listed (including reserved names) is NOT_FOUND, not fatal; as a tool-call step "
        "it is not counted",
-       f"{_SPEC} §6; error table: NOT_FOUND")
+       f"{_SPEC} §6; error table: NOT_FOUND",
+       requires=(EPISODE_FIELDS,))
 def unknown_tool(ctx: Context) -> None:
     _require_tools(ctx)
     s = ctx.session()

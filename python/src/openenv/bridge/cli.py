@@ -32,15 +32,13 @@ def bridge_command(target: str, host: str, port: int, ws_ping_interval: float, w
     """Expose the gRPC environment at TARGET (grpc://HOST:PORT, any language) on OpenEnv's
     HTTP/WebSocket protocol: /ws, /mcp, /health, /metadata, /schema."""
     from openenv.bridge.server import serve_bridge
+    from openenv.cli import write_ready_file
     from openenv.errors import EnvError
 
     def ready(server: Any) -> None:
         click.echo(f"bridging {target} on {server.url} (WebSocket {server.url}/ws)", err=True)
         if ready_file:
-            tmp = ready_file + ".tmp"
-            with open(tmp, "w") as f:
-                f.write(server.url)
-            os.replace(tmp, ready_file)
+            write_ready_file(ready_file, server.url)
 
     opts = HttpOptions(ws_ping_interval=ws_ping_interval, ws_ping_timeout=ws_ping_timeout,
                        max_message_bytes=int(max_message_mb * 1024 * 1024))

@@ -92,7 +92,7 @@ export type EnvironmentInfo = Message<"openenv.v1.EnvironmentInfo"> & {
   description: string;
 
   /**
-   * The protocol version the server speaks, "MAJOR.MINOR" (this file: "1.0").
+   * The protocol version the server speaks, "MAJOR.MINOR" (this file: "1.1").
    *
    * @generated from field: string protocol_version = 4;
    */
