@@ -45,8 +45,10 @@ class VectorSession:
             s.on_terminate(callback)
 
     async def close(self) -> None:
-        for s in self.sessions:
-            await s.close()
+        """Release every instance. The releases run as one shielded batch: the transport's
+        task is often cancelled right now (the client cancels its call after CloseResponse,
+        or disconnects), and that must not stop the instances after the first one."""
+        await asyncio.shield(asyncio.gather(*(s.close() for s in self.sessions), return_exceptions=True))
 
     def _ids(self, env_ids: Sequence[int]) -> list[int]:
         ids = list(env_ids) if env_ids else list(range(self.num_envs))
