@@ -221,7 +221,73 @@ class Wire:
         return s
 
 
-class Session:
+class RequestBuilder:
+    """The protocol's requests, built once for every transport's session: a subclass
+    provides ``request(**kind)`` (a SessionRequest with the next id) and ``exchange``."""
+
+    def request(self, request_id: int | None = None, **kind: Any) -> pb.SessionRequest:
+        raise NotImplementedError
+
+    def exchange(self, request: pb.SessionRequest, timeout: float | None = None) -> pb.SessionResponse | StreamEnd:
+        raise NotImplementedError
+
+    def handshake(self, **kw: Any) -> pb.SessionResponse | StreamEnd:
+        raise NotImplementedError
+
+    def open(self, **kw: Any) -> pb.HandshakeResponse:
+        """Handshake, which must succeed."""
+        return expect_ok(self.handshake(**kw), "handshake", "handshake")
+
+    def reset(self, seed: int | None = None, episode_id: str = "",
+              options: Mapping[str, Any] | None = None) -> pb.SessionResponse | StreamEnd:
+        r = pb.ResetRequest(episode_id=episode_id)
+        if seed is not None:
+            r.seed = seed
+        if options:
+            to_struct(dict(options), r.options)
+        return self.exchange(self.request(reset=r))
+
+    def step(self, action: Any, timeout_s: float | None = None) -> pb.SessionResponse | StreamEnd:
+        """``action`` is a Payload (or anything with a ``payload`` attribute)."""
+        payload = getattr(action, "payload", action)
+        st = pb.StepRequest(action=payload)
+        if timeout_s is not None:
+            st.timeout.FromNanoseconds(int(timeout_s * 1e9))
+        return self.exchange(self.request(step=st))
+
+    def state(self, env_id: int | None = None) -> pb.SessionResponse | StreamEnd:
+        """``env_id`` addresses one instance of a vectorised session."""
+        return self.exchange(self.request(state=pb.StateRequest(env_id=env_id or 0)))
+
+    def batch_reset(self, env_ids: Sequence[int] = (), seeds: Sequence[int] = (),
+                    options: Mapping[str, Any] | None = None) -> pb.SessionResponse | StreamEnd:
+        r = pb.BatchResetRequest(env_ids=list(env_ids), seeds=list(seeds))
+        if options:
+            to_struct(dict(options), r.options)
+        return self.exchange(self.request(batch_reset=r))
+
+    def batch_step(self, env_ids: Sequence[int], actions: Sequence[Any],
+                   timeout_s: float | None = None) -> pb.SessionResponse | StreamEnd:
+        """``actions``: Payloads (or anything with a ``payload`` attribute), one per id."""
+        b = pb.BatchStepRequest(env_ids=list(env_ids), actions=[getattr(a, "payload", a) for a in actions])
+        if timeout_s is not None:
+            b.timeout.FromNanoseconds(int(timeout_s * 1e9))
+        return self.exchange(self.request(batch_step=b))
+
+    def list_tools(self) -> pb.SessionResponse | StreamEnd:
+        return self.exchange(self.request(list_tools=tool_pb2.ListToolsRequest()))
+
+    def call_tool(self, name: str, arguments: Mapping[str, Any] | None = None) -> pb.SessionResponse | StreamEnd:
+        c = tool_pb2.CallToolRequest(name=name)
+        if arguments:
+            to_struct(dict(arguments), c.arguments)
+        return self.exchange(self.request(call_tool=c))
+
+    def close(self) -> pb.SessionResponse | StreamEnd:
+        return self.exchange(self.request(close=pb.CloseRequest()))
+
+
+class Session(RequestBuilder):
     """One Session stream. Requests get increasing ids unless given one."""
 
     def __init__(self, wire: Wire, channel: grpc.aio.Channel) -> None:
@@ -351,54 +417,3 @@ class Session:
             self.session_id = resp.handshake.session_id
         return resp
 
-    def open(self, **kw: Any) -> pb.HandshakeResponse:
-        """Handshake, which must succeed."""
-        return expect_ok(self.handshake(**kw), "handshake", "handshake")
-
-    def reset(self, seed: int | None = None, episode_id: str = "",
-              options: Mapping[str, Any] | None = None) -> pb.SessionResponse | StreamEnd:
-        r = pb.ResetRequest(episode_id=episode_id)
-        if seed is not None:
-            r.seed = seed
-        if options:
-            to_struct(dict(options), r.options)
-        return self.exchange(self.request(reset=r))
-
-    def step(self, action: Any, timeout_s: float | None = None) -> pb.SessionResponse | StreamEnd:
-        """``action`` is a Payload (or anything with a ``payload`` attribute)."""
-        payload = getattr(action, "payload", action)
-        st = pb.StepRequest(action=payload)
-        if timeout_s is not None:
-            st.timeout.FromNanoseconds(int(timeout_s * 1e9))
-        return self.exchange(self.request(step=st))
-
-    def state(self, env_id: int | None = None) -> pb.SessionResponse | StreamEnd:
-        """``env_id`` addresses one instance of a vectorised session."""
-        return self.exchange(self.request(state=pb.StateRequest(env_id=env_id or 0)))
-
-    def batch_reset(self, env_ids: Sequence[int] = (), seeds: Sequence[int] = (),
-                    options: Mapping[str, Any] | None = None) -> pb.SessionResponse | StreamEnd:
-        r = pb.BatchResetRequest(env_ids=list(env_ids), seeds=list(seeds))
-        if options:
-            to_struct(dict(options), r.options)
-        return self.exchange(self.request(batch_reset=r))
-
-    def batch_step(self, env_ids: Sequence[int], actions: Sequence[Any],
-                   timeout_s: float | None = None) -> pb.SessionResponse | StreamEnd:
-        """``actions``: Payloads (or anything with a ``payload`` attribute), one per id."""
-        b = pb.BatchStepRequest(env_ids=list(env_ids), actions=[getattr(a, "payload", a) for a in actions])
-        if timeout_s is not None:
-            b.timeout.FromNanoseconds(int(timeout_s * 1e9))
-        return self.exchange(self.request(batch_step=b))
-
-    def list_tools(self) -> pb.SessionResponse | StreamEnd:
-        return self.exchange(self.request(list_tools=tool_pb2.ListToolsRequest()))
-
-    def call_tool(self, name: str, arguments: Mapping[str, Any] | None = None) -> pb.SessionResponse | StreamEnd:
-        c = tool_pb2.CallToolRequest(name=name)
-        if arguments:
-            to_struct(dict(arguments), c.arguments)
-        return self.exchange(self.request(call_tool=c))
-
-    def close(self) -> pb.SessionResponse | StreamEnd:
-        return self.exchange(self.request(close=pb.CloseRequest()))

@@ -60,7 +60,7 @@ from openenv.v1 import error_pb2, payload_pb2, tool_pb2
 from openenv_conformance.errors import Violation
 from openenv_conformance.strategies import NO_JSON, Action
 from openenv_conformance.transport import EPISODE_FIELDS, FRAMES
-from openenv_conformance.wire import PROTOCOL_VERSION, NoAnswer, StreamEnd, expect_ok
+from openenv_conformance.wire import PROTOCOL_VERSION, NoAnswer, RequestBuilder, StreamEnd
 
 __all__ = ["UnsupportedRequest", "WsSession", "WsWire", "parse_info"]
 
@@ -303,7 +303,7 @@ class WsWire:
         return s
 
 
-class WsSession:
+class WsSession(RequestBuilder):
     """One WebSocket session, with the interface of :class:`openenv_conformance.wire.Session`."""
 
     def __init__(self, wire: WsWire, channel: _Channel) -> None:
@@ -736,27 +736,11 @@ class WsSession:
             to_struct(dict(options), hs.options)
         return self.exchange(self.request(request_id, handshake=hs))
 
-    def open(self, **kw: Any) -> pb.HandshakeResponse:
-        """Handshake, which must succeed."""
-        return expect_ok(self.handshake(**kw), "handshake", "handshake")
-
-    def reset(self, seed: int | None = None, episode_id: str = "",
-              options: Mapping[str, Any] | None = None) -> pb.SessionResponse | StreamEnd:
-        r = pb.ResetRequest(episode_id=episode_id)
-        if seed is not None:
-            r.seed = seed
-        if options:
-            to_struct(dict(options), r.options)
-        return self.exchange(self.request(reset=r))
-
     def step(self, action: Any, timeout_s: float | None = None) -> pb.SessionResponse | StreamEnd:
         """``action``: a Payload, or an Action (whose raw ``json``, when set, is sent as is)."""
         raw = action.json if isinstance(action, Action) else NO_JSON
         if raw is NO_JSON:
-            st = pb.StepRequest(action=getattr(action, "payload", action))
-            if timeout_s is not None:
-                st.timeout.FromNanoseconds(int(timeout_s * 1e9))
-            return self.exchange(self.request(step=st))
+            return super().step(action, timeout_s)
         if self.end is not None:
             return self.end
         if self.ws is None:
@@ -771,19 +755,7 @@ class WsSession:
     def state(self, env_id: int | None = None) -> pb.SessionResponse | StreamEnd:
         if env_id:
             raise UnsupportedRequest("state(env_id) addresses vectorised sessions, which are gRPC only")
-        return self.exchange(self.request(state=pb.StateRequest()))
-
-    def list_tools(self) -> pb.SessionResponse | StreamEnd:
-        return self.exchange(self.request(list_tools=tool_pb2.ListToolsRequest()))
-
-    def call_tool(self, name: str, arguments: Mapping[str, Any] | None = None) -> pb.SessionResponse | StreamEnd:
-        c = tool_pb2.CallToolRequest(name=name)
-        if arguments:
-            to_struct(dict(arguments), c.arguments)
-        return self.exchange(self.request(call_tool=c))
-
-    def close(self) -> pb.SessionResponse | StreamEnd:
-        return self.exchange(self.request(close=pb.CloseRequest()))
+        return super().state()
 
     def frame(self, frame: dict[str, Any]) -> pb.SessionResponse | StreamEnd:
         """Send any frame (with the session's correlation id) and translate its reply as an
