@@ -11,7 +11,7 @@ PROJECTS := python $(patsubst %/,%,$(sort $(dir $(wildcard conformance/pyproject
 STAMP := $(VENV)/.installed
 export GRPC_VERBOSITY ?= ERROR
 
-.PHONY: venv demo test generate lint fmt bench clean
+.PHONY: venv demo test test-stress generate lint fmt bench clean
 
 venv: $(STAMP)
 
@@ -26,7 +26,14 @@ demo: venv
 	$(PY) tools/demo.py
 
 test: venv
-	$(PY) -m pytest
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+# The suite under induced load (a CPU hog per core), RUNS times in a row, after repeating the
+# timing-marked tests REPEAT times; prints how many runs passed (docs/testing.md).
+RUNS ?= 1
+REPEAT ?= 5
+test-stress: venv
+	$(PY) tools/stress.py --runs $(RUNS) --repeat $(REPEAT) $(STRESS_ARGS)
 
 generate: venv
 	$(PY) tools/generate.py

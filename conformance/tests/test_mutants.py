@@ -11,6 +11,8 @@ from openenv_conformance.context import RunOptions
 from openenv_conformance.registry import all_checks
 from openenv_conformance.runner import certify
 
+pytestmark = pytest.mark.timing
+
 SEED = 20261129
 # Small searches keep the whole file within a couple of minutes; the bound on freeing a
 # dropped client's slot is shortened so the leaking mutant does not wait 10 s per probe.

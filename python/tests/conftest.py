@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
@@ -22,10 +22,20 @@ os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
 import openenv_testenvs  # noqa: E402
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def anyio_backend() -> str:
     """grpc.aio needs asyncio."""
     return "asyncio"
+
+
+@pytest.fixture(scope="session", autouse=True)
+async def _one_event_loop(anyio_backend: str) -> AsyncIterator[None]:
+    """Every async test of the session runs on one event loop (anyio keeps its runner while
+    a fixture holds it). grpc.aio completes operations on the loop that started them; with a
+    loop per test, a completion still owed to the previous test's closed loop would surface in
+    the next test as "Event loop is closed" (anyio re-raises loop errors). The runtime itself
+    leaves nothing owed (tests/test_event_loops.py); raw calls in tests may."""
+    yield
 
 
 @pytest.fixture(autouse=True)

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import threading
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,32 @@ REPO_ROOT = TESTS_DIR.parent.parent
 
 WAIT_S = 10.0
 """Upper bound of every wait in these tests (never a timing assertion)."""
+
+
+@contextlib.contextmanager
+def server_thread(factory: type[openenv.Environment], **kwargs: object) -> Iterator[openenv.Server]:
+    """An ``openenv.Server`` on its own event loop in a daemon thread (the test thread stays sync)."""
+    loop = asyncio.new_event_loop()
+    kwargs.setdefault("port", 0)
+    srv = openenv.Server(factory, "127.0.0.1", **kwargs)  # type: ignore[arg-type]
+    started = threading.Event()
+
+    def run() -> None:
+        asyncio.set_event_loop(loop)
+        loop.run_until_complete(srv.start())
+        started.set()
+        loop.run_forever()
+
+    t = threading.Thread(target=run, name="test-server", daemon=True)
+    t.start()
+    assert started.wait(10), "server thread did not start"
+    try:
+        yield srv
+    finally:
+        asyncio.run_coroutine_threadsafe(srv.stop(1.0), loop).result(15)
+        loop.call_soon_threadsafe(loop.stop)
+        t.join(10)
+        loop.close()
 
 
 @contextlib.asynccontextmanager
@@ -100,6 +127,21 @@ class RawSession:
         return self
 
     async def __aexit__(self, *exc: Any) -> None:
+        """End the stream as a client should (half-close, read to its end, bounded), so that
+        no gRPC operation is still owed to this loop when the test's loop closes; cancel
+        only a stream that does not end."""
+        if self.call.done():  # ended (or cancelled by the test): nothing is owed
+            await self.channel.close()
+            return
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(self.call.done_writing(), WAIT_S)
+        with contextlib.suppress(Exception):
+            async def drain() -> None:
+                while await self.call.read() is not grpc.aio.EOF:
+                    pass
+                await self.call.code()
+
+            await asyncio.wait_for(drain(), WAIT_S)
         self.call.cancel()
         await self.channel.close()
 

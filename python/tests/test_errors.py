@@ -342,7 +342,7 @@ async def test_deadline_exceeded_step_timeout_async_env() -> None:
         async with openenv.EnvClient(srv.address) as env:
             await env.reset()
             with pytest.raises(openenv.DeadlineExceeded):
-                await env.step({"s": 30}, step_timeout=0.05)
+                await env.step({"s": 3600}, step_timeout=0.05)  # only the timeout can end it
             await wait_until(lambda: AsyncSlow.cancelled == 1, what="the timed-out coroutine to be cancelled")
             await _assert_aborted_then_recovers(env, {"s": 0})
             assert (await env.step({"s": 0})).observation == "done"
@@ -353,7 +353,7 @@ async def test_deadline_exceeded_tool_timeout_is_not_fatal() -> None:
         async with openenv.EnvClient(srv.address) as env:
             await env.reset()
             with pytest.raises(openenv.DeadlineExceeded) as exc:
-                await env.call_tool("nap", {"s": 30}, tool_timeout=0.05)
+                await env.call_tool("nap", {"s": 3600}, tool_timeout=0.05)  # only the timeout can end it
             assert not exc.value.fatal
             st = await env.state()  # a side call does not abort the episode
             assert st.status is openenv.EpisodeStatus.RUNNING

@@ -31,9 +31,17 @@ import openenv
 from openenv.codec import to_value
 from openenv.v1 import environment_pb2, payload_pb2
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.timing]
 
 OPENENV_CLI = str(Path(sys.executable).parent / "openenv")
+
+
+def _saw_its_end(env: openenv.EnvClient) -> bool:
+    """The client has read the end of its session stream (and so knows why it ended)."""
+    conn = getattr(env, "connection", None)
+    if conn is not None:  # the client's Connection: ``ended`` is the reason, None while open
+        return conn.ended is not None
+    return getattr(env, "_broken", None) is not None  # clients without a Connection object
 
 
 def _step(value: object) -> environment_pb2.SessionRequest:
@@ -138,7 +146,7 @@ async def test_killed_client_process_frees_its_session() -> None:
         )
         proc = await asyncio.create_subprocess_exec(sys.executable, "-c", code, stdout=asyncio.subprocess.PIPE)
         try:
-            line = await asyncio.wait_for(proc.stdout.readline(), WAIT_S * 3)  # type: ignore[union-attr]
+            line = await asyncio.wait_for(proc.stdout.readline(), WAIT_S * 6)  # type: ignore[union-attr]
             assert line.strip() == b"ready"
             assert srv.manager.active == 1 and Counter.created == 1
             proc.kill()  # no goodbye: the kernel closes the socket
@@ -161,22 +169,33 @@ async def test_idle_session_is_reaped_with_deadline_exceeded() -> None:
             assert ended.code == grpc.StatusCode.DEADLINE_EXCEEDED
             assert "idle" in ended.details
         await wait_released(srv, Counter)
+        # Nothing is sent after the handshake here either: any request would have to reach the
+        # server within the short idle timeout, which a loaded machine does not guarantee.
         async with openenv.EnvClient(srv.address) as env:
-            await env.reset()
             await wait_until(lambda: srv.manager.active == 0, what="the idle client to be reaped")
+            # The slot is freed when the server ends the stream; the client learns why a moment
+            # later (its reader gets the status). A call in between fails on the finished call
+            # instead (UNAVAILABLE), so wait for the client's side of the end too.
+            await wait_until(lambda: _saw_its_end(env), what="the client to read the end of its stream")
             with pytest.raises(openenv.DeadlineExceeded) as exc:
                 await env.state()
             assert exc.value.fatal
 
 
 async def test_a_request_in_progress_is_not_idle() -> None:
-    async with running(Scripted, idle_timeout_s=0.2) as srv:
+    idle = 1.0
+    async with running(Scripted, idle_timeout_s=idle) as srv:
         async with openenv.EnvClient(srv.address) as env:
-            await env.reset()
+            # reset and step are written back to back right after the handshake (neither waits for
+            # an answer first), so the session is not idle long before the step starts even on a
+            # loaded machine; the idle timeout is still short next to the wait below
+            reset = asyncio.ensure_future(env.reset())
             step = asyncio.ensure_future(env.step({"op": "block"}))
-            await wait_until(Scripted.entered.is_set, what="the step to start")
-            await asyncio.sleep(1.0)  # several idle periods pass while the step runs
-            assert srv.manager.active == 1
+            await wait_until(lambda: Scripted.entered.is_set() or step.done(), what="the step to start")
+            assert Scripted.entered.is_set(), step.result()  # (a step that ended early raises its error here)
+            await asyncio.wait_for(reset, WAIT_S)
+            await asyncio.sleep(3 * idle)  # several idle periods pass while the step runs
+            assert srv.manager.active == 1 and not step.done()
             Scripted.gate.set()
             assert (await asyncio.wait_for(step, WAIT_S)).observation == "unblocked"
 
@@ -237,7 +256,7 @@ async def test_sigterm_drains_the_cli_server_and_exits_zero(tmp_path: Path) -> N
         "--grace", "3", cwd=str(TESTS_DIR), stderr=asyncio.subprocess.PIPE,
         env={**os.environ, "GRPC_VERBOSITY": "ERROR"})
     try:
-        await wait_until(ready.exists, timeout=WAIT_S * 3, what="the server's ready file")
+        await wait_until(ready.exists, timeout=WAIT_S * 6, what="the server's ready file")
         url = ready.read_text()
         assert url.startswith("grpc://127.0.0.1:")
         async with openenv.EnvClient(url) as env:

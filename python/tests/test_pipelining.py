@@ -14,7 +14,7 @@ import openenv
 from openenv.codec import from_value, to_value
 from openenv.v1 import environment_pb2, payload_pb2
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.timing]
 
 
 def _step(delta: int) -> environment_pb2.SessionRequest:

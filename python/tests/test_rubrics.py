@@ -530,7 +530,10 @@ def judged_env(base_url: str, **judge_kw: Any) -> type[openenv.Environment]:
 
 
 async def test_llm_judge_scores_from_a_local_server() -> None:
-    async with ChatServer(canned) as chat, session(judged_env(chat.base_url, api_key="test-key", timeout_s=0.5)) as env:
+    # The judge's timeout is generous for the answers that must arrive; the short one (0.5 s)
+    # is only used against the server's "slow" answer, which never comes (it sleeps an hour).
+    async with ChatServer(canned) as chat, \
+            session(judged_env(chat.base_url, api_key="test-key", timeout_s=WAIT_S)) as env:
         judge_spec = env.info.rubric.children[0]
         assert judge_spec.kind == "llm_judge" and (judge_spec.minimum, judge_spec.maximum) == (0.0, 1.0)
         assert json_format.MessageToDict(judge_spec.params) == {"model": "judge-small", "scale": [0.0, 10.0],
@@ -551,13 +554,19 @@ async def test_llm_judge_scores_from_a_local_server() -> None:
         assert body["messages"][1] == {"role": "user", "content": "Grade this answer: good"}
 
         for answer, pattern in [("garbage", "no score in the judge's reply 'I cannot grade this.'"),
-                                ("http500", "answered HTTP 500"), ("malformed", "malformed chat completion"),
-                                ("slow", "within 0.5 s")]:
+                                ("http500", "answered HTTP 500"), ("malformed", "malformed chat completion")]:
             with pytest.raises(openenv.Internal, match=re.escape("LLM judge 'judge' failed: ")) as ei:
                 await env.step(answer)
             assert pattern in ei.value.message and not ei.value.fatal
         st = await env.state()
         assert st.step_count == 3 and st.status is openenv.EpisodeStatus.RUNNING
+        async with session(judged_env(chat.base_url, api_key="test-key", timeout_s=0.5)) as impatient:
+            await impatient.reset()
+            with pytest.raises(openenv.Internal, match=re.escape("LLM judge 'judge' failed: ")) as ei:
+                await impatient.step("slow")
+            assert "within 0.5 s" in ei.value.message and not ei.value.fatal
+            st = await impatient.state()
+            assert st.step_count == 0 and st.status is openenv.EpisodeStatus.RUNNING
 
 
 async def test_llm_judge_fallback_score() -> None:
@@ -566,7 +575,7 @@ async def test_llm_judge_fallback_score() -> None:
         dead = f"http://127.0.0.1:{s.getsockname()[1]}/v1"
     async with ChatServer(canned) as chat:
         for base_url, answer, why in [(chat.base_url, "garbage", "no score"), (dead, "good", "request to")]:
-            async with session(judged_env(base_url, fallback_score=0.25, timeout_s=5)) as env:
+            async with session(judged_env(base_url, fallback_score=0.25, timeout_s=WAIT_S)) as env:
                 assert json_format.MessageToDict(env.info.rubric.children[0].params)["fallback_score"] == 0.25
                 await env.reset()
                 s = check(env, await env.step(answer))

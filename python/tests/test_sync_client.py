@@ -5,40 +5,15 @@ already running)."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import threading
-from collections.abc import Iterator
 
 import pytest
-from openenv_testenvs import Counter, Failing, ToolEnv
+from openenv_testenvs import Counter, Failing, Scripted, ToolEnv
+from openenv_testkit import server_thread
 
 import openenv
 from openenv.errors import ErrorCode
 
-
-@contextlib.contextmanager
-def server_thread(factory: type[openenv.Environment], **kwargs: object) -> Iterator[openenv.Server]:
-    """An ``openenv.Server`` on its own event loop in a daemon thread (the test thread stays sync)."""
-    loop = asyncio.new_event_loop()
-    srv = openenv.Server(factory, "127.0.0.1", 0, **kwargs)  # type: ignore[arg-type]
-    started = threading.Event()
-
-    def run() -> None:
-        asyncio.set_event_loop(loop)
-        loop.run_until_complete(srv.start())
-        started.set()
-        loop.run_forever()
-
-    t = threading.Thread(target=run, name="test-server", daemon=True)
-    t.start()
-    assert started.wait(10), "server thread did not start"
-    try:
-        yield srv
-    finally:
-        asyncio.run_coroutine_threadsafe(srv.stop(1.0), loop).result(15)
-        loop.call_soon_threadsafe(loop.stop)
-        t.join(10)
-        loop.close()
+pytestmark = pytest.mark.timing
 
 
 def test_sync_reset_step_state() -> None:
@@ -74,9 +49,21 @@ def test_sync_errors_raise_the_table_classes() -> None:
         assert exc.value.code == ErrorCode.INTERNAL and "ValueError: boom" in str(exc.value)
         with pytest.raises(openenv.Unimplemented):
             env.list_tools()
-        with pytest.raises(openenv.DeadlineExceeded):  # client-side timeout
-            env.step({"x": 1}, timeout=1e-9)
-        assert env.state().step_count == 0  # still in sync after the timeout
+
+
+
+def test_sync_client_timeout_keeps_the_session_in_step() -> None:
+    """A client-side timeout raises DeadlineExceeded; the late answer is dropped and the
+    next call gets its own answer (the blocked step is released only after the timeout)."""
+    with server_thread(Scripted) as srv, openenv.EnvClient(srv.address).sync() as env:
+        env.reset()
+        try:
+            with pytest.raises(openenv.DeadlineExceeded):  # client-side timeout
+                env.step({"op": "block"}, timeout=0.05)
+        finally:
+            Scripted.gate.set()  # the server-side step ends now, after the client gave up
+        assert env.step({"op": "echo", "value": 7}).observation == 7  # not the blocked step's answer
+        assert env.state().step_count == 2
 
 
 def test_sync_connect_errors() -> None:

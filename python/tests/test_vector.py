@@ -10,7 +10,7 @@ from openenv_testkit import running, wait_released
 
 import openenv
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.timing]
 
 N = 16
 

@@ -1,7 +1,8 @@
 """The wire: real gRPC sessions and unary calls to a target, driven synchronously.
 
 Checks (and Hypothesis, which is synchronous) call plain methods; underneath, one private
-asyncio event loop per :class:`Wire` runs grpc.aio. Each :class:`Session` is one
+asyncio event loop per thread (shared by its wires, never closed: see :func:`_thread_loop`)
+runs grpc.aio. Each :class:`Session` is one
 ``EnvironmentService.Session`` stream whose answers are read by a background task into a
 queue, so a check can pipeline requests, read with a timeout, cancel, half-close, or send
 raw bytes (the request serializer passes ``bytes`` through untouched).
@@ -15,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import itertools
+import threading
 from collections.abc import Awaitable, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -94,6 +96,24 @@ def expect_error(resp: pb.SessionResponse | StreamEnd, codes: str | tuple[str, .
     return e
 
 
+_local = threading.local()
+
+
+def _thread_loop() -> asyncio.AbstractEventLoop:
+    """The event loop of every :class:`Wire` of this thread, never closed.
+
+    grpc.aio completes each operation on the loop that started it, through a queue every
+    loop using gRPC reads; the checks cancel streams on purpose (abrupt disconnects), and a
+    cancelled call still owes its loop completions. Closing a wire's loop would turn those
+    into "Event loop is closed" errors in whichever loop reads the queue next (another
+    wire's, or the event loop of a test suite the certifier runs in); a loop that stays
+    open simply receives them the next time it runs."""
+    loop = getattr(_local, "loop", None)
+    if loop is None or loop.is_closed():
+        loop = _local.loop = asyncio.new_event_loop()
+    return loop
+
+
 def _serialize(m: Any) -> bytes:
     return bytes(m) if isinstance(m, (bytes, bytearray)) else m.SerializeToString()
 
@@ -113,7 +133,8 @@ class Wire:
             raise ValueError(f"{url!r}: the wire speaks grpc:// only")
         self.url = url
         self.timeout = timeout
-        self.loop = asyncio.new_event_loop()
+        self.loop = _thread_loop()
+        self._tasks: set[asyncio.Task[Any]] = set()
         self._channels: list[grpc.aio.Channel] = []
         self.sessions: list[Session] = []
         self.channel = self.new_channel()
@@ -155,7 +176,7 @@ class Wire:
         self.run(channel.close(None))
 
     def close(self) -> None:
-        """End every session, close every channel and the loop."""
+        """End every session and close every channel (the thread's loop stays open)."""
         for s in list(self.sessions):
             s.cancel()
         for ch in self._channels:
@@ -163,13 +184,11 @@ class Wire:
                 self.run(ch.close(None), timeout=5)
             except Exception:  # noqa: BLE001 - best effort at shutdown
                 pass
-        pending = [t for t in asyncio.all_tasks(self.loop) if not t.done()]
+        pending = [t for t in self._tasks if not t.done()]
         for t in pending:
             t.cancel()
         if pending:
             self.loop.run_until_complete(asyncio.wait(pending, timeout=5))
-        self.loop.run_until_complete(self.loop.shutdown_asyncgens())
-        self.loop.close()
 
     # -- unary calls
 
@@ -303,6 +322,8 @@ class Session(RequestBuilder):
             self.call = channel.stream_stream(SESSION_METHOD, request_serializer=_serialize,
                                               response_deserializer=pb.SessionResponse.FromString)()
             self._reader = asyncio.ensure_future(self._read())
+            wire._tasks.add(self._reader)
+            self._reader.add_done_callback(wire._tasks.discard)
 
         wire.run(start())
 

@@ -51,11 +51,10 @@ class _Stream:
             return req
         req = self.proxy.request(self, req)
         self.last = req
-        if self.proxy.settle:  # let requests the client pipelined arrive before answering
-            await asyncio.sleep(self.proxy.settle)
         return req
 
     async def write(self, resp: pb.SessionResponse) -> None:
+        await self.proxy.before_answer(self, self.last, resp)
         for out in self.proxy.answer(self, self.last, resp):
             await self.context.write(out)
 
@@ -64,9 +63,6 @@ class _Stream:
 
 
 class Proxy(environment_pb2_grpc.EnvironmentServiceServicer):
-    #: Seconds to wait after reading each request (lets pipelined requests queue up).
-    settle = 0.0
-
     def __init__(self, inner: Any) -> None:
         self.inner = inner
         self.manager = inner.manager
@@ -79,6 +75,10 @@ class Proxy(environment_pb2_grpc.EnvironmentServiceServicer):
     def answer(self, stream: _Stream, req: pb.SessionRequest | None,
                resp: pb.SessionResponse) -> list[pb.SessionResponse]:
         return [resp]
+
+    async def before_answer(self, stream: _Stream, req: pb.SessionRequest | None,
+                            resp: pb.SessionResponse) -> None:
+        """Runs before :meth:`answer` (e.g. to wait, bounded, for the client's next request)."""
 
     def info(self, info: pb.GetInfoResponse) -> pb.GetInfoResponse:
         return info

@@ -29,6 +29,7 @@ What you may rely on:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import functools
 from collections.abc import Mapping, Sequence
@@ -67,6 +68,7 @@ __all__ = ["BatchResult", "EnvClient", "SessionState", "SyncEnvClient", "ToolEnv
 
 _DEFAULT_MAX_MESSAGE = 64 * 1024 * 1024
 _WS_SCHEMES = ("http", "https", "ws", "wss")
+_END_GRACE_S = 5.0  # how long closing waits for the server to end the stream before cancelling it
 
 
 def parse_url(url: str) -> tuple[str, str]:
@@ -78,6 +80,30 @@ def parse_url(url: str) -> tuple[str, str]:
         raise ValueError(f"environment URL {url!r} needs a host and a port")
     host = f"[{u.hostname}]" if ":" in u.hostname else u.hostname
     return u.scheme, f"{host}:{u.port}"
+
+
+async def _channel_ready(channel: grpc.aio.Channel, timeout: float) -> bool:
+    """Wait until ``channel`` is connected; on timeout close it and return False.
+
+    The pending connectivity watch is not cancelled but resolved by closing the channel,
+    and awaited: a watch merely cancelled would complete later, on a loop that may be gone."""
+    ready = asyncio.ensure_future(channel.channel_ready())
+    try:
+        done, _ = await asyncio.wait({ready}, timeout=timeout)
+    except BaseException:
+        ready.cancel()
+        await channel.close()
+        raise
+    if done:
+        ready.result()
+        return True
+    await channel.close()  # the channel goes to SHUTDOWN, which resolves the watch
+    await asyncio.wait({ready}, timeout=_END_GRACE_S)
+    if ready.done():
+        ready.cancelled() or ready.exception()  # retrieved: closing the channel ends it with an error
+    else:
+        ready.cancel()
+    return False
 
 
 def _error_from_status(st: Any) -> EnvError:
@@ -153,10 +179,7 @@ class EnvClient:
             ("grpc.http2.max_pings_without_data", 0),
         ]
         self._channel = grpc.aio.insecure_channel(self._target, options=opts)
-        try:
-            await asyncio.wait_for(self._channel.channel_ready(), self.connect_timeout)
-        except TimeoutError:
-            await self._channel.close()
+        if not await _channel_ready(self._channel, self.connect_timeout):
             self._channel = None
             raise Unavailable(f"cannot connect to {self.base_url} within {self.connect_timeout:g} s",
                               fatal=True) from None
@@ -169,6 +192,9 @@ class EnvClient:
         to_struct(self.options, hs.handshake.options)
         try:
             resp = await self._request(hs, self.connect_timeout)
+        except EnvError:
+            await self._shutdown(graceful=True)  # a refused handshake: the server ends the stream
+            raise
         except BaseException:
             await self._shutdown()
             raise
@@ -202,14 +228,25 @@ class EnvClient:
                 await self._request(environment_pb2.SessionRequest(close=environment_pb2.CloseRequest()), 10.0)
             except EnvError:
                 pass
-        await self._shutdown()
+        await self._shutdown(graceful=True)
 
-    async def _shutdown(self) -> None:
-        if self._call is not None:
-            self._call.cancel()
-        if self._reader is not None:
-            self._reader.cancel()
-            await asyncio.gather(self._reader, return_exceptions=True)
+    async def _shutdown(self, graceful: bool = False) -> None:
+        """End the stream and close the channel. ``graceful``: half-close and let the
+        server end the stream (it does on a close request, a fatal error or end of input),
+        so that every gRPC operation of the call completes on this loop before it returns;
+        a call cancelled instead still owes its loop completions, and a loop closed right
+        after (``asyncio.run`` per episode) would get them as "Event loop is closed" errors
+        in whichever loop reads gRPC's queue next. Falls back to cancelling after a bound."""
+        call, reader = self._call, self._reader
+        if graceful and call is not None and reader is not None and not reader.done():
+            with contextlib.suppress(Exception):  # the stream may already be over
+                await asyncio.wait_for(call.done_writing(), _END_GRACE_S)
+            await asyncio.wait({reader}, timeout=_END_GRACE_S)
+        if call is not None:
+            call.cancel()
+        if reader is not None:
+            reader.cancel()
+            await asyncio.gather(reader, return_exceptions=True)
         if self._channel is not None:
             await self._channel.close()
         self._call = self._reader = self._channel = None
@@ -286,6 +323,10 @@ class EnvClient:
                 await self._call.write(req)
         except (grpc.aio.AioRpcError, asyncio.InvalidStateError) as e:
             self._pending.pop(rid, None)
+            if self._broken is None and self._reader is not None:
+                # The server ended the stream and the reader has not read its status yet: that
+                # status (e.g. DEADLINE_EXCEEDED of the idle reaper) is the answer, not this write.
+                await asyncio.wait({self._reader}, timeout=_END_GRACE_S)
             if self._broken is not None:
                 raise self._broken from None
             raise Unavailable(f"session stream failed: {e}", fatal=True) from e

@@ -14,12 +14,6 @@ if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    """grpc.aio needs asyncio."""
-    return "asyncio"
-
-
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
     """The upstream_*.py files import OpenEnv's package, which only its own venv has."""
     if collection_path.parent == HERE and collection_path.name.startswith("upstream_"):

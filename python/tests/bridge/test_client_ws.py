@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any, ClassVar
 
 import pytest
 from bridge_envs import RandomWalk
@@ -14,6 +15,18 @@ from echo_env import EchoEnv, EchoEnvironment
 from openenv import CallToolAction
 
 pytestmark = pytest.mark.anyio
+
+
+class Held(Slow):
+    """``Slow``, plus ``{"hold": true}`` steps that wait (on the loop) until the test sets ``release``."""
+
+    release: ClassVar[asyncio.Event]
+
+    async def step(self, action: dict[str, Any]) -> dict[str, Any]:
+        if action.get("hold"):
+            await type(self).release.wait()
+            return {"held": True}
+        return await super().step(action)
 
 
 async def test_quick_start_async_and_sync() -> None:
@@ -61,16 +74,21 @@ async def test_errors_map_to_the_error_table() -> None:
 
 
 async def test_client_timeout_never_shifts_replies() -> None:
-    async with served(Slow) as srv, openenv.EnvClient(srv.http_url) as env:
-        await env.reset()
-        with pytest.raises(openenv.DeadlineExceeded) as e:
-            await env.step({"sleep": 0.4}, timeout=0.05)
-        assert not e.value.fatal, "our bridge echoes ids: the session survives a client-side timeout"
-        r = await env.step({"sleep": 0}, timeout=WAIT_S)
-        assert r.observation == {"slept": 0}, "the late answer was not taken for this one"
-        # pipelining: concurrent calls are answered in order, each with its own reply
-        rs = await asyncio.gather(*(env.step({"sleep": i / 100}) for i in range(5)))
-        assert [x.observation["slept"] for x in rs] == [i / 100 for i in range(5)]
-        with pytest.raises(openenv.DeadlineExceeded) as e:
-            await env.step({"sleep": 1}, step_timeout=0.05)  # the server-side per-step timeout
-        assert (await env.state()).status is openenv.EpisodeStatus.ABORTED
+    Held.release = asyncio.Event()
+    async with served(Held) as srv, openenv.EnvClient(srv.http_url) as env:
+        try:
+            await env.reset()
+            with pytest.raises(openenv.DeadlineExceeded) as e:  # the step is held until released: only
+                await env.step({"hold": True}, timeout=0.05)  # the client's timeout can end this call
+            assert not e.value.fatal, "our bridge echoes ids: the session survives a client-side timeout"
+            Held.release.set()  # the late answer ({"held": true}) now comes, ahead of the next one
+            r = await env.step({"sleep": 0}, timeout=WAIT_S)
+            assert r.observation == {"slept": 0}, "the late answer was not taken for this one"
+            # pipelining: concurrent calls are answered in order, each with its own reply
+            rs = await asyncio.gather(*(env.step({"sleep": i / 100}) for i in range(5)))
+            assert [x.observation["slept"] for x in rs] == [i / 100 for i in range(5)]
+            with pytest.raises(openenv.DeadlineExceeded) as e:  # the server-side per-step timeout
+                await env.step({"sleep": 3600}, step_timeout=0.05)  # (only the timeout ends it)
+            assert (await env.state()).status is openenv.EpisodeStatus.ABORTED
+        finally:
+            Held.release.set()  # never leave a step waiting when the server stops

@@ -62,7 +62,9 @@ def test_a_stock_clients_against_our_bridge(dist: str, version: str, tmp_path: P
 @pytest.mark.parametrize(("dist", "version"), RELEASES)
 async def test_b_our_client_against_stock_openenv_servers(dist: str, version: str, tmp_path: Path) -> None:
     py = upstream_python(dist, version)
-    with upstream_server(py, "upstream_envs:counter_app", tmp_path, MAX_CONCURRENT_ENVS="2") as url:
+    release = tmp_path / "release-held-steps"  # its existence ends the step held below
+    with upstream_server(py, "upstream_envs:counter_app", tmp_path, MAX_CONCURRENT_ENVS="2",
+                         COUNTER_RELEASE_FILE=str(release)) as url:
         async with openenv.EnvClient(url) as env:
             assert env.info.name and env.info.action.json_schema  # from /metadata and /schema
             r = await env.reset(seed=5, episode_id="ep-1")
@@ -79,13 +81,16 @@ async def test_b_our_client_against_stock_openenv_servers(dist: str, version: st
             with pytest.raises(openenv.Unimplemented):
                 await env.step({"delta": 1}, step_timeout=1.0)
         # a client-side timeout against a stock server drops the connection: no reply can shift
-        async with openenv.EnvClient(url) as env:
-            await env.reset()
-            with pytest.raises(openenv.DeadlineExceeded) as e:
-                await env.step({"delta": 1, "sleep": 3.0}, timeout=0.2)
-            assert e.value.fatal
-            with pytest.raises(openenv.EnvError):
-                await env.step({"delta": 1})
+        try:
+            async with openenv.EnvClient(url) as env:
+                await env.reset()
+                with pytest.raises(openenv.DeadlineExceeded) as e:  # the step sleeps an hour unless
+                    await env.step({"delta": 1, "sleep": 3600}, timeout=0.2)  # released: the timeout ends it
+                assert e.value.fatal
+                with pytest.raises(openenv.EnvError):
+                    await env.step({"delta": 1})
+        finally:
+            release.touch()  # let the held step end before the server is stopped
     with upstream_server(py, "upstream_envs:echo_app", tmp_path) as url:
         async with EchoEnv(url) as env:
             r = await env.reset()

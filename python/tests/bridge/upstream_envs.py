@@ -35,6 +35,18 @@ class CounterAction(Action):
     sleep: float = 0.0  # seconds the step takes (for client-side timeout tests)
 
 
+def _pause(seconds: float) -> None:
+    """Sleep ``seconds``; cut short once the file named by ``COUNTER_RELEASE_FILE`` exists, so a
+    test can hold a step "forever" (an hour) and still let it end before the server stops."""
+    release = os.environ.get("COUNTER_RELEASE_FILE")
+    if not release:
+        time.sleep(seconds)
+        return
+    deadline = time.monotonic() + seconds
+    while not os.path.exists(release) and time.monotonic() < deadline:
+        time.sleep(min(0.05, max(0.0, deadline - time.monotonic())))
+
+
 class CounterObservation(Observation):
     value: int = 0
 
@@ -58,7 +70,7 @@ class CounterEnvironment(Environment):
 
     def step(self, action: CounterAction, timeout_s: float | None = None, **kwargs: Any) -> CounterObservation:
         if action.sleep:
-            time.sleep(action.sleep)
+            _pause(action.sleep)
         self._state.step_count += 1
         self._state.value += action.delta
         v = self._state.value

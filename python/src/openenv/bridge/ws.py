@@ -38,7 +38,7 @@ log = logging.getLogger("openenv.bridge")
 __all__ = ["serve_ws"]
 
 _ALLOWED_KEYS = frozenset({"type", "data", "id", "timeout_s"})
-_REFUSAL_GRACE_S = 1.0
+_REFUSAL_GRACE_S = 5.0  # a refused client's first request still reads the refusal (not a closed socket)
 
 
 def _extra_keys(frame: dict[str, Any]) -> list[dict[str, Any]]:
