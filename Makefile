@@ -11,7 +11,7 @@ PROJECTS := python $(patsubst %/,%,$(sort $(dir $(wildcard conformance/pyproject
 STAMP := $(VENV)/.installed
 export GRPC_VERBOSITY ?= ERROR
 
-.PHONY: venv demo test test-stress generate lint fmt bench clean
+.PHONY: venv demo test test-stress check-core-install generate lint typecheck fmt bench clean
 
 venv: $(STAMP)
 
@@ -25,8 +25,10 @@ $(STAMP): $(foreach p,$(PROJECTS),$(p)/pyproject.toml) Makefile
 demo: venv
 	$(PY) tools/demo.py
 
+# Several workers (pytest-xdist; tests that share one resource stay on one worker, conftest.py).
+JOBS ?= auto
 test: venv
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(JOBS) --dist loadgroup $(PYTEST_ARGS)
 
 # The suite under induced load (a CPU hog per core), RUNS times in a row, after repeating the
 # timing-marked tests REPEAT times; prints how many runs passed (docs/testing.md).
@@ -35,16 +37,30 @@ REPEAT ?= 5
 test-stress: venv
 	$(PY) tools/stress.py --runs $(RUNS) --repeat $(REPEAT) $(STRESS_ARGS)
 
+# A fresh venv with the core install only (no extras): serves and plays over gRPC.
+check-core-install: venv
+	$(PY) tools/check_core_install.py
+
 generate: venv
 	$(PY) tools/generate.py
 
+# The contract (buf lint + breaking), style (ruff check + ruff format) and architecture
+# (import-linter layers and cycles, python/pyproject.toml). CI runs it before the tests.
+LINT_PATHS := python conformance envs tools
 lint: venv
 	$(BIN)/buf lint
 	$(PY) tools/buf_breaking.py
-	$(BIN)/ruff check python conformance envs tools
+	$(BIN)/ruff check $(LINT_PATHS)
+	cd python && ../$(BIN)/lint-imports pyproject.toml
+
+# mypy: strict for the runtime package, defaults for the certifier, zero errors.
+typecheck: venv
+	cd python && ../$(BIN)/mypy --config-file pyproject.toml
+	cd conformance && ../$(BIN)/mypy --config-file pyproject.toml
 
 fmt: venv
-	$(BIN)/ruff check --fix python conformance envs tools
+	$(BIN)/ruff check --fix $(LINT_PATHS)
+	$(BIN)/ruff format $(LINT_PATHS)
 
 bench: venv
 	$(PY) tools/bench/run.py

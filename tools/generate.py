@@ -6,6 +6,13 @@ The single generator is grpcio-tools' bundled protoc (libprotoc 35.1 for grpcio-
 package of each proto root. ``--check`` generates into a temporary directory and exits 1
 when the committed files differ (the freshness test runs it).
 
+Environment protos (``envs/*/proto``) also get betterproto2 dataclasses, the opt-in typed
+facade of ``openenv.runtime.betterproto`` (docs/betterproto.md): the same grpcio-tools protoc
+runs the ``protoc-gen-python_betterproto2`` plugin of betterproto2-compiler (pinned in
+python[dev]; it formats its output with the ``ruff`` of the same venv and this repo's
+ruff.toml) into ``envs/X/src/<package>/bp/``, a package of its own because the generated code
+imports relatively (``gridworld.bp.gridworld.v1``). Offline: no remote plugin.
+
 TypeScript bindings (``typescript/src/gen/``) come from ``buf generate`` with the template
 ``buf.gen.yaml`` and the locally installed ``protoc-gen-es`` (``npm ci`` in ``typescript/``
 first when ``node_modules`` is missing). Without Node.js/npm on PATH that step is skipped
@@ -35,6 +42,10 @@ TARGETS: list[tuple[Path, Path]] = [
     (ROOT / "envs" / "gridworld" / "proto", ROOT / "envs" / "gridworld" / "src"),
 ]
 SUFFIXES = ("_pb2.py", "_pb2.pyi", "_pb2_grpc.py")
+# betterproto2 dataclasses of each environment's protos: envs/X/proto -> envs/X/src/<pkg>/bp/.
+BP_SUBPACKAGE = "bp"
+BP_PLUGIN = "protoc-gen-python_betterproto2"
+BP_OPTIONS = "client_generation=none"  # messages only: the runtime's gRPC stays on grpcio/upb
 TS_ROOT = ROOT / "typescript"
 TS_GEN = TS_ROOT / "src" / "gen"  # the `out` of buf.gen.yaml's protoc-gen-es plugin
 
@@ -52,8 +63,7 @@ def generate(out_override: Path | None = None) -> list[Path]:
         out.mkdir(parents=True, exist_ok=True)
         files = [str(p.relative_to(proto_root)) for p in _protos(proto_root)]
         include = [f"-I{proto_root}", f"-I{ROOT / 'proto'}", f"-I{wkt}"]
-        args = ["protoc", *include, f"--python_out={out}", f"--pyi_out={out}",
-                f"--grpc_python_out={out}", *files]
+        args = ["protoc", *include, f"--python_out={out}", f"--pyi_out={out}", f"--grpc_python_out={out}", *files]
         if protoc.main(args) != 0:
             raise SystemExit(f"protoc failed for {proto_root}")
         for f in files:
@@ -69,6 +79,86 @@ def generate(out_override: Path | None = None) -> list[Path]:
                     if not init.exists():
                         init.write_text("")
     return written
+
+
+def bp_targets() -> list[tuple[Path, Path]]:
+    """(proto root, output package) of every environment with protos: ``envs/X/proto`` into
+    ``envs/X/src/<pkg>/bp``, where ``<pkg>`` is the environment's Python package named like
+    a top-level directory of its protos (``proto/gridworld/v1`` -> ``src/gridworld``)."""
+    targets = []
+    for proto_root in sorted(ROOT.glob("envs/*/proto")):
+        protos = _protos(proto_root)
+        if not protos:
+            continue
+        src = proto_root.parent / "src"
+        tops = sorted({p.relative_to(proto_root).parts[0] for p in protos})
+        pkgs = [t for t in tops if (src / t / "__init__.py").exists()]
+        if len(pkgs) != 1:
+            raise SystemExit(
+                f"{proto_root.relative_to(ROOT)}: expected one Python package src/<name> named like a "
+                f"top-level proto directory ({', '.join(tops)}), found {pkgs or 'none'}"
+            )
+        targets.append((proto_root, src / pkgs[0] / BP_SUBPACKAGE))
+    return targets
+
+
+def _bp_plugin() -> Path:
+    plugin = Path(sys.executable).parent / BP_PLUGIN
+    if not plugin.exists():
+        found = shutil.which(BP_PLUGIN)
+        if found is None:
+            raise SystemExit(f"{BP_PLUGIN} not found: pip install 'protoenv[dev]' (betterproto2-compiler)")
+        plugin = Path(found)
+    return plugin
+
+
+def generate_betterproto(out_override: Path | None = None) -> list[Path]:
+    """betterproto2 dataclasses of every environment's protos (:func:`bp_targets`); return the
+    generated files relative to the repository (or to ``out_override``)."""
+    wkt = importlib.resources.files("grpc_tools") / "_proto"
+    plugin = _bp_plugin()
+    # The plugin runs `ruff check --fix` and `ruff format` on its output: the venv's ruff, with
+    # this repository's ruff.toml (found from the working directory), as `make lint` runs it.
+    env = {**os.environ, "PATH": os.pathsep.join([str(plugin.parent), os.environ.get("PATH", "")])}
+    written: list[Path] = []
+    for proto_root, pkg in bp_targets():
+        out = out_override / pkg.relative_to(ROOT) if out_override else pkg
+        shutil.rmtree(out, ignore_errors=True)  # nothing stale survives a removed proto
+        out.mkdir(parents=True)
+        files = [str(p.relative_to(proto_root)) for p in _protos(proto_root)]
+        args = [
+            sys.executable,
+            "-m",
+            "grpc_tools.protoc",
+            f"-I{proto_root}",
+            f"-I{ROOT / 'proto'}",
+            f"-I{wkt}",
+            f"--plugin={BP_PLUGIN}={plugin}",
+            f"--python_betterproto2_out={out}",
+            f"--python_betterproto2_opt={BP_OPTIONS}",
+            *files,
+        ]
+        r = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True)
+        if r.returncode != 0:
+            raise SystemExit(f"betterproto2 generation failed for {proto_root}:\n{r.stdout}{r.stderr}")
+        base = out_override or ROOT
+        for p in sorted(out.rglob("*.py")):
+            _mark_generated(p)
+        written += sorted(p.relative_to(base) for p in out.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+    return written
+
+
+def _mark_generated(path: Path) -> None:
+    """Exempt a generated module from this repository's lint rules (its dataclass fields are
+    ``betterproto2.field(...)`` calls, RUF009), as ruff.toml does for ``*_pb2.py``; it is
+    formatted already (the plugin ran ``ruff format`` with ruff.toml)."""
+    text = path.read_text()
+    if not text or "# ruff: noqa" in text:
+        return
+    lines = text.splitlines(keepends=True)
+    at = next((i + 1 for i, line in enumerate(lines[:10]) if "@generated" in line), 0)
+    lines.insert(at, "# ruff: noqa\n")
+    path.write_text("".join(lines))
 
 
 def _typescript_toolchain() -> tuple[str, Path] | None:
@@ -108,12 +198,23 @@ def generate_typescript(out_override: Path | None = None) -> list[Path] | None:
 def check() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         fresh = generate(Path(tmp))
-        stale = [p for p in fresh if not (ROOT / p).exists()
-                 or not filecmp.cmp(Path(tmp) / p, ROOT / p, shallow=False)]
+        stale = [p for p in fresh if not (ROOT / p).exists() or not filecmp.cmp(Path(tmp) / p, ROOT / p, shallow=False)]
+        bp = generate_betterproto(Path(tmp))
+        stale += [p for p in bp if not (ROOT / p).exists() or not filecmp.cmp(Path(tmp) / p, ROOT / p, shallow=False)]
+        committed_bp = {
+            p.relative_to(ROOT)
+            for _, pkg in bp_targets()
+            if pkg.exists()
+            for p in pkg.rglob("*")
+            if p.is_file() and "__pycache__" not in p.parts
+        }
+        stale += sorted(committed_bp - set(bp))  # generated once, no longer produced
+        fresh += bp
         ts = generate_typescript(Path(tmp))
         if ts is not None:
-            stale += [p for p in ts if not (ROOT / p).exists()
-                      or not filecmp.cmp(Path(tmp) / p, ROOT / p, shallow=False)]
+            stale += [
+                p for p in ts if not (ROOT / p).exists() or not filecmp.cmp(Path(tmp) / p, ROOT / p, shallow=False)
+            ]
             committed = {p.relative_to(ROOT) for p in TS_GEN.rglob("*") if p.is_file()}
             stale += sorted(committed - set(ts))  # generated once, no longer produced
             fresh += ts
@@ -131,6 +232,8 @@ def main() -> int:
     if ns.check:
         return check()
     for p in generate():
+        print("wrote", p)
+    for p in generate_betterproto():
         print("wrote", p)
     for p in generate_typescript() or []:
         print("wrote", p)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from openenv.baseimage import DEFAULT_BASE_TAG, DEFAULT_SUITE, apt_mirror, ensure_base_image
+from openenv.deploy.baseimage import DEFAULT_BASE_TAG, DEFAULT_SUITE, apt_mirror, ensure_base_image
 from openenv.errors import EnvError
 
 

@@ -11,9 +11,9 @@ import pytest
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from hypothesis import given, settings
 
-from openenv.codec import from_value, to_struct
 from openenv.v1 import environment_pb2 as pb
 from openenv.v1 import payload_pb2
+from openenv.values import from_value, to_struct
 from openenv_conformance.canonical import diff
 from openenv_conformance.errors import TargetUnusable
 from openenv_conformance.report import CheckResult, Report
@@ -136,7 +136,7 @@ def _info(action_schema: dict, examples=()) -> pb.EnvironmentInfo:
     info.action.kind = payload_pb2.PAYLOAD_KIND_JSON
     to_struct(action_schema, info.action.json_schema)
     for ex in examples:
-        from openenv.codec import to_value
+        from openenv.values import to_value
 
         to_value(ex, info.action.examples.add().json)
     return info
@@ -212,7 +212,7 @@ def test_json_protocol_tool_call_actions_are_openenv_shaped() -> None:
 
 
 def from_struct_(tool):  # the tool's input schema as a dict
-    from openenv.codec import from_struct
+    from openenv.values import from_struct
 
     return from_struct(tool.input_schema)
 
@@ -323,8 +323,8 @@ def test_transport_kinds_and_feature_skips() -> None:
 
 def test_environment_info_survives_its_json_form() -> None:
     """GET /openenv/info is proto3 JSON whose examples are Anys of the environment's own types."""
-    from openenv.bridge.payloads import info_to_json
-    from openenv_conformance.wswire import parse_info
+    from openenv.wire.payloads import info_to_json
+    from openenv_conformance.transport.ws import parse_info
 
     info = _rich_info()
     info.capabilities.max_sessions = 3

@@ -1,4 +1,4 @@
-"""Payload codecs (openenv.codec), property-based: JSON values, tensors of every dtype,
+"""Payload codecs (openenv.runtime.codec), property-based: JSON values, tensors of every dtype,
 and the JSON Schemas derived from message descriptors."""
 
 from __future__ import annotations
@@ -17,17 +17,9 @@ from hypothesis.extra import numpy as hnp
 
 import openenv
 from gridworld.v1 import gridworld_pb2
-from openenv.codec import (
-    codec_for,
-    from_struct,
-    from_value,
-    message_json_schema,
-    tensor_from_proto,
-    tensor_to_proto,
-    to_struct,
-    to_value,
-)
+from openenv.runtime.codec import codec_for, message_json_schema, tensor_from_proto, tensor_to_proto
 from openenv.v1 import environment_pb2, payload_pb2, tool_pb2
+from openenv.values import from_struct, from_value, to_struct, to_value
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 EXACT = 2**53

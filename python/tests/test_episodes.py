@@ -8,8 +8,8 @@ from openenv_testenvs import AutoResetCounter, Counter, LimitedCounter, Scripted
 from openenv_testkit import RawSession, ok, running, target
 
 import openenv
-from openenv.codec import from_value
 from openenv.v1 import environment_pb2
+from openenv.values import from_value
 
 pytestmark = pytest.mark.anyio
 Status = openenv.EpisodeStatus

@@ -32,9 +32,10 @@ from openenv_testkit import (
 )
 
 import openenv
-from openenv.codec import from_value, tensor_to_proto, to_value
 from openenv.errors import ErrorCode
+from openenv.runtime.codec import tensor_to_proto
 from openenv.v1 import environment_pb2, payload_pb2, tool_pb2
+from openenv.values import from_value, to_value
 
 pytestmark = pytest.mark.anyio
 

@@ -11,8 +11,8 @@ from openenv_testenvs import Counter, Scripted
 from openenv_testkit import WAIT_S, RawSession, running, target, wait_released
 
 import openenv
-from openenv.codec import from_value, to_value
 from openenv.v1 import environment_pb2, payload_pb2
+from openenv.values import from_value, to_value
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timing]
 

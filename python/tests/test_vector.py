@@ -32,7 +32,7 @@ async def test_abrupt_disconnect_frees_every_instance(env_cls: type[Counter]) ->
         c = openenv.EnvClient(srv.address, num_envs=N)
         await c.connect()
         await c.reset_batch()
-        await c._shutdown()  # cancel the stream without a close request, as a crashed trainer would
+        await c.abort()  # cancel the stream without a close request, as a crashed trainer would
         await wait_released(srv, env_cls, closed=N)
         async with openenv.EnvClient(srv.address, num_envs=env_cls.max_sessions) as full:
             assert len((await full.reset_batch()).results) == env_cls.max_sessions  # every slot is back

@@ -4,7 +4,9 @@
 
 Kinds: ``raw`` (the generated stub in lock step: the grpc.aio ceiling) and ``ours``
 (:class:`openenv.EnvClient`). Scenarios: seq, pipelined, batched, concurrent, tools,
-reset, idle (open sessions and hold them).
+reset, idle (open sessions and hold them). Kind ``gridworld``: the typed gridworld client in
+lock step, scenario ``pb2`` (the ``_pb2`` classes, upb) or ``betterproto2`` (the dataclasses
+of the betterproto facade); run it against the server declared with the same types.
 """
 
 from __future__ import annotations
@@ -154,6 +156,47 @@ async def ours_idle(url: str, duration: float, k: int) -> dict[str, Any]:
     return {"closed": k}
 
 
+async def gridworld_seq(url: str, duration: float, types: str) -> dict[str, Any]:
+    """Sequential typed steps on gridworld (moves cycle; a new seeded episode when one ends)."""
+    if types == "pb2":
+        from gridworld import Action, GridWorldEnv, Move
+
+        env_cls: type[openenv.EnvClient] = GridWorldEnv
+        actions = [Action(move=m) for m in (Move.MOVE_UP, Move.MOVE_RIGHT, Move.MOVE_DOWN, Move.MOVE_LEFT)]
+    else:
+        from gridworld.facade import Action as BpAction
+        from gridworld.facade import GridWorldBetterprotoEnv
+        from gridworld.facade import Move as BpMove
+
+        env_cls = GridWorldBetterprotoEnv
+        actions = [BpAction(move=m) for m in (BpMove.UP, BpMove.RIGHT, BpMove.DOWN, BpMove.LEFT)]
+    async with env_cls(url) as c:
+        episode = 0
+        await c.reset(seed=episode)
+        lat: list[float] = []
+        n, t0 = 0, time.perf_counter()
+        end = t0 + duration
+        while True:
+            s = time.perf_counter()
+            if s >= end:
+                break
+            r = await c.step(actions[n % 4])
+            n += 1
+            lat.append(time.perf_counter() - s)
+            if r.done:
+                episode += 1
+                await c.reset(seed=episode)
+        return summary(n, time.perf_counter() - t0, lat, episodes=episode)
+
+
+async def gridworld_pb2(url: str, duration: float) -> dict[str, Any]:
+    return await gridworld_seq(url, duration, "pb2")
+
+
+async def gridworld_betterproto2(url: str, duration: float) -> dict[str, Any]:
+    return await gridworld_seq(url, duration, "betterproto2")
+
+
 async def _ws_sessions(url: str, k: int) -> list[Any]:
     from websockets.asyncio.client import connect
 
@@ -223,6 +266,8 @@ SCENARIOS = {
     ("ours", "batched"): ours_batched,
     ("ours", "concurrent"): ours_concurrent,
     ("ours", "idle"): ours_idle,
+    ("gridworld", "pb2"): gridworld_pb2,
+    ("gridworld", "betterproto2"): gridworld_betterproto2,
 }
 
 

@@ -5,6 +5,11 @@ Every measurement is a separate client process against a server process, both on
 machine; systems are run alternately, ``--repeats`` times (default 5), and medians are
 reported, with ratios against the raw grpc.aio ceiling measured in the same run.
 Results go to ``reports/bench.json`` and ``reports/bench.md``.
+
+The gridworld rows compare the same environment and typed client declared with the ``_pb2``
+classes (upb, the default) and with the betterproto2 dataclasses (the betterproto facade,
+docs/betterproto.md); the codec micro rows (``tools/bench/codecs.py``) time one encode +
+decode per message through the runtime's codec, without I/O.
 """
 
 from __future__ import annotations
@@ -26,6 +31,10 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 PY = sys.executable
 CLIENT = str(ROOT / "tools" / "bench" / "client.py")
+CODECS = str(ROOT / "tools" / "bench" / "codecs.py")
+MICRO_LABEL = "codec encode+decode per message, gridworld pb2 vs betterproto2"
+GRIDWORLD_PB2 = "gridworld, pb2 types (upb), sequential"
+GRIDWORLD_BP = "gridworld, betterproto2 types, sequential"
 BRIDGE_ENVS = ROOT / "python" / "tests" / "bridge"
 ENV = {**os.environ, "GRPC_VERBOSITY": "ERROR", "PYTHONPATH": f"{ROOT}{os.pathsep}{BRIDGE_ENVS}"}
 sys.path.insert(0, str(ROOT))
@@ -146,6 +155,8 @@ def main() -> int:
         "tools": _serve_cmd("tools.bench.envs:ToolEcho"),
         "big": _serve_cmd("tools.bench.envs:BigObs"),
         "image": _serve_cmd("tools.bench.envs:Image"),
+        "gridworld-pb2": _serve_cmd("gridworld.server:GridWorldEnvironment"),
+        "gridworld-bp": _serve_cmd("gridworld.server:GridWorldBetterproto"),
     }
     # (row label, server, client kind, scenario, k)
     plan: list[tuple[str, str, str, str, int | None]] = [
@@ -170,6 +181,8 @@ def main() -> int:
         ("ours, reset", "async", "ours", "reset", None),
         ("ours, 64 KiB JSON observation", "big", "ours", "seq", None),
         ("ours, 1 MiB uint8 tensor observation", "image", "ours", "seq", None),
+        (GRIDWORLD_PB2, "gridworld-pb2", "gridworld", "pb2", None),
+        (GRIDWORLD_BP, "gridworld-bp", "gridworld", "betterproto2", None),
     ] + [(f"ours, {env} env, {c} concurrent sessions", env, "ours", "concurrent", c)
          for env in ("sync", "async") for c in conc]
 
@@ -196,6 +209,12 @@ def main() -> int:
                           f"{r.get('steps_per_s', float('nan')):,.0f}/s {r.get('error') or ''}"
                           f"{' errors: ' + '; '.join(r['error_samples']) if r.get('error_samples') else ''}",
                           file=sys.stderr)
+
+    micro: list[dict[str, Any]] = []
+    if not ns.only or ns.only in MICRO_LABEL:
+        out = subprocess.run([PY, CODECS, "--repeats", str(ns.repeats)], capture_output=True, text=True, env=ENV,
+                             timeout=600, check=True)
+        micro = json.loads(out.stdout.strip().splitlines()[-1])
 
     memory: dict[str, Any] = {}
     with server(servers["sync"]) as (url, pid):
@@ -227,7 +246,8 @@ def main() -> int:
             "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "wall_s": round(time.time() - t_start)}
     out = Path(ns.out)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "bench.json").write_text(json.dumps({"meta": meta, "table": table, "memory": memory}, indent=2))
+    (out / "bench.json").write_text(json.dumps({"meta": meta, "table": table, "memory": memory, "codec_micro": micro},
+                                               indent=2))
     lines = [f"Machine: {meta['machine']}; {meta['repeats']} alternating repeats of {meta['duration_s']} s, "
              f"medians; {meta['date']}.", "",
              "| scenario | steps/s (median) | x ceiling | p50 ms | p99 ms | errors | runs |",
@@ -238,6 +258,20 @@ def main() -> int:
                      f"{', '.join(f'{x:,}' for x in row['runs'])} |")
     lines += ["", f"Memory: idle server RSS {memory['idle_server_rss_mib']:.1f} MiB; "
                   f"{memory['sessions']} idle sessions add {memory['per_idle_session_kib']:.1f} KiB each."]
+    by_label = {row["scenario"]: row for row in table}
+    if GRIDWORLD_PB2 in by_label and GRIDWORLD_BP in by_label:
+        lines += ["", f"gridworld over gRPC, betterproto2 types / pb2 types (same run): "
+                      f"{by_label[GRIDWORLD_BP]['steps_per_s'] / by_label[GRIDWORLD_PB2]['steps_per_s']:.2f}x steps/s."]
+    if micro:
+        lines += ["", f"{MICRO_LABEL} (µs, median of {ns.repeats}):", "",
+                  "| message | bytes | pb2 (upb) µs | betterproto2 µs | betterproto2 / pb2 |",
+                  "| --- | ---: | ---: | ---: | ---: |"]
+        for name in dict.fromkeys(r["message"] for r in micro):
+            pb_us, bp_us, size = (
+                *(next(r["us_per_encode_decode"] for r in micro if r["message"] == name and r["types"] == t)
+                  for t in ("pb2 (upb)", "betterproto2")),
+                next(r["bytes"] for r in micro if r["message"] == name))
+            lines.append(f"| {name} | {size} | {pb_us:.2f} | {bp_us:.1f} | {bp_us / pb_us:.0f}x |")
     (out / "bench.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     return 0

@@ -1,4 +1,5 @@
-"""openenv-conformance: certify that an environment keeps the openenv.v1 contract.
+"""protoenv-conformance (import ``openenv_conformance``): certify that an environment keeps
+the openenv.v1 contract.
 
 The Python API::
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from openenv.v1 import environment_pb2 as pb
 from openenv_conformance.spec import EnvSpec
-from openenv_conformance.wire import Session, StreamEnd, code_name
+from openenv_conformance.transport import SessionLike, StreamEnd, code_name
 
 __all__ = ["canonical", "canonical_time_step", "diff", "differing_fields", "trajectory"]
 
@@ -44,7 +44,7 @@ def canonical_time_step(ts: pb.TimeStep, spec: EnvSpec) -> dict[str, Any]:
     }
 
 
-def trajectory(s: Session, spec: EnvSpec, seed: int | None, episode_id: str,
+def trajectory(s: SessionLike, spec: EnvSpec, seed: int | None, episode_id: str,
                actions: Sequence[Any]) -> list[dict[str, Any]]:
     """Reset (with ``seed`` and ``episode_id``) and step ``actions`` until the episode ends."""
     first = canonical(s.reset(seed=seed, episode_id=episode_id), spec)

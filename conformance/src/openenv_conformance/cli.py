@@ -1,5 +1,5 @@
 """``openenv certify``: the command line of the suite (registered in the ``openenv.cli``
-entry-point group, so ``openenv certify`` works once openenv-conformance is installed)."""
+entry-point group, so ``openenv certify`` works once protoenv-conformance is installed)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,13 @@ import sys
 from pathlib import Path
 
 import click
+from rich.console import Console
 
+from openenv_conformance.console import ConsoleProgress
+from openenv_conformance.context import RunOptions
 from openenv_conformance.registry import LEVELS, all_checks
+from openenv_conformance.runner import certify as run
+from openenv_conformance.targets import TargetOptions
 
 __all__ = ["certify"]
 
@@ -69,13 +74,6 @@ def certify(target: str | None, levels: tuple[str, ...], checks: tuple[str, ...]
     if not target:
         raise click.UsageError("missing TARGET (grpc://HOST:PORT, http://HOST:PORT, python:MODULE:FACTORY or "
                                "docker:IMAGE)")
-    from rich.console import Console
-
-    from openenv_conformance.console import ConsoleProgress
-    from openenv_conformance.context import RunOptions
-    from openenv_conformance.runner import certify as run
-    from openenv_conformance.targets import TargetOptions
-
     console = Console(highlight=False, soft_wrap=True)
     opts = RunOptions(capacity_limit=capacity_limit)
     try:

@@ -25,10 +25,19 @@ from openenv_conformance.registry import Check
 from openenv_conformance.spec import EnvSpec
 from openenv_conformance.strategies import Action, ActionSpace
 from openenv_conformance.targets import Target
-from openenv_conformance.transport import FRAMES, Transport
-from openenv_conformance.wire import Session, expect_ok
+from openenv_conformance.transport import (
+    FEATURE_REASONS,
+    FRAMES,
+    GRPC,
+    SessionLike,
+    Transport,
+    Wire,
+    WsWire,
+    expect_ok,
+    open_transport,
+)
 
-__all__ = ["Context", "RunOptions"]
+__all__ = ["Context", "ContextMachine", "RunOptions"]
 
 T = TypeVar("T")
 
@@ -81,6 +90,30 @@ def _reason_of(e: BaseException) -> str:
     return f"{type(e).__name__}: {msg}" if msg else type(e).__name__
 
 
+class ContextMachine(RuleBasedStateMachine):
+    """A Hypothesis state machine over a :class:`Context`, run by :meth:`Context.run_machine`.
+
+    A subclass ends what it opened in :meth:`finish`; every session still open is closed
+    after it, whatever happened."""
+
+    def __init__(self, ctx: Context) -> None:
+        super().__init__()
+        self.ctx = ctx
+
+    def finish(self) -> None:
+        """End what the machine opened (called by :meth:`teardown`)."""
+
+    def teardown(self) -> None:
+        # Called from Hypothesis' ``finally``: an exception in flight means a rule failed.
+        exc = sys.exc_info()[0]
+        if exc is not None and not issubclass(exc, StopTest):
+            self.ctx._machine_failed = True
+        try:
+            self.finish()
+        finally:
+            self.ctx.cleanup()
+
+
 class Context:
     """Shared by the checks of one run. Sessions opened through it are closed after each check.
 
@@ -104,6 +137,7 @@ class Context:
         self._actions: ActionSpace | None = None
         self._accepted: list[Action] | None = None
         self.examples_run = 0  # examples the current check's searches completed
+        self._machine_failed = False  # a rule of the state machine being run failed
 
     @property
     def features(self) -> frozenset[str]:
@@ -115,14 +149,24 @@ class Context:
         """``grpc`` or ``http``: the transport the target is certified over."""
         return self.wire.kind
 
+    def grpc_wire(self) -> Wire:
+        """The gRPC transport (for a check that requires ``grpc``: unary calls, reflection)."""
+        if not isinstance(self.wire, Wire):
+            raise CheckSkipped(FEATURE_REASONS[GRPC])
+        return self.wire
+
+    def http_wire(self) -> WsWire:
+        """The HTTP/WebSocket transport (for a check that requires ``frames``: documents, raw frames)."""
+        if not isinstance(self.wire, WsWire):
+            raise CheckSkipped(FEATURE_REASONS[FRAMES])
+        return self.wire
+
     def peer(self) -> tuple[Transport, pb.EnvironmentInfo] | None:
         """The target's other transport and the info it reports (opened on first use, once
         it answers); None when the target has one transport."""
         if self.peer_url is None:
             return None
         if self._peer is None:
-            from openenv_conformance.transport import open_transport
-
             self._peer = open_transport(self.peer_url, timeout=self.options.timeout)
             self._peer_info = self._peer.get_info()
         assert self._peer_info is not None
@@ -137,14 +181,14 @@ class Context:
 
     # -- sessions
 
-    def session(self, *, handshake: bool = True, channel: Any = None, **kw: Any) -> Session:
+    def session(self, *, handshake: bool = True, channel: Any = None, **kw: Any) -> SessionLike:
         """A new session, handshaken (which must succeed) unless ``handshake`` is False."""
         s = self.wire.session(channel)
         if handshake:
             s.open(**kw)
         return s
 
-    def episode(self, seed: int | None = None, episode_id: str = "") -> tuple[Session, pb.TimeStep]:
+    def episode(self, seed: int | None = None, episode_id: str = "") -> tuple[SessionLike, pb.TimeStep]:
         """A new session with an episode started: (session, the reset's time step)."""
         s = self.session()
         ts = expect_ok(s.reset(seed=seed, episode_id=episode_id), "reset", "reset").time_step
@@ -223,8 +267,8 @@ class Context:
         """Up to ``n`` actions the environment accepted in a fresh episode: the declared
         examples, else generated ones probed one by one."""
         if self._accepted is None:
-            self.require_actions()
-            candidates = list(self.actions.examples) or self.sample(self.actions.valid(), 30)
+            valid = self.require_actions()
+            candidates = list(self.actions.examples) or self.sample(valid, 30)
             accepted: list[Action] = []
             s, _ = self.episode()
             with s:
@@ -289,35 +333,24 @@ class Context:
         hypothesis.seed(self.seed_for(body.__name__))(test)
         self._run(test)
 
-    def run_machine(self, machine: type[RuleBasedStateMachine], *, max_examples: int | None = None,
+    def run_machine(self, machine: type[ContextMachine], *, max_examples: int | None = None,
                     steps: int = 30) -> None:
-        """Run a Hypothesis state machine whose ``__init__`` takes this context; a failure is
-        shrunk to a minimal sequence of rules and raised as :class:`CheckFailed`."""
+        """Run a Hypothesis state machine built with this context; a failure is shrunk to a
+        minimal sequence of rules and raised as :class:`CheckFailed`."""
         deadline = time.monotonic() + self.options.search_budget
-        failed = [False]
-        ctx = self
+        self._machine_failed = False
 
-        class Bounded(machine):  # type: ignore[valid-type, misc]
-            def __init__(self) -> None:
-                if not failed[0] and time.monotonic() > deadline:
-                    hypothesis.reject()
-                ctx.examples_run += 1
-                super().__init__(ctx)
+        def factory() -> ContextMachine:
+            if not self._machine_failed and time.monotonic() > deadline:
+                hypothesis.reject()
+            self.examples_run += 1
+            return machine(self)
 
-            def teardown(self) -> None:
-                # Called from Hypothesis' ``finally``: an exception in flight means a rule failed.
-                exc = sys.exc_info()[0]
-                if exc is not None and not issubclass(exc, StopTest):
-                    failed[0] = True
-                try:
-                    super().teardown()
-                finally:
-                    ctx.cleanup()
-
-        Bounded.__name__ = Bounded.__qualname__ = machine.__name__
-        hypothesis.seed(self.seed_for(machine.__name__))(Bounded)
+        factory.__name__ = factory.__qualname__ = machine.__name__
+        hypothesis.seed(self.seed_for(machine.__name__))(factory)
         settings = self.settings(max_examples, stateful_step_count=steps)
-        self._run(lambda: run_state_machine_as_test(Bounded, settings=settings))
+        # Hypothesis annotates the factory as a class; it documents "a class or a function".
+        self._run(lambda: run_state_machine_as_test(factory, settings=settings))  # type: ignore[arg-type]
 
     def _run(self, fn: Callable[[], None]) -> None:
         with self._bounded_shrinking():

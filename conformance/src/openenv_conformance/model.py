@@ -10,7 +10,7 @@ from openenv.v1 import environment_pb2 as pb
 from openenv_conformance.errors import Violation
 from openenv_conformance.spec import EnvSpec
 from openenv_conformance.strategies import CALL_TOOL
-from openenv_conformance.wire import StreamEnd, code_name, describe, expect_ok
+from openenv_conformance.transport import StreamEnd, code_name, describe, expect_ok
 
 __all__ = ["HEX_ID", "EpisodeModel"]
 
@@ -69,9 +69,9 @@ class EpisodeModel:
 
     def on_step(self, resp: pb.SessionResponse | StreamEnd, what: str = "step") -> pb.TimeStep | None:
         """Check a step's answer; the time step when accepted, None when refused."""
-        kind = resp.WhichOneof("kind") if isinstance(resp, pb.SessionResponse) else None
-        if kind not in ("step", "error"):
+        if isinstance(resp, StreamEnd) or resp.WhichOneof("kind") not in ("step", "error"):
             raise Violation(f"{what}: expected a step or error answer, got {describe(resp)}")
+        kind = resp.WhichOneof("kind")
         if kind == "error" and resp.error.fatal:
             raise Violation(f"{what}: {describe(resp)}; a refused step must not end the session")
         if self.status == "RUNNING":

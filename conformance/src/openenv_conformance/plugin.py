@@ -1,7 +1,7 @@
 """pytest plugin: ``pytest --openenv-certify TARGET`` runs every check as a test item.
 
 Registered through the ``pytest11`` entry point, so it is loaded by every pytest run in an
-environment where openenv-conformance is installed; it is inert unless
+environment where protoenv-conformance is installed; it is inert unless
 ``--openenv-certify`` is given (it only adds its options and its marker). With the option,
 each check of each target becomes one item named ``openenv-certify(TARGET)::CHECK_ID``,
 marked ``openenv_certify``, reported by pytest itself (``-k``, ``-m``, ``--junitxml``,
@@ -13,10 +13,20 @@ end of the session.
 
 from __future__ import annotations
 
+import random
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
+
+from openenv_conformance.errors import TargetUnusable
+from openenv_conformance.registry import select
+
+if TYPE_CHECKING:
+    from openenv_conformance.context import Context
+    from openenv_conformance.registry import Check
+    from openenv_conformance.report import CheckResult
+    from openenv_conformance.targets import Target
 
 __all__: list[str] = []
 
@@ -49,32 +59,33 @@ def pytest_configure(config: pytest.Config) -> None:
 class CertifyFailure(Exception):
     """A failed check, carrying its result."""
 
-    def __init__(self, result: Any) -> None:
+    def __init__(self, result: CheckResult) -> None:
         super().__init__(result.reason)
         self.result = result
 
 
 class _Live:
-    """One target, opened at first use and closed at the end of the session."""
+    """One target, opened at first use and closed at the end of the session.
+
+    The suite itself is imported here, at first use: this plugin is loaded by every pytest run
+    of the environment and must stay inert (and cheap) without ``--openenv-certify``."""
 
     def __init__(self, config: pytest.Config, spec: str) -> None:
         self.config, self.spec = config, spec
-        self.ctx: Any = None
+        self.ctx: Context | None = None
         self.error: str | None = None
-        self._target: Any = None
+        self._target: Target | None = None
 
-    def context(self) -> Any:
+    def context(self) -> Context | None:
         if self.ctx is None and self.error is None:
-            import random
-
             from openenv_conformance.context import RunOptions
-            from openenv_conformance.errors import TargetUnusable
             from openenv_conformance.runner import open_context
             from openenv_conformance.targets import TargetOptions, open_target
 
-            seed = self.config.getoption("openenv_seed")
-            opts = RunOptions(seed=random.SystemRandom().randrange(2**32) if seed is None else seed)
-            self.config.stash.setdefault(_SEEDS, {})[self.spec] = opts.seed
+            given: int | None = self.config.getoption("openenv_seed")
+            seed = random.SystemRandom().randrange(2**32) if given is None else given
+            opts = RunOptions(seed=seed)
+            self.config.stash.setdefault(_SEEDS, {})[self.spec] = seed
             if self.config.getoption("openenv_max_examples"):
                 opts.max_examples = self.config.getoption("openenv_max_examples")
             t_opts = TargetOptions(serve_args=tuple(self.config.getoption("openenv_serve_arg")),
@@ -108,8 +119,6 @@ class CertifyTarget(pytest.Collector):
         self.config.add_cleanup(self.live.close)
 
     def collect(self) -> Iterator[pytest.Item]:
-        from openenv_conformance.registry import select
-
         checks = select(self.config.getoption("openenv_level") or None, self.config.getoption("openenv_check") or None)
         for c in checks:
             yield CertifyItem.from_parent(self, name=c.id, check=c)
@@ -118,15 +127,18 @@ class CertifyTarget(pytest.Collector):
 class CertifyItem(pytest.Item):
     """One check of one target."""
 
-    def __init__(self, *, check: Any, **kw: Any) -> None:
+    def __init__(self, *, check: Check, **kw: Any) -> None:
         super().__init__(**kw)
+        if not isinstance(self.parent, CertifyTarget):
+            raise TypeError(f"{self.name}: a check item belongs to a CertifyTarget, not {self.parent!r}")
+        self.live = self.parent.live
         self.check = check
         self.add_marker("openenv_certify")
 
     def runtest(self) -> None:
         from openenv_conformance.runner import run_check
 
-        live: _Live = self.parent.live  # type: ignore[attr-defined]
+        live = self.live
         ctx = live.context()
         if ctx is None:
             pytest.fail(live.error or "target unusable", pytrace=False)
@@ -149,7 +161,7 @@ class CertifyItem(pytest.Item):
         return str(super().repr_failure(excinfo))
 
     def reportinfo(self) -> tuple[Any, int | None, str]:
-        return self.path, None, f"openenv certify {self.parent.spec} {self.check.id}"  # type: ignore[attr-defined]
+        return self.path, None, f"openenv certify {self.live.spec} {self.check.id}"
 
 
 @pytest.hookimpl(tryfirst=True)

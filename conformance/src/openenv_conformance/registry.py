@@ -11,12 +11,16 @@ import dataclasses
 import fnmatch
 import importlib
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypeAlias
 
 if TYPE_CHECKING:
     from openenv_conformance.context import Context
 
-__all__ = ["LEVELS", "Check", "all_checks", "check", "select"]
+__all__ = ["LEVELS", "Check", "CheckFn", "all_checks", "check", "select"]
+
+#: A check: it raises :class:`~openenv_conformance.errors.Violation`, ``CheckFailed`` or
+#: ``CheckSkipped``, or returns an optional note.
+CheckFn: TypeAlias = "Callable[[Context], str | None]"
 
 #: The levels, in the order they run (``robustness`` last: its final check proves the target
 #: survived the whole run).
@@ -48,19 +52,19 @@ class Check:
     level: str
     title: str
     rule: str
-    fn: Callable[[Context], str | None] = dataclasses.field(repr=False, compare=False)
+    fn: CheckFn = dataclasses.field(repr=False, compare=False)
     requires: frozenset[str] = frozenset()
     why: str = ""
 
 
 def check(id: str, title: str, rule: str, *, requires: Iterable[str] = (),
-          why: str = "") -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+          why: str = "") -> Callable[[CheckFn], CheckFn]:
     """Register ``fn`` as the check ``id`` (needing the transport features ``requires``)."""
     level = id.split(".", 1)[0]
     if level not in LEVELS:
         raise ValueError(f"check {id!r}: unknown level {level!r}")
 
-    def register(fn: Callable[..., Any]) -> Callable[..., Any]:
+    def register(fn: CheckFn) -> CheckFn:
         if id in _REGISTRY:
             raise ValueError(f"duplicate check id {id!r}")
         _REGISTRY[id] = Check(id, level, title, rule, fn, frozenset(requires), why)

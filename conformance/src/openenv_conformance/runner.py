@@ -21,17 +21,23 @@ from openenv_conformance.errors import CheckFailed, CheckSkipped, TargetUnusable
 from openenv_conformance.registry import LEVELS, Check, select
 from openenv_conformance.report import CheckResult, Report
 from openenv_conformance.targets import Target, TargetOptions, open_target
-from openenv_conformance.transport import FEATURE_REASONS, Transport, open_transport, transport_kind
-from openenv_conformance.wire import NoAnswer
+from openenv_conformance.transport import (
+    FEATURE_REASONS,
+    PROTOCOL_VERSION,
+    NoAnswer,
+    Transport,
+    open_transport,
+    transport_kind,
+)
 
 __all__ = ["SUITE_PROTOCOL_VERSION", "SUITE_VERSION", "Progress", "certify", "open_context", "run_check"]
 
 try:
-    SUITE_VERSION = importlib.metadata.version("openenv-conformance")
+    SUITE_VERSION = importlib.metadata.version("protoenv-conformance")
 except importlib.metadata.PackageNotFoundError:  # pragma: no cover - running from a source tree
     SUITE_VERSION = "0.0.0"
 #: The protocol version the suite certifies against.
-SUITE_PROTOCOL_VERSION = "1.1"
+SUITE_PROTOCOL_VERSION = PROTOCOL_VERSION
 
 
 class Progress:

@@ -60,8 +60,7 @@ class _Gen:
         if "$ref" in schema:
             target = self.resolve(schema["$ref"])
             rest = {k: v for k, v in schema.items() if k != "$ref"}
-            merged = {**target, **rest} if isinstance(target, dict) else target
-            return self.gen(merged, depth + 1)
+            return self.gen({**target, **rest} if isinstance(target, dict) else target, depth + 1)
         if "const" in schema:
             return st.just(schema["const"])
         if "enum" in schema:

@@ -29,18 +29,18 @@ from google.protobuf import (  # noqa: F401 - imported so the default pool knows
 )
 from google.protobuf.message import DecodeError, Message
 
-from openenv.codec import from_struct, from_value
 from openenv.v1 import environment_pb2 as pb
 from openenv.v1 import payload_pb2
+from openenv.values import from_struct, from_value
 
-__all__ = ["DEFAULT_ACTION_BUDGET", "DTYPES", "DescriptorError", "EnvSpec", "TypeInfo", "build_pool"]
+__all__ = ["DEFAULT_ACTION_BUDGET", "DTYPES", "DescriptorError", "EnvSpec", "TypeInfo", "build_pool", "message_json"]
 
 #: Steps per episode the suite spends when the environment does not declare an action budget.
 DEFAULT_ACTION_BUDGET = 12
 
 _KIND_NAMES = {payload_pb2.PAYLOAD_KIND_UNSPECIFIED: "unspecified", payload_pb2.PAYLOAD_KIND_MESSAGE: "message",
                payload_pb2.PAYLOAD_KIND_JSON: "json", payload_pb2.PAYLOAD_KIND_TENSOR: "tensor"}
-DTYPES: dict[int, np.dtype] = {
+DTYPES: dict[payload_pb2.DType, np.dtype] = {
     payload_pb2.D_TYPE_BOOL: np.dtype("bool"), payload_pb2.D_TYPE_INT8: np.dtype("<i1"),
     payload_pb2.D_TYPE_UINT8: np.dtype("<u1"), payload_pb2.D_TYPE_INT16: np.dtype("<i2"),
     payload_pb2.D_TYPE_UINT16: np.dtype("<u2"), payload_pb2.D_TYPE_INT32: np.dtype("<i4"),
@@ -48,6 +48,15 @@ DTYPES: dict[int, np.dtype] = {
     payload_pb2.D_TYPE_UINT64: np.dtype("<u8"), payload_pb2.D_TYPE_FLOAT16: np.dtype("<f2"),
     payload_pb2.D_TYPE_FLOAT32: np.dtype("<f4"), payload_pb2.D_TYPE_FLOAT64: np.dtype("<f8"),
 }
+
+
+def message_json(msg: Message, *, proto_names: bool = False) -> dict[str, Any]:
+    """The proto3 JSON of ``msg``, ``Any`` values resolved in the message's own pool."""
+    pool = msg.DESCRIPTOR.file.pool
+    # types-protobuf types MessageToDict's pool as the pure-Python class; at run time every pool
+    # (descriptor_pool.DescriptorPool() included) is upb's, which MessageToDict takes.
+    return json_format.MessageToDict(msg, preserving_proto_field_name=proto_names,
+                                     descriptor_pool=pool)  # type: ignore[arg-type]
 
 
 class DescriptorError(Exception):
@@ -148,7 +157,7 @@ class TypeInfo:
                 return [f"{self.role} bytes do not decode as {self.message_type}: {e}"]
             if self.validator is not None:
                 try:
-                    as_json = json_format.MessageToDict(msg, descriptor_pool=self.cls.DESCRIPTOR.file.pool)
+                    as_json = message_json(msg)
                 except (json_format.Error, TypeError, KeyError):
                     return []  # e.g. an Any of a type the descriptors do not hold: nothing to validate
                 return self._schema_problems(as_json)
@@ -211,8 +220,7 @@ def decode_payload(payload: payload_pb2.Payload, cls: type[Message] | None = Non
         if cls is not None and url.rsplit("/", 1)[-1] == cls.DESCRIPTOR.full_name:
             try:
                 msg = cls.FromString(payload.message.value)
-                return {"@type": url, **json_format.MessageToDict(msg, preserving_proto_field_name=True,
-                                                                   descriptor_pool=cls.DESCRIPTOR.file.pool)}
+                return {"@type": url, **message_json(msg, proto_names=True)}
             except (DecodeError, json_format.Error, TypeError, KeyError):
                 pass
         return {"@type": url, "bytes": payload.message.value.hex()}

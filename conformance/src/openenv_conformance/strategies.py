@@ -20,19 +20,20 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Literal
 
 import jsonschema
 import numpy as np
-from google.protobuf import any_pb2, struct_pb2
+from google.protobuf import any_pb2, json_format, message_factory, struct_pb2
 from google.protobuf import descriptor as _descriptor
 from google.protobuf.message import DecodeError, Message
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from openenv.codec import to_struct, to_value
 from openenv.v1 import payload_pb2, tool_pb2
-from openenv_conformance.spec import DTYPES, EnvSpec, TypeInfo, decode_payload
+from openenv.values import from_struct, to_struct, to_value
+from openenv_conformance.schemagen import from_schema
+from openenv_conformance.spec import DTYPES, EnvSpec, TypeInfo, decode_payload, message_json
 
 __all__ = [
     "CALL_TOOL",
@@ -132,8 +133,6 @@ def schema_values(schema: dict[str, Any]) -> st.SearchStrategy[Any] | None:
     """Values valid under ``schema`` (re-validated), or None when it cannot be generated."""
     if not schema:
         return json_values()
-    from openenv_conformance.schemagen import from_schema
-
     try:
         base = from_schema(schema)
     except (ValueError, jsonschema.SchemaError):
@@ -231,15 +230,13 @@ def _scalar(f: _descriptor.FieldDescriptor) -> st.SearchStrategy[Any]:
         return st.text(max_size=16)
     if t == _FD.TYPE_BYTES:
         return st.binary(max_size=16)
-    if t == _FD.TYPE_ENUM:
+    if t == _FD.TYPE_ENUM and f.enum_type is not None:
         return st.sampled_from([v.number for v in f.enum_type.values])
     raise ValueError(f"no strategy for field {f.full_name} of type {t}")
 
 
 def message_strategy(cls: type[Message], max_depth: int = 3) -> st.SearchStrategy[Message]:
     """Instances of ``cls``, built field by field from its descriptor."""
-    from google.protobuf import message_factory
-
     cache: dict[tuple[str, int], st.SearchStrategy[Message]] = {}
 
     def cls_of(d: _descriptor.Descriptor) -> type[Message]:
@@ -287,7 +284,12 @@ def message_strategy(cls: type[Message], max_depth: int = 3) -> st.SearchStrateg
         in_oneof = {f.name for o in oneofs for f in o.fields}
 
         def value_of(f: _descriptor.FieldDescriptor) -> st.SearchStrategy[Any]:
-            return msg(f.message_type, depth + 1) if f.type == _FD.TYPE_MESSAGE else _scalar(f)
+            if f.type == _FD.TYPE_MESSAGE and f.message_type is not None:
+                return msg(f.message_type, depth + 1)
+            return _scalar(f)
+
+        def tagged(f: _descriptor.FieldDescriptor) -> st.SearchStrategy[tuple[_descriptor.FieldDescriptor, Any]]:
+            return value_of(f).map(lambda v: (f, v))
 
         plans: list[tuple[str, Any, st.SearchStrategy[Any]]] = []
         for f in d.fields:
@@ -303,8 +305,7 @@ def message_strategy(cls: type[Message], max_depth: int = 3) -> st.SearchStrateg
                 plans.append(("optional", f, st.none() | value_of(f)))
             else:
                 plans.append(("scalar", f, value_of(f)))
-        oneof_plans = [st.one_of([st.just(None)] + [value_of(f).map(lambda v, f=f: (f, v)) for f in o.fields])
-                       for o in oneofs]
+        oneof_plans = [st.one_of(st.just(None), *[tagged(f) for f in o.fields]) for o in oneofs]
 
         @st.composite
         def make(draw: Any) -> Message:
@@ -323,7 +324,10 @@ def message_strategy(cls: type[Message], max_depth: int = 3) -> st.SearchStrateg
         cache[key] = build
         return build
 
-    return msg(cls.DESCRIPTOR, 0)
+    root = cls.DESCRIPTOR
+    if not isinstance(root, _descriptor.Descriptor):  # upb's descriptors are instances of it too
+        raise TypeError(f"{cls!r} has no message descriptor")
+    return msg(root, 0)
 
 
 def _set(m: Message, how: str, f: _descriptor.FieldDescriptor, v: Any) -> None:
@@ -367,7 +371,8 @@ def _tensor_arrays(ts: payload_pb2.TensorSpec) -> st.SearchStrategy[np.ndarray] 
     lo = ts.minimum if ts.HasField("minimum") else None
     hi = ts.maximum if ts.HasField("maximum") else None
     if dt.kind == "f":
-        elements = st.floats(min_value=lo, max_value=hi, allow_nan=False, allow_infinity=False, width=dt.itemsize * 8)
+        width: Literal[16, 32, 64] = 16 if dt.itemsize == 2 else 32 if dt.itemsize == 4 else 64
+        elements = st.floats(min_value=lo, max_value=hi, allow_nan=False, allow_infinity=False, width=width)
     elif dt.kind in "iu":
         info = np.iinfo(dt)
         lo_i = info.min if lo is None else max(info.min, math.ceil(lo))
@@ -380,7 +385,7 @@ def _tensor_arrays(ts: payload_pb2.TensorSpec) -> st.SearchStrategy[np.ndarray] 
     return hnp.arrays(dt, shape, elements=elements)
 
 
-def _tensor_payload(arr: np.ndarray, dtype_code: int) -> payload_pb2.Payload:
+def _tensor_payload(arr: np.ndarray, dtype_code: payload_pb2.DType) -> payload_pb2.Payload:
     p = payload_pb2.Payload()
     p.tensor.dtype = dtype_code
     p.tensor.shape[:] = list(arr.shape)
@@ -391,6 +396,17 @@ def _tensor_payload(arr: np.ndarray, dtype_code: int) -> payload_pb2.Payload:
 # --------------------------------------------------------------------------- actions
 
 CALL_TOOL = "openenv.v1.CallToolRequest"
+
+
+def _named(name: str, args: st.SearchStrategy[dict[str, Any]]) -> st.SearchStrategy[tuple[str, dict[str, Any]]]:
+    """(tool name, arguments) pairs."""
+    return args.map(lambda a: (name, a))
+
+
+def _named_invalid(name: str, bad: st.SearchStrategy[tuple[str, Any]]
+                   ) -> st.SearchStrategy[tuple[str, str, dict[str, Any]]]:
+    """(tool name, what was broken, arguments) triples, for argument objects only."""
+    return bad.filter(lambda lv: isinstance(lv[1], dict)).map(lambda lv: (name, lv[0], lv[1]))
 
 
 class ActionSpace:
@@ -414,8 +430,6 @@ class ActionSpace:
     # -- tool arguments
 
     def tool_arguments(self, tool: tool_pb2.Tool) -> st.SearchStrategy[dict[str, Any]] | None:
-        from openenv.codec import from_struct
-
         schema = from_struct(tool.input_schema) if tool.HasField("input_schema") else {}
         s = schema_values(schema or {"type": "object"})
         return None if s is None else s.filter(lambda v: isinstance(v, dict))
@@ -423,13 +437,11 @@ class ActionSpace:
     def tool_calls(self) -> st.SearchStrategy[tuple[str, dict[str, Any]]] | None:
         """(tool name, valid arguments) for the advertised tools."""
         per_tool = [(t.name, self.tool_arguments(t)) for t in self.tools]
-        options = [s.map(lambda a, n=n: (n, a)) for n, s in per_tool if s is not None]
+        options = [_named(n, s) for n, s in per_tool if s is not None]
         return st.one_of(options) if options else None
 
     def invalid_tool_calls(self) -> st.SearchStrategy[tuple[str, str, dict[str, Any]]] | None:
         """(tool name, what was broken, arguments violating its input_schema)."""
-        from openenv.codec import from_struct
-
         options = []
         for t in self.tools:
             schema = from_struct(t.input_schema) if t.HasField("input_schema") else {}
@@ -438,8 +450,7 @@ class ActionSpace:
                 continue
             bad = invalid_json_for(schema, valid)
             if bad is not None:
-                options.append(bad.filter(lambda lv: isinstance(lv[1], dict)).map(
-                    lambda lv, n=t.name: (n, lv[0], lv[1])))
+                options.append(_named_invalid(t.name, bad))
         return st.one_of(options) if options else None
 
     # -- valid actions
@@ -456,8 +467,8 @@ class ActionSpace:
                 cls = t.cls
 
                 def to_action(call: tuple[str, dict[str, Any]]) -> Action:
-                    m = cls(name=call[0])
-                    m.arguments.MergeFromString(to_struct(call[1]).SerializeToString())
+                    m = tool_pb2.CallToolRequest(name=call[0])
+                    to_struct(call[1], m.arguments)
                     p = pack(m, t.message_type)
                     return Action(p, payload_label(p, cls))
 
@@ -572,8 +583,8 @@ class ActionSpace:
                 bad = self.invalid_tool_calls()
                 if bad is not None:
                     def bad_call(nla: tuple[str, str, dict[str, Any]]) -> Action:
-                        m = cls(name=nla[0])
-                        m.arguments.MergeFromString(to_struct(nla[2]).SerializeToString())
+                        m = tool_pb2.CallToolRequest(name=nla[0])
+                        to_struct(nla[2], m.arguments)
                         p = pack(m, t.message_type)
                         return Action(p, f"tool arguments with {nla[1]}: {payload_label(p, cls)}")
                     out.append(bad.map(bad_call))
@@ -620,8 +631,6 @@ class ActionSpace:
     def _invalid_message_json(self, cls: type[Message]) -> st.SearchStrategy[Action]:
         """JSON the proto3 JSON mapping of ``cls`` rejects: a non-object, an unknown field,
         or a field of the wrong JSON type (each checked to really fail to parse)."""
-        from google.protobuf import json_format
-
         t = self.type
 
         def rejected(v: Any) -> bool:
@@ -631,9 +640,7 @@ class ActionSpace:
                 return True
             return False
 
-        valid = message_strategy(cls).map(
-            lambda m: json_format.MessageToDict(m, preserving_proto_field_name=True,
-                                                descriptor_pool=cls.DESCRIPTOR.file.pool))
+        valid = message_strategy(cls).map(lambda m: message_json(m, proto_names=True))
         field_names = [f.name for f in cls.DESCRIPTOR.fields]
         wrong: list[tuple[str, Any]] = []
         for f in cls.DESCRIPTOR.fields:
@@ -672,7 +679,7 @@ class ActionSpace:
         good = np.zeros(fixed, dtype=dt)
         cases: list[Action] = []
 
-        def t(label: str, dtype: int, shape: Sequence[int], data: bytes) -> None:
+        def t(label: str, dtype: payload_pb2.DType, shape: Sequence[int], data: bytes) -> None:
             p = payload_pb2.Payload()
             p.tensor.dtype = dtype
             p.tensor.shape[:] = list(shape)

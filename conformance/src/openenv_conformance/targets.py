@@ -12,7 +12,7 @@ protocol over HTTP/WebSocket). ``urls`` holds every transport the target serves,
 * ``python:module:Factory``: ``openenv serve module:Factory`` in a subprocess, gRPC and HTTP
   on free loopback ports; stopped (SIGTERM, then SIGKILL) afterwards. Its output is the
   target's logs.
-* ``docker:IMAGE``: a container started with ``openenv.images.start_container``; its logs
+* ``docker:IMAGE``: a container started with ``openenv.deploy.run.start_container``; its logs
   are attached to the report of a failing certification.
 
 ``TargetOptions.transport`` picks the transport of a target that serves both (default
@@ -31,7 +31,9 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from openenv.client.urls import parse_url, split_url
 from openenv_conformance.errors import TargetUnusable
+from openenv_conformance.transport import transport_kind
 
 __all__ = [
     "DockerTarget",
@@ -86,8 +88,6 @@ class Target:
 
     def transports(self) -> dict[str, str]:
         """``urls``, with ``url`` under its own kind."""
-        from openenv_conformance.transport import transport_kind
-
         out = dict(getattr(self, "urls", None) or {})
         if self.url:
             try:
@@ -129,8 +129,6 @@ class RunningTarget(Target):
     kind = "grpc"
 
     def __init__(self, url: str) -> None:
-        from openenv.client import parse_url
-
         try:
             scheme, hostport = parse_url(url)
         except ValueError as e:
@@ -149,8 +147,6 @@ class HttpTarget(Target):
     kind = "http"
 
     def __init__(self, url: str) -> None:
-        from openenv.transport_ws import split_url
-
         try:
             split_url(url)
         except ValueError as e:
@@ -208,8 +204,6 @@ class ProcessTarget(Target):
             time.sleep(0.05)
         with open(ready) as f:
             self.url = f.read().strip()
-        from openenv_conformance.transport import transport_kind
-
         try:
             self.urls[transport_kind(self.url)] = self.url
         except ValueError:
@@ -271,7 +265,7 @@ class PythonTarget(ProcessTarget):
 
 
 class DockerTarget(Target):
-    """``docker:IMAGE``: a container started with ``openenv.images.start_container``."""
+    """``docker:IMAGE``: a container started with ``openenv.deploy.run.start_container``."""
 
     kind = "docker"
 
@@ -279,9 +273,9 @@ class DockerTarget(Target):
         opts = options or TargetOptions()
         self.spec = f"docker:{image}"
         try:
-            from openenv.images import start_container
+            from openenv.deploy.run import start_container
         except ImportError as e:
-            raise TargetUnusable(f"docker targets need openenv.images (start_container), which is not "
+            raise TargetUnusable(f"docker targets need openenv.deploy (start_container), which is not "
                                  f"available in this installation: {e}") from None
         try:
             self._container: Any = start_container(image, network_none=False, ready_timeout=opts.ready_timeout)
@@ -325,9 +319,16 @@ def target_kinds() -> list[str]:
     return sorted(_KINDS)
 
 
+def _http_target(scheme: str) -> Callable[[str, TargetOptions], Target]:
+    def make(rest: str, opts: TargetOptions) -> Target:
+        return HttpTarget(f"{scheme}://{rest}")
+
+    return make
+
+
 register_target_kind("grpc", lambda rest, opts: RunningTarget(f"grpc://{rest}"))
 for _scheme in ("http", "https", "ws", "wss"):
-    register_target_kind(_scheme, lambda rest, opts, s=_scheme: HttpTarget(f"{s}://{rest}"))
+    register_target_kind(_scheme, _http_target(_scheme))
 register_target_kind("python", lambda rest, opts: PythonTarget(rest, opts))
 register_target_kind("docker", lambda rest, opts: DockerTarget(rest, opts))
 

@@ -4,7 +4,7 @@ and the URL of its HTTP side (OpenEnv's JSON protocol) to HTTP_READY_FILE.
 
 A mutant module may replace one piece of the runtime: ``Wire`` wraps the gRPC servicer
 (``openenv.server._Servicer``), ``HttpBackend`` replaces the HTTP side's backend
-(``openenv.bridge.LocalBackend``), ``Vector`` the vectorised session
+(``openenv.bridge.LocalBackend``, read by ``openenv.Host``), ``Vector`` the vectorised session
 (``openenv.server.VectorSession``)."""
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import sys
 from typing import Any
 
 import openenv.bridge
+import openenv.host
 import openenv.server
 
 
@@ -32,7 +33,7 @@ def main(argv: list[str]) -> None:
         openenv.server._Servicer = servicer  # type: ignore[assignment,misc]
     backend = getattr(mod, "HttpBackend", None)
     if backend is not None:
-        openenv.bridge.LocalBackend = backend  # type: ignore[misc]  # read by Server.start
+        openenv.bridge.LocalBackend = backend  # type: ignore[misc]  # read by Host.start
     vector = getattr(mod, "Vector", None)
     if vector is not None:
         openenv.server.VectorSession = vector  # type: ignore[misc]
@@ -43,13 +44,13 @@ def main(argv: list[str]) -> None:
             f.write(text)
         os.replace(tmp, path)
 
-    def ready(server: openenv.server.Server) -> None:
-        write(ready_file, server.address)
+    def ready(server: openenv.host.Host) -> None:
+        write(ready_file, server.address or "")
         if http_file and server.http_url:
             write(http_file, server.http_url)
 
     kwargs = {"max_message_bytes": 1024 * 1024, "http_port": 0, **getattr(mod, "SERVER_KWARGS", {})}
-    openenv.server.serve(mod.Env, "127.0.0.1", 0, ready=ready, grace_s=1.0, **kwargs)
+    openenv.host.serve(mod.Env, "127.0.0.1", 0, ready=ready, grace_s=1.0, **kwargs)
 
 
 if __name__ == "__main__":

@@ -5,7 +5,7 @@ the instances before it have already stepped."""
 
 from mutants.base import Counter as Env
 from openenv.errors import InvalidArgument
-from openenv.vector import VectorSession
+from openenv.runtime.vector import VectorSession
 
 CAUGHT_BY = "vector.validation_is_atomic"
 COLLATERAL: frozenset[str] = frozenset()

@@ -3,7 +3,7 @@ time step in BatchStepResponse.final_time_steps (docs/protocol.md §3.9). This s
 instance but drops the ending time step: the end of the episode, its reward and flags are lost."""
 
 from mutants.base import Counter as Env
-from openenv.vector import VectorSession
+from openenv.runtime.vector import VectorSession
 
 CAUGHT_BY = "vector.autoreset_modes"
 COLLATERAL: frozenset[str] = frozenset()

@@ -3,7 +3,7 @@
 plays N copies of one episode instead of N plain sessions seeded s..s+N-1."""
 
 from mutants.base import Counter as Env
-from openenv.vector import VectorSession
+from openenv.runtime.vector import VectorSession
 
 CAUGHT_BY = "vector.batch_matches_sequential"
 COLLATERAL: frozenset[str] = frozenset()

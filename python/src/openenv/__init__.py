@@ -1,14 +1,15 @@
 """openenv: protocol-first agentic RL environments.
 
 Environment authors subclass :class:`Environment` and call :func:`serve`; trainers use
-:class:`EnvClient`. The wire contract is ``proto/openenv/v1`` (generated into
-``openenv.v1``); errors follow the table in docs/protocol.md (:mod:`openenv.errors`).
+:class:`EnvClient` (or :class:`VectorEnvClient`). The wire contract is ``proto/openenv/v1``
+(generated into ``openenv.v1``); errors follow the table in docs/protocol.md
+(:mod:`openenv.errors`). docs/architecture.md shows the layers:
+``protocol``/``errors``/``v1`` <- ``runtime`` <- ``wire`` <- ``server``/``client``/``bridge``
+<- ``host`` <- ``deploy`` <- ``cli``.
 """
 
-from openenv import rubrics  # Rubric, WeightedSum, Sequential, Gate, TrajectoryRubric, LLMJudge, ...
-from openenv.client import EnvClient, SyncEnvClient, ToolEnvClient
-from openenv.codec import TensorSpec
-from openenv.environment import Environment, StepResult
+from openenv import _compat, rubrics  # Rubric, WeightedSum, Sequential, Gate, TrajectoryRubric, LLMJudge, ...
+from openenv.client import BatchResult, EnvClient, SyncEnvClient, ToolEnvClient, VectorEnvClient
 from openenv.errors import (
     Cancelled,
     DeadlineExceeded,
@@ -23,14 +24,20 @@ from openenv.errors import (
     Unavailable,
     Unimplemented,
 )
-from openenv.server import Server, serve
-from openenv.session import PROTOCOL_VERSION, EpisodeStatus, SessionState
-from openenv.tools import CallToolAction, CallToolObservation, Tool, ToolResult, tool
+from openenv.host import Host, serve
+from openenv.protocol import PROTOCOL_VERSION, EpisodeStatus, SessionState, StepResult
+from openenv.runtime.codec import TensorSpec
+from openenv.runtime.environment import Environment
+from openenv.runtime.tools import CallToolAction, CallToolObservation, Tool, ToolResult, tool
+from openenv.server import Server
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
+
+_compat.install()  # the 0.1 module paths, for one minor version
 
 __all__ = [
     "PROTOCOL_VERSION",
+    "BatchResult",
     "CallToolAction",
     "CallToolObservation",
     "Cancelled",
@@ -41,6 +48,7 @@ __all__ = [
     "EpisodeStatus",
     "ErrorCode",
     "FailedPrecondition",
+    "Host",
     "Internal",
     "InvalidAction",
     "InvalidArgument",
@@ -56,7 +64,8 @@ __all__ = [
     "ToolResult",
     "Unavailable",
     "Unimplemented",
-    "serve",
+    "VectorEnvClient",
     "rubrics",
+    "serve",
     "tool",
 ]

@@ -8,9 +8,12 @@ so a caller can branch on ``err.code`` or catch the specific class.
 from __future__ import annotations
 
 import enum
-from typing import Any
+from typing import Any, cast
+
+from google.protobuf import struct_pb2
 
 from openenv.v1 import error_pb2
+from openenv.values import from_value, to_value
 
 __all__ = [
     "Cancelled",
@@ -68,6 +71,34 @@ class EnvError(Exception):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (_rebuild, (self.code, self.message, self.details, self.fatal))
+
+    def to_proto(self, out: error_pb2.Status | None = None) -> error_pb2.Status:
+        """The wire form: an ``openenv.v1.Status`` (details packed as a ``google.protobuf.Value``;
+        details that are not JSON travel as their text)."""
+        st = out if out is not None else error_pb2.Status()
+        # The generated stubs type an enum field as its enum class; the field holds the number.
+        st.code = cast(error_pb2.ErrorCode, int(self.code))
+        st.message, st.fatal = self.message, bool(self.fatal)
+        if self.details is not None:
+            try:
+                value = to_value(self.details)
+            except TypeError:
+                value = to_value(str(self.details))
+            st.details.add().Pack(value)
+        return st
+
+    @classmethod
+    def from_proto(cls, st: error_pb2.Status) -> EnvError:
+        """The exception of an ``openenv.v1.Status`` (one detail: its value; several: a list;
+        a detail of another type: ``{"@type": type_url}``)."""
+        details: Any = None
+        if st.details:
+            values: list[Any] = []
+            for d in st.details:
+                v = struct_pb2.Value()
+                values.append(from_value(v) if d.Unpack(v) else {"@type": d.type_url})
+            details = values[0] if len(values) == 1 else values
+        return cls.from_code(st.code, st.message, details=details, fatal=st.fatal)
 
     @classmethod
     def from_code(cls, code: int, message: str, *, details: Any = None, fatal: bool = False) -> EnvError:

@@ -1,57 +1,50 @@
 """The gRPC transport: ``EnvironmentService`` on grpc.aio, plus health and reflection.
 
-``serve(factory, host, port)`` blocks and serves until SIGTERM/SIGINT, then drains.
-``Server`` is the same thing as an object, for embedding in tests and tools.
+:class:`Server` is the gRPC listener of one environment (its own sessions, or those of a
+:class:`~openenv.runtime.SessionManager` it shares with the HTTP side). ``openenv.serve``
+and :class:`openenv.Host` run it, with or without the HTTP side.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import os
-import signal
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from openenv.codec import from_struct, to_struct, to_value
-from openenv.environment import Environment, StepResult
 from openenv.errors import EnvError, FailedPrecondition, Internal, InvalidArgument
-from openenv.session import (
+from openenv.protocol import PROTOCOL_VERSION, StepResult
+from openenv.runtime.environment import Environment
+from openenv.runtime.session import (
     DEFAULT_IDLE_TIMEOUT_S,
     DEFAULT_MAX_MESSAGE_BYTES,
-    PROTOCOL_VERSION,
     Runtime,
-    Session,
     SessionManager,
 )
+from openenv.runtime.session import Session as RuntimeSession  # `Session` is also the servicer's RPC
+from openenv.runtime.vector import VectorSession
 from openenv.v1 import environment_pb2, environment_pb2_grpc, error_pb2
-from openenv.vector import VectorSession
+from openenv.values import from_struct, to_struct
 
 log = logging.getLogger("openenv.server")
 
 SERVICE_NAME = environment_pb2.DESCRIPTOR.services_by_name["EnvironmentService"].full_name
 
-__all__ = ["Server", "serve"]
+__all__ = ["Server", "fill_time_step", "status_of"]
 
 _CLOSE = object()
 
 
 def status_of(err: EnvError) -> error_pb2.Status:
     """The wire form of an error."""
-    st = error_pb2.Status(code=int(err.code), message=err.message, fatal=err.fatal)
-    if err.details is not None:
-        try:
-            st.details.add().Pack(to_value(err.details))
-        except TypeError:
-            st.details.add().Pack(to_value(str(err.details)))
-    return st
+    return err.to_proto()
 
 
-def fill_time_step(ts: environment_pb2.TimeStep, r: StepResult, runtime: Runtime) -> None:
+def fill_time_step(ts: environment_pb2.TimeStep, r: StepResult[Any], runtime: Runtime) -> None:
     """Encode a StepResult into a TimeStep."""
     if r.observation is not None:
         runtime.observation_codec.encode(r.observation, ts.observation)
@@ -76,7 +69,10 @@ def _major(version: str) -> int:
     return int(major)
 
 
-class _Servicer(environment_pb2_grpc.EnvironmentServiceServicer):
+class _Servicer:
+    # Implements every RPC of EnvironmentService (Session, GetInfo), so it does not subclass the
+    # generated EnvironmentServiceServicer (untyped: Any to the checker), whose methods only
+    # answer UNIMPLEMENTED; add_EnvironmentServiceServicer_to_server takes it as it is.
     def __init__(self, manager: SessionManager) -> None:
         self.manager = manager
         self.runtime = manager.runtime
@@ -86,14 +82,15 @@ class _Servicer(environment_pb2_grpc.EnvironmentServiceServicer):
         return self.info_response
 
     async def Session(self, request_iterator: Any, context: grpc.aio.ServicerContext) -> None:  # noqa: N802
-        session: Session | VectorSession | None = None
+        session: RuntimeSession | VectorSession | None = None
         ended: list[EnvError] = []
         task = asyncio.current_task()
 
         def terminate(err: EnvError) -> None:
             if not ended:
                 ended.append(err)
-                task.cancel()
+                if task is not None:  # always: this runs inside the RPC's task
+                    task.cancel()
 
         try:
             first = await context.read()
@@ -136,7 +133,7 @@ class _Servicer(environment_pb2_grpc.EnvironmentServiceServicer):
                 await session.close()
 
     async def _handshake(self, req: environment_pb2.SessionRequest,
-                         resp: environment_pb2.SessionResponse) -> Session | VectorSession:
+                         resp: environment_pb2.SessionResponse) -> RuntimeSession | VectorSession:
         if req.WhichOneof("kind") != "handshake":
             raise FailedPrecondition(
                 f"the first request of a session must be a handshake, got {req.WhichOneof('kind') or 'nothing'}")
@@ -151,7 +148,7 @@ class _Servicer(environment_pb2_grpc.EnvironmentServiceServicer):
         if major != _major(PROTOCOL_VERSION):
             raise FailedPrecondition(
                 f"protocol version {hs.protocol_version} is not supported; this server speaks {PROTOCOL_VERSION}")
-        session: Session | VectorSession
+        session: RuntimeSession | VectorSession
         if hs.num_envs > 1:
             session = VectorSession(await self.manager.open_many(hs.num_envs, from_struct(hs.options),
                                                                  hs.client_name), hs.autoreset_mode)
@@ -163,7 +160,7 @@ class _Servicer(environment_pb2_grpc.EnvironmentServiceServicer):
         out.info.CopyFrom(self.runtime.info)
         return session
 
-    async def _dispatch(self, session: Session | VectorSession, req: environment_pb2.SessionRequest,
+    async def _dispatch(self, session: RuntimeSession | VectorSession, req: environment_pb2.SessionRequest,
                         resp: environment_pb2.SessionResponse) -> Any:
         kind = req.WhichOneof("kind")
         rt = self.runtime
@@ -184,7 +181,9 @@ class _Servicer(environment_pb2_grpc.EnvironmentServiceServicer):
         elif kind == "state":
             s = await session.state()
             out = resp.state
-            out.episode_id, out.step_count, out.status = s.episode_id, s.step_count, int(s.status)
+            out.episode_id, out.step_count = s.episode_id, s.step_count
+            # The generated stubs type an enum field as its enum class; the field holds the number.
+            out.status = cast(environment_pb2.EpisodeStatus, int(s.status))
             if s.state is not None:
                 rt.state_codec.encode(s.state, out.state)
         elif kind == "list_tools":
@@ -193,9 +192,9 @@ class _Servicer(environment_pb2_grpc.EnvironmentServiceServicer):
         elif kind == "call_tool":
             c = req.call_tool
             timeout = c.timeout.ToNanoseconds() / 1e9 if c.HasField("timeout") else None
-            result = await session.call_tool(c.name, from_struct(c.arguments), timeout)
+            tool_result = await session.call_tool(c.name, from_struct(c.arguments), timeout)
             resp.call_tool.name = c.name
-            result.to_proto(resp.call_tool.result)
+            tool_result.to_proto(resp.call_tool.result)
         elif kind == "close":
             resp.close.SetInParent()
             return _CLOSE
@@ -229,10 +228,11 @@ class _Servicer(environment_pb2_grpc.EnvironmentServiceServicer):
                 fill_time_step(resp.batch_reset.time_steps.add(), r, rt)
         elif kind == "state":
             s = await vs.state(req.state.env_id)
-            out = resp.state
-            out.episode_id, out.step_count, out.status = s.episode_id, s.step_count, int(s.status)
+            state_out = resp.state
+            state_out.episode_id, state_out.step_count = s.episode_id, s.step_count
+            state_out.status = cast(environment_pb2.EpisodeStatus, int(s.status))  # as in _dispatch
             if s.state is not None:
-                rt.state_codec.encode(s.state, out.state)
+                rt.state_codec.encode(s.state, state_out.state)
         elif kind == "close":
             resp.close.SetInParent()
             return _CLOSE
@@ -250,34 +250,38 @@ _GRPC_CODES = {c.value[0]: c for c in grpc.StatusCode}
 
 
 class Server:
-    """An environment server on grpc.aio. ``await start()``, then ``await stop()``."""
+    """The gRPC listener of an environment. ``await start()``, then ``await stop()``.
 
-    def __init__(self, factory: Callable[..., Environment] | type[Environment], host: str = "127.0.0.1",
-                 port: int = 50051, *, max_sessions: int | None = None,
+    ``factory`` is an :class:`Environment` subclass (or a callable returning instances),
+    with the runtime's keywords (``max_sessions``, ``idle_timeout_s``, ...); or a
+    :class:`SessionManager` shared with other listeners (then the keywords are its own and
+    whoever made it drains and shuts it down).
+    """
+
+    def __init__(self, factory: Callable[..., Environment] | type[Environment] | SessionManager,
+                 host: str = "127.0.0.1", port: int = 50051, *, max_sessions: int | None = None,
                  max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
                  idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S, tools_only: bool = False,
-                 max_num_envs: int | None = None, reflection: bool = True,
-                 http_port: int | None = None, http_host: str | None = None, http_options: Any = None) -> None:
-        self.runtime = Runtime(factory, max_sessions=max_sessions, max_message_bytes=max_message_bytes,
-                               idle_timeout_s=idle_timeout_s, tools_only=tools_only, max_num_envs=max_num_envs)
-        self.manager = SessionManager(self.runtime)
+                 max_num_envs: int | None = None, reflection: bool = True) -> None:
+        if isinstance(factory, SessionManager):
+            self.manager, self._owns_manager = factory, False
+        else:
+            runtime = Runtime(factory, max_sessions=max_sessions, max_message_bytes=max_message_bytes,
+                              idle_timeout_s=idle_timeout_s, tools_only=tools_only, max_num_envs=max_num_envs)
+            self.manager, self._owns_manager = SessionManager(runtime), True
+        self.runtime = self.manager.runtime
         self.host, self.requested_port = host, port
         self.port: int | None = None
         self.reflection = reflection
         self._server: grpc.aio.Server | None = None
         self.health = health.aio.HealthServicer()
-        # HTTP side (openenv.bridge): OpenEnv's /ws, /mcp, /health... on the same SessionManager.
-        self.http_port, self.http_host, self.http_options = http_port, http_host, http_options
-        self.http: Any = None  # openenv.bridge.HttpServer once started
-
-    @property
-    def http_url(self) -> str | None:
-        """``http://host:port`` of the HTTP side, when it runs."""
-        return self.http.url if self.http is not None else None
 
     @property
     def address(self) -> str:
+        """``grpc://host:port`` (loopback when bound to all interfaces)."""
         host = self.host if self.host not in ("0.0.0.0", "::", "") else "127.0.0.1"
+        if ":" in host:
+            host = f"[{host}]"
         return f"grpc://{host}:{self.port}"
 
     async def start(self) -> Server:
@@ -302,34 +306,29 @@ class Server:
             raise RuntimeError(f"cannot bind {self.host}:{self.requested_port}")
         await server.start()
         self._server = server
-        for name in ("", SERVICE_NAME):
-            await self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
-        self.manager.start_reaper()
-        if self.http_port is not None:
-            from openenv.bridge import BridgeApp, HttpServer, LocalBackend
-
-            try:
-                self.http = await HttpServer(BridgeApp(LocalBackend(self.manager)), self.http_host or self.host,
-                                             self.http_port, self.http_options).start()
-            except BaseException:
-                await self.stop(0.0)
-                raise
-            log.info("serving %s over HTTP on %s", self.runtime.env_cls.__name__, self.http.url)
+        await self.set_serving(True)
+        if self._owns_manager:
+            self.manager.start_reaper()
         log.info("serving %s on %s", self.runtime.env_cls.__name__, self.address)
         return self
 
+    async def set_serving(self, serving: bool) -> None:
+        """The health status of the server and of ``openenv.v1.EnvironmentService``."""
+        status = health_pb2.HealthCheckResponse.SERVING if serving else health_pb2.HealthCheckResponse.NOT_SERVING
+        for name in ("", SERVICE_NAME):
+            await self.health.set(name, status)
+
     async def stop(self, grace_s: float = 10.0) -> None:
-        """Drain: NOT_SERVING, refuse new sessions, finish requests in progress, end sessions."""
+        """Drain (when it owns its sessions): NOT_SERVING, refuse new sessions, finish
+        requests in progress, end sessions; then stop listening."""
         if self._server is None:
             return
-        for name in ("", SERVICE_NAME):
-            await self.health.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
-        await self.manager.drain(grace_s)
-        if self.http is not None:
-            await self.http.stop()
-            self.http = None
+        await self.set_serving(False)
+        if self._owns_manager:
+            await self.manager.drain(grace_s)
         await self._server.stop(min(grace_s, 1.0))
-        await self.manager.shutdown()
+        if self._owns_manager:
+            await self.manager.shutdown()
         self._server = None
 
     async def wait(self) -> None:
@@ -341,66 +340,3 @@ class Server:
 
     async def __aexit__(self, *exc: Any) -> None:
         await self.stop(1.0)
-
-
-async def serve_async(factory: Callable[..., Environment] | type[Environment], host: str = "127.0.0.1",
-                      port: int = 50051, *, ready: Callable[[Server], Any] | None = None,
-                      grace_s: float = 10.0, **kwargs: Any) -> None:
-    """Serve until SIGTERM or SIGINT, then drain (see :func:`serve`)."""
-    if "http_port" not in kwargs:
-        kwargs["http_port"] = default_http_port(port)
-    server = Server(factory, host, port, **kwargs)
-    await server.start()
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        try:
-            loop.add_signal_handler(sig, stop.set)
-        except (NotImplementedError, RuntimeError):  # not the main thread
-            pass
-    if ready is not None:
-        ready(server)
-    waiter = asyncio.ensure_future(server.wait())
-    stopper = asyncio.ensure_future(stop.wait())
-    await asyncio.wait({waiter, stopper}, return_when=asyncio.FIRST_COMPLETED)
-    log.info("shutting down: draining sessions (grace %.0f s)", grace_s)
-    await server.stop(grace_s)
-    for t in (waiter, stopper):
-        t.cancel()
-
-
-def default_http_port(grpc_port: int) -> int:
-    """The HTTP side's port when none is given: ``$PORT`` (Hugging Face Spaces set 7860),
-    else 8000 (OpenEnv's), else 0 (a free port) when the gRPC port is 0 too."""
-    env = os.environ.get("PORT")
-    if env:
-        return int(env)
-    return 0 if grpc_port == 0 else 8000
-
-
-def serve(factory: Callable[..., Environment] | type[Environment], host: str = "127.0.0.1",
-          port: int = 50051, **kwargs: Any) -> None:
-    """Serve an environment over gRPC until SIGTERM/SIGINT, then drain gracefully.
-
-    Args:
-        factory: an :class:`Environment` subclass, or a callable returning an instance;
-            called once per session with the handshake options as keyword arguments.
-        host, port: where to listen (port 0 picks a free port).
-        max_sessions: capacity (default: the class's ``max_sessions``).
-        max_message_bytes: largest message accepted and sent (default 16 MiB).
-        idle_timeout_s: sessions idle for longer are closed (default 300; 0 disables).
-        tools_only: production mode: only tools are reachable.
-        grace_s: how long a drain waits for requests in progress.
-        ready: called with the started :class:`Server` (e.g. to print its address).
-        http_port: port of the HTTP side (OpenEnv's /ws, /mcp, /health, ...; see
-            docs/bridge.md); default :func:`default_http_port`; None: gRPC only.
-        http_host: interface of the HTTP side (default: ``host``).
-        http_options: an :class:`openenv.bridge.HttpOptions` (keepalive, message size).
-    """
-    try:
-        import uvloop  # type: ignore[import-not-found]
-
-        runner: Any = uvloop.run
-    except ImportError:
-        runner = asyncio.run
-    runner(serve_async(factory, host, port, **kwargs))

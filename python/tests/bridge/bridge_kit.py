@@ -32,10 +32,10 @@ sys.path.insert(0, str(REPO))
 
 
 @contextlib.asynccontextmanager
-async def served(factory: Any, **kwargs: Any) -> AsyncIterator[openenv.Server]:
-    """An in-process ``openenv.Server`` with its HTTP side, both on port 0."""
+async def served(factory: Any, **kwargs: Any) -> AsyncIterator[openenv.Host]:
+    """An in-process ``openenv.Host``: gRPC and its HTTP side, both on port 0."""
     kwargs.setdefault("http_port", 0)
-    srv = openenv.Server(factory, "127.0.0.1", 0, **kwargs)
+    srv = openenv.Host(factory, "127.0.0.1", 0, **kwargs)
     await asyncio.wait_for(srv.start(), WAIT_S)
     try:
         yield srv

@@ -1,4 +1,4 @@
-"""``EnvClient`` over http(s)/ws(s) URLs (openenv.transport_ws) against our HTTP side."""
+"""``EnvClient`` over http(s)/ws(s) URLs (openenv.client.ws) against our HTTP side."""
 
 from __future__ import annotations
 

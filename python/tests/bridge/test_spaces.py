@@ -15,7 +15,7 @@ import httpx
 import pytest
 from bridge_kit import REPO, stop, wait_file
 
-from openenv.server import default_http_port
+from openenv.host import default_http_port
 
 
 def test_push_dry_run_writes_a_space_that_serves(tmp_path: Path) -> None:

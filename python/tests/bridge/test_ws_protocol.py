@@ -184,7 +184,7 @@ async def test_half_open_socket_is_dropped_by_keepalive() -> None:
 
 
 async def test_drain_ends_websocket_sessions() -> None:
-    srv = openenv.Server(RandomWalk, "127.0.0.1", 0, http_port=0)
+    srv = openenv.Host(RandomWalk, "127.0.0.1", 0, http_port=0)
     await srv.start()
     try:
         async with Ws(ws_url(srv.http_url)) as ws:

@@ -28,8 +28,8 @@ def unavailable(reason: str) -> None:
 @pytest.fixture(scope="session")
 def engine() -> Iterator[object]:
     """A docker.DockerClient of a reachable engine."""
+    from openenv.deploy.engine import docker_client
     from openenv.errors import Unavailable
-    from openenv.images import docker_client
 
     try:
         dc = docker_client()
@@ -44,7 +44,7 @@ def base_image(engine: object) -> str:
     """The offline base: openenv-base:bookworm (built when missing), else a local python:3.11-slim."""
     import docker.errors
 
-    from openenv.baseimage import DEFAULT_BASE_TAG, ensure_base_image
+    from openenv.deploy.baseimage import DEFAULT_BASE_TAG, ensure_base_image
     from openenv.errors import FailedPrecondition
 
     try:
@@ -61,7 +61,7 @@ def base_image(engine: object) -> str:
 @pytest.fixture(scope="session")
 def echo_image(engine: object, base_image: str) -> str:
     """envs/echo_env built offline (Docker's layer cache makes rebuilds quick)."""
-    from openenv.images import build_image
+    from openenv.deploy.build import build_image
 
     result = build_image(REPO / "envs" / "echo_env", tag=ECHO_TAG, base_image=base_image, offline=True,
                          engine=engine, echo=lambda m: None)  # type: ignore[arg-type]

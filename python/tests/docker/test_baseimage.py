@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from openenv.baseimage import DEFAULT_BASE_TAG, apt_mirror, apt_sources
+from openenv.deploy.baseimage import DEFAULT_BASE_TAG, apt_mirror, apt_sources
+from openenv.deploy.build import probe_base
 from openenv.errors import NotFound
-from openenv.images import probe_base
 
 REPO = Path(__file__).resolve().parents[3]
 

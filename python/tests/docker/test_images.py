@@ -21,8 +21,11 @@ from typing import Any
 import pytest
 
 import openenv
+from openenv.deploy.build import build_image
+from openenv.deploy.cleanup import list_containers
+from openenv.deploy.project import EnvProject
+from openenv.deploy.run import start_container
 from openenv.errors import DeadlineExceeded, FailedPrecondition, NotFound, Unavailable
-from openenv.images import EnvProject, build_image, list_containers, start_container
 
 pytestmark = pytest.mark.docker
 
@@ -186,7 +189,7 @@ def test_a_failing_build_shows_the_build_output(engine: Any, base_image: str, tm
 def test_ps_lists_and_cleanup_removes_leftovers_of_a_crashed_owner(engine: Any, echo_image: str,
                                                                    managed_names: set[str]) -> None:
     # An owner process that crashes (SIGKILL) while its container runs.
-    code = ("import sys; from openenv.images import start_container; "
+    code = ("import sys; from openenv.deploy.run import start_container; "
             f"c = start_container({echo_image!r}); print(c.name, flush=True); sys.stdin.read()")
     owner = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                              text=True)
@@ -240,7 +243,7 @@ def test_every_env_dockerfile_follows_the_template() -> None:
 
 
 def test_owner_liveness_is_exact() -> None:
-    from openenv.images import _owner_token, owner_alive
+    from openenv.deploy.run import _owner_token, owner_alive
 
     assert owner_alive(_owner_token()) is True
     dead = subprocess.Popen([sys.executable, "-c", "pass"])

@@ -14,9 +14,10 @@ from typing import Any
 import pytest
 
 import openenv
-from openenv.codec import message_class
-from openenv.images import build_image, start_container
-from openenv.scaffold import scaffold
+from openenv.deploy.build import build_image
+from openenv.deploy.run import start_container
+from openenv.deploy.scaffold import scaffold
+from openenv.runtime.codec import message_class
 
 TIMEOUT = 60.0
 NAME = "scaffold_probe_env"

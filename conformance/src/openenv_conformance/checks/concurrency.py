@@ -14,8 +14,15 @@ from openenv_conformance.errors import CheckSkipped, Violation
 from openenv_conformance.model import EpisodeModel
 from openenv_conformance.registry import check
 from openenv_conformance.strategies import Action
-from openenv_conformance.transport import EPISODE_FIELDS
-from openenv_conformance.wire import Session, StreamEnd, describe, expect_error, expect_ok
+from openenv_conformance.transport import (
+    EPISODE_FIELDS,
+    Answer,
+    SessionLike,
+    StreamEnd,
+    describe,
+    expect_error,
+    expect_ok,
+)
 
 _SPEC = "docs/protocol.md"
 
@@ -30,7 +37,7 @@ def _capacity(ctx: Context) -> int:
     return cap
 
 
-def _open_many(ctx: Context, n: int, channel: grpc.aio.Channel | None = None) -> tuple[list[Session], list]:
+def _open_many(ctx: Context, n: int, channel: grpc.aio.Channel | None = None) -> tuple[list[SessionLike], list]:
     """Send ``n`` handshakes at once: (sessions, their answers)."""
     sessions = [ctx.wire.session(channel) for _ in range(n)]
     for s in sessions:
@@ -44,7 +51,7 @@ def _open_many(ctx: Context, n: int, channel: grpc.aio.Channel | None = None) ->
     return sessions, answers
 
 
-def _fill(ctx: Context, cap: int, channel: grpc.aio.Channel | None = None) -> list[Session]:
+def _fill(ctx: Context, cap: int, channel: grpc.aio.Channel | None = None) -> list[SessionLike]:
     """Exactly ``cap`` open sessions (retrying while slots of earlier sessions are being freed)."""
     deadline = time.monotonic() + ctx.options.slot_free_bound
     while True:
@@ -65,7 +72,7 @@ def _handshake_within(ctx: Context, what: str) -> float:
     """Seconds until a new handshake succeeds (Violation after the bound)."""
     t0 = time.monotonic()
     bound = ctx.options.slot_free_bound
-    last = None
+    last: Answer | None = None
     while time.monotonic() - t0 < bound:
         s = ctx.wire.session()
         last = s.handshake()
@@ -74,7 +81,8 @@ def _handshake_within(ctx: Context, what: str) -> float:
             return time.monotonic() - t0
         s.cancel()
         time.sleep(0.05)
-    raise Violation(f"{what}: no session slot was free within {bound:g} s (last answer: {describe(last)})")
+    answer = "none" if last is None else describe(last)
+    raise Violation(f"{what}: no session slot was free within {bound:g} s (last answer: {answer})")
 
 
 @check("concurrency.isolation",

@@ -4,37 +4,45 @@ from __future__ import annotations
 
 import grpc
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, precondition, rule
+from hypothesis.stateful import precondition, rule
 
 from openenv.v1 import environment_pb2 as pb
-from openenv_conformance.context import Context
+from openenv_conformance.context import Context, ContextMachine
 from openenv_conformance.errors import CheckSkipped, Violation
 from openenv_conformance.model import HEX_ID, EpisodeModel
 from openenv_conformance.registry import check
 from openenv_conformance.strategies import Action
-from openenv_conformance.transport import EPISODE_FIELDS, GRPC
-from openenv_conformance.wire import Session, StreamEnd, describe, expect_error, expect_ok
+from openenv_conformance.transport import (
+    EPISODE_FIELDS,
+    GRPC,
+    SessionLike,
+    StreamEnd,
+    WsSession,
+    describe,
+    expect_error,
+    expect_ok,
+    expect_response,
+)
 
 _SPEC = "docs/protocol.md"
 
 _client_ids = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789-_", min_size=1, max_size=24)
 
 
-def lifecycle_machine(valid: st.SearchStrategy[Action]) -> type[RuleBasedStateMachine]:
+def lifecycle_machine(valid: st.SearchStrategy[Action]) -> type[ContextMachine]:
     """A state machine over one session, its step rule drawing from ``valid``."""
 
-    class LifecycleMachine(RuleBasedStateMachine):
+    class LifecycleMachine(ContextMachine):
         """One session driven by random reset/step/state/close (and tool side calls), checked
         against :class:`EpisodeModel` after every answer."""
 
         def __init__(self, ctx: Context) -> None:
-            super().__init__()
-            self.ctx = ctx
+            super().__init__(ctx)
             self.session = ctx.session()
             self.model = EpisodeModel(ctx.spec)
             self.attempts = 0  # steps sent in this episode (bounded by the action budget)
 
-        def teardown(self) -> None:
+        def finish(self) -> None:
             self.session.shutdown()
 
         def _verify_state(self, what: str) -> None:
@@ -94,7 +102,7 @@ def state_machine(ctx: Context) -> None:
        "A step before any reset is FAILED_PRECONDITION (not fatal) and changes nothing",
        f"{_SPEC} §3.5; error table: FAILED_PRECONDITION (step before reset)",
        requires=(EPISODE_FIELDS,))
-def step_before_reset(ctx: Context) -> None:
+def step_before_reset(ctx: Context) -> str | None:
     action = ctx.accepted_actions(1)[0]
     s = ctx.session()
     model = EpisodeModel(ctx.spec)
@@ -107,7 +115,7 @@ def step_before_reset(ctx: Context) -> None:
     return None
 
 
-def _run_episode(ctx: Context, s: Session, model: EpisodeModel, actions: list[Action], *, cycle: bool = False,
+def _run_episode(ctx: Context, s: SessionLike, model: EpisodeModel, actions: list[Action], *, cycle: bool = False,
                  limit: int | None = None) -> int:
     """Step ``actions`` (cycled up to ``limit`` when ``cycle``) until the episode ends; the
     number of accepted steps."""
@@ -222,7 +230,7 @@ def state_never_fails(ctx: Context) -> None:
         model.on_state(s.state(), "state after an INVALID_ARGUMENT request")
         s.handshake()
         model.on_state(s.state(), "state after a refused second handshake")
-    else:  # OpenEnv's frames: an unknown type is UNKNOWN_TYPE, a frame with no data is VALIDATION_ERROR
+    elif isinstance(s, WsSession):  # OpenEnv's frames: an unknown type is UNKNOWN_TYPE, no data VALIDATION_ERROR
         expect_error(s.frame({"type": "conformance.no_such_type"}), "UNIMPLEMENTED", "a frame of an unknown type",
                      fatal=False)
         model.on_state(s.state(), "state after a frame of an unknown type")
@@ -268,8 +276,7 @@ def close(ctx: Context) -> None:
         s.send(s.request(request_id=4242, close=pb.CloseRequest()))
         if late:  # pipelined behind the close: must never be answered
             s.send(pb.SessionRequest(request_id=4243, state=pb.StateRequest()))
-        resp = s.recv()
-        expect_ok(resp, "close", "close")
+        resp = expect_response(s.recv(), "close", "close")
         if resp.request_id != 4242:
             raise Violation(f"CloseResponse carries request_id {resp.request_id}, not 4242")
         item = s.recv()

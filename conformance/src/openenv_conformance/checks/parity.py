@@ -15,8 +15,8 @@ import grpc
 from google.protobuf import json_format
 from hypothesis import strategies as st
 
-from openenv.codec import from_struct
 from openenv.v1 import environment_pb2 as pb
+from openenv.values import from_struct
 from openenv_conformance.canonical import canonical, diff, differing_fields
 from openenv_conformance.context import Context
 from openenv_conformance.errors import CheckSkipped, Violation
@@ -24,8 +24,7 @@ from openenv_conformance.model import status_name
 from openenv_conformance.registry import check
 from openenv_conformance.spec import EnvSpec
 from openenv_conformance.strategies import Action
-from openenv_conformance.transport import EPISODE_FIELDS, Transport
-from openenv_conformance.wire import NoAnswer, StreamEnd, expect_ok
+from openenv_conformance.transport import EPISODE_FIELDS, NoAnswer, StreamEnd, Transport, expect_ok
 
 _EPISODE = "parity-check"
 

@@ -2,24 +2,36 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import grpc
 import jsonschema
 from google.protobuf import descriptor_pb2
 
-from openenv.codec import from_struct
 from openenv.v1 import environment_pb2 as pb
 from openenv.v1 import tool_pb2
+from openenv.values import from_struct
 from openenv_conformance.canonical import differing_fields
 from openenv_conformance.context import Context
 from openenv_conformance.errors import CheckSkipped, Violation
 from openenv_conformance.registry import check
-from openenv_conformance.transport import EPISODE_FIELDS, FRAMES, GRPC
-from openenv_conformance.wire import SERVICE, Session, StreamEnd, describe, expect_error, expect_ok
+from openenv_conformance.transport import (
+    EPISODE_FIELDS,
+    FRAMES,
+    GRPC,
+    SERVICE,
+    SessionLike,
+    StreamEnd,
+    describe,
+    expect_error,
+    expect_ok,
+    expect_response,
+)
 
 _SPEC = "docs/protocol.md"
 
 
-def _ends(s: Session, what: str, ctx: Context) -> StreamEnd:
+def _ends(s: SessionLike, what: str, ctx: Context) -> StreamEnd:
     end, extra = s.wait_end(ctx.options.timeout)
     if extra:
         raise Violation(f"{what}: the server answered again after a fatal error ({describe(extra[0])})")
@@ -44,8 +56,8 @@ def handshake(ctx: Context) -> None:
     ids = set()
     for rid in (7, 8):
         s = ctx.session(handshake=False)
-        resp = s.handshake(request_id=rid)
-        hs = expect_ok(resp, "handshake", "handshake")
+        resp = expect_response(s.handshake(request_id=rid), "handshake", "handshake")
+        hs = resp.handshake
         if resp.request_id != rid:
             raise Violation(f"handshake answer carries request_id {resp.request_id}, not {rid}")
         if not hs.session_id:
@@ -106,13 +118,12 @@ def version_unparsable(ctx: Context) -> None:
             ' correlation ids are checked on every reply instead)'))
 def request_ids(ctx: Context) -> None:
     s = ctx.session(handshake=False)
-    resp = s.handshake(request_id=2**64 - 1)
-    expect_ok(resp, "handshake", "handshake")
-    if resp.request_id != 2**64 - 1:
-        raise Violation(f"handshake with request_id 2^64-1 answered with request_id {resp.request_id}")
+    hs = expect_response(s.handshake(request_id=2**64 - 1), "handshake", "handshake")
+    if hs.request_id != 2**64 - 1:
+        raise Violation(f"handshake with request_id 2^64-1 answered with request_id {hs.request_id}")
     reqs: list[pb.SessionRequest] = []
     ids = [0, 1, 2**63, 2**32 + 5, 12345678901234567, 3, 3]
-    kinds = []
+    kinds: list[dict[str, Any]] = []
     if ctx.spec.sim:
         kinds += [{"state": pb.StateRequest()}, {"reset": pb.ResetRequest()}, {"state": pb.StateRequest()}]
     if ctx.spec.caps.tools:
@@ -141,7 +152,7 @@ def pipelining(ctx: Context) -> None:
     plan: list[pb.SessionRequest] = []
     base = 1000
 
-    def add(**kind: object) -> None:
+    def add(**kind: Any) -> None:
         plan.append(pb.SessionRequest(request_id=base + 7 * len(plan), **kind))
 
     actions = []
@@ -216,7 +227,7 @@ def health(ctx: Context) -> None:
        why='gRPC only: server reflection is a gRPC service')
 def reflection(ctx: Context) -> None:
     try:
-        names, files = ctx.wire.reflection(SERVICE)
+        names, files = ctx.grpc_wire().reflection(SERVICE)
     except grpc.aio.AioRpcError as e:
         raise Violation(f"server reflection failed: {e.code().name}: {e.details()}") from None
     if SERVICE not in names:
@@ -316,17 +327,17 @@ def half_close(ctx: Context) -> None:
        "(openenv.hello) the EnvironmentInfo of GET /openenv/info, under distinct session ids",
        "docs/bridge.md (Endpoints, /ws frames)",
        requires=(FRAMES,))
-def http_endpoints(ctx: Context) -> None:
-    wire = ctx.wire
-    status, body = wire.get("/health")  # type: ignore[attr-defined]
+def http_endpoints(ctx: Context) -> str | None:
+    wire = ctx.http_wire()
+    status, body = wire.get("/health")
     if status != 200 or body != {"status": "healthy"}:
         raise Violation(f"GET /health answered {status} {body!r}, expected 200 {{\"status\": \"healthy\"}}")
-    status, md = wire.get("/metadata")  # type: ignore[attr-defined]
+    status, md = wire.get("/metadata")
     if status != 200 or not isinstance(md, dict):
         raise Violation(f"GET /metadata answered {status} {md!r}, expected a JSON object")
     if md.get("name") != ctx.info.name:
         raise Violation(f"GET /metadata names {md.get('name')!r}; the environment is {ctx.info.name!r}")
-    status, schema = wire.get("/schema")  # type: ignore[attr-defined]
+    status, schema = wire.get("/schema")
     if status != 200 or not isinstance(schema, dict):
         raise Violation(f"GET /schema answered {status} {schema!r}, expected a JSON object")
     for part in ("action", "observation", "state"):

@@ -7,14 +7,14 @@ from collections.abc import Callable
 
 from hypothesis import strategies as st
 
-from openenv.codec import from_struct
 from openenv.v1 import environment_pb2 as pb
 from openenv.v1 import rubric_pb2
+from openenv.values import from_struct
 from openenv_conformance.context import Context
 from openenv_conformance.errors import CheckSkipped, Violation
 from openenv_conformance.registry import check
 from openenv_conformance.strategies import Action
-from openenv_conformance.wire import expect_ok
+from openenv_conformance.transport import expect_ok
 
 _SPEC = "docs/protocol.md"
 
@@ -109,7 +109,7 @@ def _check_node(score: rubric_pb2.RubricScore, spec: rubric_pb2.RubricSpec | Non
        "A reward breakdown appears only with a reward, its root score equals the reward, it mirrors the declared "
        "rubric (names, order, weights, bounds), and weighted_sum nodes add up",
        f"{_SPEC} §7; proto RubricSpec, RubricScore")
-def breakdown(ctx: Context) -> None:
+def breakdown(ctx: Context) -> str | None:
     rubric = ctx.info.rubric if ctx.info.HasField("rubric") and ctx.info.rubric.name else None
     tol = ctx.spec.tolerance
     seen = [0]

@@ -11,8 +11,7 @@ from openenv.v1 import payload_pb2, tool_pb2
 from openenv_conformance.context import Context
 from openenv_conformance.errors import CheckSkipped, Violation
 from openenv_conformance.registry import check
-from openenv_conformance.transport import GRPC
-from openenv_conformance.wire import NoAnswer, StreamEnd, describe
+from openenv_conformance.transport import GRPC, NoAnswer, StreamEnd, describe
 
 _SPEC = "docs/protocol.md"
 _MAX_PROBE = 64 * 1024 * 1024

@@ -10,8 +10,7 @@ from openenv_conformance.errors import CheckSkipped, Violation
 from openenv_conformance.model import EpisodeModel
 from openenv_conformance.registry import check
 from openenv_conformance.strategies import CALL_TOOL, Action
-from openenv_conformance.transport import EPISODE_FIELDS
-from openenv_conformance.wire import describe, expect_error, expect_ok
+from openenv_conformance.transport import EPISODE_FIELDS, describe, expect_error, expect_ok
 
 _SPEC = "docs/protocol.md"
 

@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import jsonschema
 
-from openenv.codec import from_struct
 from openenv.v1 import environment_pb2 as pb
+from openenv.values import from_struct
 from openenv_conformance.context import Context
 from openenv_conformance.errors import CheckSkipped, Violation
 from openenv_conformance.model import EpisodeModel
 from openenv_conformance.registry import check
 from openenv_conformance.strategies import CALL_TOOL, pack
-from openenv_conformance.transport import EPISODE_FIELDS
-from openenv_conformance.wire import Session, describe, expect_error, expect_ok
+from openenv_conformance.transport import EPISODE_FIELDS, SessionLike, describe, expect_error, expect_ok
 
 _SPEC = "docs/protocol.md"
 _RESERVED = {"reset", "step", "state", "close"}
@@ -23,11 +22,11 @@ def _require_tools(ctx: Context) -> None:
         raise CheckSkipped("the environment declares no tools (Capabilities.tools = false)")
 
 
-def _listed(s: Session, what: str) -> list:
+def _listed(s: SessionLike, what: str) -> list:
     return list(expect_ok(s.list_tools(), "list_tools", what).tools)
 
 
-def _state_if_sim(ctx: Context, s: Session, model: EpisodeModel, what: str) -> None:
+def _state_if_sim(ctx: Context, s: SessionLike, model: EpisodeModel, what: str) -> None:
     if ctx.spec.sim:
         model.on_state(s.state(), what)
 
@@ -36,7 +35,7 @@ def _state_if_sim(ctx: Context, s: Session, model: EpisodeModel, what: str) -> N
        "list_tools gives the same tools in the same order on every call, in every episode status and in every "
        "session; names are unique and not reserved; input schemas are valid JSON Schemas",
        f"{_SPEC} §6; proto ListToolsResponse")
-def list_stable(ctx: Context) -> None:
+def list_stable(ctx: Context) -> str | None:
     _require_tools(ctx)
     s = ctx.session()
     first = _listed(s, "list_tools")
@@ -45,7 +44,8 @@ def list_stable(ctx: Context) -> None:
         expect_ok(s.reset(), "reset", "reset")
         lists.append(("after reset", _listed(s, "list_tools after reset")))
     if first:
-        call = ctx.sample(ctx.actions.tool_calls(), 1) if ctx.actions.tool_calls() is not None else []
+        calls = ctx.actions.tool_calls()
+        call = ctx.sample(calls, 1) if calls is not None else []
         for name, args in call:
             s.call_tool(name, args)
         lists.append(("after a tool call", _listed(s, "list_tools after a tool call")))

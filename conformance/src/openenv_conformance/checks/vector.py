@@ -19,8 +19,7 @@ from openenv_conformance.errors import CheckSkipped, Violation
 from openenv_conformance.model import HEX_ID, status_name
 from openenv_conformance.registry import check
 from openenv_conformance.strategies import Action
-from openenv_conformance.transport import GRPC
-from openenv_conformance.wire import Session, StreamEnd, code_name, describe, expect_error, expect_ok
+from openenv_conformance.transport import GRPC, SessionLike, StreamEnd, code_name, describe, expect_error, expect_ok
 
 _SPEC = "docs/protocol.md §3.9, RFC 0002"
 _WHY = "gRPC only: vectorised sessions (batch_reset / batch_step) are not part of OpenEnv's JSON protocol"
@@ -37,7 +36,7 @@ def _max_envs(ctx: Context) -> int:
     return m
 
 
-def _vector(ctx: Context, n: int, mode: int = 0) -> Session:
+def _vector(ctx: Context, n: int, mode: pb.AutoresetMode = pb.AUTORESET_MODE_UNSPECIFIED) -> SessionLike:
     """An open vectorised session of ``n`` instances (retrying while earlier slots are freed)."""
     deadline = time.monotonic() + ctx.options.slot_free_bound
     while True:
@@ -53,7 +52,7 @@ def _vector(ctx: Context, n: int, mode: int = 0) -> Session:
         time.sleep(0.1)
 
 
-def _state(s: Session, env_id: int, what: str) -> tuple[str, int, str]:
+def _state(s: SessionLike, env_id: int, what: str) -> tuple[str, int, str]:
     st_ = expect_ok(s.state(env_id), "state", f"state(env_id={env_id}) {what}")
     return st_.episode_id, st_.step_count, status_name(st_.status)
 
@@ -144,7 +143,7 @@ def batch_matches_sequential(ctx: Context) -> None:
        "A batch_step with one invalid action, an env id out of range or repeated, or the wrong number of actions (and "
        "a batch_reset with the wrong number of seeds) is INVALID_ARGUMENT, not fatal, and no instance changes",
        f"{_SPEC}; error table: INVALID_ARGUMENT", requires=(GRPC,), why=_WHY)
-def validation_is_atomic(ctx: Context) -> None:
+def validation_is_atomic(ctx: Context) -> str | None:
     m = _max_envs(ctx)
     n = min(m, 3)
     good = ctx.accepted_actions(3)
@@ -190,7 +189,7 @@ def validation_is_atomic(ctx: Context) -> None:
     return None
 
 
-def _walk_to_end(ctx: Context, v: Session, mode: int, actions: list[Action], limit: int,
+def _walk_to_end(ctx: Context, v: SessionLike, mode: pb.AutoresetMode, actions: list[Action], limit: int,
                  eid: str) -> tuple[int, pb.TimeStep | None, pb.TimeStep | None]:
     """Step instance 0 alone until its episode ends: (accepted steps, the ending time step,
     SAME_STEP: the new episode's first time step); (n, None, None) when it never ended."""
@@ -255,8 +254,9 @@ def autoreset_modes(ctx: Context) -> str | None:
         one = v.batch_step([1], [actions[0]])
         running1 = False
         if not _rejected(one):
-            ts1 = _batch(one, [1], f"{name}: batch_step([1])").time_steps[0]
-            running1 = not (ts1.terminated or ts1.truncated) and not dict(one.batch_step.final_time_steps)
+            b1 = _batch(one, [1], f"{name}: batch_step([1])")
+            ts1 = b1.time_steps[0]
+            running1 = not (ts1.terminated or ts1.truncated) and not dict(b1.final_time_steps)
         before1 = _state(v, 1, f"({name})")
         count, end, first = _walk_to_end(ctx, v, mode, actions, limit, eid0)
         if end is None:
@@ -308,7 +308,7 @@ def autoreset_modes(ctx: Context) -> str | None:
        "num_envs beyond max_num_envs is RESOURCE_EXHAUSTED (fatal); every instance counts against max_sessions: "
        "vectorised sessions filling max_sessions leave no slot for another handshake, and closing one frees its slots",
        f"{_SPEC}; docs/protocol.md §1.3, §3.3; error table: RESOURCE_EXHAUSTED", requires=(GRPC,), why=_WHY)
-def capacity(ctx: Context) -> None:
+def capacity(ctx: Context) -> str | None:
     m = _max_envs(ctx)
     cap = int(ctx.spec.caps.max_sessions)
     s = ctx.wire.session()
@@ -321,7 +321,7 @@ def capacity(ctx: Context) -> None:
         return "max_sessions is not declared: instance counting was not checked"
     if cap > ctx.options.capacity_limit:
         raise CheckSkipped(f"max_sessions {cap} is above the suite's capacity limit ({ctx.options.capacity_limit})")
-    held: list[tuple[Session, int]] = []
+    held: list[tuple[SessionLike, int]] = []
     left = cap
     while left >= 2:
         k = min(m, left)
@@ -343,6 +343,7 @@ def capacity(ctx: Context) -> None:
     victim.wait_end()
     if k >= 2:
         _vector(ctx, k).shutdown()  # retries while the freed slots are released
+    return None
 
 
 @check("vector.request_rules",

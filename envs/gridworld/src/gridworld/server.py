@@ -11,6 +11,10 @@ goal, which terminates the episode. The runtime truncates episodes after 100 ste
 
 Run it with ``gridworld-server --port 50051`` or
 ``openenv serve gridworld.server:GridWorldEnvironment``.
+
+:class:`GridWorldBetterproto` (``gridworld.server:GridWorldBetterproto``, the ``betterproto``
+extra) is the same environment written against the betterproto2 dataclasses of the same
+messages (``gridworld.bp.gridworld.v1``, :mod:`gridworld.facade`); clients cannot tell the two apart.
 """
 
 from __future__ import annotations
@@ -59,10 +63,6 @@ def _maze_size(options: Mapping[str, Any], default: tuple[int, int]) -> tuple[in
     return options.get("height") or height, options.get("width") or width
 
 
-def _pos(cell: maze.Cell) -> gridworld_pb2.Position:
-    return gridworld_pb2.Position(row=cell[0], col=cell[1])
-
-
 @dataclasses.dataclass
 class _Episode:
     seed: int
@@ -84,6 +84,8 @@ class GridWorldEnvironment(openenv.Environment):
     action_type = gridworld_pb2.Action
     observation_type = gridworld_pb2.Observation
     state_type = gridworld_pb2.State
+    position_type: ClassVar[Any] = gridworld_pb2.Position
+    """The class of the positions in observations and state (built like the three above)."""
     deterministic = True
     max_episode_steps = 100
     reward_range = (round(STEP_PENALTY - SHAPING, 6), round(STEP_PENALTY + SHAPING + GOAL_REWARD, 6))
@@ -123,8 +125,8 @@ class GridWorldEnvironment(openenv.Environment):
             raise openenv.FailedPrecondition("step before reset")
         delta = maze.DELTAS.get(action.move)
         if delta is None:
-            name = gridworld_pb2.Move.Name(action.move) if action.move in gridworld_pb2.Move.values() \
-                else str(action.move)
+            move = int(action.move)
+            name = gridworld_pb2.Move.Name(move) if move in gridworld_pb2.Move.values() else str(move)
             raise openenv.InvalidAction(f"move must be MOVE_UP, MOVE_DOWN, MOVE_LEFT or MOVE_RIGHT, got {name}")
         before = ep.to_goal[ep.agent]
         target = (ep.agent[0] + delta[0], ep.agent[1] + delta[1])
@@ -143,8 +145,8 @@ class GridWorldEnvironment(openenv.Environment):
         ep = self.episode
         if ep is None:
             return None
-        return gridworld_pb2.State(seed=ep.seed, height=len(ep.walls), width=len(ep.walls[0]),
-                                   agent=_pos(ep.agent), goal=_pos(ep.goal), total_reward=ep.total_reward)
+        return self.state_type(seed=ep.seed, height=len(ep.walls), width=len(ep.walls[0]),
+                               agent=self._pos(ep.agent), goal=self._pos(ep.goal), total_reward=ep.total_reward)
 
     def _observation(self, *, bumped: bool) -> gridworld_pb2.Observation:
         ep = self.episode
@@ -152,8 +154,20 @@ class GridWorldEnvironment(openenv.Environment):
         rows = [list(row) for row in ep.walls]
         rows[ep.goal[0]][ep.goal[1]] = "G"
         rows[ep.agent[0]][ep.agent[1]] = "A"  # drawn last: on the goal, the agent shows
-        return gridworld_pb2.Observation(agent=_pos(ep.agent), goal=_pos(ep.goal),
-                                         grid=["".join(r) for r in rows], bumped=bumped)
+        return self.observation_type(agent=self._pos(ep.agent), goal=self._pos(ep.goal),
+                                     grid=["".join(r) for r in rows], bumped=bumped)
+
+    def _pos(self, cell: maze.Cell) -> gridworld_pb2.Position:
+        return self.position_type(row=cell[0], col=cell[1])
+
+
+def __getattr__(name: str) -> Any:
+    # GridWorldBetterproto needs betterproto2 (the betterproto extra): imported when asked for.
+    if name == "GridWorldBetterproto":
+        from gridworld.facade import GridWorldBetterproto
+
+        return GridWorldBetterproto
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def main(argv: list[str] | None = None) -> None:

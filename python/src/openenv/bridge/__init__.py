@@ -8,20 +8,13 @@
 * :class:`HttpServer`: uvicorn in the running event loop.
 
 Stock OpenEnv clients work unchanged against it; docs/bridge.md has the wire details.
+Needs the ``http`` extra (uvicorn, websockets, mcp).
 """
 
 from openenv.bridge.app import BridgeApp
 from openenv.bridge.backend import Backend, BackendSession, LocalBackend
-from openenv.bridge.server import DEFAULT_HTTP_PORT, HttpOptions, HttpServer, serve_bridge, serve_bridge_async
-
-
-def __getattr__(name: str) -> object:
-    if name == "RemoteBackend":
-        from openenv.bridge.remote import RemoteBackend
-
-        return RemoteBackend
-    raise AttributeError(name)
-
+from openenv.bridge.http import DEFAULT_HTTP_PORT, HttpOptions, HttpServer
+from openenv.bridge.remote import RemoteBackend
 
 __all__ = [
     "DEFAULT_HTTP_PORT",
@@ -32,6 +25,4 @@ __all__ = [
     "HttpServer",
     "LocalBackend",
     "RemoteBackend",
-    "serve_bridge",
-    "serve_bridge_async",
 ]

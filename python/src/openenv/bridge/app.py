@@ -30,19 +30,20 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from openenv.bridge import frames
+from openenv.bridge.asgi import respond
 from openenv.bridge.backend import Backend, BackendSession, spawn
-from openenv.bridge.payloads import info_to_json
+from openenv.bridge.mcp import StreamableMcp, serve_mcp_http, serve_mcp_ws
 from openenv.bridge.ws import serve_ws
-from openenv.codec import from_struct
 from openenv.errors import EnvError, FailedPrecondition, InvalidArgument
-from openenv.session import PROTOCOL_VERSION
+from openenv.protocol import PROTOCOL_VERSION
+from openenv.values import from_struct
+from openenv.wire import frames
+from openenv.wire.payloads import info_to_json
 
 log = logging.getLogger("openenv.bridge")
 
 __all__ = ["BridgeApp", "SessionRegistry"]
 
-_JSON = [(b"content-type", b"application/json")]
 
 
 class SessionRegistry:
@@ -195,8 +196,6 @@ class BridgeApp:
             if path == "/ws":
                 await serve_ws(self, scope, receive, send)
             elif path == "/mcp":
-                from openenv.bridge.mcp import serve_mcp_ws
-
                 await serve_mcp_ws(self, scope, receive, send)
             else:
                 await send({"type": "websocket.close", "code": 1008, "reason": f"no WebSocket at {path}"})
@@ -208,8 +207,6 @@ class BridgeApp:
     async def _http(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         path, method = scope["path"], scope["method"]
         if path == "/mcp":
-            from openenv.bridge.mcp import serve_mcp_http
-
             await serve_mcp_http(self, scope, receive, send)
             return
         if path == "/health":
@@ -251,8 +248,6 @@ class BridgeApp:
         if self._mcp_http is None:
             async with self._mcp_lock:
                 if self._mcp_http is None:
-                    from openenv.bridge.mcp import StreamableMcp
-
                     m = StreamableMcp(self)
                     await m.start()
                     self._mcp_http = m
@@ -265,9 +260,3 @@ class BridgeApp:
             self._mcp_http = None
         await self.registry.close_all()
         await self.backend.stop()
-
-
-async def respond(send: Any, status: int, body: bytes, headers: list[tuple[bytes, bytes]] | None = None) -> None:
-    """Send a complete HTTP response (JSON by default)."""
-    await send({"type": "http.response.start", "status": status, "headers": headers or _JSON})
-    await send({"type": "http.response.body", "body": body})

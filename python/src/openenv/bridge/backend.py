@@ -4,34 +4,36 @@ A :class:`Backend` opens :class:`BackendSession`\\ s. Two implementations exist:
 
 * :class:`LocalBackend` (this module): the in-process ``SessionManager`` of a server, the
   same one its gRPC side uses (same capacity, same idle reaper, no extra hop);
-* :class:`openenv.bridge.remote.RemoteBackend`: a remote gRPC environment server in any
+* the bridge's remote backend (:mod:`openenv.bridge.remote`): a remote gRPC environment server in any
   language, one gRPC ``Session`` stream per bridged session.
 
-Both take actions as canonical JSON (see :mod:`openenv.bridge.payloads`), return
-:class:`~openenv.bridge.frames.JsonStep`\\ s and raise the exceptions of the error table.
+Both take actions as canonical JSON (see the wire (:mod:`openenv.wire.payloads`)), return
+:class:`~openenv.wire.frames.JsonStep`\\ s and raise the exceptions of the error table.
 """
 
 from __future__ import annotations
 
 import abc
 import asyncio
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable, Coroutine, Mapping
+from typing import Any, TypeVar
 
 from google.protobuf import json_format
 
-from openenv.bridge.frames import JsonStep
-from openenv.bridge.payloads import CALL_TOOL, message_to_json
-from openenv.codec import AdaptedCodec, Codec, MessageCodec, TensorCodec
-from openenv.environment import StepResult
 from openenv.errors import EnvError, InvalidArgument
-from openenv.session import Session, SessionManager
-from openenv.tools import CallToolAction, Tool, ToolResult
+from openenv.protocol import StepResult
+from openenv.runtime.codec import AdaptedCodec, Codec, MessageCodec, TensorCodec
+from openenv.runtime.session import Session, SessionManager
+from openenv.runtime.tools import CallToolAction, Tool, ToolResult
 from openenv.v1 import environment_pb2
+from openenv.wire.frames import JsonStep
+from openenv.wire.jsontext import loads
+from openenv.wire.payloads import CALL_TOOL, message_to_json
 
 __all__ = ["Backend", "BackendSession", "LocalBackend", "LocalSession", "call_tool_args", "spawn"]
 
 _PLAIN = (dict, list, str, int, float, bool, type(None))
+_T = TypeVar("_T")
 
 
 def call_tool_args(data: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
@@ -42,8 +44,6 @@ def call_tool_args(data: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
         raise InvalidArgument("call_tool needs a non-empty string 'tool_name'")
     args = data.get("arguments") or {}
     if isinstance(args, str):
-        from openenv.bridge.frames import loads
-
         try:
             args = loads(args)
         except ValueError:
@@ -120,7 +120,7 @@ class Backend(abc.ABC):
 _BACKGROUND: set[asyncio.Task[Any]] = set()
 
 
-def spawn(coro: Any) -> asyncio.Task[Any]:
+def spawn(coro: Coroutine[Any, Any, _T]) -> asyncio.Task[_T]:
     """Run ``coro`` in the background, keeping a reference until it finishes."""
     task = asyncio.ensure_future(coro)
     _BACKGROUND.add(task)
@@ -146,7 +146,7 @@ class LocalSession(BackendSession):
         self._s = session
         self.id = session.id
 
-    def _ts(self, r: StepResult) -> JsonStep:
+    def _ts(self, r: StepResult[Any]) -> JsonStep:
         b = self._b
         obs = r.observation
         bd = r.reward_breakdown

@@ -27,10 +27,21 @@ import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from openenv.bridge import frames
+from openenv.bridge.asgi import respond
 from openenv.bridge.backend import BackendSession, spawn
-from openenv.errors import EnvError, ErrorCode
-from openenv.tools import Tool, ToolResult
+from openenv.errors import EnvError
+from openenv.runtime.tools import Tool, ToolResult
+from openenv.wire import frames
+from openenv.wire.jsonrpc import (
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    METHOD_NOT_FOUND,
+    PARSE_ERROR,
+    SERVER_ERROR,
+)
+from openenv.wire.jsonrpc import error as _error
+from openenv.wire.jsonrpc import error_of as _rpc_error
 
 if TYPE_CHECKING:
     from openenv.bridge.app import BridgeApp
@@ -39,8 +50,6 @@ log = logging.getLogger("openenv.bridge.mcp")
 
 __all__ = ["StreamableMcp", "handle_jsonrpc", "mcp_result", "mcp_tool", "serve_mcp_http", "serve_mcp_ws"]
 
-PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS, INTERNAL_ERROR, SERVER_ERROR = (
-    -32700, -32600, -32601, -32602, -32603, -32000)
 DEFAULT_MCP_VERSION = "2025-06-18"
 
 
@@ -59,26 +68,6 @@ def mcp_result(r: ToolResult) -> dict[str, Any]:
     if r.structured_content is not None:
         d["structuredContent"] = r.structured_content
     return d
-
-
-def _error(rid: Any, code: int, message: str, data: Any = None) -> dict[str, Any]:
-    return {"jsonrpc": "2.0", "id": rid, "error": {"code": code, "message": message, "data": data}}
-
-
-def _rpc_error(rid: Any, err: EnvError) -> dict[str, Any]:
-    """A protocol error as a JSON-RPC error; ``data.status`` names the exact code."""
-    data: dict[str, Any] = {"status": err.code.name}
-    if isinstance(err.details, dict) and err.code is ErrorCode.RESOURCE_EXHAUSTED:
-        data.update(err.details)  # active_sessions / max_sessions, as OpenEnv
-    elif err.details is not None:
-        data["details"] = err.details
-    if err.code in (ErrorCode.NOT_FOUND, ErrorCode.INVALID_ARGUMENT):
-        return _error(rid, INVALID_PARAMS, err.message, data)
-    if err.code is ErrorCode.RESOURCE_EXHAUSTED:
-        return _error(rid, SERVER_ERROR, err.message, data)
-    if err.code is ErrorCode.UNIMPLEMENTED:
-        return _error(rid, INTERNAL_ERROR, f"Environment does not support MCP: {err.message}", data)
-    return _error(rid, INTERNAL_ERROR, err.message, data)
 
 
 async def handle_jsonrpc(app: BridgeApp, req: Any, *, session: BackendSession | None = None,
@@ -175,8 +164,6 @@ async def _read_body(receive: Any, limit: int) -> bytes:
 
 async def serve_mcp_http(app: BridgeApp, scope: dict[str, Any], receive: Any, send: Any) -> None:
     """``/mcp`` over HTTP: route to the MCP SDK or to OpenEnv's JSON-RPC."""
-    from openenv.bridge.app import respond
-
     if _is_streamable(scope):
         if scope["method"] not in ("GET", "POST", "DELETE"):
             await respond(send, 405, b'{"detail":"Method Not Allowed"}')

@@ -1,29 +1,28 @@
 """A remote gRPC environment server as a bridge backend (``openenv bridge grpc://HOST:PORT``).
 
 Every bridged session is one ``Session`` stream to the remote server, opened with the
-project's own gRPC client (request ids, pipelining, keepalive), so capacity, idle
-reaping and errors are the remote server's. Payloads are converted with the remote's
-advertised descriptors (:mod:`openenv.bridge.payloads`), so the environment may be
-written in any language and no stubs are needed here.
+client's gRPC connection (:class:`openenv.client.GrpcConnection`: request ids, pipelining,
+keepalive), so capacity, idle reaping and errors are the remote server's. Payloads are
+converted with the remote's advertised descriptors (:mod:`openenv.wire.payloads`), so the
+environment may be written in any language and no stubs are needed here.
 """
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable, Mapping
-from typing import Any
 
 import grpc
 
 from openenv.bridge.backend import Backend, BackendSession, call_tool_args
-from openenv.bridge.frames import JsonStep
-from openenv.bridge.payloads import CALL_TOOL, PayloadJson, message_to_json
-from openenv.client import EnvClient, parse_url
-from openenv.codec import from_struct, to_struct
+from openenv.client.grpc import GrpcConnection, channel_ready
+from openenv.client.urls import parse_url
 from openenv.errors import EnvError, Unavailable
-from openenv.session import EpisodeStatus
-from openenv.tools import Tool, ToolResult
+from openenv.protocol import PROTOCOL_VERSION, EpisodeStatus
+from openenv.runtime.tools import Tool, ToolResult
 from openenv.v1 import environment_pb2, environment_pb2_grpc
+from openenv.values import from_struct, to_struct
+from openenv.wire.frames import JsonStep
+from openenv.wire.payloads import CALL_TOOL, PayloadJson, message_to_json
 
 __all__ = ["RemoteBackend", "RemoteSession"]
 
@@ -31,19 +30,23 @@ __all__ = ["RemoteBackend", "RemoteSession"]
 class RemoteSession(BackendSession):
     """One remote ``Session`` stream."""
 
-    def __init__(self, backend: RemoteBackend, client: EnvClient) -> None:
+    def __init__(self, backend: RemoteBackend, conn: GrpcConnection) -> None:
         self._b = backend
-        self._c = client
-        self.id = client.session_id
+        self._c = conn
+        self.id = conn.session_id
         self._terminate: Callable[[EnvError], None] | None = None
         self._closing = False
-        if client._reader is not None:
-            client._reader.add_done_callback(self._ended)
+        conn.on_end(self._ended)
 
-    def _ended(self, _task: Any) -> None:
+    def _ended(self, err: EnvError) -> None:
         if not self._closing and self._terminate is not None:
-            err = self._c._broken or Unavailable("the remote session ended", fatal=True)
             self._terminate(err)
+
+    async def _request(self, req: environment_pb2.SessionRequest) -> environment_pb2.SessionResponse:
+        resp = await self._c.request(req)
+        if resp.WhichOneof("kind") == "error":
+            raise EnvError.from_proto(resp.error)
+        return resp
 
     def _ts(self, ts: environment_pb2.TimeStep) -> JsonStep:
         b = self._b
@@ -54,15 +57,15 @@ class RemoteSession(BackendSession):
             message_to_json(ts.reward_breakdown) if ts.HasField("reward_breakdown") else None,
             b.tool_actions)
 
-    async def reset(self, seed: int | None, episode_id: str | None, options: Mapping[str, Any]) -> JsonStep:
+    async def reset(self, seed: int | None, episode_id: str | None, options: Mapping[str, object]) -> JsonStep:
         req = environment_pb2.SessionRequest(reset=environment_pb2.ResetRequest(episode_id=episode_id or ""))
         if seed is not None:
             req.reset.seed = seed
         if options:
             to_struct(options, req.reset.options)
-        return self._ts((await self._c._request(req)).reset.time_step)
+        return self._ts((await self._request(req)).reset.time_step)
 
-    async def step(self, action: Any, timeout: float | None = None) -> JsonStep:
+    async def step(self, action: object, timeout: float | None = None) -> JsonStep:
         req = environment_pb2.SessionRequest()
         st = req.step
         b = self._b
@@ -75,10 +78,10 @@ class RemoteSession(BackendSession):
         b.action.from_json(action, st.action)
         if timeout is not None:
             st.timeout.FromNanoseconds(int(timeout * 1e9))
-        return self._ts((await self._c._request(req)).step.time_step)
+        return self._ts((await self._request(req)).step.time_step)
 
-    async def state(self) -> tuple[str, int, str, Any]:
-        resp = (await self._c._request(environment_pb2.SessionRequest(state=environment_pb2.StateRequest()))).state
+    async def state(self) -> tuple[str, int, str, object]:
+        resp = (await self._request(environment_pb2.SessionRequest(state=environment_pb2.StateRequest()))).state
         try:
             status = EpisodeStatus(resp.status).name
         except ValueError:
@@ -87,10 +90,16 @@ class RemoteSession(BackendSession):
         return resp.episode_id, resp.step_count, status, value
 
     async def list_tools(self) -> list[Tool]:
-        return await self._c.list_tools()
+        resp = await self._request(environment_pb2.SessionRequest(list_tools={}))
+        return [Tool.from_proto(t) for t in resp.list_tools.tools]
 
-    async def call_tool(self, name: str, arguments: Mapping[str, Any], timeout: float | None = None) -> ToolResult:
-        return await self._c.call_tool(name, arguments, tool_timeout=timeout)
+    async def call_tool(self, name: str, arguments: Mapping[str, object], timeout: float | None = None) -> ToolResult:
+        req = environment_pb2.SessionRequest(call_tool={"name": name})
+        if arguments:
+            to_struct(arguments, req.call_tool.arguments)
+        if timeout is not None:
+            req.call_tool.timeout.FromNanoseconds(int(timeout * 1e9))
+        return ToolResult.from_proto((await self._request(req)).call_tool.result)
 
     def on_terminate(self, callback: Callable[[EnvError], None] | None) -> None:
         self._terminate = callback
@@ -124,28 +133,31 @@ class RemoteBackend(Backend):
         scheme, hostport = parse_url(target)
         if scheme != "grpc":
             raise ValueError(f"openenv bridge needs a grpc://HOST:PORT target, got {target!r}")
-        async with grpc.aio.insecure_channel(hostport) as ch:
-            try:
-                await asyncio.wait_for(ch.channel_ready(), connect_timeout)
-                resp = await environment_pb2_grpc.EnvironmentServiceStub(ch).GetInfo(
-                    environment_pb2.GetInfoRequest(), timeout=connect_timeout)
-            except TimeoutError:
-                raise Unavailable(f"cannot reach {target} within {connect_timeout:g} s", fatal=True) from None
-            except grpc.aio.AioRpcError as e:
-                raise Unavailable(f"GetInfo on {target} failed: {e.code().name}: {e.details()}", fatal=True) from e
+        ch = grpc.aio.insecure_channel(hostport)
+        if not await channel_ready(ch, connect_timeout):
+            raise Unavailable(f"cannot reach {target} within {connect_timeout:g} s", fatal=True)
+        try:
+            resp = await environment_pb2_grpc.EnvironmentServiceStub(ch).GetInfo(
+                environment_pb2.GetInfoRequest(), timeout=connect_timeout)
+        except grpc.aio.AioRpcError as e:
+            raise Unavailable(f"GetInfo on {target} failed: {e.code().name}: {e.details()}", fatal=True) from e
+        finally:
+            await ch.close()
         return cls(target, resp.info, connect_timeout=connect_timeout)
 
-    async def open(self, options: Mapping[str, Any] | None = None, client_name: str = "") -> RemoteSession:
+    async def open(self, options: Mapping[str, object] | None = None, client_name: str = "") -> RemoteSession:
         if self._draining:
             raise Unavailable("the bridge is shutting down", fatal=True)
-        client = EnvClient(self.target, client_name=f"openenv-bridge/{client_name or 'ws'}",
-                           options=options, connect_timeout=self.connect_timeout)
+        conn = GrpcConnection(parse_url(self.target)[1], url=self.target)
+        hs = environment_pb2.HandshakeRequest(protocol_version=PROTOCOL_VERSION,
+                                              client_name=f"openenv-bridge/{client_name or 'ws'}")
+        to_struct(dict(options or {}), hs.options)
         try:
-            await client.connect()
+            await conn.open(hs, self.connect_timeout)
         except EnvError as e:
             e.fatal = True
             raise
-        s = RemoteSession(self, client)
+        s = RemoteSession(self, conn)
         self._open.add(s)
         return s
 

@@ -7,7 +7,7 @@ processed one at a time in arrival order, one reply per request except ``close``
 Beyond OpenEnv (all additive, see docs/bridge.md):
 
 * a frame may carry ``"id"`` (any JSON scalar): the reply carries the same ``"id"`` and
-  the extended shape of :mod:`openenv.bridge.frames`; ``"timeout_s"`` bounds a step or a
+  the extended shape of :mod:`openenv.wire.frames`; ``"timeout_s"`` bounds a step or a
   tool call on the server (``DEADLINE_EXCEEDED``); ``{"type": "openenv.hello"}`` returns
   the session id and the full ``EnvironmentInfo``. Stock clients never send these.
 * ``?session_id=`` attaches to a session created with ``openenv/session/create`` on
@@ -26,9 +26,10 @@ import logging
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs
 
-from openenv.bridge import frames
 from openenv.bridge.backend import BackendSession, call_tool_args
+from openenv.bridge.mcp import handle_jsonrpc
 from openenv.errors import EnvError, ErrorCode, Internal, InvalidArgument
+from openenv.wire import frames
 
 if TYPE_CHECKING:
     from openenv.bridge.app import BridgeApp
@@ -199,8 +200,6 @@ async def _loop(app: BridgeApp, session: BackendSession, receive: Any, send: Any
             elif typ == "close":
                 return True
             elif typ == "mcp":
-                from openenv.bridge.mcp import handle_jsonrpc
-
                 resp = await handle_jsonrpc(app, frame.get("data"), session=session, timeout=_timeout(frame))
                 reply = {"type": "mcp", "data": resp}
                 if rid is not None:

@@ -1,0 +1,141 @@
+"""The HTTP listener: uvicorn in the caller's event loop.
+
+:class:`HttpServer` runs a :class:`~openenv.bridge.app.BridgeApp` on uvicorn inside the
+running event loop (so ``openenv serve`` runs gRPC and HTTP side by side in one loop,
+sharing one ``SessionManager``; :class:`openenv.Host` does that).
+
+Why uvicorn: it is the most used ASGI server (OpenEnv's own servers run on it, so Spaces
+and proxies are known to work with it), it parses HTTP with ``httptools`` and runs on
+``uvloop``, and its ``websockets-sansio`` protocol does WebSocket framing with the
+``websockets`` library's C-accelerated code, with keepalive pings built in. The bridge
+is a raw ASGI callable, so no framework work is added per frame.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import socket
+from collections.abc import Iterator
+from typing import Any
+
+import uvicorn
+
+from openenv.bridge.app import BridgeApp
+
+log = logging.getLogger("openenv.bridge")
+
+__all__ = ["DEFAULT_HTTP_PORT", "HttpOptions", "HttpServer"]
+
+DEFAULT_HTTP_PORT = 8000
+"""OpenEnv's port (its Docker providers map ``<host>:8000``); Spaces use ``PORT`` (7860)."""
+
+
+class HttpOptions:
+    """Transport settings of the HTTP side (all have defaults; see docs/bridge.md).
+
+    Attributes:
+        ws_ping_interval: seconds between keepalive pings on every WebSocket (None or 0
+            disables); a peer that does not answer within ``ws_ping_timeout`` is dropped,
+            which frees a half-open session's slot.
+        ws_ping_timeout: seconds to wait for the pong.
+        max_message_bytes: largest WebSocket message accepted.
+        ws_compression: negotiate permessage-deflate (off: small frames are cheaper raw).
+    """
+
+    def __init__(self, *, ws_ping_interval: float | None = 20.0, ws_ping_timeout: float | None = 20.0,
+                 max_message_bytes: int = 16 * 1024 * 1024, ws_compression: bool = False) -> None:
+        self.ws_ping_interval = ws_ping_interval or None
+        self.ws_ping_timeout = ws_ping_timeout or None
+        self.max_message_bytes = max_message_bytes
+        self.ws_compression = ws_compression
+
+
+def _uvicorn_server(app: BridgeApp, opts: HttpOptions) -> Any:
+    class _Server(uvicorn.Server):
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:  # the embedding program owns signals
+            yield
+
+    config = uvicorn.Config(
+        app, loop="none", http="httptools", ws="websockets-sansio", lifespan="on",
+        ws_max_size=opts.max_message_bytes, ws_ping_interval=opts.ws_ping_interval,
+        ws_ping_timeout=opts.ws_ping_timeout, ws_per_message_deflate=opts.ws_compression,
+        log_config=None, access_log=False, timeout_graceful_shutdown=5, server_header=False)
+    return _Server(config)
+
+
+class HttpServer:
+    """A :class:`BridgeApp` served by uvicorn in the current event loop.
+
+    ``await start()`` binds (port 0 picks a free port) and returns once accepting;
+    ``await stop()`` closes connections and waits for the server to finish.
+    """
+
+    def __init__(self, app: BridgeApp, host: str = "127.0.0.1", port: int = DEFAULT_HTTP_PORT,
+                 options: HttpOptions | None = None) -> None:
+        self.app = app
+        self.host, self.requested_port = host, port
+        self.options = options or HttpOptions()
+        self.port: int | None = None
+        self._server: Any = None
+        self._task: asyncio.Task[None] | None = None
+        self._sock: socket.socket | None = None
+
+    @property
+    def url(self) -> str:
+        """``http://host:port`` of the running server (loopback when bound to all interfaces)."""
+        host = self.host if self.host not in ("0.0.0.0", "::", "") else "127.0.0.1"
+        if ":" in host:
+            host = f"[{host}]"
+        return f"http://{host}:{self.port}"
+
+    async def start(self) -> HttpServer:
+        family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((self.host, self.requested_port))
+        except OSError as e:
+            sock.close()
+            raise RuntimeError(f"cannot bind HTTP {self.host}:{self.requested_port}: {e.strerror or e}") from e
+        sock.listen(2048)
+        sock.setblocking(False)
+        self._sock = sock
+        self.port = sock.getsockname()[1]
+        self._server = _uvicorn_server(self.app, self.options)
+        self._task = asyncio.ensure_future(self._run(sock))
+        while not self._server.started:
+            if self._task.done():
+                exc = self._task.exception()
+                raise RuntimeError(f"HTTP server failed to start: {exc}") from exc
+            await asyncio.sleep(0.005)
+        return self
+
+    async def _run(self, sock: socket.socket) -> None:
+        try:
+            await self._server.serve(sockets=[sock])
+        except SystemExit as e:  # uvicorn exits on a startup failure
+            raise RuntimeError(f"uvicorn exited ({e.code})") from None
+
+    async def stop(self) -> None:
+        if self._server is None:
+            return
+        self._server.should_exit = True
+        if self._task is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(asyncio.shield(self._task), 10)
+            if not self._task.done():
+                self._server.force_exit = True
+                self._task.cancel()
+                await asyncio.gather(self._task, return_exceptions=True)
+        if self._sock is not None:
+            self._sock.close()
+        self._server = self._task = self._sock = None
+
+    async def __aenter__(self) -> HttpServer:
+        return await self.start()
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.stop()

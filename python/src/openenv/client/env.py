@@ -1,0 +1,371 @@
+"""The trainer's side: :class:`EnvClient` (one instance), :class:`VectorEnvClient` (N
+instances, batched) and their blocking twin from ``.sync()``.
+
+::
+
+    async with EnvClient("grpc://127.0.0.1:50051") as env:
+        r = await env.reset(seed=7)
+        while not r.done:
+            r = await env.step(policy(r.observation))
+
+    with EnvClient("grpc://127.0.0.1:50051").sync() as env:   # scripts, notebooks
+        r = env.reset(seed=7)
+
+What you may rely on:
+
+* Every request carries an id and its answer is matched by id, so a call that times
+  out on the client (``timeout=``) can never shift the answers of later calls.
+* Calls may be issued concurrently from several tasks (pipelining): they are sent in
+  call order and answered in that order.
+* Errors raise the exception class of the protocol's error table
+  (:mod:`openenv.errors`), with ``.code``; ``fatal`` ones mean the session is over.
+* Typed clients set ``action_type``/``observation_type``/``state_type`` (same
+  declarations as :class:`openenv.Environment`) to get decoded, validated values.
+* ``http(s)://`` and ``ws(s)://`` URLs speak OpenEnv's WebSocket protocol (Hugging Face
+  Spaces, ``openenv serve``'s HTTP side, stock OpenEnv servers) through
+  :class:`openenv.client.ws.WsConnection`, with the same API; against a stock OpenEnv
+  server, whose frames carry no ids, a client-side timeout ends the session instead.
+* Closing leaves nothing behind: a client closed in a loop that is then closed (one
+  ``asyncio.run`` per episode) is safe.
+
+Transports sit behind :class:`openenv.client.Connection`; pass ``connection=`` to use one
+of your own.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
+
+import numpy as np
+from google.protobuf.message import Message
+
+from openenv.client.connection import Connection
+from openenv.client.grpc import DEFAULT_MAX_MESSAGE_BYTES, GrpcConnection
+from openenv.client.sync import SyncEnvClient
+from openenv.client.urls import WS_SCHEMES, parse_url, scheme_of
+from openenv.client.ws import WsConnection
+from openenv.errors import EnvError, FailedPrecondition
+from openenv.protocol import PROTOCOL_VERSION, EpisodeStatus, SessionState, StepResult
+from openenv.runtime.codec import Codec, codec_for, message_class, tensor_from_proto, tensor_to_proto
+from openenv.runtime.rubrics import Score
+from openenv.runtime.tools import CallToolAction, CallToolObservation, Tool, ToolResult
+from openenv.v1 import environment_pb2, payload_pb2, rubric_pb2
+from openenv.values import from_value, to_struct, to_value
+
+__all__ = ["AUTORESET_MODES", "BatchResult", "EnvClient", "ToolEnvClient", "VectorEnvClient", "connect_url"]
+
+AUTORESET_MODES = {
+    "disabled": environment_pb2.AUTORESET_MODE_DISABLED,
+    "next_step": environment_pb2.AUTORESET_MODE_NEXT_STEP,
+    "same_step": environment_pb2.AUTORESET_MODE_SAME_STEP,
+}
+
+
+def connect_url(url: str, *, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+                keepalive_s: float = 30.0) -> Connection:
+    """The connection (not yet open) that speaks to ``url``: gRPC for ``grpc://`` and bare
+    ``host:port``; OpenEnv's WebSocket protocol for ``http(s)://`` and ``ws(s)://``."""
+    scheme = scheme_of(url)
+    if scheme in WS_SCHEMES:
+        return WsConnection(url, max_message_bytes=max_message_bytes, keepalive_s=keepalive_s)
+    return GrpcConnection(parse_url(url)[1], max_message_bytes=max_message_bytes, keepalive_s=keepalive_s, url=url)
+
+
+@dataclasses.dataclass
+class BatchResult:
+    """Results of a batch reset/step: one :class:`StepResult` per stepped instance."""
+
+    env_ids: list[int]
+    results: list[StepResult[Any]]
+    final: dict[int, StepResult[Any]]
+
+    @property
+    def observations(self) -> list[Any]:
+        return [r.observation for r in self.results]
+
+    @property
+    def rewards(self) -> np.ndarray:
+        """Rewards as float64 (NaN where a step had no reward)."""
+        return np.array([np.nan if r.reward is None else r.reward for r in self.results], dtype=np.float64)
+
+    @property
+    def terminated(self) -> np.ndarray:
+        return np.array([r.terminated for r in self.results], dtype=bool)
+
+    @property
+    def truncated(self) -> np.ndarray:
+        return np.array([r.truncated for r in self.results], dtype=bool)
+
+
+class EnvClient:
+    """An async session with one environment server (one environment instance).
+
+    ``num_envs > 1`` opens a vectorised session (see :class:`VectorEnvClient`, which is
+    the explicit way to ask for one).
+    """
+
+    action_type: ClassVar[Any] = None
+    observation_type: ClassVar[Any] = None
+    state_type: ClassVar[Any] = None
+
+    def __init__(self, base_url: str, *, client_name: str = "openenv-python",
+                 options: Mapping[str, Any] | None = None, timeout: float | None = None,
+                 connect_timeout: float = 30.0, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+                 keepalive_s: float = 30.0, num_envs: int = 1, autoreset_mode: str = "disabled",
+                 connection: Connection | None = None) -> None:
+        scheme_of(base_url)  # ValueError for a scheme no transport speaks
+        if num_envs < 1:
+            raise ValueError("num_envs must be >= 1")
+        mode = AUTORESET_MODES.get(autoreset_mode)
+        if mode is None:
+            raise ValueError(f"autoreset_mode must be one of {sorted(AUTORESET_MODES)}, not {autoreset_mode!r}")
+        self.base_url = base_url
+        self.client_name, self.options = client_name, dict(options or {})
+        self.timeout, self.connect_timeout = timeout, connect_timeout
+        self.max_message_bytes, self.keepalive_s = max_message_bytes, keepalive_s
+        self.num_envs, self.autoreset_mode = num_envs, mode
+        self.session_id = ""
+        self.info: environment_pb2.EnvironmentInfo | None = None
+        self._given = connection
+        self._conn: Connection | None = None
+        self._closed: EnvError | None = None
+        self._action_codec: Codec | None = codec_for(self.action_type) if self.action_type is not None else None
+        self._obs_codec: Codec | None = (codec_for(self.observation_type)
+                                         if self.observation_type is not None else None)
+        self._state_codec: Codec | None = codec_for(self.state_type) if self.state_type is not None else None
+        self._classes: dict[str, type[Message]] = {}
+
+    # ------------------------------------------------------------------ lifecycle
+
+    @property
+    def connection(self) -> Connection | None:
+        """The open connection (None before ``connect`` and after ``close``)."""
+        return self._conn
+
+    async def connect(self) -> EnvClient:
+        """Open the connection and the session (handshake). Idempotent."""
+        if self._conn is not None:
+            return self
+        conn = self._given or connect_url(self.base_url, max_message_bytes=self.max_message_bytes,
+                                          keepalive_s=self.keepalive_s)
+        hs = environment_pb2.HandshakeRequest(
+            protocol_version=PROTOCOL_VERSION, client_name=self.client_name,
+            num_envs=self.num_envs if self.num_envs > 1 else 0, autoreset_mode=self.autoreset_mode)
+        to_struct(self.options, hs.options)
+        await conn.open(hs, self.connect_timeout)
+        self._conn, self._closed = conn, None
+        self.session_id, self.info = conn.session_id, conn.info
+        return self
+
+    async def close(self) -> None:
+        """Close the session (the server closes the environment) and the connection."""
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            await conn.close()
+        self._closed = FailedPrecondition("the client is closed", fatal=True)
+
+    async def abort(self) -> None:
+        """Drop the connection without a close request, as a crashed trainer would (the
+        server frees the session anyway); mainly for tests of that path."""
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            await conn.abort()
+        self._closed = FailedPrecondition("the client is closed", fatal=True)
+
+    async def __aenter__(self) -> EnvClient:
+        return await self.connect()
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.close()
+
+    def sync(self) -> SyncEnvClient:
+        """A blocking view of this client, for plain scripts and notebooks."""
+        return SyncEnvClient(self)
+
+    @classmethod
+    def from_docker_image(cls, image: str, **kwargs: Any) -> Any:
+        """Start IMAGE in a hardened container and return a client of it that owns it.
+
+        Blocks until the server is SERVING; closing the client removes the container.
+        Container keywords (``network_none``, ``ready_timeout``, ``env``, ``memory``,
+        ``pids_limit``, ...) are those of :func:`openenv.deploy.run.start_container`; the
+        others go to the constructor. Needs the ``docker`` extra.
+        ``async with EchoEnv.from_docker_image("openenv-echo-env:0.1.0") as env:``
+        """
+        from openenv.deploy.run import client_from_image  # the docker extra
+
+        return client_from_image(cls, image, **kwargs)
+
+    # ------------------------------------------------------------------ wire
+
+    async def _request(self, req: environment_pb2.SessionRequest,
+                       timeout: float | None = None) -> environment_pb2.SessionResponse:
+        conn = self._conn
+        if conn is None:
+            raise self._closed or FailedPrecondition("not connected: use `async with` or await connect()")
+        resp = await conn.request(req, self.timeout if timeout is None else timeout)
+        if resp.WhichOneof("kind") == "error":
+            raise EnvError.from_proto(resp.error)
+        return resp
+
+    # ------------------------------------------------------------------ payloads
+
+    def encode_action(self, action: Any, out: payload_pb2.Payload) -> None:
+        """Encode an action (override in typed clients for custom conversions)."""
+        if self._action_codec is not None:
+            self._action_codec.encode(action, out)
+        elif isinstance(action, Message):
+            out.message.Pack(action)
+        elif hasattr(action, "__openenv_proto__"):
+            out.message.Pack(action.to_proto())
+        elif isinstance(action, np.ndarray):
+            tensor_to_proto(action, out.tensor)
+        else:
+            to_value(action, out.json)
+
+    def _decode(self, payload: payload_pb2.Payload, codec: Codec | None) -> Any:
+        if codec is not None:
+            return codec.decode(payload)
+        kind = payload.WhichOneof("kind")
+        if kind == "json":
+            return from_value(payload.json)
+        if kind == "tensor":
+            return tensor_from_proto(payload.tensor)
+        if kind == "message":
+            name = payload.message.type_url.rsplit("/", 1)[-1]
+            cls = self._classes.get(name)
+            if cls is None:
+                assert self.info is not None
+                cls = self._classes[name] = message_class(self.info.descriptors, name)
+            msg = cls()
+            payload.message.Unpack(msg)
+            return msg
+        return None
+
+    def parse_result(self, ts: environment_pb2.TimeStep) -> StepResult[Any]:
+        """Decode a TimeStep (override in typed clients to shape the observation)."""
+        return StepResult(
+            observation=self._decode(ts.observation, self._obs_codec) if ts.HasField("observation") else None,
+            reward=ts.reward if ts.HasField("reward") else None,
+            terminated=ts.terminated, truncated=ts.truncated,
+            metadata={k: from_value(v) for k, v in ts.metadata.fields.items()},
+            reward_breakdown=Score.from_proto(ts.reward_breakdown) if ts.HasField("reward_breakdown") else None,
+            episode_id=ts.episode_id, step_count=ts.step_count)
+
+    # ------------------------------------------------------------------ API
+
+    async def reset(self, seed: int | None = None, episode_id: str | None = None,
+                    options: Mapping[str, Any] | None = None, *, timeout: float | None = None) -> StepResult[Any]:
+        """Start a new episode and return its first time step."""
+        req = environment_pb2.SessionRequest(reset=environment_pb2.ResetRequest(episode_id=episode_id or ""))
+        if seed is not None:
+            req.reset.seed = seed
+        if options:
+            to_struct(options, req.reset.options)
+        return self.parse_result((await self._request(req, timeout)).reset.time_step)
+
+    async def step(self, action: Any, *, timeout: float | None = None,
+                   step_timeout: float | None = None) -> StepResult[Any]:
+        """Apply an action. ``timeout`` bounds the wait here; ``step_timeout`` asks the
+        server to stop waiting for the environment (DEADLINE_EXCEEDED, episode aborted)."""
+        req = environment_pb2.SessionRequest()
+        st = req.step
+        self.encode_action(action, st.action)
+        if step_timeout is not None:
+            st.timeout.FromNanoseconds(int(step_timeout * 1e9))
+        return self.parse_result((await self._request(req, timeout)).step.time_step)
+
+    async def state(self, *, env_id: int = 0, timeout: float | None = None) -> SessionState:
+        """Episode id, step count, episode status and the environment-specific state
+        (of instance ``env_id`` in a vectorised session)."""
+        resp = (await self._request(environment_pb2.SessionRequest(
+            state=environment_pb2.StateRequest(env_id=env_id)), timeout)).state
+        st = self._decode(resp.state, self._state_codec) if resp.HasField("state") else None
+        return SessionState(resp.episode_id, resp.step_count, EpisodeStatus(resp.status), st)
+
+    async def list_tools(self, *, timeout: float | None = None) -> list[Tool]:
+        """The environment's tools."""
+        resp = await self._request(environment_pb2.SessionRequest(list_tools={}), timeout)
+        return [Tool.from_proto(t) for t in resp.list_tools.tools]
+
+    async def call_tool(self, name: str, arguments: Mapping[str, Any] | None = None, *,
+                        timeout: float | None = None, tool_timeout: float | None = None) -> ToolResult:
+        """Call a tool outside the step loop (no step counted, no reward)."""
+        req = environment_pb2.SessionRequest(call_tool={"name": name})
+        if arguments:
+            to_struct(arguments, req.call_tool.arguments)
+        if tool_timeout is not None:
+            req.call_tool.timeout.FromNanoseconds(int(tool_timeout * 1e9))
+        return ToolResult.from_proto((await self._request(req, timeout)).call_tool.result)
+
+    async def reset_batch(self, env_ids: Sequence[int] = (), seeds: Sequence[int] = (),
+                          options: Mapping[str, Any] | None = None, *,
+                          timeout: float | None = None) -> BatchResult:
+        """Reset instances of a vectorised session (``num_envs > 1``); all by default.
+
+        ``seeds``: none (unseeded), one ``s`` (instance k gets ``s + k``), or one per instance."""
+        req = environment_pb2.SessionRequest()
+        br = req.batch_reset
+        br.env_ids.extend(env_ids)
+        br.seeds.extend(seeds)
+        if options:
+            to_struct(options, br.options)
+        out = (await self._request(req, timeout)).batch_reset
+        return BatchResult(list(out.env_ids), [self.parse_result(ts) for ts in out.time_steps], {})
+
+    async def step_batch(self, actions: Sequence[Any], env_ids: Sequence[int] = (), *,
+                         timeout: float | None = None, step_timeout: float | None = None) -> BatchResult:
+        """Step instances of a vectorised session with one action each (all by default, in
+        id order). With ``autoreset_mode="same_step"``, ``final`` holds the ending time
+        steps of episodes that ended (their slot in ``results`` is the new episode's start)."""
+        req = environment_pb2.SessionRequest()
+        bs = req.batch_step
+        bs.env_ids.extend(env_ids)
+        for a in actions:
+            self.encode_action(a, bs.actions.add())
+        if step_timeout is not None:
+            bs.timeout.FromNanoseconds(int(step_timeout * 1e9))
+        out = (await self._request(req, timeout)).batch_step
+        finals = {i: self.parse_result(ts) for i, ts in out.final_time_steps.items()}
+        return BatchResult(list(out.env_ids), [self.parse_result(ts) for ts in out.time_steps], finals)
+
+    @property
+    def rubric(self) -> rubric_pb2.RubricSpec | None:
+        """The environment's rubric spec, when it declares one."""
+        return self.info.rubric if self.info is not None and self.info.HasField("rubric") else None
+
+
+class VectorEnvClient(EnvClient):
+    """A vectorised session: ``num_envs`` instances stepped with one message each way
+    (RFC 0002), for classic RL. ``reset_batch``/``step_batch`` return a
+    :class:`BatchResult`; ``state(env_id=k)`` reads instance k. Autoreset follows
+    Gymnasium's modes (``"next_step"`` by default, ``"same_step"``, ``"disabled"``)."""
+
+    def __init__(self, base_url: str, num_envs: int, *, autoreset_mode: str = "next_step", **kwargs: Any) -> None:
+        if num_envs < 2:
+            raise ValueError("a VectorEnvClient needs num_envs >= 2 (use EnvClient for one instance)")
+        super().__init__(base_url, num_envs=num_envs, autoreset_mode=autoreset_mode, **kwargs)
+
+    async def reset(self, *args: Any, **kwargs: Any) -> StepResult[Any]:
+        raise FailedPrecondition("a vectorised session resets with reset_batch()")
+
+    async def step(self, *args: Any, **kwargs: Any) -> StepResult[Any]:
+        raise FailedPrecondition("a vectorised session steps with step_batch()")
+
+
+class ToolEnvClient(EnvClient):
+    """Client of a tool environment (one that declares tools and no ``step``): actions are
+    :class:`openenv.CallToolAction`, observations :class:`openenv.CallToolObservation`
+    whose ``.metadata`` is the time step's metadata (as in OpenEnv's ``MCPToolClient``)."""
+
+    action_type = CallToolAction
+    observation_type = CallToolObservation
+
+    def parse_result(self, ts: environment_pb2.TimeStep) -> StepResult[Any]:
+        result = super().parse_result(ts)
+        if result.observation is None:
+            result.observation = CallToolObservation()
+        result.observation.metadata = result.metadata
+        return result

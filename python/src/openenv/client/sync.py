@@ -1,0 +1,102 @@
+"""The blocking view of a client: ``EnvClient(...).sync()``, for scripts and notebooks."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from anyio.from_thread import BlockingPortal, start_blocking_portal
+
+from openenv.errors import FailedPrecondition
+from openenv.protocol import SessionState, StepResult
+from openenv.runtime.tools import Tool, ToolResult
+from openenv.v1 import environment_pb2, rubric_pb2
+
+if TYPE_CHECKING:
+    from openenv.client.env import BatchResult, EnvClient
+
+__all__ = ["SyncEnvClient"]
+
+_T = TypeVar("_T")
+
+
+class SyncEnvClient:
+    """Blocking wrapper around an :class:`EnvClient`; its event loop runs in a private
+    thread, so it also works where a loop is already running (Jupyter)."""
+
+    def __init__(self, client: EnvClient) -> None:
+        self.client = client
+        self._cm: AbstractContextManager[BlockingPortal] | None = None
+        self._portal: BlockingPortal | None = None
+
+    def __enter__(self) -> SyncEnvClient:
+        return self.connect()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def connect(self) -> SyncEnvClient:
+        if self._portal is None:
+            self._cm = cm = start_blocking_portal("asyncio")
+            self._portal = portal = cm.__enter__()
+            try:
+                portal.call(self.client.connect)
+            except BaseException:
+                cm.__exit__(None, None, None)
+                self._portal = self._cm = None
+                raise
+        return self
+
+    def close(self) -> None:
+        if self._portal is not None and self._cm is not None:  # set together by connect()
+            try:
+                self._portal.call(self.client.close)
+            finally:
+                self._cm.__exit__(None, None, None)
+                self._portal = self._cm = None
+
+    def _run(self, fn: Callable[..., Awaitable[_T]], *args: Any, **kwargs: Any) -> _T:
+        if self._portal is None:
+            raise FailedPrecondition("not connected: use `with client.sync() as env:` or call connect()")
+        return self._portal.call(functools.partial(fn, *args, **kwargs))
+
+    @property
+    def info(self) -> environment_pb2.EnvironmentInfo | None:
+        return self.client.info
+
+    @property
+    def rubric(self) -> rubric_pb2.RubricSpec | None:
+        return self.client.rubric
+
+    def reset(self, seed: int | None = None, episode_id: str | None = None,
+              options: Mapping[str, Any] | None = None, **kw: Any) -> StepResult[Any]:
+        return self._run(self.client.reset, seed, episode_id, options, **kw)
+
+    def step(self, action: Any, **kw: Any) -> StepResult[Any]:
+        return self._run(self.client.step, action, **kw)
+
+    def state(self, **kw: Any) -> SessionState:
+        return self._run(self.client.state, **kw)
+
+    def list_tools(self, **kw: Any) -> list[Tool]:
+        return self._run(self.client.list_tools, **kw)
+
+    def call_tool(self, name: str, arguments: Mapping[str, Any] | None = None, **kw: Any) -> ToolResult:
+        return self._run(self.client.call_tool, name, arguments, **kw)
+
+    def reset_batch(self, env_ids: Sequence[int] = (), seeds: Sequence[int] = (), **kw: Any) -> BatchResult:
+        return self._run(self.client.reset_batch, env_ids, seeds, **kw)
+
+    def step_batch(self, actions: Sequence[Any], env_ids: Sequence[int] = (), **kw: Any) -> BatchResult:
+        return self._run(self.client.step_batch, actions, env_ids, **kw)
+
+    def abort(self) -> None:
+        """Drop the connection without a close request (see :meth:`EnvClient.abort`)."""
+        if self._portal is not None and self._cm is not None:  # set together by connect()
+            try:
+                self._portal.call(self.client.abort)
+            finally:
+                self._cm.__exit__(None, None, None)
+                self._portal = self._cm = None

@@ -1,0 +1,68 @@
+"""Environment URLs: which transport a URL names, and where it points.
+
+* ``grpc://host:port`` (or bare ``host:port``): the protocol's gRPC ``Session`` stream;
+* ``http(s)://host:port[/prefix]`` and ``ws(s)://...``: OpenEnv's WebSocket protocol on
+  ``/ws`` (our servers' HTTP side, ``openenv bridge``, stock OpenEnv servers, Spaces).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from urllib.parse import urlparse, urlsplit, urlunsplit
+
+__all__ = ["GRPC_SCHEMES", "WS_SCHEMES", "is_loopback", "parse_url", "scheme_of", "split_url"]
+
+GRPC_SCHEMES = frozenset({"grpc"})
+WS_SCHEMES = frozenset({"http", "https", "ws", "wss"})
+
+
+def scheme_of(url: str) -> str:
+    """The lower-case scheme of an environment URL (``grpc`` for a bare ``host:port``);
+    ValueError for a scheme no transport speaks."""
+    scheme = url.split("://", 1)[0].lower() if "://" in url else "grpc"
+    if scheme not in GRPC_SCHEMES | WS_SCHEMES:
+        raise ValueError(f"unsupported URL scheme {scheme!r} in {url!r} "
+                         "(use grpc://host:port, or http(s)://, ws(s):// for OpenEnv's WebSocket protocol)")
+    return scheme
+
+
+def parse_url(url: str) -> tuple[str, str]:
+    """(scheme, target) of an environment URL: ``grpc://host:port`` or ``host:port``."""
+    if "://" not in url:
+        return "grpc", url
+    u = urlparse(url)
+    if not u.hostname or not u.port:
+        raise ValueError(f"environment URL {url!r} needs a host and a port")
+    host = f"[{u.hostname}]" if ":" in u.hostname else u.hostname
+    return u.scheme, f"{host}:{u.port}"
+
+
+def split_url(base_url: str) -> tuple[str, str]:
+    """(WebSocket URL of ``/ws``, HTTP base URL) of an environment URL.
+
+    ``http://h:8000`` -> (``ws://h:8000/ws``, ``http://h:8000``); a path is kept as a
+    prefix (``https://h/env`` -> ``wss://h/env/ws``); a URL already ending in ``/ws`` is
+    used as is.
+    """
+    u = urlsplit(base_url)
+    scheme = u.scheme.lower()
+    if scheme not in WS_SCHEMES or not u.hostname:
+        raise ValueError(f"not an http(s):// or ws(s):// URL: {base_url!r}")
+    secure = scheme in ("https", "wss")
+    path = u.path.rstrip("/")
+    if path.endswith("/ws"):
+        path = path[:-3]
+    ws = urlunsplit(("wss" if secure else "ws", u.netloc, path + "/ws", u.query, ""))
+    http = urlunsplit(("https" if secure else "http", u.netloc, path, "", ""))
+    return ws, http
+
+
+def is_loopback(url: str) -> bool:
+    """True when the URL's host is a loopback name or address (proxies are then skipped)."""
+    host = urlsplit(url).hostname or ""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False

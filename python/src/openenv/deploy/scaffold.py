@@ -1,0 +1,98 @@
+"""``openenv init NAME``: scaffold a new environment that builds and certifies as it stands.
+
+The new directory holds the ``.proto`` of its action, observation and state (with the
+generated Python bindings), the server (an :class:`openenv.Environment`), a typed client, a
+Dockerfile (the image contract of docs/images.md), tests over a real gRPC server, a README
+and a ``pyproject.toml`` whose ``[tool.openenv] factory`` names what the image serves.
+
+The templates are package data (``openenv/deploy/templates/env``); placeholders are ``{{name}}``
+(the Python package, snake case), ``{{class_name}}``, ``{{dist_name}}``, ``{{title}}``,
+``{{image_tag}}`` and ``{{openenv_requirement}}``. Generating the bindings needs
+grpcio-tools (``pip install grpcio-tools``), which is checked first.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.resources
+import importlib.util
+import keyword
+import re
+from pathlib import Path
+
+from openenv.deploy.project import DISTRIBUTION
+from openenv.errors import FailedPrecondition, Internal, InvalidArgument
+
+__all__ = ["scaffold"]
+
+_TEMPLATES = Path(__file__).parent / "templates"
+# template path (under templates/env) -> output path; {{name}} is substituted in both
+_LAYOUT = {
+    "pyproject.toml.tmpl": "pyproject.toml",
+    "README.md.tmpl": "README.md",
+    "proto/env.proto.tmpl": "proto/{{name}}/v1/{{name}}.proto",
+    "src/__init__.py.tmpl": "src/{{name}}/__init__.py",
+    "src/server.py.tmpl": "src/{{name}}/server.py",
+    "src/client.py.tmpl": "src/{{name}}/client.py",
+    "tests/test_env.py.tmpl": "tests/test_{{name}}.py",
+}
+
+
+def _names(raw: str) -> dict[str, str]:
+    name = raw.strip().replace("-", "_").lower()
+    if not re.fullmatch(r"[a-z][a-z0-9_]*", name) or keyword.iskeyword(name) or name.endswith("_"):
+        raise InvalidArgument(f"{raw!r} is not a usable environment name: use lowercase letters, digits and "
+                              "underscores, starting with a letter (e.g. my_env)")
+    class_name = "".join(part.capitalize() for part in name.split("_") if part)
+    dist_name = name.replace("_", "-")
+    major, minor = (int(x) for x in importlib.metadata.version(DISTRIBUTION).split(".")[:2])
+    return {
+        "name": name,
+        "class_name": class_name,
+        "dist_name": dist_name,
+        "title": " ".join(part.capitalize() for part in name.split("_") if part),
+        "image_tag": f"openenv-{dist_name}:0.1.0",
+        "openenv_requirement": f"{DISTRIBUTION}[http]>={major}.{minor},<{major}.{minor + 1}",
+    }
+
+
+def _render(text: str, names: dict[str, str]) -> str:
+    return re.sub(r"\{\{(\w+)\}\}", lambda m: names[m.group(1)], text)
+
+
+def scaffold(name: str, parent: str | Path = ".", *, force: bool = False) -> Path:
+    """Create ``parent/name`` from the templates and generate its bindings; return its path.
+
+    Raises:
+        InvalidArgument: unusable name. FailedPrecondition: the directory exists and is not
+        empty, a module of that name is already importable (unless ``force``), or
+        grpcio-tools is missing. Internal: protoc failed.
+    """
+    names = _names(name)
+    root = Path(parent).resolve() / names["name"]
+    if root.exists() and any(root.iterdir()):
+        raise FailedPrecondition(f"{root} exists and is not empty")
+    if not force and importlib.util.find_spec(names["name"]) is not None:
+        raise FailedPrecondition(f"a module named {names['name']!r} is already importable here; pick another "
+                                 "name (or --force)")
+    try:
+        from grpc_tools import protoc
+    except ImportError:
+        raise FailedPrecondition("openenv init generates protobuf bindings with grpcio-tools: "
+                                 "pip install grpcio-tools") from None
+    for src, dst in _LAYOUT.items():
+        out = root / _render(dst, names)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(_render((_TEMPLATES / "env" / src).read_text(), names))
+    (root / "Dockerfile").write_text((_TEMPLATES / "Dockerfile").read_text())
+    pkg = root / "src" / names["name"]
+    (pkg / "py.typed").write_text("")
+    (pkg / "v1").mkdir(exist_ok=True)
+    (pkg / "v1" / "__init__.py").write_text("")
+    wkt = importlib.resources.files("grpc_tools") / "_proto"
+    proto = f"{names['name']}/v1/{names['name']}.proto"
+    rc = protoc.main(["protoc", f"-I{root / 'proto'}", f"-I{wkt}", f"--python_out={root / 'src'}",
+                      f"--pyi_out={root / 'src'}", proto])
+    if rc != 0:
+        raise Internal(f"protoc failed ({rc}) on {root / 'proto' / proto}")
+    return root

@@ -1,0 +1,259 @@
+"""The host of an environment: its listeners (gRPC, HTTP, or both) over one set of sessions.
+
+:class:`Host` is what ``openenv serve`` and :func:`serve` run: a
+:class:`~openenv.runtime.SessionManager` (capacity, idle reaping, drain) shared by the gRPC
+listener (:class:`openenv.server.Server`) and the HTTP side (OpenEnv's ``/ws``, ``/mcp``,
+``/health``...; :mod:`openenv.bridge`, the ``http`` extra), so a session is a session whichever
+door it came in by. The API and the CLI have the same defaults (:func:`default_http_port`).
+
+:func:`serve_bridge` is ``openenv bridge``: the HTTP side in front of a remote gRPC server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib.util
+import logging
+import os
+import signal
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from openenv.runtime.environment import Environment
+from openenv.runtime.session import DEFAULT_IDLE_TIMEOUT_S, DEFAULT_MAX_MESSAGE_BYTES, Runtime, SessionManager
+from openenv.server import Server
+
+log = logging.getLogger("openenv.host")
+
+__all__ = ["DEFAULT", "Host", "default_http_port", "http_available", "serve", "serve_async", "serve_bridge",
+           "serve_bridge_async"]
+
+DEFAULT: Any = "default"
+"""``http_port=DEFAULT``: the HTTP side on :func:`default_http_port` when the ``http`` extra
+is installed, else gRPC only (with a log line saying so)."""
+
+HTTP_EXTRA = "the HTTP side (OpenEnv's /ws, /mcp) needs the http extra: pip install 'protoenv[http]'"
+
+
+def http_available() -> bool:
+    """True when the ``http`` extra (uvicorn, websockets, mcp) is installed."""
+    return all(importlib.util.find_spec(m) is not None for m in ("uvicorn", "websockets", "mcp"))
+
+
+def _bridge() -> Any:
+    """:mod:`openenv.bridge` (the ``http`` extra), or an ImportError that names the extra."""
+    try:
+        import openenv.bridge as bridge
+    except ImportError as e:
+        raise ImportError(f"{HTTP_EXTRA} ({e})") from e
+    return bridge
+
+
+def default_http_port(grpc_port: int | None) -> int:
+    """The HTTP side's port when none is given: ``$PORT`` (Hugging Face Spaces set 7860),
+    else 8000 (OpenEnv's), else 0 (a free port) when the gRPC port is 0 too."""
+    env = os.environ.get("PORT")
+    if env:
+        return int(env)
+    return 0 if grpc_port == 0 else 8000
+
+
+class Host:
+    """The listeners of one environment over one :class:`SessionManager`.
+
+    Args:
+        factory: an :class:`Environment` subclass, or a callable returning an instance;
+            called once per session with the handshake options as keyword arguments.
+        host, port: the gRPC listener (port 0 picks a free port; ``None``: no gRPC).
+        http_port: the HTTP side's port (0: a free port; ``None``: no HTTP side;
+            :data:`DEFAULT`: :func:`default_http_port` when the ``http`` extra is installed).
+        http_host: interface of the HTTP side (default: ``host``).
+        http_options: an :class:`openenv.bridge.HttpOptions` (keepalive, message size).
+        max_sessions, max_message_bytes, idle_timeout_s, tools_only, max_num_envs: the
+            runtime's settings (see :func:`serve`).
+        reflection: serve gRPC server reflection.
+    """
+
+    def __init__(self, factory: Callable[..., Environment] | type[Environment], host: str = "127.0.0.1",
+                 port: int | None = 50051, *, http_port: int | None = None, http_host: str | None = None,
+                 http_options: Any = None, max_sessions: int | None = None,
+                 max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES, idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S,
+                 tools_only: bool = False, max_num_envs: int | None = None, reflection: bool = True) -> None:
+        if http_port is DEFAULT:
+            if http_available():
+                http_port = default_http_port(port)
+            else:
+                log.warning("%s; serving gRPC only", HTTP_EXTRA)
+                http_port = None
+        if port is None and http_port is None:
+            raise ValueError("nothing to serve: give a gRPC port, an HTTP port or both")
+        self.runtime = Runtime(factory, max_sessions=max_sessions, max_message_bytes=max_message_bytes,
+                               idle_timeout_s=idle_timeout_s, tools_only=tools_only, max_num_envs=max_num_envs)
+        self.manager = SessionManager(self.runtime)
+        self.host, self.port, self.http_port = host, port, http_port
+        self.http_host, self.http_options = http_host, http_options
+        self.grpc: Server | None = Server(self.manager, host, port, reflection=reflection) if port is not None else None
+        self.http: Any = None  # openenv.bridge.HttpServer once started
+        self._bridge = _bridge() if http_port is not None else None
+        self._stopped = asyncio.Event()
+
+    @property
+    def address(self) -> str | None:
+        """``grpc://host:port`` of the gRPC listener, when it runs."""
+        return self.grpc.address if self.grpc is not None and self.grpc.port else None
+
+    @property
+    def http_url(self) -> str | None:
+        """``http://host:port`` of the HTTP side, when it runs."""
+        return self.http.url if self.http is not None else None
+
+    def describe(self) -> list[str]:
+        """One line per listener, e.g. ``serving Echo on grpc://127.0.0.1:50051``."""
+        name = self.runtime.env_cls.__name__
+        lines = []
+        if self.address:
+            lines.append(f"serving {name} on {self.address}")
+        if self.http_url:
+            lines.append(f"serving {name} on {self.http_url} (HTTP: WebSocket /ws, MCP /mcp, /health)")
+        return lines
+
+    async def start(self) -> Host:
+        try:
+            if self.grpc is not None:
+                await self.grpc.start()
+            if self._bridge is not None:
+                b = self._bridge
+                app = b.BridgeApp(b.LocalBackend(self.manager))
+                self.http = await b.HttpServer(app, self.http_host or self.host, self.http_port,
+                                               self.http_options).start()
+                log.info("serving %s over HTTP on %s", self.runtime.env_cls.__name__, self.http.url)
+        except BaseException:
+            await self.stop(0.0)
+            raise
+        self.manager.start_reaper()
+        return self
+
+    async def stop(self, grace_s: float = 10.0) -> None:
+        """Drain: NOT_SERVING, refuse new sessions, let requests in progress finish (up to
+        ``grace_s``), end every session; then close the listeners. Idempotent."""
+        if self._stopped.is_set():
+            return
+        if self.grpc is not None and self.grpc.port:
+            await self.grpc.set_serving(False)
+        await self.manager.drain(grace_s)
+        if self.http is not None:
+            await self.http.stop()
+            self.http = None
+        if self.grpc is not None:
+            await self.grpc.stop(grace_s)
+        await self.manager.shutdown()
+        self._stopped.set()
+
+    async def wait(self) -> None:
+        """Until the listeners stop."""
+        if self.grpc is not None and self.grpc.port:
+            await self.grpc.wait()
+        else:
+            await self._stopped.wait()
+
+    async def __aenter__(self) -> Host:
+        return await self.start()
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.stop(1.0)
+
+
+async def _until_signalled(waiter: Any, then: Callable[[], Any]) -> None:
+    """Until SIGTERM/SIGINT (or ``waiter`` finishes), then ``await then()``; the waiting
+    tasks are cancelled only after that (cancelling grpc.aio's ``wait_for_termination``
+    while the server is still up would cancel its shutdown)."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(NotImplementedError, RuntimeError):  # not the main thread
+            loop.add_signal_handler(sig, stop.set)
+    tasks = {asyncio.ensure_future(waiter), asyncio.ensure_future(stop.wait())}
+    try:
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        await then()
+    finally:
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def _say(lines: list[str]) -> None:
+    for line in lines:
+        print(line, file=sys.stderr, flush=True)
+
+
+async def serve_async(factory: Callable[..., Environment] | type[Environment], host: str = "127.0.0.1",
+                      port: int | None = 50051, *, ready: Callable[[Host], Any] | None = None,
+                      grace_s: float = 10.0, http_port: int | None = DEFAULT, **kwargs: Any) -> None:
+    """Serve until SIGTERM or SIGINT, then drain (see :func:`serve`)."""
+    h = Host(factory, host, port, http_port=http_port, **kwargs)
+    await h.start()
+    (ready or (lambda srv: _say(srv.describe())))(h)
+
+    async def drain() -> None:
+        log.info("shutting down: draining sessions (grace %.0f s)", grace_s)
+        await h.stop(grace_s)
+
+    await _until_signalled(h.wait(), drain)
+
+
+def _run(coro: Any) -> None:
+    try:
+        import uvloop  # optional: the http extra brings it
+    except ImportError:
+        asyncio.run(coro)
+        return
+    uvloop.run(coro)
+
+
+def serve(factory: Callable[..., Environment] | type[Environment], host: str = "127.0.0.1",
+          port: int | None = 50051, **kwargs: Any) -> None:
+    """Serve an environment until SIGTERM/SIGINT, then drain gracefully; prints where it
+    listens (to stderr) once serving.
+
+    Args:
+        factory: an :class:`Environment` subclass, or a callable returning an instance;
+            called once per session with the handshake options as keyword arguments.
+        host, port: the gRPC listener (port 0 picks a free port; None: no gRPC).
+        http_port: the HTTP side (OpenEnv's /ws, /mcp, /health, ...; docs/bridge.md);
+            default :func:`default_http_port` when the ``http`` extra is installed; None:
+            gRPC only.
+        http_host: interface of the HTTP side (default: ``host``).
+        http_options: an :class:`openenv.bridge.HttpOptions` (keepalive, message size).
+        max_sessions: capacity (default: the class's ``max_sessions``).
+        max_message_bytes: largest message accepted and sent (default 16 MiB).
+        idle_timeout_s: sessions idle for longer are closed (default 300; 0 disables).
+        tools_only: production mode: only tools are reachable.
+        grace_s: how long a drain waits for requests in progress.
+        ready: called with the started :class:`Host` (instead of printing its addresses).
+    """
+    _run(serve_async(factory, host, port, **kwargs))
+
+
+async def serve_bridge_async(target: str, host: str = "127.0.0.1", port: int | None = None, *,
+                             options: Any = None, connect_timeout: float = 30.0,
+                             ready: Callable[[Any], Any] | None = None) -> None:
+    """Serve OpenEnv's HTTP surface for the gRPC environment at ``target`` until SIGTERM/SIGINT."""
+    b = _bridge()
+    backend = await b.RemoteBackend.connect(target, connect_timeout=connect_timeout)
+    server = b.HttpServer(b.BridgeApp(backend), host, b.DEFAULT_HTTP_PORT if port is None else port, options)
+    await server.start()
+    (ready or (lambda s: _say([f"bridging {target} on {s.url} (WebSocket {s.url}/ws)"])))(server)
+
+    async def shut() -> None:
+        log.info("bridge shutting down")
+        await server.stop()
+
+    await _until_signalled(asyncio.Event().wait(), shut)
+
+
+def serve_bridge(target: str, host: str = "127.0.0.1", port: int | None = None, **kwargs: Any) -> None:
+    """Blocking :func:`serve_bridge_async` (on uvloop when installed)."""
+    _run(serve_bridge_async(target, host, port, **kwargs))

@@ -1,0 +1,68 @@
+"""What both sides of the protocol share: its version, episode statuses, time steps.
+
+These are the plain-Python forms of ``openenv.v1`` values that environment authors return
+and trainers receive; they carry no transport and no runtime. docs/protocol.md is the spec.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from typing import Any, Generic, TypeVar
+
+from openenv.v1 import environment_pb2
+
+__all__ = ["PROTOCOL_VERSION", "EpisodeStatus", "SessionState", "StepResult"]
+
+PROTOCOL_VERSION = "1.1"
+"""The ``MAJOR.MINOR`` this package speaks (1.0 + RFC 0002 vectorised sessions)."""
+
+ObsT = TypeVar("ObsT")
+
+
+class EpisodeStatus(enum.IntEnum):
+    """Mirror of ``openenv.v1.EpisodeStatus``."""
+
+    NOT_STARTED = environment_pb2.EPISODE_STATUS_NOT_STARTED
+    RUNNING = environment_pb2.EPISODE_STATUS_RUNNING
+    TERMINATED = environment_pb2.EPISODE_STATUS_TERMINATED
+    TRUNCATED = environment_pb2.EPISODE_STATUS_TRUNCATED
+    ABORTED = environment_pb2.EPISODE_STATUS_ABORTED
+
+
+@dataclasses.dataclass
+class SessionState:
+    """What a state request returns: the runtime's part (episode id, step count, status)
+    and the environment-specific ``state``."""
+
+    episode_id: str
+    step_count: int
+    status: EpisodeStatus
+    state: Any
+
+
+@dataclasses.dataclass
+class StepResult(Generic[ObsT]):
+    """One time step: what ``reset``/``step`` return and what clients receive.
+
+    ``reward`` is ``None`` when the step has no reward (which is not 0). ``terminated``
+    and ``truncated`` have Gymnasium semantics; ``done`` is their disjunction.
+    ``metadata`` travels with every transport. ``reward_breakdown`` is the rubric score
+    tree (a :class:`openenv.rubrics.Score` on the server, a ``RubricScore`` message or
+    :class:`~openenv.rubrics.Score` on the client) when the environment has a rubric.
+    ``episode_id`` and ``step_count`` are filled in by the runtime.
+    """
+
+    observation: ObsT | None = None
+    reward: float | None = None
+    terminated: bool = False
+    truncated: bool = False
+    metadata: dict[str, Any] = dataclasses.field(default_factory=dict)
+    reward_breakdown: Any = None
+    episode_id: str = ""
+    step_count: int = 0
+
+    @property
+    def done(self) -> bool:
+        """True when the episode is over (terminated or truncated)."""
+        return self.terminated or self.truncated

@@ -1,0 +1,37 @@
+"""The environment runtime: what runs an environment, whatever the transport.
+
+* :mod:`~openenv.runtime.environment`: :class:`Environment`, the class authors subclass;
+* :mod:`~openenv.runtime.codec`: payload codecs (protobuf messages, dataclasses and pydantic
+  models, JSON Schema'd values, tensors) and the JSON/``Struct`` helpers;
+* :mod:`~openenv.runtime.tools`: ``@tool`` and the MCP-shaped tool types;
+* :mod:`~openenv.runtime.rubrics`: reward rubrics and their score trees;
+* :mod:`~openenv.runtime.session`: :class:`Runtime` (what is derived once per class),
+  :class:`Session` (one instance and its episode state machine) and
+  :class:`SessionManager` (capacity, idle reaping, drain);
+* :mod:`~openenv.runtime.vector`: :class:`VectorSession`, N sessions behind one stream.
+
+It imports nothing above it (no transport, no client): the gRPC server, the HTTP side and
+any other front end translate their requests into calls on sessions.
+"""
+
+from openenv.runtime.codec import Codec, TensorSpec, codec_for
+from openenv.runtime.environment import Environment
+from openenv.runtime.session import Runtime, Session, SessionManager
+from openenv.runtime.tools import CallToolAction, CallToolObservation, Tool, ToolResult, tool
+from openenv.runtime.vector import VectorSession
+
+__all__ = [
+    "CallToolAction",
+    "CallToolObservation",
+    "Codec",
+    "Environment",
+    "Runtime",
+    "Session",
+    "SessionManager",
+    "TensorSpec",
+    "Tool",
+    "ToolResult",
+    "VectorSession",
+    "codec_for",
+    "tool",
+]

@@ -1,0 +1,547 @@
+"""Payload codecs: how declared Python types travel as ``openenv.v1.Payload``.
+
+An environment declares its action, observation and state types; each declaration is
+turned into a :class:`Codec` once per process (schemas compiled, descriptors looked up),
+so the step loop only encodes and decodes. A declaration may be:
+
+* a protobuf message class: typed payloads (``Payload.message``, an ``Any``);
+* a class with ``__openenv_proto__`` (a message class) plus ``to_proto()`` and
+  ``from_proto(msg)``: a Python-side view of a typed payload;
+* a :class:`TensorSpec`: dense arrays (``Payload.tensor``), decoded as NumPy views;
+* a ``dict``: a JSON Schema, for JSON payloads validated with ``jsonschema``;
+* any other Python type pydantic understands (dataclass, TypedDict, ``BaseModel``,
+  ``list[int]``, ``str``...): JSON payloads with the schema pydantic derives;
+* ``None``: anything goes; JSON-like values, tensors and messages are passed through.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Protocol, TypeVar, cast
+
+import numpy as np
+from google.protobuf import any_pb2, descriptor, descriptor_pb2, json_format, message_factory
+from google.protobuf.message import DecodeError, Message
+
+from openenv.errors import InvalidArgument
+from openenv.v1 import payload_pb2
+from openenv.values import from_struct, from_value, to_struct, to_value
+
+__all__ = [
+    "Codec",
+    "TensorSpec",
+    "codec_for",
+    "descriptor_set",
+    "from_struct",
+    "from_value",
+    "message_json_schema",
+    "to_struct",
+    "to_value",
+]
+
+# --------------------------------------------------------------------------- tensors
+
+_DTYPES: dict[payload_pb2.DType, np.dtype] = {
+    payload_pb2.D_TYPE_BOOL: np.dtype("bool"),
+    payload_pb2.D_TYPE_INT8: np.dtype("<i1"),
+    payload_pb2.D_TYPE_UINT8: np.dtype("<u1"),
+    payload_pb2.D_TYPE_INT16: np.dtype("<i2"),
+    payload_pb2.D_TYPE_UINT16: np.dtype("<u2"),
+    payload_pb2.D_TYPE_INT32: np.dtype("<i4"),
+    payload_pb2.D_TYPE_UINT32: np.dtype("<u4"),
+    payload_pb2.D_TYPE_INT64: np.dtype("<i8"),
+    payload_pb2.D_TYPE_UINT64: np.dtype("<u8"),
+    payload_pb2.D_TYPE_FLOAT16: np.dtype("<f2"),
+    payload_pb2.D_TYPE_FLOAT32: np.dtype("<f4"),
+    payload_pb2.D_TYPE_FLOAT64: np.dtype("<f8"),
+}
+_DTYPE_CODES: dict[str, payload_pb2.DType] = {d.name: code for code, d in _DTYPES.items()}
+
+
+def dtype_code(dtype: Any) -> payload_pb2.DType:
+    """The ``openenv.v1.DType`` of a NumPy dtype (or its name)."""
+    try:
+        return _DTYPE_CODES[np.dtype(dtype).name]
+    except (KeyError, TypeError) as e:
+        raise TypeError(f"unsupported tensor dtype {dtype!r}") from e
+
+
+def tensor_to_proto(arr: Any, out: payload_pb2.Tensor | None = None) -> payload_pb2.Tensor:
+    """Pack an array-like into a ``Tensor`` (one copy, into the message)."""
+    a = np.asarray(arr)
+    code = dtype_code(a.dtype)
+    t = payload_pb2.Tensor() if out is None else out
+    t.dtype = code
+    t.shape[:] = a.shape
+    t.data = np.ascontiguousarray(a, dtype=_DTYPES[code]).tobytes()
+    return t
+
+
+def tensor_from_proto(t: payload_pb2.Tensor) -> np.ndarray:
+    """View a ``Tensor`` as a read-only NumPy array without copying its bytes."""
+    dt = _DTYPES.get(t.dtype)
+    if dt is None:
+        raise InvalidArgument(f"tensor has invalid dtype {t.dtype}")
+    shape = tuple(t.shape)
+    if any(d < 0 for d in shape):
+        raise InvalidArgument(f"tensor shape {shape} has a negative extent")
+    n = math.prod(shape)
+    if len(t.data) != n * dt.itemsize:
+        raise InvalidArgument(
+            f"tensor data is {len(t.data)} bytes, shape {shape} of {dt.name} needs {n * dt.itemsize}")
+    return np.frombuffer(t.data, dtype=dt).reshape(shape)
+
+
+@dataclasses.dataclass(frozen=True)
+class TensorSpec:
+    """Declares a tensor-valued action, observation or state.
+
+    ``shape`` entries of -1 (or None) may vary. ``minimum``/``maximum`` bound every element.
+    """
+
+    dtype: Any
+    shape: Sequence[int | None] = ()
+    minimum: float | None = None
+    maximum: float | None = None
+
+    def to_proto(self) -> payload_pb2.TensorSpec:
+        spec = payload_pb2.TensorSpec(dtype=dtype_code(self.dtype),
+                                      shape=[-1 if d is None else d for d in self.shape])
+        if self.minimum is not None:
+            spec.minimum = self.minimum
+        if self.maximum is not None:
+            spec.maximum = self.maximum
+        return spec
+
+
+# --------------------------------------------------------------------------- descriptors
+
+def descriptor_set(messages: Iterable[descriptor.Descriptor]) -> descriptor_pb2.FileDescriptorSet:
+    """A FileDescriptorSet with the files defining ``messages`` and all their
+    dependencies, dependencies first (so a pool can ``Add`` them in order)."""
+    fds = descriptor_pb2.FileDescriptorSet()
+    seen: set[str] = set()
+
+    def visit(fd: descriptor.FileDescriptor) -> None:
+        if fd.name in seen:
+            return
+        seen.add(fd.name)
+        for dep in fd.dependencies:
+            visit(dep)
+        fdp = descriptor_pb2.FileDescriptorProto()
+        fd.CopyToProto(fdp)
+        fds.file.append(fdp)
+
+    for m in messages:
+        visit(m.file)
+    return fds
+
+
+_WKT_SCHEMAS: dict[str, dict[str, Any]] = {
+    "google.protobuf.Struct": {"type": "object"},
+    "google.protobuf.Value": {},
+    "google.protobuf.ListValue": {"type": "array"},
+    "google.protobuf.Timestamp": {"type": "string", "format": "date-time"},
+    "google.protobuf.Duration": {"type": "string", "pattern": r"^-?\d+(\.\d+)?s$"},
+    "google.protobuf.Any": {"type": "object", "required": ["@type"]},
+    "google.protobuf.FieldMask": {"type": "string"},
+    "google.protobuf.Empty": {"type": "object", "additionalProperties": False},
+}
+_INT64 = {"anyOf": [{"type": "integer"}, {"type": "string", "pattern": r"^-?\d+$"}]}
+_FD = descriptor.FieldDescriptor
+_SCALAR_SCHEMAS: dict[int, dict[str, Any]] = {
+    _FD.TYPE_DOUBLE: {"anyOf": [{"type": "number"}, {"enum": ["NaN", "Infinity", "-Infinity"]}]},
+    _FD.TYPE_FLOAT: {"anyOf": [{"type": "number"}, {"enum": ["NaN", "Infinity", "-Infinity"]}]},
+    _FD.TYPE_INT32: {"type": "integer", "minimum": -(2**31), "maximum": 2**31 - 1},
+    _FD.TYPE_SINT32: {"type": "integer", "minimum": -(2**31), "maximum": 2**31 - 1},
+    _FD.TYPE_SFIXED32: {"type": "integer", "minimum": -(2**31), "maximum": 2**31 - 1},
+    _FD.TYPE_UINT32: {"type": "integer", "minimum": 0, "maximum": 2**32 - 1},
+    _FD.TYPE_FIXED32: {"type": "integer", "minimum": 0, "maximum": 2**32 - 1},
+    _FD.TYPE_INT64: _INT64, _FD.TYPE_SINT64: _INT64, _FD.TYPE_SFIXED64: _INT64,
+    _FD.TYPE_UINT64: _INT64, _FD.TYPE_FIXED64: _INT64,
+    _FD.TYPE_BOOL: {"type": "boolean"},
+    _FD.TYPE_STRING: {"type": "string"},
+    _FD.TYPE_BYTES: {"type": "string", "contentEncoding": "base64"},
+}
+
+
+def message_json_schema(desc: descriptor.Descriptor) -> dict[str, Any]:
+    """JSON Schema of a message's canonical proto3 JSON mapping (recursive types via $defs)."""
+    defs: dict[str, Any] = {}
+
+    def msg_schema(d: descriptor.Descriptor) -> dict[str, Any]:
+        if d.full_name in _WKT_SCHEMAS:
+            return dict(_WKT_SCHEMAS[d.full_name])
+        if d.full_name not in defs:
+            defs[d.full_name] = {}  # placeholder breaks recursion
+            props: dict[str, Any] = {}
+            for f in d.fields:
+                props[f.json_name] = field_schema(f)
+            defs[d.full_name] = {"type": "object", "properties": props, "additionalProperties": False}
+        return {"$ref": f"#/$defs/{d.full_name}"}
+
+    def single(f: descriptor.FieldDescriptor) -> dict[str, Any]:
+        if f.type == _FD.TYPE_MESSAGE and f.message_type is not None:
+            return msg_schema(f.message_type)
+        if f.type == _FD.TYPE_ENUM and f.enum_type is not None:
+            return {"enum": [v.name for v in f.enum_type.values] + [v.number for v in f.enum_type.values]}
+        return dict(_SCALAR_SCHEMAS[f.type])
+
+    def field_schema(f: descriptor.FieldDescriptor) -> dict[str, Any]:
+        if f.message_type is not None and f.message_type.GetOptions().map_entry:
+            return {"type": "object", "additionalProperties": single(f.message_type.fields_by_name["value"])}
+        if f.is_repeated:
+            return {"type": "array", "items": single(f)}
+        return single(f)
+
+    root = msg_schema(desc)
+    if "$ref" not in root:
+        return root
+    return {"$schema": "https://json-schema.org/draft/2020-12/schema", **root, "$defs": defs}
+
+
+# --------------------------------------------------------------------------- codecs
+
+class Codec:
+    """Encodes one declared type to ``Payload`` and back. Built once per declared type."""
+
+    kind: payload_pb2.PayloadKind = payload_pb2.PAYLOAD_KIND_UNSPECIFIED
+    declared: Any = None
+
+    def encode(self, value: Any, out: payload_pb2.Payload | None = None) -> payload_pb2.Payload:
+        """Encode ``value`` (into ``out`` when given)."""
+        p = payload_pb2.Payload() if out is None else out
+        if isinstance(value, Message):
+            p.message.Pack(value)
+        elif isinstance(value, np.ndarray):
+            tensor_to_proto(value, p.tensor)
+        else:
+            to_value(value, p.json)
+        return p
+
+    def decode(self, payload: payload_pb2.Payload) -> Any:
+        """Decode and validate; raises :class:`InvalidArgument` for a bad payload."""
+        kind = payload.WhichOneof("kind")
+        if kind == "json":
+            return from_value(payload.json)
+        if kind == "tensor":
+            return tensor_from_proto(payload.tensor)
+        if kind == "message":
+            return payload.message
+        return None
+
+    def to_json(self, value: Any) -> Any:
+        """A JSON-able form of ``value`` (for JSON transports)."""
+        if isinstance(value, Message):
+            return json_format.MessageToDict(value)
+        if isinstance(value, np.ndarray):
+            return value.tolist()
+        return json.loads(json.dumps(value, default=_json_default)) if not _plain(value) else value
+
+    def from_json(self, obj: Any) -> Any:
+        """Decode a JSON-able form and validate it, as :meth:`decode` does."""
+        return obj
+
+    def json_schema(self) -> dict[str, Any]:
+        return {}
+
+    def spec(self, examples: Sequence[Any] = ()) -> payload_pb2.TypeSpec:
+        """The ``TypeSpec`` advertised for this type."""
+        spec = payload_pb2.TypeSpec(kind=self.kind)
+        schema = self.json_schema()
+        if schema:
+            to_struct(schema, spec.json_schema)
+        for ex in examples:
+            self.encode(ex, spec.examples.add())
+        return spec
+
+    def message_descriptors(self) -> list[descriptor.Descriptor]:
+        return []
+
+
+def _plain(v: Any) -> bool:
+    return v is None or isinstance(v, (str, int, float, bool))
+
+
+def _json_default(o: Any) -> Any:
+    if isinstance(o, np.generic):
+        return o.item()
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    if dataclasses.is_dataclass(o) and not isinstance(o, type):
+        return dataclasses.asdict(o)
+    if hasattr(o, "model_dump"):
+        return o.model_dump(mode="json")
+    raise TypeError(f"{type(o).__name__} is not JSON-like")
+
+
+def _descriptor_of(cls: type[Message]) -> descriptor.Descriptor:
+    # types-protobuf types Message.DESCRIPTOR as `descriptor.Descriptor | upb Descriptor`; at run
+    # time the upb one is a descriptor.Descriptor as well (DescriptorMetaclass.__instancecheck__).
+    return cast(descriptor.Descriptor, cls.DESCRIPTOR)
+
+
+class MessageCodec(Codec):
+    """A protobuf message type, packed in ``Any``."""
+
+    kind = payload_pb2.PAYLOAD_KIND_MESSAGE
+
+    def __init__(self, cls: type[Message]) -> None:
+        self.declared = self.cls = cls
+        self.full_name = cls.DESCRIPTOR.full_name
+        self._type_url_suffix = "/" + self.full_name
+
+    def encode(self, value: Any, out: payload_pb2.Payload | None = None) -> payload_pb2.Payload:
+        p = payload_pb2.Payload() if out is None else out
+        if not isinstance(value, self.cls):
+            raise TypeError(f"expected {self.full_name}, got {type(value).__name__}")
+        p.message.Pack(value)
+        return p
+
+    def decode(self, payload: payload_pb2.Payload) -> Any:
+        if payload.WhichOneof("kind") != "message":
+            raise InvalidArgument(
+                f"expected a {self.full_name} message payload, got {payload.WhichOneof('kind') or 'nothing'}")
+        return self.unpack(payload.message)
+
+    def unpack(self, any_msg: any_pb2.Any) -> Message:
+        if not any_msg.type_url.endswith(self._type_url_suffix):
+            raise InvalidArgument(f"expected type {self.full_name}, got {any_msg.type_url or 'no type'}")
+        msg = self.cls()
+        try:
+            msg.ParseFromString(any_msg.value)
+        except DecodeError as e:
+            raise InvalidArgument(f"undecodable {self.full_name} bytes: {e}") from None
+        return msg
+
+    def to_json(self, value: Any) -> Any:
+        return json_format.MessageToDict(value, preserving_proto_field_name=True)
+
+    def from_json(self, obj: Any) -> Any:
+        if not isinstance(obj, dict):
+            raise InvalidArgument(f"expected a JSON object for {self.full_name}, got {type(obj).__name__}")
+        try:
+            return json_format.ParseDict(obj, self.cls())
+        except json_format.ParseError as e:
+            raise InvalidArgument(f"invalid {self.full_name}: {e}") from None
+
+    def json_schema(self) -> dict[str, Any]:
+        return message_json_schema(_descriptor_of(self.cls))
+
+    def spec(self, examples: Sequence[Any] = ()) -> payload_pb2.TypeSpec:
+        spec = super().spec(examples)
+        spec.message_type = self.full_name
+        return spec
+
+    def message_descriptors(self) -> list[descriptor.Descriptor]:
+        return [_descriptor_of(self.cls)]
+
+
+_MsgT = TypeVar("_MsgT", bound=Message)
+
+
+class _ProtoView(Protocol[_MsgT]):
+    """What :class:`AdaptedCodec` needs of a declared view class."""
+
+    __openenv_proto__: type[_MsgT]
+
+    def to_proto(self) -> _MsgT: ...
+
+    @classmethod
+    def from_proto(cls, msg: _MsgT, /) -> Any: ...
+
+
+class AdaptedCodec(MessageCodec):
+    """A Python class viewing a message type: ``__openenv_proto__``, ``to_proto``, ``from_proto``."""
+
+    view: type[_ProtoView[Any]]
+
+    def __init__(self, cls: type[_ProtoView[Any]]) -> None:
+        super().__init__(cls.__openenv_proto__)
+        self.declared = self.view = cls
+
+    def encode(self, value: Any, out: payload_pb2.Payload | None = None) -> payload_pb2.Payload:
+        if isinstance(value, self.view):
+            value = value.to_proto()
+        return super().encode(value, out)
+
+    def decode(self, payload: payload_pb2.Payload) -> Any:
+        return self.view.from_proto(super().decode(payload))
+
+    def to_json(self, value: Any) -> Any:
+        return super().to_json(value.to_proto() if isinstance(value, self.view) else value)
+
+    def from_json(self, obj: Any) -> Any:
+        return self.view.from_proto(super().from_json(obj))
+
+
+class TensorCodec(Codec):
+    """A :class:`TensorSpec`-declared array."""
+
+    kind = payload_pb2.PAYLOAD_KIND_TENSOR
+
+    def __init__(self, spec: TensorSpec) -> None:
+        self.declared = self.tspec = spec
+        self.dtype = _DTYPES[dtype_code(spec.dtype)]
+
+    def encode(self, value: Any, out: payload_pb2.Payload | None = None) -> payload_pb2.Payload:
+        p = payload_pb2.Payload() if out is None else out
+        tensor_to_proto(np.asarray(value, dtype=self.dtype), p.tensor)
+        return p
+
+    def decode(self, payload: payload_pb2.Payload) -> Any:
+        if payload.WhichOneof("kind") != "tensor":
+            raise InvalidArgument(f"expected a tensor payload, got {payload.WhichOneof('kind') or 'nothing'}")
+        return self.check(tensor_from_proto(payload.tensor))
+
+    def check(self, arr: np.ndarray) -> np.ndarray:
+        if arr.dtype != self.dtype:
+            raise InvalidArgument(f"expected dtype {self.dtype.name}, got {arr.dtype.name}")
+        want = tuple(self.tspec.shape)
+        if len(want) != arr.ndim or any(w not in (None, -1) and w != g for w, g in zip(want, arr.shape, strict=True)):
+            raise InvalidArgument(f"expected shape {want}, got {arr.shape}")
+        if arr.size and self.tspec.minimum is not None and arr.min() < self.tspec.minimum:
+            raise InvalidArgument(f"element below minimum {self.tspec.minimum}")
+        if arr.size and self.tspec.maximum is not None and arr.max() > self.tspec.maximum:
+            raise InvalidArgument(f"element above maximum {self.tspec.maximum}")
+        return arr
+
+    def from_json(self, obj: Any) -> Any:
+        try:
+            arr = np.asarray(obj, dtype=self.dtype)
+        except (TypeError, ValueError) as e:
+            raise InvalidArgument(f"not a {self.dtype.name} array: {e}") from None
+        return self.check(arr)
+
+    def json_schema(self) -> dict[str, Any]:
+        return {"type": "array", "description": f"{self.dtype.name} tensor of shape {list(self.tspec.shape)}"}
+
+    def spec(self, examples: Sequence[Any] = ()) -> payload_pb2.TypeSpec:
+        spec = super().spec(examples)
+        spec.tensor.CopyFrom(self.tspec.to_proto())
+        return spec
+
+
+class SchemaCodec(Codec):
+    """JSON payloads validated against an explicit JSON Schema (validator built once)."""
+
+    kind = payload_pb2.PAYLOAD_KIND_JSON
+
+    def __init__(self, schema: Mapping[str, Any]) -> None:
+        import jsonschema
+
+        self.declared = self.schema = dict(schema)
+        cls = jsonschema.validators.validator_for(self.schema, default=jsonschema.Draft202012Validator)
+        cls.check_schema(self.schema)
+        self.validator = cls(self.schema)
+
+    def decode(self, payload: payload_pb2.Payload) -> Any:
+        if payload.WhichOneof("kind") != "json":
+            raise InvalidArgument(f"expected a JSON payload, got {payload.WhichOneof('kind') or 'nothing'}")
+        return self.from_json(from_value(payload.json))
+
+    def from_json(self, obj: Any) -> Any:
+        errors = sorted(self.validator.iter_errors(obj), key=lambda e: list(e.path))
+        if errors:
+            details = [{"path": list(e.path), "message": e.message} for e in errors[:20]]
+            raise InvalidArgument(f"does not match schema: {errors[0].message}", details=details)
+        return obj
+
+    def json_schema(self) -> dict[str, Any]:
+        return self.schema
+
+
+class PydanticCodec(Codec):
+    """JSON payloads of a Python type, validated and schema'd by pydantic's TypeAdapter."""
+
+    kind = payload_pb2.PAYLOAD_KIND_JSON
+
+    def __init__(self, tp: Any) -> None:
+        from pydantic import TypeAdapter
+
+        self.declared = tp
+        self.adapter = TypeAdapter(tp)
+        self._schema = self.adapter.json_schema()
+
+    def encode(self, value: Any, out: payload_pb2.Payload | None = None) -> payload_pb2.Payload:
+        p = payload_pb2.Payload() if out is None else out
+        to_value(self.to_json(value), p.json)
+        return p
+
+    def decode(self, payload: payload_pb2.Payload) -> Any:
+        if payload.WhichOneof("kind") != "json":
+            raise InvalidArgument(f"expected a JSON payload, got {payload.WhichOneof('kind') or 'nothing'}")
+        return self.from_json(from_value(payload.json))
+
+    def to_json(self, value: Any) -> Any:
+        if _plain(value):
+            return value
+        return self.adapter.dump_python(value, mode="json", warnings=False)
+
+    def from_json(self, obj: Any) -> Any:
+        from pydantic import ValidationError
+
+        try:
+            return self.adapter.validate_python(obj)
+        except ValidationError as e:
+            details = json.loads(e.json(include_url=False, include_input=False))
+            first = details[0] if details else {}
+            where = ".".join(str(x) for x in first.get("loc", ()))
+            raise InvalidArgument(f"invalid value{' at ' + where if where else ''}: {first.get('msg', e)}",
+                                  details=details) from None
+
+    def json_schema(self) -> dict[str, Any]:
+        return self._schema
+
+
+_CACHE: dict[Any, Codec] = {}
+
+
+def codec_for(declared: Any) -> Codec:
+    """The codec of a declared type (cached: built once per type per process)."""
+    key = json.dumps(declared, sort_keys=True) if isinstance(declared, Mapping) else declared
+    try:
+        hit = _CACHE.get(key)
+    except TypeError:  # unhashable declaration
+        hit, key = None, None
+    if hit is not None:
+        return hit
+    if declared is None:
+        codec: Codec = Codec()
+    elif isinstance(declared, Codec):
+        codec = declared
+    elif isinstance(declared, TensorSpec):
+        codec = TensorCodec(declared)
+    elif isinstance(declared, Mapping):
+        codec = SchemaCodec(declared)
+    elif isinstance(declared, type) and issubclass(declared, Message):
+        codec = MessageCodec(declared)
+    elif hasattr(declared, "__openenv_proto__"):
+        codec = AdaptedCodec(declared)
+    elif isinstance(declared, type) and any(c.__module__ == "betterproto2" for c in declared.__mro__):
+        from openenv.runtime.betterproto import BetterprotoCodec  # the betterproto extra
+
+        codec = BetterprotoCodec(declared)
+    else:
+        codec = PydanticCodec(declared)
+    if key is not None:
+        _CACHE[key] = codec
+    return codec
+
+
+def message_class(info_descriptors: descriptor_pb2.FileDescriptorSet, full_name: str) -> type[Message]:
+    """The class of ``full_name``: the installed one when importable, else one built from the
+    advertised descriptors (so typed payloads decode with no precompiled stubs)."""
+    from google.protobuf import descriptor_pool
+
+    try:
+        return message_factory.GetMessageClass(descriptor_pool.Default().FindMessageTypeByName(full_name))
+    except KeyError:
+        pass
+    pool = descriptor_pool.DescriptorPool()
+    for f in info_descriptors.file:
+        pool.Add(f)
+    return message_factory.GetMessageClass(pool.FindMessageTypeByName(full_name))

@@ -1,0 +1,347 @@
+"""The environment author's side: subclass :class:`Environment`.
+
+A minimal environment::
+
+    class Counter(openenv.Environment):
+        action_type = CounterAction          # a proto message class, a dataclass, ...
+        observation_type = CounterObservation
+
+        def reset(self, *, seed=None, episode_id=None, options=None):
+            self.n = 0
+            return CounterObservation(value=0)
+
+        def step(self, action):
+            self.n += action.delta
+            return openenv.StepResult(CounterObservation(value=self.n), reward=1.0,
+                                      terminated=self.n >= 10)
+
+    openenv.serve(Counter, port=50051)
+
+What you may rely on:
+
+* One instance per session, created by the factory with the session's handshake
+  options as keyword arguments; ``close()`` is called exactly once when the session
+  ends (close request, disconnect, cancellation, idle timeout or shutdown).
+* Calls to one instance never overlap. Sync methods run in a worker thread (off the
+  event loop) unless ``run_in_thread = False``; ``async def`` methods run on the loop.
+* The runtime validates actions against ``action_type`` before ``step`` sees them,
+  counts steps, assigns episode ids, refuses steps before reset or after the end, and
+  truncates at ``max_episode_steps``. ``state()`` only returns the environment-specific
+  part; episode id, step count and status are added by the runtime.
+* Raise :class:`openenv.InvalidAction` for an action you reject; any other exception
+  becomes an INTERNAL error for that request and never ends the session or the server.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from openenv.errors import Unimplemented
+from openenv.protocol import StepResult
+from openenv.runtime.tools import CallToolAction, CallToolObservation, ToolDef, collect_tools
+
+if TYPE_CHECKING:
+    from openenv.runtime.rubrics import Rubric
+
+__all__ = ["Environment", "StepResult"]
+
+def _snake(name: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+
+
+class Environment:
+    """Base class of environments: subclass it and override ``reset`` and ``step``; the rest is optional.
+
+    The runtime (:mod:`openenv.runtime.session`) creates one instance per session by calling the
+    factory (the class, or the callable given to :func:`openenv.serve`) with the session's
+    handshake options as keyword arguments, and calls :meth:`close` exactly once when the session
+    ends. Calls to one instance never overlap. Every hook may be ``def`` or ``async def``: sync
+    hooks run in a worker thread unless :attr:`run_in_thread` is False; coroutines run on the
+    server's event loop.
+
+    The class attributes are declarations. The runtime reads them from the class (not from
+    instances; :attr:`rubric` is the one exception) when a server starts, advertises them to
+    clients in ``EnvironmentInfo`` and its ``Capabilities`` (docs/protocol.md §1.2, §1.3), and
+    enforces what it can (action types, step limit, capacity, auto-reset); what it cannot
+    (:attr:`deterministic`, :attr:`reward_range`, ``state`` before reset), ``openenv certify``
+    checks.
+
+    Hooks: :meth:`reset` and :meth:`step` (not needed for a pure tool environment), :meth:`state`
+    and :meth:`close`; for tool environments (methods marked :func:`openenv.tool`), :meth:`reward`
+    and :meth:`finish_tool_step`; :meth:`tools` lists the declared tools.
+
+    This reference is generated from the docstrings: ``.venv/bin/pdoc openenv -o build/api``
+    (CONTRIBUTING.md); ``python/tests/test_docs.py`` fails when an attribute or hook of this class
+    loses its docstring.
+    """
+
+    name: ClassVar[str] = ""
+    """The environment's name, advertised as ``EnvironmentInfo.name`` (shown by ``openenv info``,
+    the HTTP side's ``/metadata`` and the MCP server's name).
+
+    Default: the class name in snake case (``GridWorld`` -> ``grid_world``), derived again for
+    every subclass; a name set explicitly is inherited by subclasses.
+    """
+    version: ClassVar[str] = "0.1.0"
+    """The environment's own version (semver), advertised as ``EnvironmentInfo.version``;
+    independent of the protocol's (``openenv.PROTOCOL_VERSION``). Default ``"0.1.0"``.
+    """
+    description: ClassVar[str] = ""
+    """A one-line description, advertised as ``EnvironmentInfo.description``. Default (empty):
+    the first paragraph of the class docstring.
+    """
+    action_type: ClassVar[Any] = None
+    """The type of the actions :meth:`step` receives.
+
+    The runtime turns it into a codec once (:mod:`openenv.runtime.codec`), advertises it as
+    ``EnvironmentInfo.action`` (a ``TypeSpec``; message types come with their descriptors, so a
+    client in any language can build actions), and decodes and validates every action before
+    :meth:`step` sees it: a payload of the wrong kind or type, or one that breaks the schema, is
+    answered ``INVALID_ARGUMENT`` and never reaches the environment.
+
+    One of: a protobuf message class (typed payloads); a class with ``__openenv_proto__``,
+    ``to_proto()`` and ``from_proto()`` (a Python view of a message); an
+    :class:`openenv.TensorSpec` (NumPy arrays); a JSON Schema ``dict``; any other type pydantic
+    understands (a dataclass, ``TypedDict``, ``BaseModel``, ``int``, ``list[str]``...), sent as
+    JSON with the schema pydantic derives. ``None`` (the default) declares nothing: any JSON-like
+    value, tensor or message is passed through as it is.
+
+    An environment that declares tools (:func:`openenv.tool`), no :meth:`step` of its own and no
+    action type gets :class:`openenv.CallToolAction` (and :class:`openenv.CallToolObservation` as
+    :attr:`observation_type`).
+    """
+    observation_type: ClassVar[Any] = None
+    """The type of the observations :meth:`reset` and :meth:`step` return, in any of the forms
+    :attr:`action_type` accepts; advertised as ``EnvironmentInfo.observation``. The runtime
+    encodes what the environment returns with it; an observation of ``None`` is sent as no
+    payload. Default ``None``: JSON-like values, NumPy arrays and protobuf messages are sent as
+    they are.
+    """
+    state_type: ClassVar[Any] = None
+    """The type of what :meth:`state` returns, in any of the forms :attr:`action_type` accepts;
+    advertised as ``EnvironmentInfo.state``. ``None`` returned by :meth:`state` is sent as no
+    state, whatever this type. Default ``None``.
+    """
+    max_sessions: ClassVar[int] = 64
+    """How many sessions one server process holds at once, advertised as
+    ``Capabilities.max_sessions``. A handshake beyond it is answered ``RESOURCE_EXHAUSTED``
+    (fatal); every session has its own instance. It also bounds the ``num_envs`` of a vectorised
+    session. Default 64; ``openenv serve --max-sessions N`` or ``openenv.serve(..., max_sessions=N)``
+    sets it for one server.
+    """
+    concurrent_sessions: ClassVar[bool] = True
+    """False when instances cannot run side by side in one process (a process-wide simulator, a
+    single device...): the capacity is then 1 whatever :attr:`max_sessions` says, and asking a
+    server for more (``--max-sessions 2``) is an error at start. Advertised as
+    ``Capabilities.concurrent_sessions``. Default True.
+    """
+    deterministic: ClassVar[bool] = False
+    """True when the same ``reset`` seed and the same actions give the same observations, rewards
+    and flags (floats within :attr:`float_tolerance`). Advertised as
+    ``Capabilities.deterministic``; the runtime cannot enforce it, the conformance suite
+    (``determinism.*`` checks) replays episodes to verify it. Draw every random number from the
+    seed :meth:`reset` receives, never from a process-wide generator. Default False.
+    """
+    float_tolerance: ClassVar[float] = 0.0
+    """Absolute tolerance for comparing floats (in observations and rewards) when determinism is
+    checked; advertised as ``Capabilities.float_tolerance``. Default ``0.0``: floats must be
+    equal.
+    """
+    auto_reset: ClassVar[bool] = False
+    """True: a step when no episode is running (before the first reset, after the end, after a
+    step timeout) starts a new episode instead of failing with ``FAILED_PRECONDITION``. The
+    runtime then calls :meth:`reset` with no seed and a new episode id, the action is not
+    applied, and the step's answer is the reset's time step (step count 0). Advertised as
+    ``Capabilities.auto_reset``. Default False.
+    """
+    max_episode_steps: ClassVar[int | None] = None
+    """The step limit of an episode, advertised as ``Capabilities.max_episode_steps``. The
+    runtime sets ``truncated = True`` on the step that brings the episode's step count to this
+    number, unless that step set ``terminated``; a further step is refused (or auto-resets, see
+    :attr:`auto_reset`). Default ``None``: no limit, episodes end when the environment says so.
+    """
+    reward_range: ClassVar[tuple[float, float] | None] = None
+    """Inclusive ``(min, max)`` bounds of every reward, when rewards are bounded; advertised as
+    ``Capabilities.reward_min`` and ``reward_max``. The runtime neither clips nor checks rewards;
+    the conformance check ``rewards.range`` verifies that every reward it sees lies within these
+    bounds. Default ``None``: unbounded (nothing advertised).
+    """
+    run_in_thread: ClassVar[bool] = True
+    """Where the sync (``def``) hooks run.
+
+    True (the default): in the server's worker thread pool, off the event loop, so a slow or
+    blocking call delays only its own session, and a step timeout can answer
+    ``DEADLINE_EXCEEDED`` while the step still runs (the next call to the instance waits for it).
+    False: directly on the event loop, which saves a thread hop per call for hooks that are fast
+    and never block; a slow hook then stalls every session of the process, and timeouts cannot
+    interrupt it.
+
+    It applies to the factory (``__init__``), :meth:`reset`, :meth:`step`, :meth:`state`,
+    :meth:`close`, sync tools and sync rubrics. ``async def`` hooks always run on the event
+    loop, and so do :meth:`finish_tool_step` and :meth:`reward`.
+    """
+    example_actions: ClassVar[Sequence[Any]] = ()
+    """Valid actions (values of :attr:`action_type`), advertised as ``EnvironmentInfo.action.examples``.
+
+    They show clients what an action looks like, and the conformance suite (``openenv certify``)
+    tries them before the actions it generates from the declared type; with no declared type
+    they are the only valid actions it knows, and without them the checks that need one are
+    skipped. They are encoded when the server starts: an example that does not fit
+    :attr:`action_type` fails there. Default: none.
+    """
+    action_budget: ClassVar[int] = 0
+    """How many steps per episode a conformance run should spend on this environment
+    (``Capabilities.action_budget``): a bound for environments whose steps are slow or costly.
+    ``0`` (the default) states no preference; ``openenv certify`` then uses its own (12).
+    """
+    metadata: ClassVar[Mapping[str, Any]] = {}
+    """Free-form information about the environment (JSON-like values only), advertised as
+    ``EnvironmentInfo.metadata``. The HTTP side's ``/metadata`` endpoint, OpenEnv's, reads
+    ``author``, ``documentation_url`` and ``readme`` (or ``readme_content``) from it. Default:
+    empty.
+    """
+    rubric: Rubric | None = None
+    """The reward rubric: an :class:`openenv.rubrics.Rubric` tree (docs/rubrics.md), or ``None``.
+
+    Its spec is advertised as ``EnvironmentInfo.rubric``. Each session gets its own copy (a
+    clone of the class's, or the rubric ``__init__`` assigned to ``self.rubric``), bound to the
+    instance, reset on every episode reset and closed with the session. Every step whose result
+    has no reward (``None``) is scored by it, within the step's timeout: ``reward`` is the root
+    score, ``reward_breakdown`` the score tree, and at the end of an episode the trajectory
+    credits are added to the metadata. A step that returns its own reward is not scored. A value
+    that is not a Rubric is refused when the server starts.
+    """
+
+    # Filled by __init_subclass__: tools and which methods are coroutines.
+    __openenv_tools__: ClassVar[dict[str, ToolDef]] = {}
+    __openenv_async__: ClassVar[frozenset[str]] = frozenset()
+    # Set on subclasses only: whether ``name`` was derived from the class name (not inherited).
+    __openenv_derived_name__: ClassVar[bool]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        # An explicit name is inherited; a derived one is derived again for each subclass.
+        if not cls.__dict__.get("name") and (not cls.name or getattr(cls, "__openenv_derived_name__", False)):
+            cls.name = _snake(cls.__name__)
+            cls.__openenv_derived_name__ = True
+        elif cls.__dict__.get("name"):
+            cls.__openenv_derived_name__ = False
+        cls.__openenv_tools__ = collect_tools(cls)
+        cls.__openenv_async__ = frozenset(
+            m for m in ("reset", "step", "state", "close") if inspect.iscoroutinefunction(getattr(cls, m)))
+        if cls.__openenv_tools__ and cls.action_type is None and cls.step is Environment.step:
+            cls.action_type = CallToolAction
+            cls.observation_type = CallToolObservation
+
+    def __init__(self, **options: Any) -> None:
+        """Receives the session's handshake options (``HandshakeRequest.options``, e.g.
+        ``EnvClient(url, options={...})``) as keyword arguments; the base class keeps them in
+        ``self.options``.
+
+        Unknown options may be ignored. Raise :class:`openenv.InvalidArgument` to refuse the
+        options: the error is fatal and the session is not opened (any other exception is a fatal
+        ``INTERNAL``). An override that names its options should still accept ``**options`` to
+        tolerate ones it does not know.
+        """
+        self.options = options
+        """The handshake options this instance was created with (see ``__init__``)."""
+
+    def reset(self, *, seed: int | None = None, episode_id: str | None = None,
+              options: Mapping[str, Any] | None = None) -> Any:
+        """Start an episode. Return its first observation, or a :class:`openenv.StepResult` (to add
+        metadata, or to end the episode at once); a reset normally has no reward.
+
+        Allowed in every episode status: a reset abandons the running episode, if any. ``seed`` is
+        the client's (``None``: choose one; with :attr:`deterministic`, the same seed must give the
+        same episode). ``episode_id`` is always set, to the client's or to a fresh uuid4 in hex, and
+        the runtime reports it itself. ``options`` are this reset's environment-specific options (a
+        dict, empty when none were sent); raise :class:`openenv.InvalidArgument` to refuse them.
+        An exception leaves the session's episode id, step count and status as they were. Called
+        any number of times per instance. The default returns ``None`` (no observation).
+        """
+        return None
+
+    def step(self, action: Any) -> Any:
+        """Apply ``action`` to the running episode. Return a :class:`openenv.StepResult`, or just an
+        observation (no reward, episode not ended).
+
+        ``action`` is already decoded and validated against :attr:`action_type`. ``step`` is
+        called only while an episode runs: the runtime refuses steps before the first reset and
+        after the end (``FAILED_PRECONDITION``; or auto-resets, see :attr:`auto_reset`), counts steps,
+        assigns episode ids and truncates at :attr:`max_episode_steps`.
+
+        ``reward`` is a number or ``None`` (no reward, which is not 0; with a :attr:`rubric`,
+        ``None`` lets the rubric score the step). ``terminated`` and ``truncated`` have Gymnasium's
+        meaning. Raise :class:`openenv.InvalidAction` for an action the rules reject: the answer is
+        ``INVALID_ARGUMENT``, the step is not counted and the episode goes on. Any other exception is
+        answered ``INTERNAL`` for this request only; the session and the server go on. When the
+        client's step timeout elapses first, the answer is ``DEADLINE_EXCEEDED`` and the episode
+        becomes ``ABORTED``.
+
+        The default, for environments that declare tools and no ``step``, calls the tool named by
+        an :class:`openenv.CallToolAction` and returns :meth:`finish_tool_step`'s result; without
+        tools it answers ``UNIMPLEMENTED``.
+        """
+        raise Unimplemented(f"{type(self).__name__} does not implement step")
+
+    def state(self) -> Any:
+        """The environment-specific part of the session's state (a value of :attr:`state_type`), or
+        ``None`` for none. The runtime adds the episode id, the step count and the episode status.
+
+        Called in every episode status, **including before the first reset** (status
+        ``NOT_STARTED``, empty episode id, step count 0), after a refused or failed request, after
+        the end of an episode and after a step timeout. The protocol promises that ``state`` never
+        fails once a session is open (docs/protocol.md §3.6) and the conformance check
+        ``lifecycle.state_never_fails`` holds the environment to it, so do not assume :meth:`reset`
+        ran: before it, return ``None`` (sent as no state) or an initial value. An exception here is
+        answered ``INTERNAL``. The default returns ``None``.
+        """
+        return None
+
+    def close(self) -> None:
+        """Release the instance's resources (processes, files, connections).
+
+        Called exactly once per instance, when its session ends for whatever reason: a close request,
+        the client's disconnect or cancellation, the idle timeout, a fatal error or the server's
+        shutdown; after any call still running on the instance has finished (waiting at most 30 s).
+        Exceptions are logged and otherwise ignored. When the factory given to
+        :func:`openenv.serve` is a function rather than a class, it is called once at start to learn
+        the class, and that probe instance is closed too.
+        """
+
+    def reward(self, action: Any, observation: Any) -> float | None:
+        """The reward of a tool-call step, used by the default tool ``step`` (through
+        :meth:`finish_tool_step`).
+
+        ``action`` is the :class:`openenv.CallToolAction`, ``observation`` the
+        :class:`openenv.CallToolObservation` holding the tool's result. Return a number, or ``None``
+        for no reward (with a :attr:`rubric`, the rubric then scores the step). Side calls
+        (``call_tool`` outside the step loop) are not steps and are never rewarded. Runs on the
+        event loop: keep it cheap. Default: ``None``.
+        """
+        return None
+
+    def finish_tool_step(self, action: Any, observation: Any) -> Any:
+        """The result of a tool-call step of the default tool ``step``, after the tool ran.
+
+        ``observation`` is the :class:`openenv.CallToolObservation`. The default returns it with
+        :meth:`reward`; override to end the episode (e.g. on a ``submit_answer`` tool) or to add
+        metadata, and return a :class:`openenv.StepResult`. Not called for side calls. Runs on the
+        event loop: keep it cheap.
+        """
+        return StepResult(observation=observation, reward=self.reward(action, observation))
+
+    @classmethod
+    def tools(cls) -> dict[str, ToolDef]:
+        """The tools this environment declares with :func:`openenv.tool` (name -> definition), those of
+        base classes first, collected when the class is defined.
+
+        They are served as side calls (``list_tools``/``call_tool``, in any episode status, not
+        counted as steps) and, when the environment has no ``step`` of its own, as step actions
+        (:class:`openenv.CallToolAction`). Without tools, ``list_tools`` and ``call_tool`` answer
+        ``UNIMPLEMENTED``. See docs/tools.md.
+        """
+        return cls.__openenv_tools__

@@ -1,0 +1,510 @@
+"""Sessions: one environment instance, its episode state machine and its lifecycle.
+
+This module knows nothing about transports. The gRPC server (``openenv.server``) and
+the HTTP side (``openenv.bridge``) translate wire requests into calls on :class:`Session`, obtained
+from a :class:`SessionManager` that enforces capacity, reaps idle sessions and drains
+on shutdown. See docs/protocol.md for the state machine.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import functools
+import inspect
+import logging
+import math
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, TypeVar
+
+import numpy as np
+
+from openenv.errors import (
+    DeadlineExceeded,
+    EnvError,
+    FailedPrecondition,
+    Internal,
+    InvalidArgument,
+    NotFound,
+    ResourceExhausted,
+    Unavailable,
+    Unimplemented,
+)
+from openenv.protocol import PROTOCOL_VERSION, EpisodeStatus, SessionState, StepResult
+from openenv.runtime.codec import Codec, codec_for, descriptor_set, to_struct
+from openenv.runtime.environment import Environment
+from openenv.runtime.rubrics import CREDITS_METADATA_KEY, Rubric
+from openenv.runtime.tools import CallToolAction, CallToolObservation, Tool, ToolResult
+from openenv.v1 import environment_pb2
+
+log = logging.getLogger("openenv.session")
+_T = TypeVar("_T")
+
+DEFAULT_MAX_MESSAGE_BYTES = 16 * 1024 * 1024
+DEFAULT_IDLE_TIMEOUT_S = 300.0
+_CLOSE_TIMEOUT_S = 30.0  # bound on waiting for a still-running call, and on close() itself
+
+__all__ = ["DEFAULT_IDLE_TIMEOUT_S", "DEFAULT_MAX_MESSAGE_BYTES", "Runtime", "Session", "SessionManager"]
+
+
+class Runtime:
+    """Everything derived once per environment class: codecs, descriptor set, info."""
+
+    def __init__(self, factory: Callable[..., Environment] | type[Environment], *,
+                 max_sessions: int | None = None,
+                 max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+                 idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S,
+                 tools_only: bool = False, max_num_envs: int | None = None) -> None:
+        if isinstance(factory, type):
+            env_cls = factory
+        else:  # a factory function: build one instance to learn its class
+            probe = factory()
+            env_cls = type(probe)
+            _close_quietly(probe)
+        if not (isinstance(env_cls, type) and issubclass(env_cls, Environment)):
+            raise TypeError(f"{env_cls!r} is not an openenv.Environment subclass")
+        self.factory = factory
+        self.env_cls = env_cls
+        cap = env_cls.max_sessions if max_sessions is None else max_sessions
+        if not env_cls.concurrent_sessions:
+            if max_sessions is not None and max_sessions > 1:
+                raise ValueError(f"{env_cls.__name__} declares concurrent_sessions = False; "
+                                 f"max_sessions must be 1, not {max_sessions}")
+            cap = 1
+        if cap < 1:
+            raise ValueError("max_sessions must be >= 1")
+        self.max_sessions = cap
+        self.max_num_envs = cap if max_num_envs is None else min(max_num_envs, cap)
+        self.max_message_bytes = max_message_bytes
+        self.idle_timeout_s = idle_timeout_s
+        self.tools_only = tools_only
+        self.tools = env_cls.tools()
+        self.action_codec: Codec = codec_for(env_cls.action_type)
+        self.observation_codec: Codec = codec_for(env_cls.observation_type)
+        self.state_codec: Codec = codec_for(env_cls.state_type)
+        self.is_async = env_cls.__openenv_async__
+        self.default_tool_step = bool(self.tools) and env_cls.step is Environment.step
+        rubric = getattr(env_cls, "rubric", None)
+        if rubric is not None and not isinstance(rubric, Rubric):
+            raise TypeError(f"{env_cls.__name__}.rubric must be an openenv.rubrics.Rubric, "
+                            f"got {type(rubric).__name__}")
+        self.rubric: Rubric | None = rubric
+        self.info = self._build_info()
+
+    def _build_info(self) -> environment_pb2.EnvironmentInfo:
+        c = self.env_cls
+        info = environment_pb2.EnvironmentInfo(
+            name=c.name, version=c.version, description=c.description or (c.__doc__ or "").strip().split("\n\n")[0],
+            protocol_version=PROTOCOL_VERSION)
+        info.action.CopyFrom(self.action_codec.spec(c.example_actions))
+        info.observation.CopyFrom(self.observation_codec.spec())
+        info.state.CopyFrom(self.state_codec.spec())
+        msgs = [d for codec in (self.action_codec, self.observation_codec, self.state_codec)
+                for d in codec.message_descriptors()]
+        if msgs:
+            info.descriptors.CopyFrom(descriptor_set(msgs))
+        cap = info.capabilities
+        cap.max_sessions = self.max_sessions
+        cap.concurrent_sessions = c.concurrent_sessions
+        cap.deterministic = c.deterministic
+        cap.float_tolerance = c.float_tolerance
+        cap.auto_reset = c.auto_reset
+        cap.tools = bool(self.tools)
+        cap.tools_only = self.tools_only
+        cap.max_message_bytes = self.max_message_bytes
+        if c.max_episode_steps is not None:
+            cap.max_episode_steps = c.max_episode_steps
+        if c.reward_range is not None:
+            cap.reward_min, cap.reward_max = c.reward_range
+        cap.idle_timeout.FromNanoseconds(int(self.idle_timeout_s * 1e9))
+        cap.action_budget = c.action_budget
+        cap.max_num_envs = self.max_num_envs if self.max_num_envs > 1 else 0
+        rubric = getattr(c, "rubric", None)
+        if rubric is not None and hasattr(rubric, "spec"):
+            info.rubric.CopyFrom(rubric.spec())
+        if c.metadata:
+            to_struct(dict(c.metadata), info.metadata)
+        return info
+
+    def tool_descriptors(self) -> list[Tool]:
+        return [t.descriptor for t in self.tools.values()]
+
+
+def _close_quietly(env: Any) -> None:
+    try:
+        r = env.close()
+        if inspect.iscoroutine(r):
+            r.close()  # a coroutine we cannot await here; the probe instance held nothing yet
+    except Exception:
+        log.exception("closing the probe instance failed")
+
+
+def _as_step_result(value: Any) -> StepResult[Any]:
+    return value if isinstance(value, StepResult) else StepResult(observation=value)
+
+
+def _check_reward(r: Any) -> float | None:
+    if r is None:
+        return None
+    if isinstance(r, bool):
+        return float(r)
+    if isinstance(r, (int, float, np.integer, np.floating)):
+        return float(r)
+    raise TypeError(f"reward must be a number or None, got {type(r).__name__}")
+
+
+class Session:
+    """One client's session: an environment instance and its episode state."""
+
+    def __init__(self, manager: SessionManager, env: Environment, client_name: str) -> None:
+        self.manager = manager
+        self.runtime = manager.runtime
+        self.env = env
+        self.id = uuid.uuid4().hex
+        self.client_name = client_name
+        self.episode_id = ""
+        self.step_count = 0
+        self.status = EpisodeStatus.NOT_STARTED
+        self.last_active = time.monotonic()
+        self.busy = False
+        self.closed = False
+        self._straggler: asyncio.Future[Any] | None = None  # work that outlived its timeout
+        self._terminate: Callable[[EnvError], None] | None = None
+        # The session's own rubric: the class's, cloned (per-session state), bound to env.
+        self.rubric: Rubric | None = None
+        if self.runtime.rubric is not None:
+            own = env.__dict__.get("rubric")
+            self.rubric = own if isinstance(own, Rubric) else self.runtime.rubric.clone()
+            self.rubric.bind(env)
+            env.rubric = self.rubric
+            self._rubric_async = self.rubric.is_async
+
+    # -- plumbing
+
+    def on_terminate(self, callback: Callable[[EnvError], None]) -> None:
+        """Register how the transport ends this session's stream (idle timeout, drain)."""
+        self._terminate = callback
+
+    def terminate(self, error: EnvError) -> None:
+        """Ask the transport to end the session with ``error`` (fatal)."""
+        error.fatal = True
+        if self._terminate is not None and not self.closed:
+            self._terminate(error)
+
+    async def _call(self, fn: Callable[..., Any], is_async: bool, *args: Any,
+                    timeout: float | None = None, what: str = "") -> Any:
+        if self._straggler is not None:  # a timed-out call still runs: never overlap it
+            await asyncio.wait({self._straggler})
+            if not self._straggler.cancelled():
+                self._straggler.exception()  # retrieved: its outcome was already answered (or nobody waits)
+            self._straggler = None
+        if is_async:
+            if timeout is None:  # hot path: no task; cancelling the stream cancels the coroutine
+                return await fn(*args)
+            fut: asyncio.Future[Any] = asyncio.ensure_future(fn(*args))
+        elif self.runtime.env_cls.run_in_thread:
+            loop = asyncio.get_running_loop()
+            fut = loop.run_in_executor(self.manager.executor, functools.partial(fn, *args))
+        else:
+            return fn(*args)
+        try:
+            if timeout is None:
+                return await asyncio.shield(fut)  # cancelling the wrapper would not stop a worker thread
+            done, _ = await asyncio.wait({fut}, timeout=timeout)
+        except asyncio.CancelledError:  # the stream went away mid-call: the next call (close) waits for it
+            if is_async:
+                fut.cancel()
+            self._straggler = fut
+            raise
+        if not done:
+            if is_async:
+                fut.cancel()
+            self._straggler = fut
+            raise DeadlineExceeded(f"{what or fn.__name__} did not finish within {timeout:g} s")
+        return fut.result()
+
+    async def _guard(self, coro: Awaitable[_T]) -> _T:
+        """Run one request: map environment exceptions to INTERNAL, track activity."""
+        if self.closed:
+            raise FailedPrecondition("session is closed")
+        self.busy = True
+        try:
+            return await coro
+        except EnvError:
+            raise
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:
+            log.warning("environment %s raised in session %s", self.runtime.env_cls.__name__, self.id,
+                        exc_info=True)
+            raise Internal(f"{type(e).__name__}: {e}") from e
+        finally:
+            self.busy = False
+            self.last_active = time.monotonic()
+
+    def _require_sim(self, what: str) -> None:
+        if self.runtime.tools_only:
+            raise Unimplemented(f"{what} is not available: the server runs in tools-only mode")
+
+    # -- requests
+
+    async def reset(self, seed: int | None = None, episode_id: str | None = None,
+                    options: Mapping[str, Any] | None = None) -> StepResult[Any]:
+        self._require_sim("reset")
+        return await self._guard(self._reset(seed, episode_id, options))
+
+    async def _reset(self, seed: int | None, episode_id: str | None,
+                     options: Mapping[str, Any] | None) -> StepResult[Any]:
+        eid = episode_id or uuid.uuid4().hex
+        fn = functools.partial(self.env.reset, seed=seed, episode_id=eid, options=dict(options or {}))
+        out = await self._call(fn, "reset" in self.runtime.is_async, what="reset")
+        result = _as_step_result(out)
+        result.reward = _check_reward(result.reward)
+        if self.rubric is not None:
+            self.rubric.reset()
+        self.episode_id = eid
+        self.step_count = 0
+        self.status = (EpisodeStatus.TERMINATED if result.terminated else
+                       EpisodeStatus.TRUNCATED if result.truncated else EpisodeStatus.RUNNING)
+        result.episode_id, result.step_count = eid, 0
+        return result
+
+    async def step(self, action: Any, timeout: float | None = None) -> StepResult[Any]:
+        self._require_sim("step")
+        return await self._guard(self._step(action, timeout))
+
+    async def _step(self, action: Any, timeout: float | None) -> StepResult[Any]:
+        if self.status is not EpisodeStatus.RUNNING:
+            if self.runtime.env_cls.auto_reset:  # from every status, NOT_STARTED included (§3.1, §3.5)
+                return await self._reset(None, None, None)
+            if self.status is EpisodeStatus.NOT_STARTED:
+                raise FailedPrecondition("step before reset: call reset first")
+            raise FailedPrecondition(f"the episode is over ({self.status.name.lower()}): call reset first")
+        started = time.monotonic() if timeout is not None and self.rubric is not None else 0.0
+        try:
+            if self.runtime.default_tool_step:
+                if not isinstance(action, CallToolAction):
+                    raise InvalidArgument(f"expected a CallToolAction, got {type(action).__name__}")
+                tool_timeout = action.timeout_s if action.timeout_s is not None else timeout
+                tool_result = await self._call_tool(action.tool_name, action.arguments, tool_timeout)
+                obs = CallToolObservation(action.tool_name, tool_result)
+                out: Any = self.env.finish_tool_step(action, obs)
+            else:
+                out = await self._call(self.env.step, "step" in self.runtime.is_async, action,
+                                       timeout=timeout, what="step")
+            result = _as_step_result(out)
+            result.reward = _check_reward(result.reward)
+            limit = self.runtime.env_cls.max_episode_steps
+            if limit is not None and self.step_count + 1 >= limit and not result.terminated:
+                result.truncated = True
+            if result.reward is None and self.rubric is not None:
+                await self._score(action, result, timeout, started)
+        except DeadlineExceeded:
+            self.status = EpisodeStatus.ABORTED
+            raise
+        self.step_count += 1
+        if result.terminated:
+            self.status = EpisodeStatus.TERMINATED
+        elif result.truncated:
+            self.status = EpisodeStatus.TRUNCATED
+        result.episode_id, result.step_count = self.episode_id, self.step_count
+        return result
+
+    async def _score(self, action: Any, result: StepResult[Any], timeout: float | None, started: float) -> None:
+        """Fill reward and reward_breakdown from the session's rubric (within the step's
+        timeout); at the end of an episode, add trajectory credits to the metadata."""
+        rubric = self.rubric
+        assert rubric is not None
+        done = result.terminated or result.truncated
+        remaining = None if timeout is None else max(0.0, timeout - (time.monotonic() - started))
+        fn = functools.partial(rubric.evaluate if self._rubric_async else rubric.evaluate_sync,
+                               action, result.observation, done=done)
+        score = await self._call(fn, self._rubric_async, timeout=remaining, what=f"rubric {rubric.name!r}")
+        result.reward = score.score
+        result.reward_breakdown = score
+        if done:
+            credits = score.credit_map()
+            if credits:
+                result.metadata = {**(result.metadata or {}), CREDITS_METADATA_KEY: credits}
+
+    async def state(self) -> SessionState:
+        self._require_sim("state")
+        st = await self._guard(self._call(self.env.state, "state" in self.runtime.is_async, what="state"))
+        return SessionState(self.episode_id, self.step_count, self.status, st)
+
+    async def list_tools(self) -> list[Tool]:
+        if not self.runtime.tools:
+            raise Unimplemented(f"{self.runtime.env_cls.__name__} has no tools")
+        self.last_active = time.monotonic()
+        return self.runtime.tool_descriptors()
+
+    async def call_tool(self, name: str, arguments: Mapping[str, Any] | None,
+                        timeout: float | None = None) -> ToolResult:
+        return await self._guard(self._call_tool(name, arguments, timeout))
+
+    async def _call_tool(self, name: str, arguments: Mapping[str, Any] | None,
+                         timeout: float | None) -> ToolResult:
+        tools = self.runtime.tools
+        if not tools:
+            raise Unimplemented(f"{self.runtime.env_cls.__name__} has no tools")
+        td = tools.get(name)
+        if td is None:
+            raise NotFound(f"unknown tool {name!r}; known tools: {', '.join(tools)}")
+        kwargs = td.validate(dict(arguments or {}))
+        limit = min((t for t in (timeout, td.timeout_s) if t is not None), default=None)
+        fn = functools.partial(td.fn, self.env, **kwargs)
+        try:
+            value = await self._call(fn, td.is_async, timeout=limit, what=f"tool {name!r}")
+        except EnvError:
+            raise
+        except Exception as e:  # noqa: BLE001 - a failing tool is a result, as in MCP
+            return ToolResult([{"type": "text", "text": f"{type(e).__name__}: {e}"}], None, True)
+        return ToolResult.of(value)
+
+    async def close(self) -> None:
+        """Close the environment instance (once) and free the slot."""
+        await self.manager.release(self)
+
+
+class SessionManager:
+    """Owns the sessions of one server process: capacity, idle reaping, drain."""
+
+    def __init__(self, runtime: Runtime, *, executor_workers: int | None = None) -> None:
+        self.runtime = runtime
+        self.sessions: dict[str, Session] = {}
+        self.draining = False
+        self.opened_total = 0
+        workers = executor_workers or min(64, max(8, runtime.max_sessions))
+        self.executor = concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="openenv-env")
+        self._reaper: asyncio.Task[None] | None = None
+        self._reserved = 0
+        self._closing: set[asyncio.Future[None]] = set()  # close() calls in progress
+
+    @property
+    def active(self) -> int:
+        """Sessions holding a slot (open or being created)."""
+        return len(self.sessions) + self._reserved
+
+    async def open_many(self, n: int, options: Mapping[str, Any] | None = None,
+                        client_name: str = "") -> list[Session]:
+        """Create ``n`` sessions for one vectorised stream (all or none)."""
+        if n > max(self.runtime.max_num_envs, 1):
+            raise ResourceExhausted(f"num_envs {n} exceeds this server's max_num_envs "
+                                    f"{self.runtime.max_num_envs}", fatal=True)
+        self._check_capacity(n)
+        out: list[Session] = []
+        try:
+            for _ in range(n):
+                out.append(await self.open(options, client_name))
+        except BaseException:
+            for s in out:
+                await self.release(s)
+            raise
+        return out
+
+    def _check_capacity(self, n: int) -> None:
+        if self.draining:
+            raise Unavailable("server is shutting down", fatal=True)
+        if self.active + n > self.runtime.max_sessions:
+            raise ResourceExhausted(
+                f"server at capacity: {self.active}/{self.runtime.max_sessions} sessions active",
+                details={"active_sessions": self.active, "max_sessions": self.runtime.max_sessions},
+                fatal=True)
+
+    async def open(self, options: Mapping[str, Any] | None = None, client_name: str = "") -> Session:
+        """Create a session: RESOURCE_EXHAUSTED at capacity, UNAVAILABLE while draining,
+        INTERNAL (fatal) when the factory fails."""
+        self._check_capacity(1)
+        self._reserved += 1
+        try:
+            factory = functools.partial(self.runtime.factory, **dict(options or {}))
+            try:
+                if self.runtime.env_cls.run_in_thread:
+                    env = await asyncio.get_running_loop().run_in_executor(self.executor, factory)
+                else:
+                    env = factory()
+            except EnvError as e:
+                e.fatal = True
+                raise
+            except Exception as e:
+                log.warning("environment factory failed", exc_info=True)
+                raise Internal(f"environment factory failed: {type(e).__name__}: {e}", fatal=True) from e
+            session = Session(self, env, client_name)
+            self.sessions[session.id] = session
+            self.opened_total += 1
+            return session
+        finally:
+            self._reserved -= 1
+
+    async def release(self, session: Session) -> None:
+        """End a session: close its environment exactly once and free its slot."""
+        if session.closed:
+            return
+        session.closed = True
+        self.sessions.pop(session.id, None)
+        # Shielded: the transport's task may be cancelled meanwhile (the client cancels its
+        # call right after CloseResponse, or disconnects); close() must still run, once.
+        closing = asyncio.ensure_future(self._close_env(session))
+        self._closing.add(closing)
+        closing.add_done_callback(self._closing.discard)
+        await asyncio.shield(closing)
+
+    async def _close_env(self, session: Session) -> None:
+        straggler = session._straggler  # a call the stream stopped waiting for may still run
+        if straggler is not None and not straggler.done():
+            await asyncio.wait({straggler}, timeout=_CLOSE_TIMEOUT_S)
+            if not straggler.done():
+                log.warning("session %s: a call still runs after %g s; closing anyway", session.id,
+                            _CLOSE_TIMEOUT_S)
+                session._straggler = None
+        try:
+            await session._call(session.env.close, "close" in self.runtime.is_async, what="close",
+                                timeout=_CLOSE_TIMEOUT_S)
+        except Exception:
+            log.warning("closing session %s failed", session.id, exc_info=True)
+        if session.rubric is not None:
+            try:
+                await asyncio.wait_for(session.rubric.aclose(), 30.0)
+            except Exception:
+                log.warning("closing the rubric of session %s failed", session.id, exc_info=True)
+
+    def start_reaper(self) -> None:
+        if self._reaper is None and self.runtime.idle_timeout_s and math.isfinite(self.runtime.idle_timeout_s):
+            self._reaper = asyncio.ensure_future(self._reap())
+
+    async def _reap(self) -> None:
+        idle = self.runtime.idle_timeout_s
+        period = min(max(idle / 4, 0.05), 5.0)
+        while True:
+            await asyncio.sleep(period)
+            now = time.monotonic()
+            for s in list(self.sessions.values()):
+                if not s.busy and now - s.last_active > idle:
+                    log.info("session %s idle for %.0f s: closing", s.id, now - s.last_active)
+                    s.terminate(DeadlineExceeded(f"session idle for more than {idle:g} s"))
+
+    async def drain(self, grace_s: float = 10.0) -> None:
+        """Refuse new sessions, let requests in progress finish (up to ``grace_s``),
+        then end every session with UNAVAILABLE."""
+        self.draining = True
+        deadline = time.monotonic() + grace_s
+        while any(s.busy for s in self.sessions.values()) and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+        for s in list(self.sessions.values()):
+            s.terminate(Unavailable("server is shutting down"))
+        while self.sessions and time.monotonic() < deadline + 1.0:
+            await asyncio.sleep(0.02)
+        for s in list(self.sessions.values()):  # transports that did not react: close directly
+            await self.release(s)
+
+    async def shutdown(self) -> None:
+        if self._reaper is not None:
+            self._reaper.cancel()
+            self._reaper = None
+        for s in list(self.sessions.values()):
+            await self.release(s)
+        if self._closing:  # close() calls still running for sessions whose streams went away
+            await asyncio.wait(set(self._closing), timeout=2 * _CLOSE_TIMEOUT_S)
+        self.executor.shutdown(wait=False, cancel_futures=True)

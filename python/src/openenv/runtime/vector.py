@@ -1,0 +1,119 @@
+"""Vectorised sessions: one stream drives N environment instances (classic RL).
+
+A handshake with ``num_envs = N > 1`` opens N ordinary :class:`~openenv.runtime.session.Session`
+objects (N capacity slots) behind one stream. ``batch_reset`` / ``batch_step`` address them
+by env id with one message each way, which amortises the per-message cost that dominates
+fast environments. Each instance keeps its own state machine; the autoreset mode
+(Gymnasium's ``NEXT_STEP`` / ``SAME_STEP`` / ``DISABLED``) is fixed at the handshake.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from openenv.errors import EnvError, FailedPrecondition, InvalidArgument
+from openenv.protocol import EpisodeStatus, SessionState, StepResult
+from openenv.runtime.session import Session
+from openenv.v1 import environment_pb2
+
+__all__ = ["VectorSession"]
+
+DISABLED = environment_pb2.AUTORESET_MODE_DISABLED
+NEXT_STEP = environment_pb2.AUTORESET_MODE_NEXT_STEP
+SAME_STEP = environment_pb2.AUTORESET_MODE_SAME_STEP
+
+
+class VectorSession:
+    """N sessions behind one stream, stepped together."""
+
+    def __init__(self, sessions: list[Session], autoreset_mode: int) -> None:
+        self.sessions = sessions
+        self.id = sessions[0].id
+        self.autoreset_mode = autoreset_mode or DISABLED
+        rt = sessions[0].runtime
+        # Fast sync environments run inline; threaded or async ones run concurrently.
+        self._inline = not rt.env_cls.run_in_thread and "step" not in rt.is_async
+
+    @property
+    def num_envs(self) -> int:
+        return len(self.sessions)
+
+    def on_terminate(self, callback: Callable[[EnvError], None]) -> None:
+        for s in self.sessions:
+            s.on_terminate(callback)
+
+    async def close(self) -> None:
+        """Release every instance. The releases run as one shielded batch: the transport's
+        task is often cancelled right now (the client cancels its call after CloseResponse,
+        or disconnects), and that must not stop the instances after the first one."""
+        await asyncio.shield(asyncio.gather(*(s.close() for s in self.sessions), return_exceptions=True))
+
+    def _ids(self, env_ids: Sequence[int]) -> list[int]:
+        ids = list(env_ids) if env_ids else list(range(self.num_envs))
+        bad = [i for i in ids if i >= self.num_envs]
+        if bad:
+            raise InvalidArgument(f"env ids {bad} out of range: this session has {self.num_envs} instances")
+        if len(set(ids)) != len(ids):
+            raise InvalidArgument("env ids must not repeat within one request")
+        return ids
+
+    async def _each(self, fn: Callable[[int, Any], Any], ids: list[int], args: Sequence[Any]) -> list[Any]:
+        if self._inline:
+            out = []
+            for i, a in zip(ids, args, strict=True):
+                out.append(await self._tag(fn(i, a), i))
+            return out
+        return list(await asyncio.gather(*(self._tag(fn(i, a), i) for i, a in zip(ids, args, strict=True))))
+
+    @staticmethod
+    async def _tag(coro: Any, env_id: int) -> Any:
+        try:
+            return await coro
+        except EnvError as e:
+            e.message = f"env {env_id}: {e.message}"
+            e.args = (e.message,)
+            raise
+
+    async def reset(self, env_ids: Sequence[int], seeds: Sequence[int],
+                    options: Mapping[str, Any] | None) -> tuple[list[int], list[StepResult[Any]]]:
+        ids = self._ids(env_ids)
+        if len(seeds) == 0:
+            per: list[int | None] = [None] * len(ids)
+        elif len(seeds) == 1:
+            per = [seeds[0] + k for k in range(len(ids))]
+        elif len(seeds) == len(ids):
+            per = list(seeds)
+        else:
+            raise InvalidArgument(f"{len(seeds)} seeds for {len(ids)} instances: give 0, 1 or one per instance")
+        results = await self._each(lambda i, seed: self.sessions[i].reset(seed, None, options), ids, per)
+        return ids, results
+
+    async def step(self, env_ids: Sequence[int], actions: Sequence[Any], timeout: float | None
+                   ) -> tuple[list[int], list[StepResult[Any]], dict[int, StepResult[Any]]]:
+        ids = self._ids(env_ids)
+        if len(actions) != len(ids):
+            raise InvalidArgument(f"{len(actions)} actions for {len(ids)} instances")
+        ended = [i for i in ids if self.sessions[i].status is not EpisodeStatus.RUNNING]
+        if ended and self.autoreset_mode != NEXT_STEP:
+            raise FailedPrecondition(f"instances {ended} have no running episode: reset them first")
+        finals: dict[int, StepResult[Any]] = {}
+
+        async def one(i: int, action: Any) -> StepResult[Any]:
+            s = self.sessions[i]
+            if s.status is not EpisodeStatus.RUNNING:  # NEXT_STEP: this step is the reset
+                return await s.reset(None, None, None)
+            r = await s.step(action, timeout)
+            if self.autoreset_mode == SAME_STEP and r.done:
+                finals[i] = r
+                return await s.reset(None, None, None)
+            return r
+
+        results = await self._each(one, ids, actions)
+        return ids, results, finals
+
+    async def state(self, env_id: int) -> SessionState:
+        if env_id >= self.num_envs:
+            raise InvalidArgument(f"env id {env_id} out of range: this session has {self.num_envs} instances")
+        return await self.sessions[env_id].state()

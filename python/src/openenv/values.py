@@ -1,0 +1,91 @@
+"""JSON-like Python values <-> ``google.protobuf.Value`` / ``Struct``, the protocol's JSON.
+
+Integral numbers come back as ``int`` (a ``Value`` stores every number as a double, exact
+up to 2**53); numpy scalars and arrays, dataclasses and pydantic models go in as their JSON.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+from google.protobuf import struct_pb2
+
+__all__ = ["from_struct", "from_value", "to_struct", "to_value"]
+
+_MAX_EXACT_INT = 2**53
+
+
+def to_value(obj: Any, out: struct_pb2.Value | None = None) -> struct_pb2.Value:
+    """Convert a JSON-like Python object into a ``google.protobuf.Value``."""
+    v = struct_pb2.Value() if out is None else out
+    if obj is None:
+        v.null_value = struct_pb2.NULL_VALUE
+    elif obj is True or obj is False:
+        v.bool_value = obj
+    elif isinstance(obj, str):
+        v.string_value = obj
+    elif isinstance(obj, (int, float)):
+        v.number_value = obj
+    elif isinstance(obj, Mapping):
+        fields = v.struct_value.fields
+        if not obj:
+            v.struct_value.SetInParent()
+        for k, x in obj.items():
+            if not isinstance(k, str):
+                raise TypeError(f"JSON object keys must be strings, got {type(k).__name__}")
+            to_value(x, fields[k])
+    elif isinstance(obj, (list, tuple)):
+        lst = v.list_value
+        lst.SetInParent()
+        for x in obj:
+            to_value(x, lst.values.add())
+    elif isinstance(obj, np.generic):
+        to_value(obj.item(), v)
+    elif isinstance(obj, np.ndarray):
+        to_value(obj.tolist(), v)
+    elif dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        to_value(dataclasses.asdict(obj), v)
+    elif hasattr(obj, "model_dump"):
+        to_value(obj.model_dump(mode="json"), v)
+    else:
+        raise TypeError(f"{type(obj).__name__} is not JSON-like")
+    return v
+
+
+def from_value(v: struct_pb2.Value) -> Any:
+    """Convert a ``google.protobuf.Value`` into plain Python (integral numbers as int)."""
+    kind = v.WhichOneof("kind")
+    if kind == "string_value":
+        return v.string_value
+    if kind == "number_value":
+        n = v.number_value
+        if n.is_integer() and -_MAX_EXACT_INT <= n <= _MAX_EXACT_INT:
+            return int(n)
+        return n
+    if kind == "struct_value":
+        return {k: from_value(x) for k, x in v.struct_value.fields.items()}
+    if kind == "list_value":
+        return [from_value(x) for x in v.list_value.values]
+    if kind == "bool_value":
+        return v.bool_value
+    return None
+
+
+def to_struct(obj: Mapping[str, Any] | None, out: struct_pb2.Struct | None = None) -> struct_pb2.Struct:
+    """Convert a mapping into a ``google.protobuf.Struct``."""
+    s = struct_pb2.Struct() if out is None else out
+    if obj:
+        fields = s.fields
+        for k, x in obj.items():
+            if not isinstance(k, str):
+                raise TypeError(f"JSON object keys must be strings, got {type(k).__name__}")
+            to_value(x, fields[k])
+    return s
+
+
+def from_struct(s: struct_pb2.Struct) -> dict[str, Any]:
+    """Convert a ``google.protobuf.Struct`` into a dict."""
+    return {k: from_value(x) for k, x in s.fields.items()}

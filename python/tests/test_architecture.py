@@ -1,0 +1,120 @@
+"""The package's layers and its install footprint, checked by machine (docs/architecture.md).
+
+* The import-linter contracts of python/pyproject.toml hold (each layer imports only the ones
+  below it; no import cycle between the modules of a package), and they do catch an upward
+  import and a cycle: a copy of the package with one deliberate violation breaks them.
+* No function-level import of the package's own modules remains except for the optional
+  extras and type checking.
+* The 0.1 module paths still import, with a DeprecationWarning naming the new path.
+"""
+
+from __future__ import annotations
+
+import ast
+import shutil
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import pytest
+
+import openenv
+
+SRC = Path(openenv.__file__).resolve().parent
+PYPROJECT = SRC.parents[1] / "pyproject.toml"
+LINT_IMPORTS = Path(sys.executable).parent / "lint-imports"
+
+#: Function-level imports of our own modules that are there on purpose: an optional extra
+#: imported only when used.
+OPTIONAL_EXTRA_IMPORTS = {
+    ("openenv.host", "openenv.bridge"),
+    ("openenv.cli.serve", "openenv.bridge"),
+    ("openenv.cli.bridge", "openenv.bridge"),
+    ("openenv.client.env", "openenv.deploy.run"),
+    ("openenv.runtime.codec", "openenv.runtime.betterproto"),
+}
+
+
+def _lint_imports(src_root: Path) -> subprocess.CompletedProcess[str]:
+    """Run import-linter on the package found under ``src_root`` with the project's contracts."""
+    return subprocess.run([str(LINT_IMPORTS), str(PYPROJECT), "--no-cache"], capture_output=True, text=True,
+                          timeout=120, cwd=src_root, env={"PYTHONPATH": str(src_root), "PATH": "/usr/bin:/bin"})
+
+
+def _copy(tmp_path: Path) -> Path:
+    root = tmp_path / "src"
+    shutil.copytree(SRC, root / "openenv", ignore=shutil.ignore_patterns("__pycache__"))
+    return root
+
+
+def test_the_layers_and_acyclic_contracts_hold() -> None:
+    r = _lint_imports(SRC.parent)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "2 kept, 0 broken" in r.stdout
+
+
+def test_an_upward_import_breaks_the_layers(tmp_path: Path) -> None:
+    root = _copy(tmp_path)
+    session = root / "openenv" / "runtime" / "session.py"
+    session.write_text(session.read_text() + "\nfrom openenv.cli import main as _upward  # noqa\n")
+    r = _lint_imports(root)
+    assert r.returncode != 0
+    assert "BROKEN" in r.stdout and "openenv.runtime.session -> openenv.cli" in r.stdout, r.stdout
+
+
+def test_a_cycle_inside_a_layer_is_caught(tmp_path: Path) -> None:
+    root = _copy(tmp_path)
+    codec = root / "openenv" / "runtime" / "codec.py"
+    codec.write_text(codec.read_text() + "\nfrom openenv.runtime import session as _cycle  # noqa\n")
+    r = _lint_imports(root)
+    assert r.returncode != 0
+    assert "No import cycles between the modules of a package BROKEN" in r.stdout, r.stdout
+
+
+def _function_level_imports() -> set[tuple[str, str]]:
+    found = set()
+    for path in SRC.rglob("*.py"):
+        if "v1" in path.relative_to(SRC).parts:
+            continue
+        module = ".".join(("openenv", *path.relative_to(SRC).with_suffix("").parts)).removesuffix(".__init__")
+        tree = ast.parse(path.read_text())
+        type_checking = {id(n) for node in ast.walk(tree) if isinstance(node, ast.If)
+                         and "TYPE_CHECKING" in ast.unparse(node.test) for n in ast.walk(node)}
+        for fn in ast.walk(tree):
+            if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            for node in ast.walk(fn):
+                if id(node) in type_checking:
+                    continue
+                if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("openenv"):
+                    found.add((module, node.module or ""))
+                elif isinstance(node, ast.Import):
+                    found.update((module, a.name) for a in node.names if a.name.startswith("openenv"))
+    return found
+
+
+def test_no_function_level_import_of_our_own_modules_but_optional_extras() -> None:
+    assert _function_level_imports() == OPTIONAL_EXTRA_IMPORTS
+
+
+def test_the_0_1_module_paths_still_import_with_a_warning() -> None:
+    sys.modules.pop("openenv.session", None)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        import openenv.session as old
+
+    assert old.PROTOCOL_VERSION == openenv.PROTOCOL_VERSION
+    assert old.SessionManager.__module__ == "openenv.runtime.session"
+    assert any(issubclass(w.category, DeprecationWarning) and "openenv.runtime.session" in str(w.message)
+               for w in caught)
+    from openenv._compat import MOVED
+
+    for name in MOVED:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            __import__(name)
+    with pytest.raises(AttributeError, match="is gone"):
+        import openenv.images as images
+
+        images.no_such_name  # noqa: B018
