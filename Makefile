@@ -51,6 +51,7 @@ lint: venv
 	$(BIN)/buf lint
 	$(PY) tools/buf_breaking.py
 	$(BIN)/ruff check $(LINT_PATHS)
+	$(BIN)/ruff format --check $(LINT_PATHS)
 	cd python && ../$(BIN)/lint-imports pyproject.toml
 
 # mypy: strict for the runtime package, defaults for the certifier, zero errors.

@@ -67,8 +67,7 @@ class Served:
 
     def __init__(self, name: str, cmd: list[str], env: dict[str, str], ready: Path) -> None:
         self.name = name
-        self.proc = subprocess.Popen(cmd, env=env, cwd=str(ENVS_DIR), stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.PIPE)
+        self.proc = subprocess.Popen(cmd, env=env, cwd=str(ENVS_DIR), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         self.url = wait_file(ready, self.proc)
 
     def stop(self) -> None:
@@ -85,8 +84,21 @@ def start_ours(env_kind: str, tmp: Path) -> Served:
     ready = tmp / f"ours-{env_kind}.url"
     cls = {"sync": "BenchCounter", "inline": "InlineBenchCounter", "async": "AsyncBenchCounter"}[env_kind]
     env = {**os.environ, "PYTHONPATH": str(ENVS_DIR)}
-    cmd = [sys.executable, "-m", "openenv.cli", "serve", f"bridge_envs:{cls}", "--port", "0", "--http-port", "0",
-           "--http-ready-file", str(ready), "--max-sessions", "1024"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "openenv.cli",
+        "serve",
+        f"bridge_envs:{cls}",
+        "--port",
+        "0",
+        "--http-port",
+        "0",
+        "--http-ready-file",
+        str(ready),
+        "--max-sessions",
+        "1024",
+    ]
     return Served("openenv (ours)", cmd, env, ready)
 
 
@@ -154,14 +166,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--steps", type=int, default=0, help="steps per session (default: 6000 / sessions, >= 100)")
     ap.add_argument("--total-steps", type=int, default=6000, help="steps per run when --steps is 0")
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--env", choices=["sync", "inline", "async", "all"], default="all",
-                    help="sync: sync methods in worker threads on both sides; inline: ours runs the sync "
-                         "methods on the loop (run_in_thread = False), OpenEnv's in threads; async: async "
-                         "methods on both sides")
+    ap.add_argument(
+        "--env",
+        choices=["sync", "inline", "async", "all"],
+        default="all",
+        help="sync: sync methods in worker threads on both sides; inline: ours runs the sync "
+        "methods on the loop (run_in_thread = False), OpenEnv's in threads; async: async "
+        "methods on both sides",
+    )
     ap.add_argument("--compression", choices=["stock", "none"], default="stock")
     ap.add_argument("--upstream", default=f"{DEFAULT[0]}=={DEFAULT[1]}", help="DIST==VERSION of OpenEnv")
-    ap.add_argument("--upstream-fast", action="store_true",
-                    help="also run OpenEnv with uvloop + httptools installed (its venv variant)")
+    ap.add_argument(
+        "--upstream-fast",
+        action="store_true",
+        help="also run OpenEnv with uvloop + httptools installed (its venv variant)",
+    )
     ap.add_argument("--json", type=Path, default=None, help="write the results here")
     ns = ap.parse_args(argv)
     dist, version = ns.upstream.split("==")
@@ -192,21 +211,34 @@ def main(argv: list[str] | None = None) -> int:
                         sps = [x["steps_per_s"] for x in samples[s.name]]
                         cpu = [x["server_cpu_us_per_step"] for x in samples[s.name]]
                         med = statistics.median(sps)
-                        row = {"env": env_kind, "sessions": n, "steps_per_session": steps, "server": s.name,
-                               "steps_per_s_median": round(med), "steps_per_s_runs": [round(x) for x in sps],
-                               "server_cpu_us_per_step_median": round(statistics.median(cpu)),
-                               "ours_over_this": round(ours / med, 2)}
+                        row = {
+                            "env": env_kind,
+                            "sessions": n,
+                            "steps_per_session": steps,
+                            "server": s.name,
+                            "steps_per_s_median": round(med),
+                            "steps_per_s_runs": [round(x) for x in sps],
+                            "server_cpu_us_per_step_median": round(statistics.median(cpu)),
+                            "ours_over_this": round(ours / med, 2),
+                        }
                         results.append(row)
-                        print(f"{env_kind:5} sessions={n:<3} {s.name:38} {med:8.0f} steps/s "
-                              f"(runs {', '.join(str(round(x)) for x in sps)}), server CPU "
-                              f"{statistics.median(cpu):5.0f} us/step, ours/this {ours / med:.2f}x", flush=True)
+                        print(
+                            f"{env_kind:5} sessions={n:<3} {s.name:38} {med:8.0f} steps/s "
+                            f"(runs {', '.join(str(round(x)) for x in sps)}), server CPU "
+                            f"{statistics.median(cpu):5.0f} us/step, ours/this {ours / med:.2f}x",
+                            flush=True,
+                        )
             finally:
                 for s in servers:
                     s.stop()
-    meta = {"command": " ".join([Path(sys.argv[0]).name, *(argv if argv is not None else sys.argv[1:])]),
-            "machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.system()} {platform.release()}",
-            "python": platform.python_version(), "compression": ns.compression, "rounds": ns.rounds,
-            "load_average_at_end": os.getloadavg()}
+    meta = {
+        "command": " ".join([Path(sys.argv[0]).name, *(argv if argv is not None else sys.argv[1:])]),
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.system()} {platform.release()}",
+        "python": platform.python_version(),
+        "compression": ns.compression,
+        "rounds": ns.rounds,
+        "load_average_at_end": os.getloadavg(),
+    }
     print(json.dumps(meta))
     if ns.json:
         ns.json.write_text(json.dumps({"meta": meta, "results": results}, indent=2))

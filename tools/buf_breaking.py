@@ -25,8 +25,9 @@ def git(*args: str) -> str:
 def main() -> int:
     buf = shutil.which("buf") or str(Path(sys.executable).parent / "buf")
     branch = git("rev-parse", "--abbrev-ref", "HEAD")
-    dirty = subprocess.run(["git", "diff", "--quiet", "HEAD", "--", "buf.yaml", "proto", "envs"],
-                           cwd=ROOT).returncode != 0
+    dirty = (
+        subprocess.run(["git", "diff", "--quiet", "HEAD", "--", "buf.yaml", "proto", "envs"], cwd=ROOT).returncode != 0
+    )
     if dirty:  # uncommitted contract edits are checked against the last commit
         ref = "HEAD"
     else:

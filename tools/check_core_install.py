@@ -74,8 +74,20 @@ def main() -> int:
         run([str(py), "-m", "pip", "install", "-q", "--disable-pip-version-check", str(ROOT / "python")])
         run([str(py), "-c", SMOKE])
         ready = Path(tmp) / "ready"
-        proc = subprocess.Popen([str(venv / "bin" / "openenv"), "serve", "tools.bench.envs:SyncEcho", "--port", "0",
-                                 "--ready-file", str(ready)], cwd=ROOT, stderr=subprocess.PIPE, text=True)
+        proc = subprocess.Popen(
+            [
+                str(venv / "bin" / "openenv"),
+                "serve",
+                "tools.bench.envs:SyncEcho",
+                "--port",
+                "0",
+                "--ready-file",
+                str(ready),
+            ],
+            cwd=ROOT,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         try:
             deadline = time.monotonic() + 60
             while not ready.exists():

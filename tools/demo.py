@@ -42,6 +42,7 @@ class DemoError(Exception):
 
 # --------------------------------------------------------------------------- servers
 
+
 def _openenv_command() -> list[str]:
     script = Path(sys.executable).parent / "openenv"
     return [str(script)] if script.exists() else [sys.executable, "-m", "openenv.cli"]
@@ -60,9 +61,23 @@ def _start(tmp: Path, procs: dict[str, tuple[subprocess.Popen[bytes], Path, Path
         ready, log = tmp / f"{name}.address", tmp / f"{name}.log"
         with open(log, "wb") as out:
             proc = subprocess.Popen(
-                [*_openenv_command(), "serve", target, "--host", "127.0.0.1", "--port", "0",
-                 "--ready-file", str(ready), "--grace", "2"],
-                stdin=subprocess.DEVNULL, stdout=out, stderr=out)
+                [
+                    *_openenv_command(),
+                    "serve",
+                    target,
+                    "--host",
+                    "127.0.0.1",
+                    "--port",
+                    "0",
+                    "--ready-file",
+                    str(ready),
+                    "--grace",
+                    "2",
+                ],
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=out,
+            )
         procs[name] = (proc, ready, log)
 
 
@@ -122,7 +137,10 @@ def supervise() -> int:
             try:
                 client = subprocess.run(
                     [sys.executable, __file__, "--client", urls["echo_env"], urls["gridworld"]],
-                    stdin=subprocess.DEVNULL, timeout=CLIENT_TIMEOUT_S, check=False)
+                    stdin=subprocess.DEVNULL,
+                    timeout=CLIENT_TIMEOUT_S,
+                    check=False,
+                )
             except subprocess.TimeoutExpired:
                 problems.append(f"the client process did not finish within {CLIENT_TIMEOUT_S:g} s")
             else:
@@ -146,6 +164,7 @@ def supervise() -> int:
 
 # --------------------------------------------------------------------------- client
 
+
 def _expect(ok: bool, what: str) -> None:
     if not ok:
         raise DemoError(what)
@@ -166,8 +185,10 @@ async def echo_episode(url: str) -> None:
             data = result.observation.result["data"]
             call = f"{tool}({text!r})"
             print(f"  step {call:<31} -> {json.dumps(data, sort_keys=True)}  reward {result.reward:.2f}")
-            _expect(result.reward is not None and abs(result.reward - 0.1 * len(text)) < 1e-9,
-                    f"unexpected reward {result.reward} for {call}")
+            _expect(
+                result.reward is not None and abs(result.reward - 0.1 * len(text)) < 1e-9,
+                f"unexpected reward {result.reward} for {call}",
+            )
         st = await client.state()
         print(f"  state: step_count={st.step_count}, status={st.status.name}, env state={st.state}")
         _expect(st.step_count == 2, f"expected 2 steps, the server counted {st.step_count}")
@@ -175,8 +196,10 @@ async def echo_episode(url: str) -> None:
 
 def _render(grid: list[str], trail: set[tuple[int, int]] = frozenset()) -> list[str]:  # type: ignore[assignment]
     """The grid with floor as blanks and the cells walked through as '*'."""
-    return ["".join("*" if (r, c) in trail and ch == "." else " " if ch == "." else ch
-                    for c, ch in enumerate(row)) for r, row in enumerate(grid)]
+    return [
+        "".join("*" if (r, c) in trail and ch == "." else " " if ch == "." else ch for c, ch in enumerate(row))
+        for r, row in enumerate(grid)
+    ]
 
 
 async def gridworld_episode(url: str, seed: int) -> None:
@@ -192,8 +215,10 @@ async def gridworld_episode(url: str, seed: int) -> None:
         start = result.observation
         height, width = len(start.grid), len(start.grid[0])
         print(f"\n== gridworld: seed {seed}, {height}x{width} maze, BFS policy ==")
-        print(f"  agent A at ({start.agent.row},{start.agent.col}), goal G at ({start.goal.row},{start.goal.col}), "
-              f"{result.metadata['distance_to_goal']} moves apart")
+        print(
+            f"  agent A at ({start.agent.row},{start.agent.col}), goal G at ({start.goal.row},{start.goal.col}), "
+            f"{result.metadata['distance_to_goal']} moves apart"
+        )
         trail = {(start.agent.row, start.agent.col)}
         total = 0.0
         while not result.done:
@@ -202,13 +227,24 @@ async def gridworld_episode(url: str, seed: int) -> None:
             obs = result.observation
             trail.add((obs.agent.row, obs.agent.col))
             total += result.reward or 0.0
-            flags = " ".join(f for f, on in (("bumped", obs.bumped), ("terminated", result.terminated),
-                                             ("truncated", result.truncated)) if on)
-            print(f"  step {result.step_count:>2}  {Move.Name(move).removeprefix('MOVE_'):<5}  "
-                  f"reward {result.reward:+.2f}  distance {result.metadata['distance_to_goal']:>2}  {flags}".rstrip())
+            flags = " ".join(
+                f
+                for f, on in (
+                    ("bumped", obs.bumped),
+                    ("terminated", result.terminated),
+                    ("truncated", result.truncated),
+                )
+                if on
+            )
+            print(
+                f"  step {result.step_count:>2}  {Move.Name(move).removeprefix('MOVE_'):<5}  "
+                f"reward {result.reward:+.2f}  distance {result.metadata['distance_to_goal']:>2}  {flags}".rstrip()
+            )
         st = await env.state()
-        print(f"  return {total:+.2f} in {st.step_count} steps; state: status={st.status.name}, "
-              f"seed={st.state.seed}, total_reward={st.state.total_reward:+.2f}")
+        print(
+            f"  return {total:+.2f} in {st.step_count} steps; state: status={st.status.name}, "
+            f"seed={st.state.seed}, total_reward={st.state.total_reward:+.2f}"
+        )
         print(f"  {'start':<{width + 4}}end")
         for a, b in zip(_render(list(start.grid)), _render(list(result.observation.grid), trail), strict=True):
             print(f"  {a}    {b}")
@@ -234,8 +270,12 @@ def client_main(echo_url: str, grid_url: str) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--client", nargs=2, metavar=("ECHO_URL", "GRID_URL"),
-                    help="only play the episodes against servers already running at these URLs")
+    ap.add_argument(
+        "--client",
+        nargs=2,
+        metavar=("ECHO_URL", "GRID_URL"),
+        help="only play the episodes against servers already running at these URLs",
+    )
     ns = ap.parse_args(argv)
     if ns.client:
         return client_main(*ns.client)

@@ -22,8 +22,11 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tag", default=DEFAULT_BASE_TAG, help="image to create (default %(default)s)")
     ap.add_argument("--suite", default=DEFAULT_SUITE, help="Debian release (default %(default)s)")
-    ap.add_argument("--mirror", default=None,
-                    help="Debian mirror URL (default: $OPENENV_DEBIAN_MIRROR, else the host's apt sources)")
+    ap.add_argument(
+        "--mirror",
+        default=None,
+        help="Debian mirror URL (default: $OPENENV_DEBIAN_MIRROR, else the host's apt sources)",
+    )
     ap.add_argument("--force", action="store_true", help="rebuild even if the image exists")
     ap.add_argument("--print-mirror", action="store_true", help="print the mirror that would be used and exit")
     ns = ap.parse_args()
@@ -31,8 +34,7 @@ def main() -> int:
         if ns.print_mirror:
             print(ns.mirror or apt_mirror(ns.suite))
             return 0
-        ensure_base_image(ns.tag, suite=ns.suite, mirror=ns.mirror, force=ns.force,
-                          echo=lambda m: print(m, flush=True))
+        ensure_base_image(ns.tag, suite=ns.suite, mirror=ns.mirror, force=ns.force, echo=lambda m: print(m, flush=True))
     except EnvError as e:
         print(f"make_base_image: {e}", file=sys.stderr)
         return 1

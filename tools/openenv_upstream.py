@@ -70,8 +70,14 @@ def _run(cmd: list[str], log: Path, timeout: float) -> None:
         raise RuntimeError(f"command failed ({proc.returncode}): {' '.join(cmd)}\n--- log tail ---\n{tail}")
 
 
-def ensure(dist: str = DEFAULT[0], version: str = DEFAULT[1], *, extras: tuple[str, ...] = (),
-           timeout: float = 900.0, quiet: bool = True) -> Path:
+def ensure(
+    dist: str = DEFAULT[0],
+    version: str = DEFAULT[1],
+    *,
+    extras: tuple[str, ...] = (),
+    timeout: float = 900.0,
+    quiet: bool = True,
+) -> Path:
     """Create (once) and return the interpreter of a venv with ``dist==version`` installed.
 
     ``extras`` are more packages installed beside it (e.g. ``("uvloop", "httptools")``

@@ -33,8 +33,12 @@ def _hog() -> None:
 
 def _pytest(args: list[str], label: str) -> bool:
     started = time.monotonic()
-    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args], cwd=ROOT,
-                       capture_output=True, text=True)
+    r = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
     tail = [line for line in r.stdout.splitlines() if line.startswith(("FAILED", "ERROR", "=")) and line.strip("= ")]
     verdict = "passed" if r.returncode == 0 else f"FAILED (exit {r.returncode})"
     print(f"{label}: {verdict} in {time.monotonic() - started:.0f} s  {tail[-1] if tail else ''}", flush=True)

@@ -21,9 +21,12 @@ def mutant_target(name: str, transport: str = "grpc"):  # -> ProcessTarget
     HTTP sides, the checks speaking ``transport`` (the other side is the parity peer)."""
     from openenv_conformance.targets import ProcessTarget, TargetOptions
 
-    target = ProcessTarget(lambda ready, http: [sys.executable, "-m", "mutants", f"mutants.{name}", ready, http],
-                           spec=f"mutant:{name}", options=TargetOptions(cwd=str(TESTS_DIR), ready_timeout=60.0),
-                           http_ready=True)
+    target = ProcessTarget(
+        lambda ready, http: [sys.executable, "-m", "mutants", f"mutants.{name}", ready, http],
+        spec=f"mutant:{name}",
+        options=TargetOptions(cwd=str(TESTS_DIR), ready_timeout=60.0),
+        http_ready=True,
+    )
     target.use(transport)
     return target
 

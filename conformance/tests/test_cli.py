@@ -18,8 +18,15 @@ from openenv_conformance.registry import all_checks
 
 def certify(*args: str, cwd: Path | None = None, timeout: float = 240) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(TESTS_DIR), os.environ.get("PYTHONPATH")]))}
-    return subprocess.run([sys.executable, "-m", "openenv.cli", "certify", *args], capture_output=True, text=True,
-                          cwd=cwd, env=env, timeout=timeout, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "openenv.cli", "certify", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=env,
+        timeout=timeout,
+        check=False,
+    )
 
 
 def test_list_checks_names_every_check() -> None:
@@ -32,8 +39,23 @@ def test_list_checks_names_every_check() -> None:
 @pytest.mark.slow
 def test_certified_target_exits_0_and_writes_every_report(tmp_path: Path) -> None:
     rep, junit, md = tmp_path / "r.json", tmp_path / "r.xml", tmp_path / "r.md"
-    r = certify("python:echo_env.server:EchoEnvironment", "--level", "protocol", "--level", "tools", "--seed", "5",
-                "--max-examples", "10", "--report", str(rep), "--junit", str(junit), "--markdown", str(md))
+    r = certify(
+        "python:echo_env.server:EchoEnvironment",
+        "--level",
+        "protocol",
+        "--level",
+        "tools",
+        "--seed",
+        "5",
+        "--max-examples",
+        "10",
+        "--report",
+        str(rep),
+        "--junit",
+        str(junit),
+        "--markdown",
+        str(md),
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     assert "CERTIFIED" in r.stdout and "exit 0" in r.stdout
     data = json.loads(rep.read_text())
@@ -56,8 +78,22 @@ def test_certified_target_exits_0_and_writes_every_report(tmp_path: Path) -> Non
 @pytest.mark.slow
 def test_failing_check_exits_1_with_the_minimal_example_and_seed(tmp_path: Path) -> None:
     rep, junit, md = tmp_path / "r.json", tmp_path / "r.xml", tmp_path / "r.md"
-    r = certify("python:mutants.nan_reward:Env", "--check", "rewards.*", "--seed", "3", "--max-examples", "30",
-                "--report", str(rep), "--junit", str(junit), "--markdown", str(md), cwd=TESTS_DIR)
+    r = certify(
+        "python:mutants.nan_reward:Env",
+        "--check",
+        "rewards.*",
+        "--seed",
+        "3",
+        "--max-examples",
+        "30",
+        "--report",
+        str(rep),
+        "--junit",
+        str(junit),
+        "--markdown",
+        str(md),
+        cwd=TESTS_DIR,
+    )
     assert r.returncode == 1, r.stdout + r.stderr
     assert "NOT CERTIFIED" in r.stdout and "FAIL" in r.stdout
     data = json.loads(rep.read_text())
@@ -80,12 +116,15 @@ def _closed_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.mark.parametrize("target", [
-    "grpc://127.0.0.1:{port}",
-    "python:conformance_no_such_module:Env",
-    "docker:openenv-conformance-no-such-image:latest",
-    "ftp://example",
-])
+@pytest.mark.parametrize(
+    "target",
+    [
+        "grpc://127.0.0.1:{port}",
+        "python:conformance_no_such_module:Env",
+        "docker:openenv-conformance-no-such-image:latest",
+        "ftp://example",
+    ],
+)
 def test_unusable_target_exits_2(target: str, tmp_path: Path) -> None:
     rep = tmp_path / "r.json"
     r = certify(target.format(port=_closed_port()), "--ready-timeout", "3", "--report", str(rep))
@@ -108,8 +147,9 @@ def test_python_api_works_from_async_code() -> None:
     from openenv_conformance import certify as api_certify
 
     async def main() -> int:
-        report = api_certify("python:echo_env.server:EchoEnvironment", checks=["protocol.handshake",
-                                                                              "lifecycle.step_count"], seed=1)
+        report = api_certify(
+            "python:echo_env.server:EchoEnvironment", checks=["protocol.handshake", "lifecycle.step_count"], seed=1
+        )
         return report.exit_code
 
     assert asyncio.run(main()) == 0

@@ -32,8 +32,14 @@ LAZY_IMPORTS = {
 
 def _lint_imports(src_root: Path) -> subprocess.CompletedProcess[str]:
     """import-linter on the package found under ``src_root``, with the project's contract."""
-    return subprocess.run([str(LINT_IMPORTS), str(PYPROJECT), "--no-cache"], capture_output=True, text=True,
-                          timeout=120, cwd=src_root, env={"PYTHONPATH": str(src_root), "PATH": "/usr/bin:/bin"})
+    return subprocess.run(
+        [str(LINT_IMPORTS), str(PYPROJECT), "--no-cache"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=src_root,
+        env={"PYTHONPATH": str(src_root), "PATH": "/usr/bin:/bin"},
+    )
 
 
 def test_no_import_cycle() -> None:

@@ -42,8 +42,13 @@ def test_the_healthy_base_environment_passes_every_check(transport: str) -> None
     ran = {r.id for r in report.results if r.status == "pass"}
     assert "parity.grpc_vs_http" in ran  # the other transport is the parity peer
     if transport == "grpc":
-        assert {"vector.batch_matches_sequential", "vector.validation_is_atomic", "vector.autoreset_modes",
-                "vector.capacity", "vector.request_rules"} <= ran
+        assert {
+            "vector.batch_matches_sequential",
+            "vector.validation_is_atomic",
+            "vector.autoreset_modes",
+            "vector.capacity",
+            "vector.request_rules",
+        } <= ran
     else:
         assert {"protocol.http_endpoints", "lifecycle.state_machine", "schema.invalid_actions"} <= ran
 

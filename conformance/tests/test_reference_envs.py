@@ -24,8 +24,11 @@ def _fallback_factory(env_dir: Path) -> str | None:
     for server in sorted(env_dir.glob("src/*/server.py")):
         module = f"{server.parent.name}.server"
         mod = importlib.import_module(module)
-        classes = [c for _, c in inspect.getmembers(mod, inspect.isclass)
-                   if issubclass(c, openenv.Environment) and c.__module__ == module]
+        classes = [
+            c
+            for _, c in inspect.getmembers(mod, inspect.isclass)
+            if issubclass(c, openenv.Environment) and c.__module__ == module
+        ]
         if len(classes) == 1:
             return f"{module}:{classes[0].__name__}"
     return None
@@ -44,8 +47,10 @@ def reference_envs() -> list:
 @pytest.mark.parametrize(("env_dir", "factory"), reference_envs())
 def test_reference_environment_passes_every_check(env_dir: Path, factory: str | None) -> None:
     factory = factory or _fallback_factory(env_dir)
-    assert factory, (f"{env_dir.name}: declare [tool.openenv] factory = \"module:Class\" in its pyproject.toml "
-                     "(or define a single Environment subclass in <package>.server)")
+    assert factory, (
+        f'{env_dir.name}: declare [tool.openenv] factory = "module:Class" in its pyproject.toml '
+        "(or define a single Environment subclass in <package>.server)"
+    )
     report = certify(f"python:{factory}", seed=20261129)
     assert report.unusable is None, f"{report.unusable}\n{report.logs}"
     bad = [(r.id, r.status, r.reason, r.example) for r in report.results if r.status in ("fail", "error")]
@@ -68,8 +73,13 @@ def test_reference_environment_passes_over_http(env_dir: Path, factory: str | No
     bad = [(r.id, r.status, r.reason, r.example) for r in report.results if r.status in ("fail", "error")]
     assert not bad, bad
     assert report.exit_code == 0 and report.transport == "http" and report.target_url.startswith("http://")
-    for cid in ("protocol.http_endpoints", "lifecycle.state_machine", "schema.observations",
-                "schema.invalid_actions", "parity.grpc_vs_http"):
+    for cid in (
+        "protocol.http_endpoints",
+        "lifecycle.state_machine",
+        "schema.observations",
+        "schema.invalid_actions",
+        "parity.grpc_vs_http",
+    ):
         assert report.result(cid).status == "pass", (cid, report.result(cid).reason)
     assert report.result("protocol.request_ids").status == "skip"
 

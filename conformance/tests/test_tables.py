@@ -39,16 +39,22 @@ def _frame_types() -> dict[str, str | None]:
     translator = FrameTranslator(pb.EnvironmentInfo(), extended=True)
     call = tool_pb2.CallToolRequest(name="t")
     to_struct({"x": 1}, call.arguments)
-    requests = [pb.SessionRequest(reset=pb.ResetRequest()), pb.SessionRequest(state=pb.StateRequest()),
-                pb.SessionRequest(list_tools=tool_pb2.ListToolsRequest()), pb.SessionRequest(call_tool=call),
-                pb.SessionRequest(close=pb.CloseRequest())]
+    requests = [
+        pb.SessionRequest(reset=pb.ResetRequest()),
+        pb.SessionRequest(state=pb.StateRequest()),
+        pb.SessionRequest(list_tools=tool_pb2.ListToolsRequest()),
+        pb.SessionRequest(call_tool=call),
+        pb.SessionRequest(close=pb.CloseRequest()),
+    ]
     step = pb.SessionRequest(step=pb.StepRequest())
     step.step.action.json.number_value = 1
     requests.append(step)
-    replies = {"reset": frames.observation_frame(JsonStep(observation={}), 1)["type"],
-               "step": frames.observation_frame(JsonStep(observation={}), 1)["type"],
-               "state": frames.state_frame("", 0, "NOT_STARTED", None, 1)["type"],
-               "mcp": "mcp"}  # the bridge answers an mcp frame with an mcp frame (openenv.bridge.ws)
+    replies = {
+        "reset": frames.observation_frame(JsonStep(observation={}), 1)["type"],
+        "step": frames.observation_frame(JsonStep(observation={}), 1)["type"],
+        "state": frames.state_frame("", 0, "NOT_STARTED", None, 1)["type"],
+        "mcp": "mcp",
+    }  # the bridge answers an mcp frame with an mcp frame (openenv.bridge.ws)
     out: dict[str, str | None] = {}
     for req in requests:
         o = translator.encode(req)
@@ -59,9 +65,13 @@ def _frame_types() -> dict[str, str | None]:
 
 def _rpc_methods() -> dict[str, str]:
     translator = FrameTranslator(pb.EnvironmentInfo(), extended=True)
-    return {kind: translator.encode(pb.SessionRequest(**{kind: msg})).frame["data"]["method"]
-            for kind, msg in (("list_tools", tool_pb2.ListToolsRequest()),
-                              ("call_tool", tool_pb2.CallToolRequest(name="t")))}
+    return {
+        kind: translator.encode(pb.SessionRequest(**{kind: msg})).frame["data"]["method"]
+        for kind, msg in (
+            ("list_tools", tool_pb2.ListToolsRequest()),
+            ("call_tool", tool_pb2.CallToolRequest(name="t")),
+        )
+    }
 
 
 def _rpc_reading(read: Callable[[int, str], str]) -> dict[tuple[int, str], str]:
@@ -75,44 +85,97 @@ def _comparisons() -> list[tuple[str, str, Mapping[Any, Any], Mapping[Any, Any]]
     """(table, where the document states it, the certifier's, openenv's)."""
     no_frame = {name for name, ws in tables.WS_CODE.items() if ws is None}
     return [
-        ("ERROR_CODES", "docs/protocol.md §5.2 The error table",
-         tables.ERROR_CODES, {c.name: c.value for c in ErrorCode}),
-        ("ERROR_CODES", "docs/protocol.md §5.2 (openenv.v1.ErrorCode, the contract)",
-         tables.ERROR_CODES, {n.removeprefix("ERROR_CODE_"): v for n, v in error_pb2.ErrorCode.items() if v}),
+        (
+            "ERROR_CODES",
+            "docs/protocol.md §5.2 The error table",
+            tables.ERROR_CODES,
+            {c.name: c.value for c in ErrorCode},
+        ),
+        (
+            "ERROR_CODES",
+            "docs/protocol.md §5.2 (openenv.v1.ErrorCode, the contract)",
+            tables.ERROR_CODES,
+            {n.removeprefix("ERROR_CODE_"): v for n, v in error_pb2.ErrorCode.items() if v},
+        ),
         # A code the document sends no frame for (CANCELLED: the socket is gone) constrains
         # nothing: openenv may keep a fallback for it.
-        ("WS_CODE", "docs/protocol.md §5.2 column Bridge; docs/bridge.md Errors",
-         {k: v for k, v in tables.WS_CODE.items() if v is not None},
-         {c.name: v for c, v in frames.WS_CODE.items() if c.name not in no_frame}),
-        ("WS_CODE (ws_code of every code, at open too)", "docs/bridge.md Errors",
-         {(name, at_open): (tables.WS_CODE_AT_OPEN if at_open and name == "INTERNAL" else ws)
-          for name, ws in tables.WS_CODE.items() if ws is not None for at_open in (False, True)},
-         {(c.name, at_open): frames.ws_code(EnvError("x", code=c), at_open=at_open)
-          for c in ErrorCode if c.name not in no_frame for at_open in (False, True)}),
-        ("FROM_WS_CODE", "docs/bridge.md Errors; docs/protocol.md §5.2 column Fatal, notes",
-         tables.FROM_WS_CODE, {ws: (code.name, fatal) for ws, (code, fatal) in frames.FROM_WS_CODE.items()}),
-        ("HELLO", "docs/bridge.md Beyond OpenEnv (openenv.hello)",
-         {"type": tables.HELLO}, frames.HELLO),
+        (
+            "WS_CODE",
+            "docs/protocol.md §5.2 column Bridge; docs/bridge.md Errors",
+            {k: v for k, v in tables.WS_CODE.items() if v is not None},
+            {c.name: v for c, v in frames.WS_CODE.items() if c.name not in no_frame},
+        ),
+        (
+            "WS_CODE (ws_code of every code, at open too)",
+            "docs/bridge.md Errors",
+            {
+                (name, at_open): (tables.WS_CODE_AT_OPEN if at_open and name == "INTERNAL" else ws)
+                for name, ws in tables.WS_CODE.items()
+                if ws is not None
+                for at_open in (False, True)
+            },
+            {
+                (c.name, at_open): frames.ws_code(EnvError("x", code=c), at_open=at_open)
+                for c in ErrorCode
+                if c.name not in no_frame
+                for at_open in (False, True)
+            },
+        ),
+        (
+            "FROM_WS_CODE",
+            "docs/bridge.md Errors; docs/protocol.md §5.2 column Fatal, notes",
+            tables.FROM_WS_CODE,
+            {ws: (code.name, fatal) for ws, (code, fatal) in frames.FROM_WS_CODE.items()},
+        ),
+        ("HELLO", "docs/bridge.md Beyond OpenEnv (openenv.hello)", {"type": tables.HELLO}, frames.HELLO),
         ("REPLY_TYPE", "docs/bridge.md /ws frames", tables.REPLY_TYPE, _frame_types()),
-        ("ERROR_TYPE", "docs/bridge.md Errors",
-         {"type": tables.ERROR_TYPE}, {"type": frames.error_frame(Internal("x"))["type"]}),
-        ("OBSERVATION_KEYS", "docs/bridge.md /ws frames (an observation reply)",
-         dict.fromkeys(tables.OBSERVATION_KEYS, True),
-         dict.fromkeys(frames.observation_frame(JsonStep(observation={}), 1)["data"], True)),
-        ("STATE_KEYS", "docs/bridge.md Beyond OpenEnv (the extended state)",
-         dict.fromkeys(tables.STATE_KEYS, True),
-         dict.fromkeys(frames.state_frame("e", 1, "RUNNING", {}, 1)["data"], True)),
+        (
+            "ERROR_TYPE",
+            "docs/bridge.md Errors",
+            {"type": tables.ERROR_TYPE},
+            {"type": frames.error_frame(Internal("x"))["type"]},
+        ),
+        (
+            "OBSERVATION_KEYS",
+            "docs/bridge.md /ws frames (an observation reply)",
+            dict.fromkeys(tables.OBSERVATION_KEYS, True),
+            dict.fromkeys(frames.observation_frame(JsonStep(observation={}), 1)["data"], True),
+        ),
+        (
+            "STATE_KEYS",
+            "docs/bridge.md Beyond OpenEnv (the extended state)",
+            dict.fromkeys(tables.STATE_KEYS, True),
+            dict.fromkeys(frames.state_frame("e", 1, "RUNNING", {}, 1)["data"], True),
+        ),
         ("RPC_METHODS", "docs/bridge.md /mcp", tables.RPC_METHODS, _rpc_methods()),
-        ("RPC_CODES", "docs/bridge.md /mcp",
-         tables.RPC_CODES, {name: getattr(jsonrpc, name) for name in
-                            ("PARSE_ERROR", "INVALID_REQUEST", "METHOD_NOT_FOUND", "INVALID_PARAMS", "INTERNAL_ERROR",
-                             "SERVER_ERROR")}),
-        ("RPC_CODE", "docs/bridge.md /mcp",
-         {name: tables.RPC_CODE.get(name, tables.RPC_CODES["INTERNAL_ERROR"]) for name in tables.ERROR_CODES},
-         {c.name: jsonrpc.RPC_CODE.get(c, jsonrpc.INTERNAL_ERROR) for c in ErrorCode}),
-        ("FROM_RPC_CODE (rpc_status_name)", "docs/bridge.md /mcp",
-         _rpc_reading(tables.rpc_status_name),
-         _rpc_reading(lambda code, message: jsonrpc.error_from_rpc({"code": code, "message": message}).code.name)),
+        (
+            "RPC_CODES",
+            "docs/bridge.md /mcp",
+            tables.RPC_CODES,
+            {
+                name: getattr(jsonrpc, name)
+                for name in (
+                    "PARSE_ERROR",
+                    "INVALID_REQUEST",
+                    "METHOD_NOT_FOUND",
+                    "INVALID_PARAMS",
+                    "INTERNAL_ERROR",
+                    "SERVER_ERROR",
+                )
+            },
+        ),
+        (
+            "RPC_CODE",
+            "docs/bridge.md /mcp",
+            {name: tables.RPC_CODE.get(name, tables.RPC_CODES["INTERNAL_ERROR"]) for name in tables.ERROR_CODES},
+            {c.name: jsonrpc.RPC_CODE.get(c, jsonrpc.INTERNAL_ERROR) for c in ErrorCode},
+        ),
+        (
+            "FROM_RPC_CODE (rpc_status_name)",
+            "docs/bridge.md /mcp",
+            _rpc_reading(tables.rpc_status_name),
+            _rpc_reading(lambda code, message: jsonrpc.error_from_rpc({"code": code, "message": message}).code.name),
+        ),
     ]
     # tables.CLOSE_CODES has no counterpart in openenv (the bridge closes with literal codes,
     # openenv's client reads any close as UNAVAILABLE); the certification itself observes them.
@@ -125,9 +188,11 @@ def test_restated_tables_match_openenv() -> None:
         if diff:
             problems.append(f"tables.{name} ({section}):\n    " + "\n    ".join(diff))
     assert not problems, (
-        "the certifier's tables (openenv_conformance/tables.py) and openenv's differ:\n  " + "\n  ".join(problems)
+        "the certifier's tables (openenv_conformance/tables.py) and openenv's differ:\n  "
+        + "\n  ".join(problems)
         + "\nA change to the protocol's errors or frames is made three times, on purpose: in the document, in "
-          "openenv (openenv.errors, openenv.wire) and in openenv_conformance.tables.")
+        "openenv (openenv.errors, openenv.wire) and in openenv_conformance.tables."
+    )
 
 
 def test_a_drift_is_caught() -> None:
@@ -135,9 +200,11 @@ def test_a_drift_is_caught() -> None:
     drifted = dict(tables.FROM_WS_CODE, EXECUTION_ERROR=("FAILED_PRECONDITION", False))
     openenv = {ws: (code.name, fatal) for ws, (code, fatal) in frames.FROM_WS_CODE.items()}
     assert _differences(drifted, openenv) == [
-        "'EXECUTION_ERROR': certifier ('FAILED_PRECONDITION', False), openenv ('INTERNAL', False)"]
+        "'EXECUTION_ERROR': certifier ('FAILED_PRECONDITION', False), openenv ('INTERNAL', False)"
+    ]
     assert _differences({**tables.ERROR_CODES, "ABORTED": 10}, {c.name: c.value for c in ErrorCode}) == [
-        "'ABORTED': certifier 10, openenv '<missing>'"]
+        "'ABORTED': certifier 10, openenv '<missing>'"
+    ]
 
 
 def test_the_restated_tables_agree_with_each_other() -> None:

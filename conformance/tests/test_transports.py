@@ -28,8 +28,19 @@ def _serve(factory: str, *extra: str) -> Iterator[ProcessTarget]:
 
     def argv(ready: str, http_ready: str = "") -> list[str]:
         more = ["--http-port", "0", "--http-ready-file", http_ready] if http else []
-        return [sys.executable, "-m", "openenv.cli", "serve", factory, "--port", "0", "--ready-file", ready,
-                *more, *extra]
+        return [
+            sys.executable,
+            "-m",
+            "openenv.cli",
+            "serve",
+            factory,
+            "--port",
+            "0",
+            "--ready-file",
+            ready,
+            *more,
+            *extra,
+        ]
 
     with ProcessTarget(argv, spec=f"serve:{factory}", http_ready=http) as target:
         yield target
@@ -38,8 +49,10 @@ def _serve(factory: str, *extra: str) -> Iterator[ProcessTarget]:
 @contextmanager
 def _bridge(grpc_url: str) -> Iterator[ProcessTarget]:
     """`openenv bridge GRPC_URL` (OpenEnv's HTTP surface in front of a remote gRPC server)."""
-    with ProcessTarget(lambda ready: [sys.executable, "-m", "openenv.cli", "bridge", grpc_url, "--port", "0",
-                                      "--ready-file", ready], spec=f"bridge:{grpc_url}") as target:
+    with ProcessTarget(
+        lambda ready: [sys.executable, "-m", "openenv.cli", "bridge", grpc_url, "--port", "0", "--ready-file", ready],
+        spec=f"bridge:{grpc_url}",
+    ) as target:
         yield target
 
 
@@ -56,13 +69,20 @@ def test_openenv_bridge_in_front_of_a_grpc_server_is_certified(factory: str) -> 
     pytest.importorskip(factory.partition(".")[0])
     with _serve(factory, "--no-http") as server, _bridge(server.url) as bridge:
         assert bridge.url.startswith("http://")
-        report = certify(bridge.url, seed=20261129, max_examples=30,
-                         target_options=TargetOptions(parity_with=server.url))
+        report = certify(
+            bridge.url, seed=20261129, max_examples=30, target_options=TargetOptions(parity_with=server.url)
+        )
     assert report.unusable is None, report.unusable
     assert not _bad(report), _bad(report)
     assert report.exit_code == 0 and report.transport == "http" and report.parity_url == server.url
-    for cid in ("protocol.http_endpoints", "lifecycle.state_machine", "lifecycle.episode_ids", "schema.invalid_actions",
-                "concurrency.capacity", "parity.grpc_vs_http"):
+    for cid in (
+        "protocol.http_endpoints",
+        "lifecycle.state_machine",
+        "lifecycle.episode_ids",
+        "schema.invalid_actions",
+        "concurrency.capacity",
+        "parity.grpc_vs_http",
+    ):
         assert report.result(cid).status == "pass", (cid, report.result(cid).reason)
 
 
@@ -74,15 +94,40 @@ def test_ws_url_of_a_running_server_from_the_command_line(tmp_path: Path) -> Non
         http = server.urls["http"]
         ws = "ws://" + http.removeprefix("http://") + "/ws"
         rep = tmp_path / "r.json"
-        r = subprocess.run([str(BIN / "openenv"), "certify", ws, "--parity-with", server.url, "--seed", "5",
-                            "--max-examples", "20", "--level", "lifecycle", "--level", "parity", "--report", str(rep)],
-                           capture_output=True, text=True, timeout=300, cwd=tmp_path)
+        r = subprocess.run(
+            [
+                str(BIN / "openenv"),
+                "certify",
+                ws,
+                "--parity-with",
+                server.url,
+                "--seed",
+                "5",
+                "--max-examples",
+                "20",
+                "--level",
+                "lifecycle",
+                "--level",
+                "parity",
+                "--report",
+                str(rep),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            cwd=tmp_path,
+        )
         assert r.returncode == 0, r.stdout[-6000:] + r.stderr[-3000:]
         data = json.loads(rep.read_text())
         assert data["transport"] == "http" and data["target_url"] == ws and data["parity_url"] == server.url
         assert {x["id"]: x["status"] for x in data["results"]}["parity.grpc_vs_http"] == "pass"
-        r = subprocess.run([str(BIN / "openenv"), "certify", ws, "--parity-with", http, "--level", "parity"],
-                           capture_output=True, text=True, timeout=120, cwd=tmp_path)
+        r = subprocess.run(
+            [str(BIN / "openenv"), "certify", ws, "--parity-with", http, "--level", "parity"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            cwd=tmp_path,
+        )
         assert r.returncode == 2 and "other transport" in r.stdout, r.stdout[-3000:]
 
 
@@ -107,15 +152,23 @@ def test_stock_openenv_server_is_certified_on_what_its_protocol_shows() -> None:
     (observations against /schema, rewards, invalid actions, health, survival); the episode
     state machine is skipped with the reason."""
     python = _upstream_python()
-    target = ProcessTarget(lambda ready: [str(python), str(TESTS_DIR / "stock_openenv" / "serve_counter.py"), ready],
-                           spec="stock-openenv:counter")
+    target = ProcessTarget(
+        lambda ready: [str(python), str(TESTS_DIR / "stock_openenv" / "serve_counter.py"), ready],
+        spec="stock-openenv:counter",
+    )
     with target:
         report = certify(target, seed=20261129, max_examples=30)
     assert report.unusable is None, f"{report.unusable}\n{report.logs}"
     assert not _bad(report), _bad(report)
     assert report.environment["name"] == "Counter" and report.transport == "http"  # /metadata names the class
-    for cid in ("protocol.http_endpoints", "schema.observations", "schema.error_precedence", "rewards.finite",
-                "tools.unimplemented", "robustness.still_serving"):
+    for cid in (
+        "protocol.http_endpoints",
+        "schema.observations",
+        "schema.error_precedence",
+        "rewards.finite",
+        "tools.unimplemented",
+        "robustness.still_serving",
+    ):
         assert report.result(cid).status == "pass", (cid, report.result(cid).reason)
     assert "stock OpenEnv" in report.result("lifecycle.state_machine").reason
     assert report.result("parity.grpc_vs_http").status == "skip"

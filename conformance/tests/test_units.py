@@ -27,15 +27,20 @@ from openenv_conformance.targets import TargetOptions, open_target, register_tar
 
 def _rich_file() -> descriptor_pb2.FileDescriptorProto:
     F = descriptor_pb2.FieldDescriptorProto  # noqa: N806
-    f = descriptor_pb2.FileDescriptorProto(name="conformance_test/rich.proto", package="conformance_test",
-                                           syntax="proto3", dependency=["google/protobuf/struct.proto"])
+    f = descriptor_pb2.FileDescriptorProto(
+        name="conformance_test/rich.proto",
+        package="conformance_test",
+        syntax="proto3",
+        dependency=["google/protobuf/struct.proto"],
+    )
     enum = f.enum_type.add(name="Color")
     for i, n in enumerate(("COLOR_UNSPECIFIED", "COLOR_RED", "COLOR_BLUE")):
         enum.value.add(name=n, number=i)
     inner = f.message_type.add(name="Inner")
     inner.field.add(name="x", number=1, type=F.TYPE_SINT64, label=F.LABEL_OPTIONAL)
-    inner.field.add(name="again", number=2, type=F.TYPE_MESSAGE, type_name=".conformance_test.Inner",
-                    label=F.LABEL_OPTIONAL)
+    inner.field.add(
+        name="again", number=2, type=F.TYPE_MESSAGE, type_name=".conformance_test.Inner", label=F.LABEL_OPTIONAL
+    )
     m = f.message_type.add(name="Rich")
     m.field.add(name="d", number=1, type=F.TYPE_DOUBLE, label=F.LABEL_OPTIONAL)
     m.field.add(name="fl", number=2, type=F.TYPE_FLOAT, label=F.LABEL_OPTIONAL)
@@ -44,23 +49,36 @@ def _rich_file() -> descriptor_pb2.FileDescriptorProto:
     m.field.add(name="b", number=5, type=F.TYPE_BYTES, label=F.LABEL_OPTIONAL)
     m.field.add(name="color", number=6, type=F.TYPE_ENUM, type_name=".conformance_test.Color", label=F.LABEL_OPTIONAL)
     m.field.add(name="many", number=7, type=F.TYPE_INT32, label=F.LABEL_REPEATED)
-    m.field.add(name="inners", number=8, type=F.TYPE_MESSAGE, type_name=".conformance_test.Inner",
-                label=F.LABEL_REPEATED)
+    m.field.add(
+        name="inners", number=8, type=F.TYPE_MESSAGE, type_name=".conformance_test.Inner", label=F.LABEL_REPEATED
+    )
     entry = m.nested_type.add(name="TableEntry", options=descriptor_pb2.MessageOptions(map_entry=True))
     entry.field.add(name="key", number=1, type=F.TYPE_STRING, label=F.LABEL_OPTIONAL)
-    entry.field.add(name="value", number=2, type=F.TYPE_MESSAGE, type_name=".conformance_test.Inner",
-                    label=F.LABEL_OPTIONAL)
-    m.field.add(name="table", number=9, type=F.TYPE_MESSAGE, type_name=".conformance_test.Rich.TableEntry",
-                label=F.LABEL_REPEATED)
+    entry.field.add(
+        name="value", number=2, type=F.TYPE_MESSAGE, type_name=".conformance_test.Inner", label=F.LABEL_OPTIONAL
+    )
+    m.field.add(
+        name="table",
+        number=9,
+        type=F.TYPE_MESSAGE,
+        type_name=".conformance_test.Rich.TableEntry",
+        label=F.LABEL_REPEATED,
+    )
     m.oneof_decl.add(name="choice")
     m.field.add(name="left", number=10, type=F.TYPE_STRING, label=F.LABEL_OPTIONAL, oneof_index=0)
-    m.field.add(name="right", number=11, type=F.TYPE_MESSAGE, type_name=".conformance_test.Inner",
-                label=F.LABEL_OPTIONAL, oneof_index=0)
+    m.field.add(
+        name="right",
+        number=11,
+        type=F.TYPE_MESSAGE,
+        type_name=".conformance_test.Inner",
+        label=F.LABEL_OPTIONAL,
+        oneof_index=0,
+    )
     m.oneof_decl.add(name="_maybe")
-    m.field.add(name="maybe", number=12, type=F.TYPE_INT32, label=F.LABEL_OPTIONAL, oneof_index=1,
-                proto3_optional=True)
-    m.field.add(name="meta", number=13, type=F.TYPE_MESSAGE, type_name=".google.protobuf.Struct",
-                label=F.LABEL_OPTIONAL)
+    m.field.add(name="maybe", number=12, type=F.TYPE_INT32, label=F.LABEL_OPTIONAL, oneof_index=1, proto3_optional=True)
+    m.field.add(
+        name="meta", number=13, type=F.TYPE_MESSAGE, type_name=".google.protobuf.Struct", label=F.LABEL_OPTIONAL
+    )
     return f
 
 
@@ -109,9 +127,14 @@ def test_message_strategy_reaches_maps_oneofs_and_presence() -> None:
 # ------------------------------------------------------------------ JSON Schema
 
 PYDANTIC_LIKE = {
-    "$defs": {"Point": {"type": "object", "properties": {"x": {"type": "integer", "minimum": 0, "maximum": 9},
-                                                         "y": {"type": "number"}},
-                        "required": ["x"], "additionalProperties": False}},
+    "$defs": {
+        "Point": {
+            "type": "object",
+            "properties": {"x": {"type": "integer", "minimum": 0, "maximum": 9}, "y": {"type": "number"}},
+            "required": ["x"],
+            "additionalProperties": False,
+        }
+    },
     "type": "object",
     "properties": {
         "name": {"type": "string", "minLength": 1, "maxLength": 5},
@@ -200,15 +223,19 @@ def test_json_protocol_tool_call_actions_are_openenv_shaped() -> None:
     info.action.kind = payload_pb2.PAYLOAD_KIND_MESSAGE
     info.action.message_type = "openenv.v1.CallToolRequest"
     tool = tool_pb2.Tool(name="add")
-    to_struct({"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"],
-               "additionalProperties": False}, tool.input_schema)
+    to_struct(
+        {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"], "additionalProperties": False},
+        tool.input_schema,
+    )
     space = ActionSpace(EnvSpec(info), [tool], json_actions=True)
     seen = [a.json for a in _draws(space.invalid(), 60)]
     assert any(isinstance(v, dict) and "tool_name" not in v for v in seen)
-    bad_args = [v for v in seen if isinstance(v, dict) and v.get("tool_name") == "add"
-                and isinstance(v.get("arguments"), dict)]
-    assert bad_args and all(not jsonschema.Draft202012Validator(from_struct_(tool)).is_valid(v["arguments"])
-                            for v in bad_args)
+    bad_args = [
+        v for v in seen if isinstance(v, dict) and v.get("tool_name") == "add" and isinstance(v.get("arguments"), dict)
+    ]
+    assert bad_args and all(
+        not jsonschema.Draft202012Validator(from_struct_(tool)).is_valid(v["arguments"]) for v in bad_args
+    )
 
 
 def from_struct_(tool):  # the tool's input schema as a dict
@@ -268,11 +295,27 @@ def test_target_registry_is_pluggable() -> None:
 
 
 def test_report_forms() -> None:
-    rep = Report(target="python:m:E", suite_version="0.1.0", suite_protocol_version="1.0", seed=1, max_examples=5,
-                 levels=["protocol"])
-    rep.results = [CheckResult("protocol.a", "protocol", "A", "§1", "pass"),
-                   CheckResult("protocol.b", "protocol", "B", "§2", "fail", reason="boom <&>", example="f(x=1)",
-                               reproduce="openenv certify python:m:E --seed 1 --check protocol.b")]
+    rep = Report(
+        target="python:m:E",
+        suite_version="0.1.0",
+        suite_protocol_version="1.0",
+        seed=1,
+        max_examples=5,
+        levels=["protocol"],
+    )
+    rep.results = [
+        CheckResult("protocol.a", "protocol", "A", "§1", "pass"),
+        CheckResult(
+            "protocol.b",
+            "protocol",
+            "B",
+            "§2",
+            "fail",
+            reason="boom <&>",
+            example="f(x=1)",
+            reproduce="openenv certify python:m:E --seed 1 --check protocol.b",
+        ),
+    ]
     assert rep.exit_code == 1 and not rep.certified
     d = json.loads(rep.to_json())
     assert d["counts"] == {"pass": 1, "fail": 1, "skip": 0, "error": 0}

@@ -74,8 +74,9 @@ class Counter(Tracked):
         self.total = 0
         self.history: list[int] = []
 
-    def reset(self, *, seed: int | None = None, episode_id: str | None = None,
-              options: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    def reset(
+        self, *, seed: int | None = None, episode_id: str | None = None, options: Mapping[str, Any] | None = None
+    ) -> dict[str, Any]:
         self.total = seed or 0
         self.history = []
         return {"total": self.total, "tag": self.tag}
@@ -87,10 +88,13 @@ class Counter(Tracked):
             raise openenv.InvalidAction(f"delta {action.delta} is above 1000")
         self.total += action.delta
         self.history.append(action.delta)
-        return openenv.StepResult({"total": self.total, "tag": self.tag}, reward=float(action.delta),
-                                  terminated=action.finish == "terminated",
-                                  truncated=action.finish == "truncated",
-                                  metadata={"delta": action.delta})
+        return openenv.StepResult(
+            {"total": self.total, "tag": self.tag},
+            reward=float(action.delta),
+            terminated=action.finish == "terminated",
+            truncated=action.finish == "truncated",
+            metadata={"delta": action.delta},
+        )
 
     def state(self) -> dict[str, Any]:
         return {"total": self.total, "history": list(self.history), "tag": self.tag}
@@ -111,8 +115,13 @@ class AutoResetCounter(Counter):
 class AsyncCounter(Counter):
     """The counter with coroutine methods (run on the event loop)."""
 
-    async def reset(self, *, seed: int | None = None, episode_id: str | None = None,  # type: ignore[override]
-                    options: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    async def reset(
+        self,
+        *,
+        seed: int | None = None,
+        episode_id: str | None = None,  # type: ignore[override]
+        options: Mapping[str, Any] | None = None,
+    ) -> dict[str, Any]:
         await asyncio.sleep(0)
         return Counter.reset(self, seed=seed, episode_id=episode_id, options=options)
 
@@ -152,8 +161,9 @@ class Scripted(Tracked):
                 type(self).overlaps += 1
         super().close()
 
-    def reset(self, *, seed: int | None = None, episode_id: str | None = None,
-              options: Mapping[str, Any] | None = None) -> openenv.StepResult:
+    def reset(
+        self, *, seed: int | None = None, episode_id: str | None = None, options: Mapping[str, Any] | None = None
+    ) -> openenv.StepResult:
         return openenv.StepResult({"seed": seed, "episode_id": episode_id, "options": dict(options or {})})
 
     def step(self, action: Any) -> Any:
@@ -198,8 +208,9 @@ class AsyncSlow(Tracked):
 
     cancelled: ClassVar[int] = 0
 
-    async def reset(self, *, seed: int | None = None, episode_id: str | None = None,
-                    options: Mapping[str, Any] | None = None) -> str:
+    async def reset(
+        self, *, seed: int | None = None, episode_id: str | None = None, options: Mapping[str, Any] | None = None
+    ) -> str:
         return "ready"
 
     async def step(self, action: Any) -> str:
@@ -215,8 +226,9 @@ class AsyncSlow(Tracked):
 class Failing(Tracked):
     """Every step raises ``ValueError("boom")``; reset and state work."""
 
-    def reset(self, *, seed: int | None = None, episode_id: str | None = None,
-              options: Mapping[str, Any] | None = None) -> str:
+    def reset(
+        self, *, seed: int | None = None, episode_id: str | None = None, options: Mapping[str, Any] | None = None
+    ) -> str:
         return "ready"
 
     def step(self, action: Any) -> Any:
@@ -256,8 +268,9 @@ class SchemaEnv(Tracked):
 
     action_type = SCHEMA_ACTION
 
-    def reset(self, *, seed: int | None = None, episode_id: str | None = None,
-              options: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    def reset(
+        self, *, seed: int | None = None, episode_id: str | None = None, options: Mapping[str, Any] | None = None
+    ) -> dict[str, Any]:
         return {}
 
     def step(self, action: dict[str, Any]) -> dict[str, Any]:
@@ -270,8 +283,9 @@ class TensorEnv(Tracked):
     action_type = openenv.TensorSpec("float32", (3,), minimum=-10.0, maximum=10.0)
     observation_type = openenv.TensorSpec("float32", (3,))
 
-    def reset(self, *, seed: int | None = None, episode_id: str | None = None,
-              options: Mapping[str, Any] | None = None) -> np.ndarray:
+    def reset(
+        self, *, seed: int | None = None, episode_id: str | None = None, options: Mapping[str, Any] | None = None
+    ) -> np.ndarray:
         return np.zeros(3, dtype=np.float32)
 
     def step(self, action: np.ndarray) -> np.ndarray:
@@ -284,8 +298,9 @@ class MessageEnv(Tracked):
     action_type = tool_pb2.TextContent
     observation_type = tool_pb2.TextContent
 
-    def reset(self, *, seed: int | None = None, episode_id: str | None = None,
-              options: Mapping[str, Any] | None = None) -> tool_pb2.TextContent:
+    def reset(
+        self, *, seed: int | None = None, episode_id: str | None = None, options: Mapping[str, Any] | None = None
+    ) -> tool_pb2.TextContent:
         return tool_pb2.TextContent(text="")
 
     def step(self, action: tool_pb2.TextContent) -> Any:
@@ -300,8 +315,9 @@ class MessageEnv(Tracked):
 class ToolEnv(Tracked):
     """Tools beside an ordinary step loop."""
 
-    def reset(self, *, seed: int | None = None, episode_id: str | None = None,
-              options: Mapping[str, Any] | None = None) -> str:
+    def reset(
+        self, *, seed: int | None = None, episode_id: str | None = None, options: Mapping[str, Any] | None = None
+    ) -> str:
         return "ready"
 
     def step(self, action: Any) -> Any:
@@ -344,8 +360,9 @@ class Sleeper(Tracked):
     release: ClassVar[threading.Event] = threading.Event()
     in_step: ClassVar[int] = 0  # steps past the barrier, waiting for release
 
-    def reset(self, *, seed: int | None = None, episode_id: str | None = None,
-              options: Mapping[str, Any] | None = None) -> str:
+    def reset(
+        self, *, seed: int | None = None, episode_id: str | None = None, options: Mapping[str, Any] | None = None
+    ) -> str:
         return "ready"
 
     def step(self, action: Any) -> str:

@@ -80,8 +80,9 @@ async def wait_until(pred: Callable[[], bool], timeout: float = WAIT_S, what: st
         await asyncio.sleep(0.01)
 
 
-async def until_raises(call: Callable[[], Awaitable[Any]], exc_type: type[BaseException],
-                       timeout: float = WAIT_S) -> BaseException:
+async def until_raises(
+    call: Callable[[], Awaitable[Any]], exc_type: type[BaseException], timeout: float = WAIT_S
+) -> BaseException:
     """Repeat ``call`` until it raises ``exc_type`` (returned); fail after ``timeout`` s.
     For "the stream ends soon": answers may still arrive until the server acts."""
     deadline = time.monotonic() + timeout
@@ -97,8 +98,10 @@ async def until_raises(call: Callable[[], Awaitable[Any]], exc_type: type[BaseEx
 async def wait_released(server: openenv.Server, env_cls: Any, closed: int = 1) -> None:
     """Wait until no session holds a slot and ``env_cls.close()`` ran ``closed`` times
     (it runs just after the slot is freed); then require exactly that many."""
-    await wait_until(lambda: server.manager.active == 0 and env_cls.closed >= closed,
-                     what=f"sessions released and {env_cls.__name__}.close() called {closed} time(s)")
+    await wait_until(
+        lambda: server.manager.active == 0 and env_cls.closed >= closed,
+        what=f"sessions released and {env_cls.__name__}.close() called {closed} time(s)",
+    )
     assert env_cls.closed == closed, f"{env_cls.__name__}.close() called {env_cls.closed} times, expected {closed}"
 
 
@@ -136,6 +139,7 @@ class RawSession:
         with contextlib.suppress(Exception):
             await asyncio.wait_for(self.call.done_writing(), WAIT_S)
         with contextlib.suppress(Exception):
+
             async def drain() -> None:
                 while await self.call.read() is not grpc.aio.EOF:
                     pass
@@ -169,16 +173,18 @@ class RawSession:
             raise StreamEnded(code, await self.call.details() or "")
         return resp
 
-    async def request(self, req: environment_pb2.SessionRequest | None = None,
-                      **kind: Any) -> environment_pb2.SessionResponse:
+    async def request(
+        self, req: environment_pb2.SessionRequest | None = None, **kind: Any
+    ) -> environment_pb2.SessionResponse:
         """Send one request and read its answer (checking the request id)."""
         rid = await self.send(req, **kind)
         resp = await self.recv()
         assert resp.request_id == rid, f"answer to {resp.request_id}, expected {rid}"
         return resp
 
-    async def handshake(self, version: str = openenv.PROTOCOL_VERSION,
-                        **fields: Any) -> environment_pb2.SessionResponse:
+    async def handshake(
+        self, version: str = openenv.PROTOCOL_VERSION, **fields: Any
+    ) -> environment_pb2.SessionResponse:
         return await self.request(handshake=environment_pb2.HandshakeRequest(protocol_version=version, **fields))
 
     async def open(self, **fields: Any) -> environment_pb2.HandshakeResponse:
@@ -212,5 +218,6 @@ async def get_info(tgt: str) -> environment_pb2.EnvironmentInfo:
     """GetInfo over a fresh channel (also a liveness probe of the server)."""
     async with grpc.aio.insecure_channel(tgt) as ch:
         resp = await environment_pb2_grpc.EnvironmentServiceStub(ch).GetInfo(
-            environment_pb2.GetInfoRequest(), timeout=WAIT_S)
+            environment_pb2.GetInfoRequest(), timeout=WAIT_S
+        )
     return resp.info

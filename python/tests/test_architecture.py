@@ -38,8 +38,14 @@ OPTIONAL_EXTRA_IMPORTS = {
 
 def _lint_imports(src_root: Path) -> subprocess.CompletedProcess[str]:
     """Run import-linter on the package found under ``src_root`` with the project's contracts."""
-    return subprocess.run([str(LINT_IMPORTS), str(PYPROJECT), "--no-cache"], capture_output=True, text=True,
-                          timeout=120, cwd=src_root, env={"PYTHONPATH": str(src_root), "PATH": "/usr/bin:/bin"})
+    return subprocess.run(
+        [str(LINT_IMPORTS), str(PYPROJECT), "--no-cache"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=src_root,
+        env={"PYTHONPATH": str(src_root), "PATH": "/usr/bin:/bin"},
+    )
 
 
 def _copy(tmp_path: Path) -> Path:
@@ -79,8 +85,12 @@ def _function_level_imports() -> set[tuple[str, str]]:
             continue
         module = ".".join(("openenv", *path.relative_to(SRC).with_suffix("").parts)).removesuffix(".__init__")
         tree = ast.parse(path.read_text())
-        type_checking = {id(n) for node in ast.walk(tree) if isinstance(node, ast.If)
-                         and "TYPE_CHECKING" in ast.unparse(node.test) for n in ast.walk(node)}
+        type_checking = {
+            id(n)
+            for node in ast.walk(tree)
+            if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+            for n in ast.walk(node)
+        }
         for fn in ast.walk(tree):
             if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 continue
@@ -106,8 +116,9 @@ def test_the_0_1_module_paths_still_import_with_a_warning() -> None:
 
     assert old.PROTOCOL_VERSION == openenv.PROTOCOL_VERSION
     assert old.SessionManager.__module__ == "openenv.runtime.session"
-    assert any(issubclass(w.category, DeprecationWarning) and "openenv.runtime.session" in str(w.message)
-               for w in caught)
+    assert any(
+        issubclass(w.category, DeprecationWarning) and "openenv.runtime.session" in str(w.message) for w in caught
+    )
     from openenv._compat import MOVED
 
     for name in MOVED:

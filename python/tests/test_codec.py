@@ -26,12 +26,18 @@ EXACT = 2**53
 
 # --------------------------------------------------------------------------- JSON values
 
-json_scalars = (st.none() | st.booleans() | st.integers(-EXACT, EXACT) | st.text()
-                | st.floats(allow_nan=False, allow_infinity=False))
+json_scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers(-EXACT, EXACT)
+    | st.text()
+    | st.floats(allow_nan=False, allow_infinity=False)
+)
 json_values = st.recursive(
     json_scalars,
     lambda inner: st.lists(inner, max_size=5) | st.dictionaries(st.text(max_size=8), inner, max_size=5),
-    max_leaves=30)
+    max_leaves=30,
+)
 
 
 def expected(x: Any) -> Any:
@@ -125,13 +131,16 @@ def test_tensor_scalar_and_non_contiguous_input() -> None:
     assert tensor_from_proto(tensor_to_proto(a)).tolist() == a.tolist()
 
 
-@pytest.mark.parametrize("t", [
-    payload_pb2.Tensor(dtype=payload_pb2.D_TYPE_UNSPECIFIED, shape=[1], data=b"\x00"),
-    payload_pb2.Tensor(dtype=99, shape=[1], data=b"\x00"),
-    payload_pb2.Tensor(dtype=payload_pb2.D_TYPE_INT32, shape=[2, -1], data=b""),
-    payload_pb2.Tensor(dtype=payload_pb2.D_TYPE_INT32, shape=[2], data=b"\x00" * 7),
-    payload_pb2.Tensor(dtype=payload_pb2.D_TYPE_INT32, shape=[], data=b""),  # a scalar has one element
-])
+@pytest.mark.parametrize(
+    "t",
+    [
+        payload_pb2.Tensor(dtype=payload_pb2.D_TYPE_UNSPECIFIED, shape=[1], data=b"\x00"),
+        payload_pb2.Tensor(dtype=99, shape=[1], data=b"\x00"),
+        payload_pb2.Tensor(dtype=payload_pb2.D_TYPE_INT32, shape=[2, -1], data=b""),
+        payload_pb2.Tensor(dtype=payload_pb2.D_TYPE_INT32, shape=[2], data=b"\x00" * 7),
+        payload_pb2.Tensor(dtype=payload_pb2.D_TYPE_INT32, shape=[], data=b""),  # a scalar has one element
+    ],
+)
 def test_tensors_that_break_the_invariant_are_invalid_argument(t: payload_pb2.Tensor) -> None:
     with pytest.raises(openenv.InvalidArgument):
         tensor_from_proto(t)
@@ -158,10 +167,16 @@ def test_tensor_spec_codec_checks_dtype_shape_and_bounds() -> None:
 
 _FD = descriptor.FieldDescriptor
 _INTS = {
-    _FD.TYPE_INT32: (-(2**31), 2**31 - 1), _FD.TYPE_SINT32: (-(2**31), 2**31 - 1),
-    _FD.TYPE_SFIXED32: (-(2**31), 2**31 - 1), _FD.TYPE_UINT32: (0, 2**32 - 1), _FD.TYPE_FIXED32: (0, 2**32 - 1),
-    _FD.TYPE_INT64: (-(2**63), 2**63 - 1), _FD.TYPE_SINT64: (-(2**63), 2**63 - 1),
-    _FD.TYPE_SFIXED64: (-(2**63), 2**63 - 1), _FD.TYPE_UINT64: (0, 2**64 - 1), _FD.TYPE_FIXED64: (0, 2**64 - 1),
+    _FD.TYPE_INT32: (-(2**31), 2**31 - 1),
+    _FD.TYPE_SINT32: (-(2**31), 2**31 - 1),
+    _FD.TYPE_SFIXED32: (-(2**31), 2**31 - 1),
+    _FD.TYPE_UINT32: (0, 2**32 - 1),
+    _FD.TYPE_FIXED32: (0, 2**32 - 1),
+    _FD.TYPE_INT64: (-(2**63), 2**63 - 1),
+    _FD.TYPE_SINT64: (-(2**63), 2**63 - 1),
+    _FD.TYPE_SFIXED64: (-(2**63), 2**63 - 1),
+    _FD.TYPE_UINT64: (0, 2**64 - 1),
+    _FD.TYPE_FIXED64: (0, 2**64 - 1),
 }
 
 
@@ -189,10 +204,12 @@ def messages(cls: type[Message], depth: int = 3) -> st.SearchStrategy[Message]:
     if name == "google.protobuf.Struct":
         return st.dictionaries(st.text(max_size=6), json_values, max_size=3).map(lambda d: to_struct(d))
     if name == "google.protobuf.Duration":
+
         def dur(ns: int) -> Message:
             m = cls()
             m.FromNanoseconds(ns)
             return m
+
         return st.integers(0, 10**13).map(dur)
 
     def field(f: descriptor.FieldDescriptor) -> st.SearchStrategy[Any]:
@@ -227,8 +244,15 @@ def messages(cls: type[Message], depth: int = 3) -> st.SearchStrategy[Message]:
     return st.fixed_dictionaries({f.name: field(f) for f in cls.DESCRIPTOR.fields}).map(build)
 
 
-SCHEMA_MESSAGES = [gridworld_pb2.Action, gridworld_pb2.Position, gridworld_pb2.Observation, gridworld_pb2.State,
-                   tool_pb2.CallToolRequest, tool_pb2.Tool, environment_pb2.ResetRequest]
+SCHEMA_MESSAGES = [
+    gridworld_pb2.Action,
+    gridworld_pb2.Position,
+    gridworld_pb2.Observation,
+    gridworld_pb2.State,
+    tool_pb2.CallToolRequest,
+    tool_pb2.Tool,
+    environment_pb2.ResetRequest,
+]
 
 
 @pytest.mark.parametrize("cls", SCHEMA_MESSAGES, ids=lambda c: c.DESCRIPTOR.full_name)
@@ -249,8 +273,7 @@ def test_message_json_schema_rejects_what_the_mapping_never_produces() -> None:
     Draft.check_schema(message_json_schema(gridworld_pb2.State.DESCRIPTOR))
     obs = Draft(message_json_schema(gridworld_pb2.Observation.DESCRIPTOR))
     assert obs.is_valid({"agent": {"row": 1, "col": 2}, "grid": ["#.", ".A"], "bumped": False})
-    for bad in ({"agent": {"row": "one"}}, {"grid": "#."}, {"bumped": 1}, {"unknown": 1},
-                {"agent": {"row": 2**31}}):
+    for bad in ({"agent": {"row": "one"}}, {"grid": "#."}, {"bumped": 1}, {"unknown": 1}, {"agent": {"row": 2**31}}):
         assert not obs.is_valid(bad), bad
     action = Draft(message_json_schema(gridworld_pb2.Action.DESCRIPTOR))
     assert action.is_valid({"move": "MOVE_UP"}) and action.is_valid({"move": 2})

@@ -35,8 +35,7 @@ async def _drive(url: str, k: int, started: asyncio.Event, connected: list[int])
             assert r.observation["tag"] == f"s{k}"
             await asyncio.sleep(0)
         st = await env.state()
-        return env.session_id, totals, {"history": st.state["history"], "steps": st.step_count,
-                                        "expected": deltas}
+        return env.session_id, totals, {"history": st.state["history"], "steps": st.step_count, "expected": deltas}
 
 
 @pytest.mark.parametrize("env_cls", [Counter, AsyncCounter])
@@ -46,8 +45,11 @@ async def test_hundred_concurrent_sessions_are_isolated(env_cls: type[Counter]) 
         connected: list[int] = []
         tasks = [asyncio.ensure_future(_drive(srv.address, k, started, connected)) for k in range(N_SESSIONS)]
         try:
-            await wait_until(lambda: len(connected) == N_SESSIONS or any(t.done() for t in tasks),
-                             timeout=WAIT_S * 4, what="all sessions to open")
+            await wait_until(
+                lambda: len(connected) == N_SESSIONS or any(t.done() for t in tasks),
+                timeout=WAIT_S * 4,
+                what="all sessions to open",
+            )
             assert srv.manager.active == N_SESSIONS
             with pytest.raises(openenv.ResourceExhausted):  # the 101st is refused while all are open
                 await openenv.EnvClient(srv.address).connect()
@@ -80,8 +82,11 @@ async def test_blocking_sync_steps_run_in_threads_without_blocking_the_loop() ->
                 await c.connect()
                 await c.reset()
             steps = [asyncio.ensure_future(c.step({"sleep": True})) for c in clients]
-            await wait_until(lambda: Sleeper.in_step == n or any(s.done() for s in steps),
-                             timeout=WAIT_S * 2, what=f"{n} steps blocked in worker threads at once")
+            await wait_until(
+                lambda: Sleeper.in_step == n or any(s.done() for s in steps),
+                timeout=WAIT_S * 2,
+                what=f"{n} steps blocked in worker threads at once",
+            )
             assert Sleeper.in_step == n and not Sleeper.barrier.broken
             # every step is blocked in a worker thread, yet the server's loop answers
             assert (await get_info(target(srv))).name == "sleeper"

@@ -62,8 +62,9 @@ async def assert_usable(s: RawSession, *, steps: int | None = None) -> environme
     return st
 
 
-def assert_error(resp: environment_pb2.SessionResponse, code: ErrorCode, *, fatal: bool = False,
-                 contains: str = "") -> environment_pb2.SessionResponse:
+def assert_error(
+    resp: environment_pb2.SessionResponse, code: ErrorCode, *, fatal: bool = False, contains: str = ""
+) -> environment_pb2.SessionResponse:
     err = error_of(resp)
     assert err.code == code, f"expected {code.name}, got {err}"
     assert err.fatal is fatal
@@ -95,8 +96,9 @@ async def test_invalid_argument_any_of_wrong_type_and_garbage_bytes() -> None:
             ok(await s.request(**RESET), "reset")
             wrong = payload_pb2.Payload()
             wrong.message.Pack(tool_pb2.ImageContent(data=b"\x89PNG", mime_type="image/png"))
-            assert_error(await s.request(**step_req(wrong)), ErrorCode.INVALID_ARGUMENT,
-                         contains="openenv.v1.TextContent")
+            assert_error(
+                await s.request(**step_req(wrong)), ErrorCode.INVALID_ARGUMENT, contains="openenv.v1.TextContent"
+            )
             garbage = payload_pb2.Payload()
             garbage.message.type_url = "type.googleapis.com/openenv.v1.TextContent"
             garbage.message.value = b"\xff\xff\xff\xff"
@@ -208,10 +210,10 @@ async def test_failed_precondition_step_before_reset() -> None:
             assert (await env.step({"delta": 1})).step_count == 1
 
 
-@pytest.mark.parametrize("finish,status", [("terminated", openenv.EpisodeStatus.TERMINATED),
-                                           ("truncated", openenv.EpisodeStatus.TRUNCATED)])
-async def test_failed_precondition_step_after_the_episode_ended(finish: str,
-                                                                status: openenv.EpisodeStatus) -> None:
+@pytest.mark.parametrize(
+    "finish,status", [("terminated", openenv.EpisodeStatus.TERMINATED), ("truncated", openenv.EpisodeStatus.TRUNCATED)]
+)
+async def test_failed_precondition_step_after_the_episode_ended(finish: str, status: openenv.EpisodeStatus) -> None:
     async with running(Counter) as srv:
         async with openenv.EnvClient(srv.address) as env:
             first = await env.reset(episode_id="ep-1")
@@ -534,8 +536,16 @@ async def test_rewards_none_stays_none_bool_becomes_float() -> None:
 
 async def test_metadata_round_trips_intact() -> None:
     meta = {
-        "text": "héllo ✓", "int": 7, "neg": -3, "big": 2**53, "float": 0.25, "bool": True, "none": None,
-        "list": [1, "two", [3.5, None], {"k": False}], "nested": {"a": {"b": {"c": []}}}, "empty": {},
+        "text": "héllo ✓",
+        "int": 7,
+        "neg": -3,
+        "big": 2**53,
+        "float": 0.25,
+        "bool": True,
+        "none": None,
+        "list": [1, "two", [3.5, None], {"k": False}],
+        "nested": {"a": {"b": {"c": []}}},
+        "empty": {},
         "": "empty key",
     }
     async with running(Scripted) as srv:
@@ -546,4 +556,3 @@ async def test_metadata_round_trips_intact() -> None:
             assert type(r.metadata["int"]) is int and type(r.metadata["float"]) is float
             r = await env.step({"op": "echo", "value": meta})  # observations too
             assert r.observation == meta and r.metadata == {}
-

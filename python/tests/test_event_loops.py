@@ -66,6 +66,7 @@ class Watcher:
 
     def settle(self, target: str) -> list[str]:
         """Let late completions arrive (a few real round trips on the watcher's loop)."""
+
         async def traffic() -> None:
             async with grpc.aio.insecure_channel(target) as ch:
                 for _ in range(20):

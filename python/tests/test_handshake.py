@@ -71,13 +71,16 @@ async def test_empty_version_is_fatal_invalid_argument() -> None:
             assert (await s.ended()).code == grpc.StatusCode.OK
 
 
-@pytest.mark.parametrize("first", [
-    {"reset": environment_pb2.ResetRequest()},
-    {"step": environment_pb2.StepRequest()},
-    {"state": environment_pb2.StateRequest()},
-    {"close": environment_pb2.CloseRequest()},
-    {},  # no kind at all
-])
+@pytest.mark.parametrize(
+    "first",
+    [
+        {"reset": environment_pb2.ResetRequest()},
+        {"step": environment_pb2.StepRequest()},
+        {"state": environment_pb2.StateRequest()},
+        {"close": environment_pb2.CloseRequest()},
+        {},  # no kind at all
+    ],
+)
 async def test_first_request_not_a_handshake_is_fatal_failed_precondition(first: dict) -> None:
     async with running(Counter) as srv:
         async with RawSession(target(srv)) as s:

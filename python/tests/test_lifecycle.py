@@ -37,8 +37,9 @@ OPENENV_CLI = str(Path(sys.executable).parent / "openenv")
 
 
 def _step(value: object) -> environment_pb2.SessionRequest:
-    return environment_pb2.SessionRequest(step=environment_pb2.StepRequest(
-        action=payload_pb2.Payload(json=to_value(value))))
+    return environment_pb2.SessionRequest(
+        step=environment_pb2.StepRequest(action=payload_pb2.Payload(json=to_value(value)))
+    )
 
 
 @pytest.mark.parametrize("env_cls", [Counter, AsyncCounter])
@@ -75,8 +76,10 @@ async def test_disconnect_during_an_async_step_cancels_it_then_closes() -> None:
             await s.open()
             ok(await s.request(reset=environment_pb2.ResetRequest()), "reset")
             await s.send(_step({"s": 30}))
-            await wait_until(lambda: srv.manager.sessions and all(x.busy for x in srv.manager.sessions.values()),
-                             what="the step to start")
+            await wait_until(
+                lambda: srv.manager.sessions and all(x.busy for x in srv.manager.sessions.values()),
+                what="the step to start",
+            )
             s.call.cancel()
             await wait_released(srv, AsyncSlow)
         assert AsyncSlow.cancelled == 1
@@ -242,9 +245,19 @@ async def test_server_stop_closes_every_session_once_and_reports_not_serving() -
 async def test_sigterm_drains_the_cli_server_and_exits_zero(tmp_path: Path) -> None:
     ready = tmp_path / "ready"
     proc = await asyncio.create_subprocess_exec(
-        OPENENV_CLI, "serve", "openenv_testenvs:Counter", "--port", "0", "--ready-file", str(ready),
-        "--grace", "3", cwd=str(TESTS_DIR), stderr=asyncio.subprocess.PIPE,
-        env={**os.environ, "GRPC_VERBOSITY": "ERROR"})
+        OPENENV_CLI,
+        "serve",
+        "openenv_testenvs:Counter",
+        "--port",
+        "0",
+        "--ready-file",
+        str(ready),
+        "--grace",
+        "3",
+        cwd=str(TESTS_DIR),
+        stderr=asyncio.subprocess.PIPE,
+        env={**os.environ, "GRPC_VERBOSITY": "ERROR"},
+    )
     try:
         await wait_until(ready.exists, timeout=WAIT_S * 6, what="the server's ready file")
         url = ready.read_text()

@@ -81,7 +81,8 @@ async def test_client_gather_pipelines_steps_in_call_order() -> None:
             await env.reset(seed=0)
             n = 200
             results = await asyncio.wait_for(
-                asyncio.gather(*(env.step(Counter.action_type(delta=i)) for i in range(1, n + 1))), WAIT_S * 3)
+                asyncio.gather(*(env.step(Counter.action_type(delta=i)) for i in range(1, n + 1))), WAIT_S * 3
+            )
             # effects are applied in call order: the k-th step sees the sum 1..k
             assert [r.observation["total"] for r in results] == [k * (k + 1) // 2 for k in range(1, n + 1)]
             assert [r.step_count for r in results] == list(range(1, n + 1))

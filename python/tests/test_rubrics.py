@@ -50,12 +50,13 @@ WAIT_S = 30.0
 
 # --------------------------------------------------------------------------- helpers
 
+
 def adds_up(spec: Any, s: Score) -> None:
     """The rule of docs/rubrics.md for one node and, recursively, its children."""
     assert s.name == spec.name
     kids = {c.name: c for c in spec.children}
     # Evaluated children are a prefix of the spec's children, in spec order.
-    assert [c.name for c in s.children] == [c.name for c in spec.children][:len(s.children)]
+    assert [c.name for c in s.children] == [c.name for c in spec.children][: len(s.children)]
     for c in s.children:
         assert c.weight == kids[c.name].weight
         adds_up(kids[c.name], c)
@@ -107,6 +108,7 @@ async def session(env_cls: Any, **server_kw: Any) -> AsyncIterator[openenv.EnvCl
 
 # --------------------------------------------------------------------------- environments
 
+
 @leaf(minimum=0, maximum=1)
 def is_number(action: Any, observation: Any) -> float:
     """The answer is an integer."""
@@ -135,10 +137,16 @@ class Answering(openenv.Environment):
     action_type = str
     observation_type = str
     deterministic = True
-    rubric = Gate(is_number, WeightedSum([Correct(), brevity], [1.0, -0.5], name="total"), name="reward",
-                  description="format gate, then correctness minus a length penalty")
-    def reset(self, *, seed: int | None = None, episode_id: str | None = None,
-              options: dict[str, Any] | None = None) -> str:
+    rubric = Gate(
+        is_number,
+        WeightedSum([Correct(), brevity], [1.0, -0.5], name="total"),
+        name="reward",
+        description="format gate, then correctness minus a length penalty",
+    )
+
+    def reset(
+        self, *, seed: int | None = None, episode_id: str | None = None, options: dict[str, Any] | None = None
+    ) -> str:
         self.target = 42
         return "answer"
 
@@ -155,14 +163,24 @@ async def test_spec_in_info_and_get_info() -> None:
         try:
             spec = client.info.rubric
             assert spec == Answering.rubric.spec() and client.rubric == spec
-            assert (spec.name, spec.kind, spec.description) == ("reward", "gate",
-                                                                 "format gate, then correctness minus a length penalty")
+            assert (spec.name, spec.kind, spec.description) == (
+                "reward",
+                "gate",
+                "format gate, then correctness minus a length penalty",
+            )
             assert json_format.MessageToDict(spec.params) == {"threshold": 1.0}
             cond, total = spec.children
             assert (cond.name, cond.kind, cond.description, cond.minimum, cond.maximum) == (
-                "is_number", "leaf", "The answer is an integer.", 0.0, 1.0)
+                "is_number",
+                "leaf",
+                "The answer is an integer.",
+                0.0,
+                1.0,
+            )
             assert (total.kind, [(c.name, c.weight) for c in total.children]) == (
-                "weighted_sum", [("correct", 1.0), ("brevity", -0.5)])
+                "weighted_sum",
+                [("correct", 1.0), ("brevity", -0.5)],
+            )
             assert total.children[0].description == "The answer equals the environment's target."
             assert (total.minimum, total.maximum) == (-0.5, 1.0)
             assert (spec.minimum, spec.maximum) == (-0.5, 1.0)
@@ -170,8 +188,11 @@ async def test_spec_in_info_and_get_info() -> None:
             await client.close()
         # GetInfo (no session) carries the same tree.
         async with grpc.aio.insecure_channel(f"127.0.0.1:{srv.port}") as ch:
-            info = (await asyncio.wait_for(environment_pb2_grpc.EnvironmentServiceStub(ch).GetInfo(
-                environment_pb2.GetInfoRequest()), WAIT_S)).info
+            info = (
+                await asyncio.wait_for(
+                    environment_pb2_grpc.EnvironmentServiceStub(ch).GetInfo(environment_pb2.GetInfoRequest()), WAIT_S
+                )
+            ).info
         assert info.rubric == Answering.rubric.spec()
 
 
@@ -215,8 +236,11 @@ def third(action: Any, observation: Any) -> float:
 class Checks(openenv.Environment):
     """Actions are dicts of three scores; the rubric is a Sequential with threshold 0.5."""
 
-    rubric = WeightedSum([Sequential(first, second, third, threshold=0.5, name="seq"),
-                          Gate(first, name="gate1", threshold=0.5)], [1.0, 1.0], name="root")
+    rubric = WeightedSum(
+        [Sequential(first, second, third, threshold=0.5, name="seq"), Gate(first, name="gate1", threshold=0.5)],
+        [1.0, 1.0],
+        name="root",
+    )
 
     def reset(self, **kw: Any) -> str:
         return "ready"
@@ -225,14 +249,18 @@ class Checks(openenv.Environment):
         return "scored"
 
 
-@pytest.mark.parametrize(("scores", "evaluated", "seq", "gate1"), [
-    ({"first": 1.0, "second": 0.7, "third": 0.2}, ["first", "second", "third"], 0.2, 1.0),  # all pass: last
-    ({"first": 1.0, "second": 0.3, "third": 0.9}, ["first", "second"], 0.3, 1.0),  # stops at the failing one
-    ({"first": 0.0, "second": 1.0, "third": 1.0}, ["first"], 0.0, 0.0),  # fails at once; one-child gate closed
-    ({"first": 0.5, "second": 0.5, "third": 1.0}, ["first", "second", "third"], 1.0, 0.5),  # threshold inclusive
-])
-async def test_sequential_and_one_child_gate(scores: dict[str, float], evaluated: list[str], seq: float,
-                                             gate1: float) -> None:
+@pytest.mark.parametrize(
+    ("scores", "evaluated", "seq", "gate1"),
+    [
+        ({"first": 1.0, "second": 0.7, "third": 0.2}, ["first", "second", "third"], 0.2, 1.0),  # all pass: last
+        ({"first": 1.0, "second": 0.3, "third": 0.9}, ["first", "second"], 0.3, 1.0),  # stops at the failing one
+        ({"first": 0.0, "second": 1.0, "third": 1.0}, ["first"], 0.0, 0.0),  # fails at once; one-child gate closed
+        ({"first": 0.5, "second": 0.5, "third": 1.0}, ["first", "second", "third"], 1.0, 0.5),  # threshold inclusive
+    ],
+)
+async def test_sequential_and_one_child_gate(
+    scores: dict[str, float], evaluated: list[str], seq: float, gate1: float
+) -> None:
     async with session(Checks) as env:
         await env.reset()
         s = check(env, await env.step(scores))
@@ -243,14 +271,15 @@ async def test_sequential_and_one_child_gate(scores: dict[str, float], evaluated
 
 # --------------------------------------------------------------------------- trajectories
 
+
 class Race(openenv.Environment):
     """Steps until "win" or "lose"; the reward is an episode-level, discounted rubric."""
 
     action_type = str
     max_episode_steps = 5
     rubric = ExponentialDiscountingTrajectoryRubric(
-        lambda trajectory: 1.0 if trajectory[-1][0] == "win" else -1.0, gamma=0.5, name="episode",
-        minimum=-1, maximum=1)
+        lambda trajectory: 1.0 if trajectory[-1][0] == "win" else -1.0, gamma=0.5, name="episode", minimum=-1, maximum=1
+    )
 
     def reset(self, **kw: Any) -> str:
         return "go"
@@ -263,7 +292,9 @@ async def test_trajectory_credits_are_discounted() -> None:
     async with session(Race) as env:
         spec = env.info.rubric
         assert spec.kind == "trajectory" and json_format.MessageToDict(spec.params) == {
-            "gamma": 0.5, "intermediate_reward": 0.0}
+            "gamma": 0.5,
+            "intermediate_reward": 0.0,
+        }
         await env.reset()
         for _ in range(3):
             r = await env.step("run")
@@ -307,6 +338,7 @@ async def test_each_session_has_its_own_rubric() -> None:
 
 
 # --------------------------------------------------------------------------- sync, async, failures
+
 
 @leaf
 def where_sync(action: Any, observation: Any) -> Score:
@@ -368,8 +400,11 @@ class Broken(openenv.Environment):
 async def test_rubric_failures_are_internal_and_not_counted() -> None:
     async with session(Broken) as env:
         await env.reset()
-        for action, pattern in [("raise", "ValueError: rubric exploded"), ("high", "above its maximum 1"),
-                                ("nan", "must be finite")]:
+        for action, pattern in [
+            ("raise", "ValueError: rubric exploded"),
+            ("high", "above its maximum 1"),
+            ("nan", "must be finite"),
+        ]:
             with pytest.raises(openenv.Internal, match=re.escape(pattern)) as ei:
                 await env.step(action)
             assert not ei.value.fatal
@@ -433,6 +468,7 @@ def test_score_round_trip_and_navigation() -> None:
 
 # --------------------------------------------------------------------------- LLM judge
 
+
 class ChatServer:
     """A minimal OpenAI-compatible ``POST /v1/chat/completions`` server on 127.0.0.1:0
     (HTTP/1.1 with keep-alive, JSON bodies). ``reply(request) -> (status, body)`` decides
@@ -475,8 +511,11 @@ class ChatServer:
                 self.requests.append((path, headers, body))
                 status, payload = await self.reply(body)
                 data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
-                writer.write(f"HTTP/1.1 {status} X\r\nContent-Type: application/json\r\n"
-                             f"Content-Length: {len(data)}\r\n\r\n".encode() + data)
+                writer.write(
+                    f"HTTP/1.1 {status} X\r\nContent-Type: application/json\r\n"
+                    f"Content-Length: {len(data)}\r\n\r\n".encode()
+                    + data
+                )
                 await writer.drain()
         except (ConnectionError, asyncio.IncompleteReadError):
             pass
@@ -485,8 +524,12 @@ class ChatServer:
 
 
 def completion(content: str) -> dict[str, Any]:
-    return {"id": "x", "object": "chat.completion", "model": "judge-small",
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}]}
+    return {
+        "id": "x",
+        "object": "chat.completion",
+        "model": "judge-small",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
+    }
 
 
 async def canned(request: dict[str, Any]) -> tuple[int, Any]:
@@ -515,10 +558,21 @@ def judged_env(base_url: str, **judge_kw: Any) -> type[openenv.Environment]:
     class Judged(openenv.Environment):
         action_type = str
         observation_type = str
-        rubric = WeightedSum([LLMJudge("Grade this answer: {action}", base_url=base_url, model="judge-small",
-                                       scale=(0, 10), name="judge", **judge_kw),
-                              FunctionRubric(lambda a, o: 1.0, name="present", minimum=0, maximum=1)],
-                             [0.75, 0.25], name="root")
+        rubric = WeightedSum(
+            [
+                LLMJudge(
+                    "Grade this answer: {action}",
+                    base_url=base_url,
+                    model="judge-small",
+                    scale=(0, 10),
+                    name="judge",
+                    **judge_kw,
+                ),
+                FunctionRubric(lambda a, o: 1.0, name="present", minimum=0, maximum=1),
+            ],
+            [0.75, 0.25],
+            name="root",
+        )
 
         def reset(self, **kw: Any) -> str:
             return "answer"
@@ -532,12 +586,17 @@ def judged_env(base_url: str, **judge_kw: Any) -> type[openenv.Environment]:
 async def test_llm_judge_scores_from_a_local_server() -> None:
     # The judge's timeout is generous for the answers that must arrive; the short one (0.5 s)
     # is only used against the server's "slow" answer, which never comes (it sleeps an hour).
-    async with ChatServer(canned) as chat, \
-            session(judged_env(chat.base_url, api_key="test-key", timeout_s=WAIT_S)) as env:
+    async with (
+        ChatServer(canned) as chat,
+        session(judged_env(chat.base_url, api_key="test-key", timeout_s=WAIT_S)) as env,
+    ):
         judge_spec = env.info.rubric.children[0]
         assert judge_spec.kind == "llm_judge" and (judge_spec.minimum, judge_spec.maximum) == (0.0, 1.0)
-        assert json_format.MessageToDict(judge_spec.params) == {"model": "judge-small", "scale": [0.0, 10.0],
-                                                                "temperature": 0.0}
+        assert json_format.MessageToDict(judge_spec.params) == {
+            "model": "judge-small",
+            "scale": [0.0, 10.0],
+            "temperature": 0.0,
+        }
         await env.reset()
         s = check(env, await env.step("good"))
         assert s["judge"].score == 0.8 and "42 is the product" in s["judge"].reason
@@ -553,8 +612,11 @@ async def test_llm_judge_scores_from_a_local_server() -> None:
         assert body["messages"][0]["role"] == "system" and "Score: X" in body["messages"][0]["content"]
         assert body["messages"][1] == {"role": "user", "content": "Grade this answer: good"}
 
-        for answer, pattern in [("garbage", "no score in the judge's reply 'I cannot grade this.'"),
-                                ("http500", "answered HTTP 500"), ("malformed", "malformed chat completion")]:
+        for answer, pattern in [
+            ("garbage", "no score in the judge's reply 'I cannot grade this.'"),
+            ("http500", "answered HTTP 500"),
+            ("malformed", "malformed chat completion"),
+        ]:
             with pytest.raises(openenv.Internal, match=re.escape("LLM judge 'judge' failed: ")) as ei:
                 await env.step(answer)
             assert pattern in ei.value.message and not ei.value.fatal
@@ -594,6 +656,7 @@ async def test_llm_judge_parsing_without_a_server() -> None:
 
 
 # --------------------------------------------------------------------------- docs
+
 
 def _python_blocks(md: Path) -> str:
     return "\n\n".join(re.findall(r"```python\n(.*?)```", md.read_text(), re.S))

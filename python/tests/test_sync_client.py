@@ -51,7 +51,6 @@ def test_sync_errors_raise_the_table_classes() -> None:
             env.list_tools()
 
 
-
 def test_sync_client_timeout_keeps_the_session_in_step() -> None:
     """A client-side timeout raises DeadlineExceeded; the late answer is dropped and the
     next call gets its own answer (the blocked step is released only after the timeout)."""
@@ -112,6 +111,7 @@ def test_sync_client_inside_the_servers_own_loop() -> None:
 
     async def main() -> list[int]:
         async with openenv.Server(Counter, "127.0.0.1", 0) as srv:
+
             def cell() -> list[int]:
                 with openenv.EnvClient(srv.address).sync() as env:
                     env.reset()

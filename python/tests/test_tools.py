@@ -43,8 +43,9 @@ class ToolBox(openenv.Environment):
     run_in_thread = True
     release = threading.Event()
 
-    def reset(self, *, seed: int | None = None, episode_id: str | None = None,
-              options: dict[str, Any] | None = None) -> CallToolObservation:
+    def reset(
+        self, *, seed: int | None = None, episode_id: str | None = None, options: dict[str, Any] | None = None
+    ) -> CallToolObservation:
         self.calls = 0
         return CallToolObservation()
 
@@ -62,8 +63,9 @@ class ToolBox(openenv.Environment):
         return a + b
 
     @openenv.tool
-    def describe(self, shape: Literal["circle", "square"], size: float | None = None,
-                 tags: list[str] | None = None) -> dict[str, Any]:
+    def describe(
+        self, shape: Literal["circle", "square"], size: float | None = None, tags: list[str] | None = None
+    ) -> dict[str, Any]:
         """Describe a shape.
 
         Args:
@@ -115,11 +117,17 @@ class ToolBox(openenv.Environment):
     @openenv.tool
     def picture(self) -> ToolResult:
         """Returns an image and a resource."""
-        return ToolResult([{"type": "text", "text": "a picture"},
-                           {"type": "image", "data": base64.b64encode(PNG).decode(), "mimeType": "image/png"},
-                           {"type": "resource", "resource": {"uri": "file:///notes.txt", "mimeType": "text/plain",
-                                                             "text": "notes"}}],
-                          {"width": 1, "height": 1})
+        return ToolResult(
+            [
+                {"type": "text", "text": "a picture"},
+                {"type": "image", "data": base64.b64encode(PNG).decode(), "mimeType": "image/png"},
+                {
+                    "type": "resource",
+                    "resource": {"uri": "file:///notes.txt", "mimeType": "text/plain", "text": "notes"},
+                },
+            ],
+            {"width": 1, "height": 1},
+        )
 
 
 class Finisher(openenv.Environment):
@@ -135,8 +143,12 @@ class Finisher(openenv.Environment):
         """Nothing."""
 
     def finish_tool_step(self, action: CallToolAction, observation: CallToolObservation) -> openenv.StepResult:
-        return openenv.StepResult(observation, reward=1.0 if action.tool_name == "done" else 0.0,
-                                  terminated=action.tool_name == "done", metadata={"tool": action.tool_name})
+        return openenv.StepResult(
+            observation,
+            reward=1.0 if action.tool_name == "done" else 0.0,
+            terminated=action.tool_name == "done",
+            metadata={"tool": action.tool_name},
+        )
 
 
 class NoTools(openenv.Environment):
@@ -164,6 +176,7 @@ async def _client(srv: openenv.Server, **kw: Any) -> ToolClient:
 
 # --------------------------------------------------------------------------- descriptors
 
+
 async def test_schema_from_hints_and_docstring() -> None:
     async with running(ToolBox) as srv:
         env = await _client(srv)
@@ -172,16 +185,34 @@ async def test_schema_from_hints_and_docstring() -> None:
             tools = {t.name: t for t in await env.list_tools()}
         finally:
             await env.close()
-    assert list(tools) == ["add", "describe", "point", "async_echo", "hang", "slow", "blocking", "boom", "reject",
-                           "picture"]
+    assert list(tools) == [
+        "add",
+        "describe",
+        "point",
+        "async_echo",
+        "hang",
+        "slow",
+        "blocking",
+        "boom",
+        "reject",
+        "picture",
+    ]
     add = tools["add"]
     assert add.description == "Add two integers."
     assert add.input_schema == {
-        "type": "object", "additionalProperties": False, "required": ["a"],
-        "properties": {"a": {"type": "integer", "description": "the first term."},
-                       "b": {"type": "integer", "default": 2, "description": "the second term, two by default."}}}
-    assert add.output_schema == {"type": "object", "properties": {"result": {"type": "integer"}},
-                                 "required": ["result"]}
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["a"],
+        "properties": {
+            "a": {"type": "integer", "description": "the first term."},
+            "b": {"type": "integer", "default": 2, "description": "the second term, two by default."},
+        },
+    }
+    assert add.output_schema == {
+        "type": "object",
+        "properties": {"result": {"type": "integer"}},
+        "required": ["result"],
+    }
     assert add.annotations == {"readOnlyHint": True, "title": "Add"}
     desc = tools["describe"].input_schema
     assert desc["required"] == ["shape"]
@@ -189,8 +220,11 @@ async def test_schema_from_hints_and_docstring() -> None:
     assert desc["properties"]["size"]["anyOf"] == [{"type": "number"}, {"type": "null"}]
     assert desc["properties"]["tags"]["description"] == "free labels."
     assert tools["describe"].output_schema == {"type": "object", "additionalProperties": True}
-    assert tools["point"].output_schema == {"type": "object", "required": ["x", "y"],
-                                            "properties": {"x": {"type": "integer"}, "y": {"type": "integer"}}}
+    assert tools["point"].output_schema == {
+        "type": "object",
+        "required": ["x", "y"],
+        "properties": {"x": {"type": "integer"}, "y": {"type": "integer"}},
+    }
     assert tools["picture"].output_schema is None  # a ToolResult: no declared structure
     assert tools["hang"].annotations is None
 
@@ -212,22 +246,29 @@ async def test_tool_list_is_stable() -> None:
 @pytest.mark.parametrize("name", ["reset", "step", "state", "close"])
 def test_reserved_names_refused_at_class_definition(name: str) -> None:
     with pytest.raises(ValueError, match="reserved"):
+
         class Bad(openenv.Environment):
             @openenv.tool(name=name)
             def anything(self) -> str:
                 return ""
+
     with pytest.raises(ValueError, match="reserved"):
-        exec(f"class Bad2(openenv.Environment):\n    @openenv.tool\n    def {name}(self): return ''\n",
-             {"openenv": openenv})
+        exec(
+            f"class Bad2(openenv.Environment):\n    @openenv.tool\n    def {name}(self): return ''\n",
+            {"openenv": openenv},
+        )
 
 
 def test_unusable_signatures_refused() -> None:
     with pytest.raises(ValueError, match="must match"):
+
         class BadName(openenv.Environment):
             @openenv.tool(name="has space")
             def f(self) -> str:
                 return ""
+
     with pytest.raises(TypeError, match=r"\*args"):
+
         class Star(openenv.Environment):
             @openenv.tool
             def f(self, *args: int) -> str:
@@ -235,6 +276,7 @@ def test_unusable_signatures_refused() -> None:
 
 
 # --------------------------------------------------------------------------- calls
+
 
 async def test_results_content_and_structure() -> None:
     async with running(ToolBox) as srv:
@@ -268,13 +310,16 @@ async def test_tool_raising_is_an_error_result() -> None:
             await env.close()
 
 
-@pytest.mark.parametrize(("arguments", "where"), [
-    ({}, "a"),                              # missing required
-    ({"a": "forty"}, "a"),                  # wrong type
-    ({"a": 1, "c": 3}, "c"),                # not in the schema
-    ({"a": 1.5}, "a"),                      # not an integer
-    ({"a": "40"}, "a"),                     # a numeric string is still not an integer (no coercion)
-])
+@pytest.mark.parametrize(
+    ("arguments", "where"),
+    [
+        ({}, "a"),  # missing required
+        ({"a": "forty"}, "a"),  # wrong type
+        ({"a": 1, "c": 3}, "c"),  # not in the schema
+        ({"a": 1.5}, "a"),  # not an integer
+        ({"a": "40"}, "a"),  # a numeric string is still not an integer (no coercion)
+    ],
+)
 async def test_invalid_arguments(arguments: dict[str, Any], where: str) -> None:
     async with running(ToolBox) as srv:
         env = await _client(srv)
@@ -294,6 +339,7 @@ async def test_invalid_arguments(arguments: dict[str, Any], where: str) -> None:
 
 
 # --------------------------------------------------------------------------- timeouts
+
 
 async def test_tool_timeouts_are_deadline_exceeded() -> None:
     async with running(ToolBox) as srv:
@@ -328,6 +374,7 @@ async def test_sync_tool_timeout_in_worker_thread() -> None:
 
 
 # --------------------------------------------------------------------------- tool actions in step
+
 
 async def test_tool_calls_as_step_actions() -> None:
     async with running(Finisher) as srv:
@@ -365,6 +412,7 @@ async def test_environment_without_tools() -> None:
 
 # --------------------------------------------------------------------------- production mode
 
+
 async def test_tools_only_mode() -> None:
     async with running(ToolBox, tools_only=True) as srv:
         env = await _client(srv)
@@ -386,6 +434,7 @@ async def test_tools_only_mode() -> None:
 
 
 # --------------------------------------------------------------------------- docs
+
 
 def _python_blocks(md: Path) -> str:
     return "\n\n".join(re.findall(r"```python\n(.*?)```", md.read_text(), re.S))

@@ -80,8 +80,13 @@ def _serving(args: list[str], tmp: Path, name: str) -> Iterator[str]:
     """Start a server subprocess that writes its URL to --ready-file; yield the URL."""
     ready = tmp / f"{name}.addr"
     log = (tmp / f"{name}.log").open("w")
-    proc = subprocess.Popen([*args, "--port", "0", "--ready-file", str(ready)], cwd=REPO_ROOT,
-                            stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "GRPC_VERBOSITY": "ERROR"})
+    proc = subprocess.Popen(
+        [*args, "--port", "0", "--ready-file", str(ready)],
+        cwd=REPO_ROOT,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env={**os.environ, "GRPC_VERBOSITY": "ERROR"},
+    )
     try:
         deadline = time.monotonic() + WAIT_S
         while not ready.exists():
@@ -104,24 +109,30 @@ def python_envs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, 
     """The Python reference environments, served by ``openenv serve`` subprocesses."""
     tmp = tmp_path_factory.mktemp("python-envs")
     openenv_cli = str(BIN / "openenv")
-    with _serving([openenv_cli, "serve", "echo_env.server:EchoEnvironment"], tmp, "echo") as echo, \
-            _serving([openenv_cli, "serve", "gridworld.server:GridWorldEnvironment"], tmp, "gridworld") as grid:
+    with (
+        _serving([openenv_cli, "serve", "echo_env.server:EchoEnvironment"], tmp, "echo") as echo,
+        _serving([openenv_cli, "serve", "gridworld.server:GridWorldEnvironment"], tmp, "gridworld") as grid,
+    ):
         yield {"OPENENV_ECHO_URL": echo, "OPENENV_GRIDWORLD_URL": grid}
 
 
 @pytest.fixture(scope="module")
 def ts_gridworld(node: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The TypeScript gridworld served from Node with default limits."""
-    with _serving([node, str(TS_ROOT / "dist" / "src" / "cli.js"), "serve", "gridworld"],
-                  tmp_path_factory.mktemp("ts-gridworld"), "ts-gridworld") as url:
+    with _serving(
+        [node, str(TS_ROOT / "dist" / "src" / "cli.js"), "serve", "gridworld"],
+        tmp_path_factory.mktemp("ts-gridworld"),
+        "ts-gridworld",
+    ) as url:
         yield url
 
 
 @pytest.fixture(scope="module")
 def ts_echo(node: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The TypeScript echo environment (tools) served from Node."""
-    with _serving([node, str(TS_ROOT / "dist" / "src" / "cli.js"), "serve", "echo"],
-                  tmp_path_factory.mktemp("ts-echo"), "ts-echo") as url:
+    with _serving(
+        [node, str(TS_ROOT / "dist" / "src" / "cli.js"), "serve", "echo"], tmp_path_factory.mktemp("ts-echo"), "ts-echo"
+    ) as url:
         yield url
 
 
@@ -143,8 +154,21 @@ def test_typescript_suite_against_python_environments(node: str, python_envs: di
 
 
 def test_typescript_cli_plays_python_gridworld(node: str, python_envs: dict[str, str]) -> None:
-    r = _run([node, "dist/src/cli.js", "play", python_envs["OPENENV_GRIDWORLD_URL"], "--episodes", "2",
-              "--seed", "4", "--max-steps", "30"], 60)
+    r = _run(
+        [
+            node,
+            "dist/src/cli.js",
+            "play",
+            python_envs["OPENENV_GRIDWORLD_URL"],
+            "--episodes",
+            "2",
+            "--seed",
+            "4",
+            "--max-steps",
+            "30",
+        ],
+        60,
+    )
     assert r.returncode == 0, r.stderr
     lines = r.stdout.strip().splitlines()
     assert len(lines) == 2 and all('"env":"gridworld"' in line for line in lines), r.stdout
@@ -206,10 +230,12 @@ def test_python_client_plays_the_typescript_gridworld(ts_gridworld: str) -> None
     asyncio.run(main())
 
 
-def test_typescript_gridworld_advertises_what_the_python_one_does(ts_gridworld: str,
-                                                                python_envs: dict[str, str]) -> None:
+def test_typescript_gridworld_advertises_what_the_python_one_does(
+    ts_gridworld: str, python_envs: dict[str, str]
+) -> None:
     """Same .proto, same description: TypeSpecs (JSON Schemas, examples), descriptors and
     capabilities of the two gridworlds are equal, field for field."""
+
     async def info(url: str) -> environment_pb2.EnvironmentInfo:
         async with openenv.EnvClient(url) as env:
             return env.info
@@ -222,6 +248,7 @@ def test_typescript_gridworld_advertises_what_the_python_one_does(ts_gridworld: 
 
 def test_python_echo_client_against_the_typescript_echo(ts_echo: str) -> None:
     """The Python echo_env's typed client, unchanged, against the echo written in TypeScript."""
+
     async def main() -> None:
         async with EchoEnv(base_url=ts_echo) as env:
             assert env.info.name == "echo_env_ts" and env.info.capabilities.tools
@@ -252,10 +279,17 @@ def test_typescript_server_health_reflection_and_cli_info(ts_gridworld: str) -> 
             resp = health.Check(health_pb2.HealthCheckRequest(service=service), timeout=WAIT_S)
             assert resp.status == health_pb2.HealthCheckResponse.SERVING
         refl = reflection_pb2_grpc.ServerReflectionStub(ch)
-        answers = list(refl.ServerReflectionInfo(iter([
-            reflection_pb2.ServerReflectionRequest(list_services=""),
-            reflection_pb2.ServerReflectionRequest(file_containing_symbol="openenv.v1.EnvironmentService"),
-        ]), timeout=WAIT_S))
+        answers = list(
+            refl.ServerReflectionInfo(
+                iter(
+                    [
+                        reflection_pb2.ServerReflectionRequest(list_services=""),
+                        reflection_pb2.ServerReflectionRequest(file_containing_symbol="openenv.v1.EnvironmentService"),
+                    ]
+                ),
+                timeout=WAIT_S,
+            )
+        )
         services = {s.name for s in answers[0].list_services_response.service}
         assert {"openenv.v1.EnvironmentService", "grpc.health.v1.Health"} <= services
         assert answers[1].file_descriptor_response.file_descriptor_proto
@@ -263,9 +297,9 @@ def test_typescript_server_health_reflection_and_cli_info(ts_gridworld: str) -> 
     assert r.returncode == 0 and "gridworld_ts 0.1.0 (protocol 1.1)" in r.stdout, r.stderr
 
 
-def test_typescript_server_ends_the_stream_on_an_oversized_message(
-        node: str, tmp_path: Path) -> None:
+def test_typescript_server_ends_the_stream_on_an_oversized_message(node: str, tmp_path: Path) -> None:
     """A message over max_message_bytes ends the whole stream with RESOURCE_EXHAUSTED (§8)."""
+
     async def main(url: str) -> None:
         async with RawSession(url.removeprefix("grpc://")) as s:
             await s.send(handshake=environment_pb2.HandshakeRequest(protocol_version="1.0"))
@@ -282,8 +316,11 @@ def test_typescript_server_ends_the_stream_on_an_oversized_message(
                 await env.step({"blob": "x" * 300_000})
             assert (await env.step(_action(1))).step_count == 1
 
-    with _serving([node, str(TS_ROOT / "dist" / "src" / "cli.js"), "serve", "gridworld", "--max-message-mb", "0.25"],
-                  tmp_path, "ts-small") as url:
+    with _serving(
+        [node, str(TS_ROOT / "dist" / "src" / "cli.js"), "serve", "gridworld", "--max-message-mb", "0.25"],
+        tmp_path,
+        "ts-small",
+    ) as url:
         asyncio.run(main(url))
 
 
@@ -291,8 +328,9 @@ def test_typescript_server_ends_the_stream_on_an_oversized_message(
 
 
 @pytest.mark.parametrize("env_fixture", ["ts_gridworld", "ts_echo"])
-def test_openenv_certify_passes_on_typescript_environments(env_fixture: str, tmp_path: Path,
-                                                         request: pytest.FixtureRequest) -> None:
+def test_openenv_certify_passes_on_typescript_environments(
+    env_fixture: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
     """`openenv certify` (conformance/), unchanged, against environments served from Node:
     the gridworld (typed messages) and the echo (tools)."""
     import importlib.metadata
@@ -303,7 +341,12 @@ def test_openenv_certify_passes_on_typescript_environments(env_fixture: str, tmp
         pytest.skip("openenv certify is not installed (conformance/)")
     url = request.getfixturevalue(env_fixture)
     report = tmp_path / "report.json"
-    r = subprocess.run([str(BIN / "openenv"), "certify", url, "--report", str(report)], capture_output=True,
-                       text=True, timeout=900, cwd=tmp_path)
+    r = subprocess.run(
+        [str(BIN / "openenv"), "certify", url, "--report", str(report)],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        cwd=tmp_path,
+    )
     assert r.returncode == 0, f"certify failed:\n{r.stdout[-8000:]}\n{r.stderr[-4000:]}"
     assert "CERTIFIED" in r.stdout and report.exists()

@@ -61,4 +61,3 @@ async def test_plain_and_vector_request_rules() -> None:
                 await plain.step_batch([{"delta": 1}])
             await plain.reset()
             assert (await plain.step({"delta": 2})).observation["total"] == 2
-

@@ -130,7 +130,7 @@ async def ours_concurrent(url: str, duration: float, k: int) -> dict[str, Any]:
     clients = [openenv.EnvClient(url, connect_timeout=60) for _ in range(k)]
     failures: list[BaseException] = []
     for i in range(0, k, 64):  # connect in waves: a burst of k handshakes is its own benchmark
-        res = await asyncio.gather(*(c.connect() for c in clients[i:i + 64]), return_exceptions=True)
+        res = await asyncio.gather(*(c.connect() for c in clients[i : i + 64]), return_exceptions=True)
         failures += [r for r in res if isinstance(r, BaseException)]
     live = [c for c in clients if c.session_id]
     await asyncio.gather(*(c.reset() for c in live))
@@ -149,7 +149,7 @@ async def ours_idle(url: str, duration: float, k: int) -> dict[str, Any]:
     """Open k sessions, report, hold them until stdin closes (the driver measures RSS)."""
     clients = [openenv.EnvClient(url, connect_timeout=60) for _ in range(k)]
     for i in range(0, k, 64):
-        await asyncio.gather(*(c.connect() for c in clients[i:i + 64]))
+        await asyncio.gather(*(c.connect() for c in clients[i : i + 64]))
     print(json.dumps({"opened": k}), flush=True)
     await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
     await asyncio.gather(*(c.close() for c in clients), return_exceptions=True)
@@ -226,8 +226,7 @@ async def _ws_loop(ws: Any, frame: str, end: float, lat: list[float]) -> int:
         lat.append(time.perf_counter() - s)
 
 
-async def ws_concurrent(url: str, duration: float, k: int = 1,
-                        frame: dict[str, Any] | None = None) -> dict[str, Any]:
+async def ws_concurrent(url: str, duration: float, k: int = 1, frame: dict[str, Any] | None = None) -> dict[str, Any]:
     """k OpenEnv WebSocket sessions stepping concurrently with OpenEnv's own frames."""
     conns = await _ws_sessions(url, k)
     text = json.dumps(frame or {"type": "step", "data": {"delta": 1}})
@@ -235,8 +234,7 @@ async def ws_concurrent(url: str, duration: float, k: int = 1,
     try:
         await asyncio.gather(*(_ws_loop(ws, text, time.perf_counter() + 0.2, []) for ws in conns))  # warm-up
         t0 = time.perf_counter()
-        res = await asyncio.gather(*(_ws_loop(ws, text, t0 + duration, lat) for ws in conns),
-                                   return_exceptions=True)
+        res = await asyncio.gather(*(_ws_loop(ws, text, t0 + duration, lat) for ws in conns), return_exceptions=True)
         elapsed = time.perf_counter() - t0
     finally:
         await asyncio.gather(*(ws.close() for ws in conns), return_exceptions=True)
@@ -250,8 +248,12 @@ async def ws_seq(url: str, duration: float) -> dict[str, Any]:
 
 async def ws_tools(url: str, duration: float) -> dict[str, Any]:
     """OpenEnv's MCP step path: a call_tool action as a step."""
-    return await ws_concurrent(url, duration, 1, {"type": "step", "data": {
-        "type": "call_tool", "tool_name": "echo_message", "arguments": {"message": "hello"}}})
+    return await ws_concurrent(
+        url,
+        duration,
+        1,
+        {"type": "step", "data": {"type": "call_tool", "tool_name": "echo_message", "arguments": {"message": "hello"}}},
+    )
 
 
 SCENARIOS = {

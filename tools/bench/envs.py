@@ -23,8 +23,9 @@ class SyncEcho(openenv.Environment):
     max_sessions = 4096
     deterministic = True
 
-    def reset(self, *, seed: int | None = None, episode_id: str | None = None,
-              options: dict[str, Any] | None = None) -> dict[str, Any]:
+    def reset(
+        self, *, seed: int | None = None, episode_id: str | None = None, options: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
         return {"x": 0}
 
     def step(self, action: Any) -> openenv.StepResult:
@@ -37,8 +38,9 @@ class AsyncEcho(openenv.Environment):
     max_sessions = 4096
     deterministic = True
 
-    async def reset(self, *, seed: int | None = None, episode_id: str | None = None,
-                    options: dict[str, Any] | None = None) -> dict[str, Any]:
+    async def reset(
+        self, *, seed: int | None = None, episode_id: str | None = None, options: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
         return {"x": 0}
 
     async def step(self, action: Any) -> openenv.StepResult:
@@ -60,8 +62,9 @@ class Image(AsyncEcho):
     observation_type = openenv.TensorSpec("uint8", (512, 512, 4))
     frame = np.random.default_rng(0).integers(0, 255, (512, 512, 4), dtype=np.uint8)
 
-    async def reset(self, *, seed: int | None = None, episode_id: str | None = None,
-                    options: dict[str, Any] | None = None) -> np.ndarray:
+    async def reset(
+        self, *, seed: int | None = None, episode_id: str | None = None, options: dict[str, Any] | None = None
+    ) -> np.ndarray:
         return self.frame
 
     async def step(self, action: Any) -> openenv.StepResult:

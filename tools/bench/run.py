@@ -53,8 +53,9 @@ def server(cmd: list[str], timeout: float = 60.0) -> Iterator[tuple[str, int]]:
     """Start a server process that writes its URL to --ready-file; yield (url, pid)."""
     with tempfile.TemporaryDirectory() as d:
         ready = os.path.join(d, "ready")
-        proc = subprocess.Popen([*cmd, "--ready-file", ready], cwd=ROOT, env=ENV,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        proc = subprocess.Popen(
+            [*cmd, "--ready-file", ready], cwd=ROOT, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+        )
         try:
             deadline = time.monotonic() + timeout
             while not os.path.exists(ready):
@@ -86,8 +87,12 @@ def upstream(app: str) -> Iterator[tuple[str, int]]:
             ready = Path(d) / "echo.url"
             env = {**os.environ, "MAX_CONCURRENT_ENVS": "4096", "PYTHONPATH": str(BRIDGE_ENVS)}
             env.pop("ENABLE_WEB_INTERFACE", None)
-            srv = Served("stock-echo", [str(python), str(BRIDGE_ENVS / "upstream_serve.py"),
-                                        "upstream_envs:echo_app", str(ready)], env, ready)
+            srv = Served(
+                "stock-echo",
+                [str(python), str(BRIDGE_ENVS / "upstream_serve.py"), "upstream_envs:echo_app", str(ready)],
+                env,
+                ready,
+            )
         try:
             yield srv.url, srv.proc.pid
         finally:
@@ -183,8 +188,11 @@ def main() -> int:
         ("ours, 1 MiB uint8 tensor observation", "image", "ours", "seq", None),
         (GRIDWORLD_PB2, "gridworld-pb2", "gridworld", "pb2", None),
         (GRIDWORLD_BP, "gridworld-bp", "gridworld", "betterproto2", None),
-    ] + [(f"ours, {env} env, {c} concurrent sessions", env, "ours", "concurrent", c)
-         for env in ("sync", "async") for c in conc]
+    ] + [
+        (f"ours, {env} env, {c} concurrent sessions", env, "ours", "concurrent", c)
+        for env in ("sync", "async")
+        for c in conc
+    ]
 
     if ns.only:
         plan = [p for p in plan if ns.only in p[0] or "ceiling" in p[0]]
@@ -205,72 +213,114 @@ def main() -> int:
                 for label, _, kind, scenario, k in rows:
                     r = client(kind, scenario, url, ns.duration, k)
                     results[label].append(r)
-                    print(f"[{rep + 1}/{ns.repeats}] {label}: "
-                          f"{r.get('steps_per_s', float('nan')):,.0f}/s {r.get('error') or ''}"
-                          f"{' errors: ' + '; '.join(r['error_samples']) if r.get('error_samples') else ''}",
-                          file=sys.stderr)
+                    print(
+                        f"[{rep + 1}/{ns.repeats}] {label}: "
+                        f"{r.get('steps_per_s', float('nan')):,.0f}/s {r.get('error') or ''}"
+                        f"{' errors: ' + '; '.join(r['error_samples']) if r.get('error_samples') else ''}",
+                        file=sys.stderr,
+                    )
 
     micro: list[dict[str, Any]] = []
     if not ns.only or ns.only in MICRO_LABEL:
-        out = subprocess.run([PY, CODECS, "--repeats", str(ns.repeats)], capture_output=True, text=True, env=ENV,
-                             timeout=600, check=True)
+        out = subprocess.run(
+            [PY, CODECS, "--repeats", str(ns.repeats)], capture_output=True, text=True, env=ENV, timeout=600, check=True
+        )
         micro = json.loads(out.stdout.strip().splitlines()[-1])
 
     memory: dict[str, Any] = {}
     with server(servers["sync"]) as (url, pid):
         time.sleep(0.5)
         before = rss_kib(pid)
-        proc = subprocess.Popen([PY, CLIENT, "--kind", "ours", "--scenario", "idle", "--url", url,
-                                 "--k", str(idle_n)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                text=True, env=ENV)
+        proc = subprocess.Popen(
+            [PY, CLIENT, "--kind", "ours", "--scenario", "idle", "--url", url, "--k", str(idle_n)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            env=ENV,
+        )
         assert proc.stdout is not None and proc.stdin is not None
         proc.stdout.readline()  # {"opened": k}
         time.sleep(0.5)
         after = rss_kib(pid)
         proc.stdin.close()
         proc.wait(60)
-        memory = {"idle_server_rss_mib": before / 1024, "sessions": idle_n,
-                  "rss_with_sessions_mib": after / 1024, "per_idle_session_kib": (after - before) / idle_n}
+        memory = {
+            "idle_server_rss_mib": before / 1024,
+            "sessions": idle_n,
+            "rss_with_sessions_mib": after / 1024,
+            "per_idle_session_kib": (after - before) / idle_n,
+        }
 
     ceiling = median_of(results["raw grpc.aio bidi echo (ceiling)"], "steps_per_s")
     table = []
     for label, *_ in plan:
         runs = results[label]
         sps = median_of(runs, "steps_per_s")
-        table.append({"scenario": label, "steps_per_s": sps, "p50_ms": median_of(runs, "p50_ms"),
-                      "p99_ms": median_of(runs, "p99_ms"), "errors": sum(r.get("errors", 0) for r in runs)
-                      + sum(1 for r in runs if r.get("error")), "vs_ceiling": sps / ceiling,
-                      "runs": [round(r["steps_per_s"]) for r in runs if "steps_per_s" in r]})
-    meta = {"machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.python_implementation()} "
-                       f"{platform.python_version()}", "repeats": ns.repeats, "duration_s": ns.duration,
-            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "wall_s": round(time.time() - t_start)}
+        table.append(
+            {
+                "scenario": label,
+                "steps_per_s": sps,
+                "p50_ms": median_of(runs, "p50_ms"),
+                "p99_ms": median_of(runs, "p99_ms"),
+                "errors": sum(r.get("errors", 0) for r in runs) + sum(1 for r in runs if r.get("error")),
+                "vs_ceiling": sps / ceiling,
+                "runs": [round(r["steps_per_s"]) for r in runs if "steps_per_s" in r],
+            }
+        )
+    meta = {
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.python_implementation()} "
+        f"{platform.python_version()}",
+        "repeats": ns.repeats,
+        "duration_s": ns.duration,
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "wall_s": round(time.time() - t_start),
+    }
     out = Path(ns.out)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "bench.json").write_text(json.dumps({"meta": meta, "table": table, "memory": memory, "codec_micro": micro},
-                                               indent=2))
-    lines = [f"Machine: {meta['machine']}; {meta['repeats']} alternating repeats of {meta['duration_s']} s, "
-             f"medians; {meta['date']}.", "",
-             "| scenario | steps/s (median) | x ceiling | p50 ms | p99 ms | errors | runs |",
-             "| --- | ---: | ---: | ---: | ---: | ---: | --- |"]
+    (out / "bench.json").write_text(
+        json.dumps({"meta": meta, "table": table, "memory": memory, "codec_micro": micro}, indent=2)
+    )
+    lines = [
+        f"Machine: {meta['machine']}; {meta['repeats']} alternating repeats of {meta['duration_s']} s, "
+        f"medians; {meta['date']}.",
+        "",
+        "| scenario | steps/s (median) | x ceiling | p50 ms | p99 ms | errors | runs |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | --- |",
+    ]
     for row in table:
-        lines.append(f"| {row['scenario']} | {row['steps_per_s']:,.0f} | {row['vs_ceiling']:.2f} | "
-                     f"{row['p50_ms']:.3f} | {row['p99_ms']:.3f} | {row['errors']} | "
-                     f"{', '.join(f'{x:,}' for x in row['runs'])} |")
-    lines += ["", f"Memory: idle server RSS {memory['idle_server_rss_mib']:.1f} MiB; "
-                  f"{memory['sessions']} idle sessions add {memory['per_idle_session_kib']:.1f} KiB each."]
+        lines.append(
+            f"| {row['scenario']} | {row['steps_per_s']:,.0f} | {row['vs_ceiling']:.2f} | "
+            f"{row['p50_ms']:.3f} | {row['p99_ms']:.3f} | {row['errors']} | "
+            f"{', '.join(f'{x:,}' for x in row['runs'])} |"
+        )
+    lines += [
+        "",
+        f"Memory: idle server RSS {memory['idle_server_rss_mib']:.1f} MiB; "
+        f"{memory['sessions']} idle sessions add {memory['per_idle_session_kib']:.1f} KiB each.",
+    ]
     by_label = {row["scenario"]: row for row in table}
     if GRIDWORLD_PB2 in by_label and GRIDWORLD_BP in by_label:
-        lines += ["", f"gridworld over gRPC, betterproto2 types / pb2 types (same run): "
-                      f"{by_label[GRIDWORLD_BP]['steps_per_s'] / by_label[GRIDWORLD_PB2]['steps_per_s']:.2f}x steps/s."]
+        lines += [
+            "",
+            f"gridworld over gRPC, betterproto2 types / pb2 types (same run): "
+            f"{by_label[GRIDWORLD_BP]['steps_per_s'] / by_label[GRIDWORLD_PB2]['steps_per_s']:.2f}x steps/s.",
+        ]
     if micro:
-        lines += ["", f"{MICRO_LABEL} (µs, median of {ns.repeats}):", "",
-                  "| message | bytes | pb2 (upb) µs | betterproto2 µs | betterproto2 / pb2 |",
-                  "| --- | ---: | ---: | ---: | ---: |"]
+        lines += [
+            "",
+            f"{MICRO_LABEL} (µs, median of {ns.repeats}):",
+            "",
+            "| message | bytes | pb2 (upb) µs | betterproto2 µs | betterproto2 / pb2 |",
+            "| --- | ---: | ---: | ---: | ---: |",
+        ]
         for name in dict.fromkeys(r["message"] for r in micro):
             pb_us, bp_us, size = (
-                *(next(r["us_per_encode_decode"] for r in micro if r["message"] == name and r["types"] == t)
-                  for t in ("pb2 (upb)", "betterproto2")),
-                next(r["bytes"] for r in micro if r["message"] == name))
+                *(
+                    next(r["us_per_encode_decode"] for r in micro if r["message"] == name and r["types"] == t)
+                    for t in ("pb2 (upb)", "betterproto2")
+                ),
+                next(r["bytes"] for r in micro if r["message"] == name),
+            )
             lines.append(f"| {name} | {size} | {pb_us:.2f} | {bp_us:.1f} | {bp_us / pb_us:.0f}x |")
     (out / "bench.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))

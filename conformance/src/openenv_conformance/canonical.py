@@ -44,8 +44,9 @@ def canonical_time_step(ts: pb.TimeStep, spec: EnvSpec) -> dict[str, Any]:
     }
 
 
-def trajectory(s: SessionLike, spec: EnvSpec, seed: int | None, episode_id: str,
-               actions: Sequence[Any]) -> list[dict[str, Any]]:
+def trajectory(
+    s: SessionLike, spec: EnvSpec, seed: int | None, episode_id: str, actions: Sequence[Any]
+) -> list[dict[str, Any]]:
     """Reset (with ``seed`` and ``episode_id``) and step ``actions`` until the episode ends."""
     first = canonical(s.reset(seed=seed, episode_id=episode_id), spec)
     out = [first]

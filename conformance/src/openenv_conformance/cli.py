@@ -27,39 +27,87 @@ def _write(path: str, text: str) -> None:
 
 @click.command("certify")
 @click.argument("target", required=False)
-@click.option("-l", "--level", "levels", multiple=True, type=click.Choice(LEVELS),
-              help="Run only this level (repeatable). Default: all.")
-@click.option("-c", "--check", "checks", multiple=True, metavar="ID",
-              help="Run only checks whose id matches (shell pattern, repeatable), e.g. 'lifecycle.*'.")
+@click.option(
+    "-l",
+    "--level",
+    "levels",
+    multiple=True,
+    type=click.Choice(LEVELS),
+    help="Run only this level (repeatable). Default: all.",
+)
+@click.option(
+    "-c",
+    "--check",
+    "checks",
+    multiple=True,
+    metavar="ID",
+    help="Run only checks whose id matches (shell pattern, repeatable), e.g. 'lifecycle.*'.",
+)
 @click.option("--seed", type=int, default=None, help="Seed of every Hypothesis search (default: random, recorded).")
-@click.option("--max-examples", type=click.IntRange(1), default=None,
-              help="Examples per Hypothesis search.  [default: 100]")
+@click.option(
+    "--max-examples", type=click.IntRange(1), default=None, help="Examples per Hypothesis search.  [default: 100]"
+)
 @click.option("--timeout", type=float, default=10.0, show_default=True, help="Seconds to wait for any one answer.")
-@click.option("--report", "report_path", type=click.Path(dir_okay=False), default=None,
-              help="Write the JSON report here.")
-@click.option("--junit", "junit_path", type=click.Path(dir_okay=False), default=None,
-              help="Write a JUnit XML report here.")
-@click.option("--markdown", "markdown_path", type=click.Path(dir_okay=False), default=None,
-              help="Write a Markdown summary here.")
-@click.option("--serve-arg", "serve_args", multiple=True, metavar="ARG",
-              help="Extra `openenv serve` argument for python: targets (repeatable), "
-                   "e.g. --serve-arg=--max-sessions=8.")
-@click.option("--ready-timeout", type=float, default=60.0, show_default=True,
-              help="Seconds a started target may take to serve.")
-@click.option("--transport", type=click.Choice(["grpc", "http"]), default=None,
-              help="Which transport of a target serving both to certify (python:, docker: targets): grpc (default) "
-                   "or http (OpenEnv's JSON protocol over HTTP/WebSocket).")
-@click.option("--parity-with", default=None, metavar="URL",
-              help="The target's other transport (http://... for a grpc:// target, grpc://... for an http:// one), "
-                   "for the parity check.")
-@click.option("--capacity-limit", type=int, default=4096, show_default=True,
-              help="Skip the capacity checks above this many max_sessions.")
+@click.option(
+    "--report", "report_path", type=click.Path(dir_okay=False), default=None, help="Write the JSON report here."
+)
+@click.option(
+    "--junit", "junit_path", type=click.Path(dir_okay=False), default=None, help="Write a JUnit XML report here."
+)
+@click.option(
+    "--markdown", "markdown_path", type=click.Path(dir_okay=False), default=None, help="Write a Markdown summary here."
+)
+@click.option(
+    "--serve-arg",
+    "serve_args",
+    multiple=True,
+    metavar="ARG",
+    help="Extra `openenv serve` argument for python: targets (repeatable), e.g. --serve-arg=--max-sessions=8.",
+)
+@click.option(
+    "--ready-timeout", type=float, default=60.0, show_default=True, help="Seconds a started target may take to serve."
+)
+@click.option(
+    "--transport",
+    type=click.Choice(["grpc", "http"]),
+    default=None,
+    help="Which transport of a target serving both to certify (python:, docker: targets): grpc (default) "
+    "or http (OpenEnv's JSON protocol over HTTP/WebSocket).",
+)
+@click.option(
+    "--parity-with",
+    default=None,
+    metavar="URL",
+    help="The target's other transport (http://... for a grpc:// target, grpc://... for an http:// one), "
+    "for the parity check.",
+)
+@click.option(
+    "--capacity-limit",
+    type=int,
+    default=4096,
+    show_default=True,
+    help="Skip the capacity checks above this many max_sessions.",
+)
 @click.option("--list-checks", is_flag=True, help="List every check (id, level, title) and exit.")
 @click.option("-v", "--verbose", is_flag=True, help="Show notes of passing checks and full reasons.")
-def certify(target: str | None, levels: tuple[str, ...], checks: tuple[str, ...], seed: int | None,
-            max_examples: int | None, timeout: float, report_path: str | None, junit_path: str | None,
-            markdown_path: str | None, serve_args: tuple[str, ...], ready_timeout: float, transport: str | None,
-            parity_with: str | None, capacity_limit: int, list_checks: bool, verbose: bool) -> None:
+def certify(
+    target: str | None,
+    levels: tuple[str, ...],
+    checks: tuple[str, ...],
+    seed: int | None,
+    max_examples: int | None,
+    timeout: float,
+    report_path: str | None,
+    junit_path: str | None,
+    markdown_path: str | None,
+    serve_args: tuple[str, ...],
+    ready_timeout: float,
+    transport: str | None,
+    parity_with: str | None,
+    capacity_limit: int,
+    list_checks: bool,
+    verbose: bool,
+) -> None:
     """Certify that TARGET keeps the openenv.v1 contract.
 
     TARGET is grpc://HOST:PORT (a running server), http://HOST:PORT or ws://HOST:PORT (the
@@ -72,16 +120,25 @@ def certify(target: str | None, levels: tuple[str, ...], checks: tuple[str, ...]
             click.echo(f"{c.id:<36} {c.title}")
         return
     if not target:
-        raise click.UsageError("missing TARGET (grpc://HOST:PORT, http://HOST:PORT, python:MODULE:FACTORY or "
-                               "docker:IMAGE)")
+        raise click.UsageError(
+            "missing TARGET (grpc://HOST:PORT, http://HOST:PORT, python:MODULE:FACTORY or docker:IMAGE)"
+        )
     console = Console(highlight=False, soft_wrap=True)
     opts = RunOptions(capacity_limit=capacity_limit)
     try:
-        report = run(target, levels=levels or None, checks=checks or None, seed=seed, max_examples=max_examples,
-                     timeout=timeout, run_options=opts,
-                     target_options=TargetOptions(ready_timeout=ready_timeout, serve_args=serve_args,
-                                                  transport=transport, parity_with=parity_with),
-                     progress=ConsoleProgress(console, verbose=verbose))
+        report = run(
+            target,
+            levels=levels or None,
+            checks=checks or None,
+            seed=seed,
+            max_examples=max_examples,
+            timeout=timeout,
+            run_options=opts,
+            target_options=TargetOptions(
+                ready_timeout=ready_timeout, serve_args=serve_args, transport=transport, parity_with=parity_with
+            ),
+            progress=ConsoleProgress(console, verbose=verbose),
+        )
     except ValueError as e:
         raise click.UsageError(str(e)) from None
     if report_path:

@@ -30,12 +30,21 @@ class ConsoleProgress(RunProgress):
 
     def run_started(self, report: Report, checks: list[Check]) -> None:
         env = report.environment
-        self.console.print(f"[bold]openenv certify[/] {escape(report.target)} -> {escape(report.target_url)}: "
-                           f"{escape(env.get('name', '?'))} {escape(env.get('version', ''))}, protocol "
-                           f"{escape(report.protocol_version)} (suite {report.suite_version}, seed {report.seed}, "
-                           f"max examples {report.max_examples})")
-        self._progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
-                                  MofNCompleteColumn(), TimeElapsedColumn(), console=self.console, transient=True)
+        self.console.print(
+            f"[bold]openenv certify[/] {escape(report.target)} -> {escape(report.target_url)}: "
+            f"{escape(env.get('name', '?'))} {escape(env.get('version', ''))}, protocol "
+            f"{escape(report.protocol_version)} (suite {report.suite_version}, seed {report.seed}, "
+            f"max examples {report.max_examples})"
+        )
+        self._progress = Progress(
+            SpinnerColumn(),
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=self.console,
+            transient=True,
+        )
         self._progress.start()
         self._task = self._progress.add_task("starting", total=len(checks))
 
@@ -44,8 +53,7 @@ class ConsoleProgress(RunProgress):
             self._progress.update(self._task, description=check.id)
 
     def check_finished(self, result: CheckResult) -> None:
-        line = (f"[{_STYLE[result.status]}]{_MARK[result.status]}[/] {result.id:<36} "
-                f"[dim]{result.duration_s:6.2f}s[/]")
+        line = f"[{_STYLE[result.status]}]{_MARK[result.status]}[/] {result.id:<36} [dim]{result.duration_s:6.2f}s[/]"
         detail = result.reason or (result.note if self.verbose else "")
         if detail:
             line += f"  {escape(detail if len(detail) < 160 or self.verbose else detail[:157] + '...')}"
@@ -83,15 +91,22 @@ def print_summary(report: Report, console: Console | None = None) -> None:
     for r in report.results:
         levels.setdefault(r.level, {"pass": 0, "fail": 0, "error": 0, "skip": 0})[r.status] += 1
     for level, c in levels.items():
-        table.add_row(level, str(c["pass"]), f"[red]{c['fail']}[/]" if c["fail"] else "0",
-                      f"[magenta]{c['error']}[/]" if c["error"] else "0", str(c["skip"]))
+        table.add_row(
+            level,
+            str(c["pass"]),
+            f"[red]{c['fail']}[/]" if c["fail"] else "0",
+            f"[magenta]{c['error']}[/]" if c["error"] else "0",
+            str(c["skip"]),
+        )
     console.print(table)
     c = report.counts()
     if report.declared_nondeterministic:
         console.print("[yellow]note[/]: the environment declares itself nondeterministic; determinism not certified")
-    verdict = ("[bold green]CERTIFIED[/]" if report.certified else "[bold red]NOT CERTIFIED[/]")
-    console.print(f"{verdict}: {c['pass']} passed, {c['fail']} failed, {c['error']} errors, {c['skip']} skipped "
-                  f"in {report.duration_s:.1f} s (seed {report.seed}); exit {report.exit_code}")
+    verdict = "[bold green]CERTIFIED[/]" if report.certified else "[bold red]NOT CERTIFIED[/]"
+    console.print(
+        f"{verdict}: {c['pass']} passed, {c['fail']} failed, {c['error']} errors, {c['skip']} skipped "
+        f"in {report.duration_s:.1f} s (seed {report.seed}); exit {report.exit_code}"
+    )
     failed = [r for r in report.results if r.status in ("fail", "error") and r.reproduce]
     for r in failed[:5]:
         console.print(f"  reproduce: [bold]{escape(r.reproduce)}[/]")

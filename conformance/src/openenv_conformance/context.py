@@ -122,8 +122,15 @@ class Context:
     the target's other transport, if it has one (the parity check opens it as :attr:`peer`).
     """
 
-    def __init__(self, wire: Transport, info: pb.EnvironmentInfo, options: RunOptions, target: Target | None = None,
-                 *, peer_url: str | None = None) -> None:
+    def __init__(
+        self,
+        wire: Transport,
+        info: pb.EnvironmentInfo,
+        options: RunOptions,
+        target: Target | None = None,
+        *,
+        peer_url: str | None = None,
+    ) -> None:
         self.wire = wire
         self.info = info
         self.options = options
@@ -251,16 +258,19 @@ class Context:
     def require_sim(self) -> None:
         """Skip unless reset/step/state are served."""
         if not self.spec.sim:
-            raise CheckSkipped("the server runs in tools-only mode (Capabilities.tools_only): reset, step and "
-                               "state are not served")
+            raise CheckSkipped(
+                "the server runs in tools-only mode (Capabilities.tools_only): reset, step and state are not served"
+            )
 
     def require_actions(self) -> st.SearchStrategy[Action]:
         """The valid-action strategy; skip when there is none."""
         self.require_sim()
         v = self.actions.valid()
         if v is None:
-            raise CheckSkipped("the environment declares no example actions and its action type cannot be "
-                               "generated (" + (self.spec.action.class_error or self.spec.action.kind_name) + ")")
+            raise CheckSkipped(
+                "the environment declares no example actions and its action type cannot be "
+                "generated (" + (self.spec.action.class_error or self.spec.action.kind_name) + ")"
+            )
         return v
 
     def accepted_actions(self, n: int = 3) -> list[Action]:
@@ -294,9 +304,16 @@ class Context:
     def settings(self, max_examples: int | None = None, **kw: Any) -> hypothesis.settings:
         return hypothesis.settings(
             max_examples=max(1, max_examples or self.options.max_examples),
-            deadline=None, database=None, derandomize=False, print_blob=False, report_multiple_bugs=False,
-            verbosity=Verbosity.normal, suppress_health_check=list(HealthCheck),
-            phases=(Phase.explicit, Phase.generate, Phase.shrink), **kw)
+            deadline=None,
+            database=None,
+            derandomize=False,
+            print_blob=False,
+            report_multiple_bugs=False,
+            verbosity=Verbosity.normal,
+            suppress_health_check=list(HealthCheck),
+            phases=(Phase.explicit, Phase.generate, Phase.shrink),
+            **kw,
+        )
 
     @contextlib.contextmanager
     def _bounded_shrinking(self) -> Iterator[None]:
@@ -307,8 +324,9 @@ class Context:
         finally:
             _engine.MAX_SHRINKING_SECONDS = saved
 
-    def search(self, body: Callable[..., None], *, max_examples: int | None = None,
-               **strategies: st.SearchStrategy[Any]) -> None:
+    def search(
+        self, body: Callable[..., None], *, max_examples: int | None = None, **strategies: st.SearchStrategy[Any]
+    ) -> None:
         """Run ``body(**drawn)`` on examples of ``strategies``; a failure is shrunk to a
         minimal example and raised as :class:`CheckFailed`. Generation stops after the
         search budget; shrinking after the shrink budget. Every session still open is
@@ -333,8 +351,7 @@ class Context:
         hypothesis.seed(self.seed_for(body.__name__))(test)
         self._run(test)
 
-    def run_machine(self, machine: type[ContextMachine], *, max_examples: int | None = None,
-                    steps: int = 30) -> None:
+    def run_machine(self, machine: type[ContextMachine], *, max_examples: int | None = None, steps: int = 30) -> None:
         """Run a Hypothesis state machine built with this context; a failure is shrunk to a
         minimal sequence of rules and raised as :class:`CheckFailed`."""
         deadline = time.monotonic() + self.options.search_budget
@@ -370,8 +387,13 @@ class Context:
         def collect(x: T) -> None:
             out.append(x)
 
-        test = hypothesis.settings(max_examples=n, database=None, deadline=None, phases=(Phase.generate,),
-                                   suppress_health_check=list(HealthCheck))(hypothesis.given(strategy)(collect))
+        test = hypothesis.settings(
+            max_examples=n,
+            database=None,
+            deadline=None,
+            phases=(Phase.generate,),
+            suppress_health_check=list(HealthCheck),
+        )(hypothesis.given(strategy)(collect))
         hypothesis.seed(self.seed_for("sample"))(test)
         test()
         return out[:n]

@@ -20,8 +20,11 @@ _ENDED = ("TERMINATED", "TRUNCATED", "ABORTED")
 
 
 def status_name(status: int) -> str:
-    return pb.EpisodeStatus.Name(status).removeprefix("EPISODE_STATUS_") if status in pb.EpisodeStatus.values() \
+    return (
+        pb.EpisodeStatus.Name(status).removeprefix("EPISODE_STATUS_")
+        if status in pb.EpisodeStatus.values()
         else f"status {status}"
+    )
 
 
 class EpisodeModel:
@@ -56,8 +59,10 @@ class EpisodeModel:
                 raise Violation(f"reset(episode_id={requested_id!r}) answered episode_id {ts.episode_id!r}")
         else:
             if not HEX_ID.fullmatch(ts.episode_id):
-                raise Violation(f"reset without an episode_id answered {ts.episode_id!r}, expected a fresh uuid4 "
-                                "in hex (32 lowercase hex digits)")
+                raise Violation(
+                    f"reset without an episode_id answered {ts.episode_id!r}, expected a fresh uuid4 "
+                    "in hex (32 lowercase hex digits)"
+                )
             if ts.episode_id == self.episode_id or ts.episode_id in self.past_ids:
                 raise Violation(f"reset reused episode_id {ts.episode_id!r}: a new episode needs a new id")
         if self.episode_id:
@@ -78,20 +83,27 @@ class EpisodeModel:
             if kind == "error":
                 name = code_name(resp.error.code)
                 if name not in self.running_errors:
-                    raise Violation(f"{what} in a running episode: {describe(resp)}; the error table allows "
-                                    f"{', '.join(sorted(self.running_errors))} here")
+                    raise Violation(
+                        f"{what} in a running episode: {describe(resp)}; the error table allows "
+                        f"{', '.join(sorted(self.running_errors))} here"
+                    )
                 return None
             ts = resp.step.time_step
             if ts.step_count != self.step_count + 1:
-                raise Violation(f"{what}: accepted step answered step_count {ts.step_count}, expected "
-                                f"{self.step_count + 1} (it was {self.step_count})")
+                raise Violation(
+                    f"{what}: accepted step answered step_count {ts.step_count}, expected "
+                    f"{self.step_count + 1} (it was {self.step_count})"
+                )
             if ts.episode_id != self.episode_id:
-                raise Violation(f"{what}: time step carries episode_id {ts.episode_id!r}, the episode is "
-                                f"{self.episode_id!r}")
+                raise Violation(
+                    f"{what}: time step carries episode_id {ts.episode_id!r}, the episode is {self.episode_id!r}"
+                )
             limit = self.spec.max_episode_steps
             if limit is not None and ts.step_count >= limit and not (ts.terminated or ts.truncated):
-                raise Violation(f"{what}: step {ts.step_count} reached max_episode_steps {limit} without "
-                                "truncated (or terminated) set")
+                raise Violation(
+                    f"{what}: step {ts.step_count} reached max_episode_steps {limit} without "
+                    "truncated (or terminated) set"
+                )
             self.step_count = ts.step_count
             self._enter(ts)
             return ts
@@ -99,14 +111,19 @@ class EpisodeModel:
         auto = self.spec.caps.auto_reset
         if kind == "step":
             if not auto:
-                where = ("before any reset" if self.status == "NOT_STARTED"
-                         else f"after the episode ended ({self.status})")
-                raise Violation(f"{what} {where} was accepted (step_count {resp.step.time_step.step_count}); "
-                                "expected FAILED_PRECONDITION")
+                where = (
+                    "before any reset" if self.status == "NOT_STARTED" else f"after the episode ended ({self.status})"
+                )
+                raise Violation(
+                    f"{what} {where} was accepted (step_count {resp.step.time_step.step_count}); "
+                    "expected FAILED_PRECONDITION"
+                )
             ts = resp.step.time_step
             if ts.step_count != 0 or not ts.episode_id or ts.episode_id == self.episode_id:
-                raise Violation(f"{what}: an auto-reset step must answer the reset's time step (step_count 0, a new "
-                                f"episode_id), got step_count {ts.step_count}, episode_id {ts.episode_id!r}")
+                raise Violation(
+                    f"{what}: an auto-reset step must answer the reset's time step (step_count 0, a new "
+                    f"episode_id), got step_count {ts.step_count}, episode_id {ts.episode_id!r}"
+                )
             if self.episode_id:
                 self.past_ids.add(self.episode_id)
             self.episode_id, self.step_count = ts.episode_id, 0
@@ -120,8 +137,10 @@ class EpisodeModel:
             allowed.discard("FAILED_PRECONDITION")
         if name not in allowed:
             where = "before any reset" if self.status == "NOT_STARTED" else f"after the episode ended ({self.status})"
-            raise Violation(f"{what} {where}: {describe(resp)}; expected "
-                            + ("an auto-reset" if auto and self.status != "NOT_STARTED" else "FAILED_PRECONDITION"))
+            raise Violation(
+                f"{what} {where}: {describe(resp)}; expected "
+                + ("an auto-reset" if auto and self.status != "NOT_STARTED" else "FAILED_PRECONDITION")
+            )
         return None
 
     def on_state(self, resp: pb.SessionResponse | StreamEnd, what: str = "state") -> pb.StateResponse:
@@ -129,6 +148,8 @@ class EpisodeModel:
         got = (st.episode_id, st.step_count, status_name(st.status))
         want = (self.episode_id, self.step_count, self.status)
         if got != want:
-            raise Violation(f"{what} reports episode_id={got[0]!r}, step_count={got[1]}, status={got[2]}; "
-                            f"expected episode_id={want[0]!r}, step_count={want[1]}, status={want[2]}")
+            raise Violation(
+                f"{what} reports episode_id={got[0]!r}, step_count={got[1]}, status={got[2]}; "
+                f"expected episode_id={want[0]!r}, step_count={want[1]}, status={want[2]}"
+            )
         return st

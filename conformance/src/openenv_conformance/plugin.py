@@ -35,21 +35,41 @@ _SEEDS = pytest.StashKey[dict[str, int]]()
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     g = parser.getgroup("openenv-certify", "openenv conformance suite (openenv certify)")
-    g.addoption("--openenv-certify", action="append", default=[], metavar="TARGET",
-                help="certify TARGET (grpc://HOST:PORT, http://HOST:PORT, python:MODULE:FACTORY, docker:IMAGE); "
-                     "repeatable")
-    g.addoption("--openenv-level", action="append", default=[], metavar="LEVEL",
-                help="only this level of checks (repeatable)")
-    g.addoption("--openenv-check", action="append", default=[], metavar="ID",
-                help="only checks whose id matches this shell pattern (repeatable)")
+    g.addoption(
+        "--openenv-certify",
+        action="append",
+        default=[],
+        metavar="TARGET",
+        help="certify TARGET (grpc://HOST:PORT, http://HOST:PORT, python:MODULE:FACTORY, docker:IMAGE); repeatable",
+    )
+    g.addoption(
+        "--openenv-level", action="append", default=[], metavar="LEVEL", help="only this level of checks (repeatable)"
+    )
+    g.addoption(
+        "--openenv-check",
+        action="append",
+        default=[],
+        metavar="ID",
+        help="only checks whose id matches this shell pattern (repeatable)",
+    )
     g.addoption("--openenv-seed", type=int, default=None, help="seed of the Hypothesis searches")
     g.addoption("--openenv-max-examples", type=int, default=None, help="examples per Hypothesis search")
-    g.addoption("--openenv-serve-arg", action="append", default=[], metavar="ARG",
-                help="extra `openenv serve` argument for python: targets (repeatable)")
-    g.addoption("--openenv-transport", choices=["grpc", "http"], default=None,
-                help="transport of targets serving both (python:, docker:): grpc (default) or http")
-    g.addoption("--openenv-parity-with", default=None, metavar="URL",
-                help="the target's other transport, for the parity check")
+    g.addoption(
+        "--openenv-serve-arg",
+        action="append",
+        default=[],
+        metavar="ARG",
+        help="extra `openenv serve` argument for python: targets (repeatable)",
+    )
+    g.addoption(
+        "--openenv-transport",
+        choices=["grpc", "http"],
+        default=None,
+        help="transport of targets serving both (python:, docker:): grpc (default) or http",
+    )
+    g.addoption(
+        "--openenv-parity-with", default=None, metavar="URL", help="the target's other transport, for the parity check"
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -88,9 +108,11 @@ class _Live:
             self.config.stash.setdefault(_SEEDS, {})[self.spec] = seed
             if self.config.getoption("openenv_max_examples"):
                 opts.max_examples = self.config.getoption("openenv_max_examples")
-            t_opts = TargetOptions(serve_args=tuple(self.config.getoption("openenv_serve_arg")),
-                                   transport=self.config.getoption("openenv_transport"),
-                                   parity_with=self.config.getoption("openenv_parity_with"))
+            t_opts = TargetOptions(
+                serve_args=tuple(self.config.getoption("openenv_serve_arg")),
+                transport=self.config.getoption("openenv_transport"),
+                parity_with=self.config.getoption("openenv_parity_with"),
+            )
             try:
                 self._target = open_target(self.spec, t_opts)
                 self.ctx = open_context(self._target, opts, t_opts, ready_timeout=30.0)

@@ -25,8 +25,17 @@ CheckFn: TypeAlias = "Callable[[Context], str | None]"
 #: The levels, in the order they run (``robustness`` last: its final check proves the target
 #: survived the whole run).
 LEVELS: tuple[str, ...] = (
-    "protocol", "lifecycle", "determinism", "schema", "tools", "rewards", "concurrency", "vector", "parity",
-    "robustness")
+    "protocol",
+    "lifecycle",
+    "determinism",
+    "schema",
+    "tools",
+    "rewards",
+    "concurrency",
+    "vector",
+    "parity",
+    "robustness",
+)
 
 _REGISTRY: dict[str, Check] = {}
 
@@ -57,8 +66,9 @@ class Check:
     why: str = ""
 
 
-def check(id: str, title: str, rule: str, *, requires: Iterable[str] = (),
-          why: str = "") -> Callable[[CheckFn], CheckFn]:
+def check(
+    id: str, title: str, rule: str, *, requires: Iterable[str] = (), why: str = ""
+) -> Callable[[CheckFn], CheckFn]:
     """Register ``fn`` as the check ``id`` (needing the transport features ``requires``)."""
     level = id.split(".", 1)[0]
     if level not in LEVELS:

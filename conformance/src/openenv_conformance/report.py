@@ -56,7 +56,8 @@ class Report:
     max_examples: int
     levels: list[str]
     started_at: str = dataclasses.field(
-        default_factory=lambda: datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"))
+        default_factory=lambda: datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+    )
     target_url: str = ""
     #: ``grpc`` or ``http``: the transport the checks spoke.
     transport: str = ""
@@ -104,8 +105,13 @@ class Report:
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
-        d = {"format": REPORT_FORMAT, **d, "certified": self.certified, "exit_code": self.exit_code,
-             "counts": self.counts()}
+        d = {
+            "format": REPORT_FORMAT,
+            **d,
+            "certified": self.certified,
+            "exit_code": self.exit_code,
+            "counts": self.counts(),
+        }
         if d.get("logs") and len(d["logs"]) > _LOG_TAIL:
             d["logs"] = "...\n" + d["logs"][-_LOG_TAIL:]
         return d
@@ -127,15 +133,20 @@ class Report:
         total_time = 0.0
         for level, results in by_level.items():
             suite = ET.SubElement(
-                root, "testsuite", name=f"openenv.certify.{level}", tests=str(len(results)),
+                root,
+                "testsuite",
+                name=f"openenv.certify.{level}",
+                tests=str(len(results)),
                 failures=str(sum(r.status == "fail" for r in results)),
                 errors=str(sum(r.status == "error" for r in results)),
                 skipped=str(sum(r.status == "skip" for r in results)),
-                time=f"{sum(r.duration_s for r in results):.3f}")
+                time=f"{sum(r.duration_s for r in results):.3f}",
+            )
             for r in results:
                 total_time += r.duration_s
-                case = ET.SubElement(suite, "testcase", classname=f"openenv.certify.{level}", name=r.id,
-                                     time=f"{r.duration_s:.3f}")
+                case = ET.SubElement(
+                    suite, "testcase", classname=f"openenv.certify.{level}", name=r.id, time=f"{r.duration_s:.3f}"
+                )
                 if r.status in ("fail", "error"):
                     el = ET.SubElement(case, "failure" if r.status == "fail" else "error", message=r.reason[:500])
                     el.text = _details(r)
@@ -162,7 +173,8 @@ class Report:
         c = self.counts()
         lines += [
             f"- Verdict: {verdict}",
-            f"- Target: `{self.target}`" + (f" ({self.target_url})" if self.target_url else "")
+            f"- Target: `{self.target}`"
+            + (f" ({self.target_url})" if self.target_url else "")
             + (f", parity with {self.parity_url}" if self.parity_url else ""),
             f"- Protocol: server {self.protocol_version or '?'}, suite {self.suite_protocol_version}; "
             f"suite version {self.suite_version}",

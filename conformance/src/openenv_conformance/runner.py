@@ -91,14 +91,17 @@ def _peer_url(tgt: Target, kind: str, t_opts: TargetOptions) -> str | None:
         except ValueError as e:
             raise TargetUnusable(f"--parity-with: {e}") from None
         if other == kind:
-            raise TargetUnusable(f"--parity-with {t_opts.parity_with}: the target is already certified over {kind}; "
-                                 "give the URL of its other transport")
+            raise TargetUnusable(
+                f"--parity-with {t_opts.parity_with}: the target is already certified over {kind}; "
+                "give the URL of its other transport"
+            )
         return t_opts.parity_with
     return next((u for k, u in sorted(tgt.transports().items()) if k != kind), None)
 
 
-def open_context(tgt: Target, options: RunOptions, target_options: TargetOptions | None = None, *,
-                 ready_timeout: float = 60.0) -> Context:
+def open_context(
+    tgt: Target, options: RunOptions, target_options: TargetOptions | None = None, *, ready_timeout: float = 60.0
+) -> Context:
     """The context of a run against an open target: its transport (``tgt.url``) once the
     target describes itself and is healthy, and its peer for the parity check. Raises
     :class:`TargetUnusable`; the context owns the transports (``ctx.close()``)."""
@@ -157,15 +160,24 @@ def run_check(ctx: Context, check: Check, *, target_spec: str = "", extra_args: 
     result.duration_s = round(time.monotonic() - t0, 3)
     result.examples = ctx.examples_run or None
     if result.status in ("fail", "error"):
-        result.reproduce = (f"openenv certify {shlex.quote(target_spec)} --seed {ctx.options.seed} "
-                            f"--check {check.id}{extra_args}")
+        result.reproduce = (
+            f"openenv certify {shlex.quote(target_spec)} --seed {ctx.options.seed} --check {check.id}{extra_args}"
+        )
     return result
 
 
-def certify(target: str | Target, *, levels: Iterable[str] | None = None, checks: Iterable[str] | None = None,
-            seed: int | None = None, max_examples: int | None = None, timeout: float = 10.0,
-            target_options: TargetOptions | None = None, run_options: RunOptions | None = None,
-            progress: Progress | None = None) -> Report:
+def certify(
+    target: str | Target,
+    *,
+    levels: Iterable[str] | None = None,
+    checks: Iterable[str] | None = None,
+    seed: int | None = None,
+    max_examples: int | None = None,
+    timeout: float = 10.0,
+    target_options: TargetOptions | None = None,
+    run_options: RunOptions | None = None,
+    progress: Progress | None = None,
+) -> Report:
     """Certify ``target`` (a spec such as ``python:echo_env.server:EchoEnvironment``,
     ``grpc://127.0.0.1:50051``, ``http://127.0.0.1:8000`` or ``docker:IMAGE``, or an open
     :class:`Target`). ``target_options.transport`` picks the transport of a target that
@@ -183,9 +195,18 @@ def certify(target: str | Target, *, levels: Iterable[str] | None = None, checks
         pass
     else:  # called from async code: the suite drives its own loop, so run it in a thread
         with concurrent.futures.ThreadPoolExecutor(1) as pool:
-            return pool.submit(certify, target, levels=levels, checks=checks, seed=seed, max_examples=max_examples,
-                               timeout=timeout, target_options=target_options, run_options=run_options,
-                               progress=progress).result()
+            return pool.submit(
+                certify,
+                target,
+                levels=levels,
+                checks=checks,
+                seed=seed,
+                max_examples=max_examples,
+                timeout=timeout,
+                target_options=target_options,
+                run_options=run_options,
+                progress=progress,
+            ).result()
     selected = select(levels, checks)
     opts = dataclasses.replace(run_options or RunOptions(), timeout=timeout)
     if seed is not None:
@@ -196,9 +217,14 @@ def certify(target: str | Target, *, levels: Iterable[str] | None = None, checks
         opts.max_examples = max_examples
     progress = progress or Progress()
     spec = target if isinstance(target, str) else (target.spec or target.url)
-    report = Report(target=spec, suite_version=SUITE_VERSION, suite_protocol_version=SUITE_PROTOCOL_VERSION,
-                    seed=opts.seed, max_examples=opts.max_examples,
-                    levels=sorted({c.level for c in selected}, key=LEVELS.index))
+    report = Report(
+        target=spec,
+        suite_version=SUITE_VERSION,
+        suite_protocol_version=SUITE_PROTOCOL_VERSION,
+        seed=opts.seed,
+        max_examples=opts.max_examples,
+        levels=sorted({c.level for c in selected}, key=LEVELS.index),
+    )
     t_start = time.monotonic()
     t_opts = target_options or TargetOptions()
     owned = isinstance(target, str)
@@ -209,15 +235,17 @@ def certify(target: str | Target, *, levels: Iterable[str] | None = None, checks
         if not owned and t_opts.transport:
             tgt.use(t_opts.transport)
         report.target_url = tgt.url
-        ctx = open_context(tgt, opts, t_opts,
-                           ready_timeout=t_opts.ready_timeout if owned else min(t_opts.ready_timeout, 15.0))
+        ctx = open_context(
+            tgt, opts, t_opts, ready_timeout=t_opts.ready_timeout if owned else min(t_opts.ready_timeout, 15.0)
+        )
         info = ctx.info
         report.transport = ctx.transport
         report.parity_url = ctx.peer_url or ""
         report.protocol_version = info.protocol_version
         report.environment = {"name": info.name, "version": info.version, "description": info.description}
-        report.capabilities = json_format.MessageToDict(info.capabilities, preserving_proto_field_name=True,
-                                                        always_print_fields_with_no_presence=True)
+        report.capabilities = json_format.MessageToDict(
+            info.capabilities, preserving_proto_field_name=True, always_print_fields_with_no_presence=True
+        )
         report.declared_nondeterministic = not info.capabilities.deterministic
         progress.run_started(report, selected)
         extra = f" --max-examples {opts.max_examples}" if max_examples is not None else ""
@@ -228,8 +256,15 @@ def certify(target: str | Target, *, levels: Iterable[str] | None = None, checks
         for check in selected:
             progress.check_started(check)
             if not tgt.alive():
-                result = CheckResult(check.id, check.level, check.title, check.rule, "error",
-                                     reason="the target is no longer running", seed=opts.seed)
+                result = CheckResult(
+                    check.id,
+                    check.level,
+                    check.title,
+                    check.rule,
+                    "error",
+                    reason="the target is no longer running",
+                    seed=opts.seed,
+                )
             else:
                 result = run_check(ctx, check, target_spec=spec, extra_args=extra)
                 if not tgt.alive():

@@ -27,13 +27,21 @@ _MAX_DEPTH = 5
 
 
 def _json_leaf() -> st.SearchStrategy[Any]:
-    return (st.none() | st.booleans() | st.integers(-_MAX_INT, _MAX_INT)
-            | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=12))
+    return (
+        st.none()
+        | st.booleans()
+        | st.integers(-_MAX_INT, _MAX_INT)
+        | st.floats(allow_nan=False, allow_infinity=False)
+        | st.text(max_size=12)
+    )
 
 
 def _any_json() -> st.SearchStrategy[Any]:
-    return st.recursive(_json_leaf(), lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=8), c,
-                                                                                          max_size=3), max_leaves=6)
+    return st.recursive(
+        _json_leaf(),
+        lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=8), c, max_size=3),
+        max_leaves=6,
+    )
 
 
 class _Gen:
@@ -68,8 +76,9 @@ class _Gen:
         for key in ("anyOf", "oneOf"):
             if key in schema:
                 base = {k: v for k, v in schema.items() if k != key}
-                return st.one_of([self.gen({**base, **sub} if isinstance(sub, dict) else sub, depth + 1)
-                                  for sub in schema[key]])
+                return st.one_of(
+                    [self.gen({**base, **sub} if isinstance(sub, dict) else sub, depth + 1) for sub in schema[key]]
+                )
         if "allOf" in schema:
             merged: dict[str, Any] = {k: v for k, v in schema.items() if k != "allOf"}
             for sub in schema["allOf"]:
@@ -115,9 +124,14 @@ class _Gen:
             ints = st.integers(ilo, ihi) if ilo <= ihi else st.nothing()
             if t == "integer":
                 return ints
-            return ints | st.floats(min_value=max(lo, -1e300), max_value=min(hi, 1e300), allow_nan=False,
-                                    allow_infinity=False, exclude_min="exclusiveMinimum" in s,
-                                    exclude_max="exclusiveMaximum" in s)
+            return ints | st.floats(
+                min_value=max(lo, -1e300),
+                max_value=min(hi, 1e300),
+                allow_nan=False,
+                allow_infinity=False,
+                exclude_min="exclusiveMinimum" in s,
+                exclude_max="exclusiveMaximum" in s,
+            )
         if t == "string":
             lo = int(s.get("minLength", 0))
             hi = int(s.get("maxLength", lo + 16))
@@ -130,8 +144,12 @@ class _Gen:
             prefix = [self.gen(p, depth + 1) for p in s.get("prefixItems", [])]
             items = s.get("items", {})
             rest = self.gen(items, depth + 1) if items is not False else st.nothing()
-            tail = st.lists(rest, min_size=max(0, lo - len(prefix)), max_size=max(0, hi - len(prefix)),
-                            unique_by=(lambda x: json.dumps(x, sort_keys=True)) if s.get("uniqueItems") else None)
+            tail = st.lists(
+                rest,
+                min_size=max(0, lo - len(prefix)),
+                max_size=max(0, hi - len(prefix)),
+                unique_by=(lambda x: json.dumps(x, sort_keys=True)) if s.get("uniqueItems") else None,
+            )
             if prefix:
                 return st.tuples(st.tuples(*prefix), tail).map(lambda pt: [*pt[0], *pt[1]])
             return tail
@@ -144,8 +162,11 @@ class _Gen:
             extras: st.SearchStrategy[dict[str, Any]] = st.just({})
             if extra is not False:
                 names = st.text(min_size=1, max_size=8).filter(lambda k: k not in props)
-                extras = st.dictionaries(names, self.gen(extra if isinstance(extra, dict) else True, depth + 1),
-                                         max_size=2) if depth < 2 else st.just({})
+                extras = (
+                    st.dictionaries(names, self.gen(extra if isinstance(extra, dict) else True, depth + 1), max_size=2)
+                    if depth < 2
+                    else st.just({})
+                )
             return st.tuples(st.fixed_dictionaries(req, optional=opt), extras).map(lambda de: {**de[1], **de[0]})
         return st.nothing()
 

@@ -38,15 +38,25 @@ __all__ = ["DEFAULT_ACTION_BUDGET", "DTYPES", "DescriptorError", "EnvSpec", "Typ
 #: Steps per episode the suite spends when the environment does not declare an action budget.
 DEFAULT_ACTION_BUDGET = 12
 
-_KIND_NAMES = {payload_pb2.PAYLOAD_KIND_UNSPECIFIED: "unspecified", payload_pb2.PAYLOAD_KIND_MESSAGE: "message",
-               payload_pb2.PAYLOAD_KIND_JSON: "json", payload_pb2.PAYLOAD_KIND_TENSOR: "tensor"}
+_KIND_NAMES = {
+    payload_pb2.PAYLOAD_KIND_UNSPECIFIED: "unspecified",
+    payload_pb2.PAYLOAD_KIND_MESSAGE: "message",
+    payload_pb2.PAYLOAD_KIND_JSON: "json",
+    payload_pb2.PAYLOAD_KIND_TENSOR: "tensor",
+}
 DTYPES: dict[payload_pb2.DType, np.dtype] = {
-    payload_pb2.D_TYPE_BOOL: np.dtype("bool"), payload_pb2.D_TYPE_INT8: np.dtype("<i1"),
-    payload_pb2.D_TYPE_UINT8: np.dtype("<u1"), payload_pb2.D_TYPE_INT16: np.dtype("<i2"),
-    payload_pb2.D_TYPE_UINT16: np.dtype("<u2"), payload_pb2.D_TYPE_INT32: np.dtype("<i4"),
-    payload_pb2.D_TYPE_UINT32: np.dtype("<u4"), payload_pb2.D_TYPE_INT64: np.dtype("<i8"),
-    payload_pb2.D_TYPE_UINT64: np.dtype("<u8"), payload_pb2.D_TYPE_FLOAT16: np.dtype("<f2"),
-    payload_pb2.D_TYPE_FLOAT32: np.dtype("<f4"), payload_pb2.D_TYPE_FLOAT64: np.dtype("<f8"),
+    payload_pb2.D_TYPE_BOOL: np.dtype("bool"),
+    payload_pb2.D_TYPE_INT8: np.dtype("<i1"),
+    payload_pb2.D_TYPE_UINT8: np.dtype("<u1"),
+    payload_pb2.D_TYPE_INT16: np.dtype("<i2"),
+    payload_pb2.D_TYPE_UINT16: np.dtype("<u2"),
+    payload_pb2.D_TYPE_INT32: np.dtype("<i4"),
+    payload_pb2.D_TYPE_UINT32: np.dtype("<u4"),
+    payload_pb2.D_TYPE_INT64: np.dtype("<i8"),
+    payload_pb2.D_TYPE_UINT64: np.dtype("<u8"),
+    payload_pb2.D_TYPE_FLOAT16: np.dtype("<f2"),
+    payload_pb2.D_TYPE_FLOAT32: np.dtype("<f4"),
+    payload_pb2.D_TYPE_FLOAT64: np.dtype("<f8"),
 }
 
 
@@ -55,8 +65,7 @@ def message_json(msg: Message, *, proto_names: bool = False) -> dict[str, Any]:
     pool = msg.DESCRIPTOR.file.pool
     # types-protobuf types MessageToDict's pool as the pure-Python class; at run time every pool
     # (descriptor_pool.DescriptorPool() included) is upb's, which MessageToDict takes.
-    return json_format.MessageToDict(msg, preserving_proto_field_name=proto_names,
-                                     descriptor_pool=pool)  # type: ignore[arg-type]
+    return json_format.MessageToDict(msg, preserving_proto_field_name=proto_names, descriptor_pool=pool)  # type: ignore[arg-type]
 
 
 class DescriptorError(Exception):
@@ -78,8 +87,10 @@ def build_pool(fds: descriptor_pb2.FileDescriptorSet) -> descriptor_pool.Descrip
         f = files.get(name)
         if f is None:
             if not name.startswith("google/protobuf/"):
-                raise DescriptorError(f"{chain[-1] if chain else 'a file'} imports {name!r}, which the "
-                                      "advertised FileDescriptorSet does not contain")
+                raise DescriptorError(
+                    f"{chain[-1] if chain else 'a file'} imports {name!r}, which the "
+                    "advertised FileDescriptorSet does not contain"
+                )
             try:
                 f = descriptor_pb2.FileDescriptorProto()
                 descriptor_pool.Default().FindFileByName(name).CopyToProto(f)
@@ -128,8 +139,9 @@ class TypeInfo:
                 try:
                     self.cls = message_factory.GetMessageClass(env.pool.FindMessageTypeByName(self.message_type))
                 except KeyError:
-                    self.class_error = (f"{role}: message type {self.message_type!r} is not in the advertised "
-                                        "descriptors")
+                    self.class_error = (
+                        f"{role}: message type {self.message_type!r} is not in the advertised descriptors"
+                    )
         self.examples = list(spec.examples)
 
     @property
@@ -171,8 +183,9 @@ class TypeInfo:
 
     def _schema_problems(self, value: Any) -> list[str]:
         errs = sorted(self.validator.iter_errors(value), key=lambda e: list(e.absolute_path))
-        return [f"{self.role} violates its schema at /{'/'.join(map(str, e.absolute_path))}: {e.message}"
-                for e in errs[:3]]
+        return [
+            f"{self.role} violates its schema at /{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in errs[:3]
+        ]
 
     def _tensor_problems(self, t: payload_pb2.Tensor) -> list[str]:
         ts = self.spec.tensor
@@ -180,14 +193,17 @@ class TypeInfo:
         if dt is None:
             return [f"{self.role} tensor has invalid dtype {t.dtype}"]
         if ts.dtype and t.dtype != ts.dtype:
-            return [f"{self.role} tensor dtype {payload_pb2.DType.Name(t.dtype)}, declared "
-                    f"{payload_pb2.DType.Name(ts.dtype)}"]
+            return [
+                f"{self.role} tensor dtype {payload_pb2.DType.Name(t.dtype)}, declared "
+                f"{payload_pb2.DType.Name(ts.dtype)}"
+            ]
         shape = tuple(t.shape)
         if any(d < 0 for d in shape):
             return [f"{self.role} tensor shape {shape} has a negative extent"]
         if len(t.data) != math.prod(shape) * dt.itemsize:
-            return [f"{self.role} tensor data is {len(t.data)} bytes; shape {shape} needs "
-                    f"{math.prod(shape) * dt.itemsize}"]
+            return [
+                f"{self.role} tensor data is {len(t.data)} bytes; shape {shape} needs {math.prod(shape) * dt.itemsize}"
+            ]
         want = tuple(ts.shape)
         if len(want) != len(shape) or any(w != -1 and w != g for w, g in zip(want, shape, strict=False)):
             return [f"{self.role} tensor shape {shape}, declared {want}"]

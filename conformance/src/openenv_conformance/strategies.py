@@ -74,10 +74,18 @@ def json_safe(v: Any) -> bool:
 
 def json_values(max_leaves: int = 8) -> st.SearchStrategy[Any]:
     """Any JSON value that travels exactly as a ``google.protobuf.Value``."""
-    leaf = (st.none() | st.booleans() | st.integers(-JSON_MAX_INT, JSON_MAX_INT)
-            | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=16))
-    return st.recursive(leaf, lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=8), c, max_size=3),
-                        max_leaves=max_leaves)
+    leaf = (
+        st.none()
+        | st.booleans()
+        | st.integers(-JSON_MAX_INT, JSON_MAX_INT)
+        | st.floats(allow_nan=False, allow_infinity=False)
+        | st.text(max_size=16)
+    )
+    return st.recursive(
+        leaf,
+        lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=8), c, max_size=3),
+        max_leaves=max_leaves,
+    )
 
 
 def _compact(v: Any, limit: int = 200) -> str:
@@ -129,6 +137,7 @@ def payload_label(p: payload_pb2.Payload, cls: type[Message] | None = None) -> s
 
 # --------------------------------------------------------------------------- JSON Schema
 
+
 def schema_values(schema: dict[str, Any]) -> st.SearchStrategy[Any] | None:
     """Values valid under ``schema`` (re-validated), or None when it cannot be generated."""
     if not schema:
@@ -141,8 +150,13 @@ def schema_values(schema: dict[str, Any]) -> st.SearchStrategy[Any] | None:
 
 
 _WRONG_TYPE_SAMPLES: dict[str, Any] = {
-    "string": "not-a-number", "integer": 7, "number": 1.5, "boolean": True, "null": None,
-    "array": [1, "x"], "object": {"unexpected": 1},
+    "string": "not-a-number",
+    "integer": 7,
+    "number": 1.5,
+    "boolean": True,
+    "null": None,
+    "array": [1, "x"],
+    "object": {"unexpected": 1},
 }
 
 
@@ -166,8 +180,9 @@ def _wrong_values(prop_schema: Any) -> list[Any]:
     return [v for t, v in _WRONG_TYPE_SAMPLES.items() if t not in allowed]
 
 
-def invalid_json_for(schema: dict[str, Any],
-                     valid: st.SearchStrategy[Any]) -> st.SearchStrategy[tuple[str, Any]] | None:
+def invalid_json_for(
+    schema: dict[str, Any], valid: st.SearchStrategy[Any]
+) -> st.SearchStrategy[tuple[str, Any]] | None:
     """(what was broken, value) pairs that violate ``schema``, each derived from a valid value
     by one change: a missing required property, an extra property where none are allowed, a
     property of the wrong type, or a top-level value of the wrong type."""
@@ -180,16 +195,25 @@ def invalid_json_for(schema: dict[str, Any],
     required = [r for r in schema.get("required", []) if isinstance(r, str)]
     objects = valid.filter(lambda v: isinstance(v, dict))
     if required:
-        options.append(st.tuples(objects, st.sampled_from(required)).map(
-            lambda vk: (f"missing required property {vk[1]!r}", {k: x for k, x in vk[0].items() if k != vk[1]})))
+        options.append(
+            st.tuples(objects, st.sampled_from(required)).map(
+                lambda vk: (f"missing required property {vk[1]!r}", {k: x for k, x in vk[0].items() if k != vk[1]})
+            )
+        )
     if schema.get("additionalProperties") is False:
-        options.append(st.tuples(objects, st.sampled_from(["zz_extra", "unexpected_field"])).map(
-            lambda vk: (f"extra property {vk[1]!r}", {**vk[0], vk[1]: 1})))
+        options.append(
+            st.tuples(objects, st.sampled_from(["zz_extra", "unexpected_field"])).map(
+                lambda vk: (f"extra property {vk[1]!r}", {**vk[0], vk[1]: 1})
+            )
+        )
     if props:
         pairs = [(name, bad) for name in sorted(props) for bad in _wrong_values(props[name])]
         if pairs:
-            options.append(st.tuples(objects, st.sampled_from(pairs)).map(
-                lambda vp: (f"property {vp[1][0]!r} of the wrong type", {**vp[0], vp[1][0]: vp[1][1]})))
+            options.append(
+                st.tuples(objects, st.sampled_from(pairs)).map(
+                    lambda vp: (f"property {vp[1][0]!r} of the wrong type", {**vp[0], vp[1][0]: vp[1][1]})
+                )
+            )
     top = _wrong_values(schema)
     if top:
         options.append(st.sampled_from(top).map(lambda v: ("a value of the wrong type", v)))
@@ -201,13 +225,21 @@ def invalid_json_for(schema: dict[str, Any],
 # --------------------------------------------------------------------------- protobuf
 
 _INT_RANGES = {
-    _FD.TYPE_INT32: (-(2**31), 2**31 - 1), _FD.TYPE_SINT32: (-(2**31), 2**31 - 1),
-    _FD.TYPE_SFIXED32: (-(2**31), 2**31 - 1), _FD.TYPE_UINT32: (0, 2**32 - 1), _FD.TYPE_FIXED32: (0, 2**32 - 1),
-    _FD.TYPE_INT64: (-(2**63), 2**63 - 1), _FD.TYPE_SINT64: (-(2**63), 2**63 - 1),
-    _FD.TYPE_SFIXED64: (-(2**63), 2**63 - 1), _FD.TYPE_UINT64: (0, 2**64 - 1), _FD.TYPE_FIXED64: (0, 2**64 - 1),
+    _FD.TYPE_INT32: (-(2**31), 2**31 - 1),
+    _FD.TYPE_SINT32: (-(2**31), 2**31 - 1),
+    _FD.TYPE_SFIXED32: (-(2**31), 2**31 - 1),
+    _FD.TYPE_UINT32: (0, 2**32 - 1),
+    _FD.TYPE_FIXED32: (0, 2**32 - 1),
+    _FD.TYPE_INT64: (-(2**63), 2**63 - 1),
+    _FD.TYPE_SINT64: (-(2**63), 2**63 - 1),
+    _FD.TYPE_SFIXED64: (-(2**63), 2**63 - 1),
+    _FD.TYPE_UINT64: (0, 2**64 - 1),
+    _FD.TYPE_FIXED64: (0, 2**64 - 1),
 }
-_WRAPPERS = {f"google.protobuf.{n}Value" for n in
-             ("Double", "Float", "Int64", "UInt64", "Int32", "UInt32", "Bool", "String", "Bytes")}
+_WRAPPERS = {
+    f"google.protobuf.{n}Value"
+    for n in ("Double", "Float", "Int64", "UInt64", "Int32", "UInt32", "Bool", "String", "Bytes")
+}
 
 
 def _convert(cls: type[Message]) -> Callable[[Message], Message]:
@@ -246,8 +278,11 @@ def message_strategy(cls: type[Message], max_depth: int = 3) -> st.SearchStrateg
         c = cls_of(d)
         name = d.full_name
         if name == "google.protobuf.Struct":
-            return st.dictionaries(st.text(max_size=8), json_values(4), max_size=3).map(
-                lambda v: to_struct(v)).map(_convert(c))
+            return (
+                st.dictionaries(st.text(max_size=8), json_values(4), max_size=3)
+                .map(lambda v: to_struct(v))
+                .map(_convert(c))
+            )
         if name == "google.protobuf.Value":
             return json_values(4).map(lambda v: to_value(v)).map(_convert(c))
         if name == "google.protobuf.ListValue":
@@ -255,10 +290,12 @@ def message_strategy(cls: type[Message], max_depth: int = 3) -> st.SearchStrateg
         if name in ("google.protobuf.Duration", "google.protobuf.Timestamp"):
             return st.builds(lambda s, n: c(seconds=s, nanos=n), st.integers(0, 10**9), st.integers(0, 999_999_999))
         if name == "google.protobuf.Any":
+
             def pack(v: dict[str, Any]) -> Message:
                 a = any_pb2.Any()
                 a.Pack(to_struct(v))
                 return a
+
             return st.dictionaries(st.text(max_size=8), json_values(3), max_size=2).map(pack).map(_convert(c))
         if name in _WRAPPERS:
             f = d.fields_by_name["value"]
@@ -279,8 +316,9 @@ def message_strategy(cls: type[Message], max_depth: int = 3) -> st.SearchStrateg
         if depth >= max_depth:
             cache[key] = st.just(c())
             return cache[key]
-        oneofs = [o for o in d.oneofs if not (len(o.fields) == 1 and o.fields[0].has_presence
-                                              and o.name.startswith("_"))]
+        oneofs = [
+            o for o in d.oneofs if not (len(o.fields) == 1 and o.fields[0].has_presence and o.name.startswith("_"))
+        ]
         in_oneof = {f.name for o in oneofs for f in o.fields}
 
         def value_of(f: _descriptor.FieldDescriptor) -> st.SearchStrategy[Any]:
@@ -363,6 +401,7 @@ def pack(msg: Message, type_name: str | None = None) -> payload_pb2.Payload:
 
 # --------------------------------------------------------------------------- tensors
 
+
 def _tensor_arrays(ts: payload_pb2.TensorSpec) -> st.SearchStrategy[np.ndarray] | None:
     dt = DTYPES.get(ts.dtype)
     if dt is None:
@@ -403,8 +442,9 @@ def _named(name: str, args: st.SearchStrategy[dict[str, Any]]) -> st.SearchStrat
     return args.map(lambda a: (name, a))
 
 
-def _named_invalid(name: str, bad: st.SearchStrategy[tuple[str, Any]]
-                   ) -> st.SearchStrategy[tuple[str, str, dict[str, Any]]]:
+def _named_invalid(
+    name: str, bad: st.SearchStrategy[tuple[str, Any]]
+) -> st.SearchStrategy[tuple[str, str, dict[str, Any]]]:
     """(tool name, what was broken, arguments) triples, for argument objects only."""
     return bad.filter(lambda lv: isinstance(lv[1], dict)).map(lambda lv: (name, lv[0], lv[1]))
 
@@ -423,8 +463,9 @@ class ActionSpace:
         self.json_actions = json_actions
         self.type: TypeInfo = spec.action
         self.tools = list(tools)
-        self.examples = [Action(p, f"example[{i}] {payload_label(p, self.type.cls)}")
-                         for i, p in enumerate(self.type.examples)]
+        self.examples = [
+            Action(p, f"example[{i}] {payload_label(p, self.type.cls)}") for i, p in enumerate(self.type.examples)
+        ]
         self._valid: st.SearchStrategy[Action] | None = None
 
     # -- tool arguments
@@ -474,8 +515,11 @@ class ActionSpace:
 
                 return calls.map(to_action)
             cls = t.cls
-            return message_strategy(cls).map(lambda m: pack(m, t.message_type)).map(
-                lambda p: Action(p, payload_label(p, cls)))
+            return (
+                message_strategy(cls)
+                .map(lambda m: pack(m, t.message_type))
+                .map(lambda p: Action(p, payload_label(p, cls)))
+            )
         if t.kind == payload_pb2.PAYLOAD_KIND_JSON or not t.declared:
             values = schema_values(t.schema) if t.declared else json_values()
             if values is None:
@@ -526,14 +570,25 @@ class ActionSpace:
         options: list[st.SearchStrategy[Action]] = [st.just(Action(payload_pb2.Payload(), "<unset payload>"))]
         wrong_kinds = []
         if t.kind != payload_pb2.PAYLOAD_KIND_JSON:
-            wrong_kinds.append(Action(payload_pb2.Payload(json=to_value({"not": "a json action"})),
-                                      'wrong payload kind: json {"not":"a json action"}'))
+            wrong_kinds.append(
+                Action(
+                    payload_pb2.Payload(json=to_value({"not": "a json action"})),
+                    'wrong payload kind: json {"not":"a json action"}',
+                )
+            )
         if t.kind != payload_pb2.PAYLOAD_KIND_TENSOR:
-            wrong_kinds.append(Action(_tensor_payload(np.zeros(2, "<f4"), payload_pb2.D_TYPE_FLOAT32),
-                                      "wrong payload kind: float32 tensor [0,0]"))
+            wrong_kinds.append(
+                Action(
+                    _tensor_payload(np.zeros(2, "<f4"), payload_pb2.D_TYPE_FLOAT32),
+                    "wrong payload kind: float32 tensor [0,0]",
+                )
+            )
         if t.kind != payload_pb2.PAYLOAD_KIND_MESSAGE:
-            wrong_kinds.append(Action(pack(to_struct({"not": "a message action"})),
-                                      "wrong payload kind: message google.protobuf.Struct"))
+            wrong_kinds.append(
+                Action(
+                    pack(to_struct({"not": "a message action"})), "wrong payload kind: message google.protobuf.Struct"
+                )
+            )
         options.append(st.sampled_from(wrong_kinds))
         if t.kind == payload_pb2.PAYLOAD_KIND_MESSAGE:
             options += self._invalid_messages()
@@ -541,10 +596,12 @@ class ActionSpace:
             values = schema_values(t.schema)
             bad = invalid_json_for(t.schema, values) if values is not None else None
             if bad is not None:
+
                 def json_bad(lv: tuple[str, Any]) -> Action:
                     p = payload_pb2.Payload()
                     to_value(lv[1], p.json)
                     return Action(p, f"{lv[0]}: {payload_label(p)}")
+
                 options.append(bad.map(json_bad))
         elif t.kind == payload_pb2.PAYLOAD_KIND_TENSOR:
             options.append(self._invalid_tensors())
@@ -564,6 +621,7 @@ class ActionSpace:
         out.append(st.sampled_from([other, "conformance.NotTheActionType"]).map(wrong_type))
         cls = t.cls
         if cls is not None:
+
             def undecodable(b: bytes) -> bool:
                 try:
                     cls.FromString(b)
@@ -577,16 +635,21 @@ class ActionSpace:
                 p.message.value = b
                 return Action(p, f"undecodable {t.message_type} bytes: {b.hex()}")
 
-            out.append((st.sampled_from([b"\xff", b"\x0a\xff", b"\x08\x80\x80\x80"])
-                        | st.binary(min_size=1, max_size=32)).filter(undecodable).map(garbage))
+            out.append(
+                (st.sampled_from([b"\xff", b"\x0a\xff", b"\x08\x80\x80\x80"]) | st.binary(min_size=1, max_size=32))
+                .filter(undecodable)
+                .map(garbage)
+            )
             if t.message_type == CALL_TOOL and self.tools:
                 bad = self.invalid_tool_calls()
                 if bad is not None:
+
                     def bad_call(nla: tuple[str, str, dict[str, Any]]) -> Action:
                         m = tool_pb2.CallToolRequest(name=nla[0])
                         to_struct(nla[2], m.arguments)
                         p = pack(m, t.message_type)
                         return Action(p, f"tool arguments with {nla[1]}: {payload_label(p, cls)}")
+
                     out.append(bad.map(bad_call))
         return out
 
@@ -605,16 +668,25 @@ class ActionSpace:
             if bad is not None:
                 options.append(bad.map(lambda lv: raw(lv[0], lv[1])))
         elif t.kind == payload_pb2.PAYLOAD_KIND_MESSAGE and t.message_type == CALL_TOOL:
-            cases = [raw("call_tool without tool_name", {"type": "call_tool", "arguments": {}}),
-                     raw("call_tool whose arguments are not an object",
-                         {"type": "call_tool", "tool_name": self.tools[0].name if self.tools else "x",
-                          "arguments": [1, 2]}),
-                     raw("not an object", [1, 2])]
+            cases = [
+                raw("call_tool without tool_name", {"type": "call_tool", "arguments": {}}),
+                raw(
+                    "call_tool whose arguments are not an object",
+                    {"type": "call_tool", "tool_name": self.tools[0].name if self.tools else "x", "arguments": [1, 2]},
+                ),
+                raw("not an object", [1, 2]),
+            ]
             options.append(st.sampled_from(cases))
             calls = self.invalid_tool_calls()
             if calls is not None:
-                options.append(calls.map(lambda nla: raw(
-                    f"tool arguments with {nla[1]}", {"type": "call_tool", "tool_name": nla[0], "arguments": nla[2]})))
+                options.append(
+                    calls.map(
+                        lambda nla: raw(
+                            f"tool arguments with {nla[1]}",
+                            {"type": "call_tool", "tool_name": nla[0], "arguments": nla[2]},
+                        )
+                    )
+                )
         elif t.kind == payload_pb2.PAYLOAD_KIND_MESSAGE and t.cls is not None:
             options.append(self._invalid_message_json(t.cls))
         elif t.kind == payload_pb2.PAYLOAD_KIND_TENSOR:
@@ -656,18 +728,29 @@ class ActionSpace:
                 wrong += [(f.name, "CONFORMANCE_NO_SUCH_VALUE"), (f.name, [1])]
             else:
                 wrong += [(f.name, "not-a-number"), (f.name, {"n": 1})]
-        unknown = next(n for n in ("conformance_unknown_field", "conformance_unknown_field_2")
-                       if n not in field_names)
+        unknown = next(n for n in ("conformance_unknown_field", "conformance_unknown_field_2") if n not in field_names)
         options: list[st.SearchStrategy[Action]] = [
             st.sampled_from([[1, 2], "not-an-object", 7]).map(
-                lambda v: Action(payload_pb2.Payload(), f"not a {t.message_type} object: {_compact(v)}", json=v)),
-            valid.map(lambda d: Action(payload_pb2.Payload(), f"unknown field {unknown!r}: "
-                                       f"{_compact({**d, unknown: 1})}", json={**d, unknown: 1})),
+                lambda v: Action(payload_pb2.Payload(), f"not a {t.message_type} object: {_compact(v)}", json=v)
+            ),
+            valid.map(
+                lambda d: Action(
+                    payload_pb2.Payload(),
+                    f"unknown field {unknown!r}: {_compact({**d, unknown: 1})}",
+                    json={**d, unknown: 1},
+                )
+            ),
         ]
         if wrong:
-            options.append(st.tuples(valid, st.sampled_from(wrong)).map(
-                lambda dw: Action(payload_pb2.Payload(), f"field {dw[1][0]!r} of the wrong JSON type: "
-                                  f"{_compact({**dw[0], dw[1][0]: dw[1][1]})}", json={**dw[0], dw[1][0]: dw[1][1]})))
+            options.append(
+                st.tuples(valid, st.sampled_from(wrong)).map(
+                    lambda dw: Action(
+                        payload_pb2.Payload(),
+                        f"field {dw[1][0]!r} of the wrong JSON type: {_compact({**dw[0], dw[1][0]: dw[1][1]})}",
+                        json={**dw[0], dw[1][0]: dw[1][1]},
+                    )
+                )
+            )
         return st.one_of(options).filter(lambda a: rejected(a.json))
 
     def _invalid_tensors(self) -> st.SearchStrategy[Action]:

@@ -75,8 +75,9 @@ HELLO = "openenv.hello"
 #: The keys of an observation reply's ``data``: OpenEnv's ``observation``, ``reward`` and
 #: ``done``, and the additive ``terminated``, ``truncated``, ``metadata``, ``episode_id`` and
 #: ``step_count`` (``reward_breakdown`` too, when the environment has a rubric).
-OBSERVATION_KEYS = frozenset({"observation", "reward", "done", "terminated", "truncated", "metadata", "episode_id",
-                              "step_count"})
+OBSERVATION_KEYS = frozenset(
+    {"observation", "reward", "done", "terminated", "truncated", "metadata", "episode_id", "step_count"}
+)
 
 #: The keys of a state reply's ``data`` in the extended shape (a frame that carried an ``"id"``).
 STATE_KEYS = frozenset({"episode_id", "step_count", "status", "state"})

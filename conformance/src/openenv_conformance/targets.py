@@ -166,8 +166,14 @@ class ProcessTarget(Target):
 
     kind = "process"
 
-    def __init__(self, argv: Callable[..., list[str]], *, spec: str = "",
-                 options: TargetOptions | None = None, http_ready: bool = False) -> None:
+    def __init__(
+        self,
+        argv: Callable[..., list[str]],
+        *,
+        spec: str = "",
+        options: TargetOptions | None = None,
+        http_ready: bool = False,
+    ) -> None:
         opts = options or TargetOptions()
         self.spec = spec
         self.urls = {}
@@ -185,8 +191,14 @@ class ProcessTarget(Target):
         self.argv = argv(ready, http_file) if http_ready else argv(ready)
         try:
             self.proc: subprocess.Popen[bytes] | None = subprocess.Popen(
-                self.argv, stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT, cwd=cwd, env=env,
-                start_new_session=True)
+                self.argv,
+                stdin=subprocess.DEVNULL,
+                stdout=self._log,
+                stderr=subprocess.STDOUT,
+                cwd=cwd,
+                env=env,
+                start_new_session=True,
+            )
         except OSError as e:
             self._cleanup()
             raise TargetUnusable(f"cannot start {self.argv[0]}: {e}") from None
@@ -195,8 +207,10 @@ class ProcessTarget(Target):
             if self.proc.poll() is not None:
                 logs = self.logs()
                 self.stop()
-                raise TargetUnusable(f"{spec or self.argv}: the server exited with status {self.proc_returncode} "
-                                     "before serving", logs=logs)
+                raise TargetUnusable(
+                    f"{spec or self.argv}: the server exited with status {self.proc_returncode} before serving",
+                    logs=logs,
+                )
             if time.monotonic() > deadline:
                 logs = self.logs()
                 self.stop()
@@ -258,8 +272,21 @@ class PythonTarget(ProcessTarget):
 
         def argv(ready: str, http_ready: str = "") -> list[str]:
             extra = ["--http-port", "0", "--http-ready-file", http_ready] if http else []
-            return [sys.executable, "-m", "openenv.cli", "serve", factory, "--host", "127.0.0.1", "--port", "0",
-                    "--ready-file", ready, *extra, *opts.serve_args]
+            return [
+                sys.executable,
+                "-m",
+                "openenv.cli",
+                "serve",
+                factory,
+                "--host",
+                "127.0.0.1",
+                "--port",
+                "0",
+                "--ready-file",
+                ready,
+                *extra,
+                *opts.serve_args,
+            ]
 
         super().__init__(argv, spec=f"python:{factory}", options=opts, http_ready=http)
 
@@ -275,13 +302,16 @@ class DockerTarget(Target):
         try:
             from openenv.deploy.run import start_container
         except ImportError as e:
-            raise TargetUnusable(f"docker targets need openenv.deploy (start_container), which is not "
-                                 f"available in this installation: {e}") from None
+            raise TargetUnusable(
+                f"docker targets need openenv.deploy (start_container), which is not "
+                f"available in this installation: {e}"
+            ) from None
         try:
             self._container: Any = start_container(image, network_none=False, ready_timeout=opts.ready_timeout)
         except Exception as e:  # noqa: BLE001 - whatever the engine says, the target is unusable
-            raise TargetUnusable(f"cannot start container {image!r}: {type(e).__name__}: {e}",
-                                 logs=str(getattr(e, "logs", "") or "")) from None
+            raise TargetUnusable(
+                f"cannot start container {image!r}: {type(e).__name__}: {e}", logs=str(getattr(e, "logs", "") or "")
+            ) from None
         self.url = self._container.url
         self.urls = {"grpc": self.url}
         if getattr(self._container, "http_url", ""):
@@ -337,8 +367,9 @@ def open_target(spec: str, options: TargetOptions | None = None) -> Target:
     """Open (start, when needed) the target ``spec``; raises :class:`TargetUnusable`."""
     scheme, sep, rest = spec.partition(":")
     if not sep or scheme not in _KINDS:
-        raise TargetUnusable(f"unknown target {spec!r}: expected one of "
-                             + ", ".join(f"{k}:..." for k in target_kinds()))
+        raise TargetUnusable(
+            f"unknown target {spec!r}: expected one of " + ", ".join(f"{k}:..." for k in target_kinds())
+        )
     rest = rest[2:] if rest.startswith("//") else rest
     if not rest:
         raise TargetUnusable(f"target {spec!r} is missing its address")

@@ -13,10 +13,18 @@ from typing import Any
 
 import openenv
 
-ACTION = {"type": "object", "properties": {"delta": {"type": "integer", "minimum": -3, "maximum": 3}},
-          "required": ["delta"], "additionalProperties": False}
-OBSERVATION = {"type": "object", "properties": {"value": {"type": "integer"}, "noise": {"type": "number"}},
-               "required": ["value"], "additionalProperties": False}
+ACTION = {
+    "type": "object",
+    "properties": {"delta": {"type": "integer", "minimum": -3, "maximum": 3}},
+    "required": ["delta"],
+    "additionalProperties": False,
+}
+OBSERVATION = {
+    "type": "object",
+    "properties": {"value": {"type": "integer"}, "noise": {"type": "number"}},
+    "required": ["value"],
+    "additionalProperties": False,
+}
 STATE = {"type": "object", "properties": {"value": {"type": "integer"}}, "additionalProperties": False}
 
 
@@ -39,8 +47,9 @@ class Counter(openenv.Environment):
         super().__init__(**options)
         self.value = 0
 
-    def reset(self, *, seed: int | None = None, episode_id: str | None = None,
-              options: dict[str, Any] | None = None) -> Any:
+    def reset(
+        self, *, seed: int | None = None, episode_id: str | None = None, options: dict[str, Any] | None = None
+    ) -> Any:
         self.rng = random.Random(seed)
         self.value = self.rng.randrange(-2, 3)
         return {"value": self.value}

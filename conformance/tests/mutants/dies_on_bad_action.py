@@ -5,22 +5,28 @@ from mutants.base import Counter as Env
 from mutants.proxy import Proxy
 
 CAUGHT_BY = "schema.invalid_actions"
-COLLATERAL = frozenset({
-    "concurrency.isolation",
-    "determinism.same_seed",
-    "lifecycle.state_machine",
-    "lifecycle.state_never_fails",
-    "lifecycle.step_after_end",
-    "schema.error_precedence",
-    "schema.observations",
-    "schema.valid_actions",
-})
+COLLATERAL = frozenset(
+    {
+        "concurrency.isolation",
+        "determinism.same_seed",
+        "lifecycle.state_machine",
+        "lifecycle.state_never_fails",
+        "lifecycle.step_after_end",
+        "schema.error_precedence",
+        "schema.observations",
+        "schema.valid_actions",
+    }
+)
 
 
 class Wire(Proxy):
     def answer(self, stream, req, resp):
-        if (resp.WhichOneof("kind") == "error" and resp.error.code == 3 and req is not None
-                and req.WhichOneof("kind") == "step"):
+        if (
+            resp.WhichOneof("kind") == "error"
+            and resp.error.code == 3
+            and req is not None
+            and req.WhichOneof("kind") == "step"
+        ):
             resp.error.fatal = True
             stream.ended = True
         return [resp]

@@ -12,10 +12,22 @@ from mutants.base import Counter as Env
 from mutants.proxy import Proxy
 
 CAUGHT_BY = "concurrency.disconnect_frees_slot"
-COLLATERAL = frozenset({
-    "concurrency.capacity", "concurrency.isolation", "parity.grpc_vs_http", "robustness.abrupt_disconnect",
-    "robustness.oversized_message", "robustness.random_bytes", "robustness.still_serving", "vector.autoreset_modes",
-    "vector.batch_matches_sequential", "vector.capacity", "vector.request_rules", "vector.validation_is_atomic"})
+COLLATERAL = frozenset(
+    {
+        "concurrency.capacity",
+        "concurrency.isolation",
+        "parity.grpc_vs_http",
+        "robustness.abrupt_disconnect",
+        "robustness.oversized_message",
+        "robustness.random_bytes",
+        "robustness.still_serving",
+        "vector.autoreset_modes",
+        "vector.batch_matches_sequential",
+        "vector.capacity",
+        "vector.request_rules",
+        "vector.validation_is_atomic",
+    }
+)
 
 _stream = contextvars.ContextVar("stream", default=None)
 

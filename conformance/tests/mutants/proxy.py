@@ -72,12 +72,12 @@ class Proxy(environment_pb2_grpc.EnvironmentServiceServicer):
     def request(self, stream: _Stream, req: pb.SessionRequest) -> pb.SessionRequest:
         return req
 
-    def answer(self, stream: _Stream, req: pb.SessionRequest | None,
-               resp: pb.SessionResponse) -> list[pb.SessionResponse]:
+    def answer(
+        self, stream: _Stream, req: pb.SessionRequest | None, resp: pb.SessionResponse
+    ) -> list[pb.SessionResponse]:
         return [resp]
 
-    async def before_answer(self, stream: _Stream, req: pb.SessionRequest | None,
-                            resp: pb.SessionResponse) -> None:
+    async def before_answer(self, stream: _Stream, req: pb.SessionRequest | None, resp: pb.SessionResponse) -> None:
         """Runs before :meth:`answer` (e.g. to wait, bounded, for the client's next request)."""
 
     def info(self, info: pb.GetInfoResponse) -> pb.GetInfoResponse:

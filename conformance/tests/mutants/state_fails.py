@@ -4,9 +4,17 @@ state() raises once the episode has ended (INTERNAL on the wire)."""
 from mutants.base import Counter
 
 CAUGHT_BY = "lifecycle.state_never_fails"
-COLLATERAL = frozenset({"concurrency.isolation", "lifecycle.state_machine", "lifecycle.step_after_end",
-                        "lifecycle.step_count", "parity.grpc_vs_http", "schema.observations",
-                        "vector.autoreset_modes"})
+COLLATERAL = frozenset(
+    {
+        "concurrency.isolation",
+        "lifecycle.state_machine",
+        "lifecycle.step_after_end",
+        "lifecycle.step_count",
+        "parity.grpc_vs_http",
+        "schema.observations",
+        "vector.autoreset_modes",
+    }
+)
 
 
 class Env(Counter):

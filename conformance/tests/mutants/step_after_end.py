@@ -16,8 +16,14 @@ class Wire(Proxy):
         if kind in ("reset", "step"):
             stream.state["last"] = pb.TimeStep()
             stream.state["last"].CopyFrom(getattr(resp, kind).time_step)
-        elif (kind == "error" and req is not None and req.WhichOneof("kind") == "step"
-              and resp.error.code == 9 and "over" in resp.error.message and "last" in stream.state):
+        elif (
+            kind == "error"
+            and req is not None
+            and req.WhichOneof("kind") == "step"
+            and resp.error.code == 9
+            and "over" in resp.error.message
+            and "last" in stream.state
+        ):
             fake = pb.SessionResponse(request_id=resp.request_id)
             fake.step.time_step.CopyFrom(stream.state["last"])
             fake.step.time_step.step_count += 1

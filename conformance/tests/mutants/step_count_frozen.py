@@ -6,10 +6,21 @@ from mutants.base import Counter as Env
 from mutants.proxy import Proxy
 
 CAUGHT_BY = "lifecycle.step_count"
-COLLATERAL = frozenset({"concurrency.isolation", "lifecycle.episode_ids", "lifecycle.state_machine",
-                        "lifecycle.state_never_fails", "lifecycle.step_after_end", "parity.grpc_vs_http",
-                        "protocol.pipelining", "schema.invalid_actions", "schema.valid_actions",
-                        "vector.autoreset_modes", "vector.batch_matches_sequential"})
+COLLATERAL = frozenset(
+    {
+        "concurrency.isolation",
+        "lifecycle.episode_ids",
+        "lifecycle.state_machine",
+        "lifecycle.state_never_fails",
+        "lifecycle.step_after_end",
+        "parity.grpc_vs_http",
+        "protocol.pipelining",
+        "schema.invalid_actions",
+        "schema.valid_actions",
+        "vector.autoreset_modes",
+        "vector.batch_matches_sequential",
+    }
+)
 
 
 class Wire(Proxy):

@@ -31,8 +31,21 @@ def url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     script = Path(sys.executable).parent / "openenv"
     cmd = [str(script)] if script.exists() else [sys.executable, "-m", "openenv.cli"]
     with open(log, "wb") as out:
-        proc = subprocess.Popen([*cmd, "serve", "echo_env.server:EchoEnvironment", "--port", "0",
-                                 "--ready-file", str(ready), "--grace", "2"], stdout=out, stderr=out)
+        proc = subprocess.Popen(
+            [
+                *cmd,
+                "serve",
+                "echo_env.server:EchoEnvironment",
+                "--port",
+                "0",
+                "--ready-file",
+                str(ready),
+                "--grace",
+                "2",
+            ],
+            stdout=out,
+            stderr=out,
+        )
     try:
         deadline = time.monotonic() + 60
         while not ready.exists():
@@ -55,6 +68,7 @@ def run(coro: Any) -> Any:
 
 # --------------------------------------------------------------------------- quick start
 
+
 def test_quick_start_async(url: str, capsys: pytest.CaptureFixture[str]) -> None:
     URL = url  # noqa: N806 - the quick start's spelling
 
@@ -62,8 +76,7 @@ def test_quick_start_async(url: str, capsys: pytest.CaptureFixture[str]) -> None
         async with EchoEnv(base_url=URL) as client:
             result = await client.reset()
             print(result.observation.metadata["message"])
-            result = await client.step(CallToolAction(tool_name="echo_message",
-                                                      arguments={"message": "Hello, World!"}))
+            result = await client.step(CallToolAction(tool_name="echo_message", arguments={"message": "Hello, World!"}))
             print(result.observation.result["data"])
             print(result.reward)
 
@@ -94,6 +107,7 @@ def test_quick_start_sync(url: str, capsys: pytest.CaptureFixture[str]) -> None:
 
 
 # --------------------------------------------------------------------------- tools
+
 
 def test_echo_with_length_returns_structured_data(url: str) -> None:
     async def go() -> None:

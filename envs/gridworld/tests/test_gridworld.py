@@ -27,8 +27,12 @@ from gridworld.v1 import gridworld_pb2
 
 MOVES = (Move.MOVE_UP, Move.MOVE_DOWN, Move.MOVE_LEFT, Move.MOVE_RIGHT)
 DELTA = {Move.MOVE_UP: (-1, 0), Move.MOVE_DOWN: (1, 0), Move.MOVE_LEFT: (0, -1), Move.MOVE_RIGHT: (0, 1)}
-REVERSE = {Move.MOVE_UP: Move.MOVE_DOWN, Move.MOVE_DOWN: Move.MOVE_UP,
-           Move.MOVE_LEFT: Move.MOVE_RIGHT, Move.MOVE_RIGHT: Move.MOVE_LEFT}
+REVERSE = {
+    Move.MOVE_UP: Move.MOVE_DOWN,
+    Move.MOVE_DOWN: Move.MOVE_UP,
+    Move.MOVE_LEFT: Move.MOVE_RIGHT,
+    Move.MOVE_RIGHT: Move.MOVE_LEFT,
+}
 TIMEOUT = 30.0  # bound on every test's client work
 
 
@@ -110,6 +114,7 @@ async def trajectory(url: str, seed: int, moves: list[Move]) -> list[tuple[bytes
 
 # --------------------------------------------------------------------------- description
 
+
 def test_info_declares_typed_protocol_first_environment(url: str) -> None:
     async def go() -> None:
         async with client(url) as env:
@@ -130,6 +135,7 @@ def test_info_declares_typed_protocol_first_environment(url: str) -> None:
 
 
 # --------------------------------------------------------------------------- determinism
+
 
 def test_same_seed_and_actions_give_the_same_trajectory(url: str) -> None:
     moves = random.Random(1).choices(MOVES, k=60)
@@ -166,6 +172,7 @@ def test_different_seeds_give_different_mazes(url: str) -> None:
 
 
 # --------------------------------------------------------------------------- dynamics
+
 
 def test_walking_the_bfs_path_reaches_the_goal_and_terminates(url: str) -> None:
     async def go() -> None:
@@ -305,6 +312,7 @@ def test_size_options_at_handshake_and_reset(url: str) -> None:
 
 # --------------------------------------------------------------------------- no stubs
 
+
 class _RawClient(openenv.EnvClient):
     """A plain client (no declared types) that keeps the raw observation ``Any``."""
 
@@ -369,8 +377,9 @@ asyncio.run(main(sys.argv[1]))
 
 def test_client_process_without_gridworld_stubs_decodes_typed_observations(url: str) -> None:
     env = {**os.environ, "GRPC_VERBOSITY": "ERROR"}
-    out = subprocess.run([sys.executable, "-c", _NO_STUBS_CLIENT, url], capture_output=True, text=True,
-                         timeout=60, env=env)
+    out = subprocess.run(
+        [sys.executable, "-c", _NO_STUBS_CLIENT, url], capture_output=True, text=True, timeout=60, env=env
+    )
     assert out.returncode == 0, out.stderr
     got = json.loads(out.stdout)
 

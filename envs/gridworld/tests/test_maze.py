@@ -49,6 +49,7 @@ def test_start_goal_and_shortest_path() -> None:
 def test_same_seed_same_maze_and_the_seed_7_maze_is_stable() -> None:
     """Mazes depend on the seed only; seed 7 is pinned so a change of generator is noticed
     (it would silently change every published seed's maze, e.g. the demo's)."""
+
     def build(seed: int) -> tuple[tuple[str, ...], maze.Cell, maze.Cell]:
         rng = random.Random(seed)
         grid = maze.generate(rng, 9, 9)
@@ -56,17 +57,21 @@ def test_same_seed_same_maze_and_the_seed_7_maze_is_stable() -> None:
 
     assert build(7) == build(7)
     assert build(7)[0] != build(8)[0]
-    assert build(7) == ((
-        "#########",
-        "#.#.....#",
-        "#.#.###.#",
-        "#.....#.#",
-        "#.#####.#",
-        "#.#.....#",
-        "#.#######",
-        "#.......#",
-        "#########",
-    ), (7, 3), (1, 5))
+    assert build(7) == (
+        (
+            "#########",
+            "#.#.....#",
+            "#.#.###.#",
+            "#.....#.#",
+            "#.#####.#",
+            "#.#.....#",
+            "#.#######",
+            "#.......#",
+            "#########",
+        ),
+        (7, 3),
+        (1, 5),
+    )
 
 
 def test_invalid_sizes_are_refused() -> None:

@@ -57,14 +57,28 @@ def check_breakdown(r: openenv.StepResult) -> Score:
 
 # --------------------------------------------------------------------------- pure parts
 
+
 def test_calculator_whitelist() -> None:
     assert evaluate("12 * (3 + 4)") == 84
     assert evaluate("7 / 2") == 3.5
     assert evaluate("-2 ** 4 + sqrt(16)") == -12.0
     assert evaluate("round(2.567, 2)") == 2.57
-    for bad in ("__import__('os').system('true')", "open('x')", "(1).__class__", "[1, 2]", "x",
-                "lambda: 1", "2 ^ 3", "1 / 0", "9 ** 9 ** 9", "10 ** 400", "'a' * 3", "1 if 1 else 2",
-                "round(5, -10000)", "1" * 300):
+    for bad in (
+        "__import__('os').system('true')",
+        "open('x')",
+        "(1).__class__",
+        "[1, 2]",
+        "x",
+        "lambda: 1",
+        "2 ^ 3",
+        "1 / 0",
+        "9 ** 9 ** 9",
+        "10 ** 400",
+        "'a' * 3",
+        "1 if 1 else 2",
+        "round(5, -10000)",
+        "1" * 300,
+    ):
         with pytest.raises(CalculatorError):
             evaluate(bad)
 
@@ -82,6 +96,7 @@ def test_task_sampling_is_seeded() -> None:
 
 
 # --------------------------------------------------------------------------- over the wire
+
 
 def test_info_declares_tools_and_rubric() -> None:
     async def go(env: MathEnv) -> None:
@@ -181,8 +196,11 @@ def test_truncated_at_max_steps() -> None:
 
 
 def test_same_seed_same_trajectory() -> None:
-    actions = [CallToolAction("get_problem"), CallToolAction("calculator", {"expression": "3 * 3"}),
-               CallToolAction("submit_answer", {"answer": "9"})]
+    actions = [
+        CallToolAction("get_problem"),
+        CallToolAction("calculator", {"expression": "3 * 3"}),
+        CallToolAction("submit_answer", {"answer": "9"}),
+    ]
 
     async def episode(env: MathEnv, seed: int) -> list[Any]:
         out = [(await env.reset(seed=seed)).metadata["task_id"]]
@@ -220,8 +238,9 @@ def test_factory_convention_serves(tmp_path: Path) -> None:
     script = Path(sys.executable).parent / "openenv"
     cmd = [str(script)] if script.exists() else [sys.executable, "-m", "openenv.cli"]
     with open(log, "wb") as out:
-        proc = subprocess.Popen([*cmd, "serve", factory, "--port", "0", "--ready-file", str(ready), "--grace", "1"],
-                                stdout=out, stderr=out)
+        proc = subprocess.Popen(
+            [*cmd, "serve", factory, "--port", "0", "--ready-file", str(ready), "--grace", "1"], stdout=out, stderr=out
+        )
     try:
         deadline = time.monotonic() + 60
         while not ready.exists() or not ready.read_text():

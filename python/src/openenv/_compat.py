@@ -26,8 +26,13 @@ MOVED: dict[str, tuple[str, ...]] = {
     "openenv.tools": ("openenv.runtime.tools",),
     "openenv.vector": ("openenv.runtime.vector",),
     "openenv.transport_ws": ("openenv.client.ws", "openenv.client.urls", "openenv.wire.frames"),
-    "openenv.images": ("openenv.deploy.engine", "openenv.deploy.project", "openenv.deploy.build",
-                       "openenv.deploy.run", "openenv.deploy.cleanup"),
+    "openenv.images": (
+        "openenv.deploy.engine",
+        "openenv.deploy.project",
+        "openenv.deploy.build",
+        "openenv.deploy.run",
+        "openenv.deploy.cleanup",
+    ),
     "openenv.baseimage": ("openenv.deploy.baseimage",),
     "openenv.wheelhouse": ("openenv.deploy.wheelhouse",),
     "openenv.scaffold": ("openenv.deploy.scaffold",),
@@ -62,8 +67,11 @@ class _Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType:
         targets = MOVED[spec.name]
-        warnings.warn(f"{spec.name} moved to {' / '.join(targets)}; the old path goes away in 0.3",
-                      DeprecationWarning, stacklevel=3)
+        warnings.warn(
+            f"{spec.name} moved to {' / '.join(targets)}; the old path goes away in 0.3",
+            DeprecationWarning,
+            stacklevel=3,
+        )
         return _Forwarder(spec.name, targets)
 
     def exec_module(self, module: types.ModuleType) -> None:

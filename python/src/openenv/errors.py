@@ -57,8 +57,9 @@ class EnvError(Exception):
 
     code: ErrorCode = ErrorCode.INTERNAL
 
-    def __init__(self, message: str = "", *, details: Any = None, fatal: bool = False,
-                 code: ErrorCode | None = None) -> None:
+    def __init__(
+        self, message: str = "", *, details: Any = None, fatal: bool = False, code: ErrorCode | None = None
+    ) -> None:
         super().__init__(message)
         if code is not None:
             self.code = ErrorCode(code)
@@ -174,8 +175,17 @@ class Unavailable(EnvError):
 
 _BY_CODE: dict[ErrorCode, type[EnvError]] = {
     c.code: c
-    for c in (Cancelled, InvalidArgument, DeadlineExceeded, NotFound, ResourceExhausted,
-              FailedPrecondition, Unimplemented, Internal, Unavailable)
+    for c in (
+        Cancelled,
+        InvalidArgument,
+        DeadlineExceeded,
+        NotFound,
+        ResourceExhausted,
+        FailedPrecondition,
+        Unimplemented,
+        Internal,
+        Unavailable,
+    )
 }
 
 # The proto enum and this table must agree; checked at import so drift cannot ship.

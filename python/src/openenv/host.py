@@ -27,8 +27,16 @@ from openenv.server import Server
 
 log = logging.getLogger("openenv.host")
 
-__all__ = ["DEFAULT", "Host", "default_http_port", "http_available", "serve", "serve_async", "serve_bridge",
-           "serve_bridge_async"]
+__all__ = [
+    "DEFAULT",
+    "Host",
+    "default_http_port",
+    "http_available",
+    "serve",
+    "serve_async",
+    "serve_bridge",
+    "serve_bridge_async",
+]
 
 DEFAULT: Any = "default"
 """``http_port=DEFAULT``: the HTTP side on :func:`default_http_port` when the ``http`` extra
@@ -76,11 +84,22 @@ class Host:
         reflection: serve gRPC server reflection.
     """
 
-    def __init__(self, factory: Callable[..., Environment] | type[Environment], host: str = "127.0.0.1",
-                 port: int | None = 50051, *, http_port: int | None = None, http_host: str | None = None,
-                 http_options: Any = None, max_sessions: int | None = None,
-                 max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES, idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S,
-                 tools_only: bool = False, max_num_envs: int | None = None, reflection: bool = True) -> None:
+    def __init__(
+        self,
+        factory: Callable[..., Environment] | type[Environment],
+        host: str = "127.0.0.1",
+        port: int | None = 50051,
+        *,
+        http_port: int | None = None,
+        http_host: str | None = None,
+        http_options: Any = None,
+        max_sessions: int | None = None,
+        max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+        idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S,
+        tools_only: bool = False,
+        max_num_envs: int | None = None,
+        reflection: bool = True,
+    ) -> None:
         if http_port is DEFAULT:
             if http_available():
                 http_port = default_http_port(port)
@@ -89,8 +108,14 @@ class Host:
                 http_port = None
         if port is None and http_port is None:
             raise ValueError("nothing to serve: give a gRPC port, an HTTP port or both")
-        self.runtime = Runtime(factory, max_sessions=max_sessions, max_message_bytes=max_message_bytes,
-                               idle_timeout_s=idle_timeout_s, tools_only=tools_only, max_num_envs=max_num_envs)
+        self.runtime = Runtime(
+            factory,
+            max_sessions=max_sessions,
+            max_message_bytes=max_message_bytes,
+            idle_timeout_s=idle_timeout_s,
+            tools_only=tools_only,
+            max_num_envs=max_num_envs,
+        )
         self.manager = SessionManager(self.runtime)
         self.host, self.port, self.http_port = host, port, http_port
         self.http_host, self.http_options = http_host, http_options
@@ -126,8 +151,9 @@ class Host:
             if self._bridge is not None:
                 b = self._bridge
                 app = b.BridgeApp(b.LocalBackend(self.manager))
-                self.http = await b.HttpServer(app, self.http_host or self.host, self.http_port,
-                                               self.http_options).start()
+                self.http = await b.HttpServer(
+                    app, self.http_host or self.host, self.http_port, self.http_options
+                ).start()
                 log.info("serving %s over HTTP on %s", self.runtime.env_cls.__name__, self.http.url)
         except BaseException:
             await self.stop(0.0)
@@ -189,9 +215,16 @@ def _say(lines: list[str]) -> None:
         print(line, file=sys.stderr, flush=True)
 
 
-async def serve_async(factory: Callable[..., Environment] | type[Environment], host: str = "127.0.0.1",
-                      port: int | None = 50051, *, ready: Callable[[Host], Any] | None = None,
-                      grace_s: float = 10.0, http_port: int | None = DEFAULT, **kwargs: Any) -> None:
+async def serve_async(
+    factory: Callable[..., Environment] | type[Environment],
+    host: str = "127.0.0.1",
+    port: int | None = 50051,
+    *,
+    ready: Callable[[Host], Any] | None = None,
+    grace_s: float = 10.0,
+    http_port: int | None = DEFAULT,
+    **kwargs: Any,
+) -> None:
     """Serve until SIGTERM or SIGINT, then drain (see :func:`serve`)."""
     h = Host(factory, host, port, http_port=http_port, **kwargs)
     await h.start()
@@ -213,8 +246,12 @@ def _run(coro: Any) -> None:
     uvloop.run(coro)
 
 
-def serve(factory: Callable[..., Environment] | type[Environment], host: str = "127.0.0.1",
-          port: int | None = 50051, **kwargs: Any) -> None:
+def serve(
+    factory: Callable[..., Environment] | type[Environment],
+    host: str = "127.0.0.1",
+    port: int | None = 50051,
+    **kwargs: Any,
+) -> None:
     """Serve an environment until SIGTERM/SIGINT, then drain gracefully; prints where it
     listens (to stderr) once serving.
 
@@ -237,9 +274,15 @@ def serve(factory: Callable[..., Environment] | type[Environment], host: str = "
     _run(serve_async(factory, host, port, **kwargs))
 
 
-async def serve_bridge_async(target: str, host: str = "127.0.0.1", port: int | None = None, *,
-                             options: Any = None, connect_timeout: float = 30.0,
-                             ready: Callable[[Any], Any] | None = None) -> None:
+async def serve_bridge_async(
+    target: str,
+    host: str = "127.0.0.1",
+    port: int | None = None,
+    *,
+    options: Any = None,
+    connect_timeout: float = 30.0,
+    ready: Callable[[Any], Any] | None = None,
+) -> None:
     """Serve OpenEnv's HTTP surface for the gRPC environment at ``target`` until SIGTERM/SIGINT."""
     b = _bridge()
     backend = await b.RemoteBackend.connect(target, connect_timeout=connect_timeout)

@@ -132,26 +132,32 @@ class _Servicer:
             if session is not None:
                 await session.close()
 
-    async def _handshake(self, req: environment_pb2.SessionRequest,
-                         resp: environment_pb2.SessionResponse) -> RuntimeSession | VectorSession:
+    async def _handshake(
+        self, req: environment_pb2.SessionRequest, resp: environment_pb2.SessionResponse
+    ) -> RuntimeSession | VectorSession:
         if req.WhichOneof("kind") != "handshake":
             raise FailedPrecondition(
-                f"the first request of a session must be a handshake, got {req.WhichOneof('kind') or 'nothing'}")
+                f"the first request of a session must be a handshake, got {req.WhichOneof('kind') or 'nothing'}"
+            )
         hs = req.handshake
         if not hs.protocol_version:
-            raise InvalidArgument("handshake.protocol_version is required (e.g. \"1.0\")")
+            raise InvalidArgument('handshake.protocol_version is required (e.g. "1.0")')
         try:
             major = _major(hs.protocol_version)
         except ValueError:
-            raise FailedPrecondition(f"unparsable protocol_version {hs.protocol_version!r}: expected "
-                                     f"\"MAJOR.MINOR\"; this server speaks {PROTOCOL_VERSION}") from None
+            raise FailedPrecondition(
+                f"unparsable protocol_version {hs.protocol_version!r}: expected "
+                f'"MAJOR.MINOR"; this server speaks {PROTOCOL_VERSION}'
+            ) from None
         if major != _major(PROTOCOL_VERSION):
             raise FailedPrecondition(
-                f"protocol version {hs.protocol_version} is not supported; this server speaks {PROTOCOL_VERSION}")
+                f"protocol version {hs.protocol_version} is not supported; this server speaks {PROTOCOL_VERSION}"
+            )
         session: RuntimeSession | VectorSession
         if hs.num_envs > 1:
-            session = VectorSession(await self.manager.open_many(hs.num_envs, from_struct(hs.options),
-                                                                 hs.client_name), hs.autoreset_mode)
+            session = VectorSession(
+                await self.manager.open_many(hs.num_envs, from_struct(hs.options), hs.client_name), hs.autoreset_mode
+            )
         else:
             session = await self.manager.open(from_struct(hs.options), hs.client_name)
         out = resp.handshake
@@ -160,8 +166,12 @@ class _Servicer:
         out.info.CopyFrom(self.runtime.info)
         return session
 
-    async def _dispatch(self, session: RuntimeSession | VectorSession, req: environment_pb2.SessionRequest,
-                        resp: environment_pb2.SessionResponse) -> Any:
+    async def _dispatch(
+        self,
+        session: RuntimeSession | VectorSession,
+        req: environment_pb2.SessionRequest,
+        resp: environment_pb2.SessionResponse,
+    ) -> Any:
         kind = req.WhichOneof("kind")
         rt = self.runtime
         if isinstance(session, VectorSession):
@@ -175,8 +185,9 @@ class _Servicer:
             fill_time_step(resp.step.time_step, result, rt)
         elif kind == "reset":
             r = req.reset
-            result = await session.reset(r.seed if r.HasField("seed") else None, r.episode_id or None,
-                                         from_struct(r.options))
+            result = await session.reset(
+                r.seed if r.HasField("seed") else None, r.episode_id or None, from_struct(r.options)
+            )
             fill_time_step(resp.reset.time_step, result, rt)
         elif kind == "state":
             s = await session.state()
@@ -206,8 +217,13 @@ class _Servicer:
             raise InvalidArgument("request has no kind set")
         return None
 
-    async def _dispatch_vector(self, vs: VectorSession, kind: str | None, req: environment_pb2.SessionRequest,
-                               resp: environment_pb2.SessionResponse) -> Any:
+    async def _dispatch_vector(
+        self,
+        vs: VectorSession,
+        kind: str | None,
+        req: environment_pb2.SessionRequest,
+        resp: environment_pb2.SessionResponse,
+    ) -> Any:
         rt = self.runtime
         if kind == "batch_step":
             bs = req.batch_step
@@ -241,8 +257,9 @@ class _Servicer:
         elif kind is None:
             raise InvalidArgument("request has no kind set")
         else:
-            raise FailedPrecondition(f"{kind} is not available in a vectorised session: "
-                                     "use batch_reset / batch_step / state(env_id)")
+            raise FailedPrecondition(
+                f"{kind} is not available in a vectorised session: use batch_reset / batch_step / state(env_id)"
+            )
         return None
 
 
@@ -258,16 +275,30 @@ class Server:
     whoever made it drains and shuts it down).
     """
 
-    def __init__(self, factory: Callable[..., Environment] | type[Environment] | SessionManager,
-                 host: str = "127.0.0.1", port: int = 50051, *, max_sessions: int | None = None,
-                 max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
-                 idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S, tools_only: bool = False,
-                 max_num_envs: int | None = None, reflection: bool = True) -> None:
+    def __init__(
+        self,
+        factory: Callable[..., Environment] | type[Environment] | SessionManager,
+        host: str = "127.0.0.1",
+        port: int = 50051,
+        *,
+        max_sessions: int | None = None,
+        max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+        idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S,
+        tools_only: bool = False,
+        max_num_envs: int | None = None,
+        reflection: bool = True,
+    ) -> None:
         if isinstance(factory, SessionManager):
             self.manager, self._owns_manager = factory, False
         else:
-            runtime = Runtime(factory, max_sessions=max_sessions, max_message_bytes=max_message_bytes,
-                              idle_timeout_s=idle_timeout_s, tools_only=tools_only, max_num_envs=max_num_envs)
+            runtime = Runtime(
+                factory,
+                max_sessions=max_sessions,
+                max_message_bytes=max_message_bytes,
+                idle_timeout_s=idle_timeout_s,
+                tools_only=tools_only,
+                max_num_envs=max_num_envs,
+            )
             self.manager, self._owns_manager = SessionManager(runtime), True
         self.runtime = self.manager.runtime
         self.host, self.requested_port = host, port
@@ -286,21 +317,24 @@ class Server:
 
     async def start(self) -> Server:
         limit = self.runtime.max_message_bytes
-        server = grpc.aio.server(options=[
-            ("grpc.so_reuseport", 0),
-            ("grpc.max_receive_message_length", limit),
-            ("grpc.max_send_message_length", limit),
-            ("grpc.keepalive_permit_without_calls", 1),
-            ("grpc.http2.min_recv_ping_interval_without_data_ms", 10_000),
-            ("grpc.http2.max_ping_strikes", 0),
-            ("grpc.max_concurrent_streams", 0x7FFFFFFF),
-        ])
+        server = grpc.aio.server(
+            options=[
+                ("grpc.so_reuseport", 0),
+                ("grpc.max_receive_message_length", limit),
+                ("grpc.max_send_message_length", limit),
+                ("grpc.keepalive_permit_without_calls", 1),
+                ("grpc.http2.min_recv_ping_interval_without_data_ms", 10_000),
+                ("grpc.http2.max_ping_strikes", 0),
+                ("grpc.max_concurrent_streams", 0x7FFFFFFF),
+            ]
+        )
         environment_pb2_grpc.add_EnvironmentServiceServicer_to_server(_Servicer(self.manager), server)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
         if self.reflection:
             reflection.enable_server_reflection(
-                [SERVICE_NAME, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
-                 reflection.SERVICE_NAME], server)
+                [SERVICE_NAME, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name, reflection.SERVICE_NAME],
+                server,
+            )
         self.port = server.add_insecure_port(f"{self.host}:{self.requested_port}")
         if not self.port:
             raise RuntimeError(f"cannot bind {self.host}:{self.requested_port}")

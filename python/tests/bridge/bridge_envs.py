@@ -33,8 +33,9 @@ class BenchCounter(openenv.Environment):
     deterministic = True
     example_actions = (CounterAction(1),)
 
-    def reset(self, *, seed: int | None = None, episode_id: str | None = None,
-              options: dict[str, Any] | None = None) -> openenv.StepResult:
+    def reset(
+        self, *, seed: int | None = None, episode_id: str | None = None, options: dict[str, Any] | None = None
+    ) -> openenv.StepResult:
         self.value = 0
         self.steps = 0
         return openenv.StepResult(CounterObservation(0), metadata={"seed": seed})
@@ -42,8 +43,12 @@ class BenchCounter(openenv.Environment):
     def step(self, action: CounterAction) -> openenv.StepResult:
         self.steps += 1
         self.value += action.delta
-        return openenv.StepResult(CounterObservation(self.value), reward=float(action.delta),
-                                  terminated=self.value >= 1_000_000_000, metadata={"step": self.steps})
+        return openenv.StepResult(
+            CounterObservation(self.value),
+            reward=float(action.delta),
+            terminated=self.value >= 1_000_000_000,
+            metadata={"step": self.steps},
+        )
 
     def state(self) -> dict[str, Any]:
         return {"value": self.value}
@@ -58,8 +63,13 @@ class InlineBenchCounter(BenchCounter):
 class AsyncBenchCounter(BenchCounter):
     """The counter with ``async def`` methods (run on the event loop)."""
 
-    async def reset(self, *, seed: int | None = None, episode_id: str | None = None,  # type: ignore[override]
-                    options: dict[str, Any] | None = None) -> openenv.StepResult:
+    async def reset(
+        self,
+        *,
+        seed: int | None = None,
+        episode_id: str | None = None,  # type: ignore[override]
+        options: dict[str, Any] | None = None,
+    ) -> openenv.StepResult:
         return BenchCounter.reset(self, seed=seed, episode_id=episode_id, options=options)
 
     async def step(self, action: CounterAction) -> openenv.StepResult:  # type: ignore[override]
@@ -75,8 +85,9 @@ class RandomWalk(openenv.Environment):
     max_episode_steps = 12
     max_sessions = 8
 
-    def reset(self, *, seed: int | None = None, episode_id: str | None = None,
-              options: dict[str, Any] | None = None) -> openenv.StepResult:
+    def reset(
+        self, *, seed: int | None = None, episode_id: str | None = None, options: dict[str, Any] | None = None
+    ) -> openenv.StepResult:
         self.rng = random.Random(seed)
         self.pos = 0
         return openenv.StepResult({"pos": 0, "seed": seed, "opts": dict(options or {})}, metadata={"start": True})
@@ -87,9 +98,12 @@ class RandomWalk(openenv.Environment):
             raise openenv.InvalidAction(f"move {move} is larger than 3")
         self.pos += move + self.rng.choice((-1, 0, 1))
         reward: Any = self.rng.random() if self.pos % 2 else (self.pos > 0)
-        return openenv.StepResult({"pos": self.pos, "trail": [self.pos, move], "half": self.pos / 2},
-                                  reward=reward, terminated=abs(self.pos) >= 8,
-                                  metadata={"noise": self.rng.randint(0, 99), "tags": ["a", "b"]})
+        return openenv.StepResult(
+            {"pos": self.pos, "trail": [self.pos, move], "half": self.pos / 2},
+            reward=reward,
+            terminated=abs(self.pos) >= 8,
+            metadata={"noise": self.rng.randint(0, 99), "tags": ["a", "b"]},
+        )
 
     def state(self) -> dict[str, Any]:
         return {"pos": self.pos}

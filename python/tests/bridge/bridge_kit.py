@@ -129,9 +129,27 @@ def openenv_serve(target: str, tmp: Path, *args: str) -> Iterator[tuple[str, str
     """``openenv serve TARGET`` in a subprocess: (gRPC address, HTTP URL, process)."""
     grpc_ready, http_ready = tmp / f"grpc-{time.monotonic_ns()}", tmp / f"http-{time.monotonic_ns()}"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "openenv.cli", "serve", target, "--port", "0", "--http-port", "0",
-         "--ready-file", str(grpc_ready), "--http-ready-file", str(http_ready), *args],
-        env=env_with_path(HERE), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        [
+            sys.executable,
+            "-m",
+            "openenv.cli",
+            "serve",
+            target,
+            "--port",
+            "0",
+            "--http-port",
+            "0",
+            "--ready-file",
+            str(grpc_ready),
+            "--http-ready-file",
+            str(http_ready),
+            *args,
+        ],
+        env=env_with_path(HERE),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         yield wait_file(grpc_ready, proc), wait_file(http_ready, proc), proc
     finally:
@@ -162,8 +180,13 @@ def upstream_server(python: Path, app: str, tmp: Path, **env: str) -> Iterator[s
     e = env_with_path(HERE)
     e.pop("ENABLE_WEB_INTERFACE", None)
     e.update(env)
-    proc = subprocess.Popen([str(python), str(HERE / "upstream_serve.py"), app, str(ready)], env=e,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [str(python), str(HERE / "upstream_serve.py"), app, str(ready)],
+        env=e,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         url = wait_file(ready, proc, timeout=120)
         _wait_health(url, proc)
@@ -190,8 +213,9 @@ def _wait_health(url: str, proc: subprocess.Popen[Any], timeout: float = 120.0) 
 def run_upstream(python: Path, *args: str, timeout: float = 120.0) -> Any:
     """Run a script in the upstream venv (cwd: this directory) and parse its JSON output."""
     e = env_with_path(HERE)
-    proc = subprocess.run([str(python), *args], cwd=str(HERE), env=e, capture_output=True, text=True,
-                          timeout=timeout, check=False)
+    proc = subprocess.run(
+        [str(python), *args], cwd=str(HERE), env=e, capture_output=True, text=True, timeout=timeout, check=False
+    )
     if proc.returncode != 0:
         pytest.fail(f"{' '.join(args)} failed ({proc.returncode}):\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])

@@ -38,8 +38,7 @@ async def test_quick_start_async_and_sync() -> None:
             assert r.observation.result.data == "Hello, World!"
             assert r.reward == pytest.approx(1.3) and not r.done and r.step_count == 1
             assert [t.name for t in await env.list_tools()] == ["echo_message", "echo_with_length"]
-            assert (await env.call_tool("echo_with_length", {"message": "abc"})).data == {"message": "abc",
-                                                                                        "length": 3}
+            assert (await env.call_tool("echo_with_length", {"message": "abc"})).data == {"message": "abc", "length": 3}
             assert (await env.state()).state == {"echoed": 2}
             with pytest.raises(openenv.NotFound):
                 await env.step(CallToolAction("nope", {}))

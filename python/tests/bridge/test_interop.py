@@ -63,8 +63,9 @@ def test_a_stock_clients_against_our_bridge(dist: str, version: str, tmp_path: P
 async def test_b_our_client_against_stock_openenv_servers(dist: str, version: str, tmp_path: Path) -> None:
     py = upstream_python(dist, version)
     release = tmp_path / "release-held-steps"  # its existence ends the step held below
-    with upstream_server(py, "upstream_envs:counter_app", tmp_path, MAX_CONCURRENT_ENVS="2",
-                         COUNTER_RELEASE_FILE=str(release)) as url:
+    with upstream_server(
+        py, "upstream_envs:counter_app", tmp_path, MAX_CONCURRENT_ENVS="2", COUNTER_RELEASE_FILE=str(release)
+    ) as url:
         async with openenv.EnvClient(url) as env:
             assert env.info.name and env.info.action.json_schema  # from /metadata and /schema
             r = await env.reset(seed=5, episode_id="ep-1")
@@ -117,8 +118,13 @@ def test_c_openenv_validate_passes_against_our_bridge(dist: str, version: str, t
     py = upstream_python(dist, version)
     for target in ("echo_env.server:EchoEnvironment", "bridge_envs:BenchCounter"):
         with openenv_serve(target, tmp_path) as (_, url, _p):
-            proc = subprocess.run([str(py.parent / "openenv"), "validate", "--url", url, "--json"],
-                                  capture_output=True, text=True, timeout=120, check=False)
+            proc = subprocess.run(
+                [str(py.parent / "openenv"), "validate", "--url", url, "--json"],
+                capture_output=True,
+                text=True,
+                timeout=120,
+                check=False,
+            )
             assert proc.returncode == 0, proc.stdout + proc.stderr
             import json
 

@@ -50,42 +50,73 @@ async def test_official_mcp_high_level_client() -> None:
 
 
 async def test_openenv_jsonrpc_dialect() -> None:
-    async with served(EchoEnvironment, max_sessions=2) as srv, \
-            httpx.AsyncClient(base_url=srv.http_url, trust_env=False, timeout=WAIT_S) as http:
+    async with (
+        served(EchoEnvironment, max_sessions=2) as srv,
+        httpx.AsyncClient(base_url=srv.http_url, trust_env=False, timeout=WAIT_S) as http,
+    ):
         rpc = (await http.post("/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"})).json()
         assert rpc["id"] == 1 and rpc["result"]["tools"][0]["inputSchema"]["type"] == "object"
-        rpc = (await http.post("/mcp", json={"jsonrpc": "2.0", "id": 2, "method": "tools/call",
-                                             "params": {"name": "echo_with_length",
-                                                        "arguments": {"message": "abc"}}})).json()
+        rpc = (
+            await http.post(
+                "/mcp",
+                json={
+                    "jsonrpc": "2.0",
+                    "id": 2,
+                    "method": "tools/call",
+                    "params": {"name": "echo_with_length", "arguments": {"message": "abc"}},
+                },
+            )
+        ).json()
         assert rpc["result"]["data"] == {"message": "abc", "length": 3} and rpc["result"]["isError"] is False
-        rpc = (await http.post("/mcp", json={"jsonrpc": "2.0", "id": 3, "method": "tools/call",
-                                             "params": {"name": "nope"}})).json()
+        rpc = (
+            await http.post(
+                "/mcp", json={"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "nope"}}
+            )
+        ).json()
         assert rpc["error"]["code"] == -32602 and rpc["error"]["data"]["status"] == "NOT_FOUND"
         assert (await http.post("/mcp", content=b"{oops")).json()["error"]["code"] == -32700
         assert (await http.post("/mcp", json={"jsonrpc": "2.0", "id": 4, "method": "x/y"})).json()["error"][
-            "code"] == -32601
+            "code"
+        ] == -32601
         # OpenEnv 0.10's production MCP client: an HTTP session, then a WebSocket attached to it
-        sid = (await http.post("/mcp", json={"jsonrpc": "2.0", "id": 5, "method": "openenv/session/create"}
-                               )).json()["result"]["session_id"]
+        sid = (await http.post("/mcp", json={"jsonrpc": "2.0", "id": 5, "method": "openenv/session/create"})).json()[
+            "result"
+        ]["session_id"]
         assert srv.manager.active == 1
-        call = {"jsonrpc": "2.0", "id": 6, "method": "tools/call",
-                "params": {"name": "echo_message", "arguments": {"message": "x"}, "session_id": sid}}
+        call = {
+            "jsonrpc": "2.0",
+            "id": 6,
+            "method": "tools/call",
+            "params": {"name": "echo_message", "arguments": {"message": "x"}, "session_id": sid},
+        }
         assert (await http.post("/mcp", json=call)).json()["result"]["data"] == "x"
         async with Ws(srv.http_url.replace("http", "ws") + f"/ws?session_id={sid}") as ws:
             st = await ws.ask({"type": "state"})
             assert st["data"]["echoed"] == 1, "the WebSocket attached to the HTTP-created session"
-        closed = (await http.post("/mcp", json={"jsonrpc": "2.0", "id": 7, "method": "openenv/session/close",
-                                                "params": {"session_id": sid}})).json()
+        closed = (
+            await http.post(
+                "/mcp",
+                json={"jsonrpc": "2.0", "id": 7, "method": "openenv/session/close", "params": {"session_id": sid}},
+            )
+        ).json()
         assert closed["result"] == {"session_id": sid, "closed": True}
         assert srv.manager.active == 0
 
 
 async def test_mcp_websocket_and_env_without_tools() -> None:
     async with served(EchoEnvironment) as srv, Ws(srv.http_url.replace("http", "ws") + "/mcp") as ws:
-        r = await ws.ask({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-                          "params": {"name": "echo_message", "arguments": {"message": "ws"}}})
+        r = await ws.ask(
+            {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "tools/call",
+                "params": {"name": "echo_message", "arguments": {"message": "ws"}},
+            }
+        )
         assert r["result"]["data"] == "ws"
-    async with served(BenchCounter) as srv, \
-            httpx.AsyncClient(base_url=srv.http_url, trust_env=False, timeout=WAIT_S) as http:
+    async with (
+        served(BenchCounter) as srv,
+        httpx.AsyncClient(base_url=srv.http_url, trust_env=False, timeout=WAIT_S) as http,
+    ):
         rpc = (await http.post("/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"})).json()
         assert rpc["error"]["code"] == -32603 and "does not support MCP" in rpc["error"]["message"]

@@ -31,16 +31,36 @@ async def _episode_log(url: str, actions: list[Any], seeds: tuple[int, ...]) -> 
         log.append(("info", env.info.name, env.info.action.kind, env.info.observation.message_type))
         for seed in seeds:
             r = await env.reset(seed=seed, episode_id=f"ep-{seed}")
-            log.append(("reset", _norm(r.observation), r.reward, r.terminated, r.truncated, r.metadata,
-                        r.episode_id, r.step_count))
+            log.append(
+                (
+                    "reset",
+                    _norm(r.observation),
+                    r.reward,
+                    r.terminated,
+                    r.truncated,
+                    r.metadata,
+                    r.episode_id,
+                    r.step_count,
+                )
+            )
             for a in actions:
                 try:
                     r = await env.step(a)
                 except openenv.EnvError as e:
                     log.append(("error", e.code.name, e.fatal))
                     continue
-                log.append(("step", _norm(r.observation), r.reward, r.terminated, r.truncated, r.metadata,
-                            r.episode_id, r.step_count))
+                log.append(
+                    (
+                        "step",
+                        _norm(r.observation),
+                        r.reward,
+                        r.terminated,
+                        r.truncated,
+                        r.metadata,
+                        r.episode_id,
+                        r.step_count,
+                    )
+                )
             st = await env.state()
             log.append(("state", st.episode_id, st.step_count, st.status.name, _norm(st.state)))
     return log
@@ -72,9 +92,13 @@ async def test_grpc_and_websocket_give_identical_results(env: str, tmp_path: Pat
         over_grpc = await _episode_log(srv.address, actions, seeds)
         over_http = await _episode_log(srv.http_url, actions, seeds)
         ready = tmp_path / "bridge.url"
-        proc = subprocess.Popen([sys.executable, "-m", "openenv.cli", "bridge", srv.address, "--port", "0",
-                                 "--ready-file", str(ready)], env=env_with_path(HERE),
-                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "openenv.cli", "bridge", srv.address, "--port", "0", "--ready-file", str(ready)],
+            env=env_with_path(HERE),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         try:
             over_bridge = await _episode_log(await wait_file_async(ready, proc), actions, seeds)
         finally:

@@ -20,9 +20,24 @@ from openenv.host import default_http_port
 
 def test_push_dry_run_writes_a_space_that_serves(tmp_path: Path) -> None:
     out = tmp_path / "space"
-    proc = subprocess.run([sys.executable, "-m", "openenv.cli", "push", str(REPO / "envs" / "echo_env"),
-                           "--repo-id", "someone/echo-env", "--dry-run", "--out", str(out)],
-                          capture_output=True, text=True, timeout=120, check=False)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "openenv.cli",
+            "push",
+            str(REPO / "envs" / "echo_env"),
+            "--repo-id",
+            "someone/echo-env",
+            "--dry-run",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == str(out)
     readme = (out / "README.md").read_text()
@@ -38,10 +53,26 @@ def test_push_dry_run_writes_a_space_that_serves(tmp_path: Path) -> None:
     # serve the folder's code the way the image does (its CMD, on a free port instead of 7860)
     env = {"PYTHONPATH": f"{out / 'env' / 'src'}:{out / 'vendor' / 'openenv' / 'src'}", "PATH": "/usr/bin:/bin"}
     ready = tmp_path / "http.url"
-    server = subprocess.Popen([sys.executable, "-c", "from openenv.cli import main; main()", "serve",
-                               "echo_env.server:EchoEnvironment", "--port", "0", "--http-port", "0",
-                               "--http-ready-file", str(ready)], env=env, cwd=str(tmp_path),
-                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "from openenv.cli import main; main()",
+            "serve",
+            "echo_env.server:EchoEnvironment",
+            "--port",
+            "0",
+            "--http-port",
+            "0",
+            "--http-ready-file",
+            str(ready),
+        ],
+        env=env,
+        cwd=str(tmp_path),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         url = wait_file(ready, server)
         assert httpx.get(url + "/health", timeout=10, trust_env=False).json() == {"status": "healthy"}
@@ -51,9 +82,24 @@ def test_push_dry_run_writes_a_space_that_serves(tmp_path: Path) -> None:
 
 
 def test_push_refuses_bad_input(tmp_path: Path) -> None:
-    proc = subprocess.run([sys.executable, "-m", "openenv.cli", "push", str(REPO / "envs" / "echo_env"),
-                           "--repo-id", "not-a-repo-id", "--dry-run", "--out", str(tmp_path / "s")],
-                          capture_output=True, text=True, timeout=120, check=False)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "openenv.cli",
+            "push",
+            str(REPO / "envs" / "echo_env"),
+            "--repo-id",
+            "not-a-repo-id",
+            "--dry-run",
+            "--out",
+            str(tmp_path / "s"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert proc.returncode != 0 and "OWNER/NAME" in proc.stderr
 
 

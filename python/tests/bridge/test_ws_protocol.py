@@ -120,8 +120,12 @@ async def test_tool_env_step_frames() -> None:
         tools = (await ws.ask({"type": "step", "data": {"type": "list_tools"}}))["data"]["observation"]["tools"]
         assert [t["name"] for t in tools] == ["echo_message", "echo_with_length"]
         assert tools[0]["input_schema"]["required"] == ["message"]
-        r = await ws.ask({"type": "step", "data": {"type": "call_tool", "tool_name": "echo_with_length",
-                                                   "arguments": {"message": "hey"}}})
+        r = await ws.ask(
+            {
+                "type": "step",
+                "data": {"type": "call_tool", "tool_name": "echo_with_length", "arguments": {"message": "hey"}},
+            }
+        )
         obs = r["data"]["observation"]
         assert obs["tool_name"] == "echo_with_length" and obs["error"] is None
         assert obs["result"]["data"] == {"message": "hey", "length": 3}
@@ -132,11 +136,21 @@ async def test_tool_env_step_frames() -> None:
         assert r["type"] == "observation", "OpenEnv answers an unknown tool with an error observation"
         assert r["data"]["observation"]["error"]["error_type"] == "tool_not_found"
         assert r["data"]["observation"]["result"] is None
-        r = await ws.ask({"type": "step", "data": {"type": "call_tool", "tool_name": "echo_message",
-                                                   "arguments": {"message": 5}}})
+        r = await ws.ask(
+            {"type": "step", "data": {"type": "call_tool", "tool_name": "echo_message", "arguments": {"message": 5}}}
+        )
         assert r["data"]["observation"]["error"]["error_type"] == "invalid_args"
-        r = await ws.ask({"type": "mcp", "data": {"jsonrpc": "2.0", "id": "a", "method": "tools/call",
-                                                  "params": {"name": "echo_message", "arguments": {"message": "yo"}}}})
+        r = await ws.ask(
+            {
+                "type": "mcp",
+                "data": {
+                    "jsonrpc": "2.0",
+                    "id": "a",
+                    "method": "tools/call",
+                    "params": {"name": "echo_message", "arguments": {"message": "yo"}},
+                },
+            }
+        )
         assert r["data"]["result"]["data"] == "yo" and r["data"]["result"]["content"][0]["text"] == "yo"
         st = (await ws.ask({"type": "state"}))["data"]
         assert st["step_count"] == 1 and st["echoed"] == 2, "tools/call over mcp is a side call, not a step"
@@ -171,8 +185,12 @@ async def test_half_open_socket_is_dropped_by_keepalive() -> None:
     async with served(RandomWalk, http_options=opts) as srv:
         reader, writer = await asyncio.open_connection("127.0.0.1", srv.http.port)
         key = base64.b64encode(os.urandom(16)).decode()
-        writer.write((f"GET /ws HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-                      f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n").encode())
+        writer.write(
+            (
+                f"GET /ws HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n"
+            ).encode()
+        )
         status = await asyncio.wait_for(reader.readline(), WAIT_S)
         assert b" 101 " in status, status
         try:  # from now on the client reads nothing and answers no ping, but keeps the TCP connection

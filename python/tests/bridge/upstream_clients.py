@@ -21,8 +21,13 @@ def _sr(r: Any) -> dict[str, Any]:
     obs = r.observation
     if hasattr(obs, "model_dump"):
         obs = obs.model_dump(mode="json")
-    return {"observation": obs, "reward": r.reward, "reward_type": type(r.reward).__name__, "done": r.done,
-            "metadata": getattr(r, "metadata", None)}
+    return {
+        "observation": obs,
+        "reward": r.reward,
+        "reward_type": type(r.reward).__name__,
+        "done": r.done,
+        "metadata": getattr(r, "metadata", None),
+    }
 
 
 def _state(s: Any) -> Any:
@@ -103,8 +108,13 @@ async def capacity(url: str) -> dict[str, Any]:
     return out
 
 
-SCENARIOS = {"generic_async": generic_async, "generic_sync": generic_sync, "mcp_async": mcp_async,
-             "mcp_sync": mcp_sync, "capacity": capacity}
+SCENARIOS = {
+    "generic_async": generic_async,
+    "generic_sync": generic_sync,
+    "mcp_async": mcp_async,
+    "mcp_sync": mcp_sync,
+    "capacity": capacity,
+}
 
 
 def main() -> None:

@@ -74,8 +74,9 @@ class CounterEnvironment(Environment):
         self._state.step_count += 1
         self._state.value += action.delta
         v = self._state.value
-        return CounterObservation(value=v, reward=float(action.delta), done=v >= 1_000_000_000,
-                                  metadata={"step": self._state.step_count})
+        return CounterObservation(
+            value=v, reward=float(action.delta), done=v >= 1_000_000_000, metadata={"step": self._state.step_count}
+        )
 
     @property
     def state(self) -> CounterState:
@@ -85,12 +86,14 @@ class CounterEnvironment(Environment):
 class AsyncCounterEnvironment(CounterEnvironment):
     """The counter with async overrides (OpenEnv runs these on the event loop)."""
 
-    async def reset_async(self, seed: int | None = None, episode_id: str | None = None,
-                          **kwargs: Any) -> CounterObservation:
+    async def reset_async(
+        self, seed: int | None = None, episode_id: str | None = None, **kwargs: Any
+    ) -> CounterObservation:
         return self.reset(seed=seed, episode_id=episode_id)
 
-    async def step_async(self, action: CounterAction, timeout_s: float | None = None,
-                         **kwargs: Any) -> CounterObservation:
+    async def step_async(
+        self, action: CounterAction, timeout_s: float | None = None, **kwargs: Any
+    ) -> CounterObservation:
         return self.step(action)
 
 
@@ -142,14 +145,17 @@ def _echo_env_class() -> type:
     return EchoEnvironment
 
 
-counter_app = create_app(CounterEnvironment, CounterAction, CounterObservation, env_name="counter",
-                         max_concurrent_envs=CAPACITY)
-async_counter_app = create_app(AsyncCounterEnvironment, CounterAction, CounterObservation, env_name="counter",
-                               max_concurrent_envs=CAPACITY)
+counter_app = create_app(
+    CounterEnvironment, CounterAction, CounterObservation, env_name="counter", max_concurrent_envs=CAPACITY
+)
+async_counter_app = create_app(
+    AsyncCounterEnvironment, CounterAction, CounterObservation, env_name="counter", max_concurrent_envs=CAPACITY
+)
 
 
 def __getattr__(name: str) -> Any:
     if name == "echo_app":  # built on demand: FastMCP is only needed by the MCP tests
-        return create_app(_echo_env_class(), CallToolAction, CallToolObservation, env_name="echo_env",
-                          max_concurrent_envs=CAPACITY)
+        return create_app(
+            _echo_env_class(), CallToolAction, CallToolObservation, env_name="echo_env", max_concurrent_envs=CAPACITY
+        )
     raise AttributeError(name)

@@ -20,9 +20,14 @@ async def main(url: str) -> dict[str, Any]:
         tools = await session.list_tools()
         r = await session.call_tool("echo_with_length", {"message": "mcp"})
         e = await session.call_tool("echo_message", {"message": "x"})
-        return {"server": init.serverInfo.name, "protocol": init.protocolVersion,
-                "tools": sorted(t.name for t in tools.tools), "structured": r.structuredContent,
-                "is_error": r.isError, "text": e.content[0].text}
+        return {
+            "server": init.serverInfo.name,
+            "protocol": init.protocolVersion,
+            "tools": sorted(t.name for t in tools.tools),
+            "structured": r.structuredContent,
+            "is_error": r.isError,
+            "text": e.content[0].text,
+        }
 
 
 if __name__ == "__main__":

@@ -63,8 +63,14 @@ def echo_image(engine: object, base_image: str) -> str:
     """envs/echo_env built offline (Docker's layer cache makes rebuilds quick)."""
     from openenv.deploy.build import build_image
 
-    result = build_image(REPO / "envs" / "echo_env", tag=ECHO_TAG, base_image=base_image, offline=True,
-                         engine=engine, echo=lambda m: None)  # type: ignore[arg-type]
+    result = build_image(
+        REPO / "envs" / "echo_env",
+        tag=ECHO_TAG,
+        base_image=base_image,
+        offline=True,
+        engine=engine,
+        echo=lambda m: None,
+    )  # type: ignore[arg-type]
     return result.tag
 
 

@@ -34,8 +34,13 @@ TIMEOUT = 60.0
 
 
 def _openenv(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "openenv.cli", *args], capture_output=True, text=True,
-                          timeout=timeout, stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        [sys.executable, "-m", "openenv.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+    )
 
 
 def _http_health(base_url: str) -> Any:
@@ -105,7 +110,8 @@ def test_hardened_defaults_and_read_only_root(engine: Any, echo_image: str, mana
         labels = info["Config"]["Labels"]
         assert labels["openenv.managed"] == "true" and labels["openenv.env"] == "echo-env"
         assert labels["openenv.session"] == c.session and labels["openenv.owner"].endswith(
-            f":{os.getpid()}:{labels['openenv.owner'].rsplit(':', 1)[1]}")
+            f":{os.getpid()}:{labels['openenv.owner'].rsplit(':', 1)[1]}"
+        )
         raw = engine.containers.get(c.id)
         assert raw.exec_run(["id", "-u"]).output.decode().strip() == "10001"
         assert raw.exec_run(["sh", "-c", "echo x > /etc/openenv-probe"]).exit_code != 0  # read-only root
@@ -146,8 +152,9 @@ def test_network_none(engine: Any, echo_image: str, managed_names: set[str]) -> 
 def test_a_container_that_exits_reports_its_logs(engine: Any, echo_image: str) -> None:
     before = {m.id for m in list_containers(engine)}
     with pytest.raises(Unavailable) as exc:
-        start_container(echo_image, command=["python3", "-c", "import sys; print('boom-marker'); sys.exit(3)"],
-                        ready_timeout=30)
+        start_container(
+            echo_image, command=["python3", "-c", "import sys; print('boom-marker'); sys.exit(3)"], ready_timeout=30
+        )
     assert "exited with code 3" in exc.value.message
     assert "boom-marker" in exc.value.message and "boom-marker" in exc.value.logs  # type: ignore[attr-defined]
     assert {m.id for m in list_containers(engine)} == before  # removed
@@ -170,8 +177,13 @@ def test_missing_image_and_bad_builds(engine: Any, tmp_path: Path) -> None:
     with pytest.raises(FailedPrecondition, match=r"\[tool.openenv\] factory"):
         build_image(tmp_path, engine=engine, echo=lambda m: None)
     with pytest.raises(FailedPrecondition, match="not present locally and an offline build cannot pull"):
-        build_image(REPO / "envs" / "echo_env", base_image="openenv-no-such-base:0", offline=True, engine=engine,
-                    echo=lambda m: None)
+        build_image(
+            REPO / "envs" / "echo_env",
+            base_image="openenv-no-such-base:0",
+            offline=True,
+            engine=engine,
+            echo=lambda m: None,
+        )
     r = _openenv("build", str(REPO / "envs" / "echo_env"), "--offline", "--base-image", "openenv-no-such-base:0")
     assert r.returncode == 1 and "cannot pull" in r.stderr and "Traceback" not in r.stderr
 
@@ -181,18 +193,21 @@ def test_a_failing_build_shows_the_build_output(engine: Any, base_image: str, tm
     shutil.copytree(REPO / "envs" / "echo_env", env, ignore=shutil.ignore_patterns("*.egg-info", "__pycache__"))
     (env / "Dockerfile").write_text("ARG BASE_IMAGE\nFROM ${BASE_IMAGE}\nRUN echo broken-step-marker && exit 7\n")
     with pytest.raises(openenv.Internal) as exc:
-        build_image(env, tag="openenv-broken:pytest", base_image=base_image, offline=True, engine=engine,
-                    echo=lambda m: None)
+        build_image(
+            env, tag="openenv-broken:pytest", base_image=base_image, offline=True, engine=engine, echo=lambda m: None
+        )
     assert "broken-step-marker" in exc.value.message and "non-zero code: 7" in exc.value.message
 
 
-def test_ps_lists_and_cleanup_removes_leftovers_of_a_crashed_owner(engine: Any, echo_image: str,
-                                                                   managed_names: set[str]) -> None:
+def test_ps_lists_and_cleanup_removes_leftovers_of_a_crashed_owner(
+    engine: Any, echo_image: str, managed_names: set[str]
+) -> None:
     # An owner process that crashes (SIGKILL) while its container runs.
-    code = ("import sys; from openenv.deploy.run import start_container; "
-            f"c = start_container({echo_image!r}); print(c.name, flush=True); sys.stdin.read()")
-    owner = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                             text=True)
+    code = (
+        "import sys; from openenv.deploy.run import start_container; "
+        f"c = start_container({echo_image!r}); print(c.name, flush=True); sys.stdin.read()"
+    )
+    owner = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         orphan = owner.stdout.readline().strip()  # type: ignore[union-attr]
         assert orphan.startswith("openenv-echo-env-"), orphan
@@ -222,8 +237,16 @@ def test_ps_lists_and_cleanup_removes_leftovers_of_a_crashed_owner(engine: Any, 
 
 
 def test_build_cli_shows_progress_and_prints_the_tag(engine: Any, base_image: str) -> None:
-    r = _openenv("build", str(REPO / "envs" / "echo_env"), "--offline", "--base-image", base_image,
-                 "--tag", "openenv-echo-env:pytest-cli", timeout=600)
+    r = _openenv(
+        "build",
+        str(REPO / "envs" / "echo_env"),
+        "--offline",
+        "--base-image",
+        base_image,
+        "--tag",
+        "openenv-echo-env:pytest-cli",
+        timeout=600,
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     assert r.stdout.strip() == "openenv-echo-env:pytest-cli"
     assert "Step 1/" in r.stderr and "built openenv-echo-env:pytest-cli" in r.stderr

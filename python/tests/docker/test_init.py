@@ -23,10 +23,18 @@ TIMEOUT = 60.0
 NAME = "scaffold_probe_env"
 
 
-def _cli(*args: str, timeout: float, cwd: Path | None = None,
-         env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "openenv.cli", *args], capture_output=True, text=True,
-                          timeout=timeout, cwd=cwd, env=env, stdin=subprocess.DEVNULL)
+def _cli(
+    *args: str, timeout: float, cwd: Path | None = None, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "openenv.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=cwd,
+        env=env,
+        stdin=subprocess.DEVNULL,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -40,11 +48,21 @@ def scaffolded(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_init_layout_and_refusals(scaffolded: Path, tmp_path: Path) -> None:
-    files = {str(p.relative_to(scaffolded)) for p in scaffolded.rglob("*") if p.is_file()
-             and "__pycache__" not in p.parts}
-    assert {"pyproject.toml", "README.md", "Dockerfile", f"proto/{NAME}/v1/{NAME}.proto",
-            f"src/{NAME}/__init__.py", f"src/{NAME}/server.py", f"src/{NAME}/client.py",
-            f"src/{NAME}/v1/{NAME}_pb2.py", f"src/{NAME}/v1/{NAME}_pb2.pyi", f"tests/test_{NAME}.py"} <= files
+    files = {
+        str(p.relative_to(scaffolded)) for p in scaffolded.rglob("*") if p.is_file() and "__pycache__" not in p.parts
+    }
+    assert {
+        "pyproject.toml",
+        "README.md",
+        "Dockerfile",
+        f"proto/{NAME}/v1/{NAME}.proto",
+        f"src/{NAME}/__init__.py",
+        f"src/{NAME}/server.py",
+        f"src/{NAME}/client.py",
+        f"src/{NAME}/v1/{NAME}_pb2.py",
+        f"src/{NAME}/v1/{NAME}_pb2.pyi",
+        f"tests/test_{NAME}.py",
+    } <= files
     assert not any("{{" in (scaffolded / f).read_text() for f in files if not f.endswith(".pyc"))
     again = _cli("init", NAME, "--dir", str(scaffolded.parent), timeout=60)
     assert again.returncode == 1 and "exists and is not empty" in again.stderr
@@ -56,9 +74,15 @@ def test_init_layout_and_refusals(scaffolded: Path, tmp_path: Path) -> None:
 
 def test_scaffolded_tests_pass(scaffolded: Path) -> None:
     env = {**os.environ, "PYTHONPATH": str(scaffolded / "src")}
-    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(scaffolded / "tests")],
-                       capture_output=True, text=True, timeout=300, cwd=scaffolded, env=env,
-                       stdin=subprocess.DEVNULL)
+    r = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(scaffolded / "tests")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=scaffolded,
+        env=env,
+        stdin=subprocess.DEVNULL,
+    )
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert "1 passed" in r.stdout
 
@@ -66,8 +90,14 @@ def test_scaffolded_tests_pass(scaffolded: Path) -> None:
 @pytest.mark.docker
 @pytest.mark.slow
 def test_init_build_run_certify(scaffolded: Path, engine: Any, base_image: str, managed_names: set[str]) -> None:
-    result = build_image(scaffolded, tag="openenv-scaffold-probe-env:pytest", base_image=base_image, offline=True,
-                         engine=engine, echo=lambda m: None)
+    result = build_image(
+        scaffolded,
+        tag="openenv-scaffold-probe-env:pytest",
+        base_image=base_image,
+        offline=True,
+        engine=engine,
+        echo=lambda m: None,
+    )
     labels = engine.images.get(result.tag).labels
     assert labels["openenv.factory"] == f"{NAME}.server:ScaffoldProbeEnvEnvironment"
 

@@ -32,8 +32,10 @@ def _capacity(ctx: Context) -> int:
     if cap <= 0:
         raise CheckSkipped("the environment declares no capacity (max_sessions = 0)")
     if cap > ctx.options.capacity_limit:
-        raise CheckSkipped(f"max_sessions {cap} is above the suite's capacity limit "
-                           f"({ctx.options.capacity_limit}; raise it with --capacity-limit)")
+        raise CheckSkipped(
+            f"max_sessions {cap} is above the suite's capacity limit "
+            f"({ctx.options.capacity_limit}; raise it with --capacity-limit)"
+        )
     return cap
 
 
@@ -63,8 +65,10 @@ def _fill(ctx: Context, cap: int, channel: grpc.aio.Channel | None = None) -> li
         for s in sessions:
             s.shutdown(timeout=1.0)
         if time.monotonic() > deadline:
-            raise Violation(f"only {len(opened)} of max_sessions={cap} sessions could be opened (first refusal: "
-                            f"{describe(refused[0])}), {ctx.options.slot_free_bound:g} s after earlier sessions ended")
+            raise Violation(
+                f"only {len(opened)} of max_sessions={cap} sessions could be opened (first refusal: "
+                f"{describe(refused[0])}), {ctx.options.slot_free_bound:g} s after earlier sessions ended"
+            )
         time.sleep(0.2)
 
 
@@ -85,11 +89,13 @@ def _handshake_within(ctx: Context, what: str) -> float:
     raise Violation(f"{what}: no session slot was free within {bound:g} s (last answer: {answer})")
 
 
-@check("concurrency.isolation",
-       "Sessions stepped side by side (interleaved) behave as when run alone: identical trajectories for a "
-       "deterministic environment, independent episode ids and step counts for any environment",
-       f"{_SPEC} §1.1 (one instance per session)",
-       requires=(EPISODE_FIELDS,))
+@check(
+    "concurrency.isolation",
+    "Sessions stepped side by side (interleaved) behave as when run alone: identical trajectories for a "
+    "deterministic environment, independent episode ids and step counts for any environment",
+    f"{_SPEC} §1.1 (one instance per session)",
+    requires=(EPISODE_FIELDS,),
+)
 def isolation(ctx: Context) -> None:
     valid = ctx.require_actions()
     n = min(ctx.options.concurrency, int(ctx.spec.caps.max_sessions or 1))
@@ -127,18 +133,25 @@ def isolation(ctx: Context) -> None:
                     alone = trajectory(s, ctx.spec, seeds[i], ids[i], episodes[i])
                 d = diff(alone, runs[i], tol)
                 if d:
-                    raise Violation(f"session {i} (seed {seeds[i]}) gave a different trajectory interleaved with "
-                                    f"{n - 1} other sessions than alone: {d}")
+                    raise Violation(
+                        f"session {i} (seed {seeds[i]}) gave a different trajectory interleaved with "
+                        f"{n - 1} other sessions than alone: {d}"
+                    )
 
-    ctx.search(interleaved, max_examples=max(3, ctx.options.max_examples // 5),
-               seeds=st.lists(st.integers(0, 2**32 - 1), min_size=n, max_size=n),
-               episodes=st.lists(st.lists(valid, max_size=ctx.spec.budget), min_size=n, max_size=n))
+    ctx.search(
+        interleaved,
+        max_examples=max(3, ctx.options.max_examples // 5),
+        seeds=st.lists(st.integers(0, 2**32 - 1), min_size=n, max_size=n),
+        episodes=st.lists(st.lists(valid, max_size=ctx.spec.budget), min_size=n, max_size=n),
+    )
 
 
-@check("concurrency.capacity",
-       "max_sessions sessions can be open at once; one more handshake is RESOURCE_EXHAUSTED (fatal) and its stream "
-       "ends; GetInfo still answers; closing a session frees its slot",
-       f"{_SPEC} §1.3, §3.3; error table: RESOURCE_EXHAUSTED (session capacity)")
+@check(
+    "concurrency.capacity",
+    "max_sessions sessions can be open at once; one more handshake is RESOURCE_EXHAUSTED (fatal) and its stream "
+    "ends; GetInfo still answers; closing a session frees its slot",
+    f"{_SPEC} §1.3, §3.3; error table: RESOURCE_EXHAUSTED (session capacity)",
+)
 def capacity(ctx: Context) -> None:
     cap = _capacity(ctx)
     sessions = _fill(ctx, cap)
@@ -161,10 +174,12 @@ def capacity(ctx: Context) -> None:
     _handshake_within(ctx, "after one of the sessions at capacity was closed")
 
 
-@check("concurrency.disconnect_frees_slot",
-       "A client that disappears (cancelled stream, closed connection) frees its session slot within the bound "
-       "(default 10 s)",
-       f"{_SPEC} §3.7 (the server frees the session in every case)")
+@check(
+    "concurrency.disconnect_frees_slot",
+    "A client that disappears (cancelled stream, closed connection) frees its session slot within the bound "
+    "(default 10 s)",
+    f"{_SPEC} §3.7 (the server frees the session in every case)",
+)
 def disconnect_frees_slot(ctx: Context) -> None:
     cap = _capacity(ctx)
     for how in ("a cancelled stream", "a closed connection"):

@@ -88,20 +88,24 @@ def lifecycle_machine(valid: st.SearchStrategy[Action]) -> type[ContextMachine]:
     return LifecycleMachine
 
 
-@check("lifecycle.state_machine",
-       "Random sequences of reset/step/state/close keep episode_id, step_count and the episode status exactly as "
-       "the session state machine says (Hypothesis state machine; refused steps change nothing)",
-       f"{_SPEC} §3 (state machine, §3.4 reset, §3.5 step, §3.6 state, §3.7 close)",
-       requires=(EPISODE_FIELDS,))
+@check(
+    "lifecycle.state_machine",
+    "Random sequences of reset/step/state/close keep episode_id, step_count and the episode status exactly as "
+    "the session state machine says (Hypothesis state machine; refused steps change nothing)",
+    f"{_SPEC} §3 (state machine, §3.4 reset, §3.5 step, §3.6 state, §3.7 close)",
+    requires=(EPISODE_FIELDS,),
+)
 def state_machine(ctx: Context) -> None:
     valid = ctx.require_actions()
     ctx.run_machine(lifecycle_machine(valid), max_examples=max(5, ctx.options.max_examples // 2), steps=30)
 
 
-@check("lifecycle.step_before_reset",
-       "A step before any reset is FAILED_PRECONDITION (not fatal) and changes nothing",
-       f"{_SPEC} §3.5; error table: FAILED_PRECONDITION (step before reset)",
-       requires=(EPISODE_FIELDS,))
+@check(
+    "lifecycle.step_before_reset",
+    "A step before any reset is FAILED_PRECONDITION (not fatal) and changes nothing",
+    f"{_SPEC} §3.5; error table: FAILED_PRECONDITION (step before reset)",
+    requires=(EPISODE_FIELDS,),
+)
 def step_before_reset(ctx: Context) -> str | None:
     action = ctx.accepted_actions(1)[0]
     s = ctx.session()
@@ -115,8 +119,15 @@ def step_before_reset(ctx: Context) -> str | None:
     return None
 
 
-def _run_episode(ctx: Context, s: SessionLike, model: EpisodeModel, actions: list[Action], *, cycle: bool = False,
-                 limit: int | None = None) -> int:
+def _run_episode(
+    ctx: Context,
+    s: SessionLike,
+    model: EpisodeModel,
+    actions: list[Action],
+    *,
+    cycle: bool = False,
+    limit: int | None = None,
+) -> int:
     """Step ``actions`` (cycled up to ``limit`` when ``cycle``) until the episode ends; the
     number of accepted steps."""
     n = limit if limit is not None else len(actions)
@@ -131,11 +142,13 @@ def _run_episode(ctx: Context, s: SessionLike, model: EpisodeModel, actions: lis
     return accepted
 
 
-@check("lifecycle.step_count",
-       "step_count is 0 after reset and grows by exactly 1 per accepted step, in time steps and in state; "
-       "max_episode_steps truncates",
-       f"{_SPEC} §3.4, §3.5, §3.6",
-       requires=(EPISODE_FIELDS,))
+@check(
+    "lifecycle.step_count",
+    "step_count is 0 after reset and grows by exactly 1 per accepted step, in time steps and in state; "
+    "max_episode_steps truncates",
+    f"{_SPEC} §3.4, §3.5, §3.6",
+    requires=(EPISODE_FIELDS,),
+)
 def step_count(ctx: Context) -> None:
     actions = ctx.accepted_actions(4)
     s = ctx.session()
@@ -156,11 +169,13 @@ def step_count(ctx: Context) -> None:
         raise CheckSkipped("no step was accepted, so step counting could not be observed")
 
 
-@check("lifecycle.episode_ids",
-       "Every reset starts a new episode id (a uuid4 in hex when the client gives none) and honours a "
-       "client-supplied one; time steps and state carry the current id",
-       f"{_SPEC} §3.4",
-       requires=(EPISODE_FIELDS,))
+@check(
+    "lifecycle.episode_ids",
+    "Every reset starts a new episode id (a uuid4 in hex when the client gives none) and honours a "
+    "client-supplied one; time steps and state carry the current id",
+    f"{_SPEC} §3.4",
+    requires=(EPISODE_FIELDS,),
+)
 def episode_ids(ctx: Context) -> None:
     actions = ctx.accepted_actions(1)
     s = ctx.session()
@@ -177,11 +192,13 @@ def episode_ids(ctx: Context) -> None:
         raise Violation(f"server-chosen episode ids are not fresh uuid4 hex strings: {generated}")
 
 
-@check("lifecycle.step_after_end",
-       "Once an episode has terminated or truncated, a step is FAILED_PRECONDITION (not fatal) and changes "
-       "nothing, unless the environment declares auto_reset",
-       f"{_SPEC} §3.5; error table: FAILED_PRECONDITION (step after the episode ended)",
-       requires=(EPISODE_FIELDS,))
+@check(
+    "lifecycle.step_after_end",
+    "Once an episode has terminated or truncated, a step is FAILED_PRECONDITION (not fatal) and changes "
+    "nothing, unless the environment declares auto_reset",
+    f"{_SPEC} §3.5; error table: FAILED_PRECONDITION (step after the episode ended)",
+    requires=(EPISODE_FIELDS,),
+)
 def step_after_end(ctx: Context) -> None:
     valid = ctx.require_actions()
     ended = [0]
@@ -216,10 +233,12 @@ def step_after_end(ctx: Context) -> None:
         raise CheckSkipped(f"no generated episode ended within the action budget ({limit} steps)")
 
 
-@check("lifecycle.state_never_fails",
-       "state answers in every episode status: before reset, while running, after refused requests, after the end",
-       f"{_SPEC} §3.6",
-       requires=(EPISODE_FIELDS,))
+@check(
+    "lifecycle.state_never_fails",
+    "state answers in every episode status: before reset, while running, after refused requests, after the end",
+    f"{_SPEC} §3.6",
+    requires=(EPISODE_FIELDS,),
+)
 def state_never_fails(ctx: Context) -> None:
     ctx.require_sim()
     s = ctx.session()
@@ -231,8 +250,9 @@ def state_never_fails(ctx: Context) -> None:
         s.handshake()
         model.on_state(s.state(), "state after a refused second handshake")
     elif isinstance(s, WsSession):  # OpenEnv's frames: an unknown type is UNKNOWN_TYPE, no data VALIDATION_ERROR
-        expect_error(s.frame({"type": "conformance.no_such_type"}), "UNIMPLEMENTED", "a frame of an unknown type",
-                     fatal=False)
+        expect_error(
+            s.frame({"type": "conformance.no_such_type"}), "UNIMPLEMENTED", "a frame of an unknown type", fatal=False
+        )
         model.on_state(s.state(), "state after a frame of an unknown type")
         expect_error(s.frame({"type": "step"}), "INVALID_ARGUMENT", "a step frame without data", fatal=False)
         model.on_state(s.state(), "state after a step frame without data")
@@ -261,13 +281,17 @@ def state_never_fails(ctx: Context) -> None:
         model.on_state(s.state(), "state after a step after the end")
 
 
-@check("lifecycle.close",
-       "close is answered with CloseResponse under its id, then the stream ends with status OK; later requests "
-       "are never answered",
-       f"{_SPEC} §3.7",
-       requires=(GRPC,),
-       why=("gRPC only: OpenEnv's close frame has no reply (the server closes the socket; "
-            'lifecycle.state_machine checks that over HTTP)'))
+@check(
+    "lifecycle.close",
+    "close is answered with CloseResponse under its id, then the stream ends with status OK; later requests "
+    "are never answered",
+    f"{_SPEC} §3.7",
+    requires=(GRPC,),
+    why=(
+        "gRPC only: OpenEnv's close frame has no reply (the server closes the socket; "
+        "lifecycle.state_machine checks that over HTTP)"
+    ),
+)
 def close(ctx: Context) -> None:
     for started, late in ((False, False), (True, False), (True, True)):
         s = ctx.session()
@@ -288,9 +312,11 @@ def close(ctx: Context) -> None:
             raise Violation(f"after close the {item}; expected status OK")
 
 
-@check("lifecycle.tools_only",
-       "In tools-only mode reset, step and state answer UNIMPLEMENTED (not fatal)",
-       f"{_SPEC} §3.2; error table: UNIMPLEMENTED")
+@check(
+    "lifecycle.tools_only",
+    "In tools-only mode reset, step and state answer UNIMPLEMENTED (not fatal)",
+    f"{_SPEC} §3.2; error table: UNIMPLEMENTED",
+)
 def tools_only(ctx: Context) -> None:
     if ctx.spec.sim:
         raise CheckSkipped("the server is not in tools-only mode")

@@ -45,13 +45,17 @@ def _parse_version(v: str) -> tuple[int, int] | None:
     return int(parts[0]), int(parts[1])
 
 
-@check("protocol.handshake",
-       "A handshake opens the session: HandshakeResponse with a session id, a 1.x protocol version and the "
-       "environment's info, under the request's id",
-       f"{_SPEC} §3.3",
-       requires=(GRPC,),
-       why=("gRPC only: over OpenEnv's WebSocket protocol the connection is the handshake (no request, no "
-            'version, no request id)'))
+@check(
+    "protocol.handshake",
+    "A handshake opens the session: HandshakeResponse with a session id, a 1.x protocol version and the "
+    "environment's info, under the request's id",
+    f"{_SPEC} §3.3",
+    requires=(GRPC,),
+    why=(
+        "gRPC only: over OpenEnv's WebSocket protocol the connection is the handshake (no request, no "
+        "version, no request id)"
+    ),
+)
 def handshake(ctx: Context) -> None:
     ids = set()
     for rid in (7, 8):
@@ -69,39 +73,52 @@ def handshake(ctx: Context) -> None:
         if not hs.HasField("info") or not hs.info.name:
             raise Violation("HandshakeResponse.info is missing or has no name")
         if hs.info.protocol_version != hs.protocol_version:
-            raise Violation(f"info.protocol_version {hs.info.protocol_version!r} differs from the handshake's "
-                            f"{hs.protocol_version!r}")
+            raise Violation(
+                f"info.protocol_version {hs.info.protocol_version!r} differs from the handshake's "
+                f"{hs.protocol_version!r}"
+            )
         s.shutdown()
     if len(ids) != 2:
         raise Violation("two sessions got the same session_id")
 
 
-@check("protocol.version_negotiation",
-       "Any 1.x client version is accepted; another major is FAILED_PRECONDITION (fatal) and an empty version "
-       "INVALID_ARGUMENT (fatal); the stream then ends",
-       f"{_SPEC} §3.3, §10; error table: FAILED_PRECONDITION, INVALID_ARGUMENT",
-       requires=(GRPC,),
-       why="gRPC only: OpenEnv's WebSocket protocol negotiates no protocol version")
+@check(
+    "protocol.version_negotiation",
+    "Any 1.x client version is accepted; another major is FAILED_PRECONDITION (fatal) and an empty version "
+    "INVALID_ARGUMENT (fatal); the stream then ends",
+    f"{_SPEC} §3.3, §10; error table: FAILED_PRECONDITION, INVALID_ARGUMENT",
+    requires=(GRPC,),
+    why="gRPC only: OpenEnv's WebSocket protocol negotiates no protocol version",
+)
 def version_negotiation(ctx: Context) -> None:
     for v in ("1.0", "1.7", "1.999"):
         s = ctx.session(handshake=False)
         expect_ok(s.handshake(v), "handshake", f"handshake with protocol_version {v!r}")
-        expect_ok(s.state() if ctx.spec.sim else s.list_tools(), "state" if ctx.spec.sim else "list_tools",
-                  f"a request after a {v!r} handshake")
+        expect_ok(
+            s.state() if ctx.spec.sim else s.list_tools(),
+            "state" if ctx.spec.sim else "list_tools",
+            f"a request after a {v!r} handshake",
+        )
         s.shutdown()
-    for v, code in (("2.0", "FAILED_PRECONDITION"), ("0.9", "FAILED_PRECONDITION"),
-                    ("99.1", "FAILED_PRECONDITION"), ("", "INVALID_ARGUMENT")):
+    for v, code in (
+        ("2.0", "FAILED_PRECONDITION"),
+        ("0.9", "FAILED_PRECONDITION"),
+        ("99.1", "FAILED_PRECONDITION"),
+        ("", "INVALID_ARGUMENT"),
+    ):
         s = ctx.session(handshake=False)
         what = f"handshake with protocol_version {v!r}"
         expect_error(s.handshake(v), code, what, fatal=True)
         _ends(s, what, ctx)
 
 
-@check("protocol.version_unparsable",
-       "A protocol version that does not parse as MAJOR.MINOR is refused with FAILED_PRECONDITION (fatal)",
-       f"{_SPEC} §3.3; error table: FAILED_PRECONDITION (unsupported or unparsable version)",
-       requires=(GRPC,),
-       why="gRPC only: OpenEnv's WebSocket protocol negotiates no protocol version")
+@check(
+    "protocol.version_unparsable",
+    "A protocol version that does not parse as MAJOR.MINOR is refused with FAILED_PRECONDITION (fatal)",
+    f"{_SPEC} §3.3; error table: FAILED_PRECONDITION (unsupported or unparsable version)",
+    requires=(GRPC,),
+    why="gRPC only: OpenEnv's WebSocket protocol negotiates no protocol version",
+)
 def version_unparsable(ctx: Context) -> None:
     for v in ("abc", "1", "1.x", "v1.0", "1.0.0"):
         s = ctx.session(handshake=False)
@@ -110,12 +127,16 @@ def version_unparsable(ctx: Context) -> None:
         _ends(s, what, ctx)
 
 
-@check("protocol.request_ids",
-       "Every answer carries the request_id of the request it answers, whatever the id (0, 2^63, 2^64-1...)",
-       f"{_SPEC} §4",
-       requires=(GRPC,),
-       why=("gRPC only: request ids are the gRPC Session framing; OpenEnv's frames carry none (openenv's own"
-            ' correlation ids are checked on every reply instead)'))
+@check(
+    "protocol.request_ids",
+    "Every answer carries the request_id of the request it answers, whatever the id (0, 2^63, 2^64-1...)",
+    f"{_SPEC} §4",
+    requires=(GRPC,),
+    why=(
+        "gRPC only: request ids are the gRPC Session framing; OpenEnv's frames carry none (openenv's own"
+        " correlation ids are checked on every reply instead)"
+    ),
+)
 def request_ids(ctx: Context) -> None:
     s = ctx.session(handshake=False)
     hs = expect_response(s.handshake(request_id=2**64 - 1), "handshake", "handshake")
@@ -137,16 +158,20 @@ def request_ids(ctx: Context) -> None:
             kind = req.WhichOneof("kind") or "no kind"
             raise Violation(f"request {req.request_id} ({kind}) was not answered: {resp}")
         if resp.request_id != req.request_id:
-            raise Violation(f"request {req.request_id} ({req.WhichOneof('kind') or 'no kind'}) answered with "
-                            f"request_id {resp.request_id}")
+            raise Violation(
+                f"request {req.request_id} ({req.WhichOneof('kind') or 'no kind'}) answered with "
+                f"request_id {resp.request_id}"
+            )
 
 
-@check("protocol.pipelining",
-       "Requests sent before reading any answer are answered once each, in request order, with their ids, and "
-       "take effect in order",
-       f"{_SPEC} §4",
-       requires=(GRPC,),
-       why='gRPC only: pipelining of arbitrary requests under chosen ids is the gRPC Session framing')
+@check(
+    "protocol.pipelining",
+    "Requests sent before reading any answer are answered once each, in request order, with their ids, and "
+    "take effect in order",
+    f"{_SPEC} §4",
+    requires=(GRPC,),
+    why="gRPC only: pipelining of arbitrary requests under chosen ids is the gRPC Session framing",
+)
 def pipelining(ctx: Context) -> None:
     s = ctx.session()
     plan: list[pb.SessionRequest] = []
@@ -184,8 +209,10 @@ def pipelining(ctx: Context) -> None:
     for i, (req, resp) in enumerate(zip(plan, answers, strict=True)):
         if resp.request_id != req.request_id:
             got = [r.request_id for r in answers]
-            raise Violation(f"pipelined answer #{i} carries request_id {resp.request_id}, expected "
-                            f"{req.request_id} (sent {[r.request_id for r in plan]}, got {got})")
+            raise Violation(
+                f"pipelined answer #{i} carries request_id {resp.request_id}, expected "
+                f"{req.request_id} (sent {[r.request_id for r in plan]}, got {got})"
+            )
         k = resp.WhichOneof("kind")
         if k not in (req.WhichOneof("kind"), "error"):
             raise Violation(f"pipelined request #{i} ({req.WhichOneof('kind')}) answered with a {k} answer")
@@ -194,8 +221,10 @@ def pipelining(ctx: Context) -> None:
         ts = expect_ok(answers[1], "reset", "pipelined reset").time_step
         st = expect_ok(answers[2], "state", "state after the pipelined reset")
         if st.episode_id != "pipelined-episode-1" or st.step_count != 0:
-            raise Violation(f"state pipelined after reset(episode_id='pipelined-episode-1') shows episode "
-                            f"{st.episode_id!r}, step_count {st.step_count}: effects were not applied in order")
+            raise Violation(
+                f"state pipelined after reset(episode_id='pipelined-episode-1') shows episode "
+                f"{st.episode_id!r}, step_count {st.step_count}: effects were not applied in order"
+            )
         accepted = 0
         ended = ts.terminated or ts.truncated
         for j in range(len(actions)):
@@ -208,11 +237,13 @@ def pipelining(ctx: Context) -> None:
             raise Violation(f"state pipelined after {accepted} accepted steps shows step_count {st2.step_count}")
 
 
-@check("protocol.health",
-       "grpc.health.v1 reports SERVING for the server (\"\") and for openenv.v1.EnvironmentService",
-       f"{_SPEC} §1.1",
-       requires=(GRPC,),
-       why='gRPC only: grpc.health.v1 (over HTTP, protocol.http_endpoints checks GET /health)')
+@check(
+    "protocol.health",
+    'grpc.health.v1 reports SERVING for the server ("") and for openenv.v1.EnvironmentService',
+    f"{_SPEC} §1.1",
+    requires=(GRPC,),
+    why="gRPC only: grpc.health.v1 (over HTTP, protocol.http_endpoints checks GET /health)",
+)
 def health(ctx: Context) -> None:
     for service in ("", SERVICE):
         status = ctx.wire.health(service)
@@ -220,11 +251,13 @@ def health(ctx: Context) -> None:
             raise Violation(f"health of {service or 'the server'!r} is {status}, expected SERVING")
 
 
-@check("protocol.reflection",
-       "Server reflection lists openenv.v1.EnvironmentService and serves the file that defines it",
-       f"{_SPEC} §1.1",
-       requires=(GRPC,),
-       why='gRPC only: server reflection is a gRPC service')
+@check(
+    "protocol.reflection",
+    "Server reflection lists openenv.v1.EnvironmentService and serves the file that defines it",
+    f"{_SPEC} §1.1",
+    requires=(GRPC,),
+    why="gRPC only: server reflection is a gRPC service",
+)
 def reflection(ctx: Context) -> None:
     try:
         names, files = ctx.grpc_wire().reflection(SERVICE)
@@ -241,26 +274,35 @@ def reflection(ctx: Context) -> None:
         raise Violation(f"reflection's file_containing_symbol({SERVICE}) returned no file defining the service")
 
 
-@check("protocol.get_info",
-       "GetInfo returns the same EnvironmentInfo as the handshake, without opening a session",
-       f"{_SPEC} §1.1, §1.2",
-       requires=(GRPC,),
-       why=('gRPC only: GetInfo is a unary gRPC call (over HTTP, protocol.http_endpoints compares GET '
-            "/openenv/info with the session's info)"))
+@check(
+    "protocol.get_info",
+    "GetInfo returns the same EnvironmentInfo as the handshake, without opening a session",
+    f"{_SPEC} §1.1, §1.2",
+    requires=(GRPC,),
+    why=(
+        "gRPC only: GetInfo is a unary gRPC call (over HTTP, protocol.http_endpoints compares GET "
+        "/openenv/info with the session's info)"
+    ),
+)
 def get_info(ctx: Context) -> None:
     unary = ctx.wire.get_info()
     hs = ctx.session().info
     if unary != hs:
-        raise Violation(f"GetInfo and the handshake describe the environment differently (fields: "
-                        f"{', '.join(differing_fields(unary, hs))})")
+        raise Violation(
+            f"GetInfo and the handshake describe the environment differently (fields: "
+            f"{', '.join(differing_fields(unary, hs))})"
+        )
 
 
-@check("protocol.first_request",
-       "A first request that is not a handshake (or has no kind) is FAILED_PRECONDITION (fatal); the stream ends",
-       f"{_SPEC} §3.2; error table: FAILED_PRECONDITION (request before the handshake)",
-       requires=(GRPC,),
-       why=("gRPC only: over OpenEnv's WebSocket protocol the connection is the handshake, so no request can"
-            ' come before it'))
+@check(
+    "protocol.first_request",
+    "A first request that is not a handshake (or has no kind) is FAILED_PRECONDITION (fatal); the stream ends",
+    f"{_SPEC} §3.2; error table: FAILED_PRECONDITION (request before the handshake)",
+    requires=(GRPC,),
+    why=(
+        "gRPC only: over OpenEnv's WebSocket protocol the connection is the handshake, so no request can come before it"
+    ),
+)
 def first_request(ctx: Context) -> None:
     for kind in ({"state": pb.StateRequest()}, {"reset": pb.ResetRequest()}, {"close": pb.CloseRequest()}, {}):
         s = ctx.session(handshake=False)
@@ -272,11 +314,13 @@ def first_request(ctx: Context) -> None:
             raise Violation(f"{what}: after the in-band fatal error the {end}; expected status OK")
 
 
-@check("protocol.second_handshake",
-       "A second handshake is FAILED_PRECONDITION, not fatal; the session stays usable",
-       f"{_SPEC} §3.2; error table: FAILED_PRECONDITION (second handshake)",
-       requires=(GRPC,),
-       why="gRPC only: OpenEnv's WebSocket protocol has no handshake request")
+@check(
+    "protocol.second_handshake",
+    "A second handshake is FAILED_PRECONDITION, not fatal; the session stays usable",
+    f"{_SPEC} §3.2; error table: FAILED_PRECONDITION (second handshake)",
+    requires=(GRPC,),
+    why="gRPC only: OpenEnv's WebSocket protocol has no handshake request",
+)
 def second_handshake(ctx: Context) -> None:
     s = ctx.session()
     expect_error(s.handshake(), "FAILED_PRECONDITION", "a second handshake", fatal=False)
@@ -286,12 +330,16 @@ def second_handshake(ctx: Context) -> None:
         expect_ok(s.list_tools(), "list_tools", "list_tools after a refused second handshake")
 
 
-@check("protocol.unset_kind",
-       "A request with no kind is INVALID_ARGUMENT, not fatal; the session stays usable",
-       f"{_SPEC} §3.2; error table: INVALID_ARGUMENT (unset request kind)",
-       requires=(GRPC,),
-       why=('gRPC only: a request with no kind is a gRPC message; a frame with no type is covered by '
-            'lifecycle.state_never_fails over HTTP'))
+@check(
+    "protocol.unset_kind",
+    "A request with no kind is INVALID_ARGUMENT, not fatal; the session stays usable",
+    f"{_SPEC} §3.2; error table: INVALID_ARGUMENT (unset request kind)",
+    requires=(GRPC,),
+    why=(
+        "gRPC only: a request with no kind is a gRPC message; a frame with no type is covered by "
+        "lifecycle.state_never_fails over HTTP"
+    ),
+)
 def unset_kind(ctx: Context) -> None:
     s = ctx.session()
     expect_error(s.exchange(s.request()), "INVALID_ARGUMENT", "a request with no kind", fatal=False)
@@ -301,11 +349,13 @@ def unset_kind(ctx: Context) -> None:
         expect_ok(s.list_tools(), "list_tools", "list_tools after a request with no kind")
 
 
-@check("protocol.half_close",
-       "After the client half-closes, every request already sent is answered, then the stream ends with OK",
-       f"{_SPEC} §3.7",
-       requires=(GRPC,),
-       why='gRPC only: a WebSocket cannot be half-closed')
+@check(
+    "protocol.half_close",
+    "After the client half-closes, every request already sent is answered, then the stream ends with OK",
+    f"{_SPEC} §3.7",
+    requires=(GRPC,),
+    why="gRPC only: a WebSocket cannot be half-closed",
+)
 def half_close(ctx: Context) -> None:
     s = ctx.session()
     kind = {"state": pb.StateRequest()} if ctx.spec.sim else {"list_tools": tool_pb2.ListToolsRequest()}
@@ -315,23 +365,27 @@ def half_close(ctx: Context) -> None:
     s.half_close()
     end, answers = s.wait_end()
     if [a.request_id for a in answers] != [r.request_id for r in sent]:
-        raise Violation(f"after half-close, {len(answers)} of {len(sent)} requests were answered "
-                        f"(ids {[a.request_id for a in answers]})")
+        raise Violation(
+            f"after half-close, {len(answers)} of {len(sent)} requests were answered "
+            f"(ids {[a.request_id for a in answers]})"
+        )
     if end.code != grpc.StatusCode.OK:
         raise Violation(f"after half-close the {end}; expected status OK")
 
 
-@check("protocol.http_endpoints",
-       "Over HTTP: GET /health answers 200 {\"status\": \"healthy\"}; /metadata names the environment; /schema holds "
-       "valid JSON Schemas of action, observation (the declared one) and state; an openenv server's sessions report "
-       "(openenv.hello) the EnvironmentInfo of GET /openenv/info, under distinct session ids",
-       "docs/bridge.md (Endpoints, /ws frames)",
-       requires=(FRAMES,))
+@check(
+    "protocol.http_endpoints",
+    'Over HTTP: GET /health answers 200 {"status": "healthy"}; /metadata names the environment; /schema holds '
+    "valid JSON Schemas of action, observation (the declared one) and state; an openenv server's sessions report "
+    "(openenv.hello) the EnvironmentInfo of GET /openenv/info, under distinct session ids",
+    "docs/bridge.md (Endpoints, /ws frames)",
+    requires=(FRAMES,),
+)
 def http_endpoints(ctx: Context) -> str | None:
     wire = ctx.http_wire()
     status, body = wire.get("/health")
     if status != 200 or body != {"status": "healthy"}:
-        raise Violation(f"GET /health answered {status} {body!r}, expected 200 {{\"status\": \"healthy\"}}")
+        raise Violation(f'GET /health answered {status} {body!r}, expected 200 {{"status": "healthy"}}')
     status, md = wire.get("/metadata")
     if status != 200 or not isinstance(md, dict):
         raise Violation(f"GET /metadata answered {status} {md!r}, expected a JSON object")
@@ -357,8 +411,10 @@ def http_endpoints(ctx: Context) -> str | None:
     for _ in range(2):
         s = ctx.session()
         if s.info != ctx.info:
-            raise Violation(f"openenv.hello and GET /openenv/info describe the environment differently (fields: "
-                            f"{', '.join(differing_fields(ctx.info, s.info))})")
+            raise Violation(
+                f"openenv.hello and GET /openenv/info describe the environment differently (fields: "
+                f"{', '.join(differing_fields(ctx.info, s.info))})"
+            )
         if not s.session_id:
             raise Violation("openenv.hello carries no session id")
         ids.add(s.session_id)

@@ -39,9 +39,7 @@ def _episodes(ctx: Context, on_time_step: Callable[[str, pb.TimeStep], None]) ->
     ctx.search(episode, seed=st.integers(0, 2**32 - 1), actions=st.lists(valid, max_size=ctx.spec.budget))
 
 
-@check("rewards.finite",
-       "Every reward is a finite number (no NaN, no infinity)",
-       f"{_SPEC} §7")
+@check("rewards.finite", "Every reward is a finite number (no NaN, no infinity)", f"{_SPEC} §7")
 def finite(ctx: Context) -> None:
     def rewards_finite(where: str, ts: pb.TimeStep) -> None:
         if ts.HasField("reward") and not math.isfinite(ts.reward):
@@ -50,9 +48,9 @@ def finite(ctx: Context) -> None:
     _episodes(ctx, rewards_finite)
 
 
-@check("rewards.range",
-       "Every reward lies within the declared [reward_min, reward_max] (inclusive)",
-       f"{_SPEC} §1.3, §7")
+@check(
+    "rewards.range", "Every reward lies within the declared [reward_min, reward_max] (inclusive)", f"{_SPEC} §1.3, §7"
+)
 def reward_range(ctx: Context) -> None:
     lo, hi = ctx.spec.reward_range
     if lo is None and hi is None:
@@ -88,15 +86,18 @@ def _check_node(score: rubric_pb2.RubricScore, spec: rubric_pb2.RubricSpec | Non
     last = -1
     for child in score.children:
         if child.name not in by_name:
-            raise Violation(f"breakdown node {where!r} has a child {child.name!r} the rubric does not declare "
-                            f"(declared: {list(by_name)})")
+            raise Violation(
+                f"breakdown node {where!r} has a child {child.name!r} the rubric does not declare "
+                f"(declared: {list(by_name)})"
+            )
         i, cspec = by_name[child.name]
         if i <= last:
             raise Violation(f"breakdown node {where!r}: children are not in the rubric's order")
         last = i
         if not _close(child.weight, cspec.weight, 1e-12):
-            raise Violation(f"breakdown node {where}/{child.name}: weight {child.weight}, the rubric says "
-                            f"{cspec.weight}")
+            raise Violation(
+                f"breakdown node {where}/{child.name}: weight {child.weight}, the rubric says {cspec.weight}"
+            )
         _check_node(child, cspec, tol, f"{where}/{child.name}")
     if spec.kind == "weighted_sum" and spec.children and len(score.children) == len(spec.children):
         total = sum(c.weight * c.score for c in score.children)
@@ -105,10 +106,12 @@ def _check_node(score: rubric_pb2.RubricScore, spec: rubric_pb2.RubricSpec | Non
             raise Violation(f"breakdown node {where!r} (weighted_sum): score {score.score} but {terms} = {total}")
 
 
-@check("rewards.breakdown",
-       "A reward breakdown appears only with a reward, its root score equals the reward, it mirrors the declared "
-       "rubric (names, order, weights, bounds), and weighted_sum nodes add up",
-       f"{_SPEC} §7; proto RubricSpec, RubricScore")
+@check(
+    "rewards.breakdown",
+    "A reward breakdown appears only with a reward, its root score equals the reward, it mirrors the declared "
+    "rubric (names, order, weights, bounds), and weighted_sum nodes add up",
+    f"{_SPEC} §7; proto RubricSpec, RubricScore",
+)
 def breakdown(ctx: Context) -> str | None:
     rubric = ctx.info.rubric if ctx.info.HasField("rubric") and ctx.info.rubric.name else None
     tol = ctx.spec.tolerance
@@ -130,6 +133,8 @@ def breakdown(ctx: Context) -> str | None:
         if rubric is None:
             raise CheckSkipped("the environment declares no rubric and sent no reward breakdown")
         params = from_struct(rubric.params) if rubric.HasField("params") else {}
-        return f"rubric {rubric.name!r} ({rubric.kind}{', ' + str(params) if params else ''}) declared; " \
-               "no generated step carried a breakdown"
+        return (
+            f"rubric {rubric.name!r} ({rubric.kind}{', ' + str(params) if params else ''}) declared; "
+            "no generated step carried a breakdown"
+        )
     return None

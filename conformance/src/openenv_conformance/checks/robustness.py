@@ -26,13 +26,17 @@ def _prepare(ctx: Context) -> None:
             pass
 
 
-@check("robustness.oversized_message",
-       "A request just under max_message_bytes is answered; one over it ends that stream with RESOURCE_EXHAUSTED, "
-       "and the server stays healthy",
-       f"{_SPEC} §8; error table: RESOURCE_EXHAUSTED (message too large)",
-       requires=(GRPC,),
-       why=('gRPC only: the limit is enforced by the gRPC library on the serialized message (the HTTP side '
-            'has its own WebSocket message limit, in JSON bytes)'))
+@check(
+    "robustness.oversized_message",
+    "A request just under max_message_bytes is answered; one over it ends that stream with RESOURCE_EXHAUSTED, "
+    "and the server stays healthy",
+    f"{_SPEC} §8; error table: RESOURCE_EXHAUSTED (message too large)",
+    requires=(GRPC,),
+    why=(
+        "gRPC only: the limit is enforced by the gRPC library on the serialized message (the HTTP side "
+        "has its own WebSocket message limit, in JSON bytes)"
+    ),
+)
 def oversized_message(ctx: Context) -> None:
     _prepare(ctx)
     limit = int(ctx.spec.caps.max_message_bytes) or 16 * 1024 * 1024
@@ -57,19 +61,23 @@ def oversized_message(ctx: Context) -> None:
     s.send(over)
     end = s.recv(max(ctx.options.timeout, 30.0))
     if not isinstance(end, StreamEnd):
-        raise Violation(f"a {over.ByteSize()}-byte request (limit {limit}) was answered in band ({describe(end)}); "
-                        "expected the stream to end with RESOURCE_EXHAUSTED")
+        raise Violation(
+            f"a {over.ByteSize()}-byte request (limit {limit}) was answered in band ({describe(end)}); "
+            "expected the stream to end with RESOURCE_EXHAUSTED"
+        )
     if end.code != grpc.StatusCode.RESOURCE_EXHAUSTED:
         raise Violation(f"a {over.ByteSize()}-byte request (limit {limit}): the {end}; expected RESOURCE_EXHAUSTED")
     ctx.fresh_session_works("an oversized message")
 
 
-@check("robustness.random_bytes",
-       "Random bytes as a request (first or after the handshake) get an error answer or end that stream, never a "
-       "hang; the server stays healthy",
-       f"{_SPEC} §5; grpc framing",
-       requires=(GRPC,),
-       why='gRPC only: random bytes test the gRPC message framing')
+@check(
+    "robustness.random_bytes",
+    "Random bytes as a request (first or after the handshake) get an error answer or end that stream, never a "
+    "hang; the server stays healthy",
+    f"{_SPEC} §5; grpc framing",
+    requires=(GRPC,),
+    why="gRPC only: random bytes test the gRPC message framing",
+)
 def random_bytes(ctx: Context) -> None:
     _prepare(ctx)
     rng = random.Random(ctx.seed_for("bytes"))
@@ -86,16 +94,20 @@ def random_bytes(ctx: Context) -> None:
             s.half_close()
             s.wait_end()
         except NoAnswer:
-            raise Violation(f"random bytes {blob.hex()} {'after' if i % 2 else 'before'} the handshake: the stream "
-                            "neither answered nor ended within the timeout") from None
+            raise Violation(
+                f"random bytes {blob.hex()} {'after' if i % 2 else 'before'} the handshake: the stream "
+                "neither answered nor ended within the timeout"
+            ) from None
         s.cancel()
     ctx.fresh_session_works("random bytes")
 
 
-@check("robustness.abrupt_disconnect",
-       "Clients that vanish mid-request (cancelled streams, closed connections, with requests in flight) leave the "
-       "server healthy",
-       f"{_SPEC} §3.7")
+@check(
+    "robustness.abrupt_disconnect",
+    "Clients that vanish mid-request (cancelled streams, closed connections, with requests in flight) leave the "
+    "server healthy",
+    f"{_SPEC} §3.7",
+)
 def abrupt_disconnect(ctx: Context) -> None:
     _prepare(ctx)
     actions = ctx._accepted or []
@@ -116,9 +128,11 @@ def abrupt_disconnect(ctx: Context) -> None:
     ctx.fresh_session_works("abrupt disconnects")
 
 
-@check("robustness.still_serving",
-       "At the end of the run, health is SERVING, GetInfo answers and a fresh session works end to end",
-       f"{_SPEC} §1.1")
+@check(
+    "robustness.still_serving",
+    "At the end of the run, health is SERVING, GetInfo answers and a fresh session works end to end",
+    f"{_SPEC} §1.1",
+)
 def still_serving(ctx: Context) -> None:
     _prepare(ctx)
     info = ctx.wire.get_info()

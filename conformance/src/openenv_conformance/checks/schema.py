@@ -20,15 +20,19 @@ def _invalid_or_skip(ctx: Context) -> st.SearchStrategy[Action]:
     if bad is None:
         if not ctx.spec.action.declared:
             raise CheckSkipped("the action type is not declared (PAYLOAD_KIND_UNSPECIFIED): every payload is valid")
-        raise CheckSkipped("no JSON value breaks the declared action type (it declares no JSON Schema constraint), "
-                           "so no invalid action can be sent over OpenEnv's JSON protocol")
+        raise CheckSkipped(
+            "no JSON value breaks the declared action type (it declares no JSON Schema constraint), "
+            "so no invalid action can be sent over OpenEnv's JSON protocol"
+        )
     return bad
 
 
-@check("schema.descriptors",
-       "The advertised FileDescriptorSet resolves every declared message type, every json_schema is a valid JSON "
-       "Schema, and every declared example conforms to its type",
-       f"{_SPEC} §1.2, §2")
+@check(
+    "schema.descriptors",
+    "The advertised FileDescriptorSet resolves every declared message type, every json_schema is a valid JSON "
+    "Schema, and every declared example conforms to its type",
+    f"{_SPEC} §1.2, §2",
+)
 def descriptors(ctx: Context) -> None:
     spec = ctx.spec
     problems: list[str] = []
@@ -45,10 +49,12 @@ def descriptors(ctx: Context) -> None:
         raise Violation("; ".join(problems))
 
 
-@check("schema.observations",
-       "Every observation (after reset and after each step) and every state payload conforms to its declared "
-       "type: payload kind, Any type, decodable bytes, JSON Schema, tensor dtype/shape/bounds",
-       f"{_SPEC} §2; proto TimeStep.observation, StateResponse.state")
+@check(
+    "schema.observations",
+    "Every observation (after reset and after each step) and every state payload conforms to its declared "
+    "type: payload kind, Any type, decodable bytes, JSON Schema, tensor dtype/shape/bounds",
+    f"{_SPEC} §2; proto TimeStep.observation, StateResponse.state",
+)
 def observations(ctx: Context) -> None:
     valid = ctx.require_actions()
     obs_t, state_t = ctx.spec.observation, ctx.spec.state
@@ -76,11 +82,13 @@ def observations(ctx: Context) -> None:
     ctx.search(conform, seed=st.integers(0, 2**32 - 1), actions=st.lists(valid, max_size=ctx.spec.budget))
 
 
-@check("schema.valid_actions",
-       "Declared examples are accepted in a fresh episode; generated valid actions are answered with a time step "
-       "(or INVALID_ARGUMENT when the environment rejects the move), never another error, and never end the session",
-       f"{_SPEC} §2, §3.5; error table: INVALID_ARGUMENT (openenv.InvalidAction)",
-       requires=(EPISODE_FIELDS,))
+@check(
+    "schema.valid_actions",
+    "Declared examples are accepted in a fresh episode; generated valid actions are answered with a time step "
+    "(or INVALID_ARGUMENT when the environment rejects the move), never another error, and never end the session",
+    f"{_SPEC} §2, §3.5; error table: INVALID_ARGUMENT (openenv.InvalidAction)",
+    requires=(EPISODE_FIELDS,),
+)
 def valid_actions(ctx: Context) -> None:
     valid = ctx.require_actions()
     for a in ctx.actions.examples:
@@ -107,12 +115,14 @@ def valid_actions(ctx: Context) -> None:
     ctx.search(accepted, action=valid)
 
 
-@check("schema.invalid_actions",
-       "Invalid actions (unset payload, wrong payload kind, Any of the wrong type, undecodable bytes, missing, extra "
-       "or wrongly typed fields, bad tensors, tool arguments violating input_schema) are INVALID_ARGUMENT, not "
-       "fatal, change nothing, and the session stays usable",
-       f"{_SPEC} §2, §3.5; error table: INVALID_ARGUMENT",
-       requires=(EPISODE_FIELDS,))
+@check(
+    "schema.invalid_actions",
+    "Invalid actions (unset payload, wrong payload kind, Any of the wrong type, undecodable bytes, missing, extra "
+    "or wrongly typed fields, bad tensors, tool arguments violating input_schema) are INVALID_ARGUMENT, not "
+    "fatal, change nothing, and the session stays usable",
+    f"{_SPEC} §2, §3.5; error table: INVALID_ARGUMENT",
+    requires=(EPISODE_FIELDS,),
+)
 def invalid_actions(ctx: Context) -> None:
     ctx.require_sim()
     bad = _invalid_or_skip(ctx)
@@ -133,10 +143,12 @@ def invalid_actions(ctx: Context) -> None:
     ctx.search(refused, action=bad)
 
 
-@check("schema.error_precedence",
-       "An undecodable or wrongly typed action is INVALID_ARGUMENT even before reset: a malformed request is "
-       "reported before the episode status",
-       f"{_SPEC} §3.5 (which rule is reported first)")
+@check(
+    "schema.error_precedence",
+    "An undecodable or wrongly typed action is INVALID_ARGUMENT even before reset: a malformed request is "
+    "reported before the episode status",
+    f"{_SPEC} §3.5 (which rule is reported first)",
+)
 def error_precedence(ctx: Context) -> None:
     ctx.require_sim()
     bad = _invalid_or_skip(ctx)

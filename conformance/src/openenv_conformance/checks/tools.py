@@ -31,10 +31,12 @@ def _state_if_sim(ctx: Context, s: SessionLike, model: EpisodeModel, what: str) 
         model.on_state(s.state(), what)
 
 
-@check("tools.list_stable",
-       "list_tools gives the same tools in the same order on every call, in every episode status and in every "
-       "session; names are unique and not reserved; input schemas are valid JSON Schemas",
-       f"{_SPEC} §6; proto ListToolsResponse")
+@check(
+    "tools.list_stable",
+    "list_tools gives the same tools in the same order on every call, in every episode status and in every "
+    "session; names are unique and not reserved; input schemas are valid JSON Schemas",
+    f"{_SPEC} §6; proto ListToolsResponse",
+)
 def list_stable(ctx: Context) -> str | None:
     _require_tools(ctx)
     s = ctx.session()
@@ -71,11 +73,13 @@ def list_stable(ctx: Context) -> str | None:
     return None
 
 
-@check("tools.valid_arguments",
-       "A call with arguments valid under the tool's input_schema returns a CallToolResponse for that tool (a failing "
-       "tool is a result with is_error); a side call changes no episode state",
-       f"{_SPEC} §6",
-       requires=(EPISODE_FIELDS,))
+@check(
+    "tools.valid_arguments",
+    "A call with arguments valid under the tool's input_schema returns a CallToolResponse for that tool (a failing "
+    "tool is a result with is_error); a side call changes no episode state",
+    f"{_SPEC} §6",
+    requires=(EPISODE_FIELDS,),
+)
 def valid_arguments(ctx: Context) -> None:
     _require_tools(ctx)
     calls = ctx.actions.tool_calls()
@@ -99,18 +103,21 @@ def valid_arguments(ctx: Context) -> None:
         if schema and not r.result.is_error and r.result.HasField("structured_content"):
             errs = list(jsonschema.Draft202012Validator(schema).iter_errors(from_struct(r.result.structured_content)))
             if errs:
-                raise Violation(f"call_tool {name}({args}): structured_content violates output_schema: "
-                                f"{errs[0].message}")
+                raise Violation(
+                    f"call_tool {name}({args}): structured_content violates output_schema: {errs[0].message}"
+                )
         _state_if_sim(ctx, s, model, f"state after call_tool {name}")
 
     ctx.search(call, tool=calls)
 
 
-@check("tools.invalid_arguments",
-       "A call whose arguments violate the tool's input_schema (missing, extra or wrongly typed) is INVALID_ARGUMENT, "
-       "not fatal, and changes nothing",
-       f"{_SPEC} §6; error table: INVALID_ARGUMENT (tool arguments that violate input_schema)",
-       requires=(EPISODE_FIELDS,))
+@check(
+    "tools.invalid_arguments",
+    "A call whose arguments violate the tool's input_schema (missing, extra or wrongly typed) is INVALID_ARGUMENT, "
+    "not fatal, and changes nothing",
+    f"{_SPEC} §6; error table: INVALID_ARGUMENT (tool arguments that violate input_schema)",
+    requires=(EPISODE_FIELDS,),
+)
 def invalid_arguments(ctx: Context) -> None:
     _require_tools(ctx)
     bad = ctx.actions.invalid_tool_calls()
@@ -123,19 +130,22 @@ def invalid_arguments(ctx: Context) -> None:
         model = EpisodeModel(ctx.spec)
         if ctx.spec.sim:
             model.on_reset(s.reset())
-        expect_error(s.call_tool(name, args), "INVALID_ARGUMENT", f"call_tool {name}({args}) with {broken}",
-                     fatal=False)
+        expect_error(
+            s.call_tool(name, args), "INVALID_ARGUMENT", f"call_tool {name}({args}) with {broken}", fatal=False
+        )
         _state_if_sim(ctx, s, model, f"state after the refused call of {name}")
         expect_ok(s.list_tools(), "list_tools", "list_tools after a refused tool call")
 
     ctx.search(refused, call=bad)
 
 
-@check("tools.unknown_tool",
-       "Calling a tool that is not listed (including reserved names) is NOT_FOUND, not fatal; as a tool-call step "
-       "it is not counted",
-       f"{_SPEC} §6; error table: NOT_FOUND",
-       requires=(EPISODE_FIELDS,))
+@check(
+    "tools.unknown_tool",
+    "Calling a tool that is not listed (including reserved names) is NOT_FOUND, not fatal; as a tool-call step "
+    "it is not counted",
+    f"{_SPEC} §6; error table: NOT_FOUND",
+    requires=(EPISODE_FIELDS,),
+)
 def unknown_tool(ctx: Context) -> None:
     _require_tools(ctx)
     s = ctx.session()
@@ -152,9 +162,11 @@ def unknown_tool(ctx: Context) -> None:
         model.on_state(s.state(), "state after a tool-call step naming an unknown tool")
 
 
-@check("tools.unimplemented",
-       "Without the tools capability, list_tools and call_tool answer UNIMPLEMENTED (not fatal)",
-       f"{_SPEC} §3.2, §6; error table: UNIMPLEMENTED")
+@check(
+    "tools.unimplemented",
+    "Without the tools capability, list_tools and call_tool answer UNIMPLEMENTED (not fatal)",
+    f"{_SPEC} §3.2, §6; error table: UNIMPLEMENTED",
+)
 def unimplemented(ctx: Context) -> None:
     if ctx.spec.caps.tools:
         raise CheckSkipped("the environment declares tools")

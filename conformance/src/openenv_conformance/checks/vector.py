@@ -23,8 +23,7 @@ from openenv_conformance.transport import GRPC, SessionLike, StreamEnd, code_nam
 
 _SPEC = "docs/protocol.md §3.9, RFC 0002"
 _WHY = "gRPC only: vectorised sessions (batch_reset / batch_step) are not part of OpenEnv's JSON protocol"
-DISABLED, NEXT_STEP, SAME_STEP = (pb.AUTORESET_MODE_DISABLED, pb.AUTORESET_MODE_NEXT_STEP,
-                                  pb.AUTORESET_MODE_SAME_STEP)
+DISABLED, NEXT_STEP, SAME_STEP = (pb.AUTORESET_MODE_DISABLED, pb.AUTORESET_MODE_NEXT_STEP, pb.AUTORESET_MODE_SAME_STEP)
 _MODE_NAMES = {DISABLED: "DISABLED", NEXT_STEP: "NEXT_STEP", SAME_STEP: "SAME_STEP"}
 
 
@@ -45,8 +44,11 @@ def _vector(ctx: Context, n: int, mode: pb.AutoresetMode = pb.AUTORESET_MODE_UNS
         if s.opened:
             return s
         s.cancel()
-        refused = isinstance(resp, pb.SessionResponse) and resp.WhichOneof("kind") == "error" \
+        refused = (
+            isinstance(resp, pb.SessionResponse)
+            and resp.WhichOneof("kind") == "error"
             and code_name(resp.error.code) == "RESOURCE_EXHAUSTED"
+        )
         if not refused or time.monotonic() > deadline:
             expect_ok(resp, "handshake", f"a handshake with num_envs={n}, autoreset_mode={_MODE_NAMES.get(mode, mode)}")
         time.sleep(0.1)
@@ -60,8 +62,10 @@ def _state(s: SessionLike, env_id: int, what: str) -> tuple[str, int, str]:
 def _batch(resp: pb.SessionResponse | StreamEnd, ids: list[int], what: str) -> pb.BatchStepResponse:
     bs = expect_ok(resp, "batch_step", what)
     if list(bs.env_ids) != ids or len(bs.time_steps) != len(ids):
-        raise Violation(f"{what}: answered env_ids {list(bs.env_ids)} with {len(bs.time_steps)} time steps, "
-                        f"expected env_ids {ids} with one time step each")
+        raise Violation(
+            f"{what}: answered env_ids {list(bs.env_ids)} with {len(bs.time_steps)} time steps, "
+            f"expected env_ids {ids} with one time step each"
+        )
     return bs
 
 
@@ -74,16 +78,21 @@ def _rejected(resp: pb.SessionResponse | StreamEnd) -> bool:
     return False
 
 
-@check("vector.batch_matches_sequential",
-       "For a deterministic environment, N instances reset by batch_reset(seeds=[s]) (instance k seeded s+k) and "
-       "stepped with generated actions by batch_step give the same time steps as N plain sessions seeded s..s+N-1 "
-       "stepping the same actions",
-       f"{_SPEC}; docs/protocol.md §1.3", requires=(GRPC,), why=_WHY)
+@check(
+    "vector.batch_matches_sequential",
+    "For a deterministic environment, N instances reset by batch_reset(seeds=[s]) (instance k seeded s+k) and "
+    "stepped with generated actions by batch_step give the same time steps as N plain sessions seeded s..s+N-1 "
+    "stepping the same actions",
+    f"{_SPEC}; docs/protocol.md §1.3",
+    requires=(GRPC,),
+    why=_WHY,
+)
 def batch_matches_sequential(ctx: Context) -> None:
     m = _max_envs(ctx)
     if not ctx.spec.caps.deterministic:
-        raise CheckSkipped("the environment declares itself nondeterministic: batched and sequential runs need not "
-                           "agree")
+        raise CheckSkipped(
+            "the environment declares itself nondeterministic: batched and sequential runs need not agree"
+        )
     valid = ctx.require_actions()
     n = min(m, 3)
     tol = ctx.spec.tolerance
@@ -109,8 +118,10 @@ def batch_matches_sequential(ctx: Context) -> None:
         v = _vector(ctx, n)
         br = expect_ok(v.batch_reset(seeds=[seed]), "batch_reset", f"batch_reset(seeds=[{seed}])")
         if list(br.env_ids) != list(range(n)) or len(br.time_steps) != n:
-            raise Violation(f"batch_reset of all {n} instances answered env_ids {list(br.env_ids)} with "
-                            f"{len(br.time_steps)} time steps")
+            raise Violation(
+                f"batch_reset of all {n} instances answered env_ids {list(br.env_ids)} with "
+                f"{len(br.time_steps)} time steps"
+            )
         batched = [[canonical_time_step(ts, ctx.spec)] for ts in br.time_steps]
         episode_ids = [ts.episode_id for ts in br.time_steps]
         for j in range(max((len(ok) for ok in accepted), default=0)):
@@ -121,8 +132,9 @@ def batch_matches_sequential(ctx: Context) -> None:
             bs = _batch(v.batch_step(ids, acts), ids, f"batch_step({ids}, {acts!r})")
             for k, ts in zip(ids, bs.time_steps, strict=True):
                 if ts.episode_id != episode_ids[k]:
-                    raise Violation(f"instance {k}: time step of episode {ts.episode_id!r}, its episode is "
-                                    f"{episode_ids[k]!r}")
+                    raise Violation(
+                        f"instance {k}: time step of episode {ts.episode_id!r}, its episode is {episode_ids[k]!r}"
+                    )
                 batched[k].append(canonical_time_step(ts, ctx.spec))
         v.shutdown()
         for k in range(n):
@@ -131,18 +143,26 @@ def batch_matches_sequential(ctx: Context) -> None:
                     c.pop("episode_id", None)
             d = diff(plain[k], batched[k], tol)
             if d:
-                raise Violation(f"instance {k} (seed {seed}+{k}) stepped by batch_step differs from a plain session "
-                                f"at {d}")
+                raise Violation(
+                    f"instance {k} (seed {seed}+{k}) stepped by batch_step differs from a plain session at {d}"
+                )
 
-    ctx.search(same, max_examples=max(3, ctx.options.max_examples // 5),
-               seed=st.integers(0, 2**32 - 1),
-               episodes=st.lists(st.lists(valid, max_size=ctx.spec.budget), min_size=n, max_size=n))
+    ctx.search(
+        same,
+        max_examples=max(3, ctx.options.max_examples // 5),
+        seed=st.integers(0, 2**32 - 1),
+        episodes=st.lists(st.lists(valid, max_size=ctx.spec.budget), min_size=n, max_size=n),
+    )
 
 
-@check("vector.validation_is_atomic",
-       "A batch_step with one invalid action, an env id out of range or repeated, or the wrong number of actions (and "
-       "a batch_reset with the wrong number of seeds) is INVALID_ARGUMENT, not fatal, and no instance changes",
-       f"{_SPEC}; error table: INVALID_ARGUMENT", requires=(GRPC,), why=_WHY)
+@check(
+    "vector.validation_is_atomic",
+    "A batch_step with one invalid action, an env id out of range or repeated, or the wrong number of actions (and "
+    "a batch_reset with the wrong number of seeds) is INVALID_ARGUMENT, not fatal, and no instance changes",
+    f"{_SPEC}; error table: INVALID_ARGUMENT",
+    requires=(GRPC,),
+    why=_WHY,
+)
 def validation_is_atomic(ctx: Context) -> str | None:
     m = _max_envs(ctx)
     n = min(m, 3)
@@ -175,10 +195,14 @@ def validation_is_atomic(ctx: Context) -> str | None:
         after = snapshot(f"after a refused {what}")
         if after != before:
             changed = [k for k in range(n) if after[k] != before[k]]
-            raise Violation(f"{what} was refused but changed instance(s) {changed}: {before} -> {after}; a batch is "
-                            "validated as a whole before any instance steps")
-    for label, ids, seeds in ((f"{n + 1} seeds for {n} instances", [], list(range(n + 1))),
-                              (f"env id {n} (out of range)", [0, n], [])):
+            raise Violation(
+                f"{what} was refused but changed instance(s) {changed}: {before} -> {after}; a batch is "
+                "validated as a whole before any instance steps"
+            )
+    for label, ids, seeds in (
+        (f"{n + 1} seeds for {n} instances", [], list(range(n + 1))),
+        (f"env id {n} (out of range)", [0, n], []),
+    ):
         what = f"batch_reset({ids or 'all'}) with {label}"
         expect_error(v.batch_reset(ids, seeds), "INVALID_ARGUMENT", what, fatal=False)
         after = snapshot(f"after a refused {what}")
@@ -189,8 +213,9 @@ def validation_is_atomic(ctx: Context) -> str | None:
     return None
 
 
-def _walk_to_end(ctx: Context, v: SessionLike, mode: pb.AutoresetMode, actions: list[Action], limit: int,
-                 eid: str) -> tuple[int, pb.TimeStep | None, pb.TimeStep | None]:
+def _walk_to_end(
+    ctx: Context, v: SessionLike, mode: pb.AutoresetMode, actions: list[Action], limit: int, eid: str
+) -> tuple[int, pb.TimeStep | None, pb.TimeStep | None]:
     """Step instance 0 alone until its episode ends: (accepted steps, the ending time step,
     SAME_STEP: the new episode's first time step); (n, None, None) when it never ended."""
     name = _MODE_NAMES[mode]
@@ -206,37 +231,52 @@ def _walk_to_end(ctx: Context, v: SessionLike, mode: pb.AutoresetMode, actions: 
         if mode == SAME_STEP and 0 in finals:
             return count + 1, finals[0], ts
         if finals:
-            raise Violation(f"{name}: final_time_steps {sorted(finals)} in a step that ended nothing "
-                            f"(time step #{ts.step_count}, terminated={ts.terminated}, truncated={ts.truncated})"
-                            if mode == SAME_STEP else f"{name}: final_time_steps are for SAME_STEP only, got "
-                            f"{sorted(finals)}")
+            raise Violation(
+                f"{name}: final_time_steps {sorted(finals)} in a step that ended nothing "
+                f"(time step #{ts.step_count}, terminated={ts.terminated}, truncated={ts.truncated})"
+                if mode == SAME_STEP
+                else f"{name}: final_time_steps are for SAME_STEP only, got {sorted(finals)}"
+            )
         if ts.step_count != count + 1 or ts.episode_id != eid:
-            raise Violation(f"{name}: step {count + 1} of instance 0 answered step_count {ts.step_count}, episode "
-                            f"{ts.episode_id!r} (expected {count + 1}, {eid!r})"
-                            + ("; an episode that ends in SAME_STEP must report its ending time step in "
-                               "final_time_steps[0]" if mode == SAME_STEP else ""))
+            raise Violation(
+                f"{name}: step {count + 1} of instance 0 answered step_count {ts.step_count}, episode "
+                f"{ts.episode_id!r} (expected {count + 1}, {eid!r})"
+                + (
+                    "; an episode that ends in SAME_STEP must report its ending time step in final_time_steps[0]"
+                    if mode == SAME_STEP
+                    else ""
+                )
+            )
         count += 1
         if ts.terminated or ts.truncated:
             if mode == SAME_STEP:
-                raise Violation(f"{name}: the ending time step #{ts.step_count} came back in time_steps; it belongs "
-                                "in final_time_steps[0], with the new episode's first time step in time_steps")
+                raise Violation(
+                    f"{name}: the ending time step #{ts.step_count} came back in time_steps; it belongs "
+                    "in final_time_steps[0], with the new episode's first time step in time_steps"
+                )
             return count, ts, None
     return count, None, None
 
 
 def _fresh(ts: pb.TimeStep, old: str, what: str) -> None:
     if ts.step_count != 0 or not ts.episode_id or ts.episode_id == old:
-        raise Violation(f"{what}: expected the new episode's first time step (step_count 0, a new episode id), got "
-                        f"step_count {ts.step_count}, episode {ts.episode_id!r} (the ended one was {old!r})")
+        raise Violation(
+            f"{what}: expected the new episode's first time step (step_count 0, a new episode id), got "
+            f"step_count {ts.step_count}, episode {ts.episode_id!r} (the ended one was {old!r})"
+        )
     if not HEX_ID.fullmatch(ts.episode_id):
         raise Violation(f"{what}: the new episode id {ts.episode_id!r} is not a fresh uuid4 in hex")
 
 
-@check("vector.autoreset_modes",
-       "An instance whose episode ended: DISABLED, a batch step naming it is FAILED_PRECONDITION and changes nothing; "
-       "NEXT_STEP, the next batch step answers the reset's time step (step_count 0, a new episode id); SAME_STEP, the "
-       "ending step is in final_time_steps and time_steps holds the new episode's first time step",
-       f"{_SPEC}; proto AutoresetMode", requires=(GRPC,), why=_WHY)
+@check(
+    "vector.autoreset_modes",
+    "An instance whose episode ended: DISABLED, a batch step naming it is FAILED_PRECONDITION and changes nothing; "
+    "NEXT_STEP, the next batch step answers the reset's time step (step_count 0, a new episode id); SAME_STEP, the "
+    "ending step is in final_time_steps and time_steps holds the new episode's first time step",
+    f"{_SPEC}; proto AutoresetMode",
+    requires=(GRPC,),
+    why=_WHY,
+)
 def autoreset_modes(ctx: Context) -> str | None:
     _max_envs(ctx)
     actions = ctx.accepted_actions(4)
@@ -264,50 +304,72 @@ def autoreset_modes(ctx: Context) -> str | None:
             continue
         seen.append(name)
         if not (end.terminated or end.truncated) or end.step_count != count or end.episode_id != eid0:
-            raise Violation(f"{name}: the ending time step of instance 0 is #{end.step_count} of {end.episode_id!r} "
-                            f"(terminated={end.terminated}, truncated={end.truncated}); expected #{count} of {eid0!r}, "
-                            "terminated or truncated")
+            raise Violation(
+                f"{name}: the ending time step of instance 0 is #{end.step_count} of {end.episode_id!r} "
+                f"(terminated={end.terminated}, truncated={end.truncated}); expected #{count} of {eid0!r}, "
+                "terminated or truncated"
+            )
         ended = "TERMINATED" if end.terminated else "TRUNCATED"
         a = actions[0]
         if mode == DISABLED:
-            expect_error(v.batch_step([0], [a]), "FAILED_PRECONDITION", f"{name}: batch_step of the ended instance 0",
-                         fatal=False)
+            expect_error(
+                v.batch_step([0], [a]),
+                "FAILED_PRECONDITION",
+                f"{name}: batch_step of the ended instance 0",
+                fatal=False,
+            )
             if _state(v, 0, "after the refused step") != (eid0, count, ended):
-                raise Violation(f"{name}: a refused batch step changed the ended instance 0: state "
-                                f"{_state(v, 0, '')}, expected {(eid0, count, ended)}")
+                raise Violation(
+                    f"{name}: a refused batch step changed the ended instance 0: state "
+                    f"{_state(v, 0, '')}, expected {(eid0, count, ended)}"
+                )
             if running1:
-                expect_error(v.batch_step([], [a, a]), "FAILED_PRECONDITION",
-                             f"{name}: batch_step of all instances, instance 0 ended", fatal=False)
+                expect_error(
+                    v.batch_step([], [a, a]),
+                    "FAILED_PRECONDITION",
+                    f"{name}: batch_step of all instances, instance 0 ended",
+                    fatal=False,
+                )
                 if _state(v, 1, "after the refused batch") != before1:
                     raise Violation(f"{name}: a batch refused because instance 0 ended still stepped instance 1")
         elif mode == NEXT_STEP:
             if _state(v, 0, "right after the end") != (eid0, count, ended):
-                raise Violation(f"{name}: right after its ending step, instance 0 reports {_state(v, 0, '')}; it is "
-                                f"reset by the next step, so expected {(eid0, count, ended)}")
+                raise Violation(
+                    f"{name}: right after its ending step, instance 0 reports {_state(v, 0, '')}; it is "
+                    f"reset by the next step, so expected {(eid0, count, ended)}"
+                )
             ids = [0, 1] if running1 else [0]
             bs = _batch(v.batch_step(ids, [a] * len(ids)), ids, f"{name}: batch_step({ids}) after instance 0 ended")
             _fresh(bs.time_steps[0], eid0, f"{name}: the step after instance 0 ended")
             if running1 and bs.time_steps[1].step_count != before1[1] + 1:
-                raise Violation(f"{name}: instance 1 stepped alongside answered step_count "
-                                f"{bs.time_steps[1].step_count}, expected {before1[1] + 1}")
+                raise Violation(
+                    f"{name}: instance 1 stepped alongside answered step_count "
+                    f"{bs.time_steps[1].step_count}, expected {before1[1] + 1}"
+                )
             if _state(v, 0, "after the autoreset") != (bs.time_steps[0].episode_id, 0, "RUNNING"):
                 raise Violation(f"{name}: after the autoreset instance 0 reports {_state(v, 0, '')}")
         else:
             assert first is not None
             _fresh(first, eid0, f"{name}: time_steps[0] of the ending step")
             if _state(v, 0, "after the ending step") != (first.episode_id, 0, "RUNNING"):
-                raise Violation(f"{name}: after the ending step instance 0 reports {_state(v, 0, '')}, expected "
-                                f"{(first.episode_id, 0, 'RUNNING')}")
+                raise Violation(
+                    f"{name}: after the ending step instance 0 reports {_state(v, 0, '')}, expected "
+                    f"{(first.episode_id, 0, 'RUNNING')}"
+                )
         v.shutdown()
     if not seen:
         raise CheckSkipped(f"no episode of instance 0 ended within {limit} steps of accepted actions")
     return None if len(seen) == 3 else f"an episode ended only in mode(s) {', '.join(seen)}"
 
 
-@check("vector.capacity",
-       "num_envs beyond max_num_envs is RESOURCE_EXHAUSTED (fatal); every instance counts against max_sessions: "
-       "vectorised sessions filling max_sessions leave no slot for another handshake, and closing one frees its slots",
-       f"{_SPEC}; docs/protocol.md §1.3, §3.3; error table: RESOURCE_EXHAUSTED", requires=(GRPC,), why=_WHY)
+@check(
+    "vector.capacity",
+    "num_envs beyond max_num_envs is RESOURCE_EXHAUSTED (fatal); every instance counts against max_sessions: "
+    "vectorised sessions filling max_sessions leave no slot for another handshake, and closing one frees its slots",
+    f"{_SPEC}; docs/protocol.md §1.3, §3.3; error table: RESOURCE_EXHAUSTED",
+    requires=(GRPC,),
+    why=_WHY,
+)
 def capacity(ctx: Context) -> str | None:
     m = _max_envs(ctx)
     cap = int(ctx.spec.caps.max_sessions)
@@ -334,8 +396,10 @@ def capacity(ctx: Context) -> str | None:
         probe = ctx.wire.session()
         resp = probe.handshake(num_envs=n)
         if probe.opened:
-            raise Violation(f"{what} was accepted with max_sessions={cap} instances held by sessions of {sizes} "
-                            "instances: each instance must count against max_sessions")
+            raise Violation(
+                f"{what} was accepted with max_sessions={cap} instances held by sessions of {sizes} "
+                "instances: each instance must count against max_sessions"
+            )
         expect_error(resp, "RESOURCE_EXHAUSTED", f"{what} with every slot held by vectorised sessions", fatal=True)
         probe.wait_end()
     victim, k = held[0]
@@ -346,27 +410,36 @@ def capacity(ctx: Context) -> str | None:
     return None
 
 
-@check("vector.request_rules",
-       "In a vectorised session reset, step, list_tools and call_tool are FAILED_PRECONDITION (not fatal) and state "
-       "of an env id out of range is INVALID_ARGUMENT; in a plain session batch_reset and batch_step are "
-       "FAILED_PRECONDITION (not fatal)",
-       f"{_SPEC}; error table: FAILED_PRECONDITION, INVALID_ARGUMENT", requires=(GRPC,), why=_WHY)
+@check(
+    "vector.request_rules",
+    "In a vectorised session reset, step, list_tools and call_tool are FAILED_PRECONDITION (not fatal) and state "
+    "of an env id out of range is INVALID_ARGUMENT; in a plain session batch_reset and batch_step are "
+    "FAILED_PRECONDITION (not fatal)",
+    f"{_SPEC}; error table: FAILED_PRECONDITION, INVALID_ARGUMENT",
+    requires=(GRPC,),
+    why=_WHY,
+)
 def request_rules(ctx: Context) -> None:
     _max_envs(ctx)
     action = ctx.accepted_actions(1)[0]
     v = _vector(ctx, 2)
     expect_ok(v.batch_reset(), "batch_reset", "batch_reset of all instances")
     before = [_state(v, k, "after batch_reset") for k in range(2)]
-    kinds: list[tuple[str, dict]] = [("reset", {"reset": pb.ResetRequest()}),
-                                     ("step", {"step": pb.StepRequest(action=action.payload)})]
+    kinds: list[tuple[str, dict]] = [
+        ("reset", {"reset": pb.ResetRequest()}),
+        ("step", {"step": pb.StepRequest(action=action.payload)}),
+    ]
     if ctx.spec.caps.tools:
         from openenv.v1 import tool_pb2
 
-        kinds += [("list_tools", {"list_tools": tool_pb2.ListToolsRequest()}),
-                  ("call_tool", {"call_tool": tool_pb2.CallToolRequest(name=ctx.tools[0].name if ctx.tools else "x")})]
+        kinds += [
+            ("list_tools", {"list_tools": tool_pb2.ListToolsRequest()}),
+            ("call_tool", {"call_tool": tool_pb2.CallToolRequest(name=ctx.tools[0].name if ctx.tools else "x")}),
+        ]
     for name, kind in kinds:
-        expect_error(v.exchange(v.request(**kind)), "FAILED_PRECONDITION", f"{name} in a vectorised session",
-                     fatal=False)
+        expect_error(
+            v.exchange(v.request(**kind)), "FAILED_PRECONDITION", f"{name} in a vectorised session", fatal=False
+        )
     after = [_state(v, k, "after the refused requests") for k in range(2)]
     if after != before:
         raise Violation(f"requests refused in a vectorised session changed its instances: {before} -> {after}")

@@ -54,11 +54,11 @@ PROTOCOL_VERSION = "1.1"
 #: Why a check needing a feature is skipped on a transport without it.
 FEATURE_REASONS: dict[str, str] = {
     GRPC: "needs the gRPC wire (Session framing, unary calls, gRPC services); the target is certified over "
-          "OpenEnv's JSON protocol (HTTP/WebSocket)",
+    "OpenEnv's JSON protocol (HTTP/WebSocket)",
     FRAMES: "checks OpenEnv's HTTP/WebSocket protocol; the target is certified over gRPC (certify its HTTP side "
-            "with an http:// target or --transport http)",
+    "with an http:// target or --transport http)",
     EPISODE_FIELDS: "the server's time steps carry no episode id, step count or terminated/truncated flags (a stock "
-                    "OpenEnv server sends only `done`), so the episode state machine cannot be observed",
+    "OpenEnv server sends only `done`), so the episode state machine cannot be observed",
 }
 
 
@@ -112,8 +112,7 @@ def expect_ok(resp: Answer, kind: str, what: str) -> Any:
     return getattr(expect_response(resp, kind, what), kind)
 
 
-def expect_error(resp: Answer, codes: str | tuple[str, ...], what: str,
-                 fatal: bool | None = None) -> error_pb2.Status:
+def expect_error(resp: Answer, codes: str | tuple[str, ...], what: str, fatal: bool | None = None) -> error_pb2.Status:
     """The error of ``resp``, which must carry one of ``codes`` (names such as
     ``"FAILED_PRECONDITION"``) and, when ``fatal`` is given, that fatality."""
     codes = (codes,) if isinstance(codes, str) else codes
@@ -143,16 +142,25 @@ class SessionLike(Protocol):
     def send(self, request: pb.SessionRequest | bytes) -> bool: ...
     def recv(self, timeout: float | None = None) -> Answer: ...
     def exchange(self, request: pb.SessionRequest, timeout: float | None = None) -> Answer: ...
-    def handshake(self, protocol_version: str = PROTOCOL_VERSION, *, options: Mapping[str, Any] | None = None,
-                  client_name: str = "openenv-certify", request_id: int | None = None, num_envs: int = 0,
-                  autoreset_mode: pb.AutoresetMode = pb.AUTORESET_MODE_UNSPECIFIED) -> Answer: ...
+    def handshake(
+        self,
+        protocol_version: str = PROTOCOL_VERSION,
+        *,
+        options: Mapping[str, Any] | None = None,
+        client_name: str = "openenv-certify",
+        request_id: int | None = None,
+        num_envs: int = 0,
+        autoreset_mode: pb.AutoresetMode = pb.AUTORESET_MODE_UNSPECIFIED,
+    ) -> Answer: ...
     def open(self, **kw: Any) -> pb.HandshakeResponse: ...
-    def reset(self, seed: int | None = None, episode_id: str = "",
-              options: Mapping[str, Any] | None = None) -> Answer: ...
+    def reset(
+        self, seed: int | None = None, episode_id: str = "", options: Mapping[str, Any] | None = None
+    ) -> Answer: ...
     def step(self, action: Any, timeout_s: float | None = None) -> Answer: ...
     def state(self, env_id: int | None = None) -> Answer: ...
-    def batch_reset(self, env_ids: Sequence[int] = (), seeds: Sequence[int] = (),
-                    options: Mapping[str, Any] | None = None) -> Answer: ...
+    def batch_reset(
+        self, env_ids: Sequence[int] = (), seeds: Sequence[int] = (), options: Mapping[str, Any] | None = None
+    ) -> Answer: ...
     def batch_step(self, env_ids: Sequence[int], actions: Sequence[Any], timeout_s: float | None = None) -> Answer: ...
     def list_tools(self) -> Answer: ...
     def call_tool(self, name: str, arguments: Mapping[str, Any] | None = None) -> Answer: ...
@@ -251,13 +259,21 @@ class RequestBuilder(abc.ABC):
 
     # -- the protocol's requests
 
-    def handshake(self, protocol_version: str = PROTOCOL_VERSION, *, options: Mapping[str, Any] | None = None,
-                  client_name: str = "openenv-certify", request_id: int | None = None, num_envs: int = 0,
-                  autoreset_mode: pb.AutoresetMode = pb.AUTORESET_MODE_UNSPECIFIED) -> Answer:
+    def handshake(
+        self,
+        protocol_version: str = PROTOCOL_VERSION,
+        *,
+        options: Mapping[str, Any] | None = None,
+        client_name: str = "openenv-certify",
+        request_id: int | None = None,
+        num_envs: int = 0,
+        autoreset_mode: pb.AutoresetMode = pb.AUTORESET_MODE_UNSPECIFIED,
+    ) -> Answer:
         """``num_envs > 1`` opens a vectorised session (``autoreset_mode``: an
         ``openenv.v1.AutoresetMode``)."""
-        hs = pb.HandshakeRequest(protocol_version=protocol_version, client_name=client_name, num_envs=num_envs,
-                                 autoreset_mode=autoreset_mode)
+        hs = pb.HandshakeRequest(
+            protocol_version=protocol_version, client_name=client_name, num_envs=num_envs, autoreset_mode=autoreset_mode
+        )
         if options:
             to_struct(dict(options), hs.options)
         resp = self.exchange(self.request(request_id, handshake=hs))
@@ -272,8 +288,7 @@ class RequestBuilder(abc.ABC):
         hs: pb.HandshakeResponse = expect_ok(self.handshake(**kw), "handshake", "handshake")
         return hs
 
-    def reset(self, seed: int | None = None, episode_id: str = "",
-              options: Mapping[str, Any] | None = None) -> Answer:
+    def reset(self, seed: int | None = None, episode_id: str = "", options: Mapping[str, Any] | None = None) -> Answer:
         r = pb.ResetRequest(episode_id=episode_id)
         if seed is not None:
             r.seed = seed
@@ -293,8 +308,9 @@ class RequestBuilder(abc.ABC):
         """``env_id`` addresses one instance of a vectorised session."""
         return self.exchange(self.request(state=pb.StateRequest(env_id=env_id or 0)))
 
-    def batch_reset(self, env_ids: Sequence[int] = (), seeds: Sequence[int] = (),
-                    options: Mapping[str, Any] | None = None) -> Answer:
+    def batch_reset(
+        self, env_ids: Sequence[int] = (), seeds: Sequence[int] = (), options: Mapping[str, Any] | None = None
+    ) -> Answer:
         r = pb.BatchResetRequest(env_ids=list(env_ids), seeds=list(seeds))
         if options:
             to_struct(dict(options), r.options)

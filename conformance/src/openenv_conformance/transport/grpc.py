@@ -98,13 +98,17 @@ class Wire:
 
     def new_channel(self) -> grpc.aio.Channel:
         """A new connection to the target (its own HTTP/2 connection)."""
+
         async def make() -> grpc.aio.Channel:
-            return grpc.aio.insecure_channel(self.address, options=[
-                ("grpc.max_send_message_length", -1),
-                ("grpc.max_receive_message_length", -1),
-                ("grpc.enable_retries", 0),
-                ("grpc.use_local_subchannel_pool", 1),
-            ])
+            return grpc.aio.insecure_channel(
+                self.address,
+                options=[
+                    ("grpc.max_send_message_length", -1),
+                    ("grpc.max_receive_message_length", -1),
+                    ("grpc.enable_retries", 0),
+                    ("grpc.use_local_subchannel_pool", 1),
+                ],
+            )
 
         ch = self.run(make())
         self._channels.append(ch)
@@ -157,6 +161,7 @@ class Wire:
 
     def reflection(self, symbol: str = SERVICE) -> tuple[list[str], list[bytes]]:
         """(services listed by server reflection, serialized files containing ``symbol``)."""
+
         async def ask() -> tuple[list[str], list[bytes]]:
             stub = reflection_pb2_grpc.ServerReflectionStub(self.channel)
             call = stub.ServerReflectionInfo(timeout=self.timeout)
@@ -188,8 +193,9 @@ class Session(RequestBuilder):
         self._queue: asyncio.Queue[pb.SessionResponse | StreamEnd] = asyncio.Queue()
 
         async def start() -> tuple[Any, asyncio.Task[None]]:
-            call = channel.stream_stream(SESSION_METHOD, request_serializer=_serialize,
-                                         response_deserializer=pb.SessionResponse.FromString)()
+            call = channel.stream_stream(
+                SESSION_METHOD, request_serializer=_serialize, response_deserializer=pb.SessionResponse.FromString
+            )()
             reader = asyncio.ensure_future(self._read(call))
             wire._tasks.add(reader)
             reader.add_done_callback(wire._tasks.discard)

@@ -266,9 +266,11 @@ class WsWire:
         # answers an error: "Environment does not support MCP").
         t = self.timeout if timeout is None else timeout
         try:
-            r = self._http.post(self.http_url + "/mcp",
-                                json={"jsonrpc": "2.0", "id": 1, "method": tables.RPC_METHODS["list_tools"]},
-                                timeout=t)
+            r = self._http.post(
+                self.http_url + "/mcp",
+                json={"jsonrpc": "2.0", "id": 1, "method": tables.RPC_METHODS["list_tools"]},
+                timeout=t,
+            )
             listed = r.json().get("result") if r.status_code == 200 else None
         except (httpx.HTTPError, ValueError, AttributeError):
             listed = None
@@ -345,8 +347,9 @@ class WsSession(RequestBuilder):
     def _end_of(ws: ClientConnection) -> StreamEnd:
         code = ws.close_code if ws.close_code is not None else 1006
         reason = ws.close_reason or ""
-        return StreamEnd(tables.close_status(code),
-                         f"WebSocket closed with code {code}" + (f": {reason}" if reason else ""))
+        return StreamEnd(
+            tables.close_status(code), f"WebSocket closed with code {code}" + (f": {reason}" if reason else "")
+        )
 
     def _finish(self, end: StreamEnd) -> None:
         self.end = end
@@ -367,8 +370,10 @@ class WsSession(RequestBuilder):
                 raise UnsupportedRequest("a second handshake has no OpenEnv frame (the connection is the handshake)")
             return self._connect(request)
         if self.ws is None:
-            raise UnsupportedRequest(f"{kind or 'a request with no kind'} before the handshake: over a WebSocket the "
-                                     "connection is the handshake")
+            raise UnsupportedRequest(
+                f"{kind or 'a request with no kind'} before the handshake: over a WebSocket the "
+                "connection is the handshake"
+            )
         try:
             out = self._translator.encode(request)
         except Unimplemented as e:
@@ -400,8 +405,13 @@ class WsSession(RequestBuilder):
         if options:
             query["options"] = dumps(options)
         url = self.wire.ws_url + ("&" if "?" in self.wire.ws_url else "?") + urlencode(query)
-        kw: dict[str, Any] = {"open_timeout": self.wire.timeout, "max_size": None, "ping_interval": None,
-                              "compression": None, "close_timeout": 2}
+        kw: dict[str, Any] = {
+            "open_timeout": self.wire.timeout,
+            "max_size": None,
+            "ping_interval": None,
+            "compression": None,
+            "close_timeout": 2,
+        }
         if _loopback(url):
             kw["proxy"] = None
 
@@ -413,8 +423,9 @@ class WsSession(RequestBuilder):
         except NoAnswer:
             raise
         except Exception as e:  # noqa: BLE001 - refused, reset, HTTP error: the session never opened
-            self._finish(StreamEnd(grpc.StatusCode.UNAVAILABLE, f"cannot open {self.wire.ws_url}: "
-                                                                f"{type(e).__name__}: {e}"))
+            self._finish(
+                StreamEnd(grpc.StatusCode.UNAVAILABLE, f"cannot open {self.wire.ws_url}: {type(e).__name__}: {e}")
+            )
             return False
         self.ws = ws
         self._reader = self.wire.loop.create_task(self._read(ws))
@@ -502,8 +513,10 @@ class WsSession(RequestBuilder):
         typ, data, fid = frame.get("type"), frame.get("data"), frame.get("id")
         if self.extended and p.frame_id is not None:
             if fid is not None and fid != p.frame_id:
-                raise Violation(f"the reply to frame id {p.frame_id} ({p.kind}) carries id {fid!r}: replies must come "
-                                "in request order under their frame's id")
+                raise Violation(
+                    f"the reply to frame id {p.frame_id} ({p.kind}) carries id {fid!r}: replies must come "
+                    "in request order under their frame's id"
+                )
             if fid is None and typ != tables.ERROR_TYPE:
                 raise Violation(f"the {typ!r} reply to frame id {p.frame_id} ({p.kind}) does not echo its id")
         resp = pb.SessionResponse(request_id=p.request_id)
@@ -520,8 +533,9 @@ class WsSession(RequestBuilder):
         if typ != want:
             if want == "mcp":
                 raise Violation(f"a {typ!r} frame answered an mcp frame ({p.kind})")
-            raise Violation(f"a {typ!r} frame answered {p.kind} (expected a{'n' if want == 'observation' else ''} "
-                            f"{want} frame)")
+            raise Violation(
+                f"a {typ!r} frame answered {p.kind} (expected a{'n' if want == 'observation' else ''} {want} frame)"
+            )
         if p.kind in ("reset", "step"):
             self._check_time_step(data)
         elif p.kind == "state":
@@ -549,8 +563,12 @@ class WsSession(RequestBuilder):
             hs.protocol_version = str(data.get("protocol_version") or "")
             hs.info.CopyFrom(hello[1])
             self.extended = True
-        elif typ == tables.ERROR_TYPE and isinstance(data, dict) and data.get("code") in tables.STOCK_HELLO_CODES \
-                and not data.get("fatal"):
+        elif (
+            typ == tables.ERROR_TYPE
+            and isinstance(data, dict)
+            and data.get("code") in tables.STOCK_HELLO_CODES
+            and not data.get("fatal")
+        ):
             # a stock OpenEnv server: it does not know openenv.hello, the session is open
             self.extended = False
             resp.handshake.protocol_version = PROTOCOL_VERSION
@@ -577,8 +595,10 @@ class WsSession(RequestBuilder):
             if not isinstance(terminated, bool) or not isinstance(truncated, bool):
                 raise Violation(f"terminated {terminated!r} / truncated {truncated!r} are not booleans")
             if done is not None and bool(done) != (terminated or truncated):
-                raise Violation(f"done={done!r} but terminated={terminated}, truncated={truncated}: done must be "
-                                "terminated or truncated")
+                raise Violation(
+                    f"done={done!r} but terminated={terminated}, truncated={truncated}: done must be "
+                    "terminated or truncated"
+                )
             eid, count = data.get("episode_id", ""), data.get("step_count", 0)
             if not isinstance(eid, str) or isinstance(count, bool) or not isinstance(count, int) or count < 0:
                 raise Violation(f"episode_id {eid!r} / step_count {count!r}: expected a string and an integer >= 0")
@@ -628,12 +648,12 @@ class WsSession(RequestBuilder):
         try:
             resp = self._translator.decode(out, frame)
         except (json_format.ParseError, TypeError, ValueError) as e:
-            raise Violation(f"the {frame.get('type')!r} reply to {kind} cannot be read: {type(e).__name__}: {e}") \
-                from None
+            raise Violation(
+                f"the {frame.get('type')!r} reply to {kind} cannot be read: {type(e).__name__}: {e}"
+            ) from None
         if kind in ("reset", "step", "state") and resp.WhichOneof("kind") == "error":
             part, value = ("state", data.get("state")) if kind == "state" else ("observation", data.get("observation"))
-            raise Violation(f"the {part} {_compact(value)} does not fit the declared {part} type: "
-                            f"{resp.error.message}")
+            raise Violation(f"the {part} {_compact(value)} does not fit the declared {part} type: {resp.error.message}")
         if kind == "list_tools":
             self._tools_as_sent(data, resp.list_tools)
         elif kind == "state":
@@ -651,8 +671,11 @@ class WsSession(RequestBuilder):
         ts.ClearField("episode_id")
         ts.ClearField("step_count")
         body = data.get("observation")
-        if isinstance(body, dict) and not ts.HasField("observation") \
-                and not {k: v for k, v in body.items() if k != "metadata"}:
+        if (
+            isinstance(body, dict)
+            and not ts.HasField("observation")
+            and not {k: v for k, v in body.items() if k != "metadata"}
+        ):
             to_value({}, ts.observation.json)
 
     @staticmethod

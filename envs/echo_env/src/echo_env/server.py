@@ -33,11 +33,11 @@ class EchoEnvironment(openenv.Environment):
         super().__init__(**options)
         self.echoed = 0
 
-    def reset(self, *, seed: int | None = None, episode_id: str | None = None,
-              options: dict[str, Any] | None = None) -> openenv.StepResult:
+    def reset(
+        self, *, seed: int | None = None, episode_id: str | None = None, options: dict[str, Any] | None = None
+    ) -> openenv.StepResult:
         self.echoed = 0
-        return openenv.StepResult(openenv.CallToolObservation(),
-                                  metadata={"message": "Echo environment ready!"})
+        return openenv.StepResult(openenv.CallToolObservation(), metadata={"message": "Echo environment ready!"})
 
     @openenv.tool
     def echo_message(self, message: str) -> str:
@@ -71,8 +71,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--host", default="127.0.0.1")
     ap.add_argument("--port", type=int, default=50051)
     ns = ap.parse_args(argv)
-    openenv.serve(EchoEnvironment, ns.host, ns.port,
-                  ready=lambda s: print(f"echo_env serving on {s.address}", flush=True))
+    openenv.serve(
+        EchoEnvironment, ns.host, ns.port, ready=lambda s: print(f"echo_env serving on {s.address}", flush=True)
+    )
 
 
 if __name__ == "__main__":

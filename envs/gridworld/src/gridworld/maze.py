@@ -48,8 +48,11 @@ def generate(rng: random.Random, height: int, width: int) -> tuple[str, ...]:
     stack = [start]
     while stack:
         r, c = stack[-1]
-        options = [(r + dr, c + dc) for dr, dc in ((-2, 0), (2, 0), (0, -2), (0, 2))
-                   if 0 < r + dr < height - 1 and 0 < c + dc < width - 1 and wall[r + dr][c + dc]]
+        options = [
+            (r + dr, c + dc)
+            for dr, dc in ((-2, 0), (2, 0), (0, -2), (0, 2))
+            if 0 < r + dr < height - 1 and 0 < c + dc < width - 1 and wall[r + dr][c + dc]
+        ]
         if not options:
             stack.pop()
             continue
@@ -72,8 +75,12 @@ def distances(grid: Sequence[str], source: Cell) -> dict[Cell, int]:
         r, c = queue.popleft()
         for dr, dc in DELTAS.values():
             nxt = (r + dr, c + dc)
-            if nxt not in dist and 0 <= nxt[0] < len(grid) and 0 <= nxt[1] < len(grid[nxt[0]]) \
-                    and grid[nxt[0]][nxt[1]] != WALL:
+            if (
+                nxt not in dist
+                and 0 <= nxt[0] < len(grid)
+                and 0 <= nxt[1] < len(grid[nxt[0]])
+                and grid[nxt[0]][nxt[1]] != WALL
+            ):
                 dist[nxt] = dist[(r, c)] + 1
                 queue.append(nxt)
     return dist

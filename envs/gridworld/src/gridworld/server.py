@@ -49,14 +49,17 @@ def _maze_size(options: Mapping[str, Any], default: tuple[int, int]) -> tuple[in
     """(height, width) from options ``size`` (both) and/or ``height``/``width``."""
     unknown = sorted(set(options) - set(_SIZE_KEYS))
     if unknown:
-        raise openenv.InvalidArgument(f"unknown gridworld option(s) {', '.join(unknown)}; "
-                                      f"known: {', '.join(_SIZE_KEYS)}")
+        raise openenv.InvalidArgument(
+            f"unknown gridworld option(s) {', '.join(unknown)}; known: {', '.join(_SIZE_KEYS)}"
+        )
     for key in _SIZE_KEYS:
         v = options.get(key)
-        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v % 2 == 0
-                              or not MIN_SIZE <= v <= MAX_SIZE):
+        if v is not None and (
+            isinstance(v, bool) or not isinstance(v, int) or v % 2 == 0 or not MIN_SIZE <= v <= MAX_SIZE
+        ):
             raise openenv.InvalidArgument(
-                f"option {key!r} must be an odd integer from {MIN_SIZE} to {MAX_SIZE}, got {v!r}")
+                f"option {key!r} must be an odd integer from {MIN_SIZE} to {MAX_SIZE}, got {v!r}"
+            )
     height, width = default
     if options.get("size") is not None:
         height = width = options["size"]
@@ -79,8 +82,10 @@ class GridWorldEnvironment(openenv.Environment):
 
     name = "gridworld"
     version = "0.1.0"
-    description = ("A seeded maze on an odd-sized grid: move up, down, left or right to reach the goal. "
-                   "Typed protobuf actions, observations and state (gridworld.v1).")
+    description = (
+        "A seeded maze on an odd-sized grid: move up, down, left or right to reach the goal. "
+        "Typed protobuf actions, observations and state (gridworld.v1)."
+    )
     action_type = gridworld_pb2.Action
     observation_type = gridworld_pb2.Observation
     state_type = gridworld_pb2.State
@@ -104,8 +109,9 @@ class GridWorldEnvironment(openenv.Environment):
         self.size = _maze_size(options, (DEFAULT_SIZE, DEFAULT_SIZE))
         self.episode: _Episode | None = None
 
-    def reset(self, *, seed: int | None = None, episode_id: str | None = None,
-              options: Mapping[str, Any] | None = None) -> openenv.StepResult:
+    def reset(
+        self, *, seed: int | None = None, episode_id: str | None = None, options: Mapping[str, Any] | None = None
+    ) -> openenv.StepResult:
         """Build the maze of ``seed`` (a fresh random seed when None, recorded in the
         state) and place the agent and the goal."""
         height, width = _maze_size(options or {}, self.size)
@@ -115,8 +121,9 @@ class GridWorldEnvironment(openenv.Environment):
         walls = maze.generate(rng, height, width)
         start, goal = maze.place(rng, walls)
         self.episode = _Episode(seed, walls, maze.distances(walls, goal), start, goal)
-        return openenv.StepResult(self._observation(bumped=False),
-                                  metadata={"distance_to_goal": self.episode.to_goal[start]})
+        return openenv.StepResult(
+            self._observation(bumped=False), metadata={"distance_to_goal": self.episode.to_goal[start]}
+        )
 
     def step(self, action: gridworld_pb2.Action) -> openenv.StepResult:
         """Move one cell; a wall leaves the agent in place (``bumped``)."""
@@ -137,16 +144,23 @@ class GridWorldEnvironment(openenv.Environment):
         terminated = ep.agent == ep.goal
         reward = round(STEP_PENALTY + SHAPING * (before - after) + (GOAL_REWARD if terminated else 0.0), 6)
         ep.total_reward = round(ep.total_reward + reward, 6)
-        return openenv.StepResult(self._observation(bumped=bumped), reward=reward, terminated=terminated,
-                                  metadata={"distance_to_goal": after})
+        return openenv.StepResult(
+            self._observation(bumped=bumped), reward=reward, terminated=terminated, metadata={"distance_to_goal": after}
+        )
 
     def state(self) -> gridworld_pb2.State | None:
         """Seed, size, positions and return so far; None before the first reset."""
         ep = self.episode
         if ep is None:
             return None
-        return self.state_type(seed=ep.seed, height=len(ep.walls), width=len(ep.walls[0]),
-                               agent=self._pos(ep.agent), goal=self._pos(ep.goal), total_reward=ep.total_reward)
+        return self.state_type(
+            seed=ep.seed,
+            height=len(ep.walls),
+            width=len(ep.walls[0]),
+            agent=self._pos(ep.agent),
+            goal=self._pos(ep.goal),
+            total_reward=ep.total_reward,
+        )
 
     def _observation(self, *, bumped: bool) -> gridworld_pb2.Observation:
         ep = self.episode
@@ -154,8 +168,9 @@ class GridWorldEnvironment(openenv.Environment):
         rows = [list(row) for row in ep.walls]
         rows[ep.goal[0]][ep.goal[1]] = "G"
         rows[ep.agent[0]][ep.agent[1]] = "A"  # drawn last: on the goal, the agent shows
-        return self.observation_type(agent=self._pos(ep.agent), goal=self._pos(ep.goal),
-                                     grid=["".join(r) for r in rows], bumped=bumped)
+        return self.observation_type(
+            agent=self._pos(ep.agent), goal=self._pos(ep.goal), grid=["".join(r) for r in rows], bumped=bumped
+        )
 
     def _pos(self, cell: maze.Cell) -> gridworld_pb2.Position:
         return self.position_type(row=cell[0], col=cell[1])
@@ -175,8 +190,9 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description="Serve the gridworld environment over gRPC.")
     ap.add_argument("--host", default="127.0.0.1")
     ap.add_argument("--port", type=int, default=50051, help="0 picks a free port")
-    ap.add_argument("--ready-file", type=Path, default=None,
-                    help="write the bound address (grpc://host:port) here once serving")
+    ap.add_argument(
+        "--ready-file", type=Path, default=None, help="write the bound address (grpc://host:port) here once serving"
+    )
     ns = ap.parse_args(argv)
 
     def ready(server: openenv.Server) -> None:

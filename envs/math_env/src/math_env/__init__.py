@@ -6,5 +6,14 @@ from math_env.server import MathEnvironment
 from math_env.tasks import TASKS, Task, sample
 from openenv import CallToolAction, CallToolObservation
 
-__all__ = ["TASKS", "CalculatorError", "CallToolAction", "CallToolObservation", "MathEnv", "MathEnvironment",
-           "Task", "evaluate", "sample"]
+__all__ = [
+    "TASKS",
+    "CalculatorError",
+    "CallToolAction",
+    "CallToolObservation",
+    "MathEnv",
+    "MathEnvironment",
+    "Task",
+    "evaluate",
+    "sample",
+]

@@ -38,10 +38,17 @@ def _pow(a: Number, b: Number) -> Number:
 
 
 _BINARY: dict[type[ast.operator], Callable[[Any, Any], Any]] = {
-    ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
-    ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Pow: _pow,
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Div: operator.truediv,
+    ast.FloorDiv: operator.floordiv,
+    ast.Mod: operator.mod,
+    ast.Pow: _pow,
 }
 _UNARY: dict[type[ast.unaryop], Callable[[Any], Any]] = {ast.UAdd: operator.pos, ast.USub: operator.neg}
+
+
 def _round(x: Number, ndigits: int | None = None) -> Number:
     if ndigits is not None and (not isinstance(ndigits, int) or abs(ndigits) > 15):
         raise CalculatorError("round(x, n) needs an integer n between -15 and 15")
@@ -49,7 +56,13 @@ def _round(x: Number, ndigits: int | None = None) -> Number:
 
 
 _FUNCTIONS: dict[str, Callable[..., Any]] = {
-    "abs": abs, "round": _round, "min": min, "max": max, "sqrt": math.sqrt, "floor": math.floor, "ceil": math.ceil,
+    "abs": abs,
+    "round": _round,
+    "min": min,
+    "max": max,
+    "sqrt": math.sqrt,
+    "floor": math.floor,
+    "ceil": math.ceil,
 }
 _CONSTANTS: dict[str, float] = {"pi": math.pi, "e": math.e}
 
@@ -86,8 +99,9 @@ def _eval(node: ast.AST) -> Number:
         raise CalculatorError(f"unknown name {node.id!r}")
     if isinstance(node, ast.Call):
         if not isinstance(node.func, ast.Name) or node.func.id not in _FUNCTIONS:
-            raise CalculatorError(f"unknown function {ast.unparse(node.func)!r}; "
-                                  f"known: {', '.join(sorted(_FUNCTIONS))}")
+            raise CalculatorError(
+                f"unknown function {ast.unparse(node.func)!r}; known: {', '.join(sorted(_FUNCTIONS))}"
+            )
         if node.keywords:
             raise CalculatorError("keyword arguments are not allowed")
         args = [_eval(a) for a in node.args]

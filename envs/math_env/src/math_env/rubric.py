@@ -61,5 +61,9 @@ def length_penalty(action: Any, observation: Any, env: Any) -> float:
 
 def build_rubric() -> Gate:
     """A fresh copy of the environment's rubric tree."""
-    return Gate(answer_format, WeightedSum([correctness, length_penalty], [1.0, -0.2], name="score"),
-                name="reward", description="Format gate, then correctness minus a length penalty.")
+    return Gate(
+        answer_format,
+        WeightedSum([correctness, length_penalty], [1.0, -0.2], name="score"),
+        name="reward",
+        description="Format gate, then correctness minus a length penalty.",
+    )

@@ -30,7 +30,8 @@ MAX_SCRATCHPAD_CHARS = 10_000
 
 INSTRUCTIONS = (
     "Solve the problem. Tools: calculator(expression), scratchpad_write(text), scratchpad_read(), "
-    "get_problem(), submit_answer(answer). Submit a plain number; submitting ends the episode.")
+    "get_problem(), submit_answer(answer). Submit a plain number; submitting ends the episode."
+)
 
 
 class MathEnvironment(openenv.Environment):
@@ -38,8 +39,10 @@ class MathEnvironment(openenv.Environment):
 
     name = "math_env"
     version = "0.1.0"
-    description = ("Arithmetic and word problems solved with calculator and scratchpad tools; "
-                   "the reward is a rubric (format gate, correctness, length penalty).")
+    description = (
+        "Arithmetic and word problems solved with calculator and scratchpad tools; "
+        "the reward is a rubric (format gate, correctness, length penalty)."
+    )
     deterministic = True
     max_episode_steps = MAX_STEPS
     run_in_thread = False  # every tool is bounded and cheap: no need to leave the event loop
@@ -61,8 +64,9 @@ class MathEnvironment(openenv.Environment):
     def _pick(seed: Any, options: Mapping[str, Any]) -> Task:
         try:
             task_id = options.get("task_id")
-            return sample(None if seed is None else int(seed), options.get("kind"),
-                          None if task_id is None else int(task_id))
+            return sample(
+                None if seed is None else int(seed), options.get("kind"), None if task_id is None else int(task_id)
+            )
         except (TypeError, ValueError) as e:
             raise openenv.InvalidArgument(f"bad task options: {e}") from None
 
@@ -73,13 +77,15 @@ class MathEnvironment(openenv.Environment):
         self.calculator_calls = 0
         self.submitted: str | None = None
 
-    def reset(self, *, seed: int | None = None, episode_id: str | None = None,
-              options: Mapping[str, Any] | None = None) -> openenv.StepResult:
+    def reset(
+        self, *, seed: int | None = None, episode_id: str | None = None, options: Mapping[str, Any] | None = None
+    ) -> openenv.StepResult:
         self._start(self._pick(seed, options or {}))
         text = f"{self.task.question}\n\n{INSTRUCTIONS}"
         obs = openenv.CallToolObservation("", openenv.ToolResult([{"type": "text", "text": text}]))
-        return openenv.StepResult(obs, metadata={"task_id": self.task.id, "kind": self.task.kind,
-                                                 "question": self.task.question})
+        return openenv.StepResult(
+            obs, metadata={"task_id": self.task.id, "kind": self.task.kind, "question": self.task.question}
+        )
 
     @openenv.tool(annotations={"readOnlyHint": True})
     def get_problem(self) -> str:
@@ -124,17 +130,24 @@ class MathEnvironment(openenv.Environment):
         self.submitted = answer
         return f"Answer recorded: {answer}"
 
-    def finish_tool_step(self, action: openenv.CallToolAction,
-                         observation: openenv.CallToolObservation) -> openenv.StepResult:
+    def finish_tool_step(
+        self, action: openenv.CallToolAction, observation: openenv.CallToolObservation
+    ) -> openenv.StepResult:
         self.steps += 1
         ok = observation.result is not None and not observation.result.is_error
-        return openenv.StepResult(observation, terminated=action.tool_name == "submit_answer" and ok,
-                                  metadata={"steps": self.steps})
+        return openenv.StepResult(
+            observation, terminated=action.tool_name == "submit_answer" and ok, metadata={"steps": self.steps}
+        )
 
     def state(self) -> dict[str, Any]:
-        return {"task_id": self.task.id, "kind": self.task.kind, "steps": self.steps,
-                "calculator_calls": self.calculator_calls, "scratchpad_chars": len(self.scratchpad),
-                "submitted": self.submitted}
+        return {
+            "task_id": self.task.id,
+            "kind": self.task.kind,
+            "steps": self.steps,
+            "calculator_calls": self.calculator_calls,
+            "scratchpad_chars": len(self.scratchpad),
+            "submitted": self.submitted,
+        }
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -143,8 +156,13 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--port", type=int, default=50051)
     ap.add_argument("--tools-only", action="store_true", help="Production mode: only tools are reachable.")
     ns = ap.parse_args(argv)
-    openenv.serve(MathEnvironment, ns.host, ns.port, tools_only=ns.tools_only,
-                  ready=lambda s: print(f"math_env serving on {s.address}", flush=True))
+    openenv.serve(
+        MathEnvironment,
+        ns.host,
+        ns.port,
+        tools_only=ns.tools_only,
+        ready=lambda s: print(f"math_env serving on {s.address}", flush=True),
+    )
 
 
 if __name__ == "__main__":

@@ -40,8 +40,11 @@ def _arithmetic(rng: random.Random) -> tuple[str, int]:
 def _apples(rng: random.Random) -> tuple[str, int]:
     a, bags, per = rng.randint(3, 40), rng.randint(2, 9), rng.randint(2, 12)
     d = rng.randint(1, a)
-    return (f"Ana has {a} apples. She buys {bags} bags with {per} apples each and then gives {d} apples "
-            f"to a friend. How many apples does she have now?", a + bags * per - d)
+    return (
+        f"Ana has {a} apples. She buys {bags} bags with {per} apples each and then gives {d} apples "
+        f"to a friend. How many apples does she have now?",
+        a + bags * per - d,
+    )
 
 
 def _train(rng: random.Random) -> tuple[str, int]:
@@ -52,20 +55,24 @@ def _train(rng: random.Random) -> tuple[str, int]:
 def _shop(rng: random.Random) -> tuple[str, int]:
     p, n = rng.randint(2, 25), rng.randint(2, 12)
     d = rng.randint(1, p * n // 2)
-    return (f"A notebook costs {p} dollars. How many dollars do {n} notebooks cost after a discount of "
-            f"{d} dollars on the total?", p * n - d)
+    return (
+        f"A notebook costs {p} dollars. How many dollars do {n} notebooks cost after a discount of "
+        f"{d} dollars on the total?",
+        p * n - d,
+    )
 
 
 def _share(rng: random.Random) -> tuple[str, int]:
     k, q = rng.randint(2, 12), rng.randint(2, 25)
-    return (f"{k * q} candies are shared equally among {k} children. How many candies does each "
-            f"child get?", q)
+    return (f"{k * q} candies are shared equally among {k} children. How many candies does each child get?", q)
 
 
 def _age(rng: random.Random) -> tuple[str, int]:
     a, b, c = rng.randint(3, 40), rng.randint(1, 10), rng.randint(1, 20)
-    return (f"Tom is {a} years old. His sister is {b} years older than him. How old will his sister be "
-            f"in {c} years?", a + b + c)
+    return (
+        f"Tom is {a} years old. His sister is {b} years older than him. How old will his sister be in {c} years?",
+        a + b + c,
+    )
 
 
 def _area(rng: random.Random) -> tuple[str, int]:

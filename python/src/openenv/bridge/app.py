@@ -45,7 +45,6 @@ log = logging.getLogger("openenv.bridge")
 __all__ = ["BridgeApp", "SessionRegistry"]
 
 
-
 class SessionRegistry:
     """Sessions created over HTTP (``openenv/session/create`` on ``POST /mcp``), which a
     ``/ws?session_id=`` connection may attach to. Idle reaping and drain close them."""
@@ -113,31 +112,44 @@ class SessionRegistry:
 def _metadata_doc(backend: Backend) -> dict[str, Any]:
     info = backend.info
     md = from_struct(info.metadata)
-    return {"name": info.name, "description": info.description,
-            "readme_content": md.get("readme_content", md.get("readme")),
-            "version": info.version or None, "author": md.get("author"),
-            "documentation_url": md.get("documentation_url")}
+    return {
+        "name": info.name,
+        "description": info.description,
+        "readme_content": md.get("readme_content", md.get("readme")),
+        "version": info.version or None,
+        "author": md.get("author"),
+        "documentation_url": md.get("documentation_url"),
+    }
 
 
 def _schema_doc(backend: Backend) -> dict[str, Any]:
     info = backend.info
     if backend.tool_actions:
         action: dict[str, Any] = {
-            "title": "CallToolAction", "type": "object",
-            "properties": {"type": {"const": "call_tool", "default": "call_tool"},
-                           "tool_name": {"type": "string"}, "arguments": {"type": "object"},
-                           "metadata": {"type": "object"}},
-            "required": ["tool_name"]}
+            "title": "CallToolAction",
+            "type": "object",
+            "properties": {
+                "type": {"const": "call_tool", "default": "call_tool"},
+                "tool_name": {"type": "string"},
+                "arguments": {"type": "object"},
+                "metadata": {"type": "object"},
+            },
+            "required": ["tool_name"],
+        }
     else:
         action = from_struct(info.action.json_schema)
     observation = from_struct(info.observation.json_schema)
     env_state = from_struct(info.state.json_schema)
     state: dict[str, Any] = {
-        "title": "State", "type": "object", "additionalProperties": True,
-        "properties": {"episode_id": {"anyOf": [{"type": "string"}, {"type": "null"}]},
-                       "step_count": {"type": "integer", "minimum": 0},
-                       "status": {"type": "string", "enum": ["NOT_STARTED", "RUNNING", "TERMINATED",
-                                                              "TRUNCATED", "ABORTED"]}}}
+        "title": "State",
+        "type": "object",
+        "additionalProperties": True,
+        "properties": {
+            "episode_id": {"anyOf": [{"type": "string"}, {"type": "null"}]},
+            "step_count": {"type": "integer", "minimum": 0},
+            "status": {"type": "string", "enum": ["NOT_STARTED", "RUNNING", "TERMINATED", "TRUNCATED", "ABORTED"]},
+        },
+    }
     if isinstance(env_state.get("properties"), dict):
         state["properties"] = {**env_state["properties"], **state["properties"]}
     elif env_state:
@@ -149,24 +161,41 @@ def _openapi_doc(backend: Backend) -> dict[str, Any]:
     info = backend.info
 
     def get(summary: str, tag: str) -> dict[str, Any]:
-        return {"get": {"summary": summary, "tags": [tag], "responses": {
-            "200": {"description": "OK", "content": {"application/json": {"schema": {"type": "object"}}}}}}}
+        return {
+            "get": {
+                "summary": summary,
+                "tags": [tag],
+                "responses": {
+                    "200": {"description": "OK", "content": {"application/json": {"schema": {"type": "object"}}}}
+                },
+            }
+        }
 
     return {
         "openapi": "3.1.0",
-        "info": {"title": f"openenv environment: {info.name}", "version": "1.0.0",
-                 "description": (f"{info.description}\n\nOpenEnv-compatible HTTP surface of an openenv "
-                                 f"server (protocol {info.protocol_version or PROTOCOL_VERSION}). Sessions run "
-                                 "over the WebSocket at /ws (OpenEnv frames); tools over /mcp (MCP "
-                                 "Streamable HTTP, or OpenEnv's JSON-RPC).")},
+        "info": {
+            "title": f"openenv environment: {info.name}",
+            "version": "1.0.0",
+            "description": (
+                f"{info.description}\n\nOpenEnv-compatible HTTP surface of an openenv "
+                f"server (protocol {info.protocol_version or PROTOCOL_VERSION}). Sessions run "
+                "over the WebSocket at /ws (OpenEnv frames); tools over /mcp (MCP "
+                "Streamable HTTP, or OpenEnv's JSON-RPC)."
+            ),
+        },
         "paths": {
             "/health": get("Health check", "Health"),
             "/metadata": get("Environment metadata", "Environment Info"),
             "/schema": get("JSON Schemas of action, observation and state", "Schema"),
             "/openenv/info": get("The protocol's EnvironmentInfo (proto3 JSON)", "Environment Info"),
-            "/mcp": {"post": {"summary": "MCP JSON-RPC (Streamable HTTP or OpenEnv's JSON-RPC)", "tags": ["MCP"],
-                              "requestBody": {"content": {"application/json": {"schema": {"type": "object"}}}},
-                              "responses": {"200": {"description": "JSON-RPC response"}}}},
+            "/mcp": {
+                "post": {
+                    "summary": "MCP JSON-RPC (Streamable HTTP or OpenEnv's JSON-RPC)",
+                    "tags": ["MCP"],
+                    "requestBody": {"content": {"application/json": {"schema": {"type": "object"}}}},
+                    "responses": {"200": {"description": "JSON-RPC response"}},
+                }
+            },
         },
     }
 
@@ -219,8 +248,14 @@ class BridgeApp:
             return
         doc = self._docs.get(path)
         if doc is None and path == "/":
-            doc = frames.dumps({"name": self.backend.info.name, "websocket": "/ws", "mcp": "/mcp",
-                                "docs": sorted([*self._docs, "/health"])}).encode()
+            doc = frames.dumps(
+                {
+                    "name": self.backend.info.name,
+                    "websocket": "/ws",
+                    "mcp": "/mcp",
+                    "docs": sorted([*self._docs, "/health"]),
+                }
+            ).encode()
         if doc is None:
             await respond(send, 404, b'{"detail":"Not Found"}')
         elif method not in ("GET", "HEAD"):

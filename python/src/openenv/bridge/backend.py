@@ -130,6 +130,7 @@ def spawn(coro: Coroutine[Any, Any, _T]) -> asyncio.Task[_T]:
 
 # --------------------------------------------------------------------------- local
 
+
 def _json_of(codec: Codec, value: Any) -> Any:
     if type(value) in _PLAIN and not isinstance(codec, (MessageCodec, TensorCodec)):
         return value
@@ -151,10 +152,16 @@ class LocalSession(BackendSession):
         obs = r.observation
         bd = r.reward_breakdown
         return JsonStep(
-            None if obs is None else _json_of(b.obs_codec, obs), r.reward, r.terminated, r.truncated,
-            r.metadata, r.episode_id, r.step_count,
+            None if obs is None else _json_of(b.obs_codec, obs),
+            r.reward,
+            r.terminated,
+            r.truncated,
+            r.metadata,
+            r.episode_id,
+            r.step_count,
             None if bd is None else message_to_json(bd.to_proto() if hasattr(bd, "to_proto") else bd),
-            b.tool_actions)
+            b.tool_actions,
+        )
 
     async def reset(self, seed: int | None, episode_id: str | None, options: Mapping[str, Any]) -> JsonStep:
         return self._ts(await self._s.reset(seed, episode_id, options))
@@ -165,8 +172,12 @@ class LocalSession(BackendSession):
     async def state(self) -> tuple[str, int, str, Any]:
         st = await self._s.state()
         value = st.state
-        return (st.episode_id, st.step_count, st.status.name,
-                None if value is None else _json_of(self._b.state_codec, value))
+        return (
+            st.episode_id,
+            st.step_count,
+            st.status.name,
+            None if value is None else _json_of(self._b.state_codec, value),
+        )
 
     async def list_tools(self) -> list[Tool]:
         return await self._s.list_tools()
@@ -210,8 +221,12 @@ class LocalBackend(Backend):
             if self._adapted_tool:
                 return CallToolAction(name, args)
             return ac.from_json({"name": name, "arguments": args})
-        if self._message_fields and isinstance(data, dict) and "metadata" in data \
-                and "metadata" not in self._message_fields:
+        if (
+            self._message_fields
+            and isinstance(data, dict)
+            and "metadata" in data
+            and "metadata" not in self._message_fields
+        ):
             data = {k: v for k, v in data.items() if k != "metadata"}  # OpenEnv's Action.metadata
         try:
             return ac.from_json(data)

@@ -44,8 +44,14 @@ class HttpOptions:
         ws_compression: negotiate permessage-deflate (off: small frames are cheaper raw).
     """
 
-    def __init__(self, *, ws_ping_interval: float | None = 20.0, ws_ping_timeout: float | None = 20.0,
-                 max_message_bytes: int = 16 * 1024 * 1024, ws_compression: bool = False) -> None:
+    def __init__(
+        self,
+        *,
+        ws_ping_interval: float | None = 20.0,
+        ws_ping_timeout: float | None = 20.0,
+        max_message_bytes: int = 16 * 1024 * 1024,
+        ws_compression: bool = False,
+    ) -> None:
         self.ws_ping_interval = ws_ping_interval or None
         self.ws_ping_timeout = ws_ping_timeout or None
         self.max_message_bytes = max_message_bytes
@@ -59,10 +65,20 @@ def _uvicorn_server(app: BridgeApp, opts: HttpOptions) -> Any:
             yield
 
     config = uvicorn.Config(
-        app, loop="none", http="httptools", ws="websockets-sansio", lifespan="on",
-        ws_max_size=opts.max_message_bytes, ws_ping_interval=opts.ws_ping_interval,
-        ws_ping_timeout=opts.ws_ping_timeout, ws_per_message_deflate=opts.ws_compression,
-        log_config=None, access_log=False, timeout_graceful_shutdown=5, server_header=False)
+        app,
+        loop="none",
+        http="httptools",
+        ws="websockets-sansio",
+        lifespan="on",
+        ws_max_size=opts.max_message_bytes,
+        ws_ping_interval=opts.ws_ping_interval,
+        ws_ping_timeout=opts.ws_ping_timeout,
+        ws_per_message_deflate=opts.ws_compression,
+        log_config=None,
+        access_log=False,
+        timeout_graceful_shutdown=5,
+        server_header=False,
+    )
     return _Server(config)
 
 
@@ -73,8 +89,9 @@ class HttpServer:
     ``await stop()`` closes connections and waits for the server to finish.
     """
 
-    def __init__(self, app: BridgeApp, host: str = "127.0.0.1", port: int = DEFAULT_HTTP_PORT,
-                 options: HttpOptions | None = None) -> None:
+    def __init__(
+        self, app: BridgeApp, host: str = "127.0.0.1", port: int = DEFAULT_HTTP_PORT, options: HttpOptions | None = None
+    ) -> None:
         self.app = app
         self.host, self.requested_port = host, port
         self.options = options or HttpOptions()

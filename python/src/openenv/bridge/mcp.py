@@ -70,8 +70,9 @@ def mcp_result(r: ToolResult) -> dict[str, Any]:
     return d
 
 
-async def handle_jsonrpc(app: BridgeApp, req: Any, *, session: BackendSession | None = None,
-                         timeout: float | None = None) -> dict[str, Any]:
+async def handle_jsonrpc(
+    app: BridgeApp, req: Any, *, session: BackendSession | None = None, timeout: float | None = None
+) -> dict[str, Any]:
     """Answer one OpenEnv-style JSON-RPC request (never raises; errors are JSON-RPC errors).
 
     ``session`` is the connection's session (``/ws`` ``mcp`` frames, the ``/mcp``
@@ -101,10 +102,15 @@ async def handle_jsonrpc(app: BridgeApp, req: Any, *, session: BackendSession | 
             return {"jsonrpc": "2.0", "id": rid, "result": await app.registry.close(sid)}
         if method == "initialize":
             info = app.backend.info
-            return {"jsonrpc": "2.0", "id": rid, "result": {
-                "protocolVersion": params.get("protocolVersion") or DEFAULT_MCP_VERSION,
-                "capabilities": {"tools": {"listChanged": False}},
-                "serverInfo": {"name": info.name, "version": info.version}}}
+            return {
+                "jsonrpc": "2.0",
+                "id": rid,
+                "result": {
+                    "protocolVersion": params.get("protocolVersion") or DEFAULT_MCP_VERSION,
+                    "capabilities": {"tools": {"listChanged": False}},
+                    "serverInfo": {"name": info.name, "version": info.version},
+                },
+            }
         if method == "ping":
             return {"jsonrpc": "2.0", "id": rid, "result": {}}
         if method not in ("tools/list", "tools/call"):
@@ -145,8 +151,7 @@ def _is_streamable(scope: Mapping[str, Any]) -> bool:
     if scope["method"] != "POST":
         return True
     h = _headers(scope)
-    return (b"text/event-stream" in h.get(b"accept", b"") or b"mcp-session-id" in h
-            or b"mcp-protocol-version" in h)
+    return b"text/event-stream" in h.get(b"accept", b"") or b"mcp-session-id" in h or b"mcp-protocol-version" in h
 
 
 async def _read_body(receive: Any, limit: int) -> bytes:
@@ -247,13 +252,19 @@ class StreamableMcp:
         self.app = app
         self.types = types
         info = app.backend.info
-        self.server = Server(info.name or "openenv", version=info.version or "0",
-                             description=info.description or None,
-                             on_list_tools=self._list_tools, on_call_tool=self._call_tool)
+        self.server = Server(
+            info.name or "openenv",
+            version=info.version or "0",
+            description=info.description or None,
+            on_list_tools=self._list_tools,
+            on_call_tool=self._call_tool,
+        )
         idle = info.capabilities.idle_timeout.ToNanoseconds() / 1e9
         self.manager = StreamableHTTPSessionManager(
-            self.server, session_idle_timeout=idle if idle > 0 else None,
-            max_sessions=max(1, app.backend.max_sessions) if app.backend.max_sessions else None)
+            self.server,
+            session_idle_timeout=idle if idle > 0 else None,
+            max_sessions=max(1, app.backend.max_sessions) if app.backend.max_sessions else None,
+        )
         self.sessions: dict[str, BackendSession] = {}
         self._stop = asyncio.Event()
         self._task: asyncio.Task[None] | None = None

@@ -52,10 +52,15 @@ class RemoteSession(BackendSession):
         b = self._b
         return JsonStep(
             b.observation.to_json(ts.observation) if ts.HasField("observation") else None,
-            ts.reward if ts.HasField("reward") else None, ts.terminated, ts.truncated,
-            from_struct(ts.metadata), ts.episode_id, ts.step_count,
+            ts.reward if ts.HasField("reward") else None,
+            ts.terminated,
+            ts.truncated,
+            from_struct(ts.metadata),
+            ts.episode_id,
+            ts.step_count,
             message_to_json(ts.reward_breakdown) if ts.HasField("reward_breakdown") else None,
-            b.tool_actions)
+            b.tool_actions,
+        )
 
     async def reset(self, seed: int | None, episode_id: str | None, options: Mapping[str, object]) -> JsonStep:
         req = environment_pb2.SessionRequest(reset=environment_pb2.ResetRequest(episode_id=episode_id or ""))
@@ -72,8 +77,9 @@ class RemoteSession(BackendSession):
         if b.tool_actions and isinstance(action, dict) and action.get("type") == "call_tool":
             name, args = call_tool_args(action)
             action = {"name": name, "arguments": args}
-        elif b.action_fields and isinstance(action, dict) and "metadata" in action \
-                and "metadata" not in b.action_fields:
+        elif (
+            b.action_fields and isinstance(action, dict) and "metadata" in action and "metadata" not in b.action_fields
+        ):
             action = {k: v for k, v in action.items() if k != "metadata"}  # OpenEnv's Action.metadata
         b.action.from_json(action, st.action)
         if timeout is not None:
@@ -138,7 +144,8 @@ class RemoteBackend(Backend):
             raise Unavailable(f"cannot reach {target} within {connect_timeout:g} s", fatal=True)
         try:
             resp = await environment_pb2_grpc.EnvironmentServiceStub(ch).GetInfo(
-                environment_pb2.GetInfoRequest(), timeout=connect_timeout)
+                environment_pb2.GetInfoRequest(), timeout=connect_timeout
+            )
         except grpc.aio.AioRpcError as e:
             raise Unavailable(f"GetInfo on {target} failed: {e.code().name}: {e.details()}", fatal=True) from e
         finally:
@@ -149,8 +156,9 @@ class RemoteBackend(Backend):
         if self._draining:
             raise Unavailable("the bridge is shutting down", fatal=True)
         conn = GrpcConnection(parse_url(self.target)[1], url=self.target)
-        hs = environment_pb2.HandshakeRequest(protocol_version=PROTOCOL_VERSION,
-                                              client_name=f"openenv-bridge/{client_name or 'ws'}")
+        hs = environment_pb2.HandshakeRequest(
+            protocol_version=PROTOCOL_VERSION, client_name=f"openenv-bridge/{client_name or 'ws'}"
+        )
         to_struct(dict(options or {}), hs.options)
         try:
             await conn.open(hs, self.connect_timeout)

@@ -43,8 +43,11 @@ _REFUSAL_GRACE_S = 5.0  # a refused client's first request still reads the refus
 
 
 def _extra_keys(frame: dict[str, Any]) -> list[dict[str, Any]]:
-    return [{"type": "extra_forbidden", "loc": [k], "msg": "Extra inputs are not permitted", "input": frame[k]}
-            for k in frame if k not in _ALLOWED_KEYS]
+    return [
+        {"type": "extra_forbidden", "loc": [k], "msg": "Extra inputs are not permitted", "input": frame[k]}
+        for k in frame
+        if k not in _ALLOWED_KEYS
+    ]
 
 
 def _timeout(frame: dict[str, Any]) -> float | None:
@@ -60,15 +63,25 @@ def _reset_args(data: Any) -> tuple[int | None, str | None, dict[str, Any]]:
     if data is None:
         return None, None, {}
     if not isinstance(data, dict):
-        raise InvalidArgument("reset data must be an object", details=[
-            {"type": "dict_type", "loc": ["data"], "msg": "Input should be a valid dictionary"}])
+        raise InvalidArgument(
+            "reset data must be an object",
+            details=[{"type": "dict_type", "loc": ["data"], "msg": "Input should be a valid dictionary"}],
+        )
     opts = dict(data)
     seed = opts.pop("seed", None)
     episode_id = opts.pop("episode_id", None)
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
-        raise InvalidArgument("seed must be an integer >= 0", details=[
-            {"type": "greater_than_equal", "loc": ["data", "seed"], "msg": "Input should be an integer >= 0",
-             "input": seed}])
+        raise InvalidArgument(
+            "seed must be an integer >= 0",
+            details=[
+                {
+                    "type": "greater_than_equal",
+                    "loc": ["data", "seed"],
+                    "msg": "Input should be an integer >= 0",
+                    "input": seed,
+                }
+            ],
+        )
     if episode_id is not None and not isinstance(episode_id, str):
         raise InvalidArgument("episode_id must be a string")
     return seed, episode_id or None, opts
@@ -158,13 +171,23 @@ async def _loop(app: BridgeApp, session: BackendSession, receive: Any, send: Any
         try:
             frame = loads(raw)
         except ValueError as e:
-            await send({"type": "websocket.send", "text": dumps(frames.protocol_error(f"Invalid JSON: {e}",
-                                                                                       "INVALID_JSON"))})
+            await send(
+                {"type": "websocket.send", "text": dumps(frames.protocol_error(f"Invalid JSON: {e}", "INVALID_JSON"))}
+            )
             continue
         if type(frame) is not dict:
-            await send({"type": "websocket.send", "text": dumps(frames.protocol_error(
-                "Invalid message", "VALIDATION_ERROR",
-                errors=[{"type": "model_type", "loc": [], "msg": "Input should be an object"}]))})
+            await send(
+                {
+                    "type": "websocket.send",
+                    "text": dumps(
+                        frames.protocol_error(
+                            "Invalid message",
+                            "VALIDATION_ERROR",
+                            errors=[{"type": "model_type", "loc": [], "msg": "Input should be an object"}],
+                        )
+                    ),
+                }
+            )
             continue
         rid = frame.get("id")
         typ = frame.get("type")
@@ -173,15 +196,20 @@ async def _loop(app: BridgeApp, session: BackendSession, receive: Any, send: Any
                 raise InvalidArgument("Invalid message", details=_extra_keys(frame))
             if typ == "step":
                 if "data" not in frame:
-                    raise InvalidArgument("Invalid message", details=[
-                        {"type": "missing", "loc": ["data"], "msg": "Field required"}])
+                    raise InvalidArgument(
+                        "Invalid message", details=[{"type": "missing", "loc": ["data"], "msg": "Field required"}]
+                    )
                 data = frame["data"]
                 if tool_actions and type(data) is dict:
                     kind = data.get("type")
                     if kind == "list_tools":
                         tools = await session.list_tools()
-                        obs = {"tools": [{"name": t.name, "description": t.description,
-                                          "input_schema": t.input_schema} for t in tools]}
+                        obs = {
+                            "tools": [
+                                {"name": t.name, "description": t.description, "input_schema": t.input_schema}
+                                for t in tools
+                            ]
+                        }
                         reply = frames.observation_frame(frames.JsonStep(obs), rid)
                         await send({"type": "websocket.send", "text": dumps(reply)})
                         continue
@@ -205,9 +233,15 @@ async def _loop(app: BridgeApp, session: BackendSession, receive: Any, send: Any
                 if rid is not None:
                     reply["id"] = rid
             elif typ == "openenv.hello":
-                reply = {"type": "openenv.hello", "id": rid,
-                         "data": {"session_id": session.id, "protocol_version": app.protocol_version,
-                                  "info_b64": app.info_b64}}
+                reply = {
+                    "type": "openenv.hello",
+                    "id": rid,
+                    "data": {
+                        "session_id": session.id,
+                        "protocol_version": app.protocol_version,
+                        "info_b64": app.info_b64,
+                    },
+                }
             else:
                 reply = frames.protocol_error(f"Unknown message type: {typ}", "UNKNOWN_TYPE", rid)
         except EnvError as e:

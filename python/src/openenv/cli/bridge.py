@@ -18,36 +18,67 @@ DEFAULT_HTTP_PORT = 8000  # OpenEnv's; Spaces set $PORT
 
 @click.command("bridge")
 @click.argument("target")
-@click.option("--host", default=lambda: os.environ.get("OPENENV_HOST", "127.0.0.1"), show_default="127.0.0.1",
-              help="Interface to listen on (0.0.0.0 in containers and Spaces).")
-@click.option("--port", type=int, default=lambda: int(os.environ.get("PORT", DEFAULT_HTTP_PORT)),
-              show_default="$PORT, else 8000", help="HTTP port (0 picks a free one; Spaces use 7860).")
-@click.option("--ws-ping-interval", type=float, default=20.0, show_default=True,
-              help="WebSocket keepalive ping interval in seconds (0 disables).")
-@click.option("--ws-ping-timeout", type=float, default=20.0, show_default=True,
-              help="Drop a WebSocket whose pong takes longer (frees half-open sessions).")
+@click.option(
+    "--host",
+    default=lambda: os.environ.get("OPENENV_HOST", "127.0.0.1"),
+    show_default="127.0.0.1",
+    help="Interface to listen on (0.0.0.0 in containers and Spaces).",
+)
+@click.option(
+    "--port",
+    type=int,
+    default=lambda: int(os.environ.get("PORT", DEFAULT_HTTP_PORT)),
+    show_default="$PORT, else 8000",
+    help="HTTP port (0 picks a free one; Spaces use 7860).",
+)
+@click.option(
+    "--ws-ping-interval",
+    type=float,
+    default=20.0,
+    show_default=True,
+    help="WebSocket keepalive ping interval in seconds (0 disables).",
+)
+@click.option(
+    "--ws-ping-timeout",
+    type=float,
+    default=20.0,
+    show_default=True,
+    help="Drop a WebSocket whose pong takes longer (frees half-open sessions).",
+)
 @click.option("--max-message-mb", type=float, default=16.0, show_default=True, help="Largest WebSocket message.")
-@click.option("--connect-timeout", type=float, default=30.0, show_default=True,
-              help="How long to wait for the gRPC server.")
-@click.option("--ready-file", type=click.Path(dir_okay=False), default=None,
-              help="Write the bridge's URL here once serving.")
-def bridge_command(target: str, host: str, port: int, ws_ping_interval: float, ws_ping_timeout: float,
-                   max_message_mb: float, connect_timeout: float, ready_file: str | None) -> None:
+@click.option(
+    "--connect-timeout", type=float, default=30.0, show_default=True, help="How long to wait for the gRPC server."
+)
+@click.option(
+    "--ready-file", type=click.Path(dir_okay=False), default=None, help="Write the bridge's URL here once serving."
+)
+def bridge_command(
+    target: str,
+    host: str,
+    port: int,
+    ws_ping_interval: float,
+    ws_ping_timeout: float,
+    max_message_mb: float,
+    connect_timeout: float,
+    ready_file: str | None,
+) -> None:
     """Expose the gRPC environment at TARGET (grpc://HOST:PORT, any language) on OpenEnv's
     HTTP/WebSocket protocol: /ws, /mcp, /health, /metadata, /schema."""
     try:
         from openenv.bridge import HttpOptions  # the http extra
     except ImportError as e:
-        raise click.ClickException(f"openenv bridge needs the http extra: pip install 'protoenv[http]' ({e})") \
-            from None
+        raise click.ClickException(f"openenv bridge needs the http extra: pip install 'protoenv[http]' ({e})") from None
 
     def ready(server: Any) -> None:
         click.echo(f"bridging {target} on {server.url} (WebSocket {server.url}/ws)", err=True)
         if ready_file:
             write_ready_file(ready_file, server.url)
 
-    opts = HttpOptions(ws_ping_interval=ws_ping_interval, ws_ping_timeout=ws_ping_timeout,
-                       max_message_bytes=int(max_message_mb * 1024 * 1024))
+    opts = HttpOptions(
+        ws_ping_interval=ws_ping_interval,
+        ws_ping_timeout=ws_ping_timeout,
+        max_message_bytes=int(max_message_mb * 1024 * 1024),
+    )
     try:
         serve_bridge(target, host, port, options=opts, connect_timeout=connect_timeout, ready=ready)
     except (EnvError, ValueError, RuntimeError) as e:

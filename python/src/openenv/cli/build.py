@@ -18,24 +18,53 @@ __all__ = ["build_command"]
 @click.command("build")
 @click.argument("env_dir", type=click.Path(exists=True, file_okay=False), default=".")
 @click.option("-t", "--tag", default=None, help="Image tag (default openenv-<name>:<version>).")
-@click.option("--base-image", default=None, show_default=DEFAULT_BASE_IMAGE,
-              help="The BASE_IMAGE build argument (an image with python3 and venv).")
-@click.option("--offline", is_flag=True,
-              help="Install every dependency from a wheelhouse built on this host; no network in the build.")
-@click.option("--debootstrap-base", is_flag=True,
-              help="Use the local debootstrapped base (openenv-base:bookworm), building it if missing (root).")
+@click.option(
+    "--base-image",
+    default=None,
+    show_default=DEFAULT_BASE_IMAGE,
+    help="The BASE_IMAGE build argument (an image with python3 and venv).",
+)
+@click.option(
+    "--offline",
+    is_flag=True,
+    help="Install every dependency from a wheelhouse built on this host; no network in the build.",
+)
+@click.option(
+    "--debootstrap-base",
+    is_flag=True,
+    help="Use the local debootstrapped base (openenv-base:bookworm), building it if missing (root).",
+)
 @click.option("--no-cache", is_flag=True, help="Do not use Docker's layer cache.")
-@click.option("--openenv-source", type=click.Path(exists=True, file_okay=False), default=None,
-              help="Source tree of the openenv package to install (default: the running one's).")
+@click.option(
+    "--openenv-source",
+    type=click.Path(exists=True, file_okay=False),
+    default=None,
+    help="Source tree of the openenv package to install (default: the running one's).",
+)
 @click.option("-q", "--quiet", "quiet_flag", is_flag=True, help="Print only the resulting tag.")
-def build_command(env_dir: str, tag: str | None, base_image: str | None, offline: bool, debootstrap_base: bool,
-                  no_cache: bool, openenv_source: str | None, quiet_flag: bool) -> None:
+def build_command(
+    env_dir: str,
+    tag: str | None,
+    base_image: str | None,
+    offline: bool,
+    debootstrap_base: bool,
+    no_cache: bool,
+    openenv_source: str | None,
+    quiet_flag: bool,
+) -> None:
     """Build the Docker image of the environment in ENV_DIR (openenv-<name>:<version>)."""
     echo: Echo = quiet_echo if quiet_flag else functools.partial(click.echo, err=True)
     try:
-        result = build_image(env_dir, tag=tag, base_image=base_image, offline=offline,
-                             debootstrap_base=debootstrap_base, no_cache=no_cache, openenv_source=openenv_source,
-                             echo=echo)
+        result = build_image(
+            env_dir,
+            tag=tag,
+            base_image=base_image,
+            offline=offline,
+            debootstrap_base=debootstrap_base,
+            no_cache=no_cache,
+            openenv_source=openenv_source,
+            echo=echo,
+        )
     except EnvError as e:
         raise fail(e) from None
     click.echo(result.tag)

@@ -21,6 +21,7 @@ __all__ = ["info_command"]
 @click.option("--json", "as_json", is_flag=True, help="Print the EnvironmentInfo as JSON.")
 def info_command(url: str, as_json: bool) -> None:
     """Describe the environment served at URL (grpc://host:port)."""
+
     async def fetch() -> Any:
         _, target = parse_url(url)
         async with grpc.aio.insecure_channel(target) as ch:

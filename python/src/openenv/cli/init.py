@@ -12,8 +12,15 @@ __all__ = ["init_command"]
 
 @click.command("init")
 @click.argument("name")
-@click.option("-d", "--dir", "parent", type=click.Path(file_okay=False), default=".", show_default=True,
-              help="Create the environment in this directory.")
+@click.option(
+    "-d",
+    "--dir",
+    "parent",
+    type=click.Path(file_okay=False),
+    default=".",
+    show_default=True,
+    help="Create the environment in this directory.",
+)
 @click.option("--force", is_flag=True, help="Allow a name that is already an importable module.")
 def init_command(name: str, parent: str, force: bool) -> None:
     """Scaffold a new environment NAME (proto, server, client, Dockerfile, tests, README)."""

@@ -15,32 +15,82 @@ __all__ = ["serve_command"]
 
 @click.command("serve")
 @click.argument("target")
-@click.option("--host", default=lambda: os.environ.get("OPENENV_HOST", "127.0.0.1"), show_default="127.0.0.1",
-              help="Interface to listen on (0.0.0.0 in containers).")
-@click.option("--port", type=int, default=lambda: int(os.environ.get("OPENENV_GRPC_PORT", "50051")),
-              show_default="50051", help="gRPC port (0 picks a free one).")
+@click.option(
+    "--host",
+    default=lambda: os.environ.get("OPENENV_HOST", "127.0.0.1"),
+    show_default="127.0.0.1",
+    help="Interface to listen on (0.0.0.0 in containers).",
+)
+@click.option(
+    "--port",
+    type=int,
+    default=lambda: int(os.environ.get("OPENENV_GRPC_PORT", "50051")),
+    show_default="50051",
+    help="gRPC port (0 picks a free one).",
+)
 @click.option("--max-sessions", type=int, default=None, help="Capacity (default: the environment's).")
-@click.option("--idle-timeout", type=float, default=300.0, show_default=True,
-              help="Close sessions idle for this many seconds (0 disables).")
+@click.option(
+    "--idle-timeout",
+    type=float,
+    default=300.0,
+    show_default=True,
+    help="Close sessions idle for this many seconds (0 disables).",
+)
 @click.option("--max-message-mb", type=float, default=16.0, show_default=True, help="Largest message.")
 @click.option("--grace", type=float, default=10.0, show_default=True, help="Drain time on SIGTERM.")
 @click.option("--tools-only", is_flag=True, help="Production mode: only tools are reachable.")
-@click.option("--ready-file", type=click.Path(dir_okay=False), default=None,
-              help="Write the bound address here once serving (for supervisors and tests).")
-@click.option("--http-port", type=int, default=None, show_default="$PORT, else 8000 (a free port with --port 0)",
-              help="Port of the HTTP side: OpenEnv's /ws, /mcp, /health (the Hugging Face Space path).")
+@click.option(
+    "--ready-file",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Write the bound address here once serving (for supervisors and tests).",
+)
+@click.option(
+    "--http-port",
+    type=int,
+    default=None,
+    show_default="$PORT, else 8000 (a free port with --port 0)",
+    help="Port of the HTTP side: OpenEnv's /ws, /mcp, /health (the Hugging Face Space path).",
+)
 @click.option("--http-host", default=None, show_default="--host", help="Interface of the HTTP side.")
 @click.option("--no-http", is_flag=True, help="Serve gRPC only.")
-@click.option("--http-ready-file", type=click.Path(dir_okay=False), default=None,
-              help="Write the HTTP side's URL here once serving.")
-@click.option("--ws-ping-interval", type=float, default=20.0, show_default=True,
-              help="WebSocket keepalive ping interval in seconds (0 disables).")
-@click.option("--ws-ping-timeout", type=float, default=20.0, show_default=True,
-              help="Drop a WebSocket whose pong takes longer (frees half-open sessions).")
-def serve_command(target: str, host: str, port: int, max_sessions: int | None, idle_timeout: float,
-                  max_message_mb: float, grace: float, tools_only: bool, ready_file: str | None,
-                  http_port: int | None, http_host: str | None, no_http: bool, http_ready_file: str | None,
-                  ws_ping_interval: float, ws_ping_timeout: float) -> None:
+@click.option(
+    "--http-ready-file",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Write the HTTP side's URL here once serving.",
+)
+@click.option(
+    "--ws-ping-interval",
+    type=float,
+    default=20.0,
+    show_default=True,
+    help="WebSocket keepalive ping interval in seconds (0 disables).",
+)
+@click.option(
+    "--ws-ping-timeout",
+    type=float,
+    default=20.0,
+    show_default=True,
+    help="Drop a WebSocket whose pong takes longer (frees half-open sessions).",
+)
+def serve_command(
+    target: str,
+    host: str,
+    port: int,
+    max_sessions: int | None,
+    idle_timeout: float,
+    max_message_mb: float,
+    grace: float,
+    tools_only: bool,
+    ready_file: str | None,
+    http_port: int | None,
+    http_host: str | None,
+    no_http: bool,
+    http_ready_file: str | None,
+    ws_ping_interval: float,
+    ws_ping_timeout: float,
+) -> None:
     """Serve TARGET (module:Class) over gRPC and HTTP/WebSocket until SIGTERM, then drain.
 
     The HTTP side (OpenEnv's /ws, /mcp, /health) needs the http extra; without it, and
@@ -63,15 +113,30 @@ def serve_command(target: str, host: str, port: int, max_sessions: int | None, i
             try:
                 from openenv.bridge import HttpOptions  # the http extra
             except ImportError as e:
-                raise click.ClickException(f"--http-port needs the http extra: pip install 'protoenv[http]' ({e})") \
-                    from None
-            http = {"http_port": default_http_port(port) if http_port is None else http_port,
-                    "http_host": http_host,
-                    "http_options": HttpOptions(ws_ping_interval=ws_ping_interval, ws_ping_timeout=ws_ping_timeout,
-                                                max_message_bytes=int(max_message_mb * 1024 * 1024))}
+                raise click.ClickException(
+                    f"--http-port needs the http extra: pip install 'protoenv[http]' ({e})"
+                ) from None
+            http = {
+                "http_port": default_http_port(port) if http_port is None else http_port,
+                "http_host": http_host,
+                "http_options": HttpOptions(
+                    ws_ping_interval=ws_ping_interval,
+                    ws_ping_timeout=ws_ping_timeout,
+                    max_message_bytes=int(max_message_mb * 1024 * 1024),
+                ),
+            }
     try:
-        serve(factory, host, port, max_sessions=max_sessions, idle_timeout_s=idle_timeout,
-              max_message_bytes=int(max_message_mb * 1024 * 1024), grace_s=grace, tools_only=tools_only,
-              ready=ready, **http)
+        serve(
+            factory,
+            host,
+            port,
+            max_sessions=max_sessions,
+            idle_timeout_s=idle_timeout,
+            max_message_bytes=int(max_message_mb * 1024 * 1024),
+            grace_s=grace,
+            tools_only=tools_only,
+            ready=ready,
+            **http,
+        )
     except (TypeError, ValueError, RuntimeError) as e:
         raise click.ClickException(str(e)) from e

@@ -48,8 +48,9 @@ class Connection(Protocol):
     async def open(self, handshake: environment_pb2.HandshakeRequest, timeout: float) -> None:
         """Connect and open the session; raises the (fatal) error of a refused handshake."""
 
-    async def request(self, req: environment_pb2.SessionRequest,
-                      timeout: float | None = None) -> environment_pb2.SessionResponse:
+    async def request(
+        self, req: environment_pb2.SessionRequest, timeout: float | None = None
+    ) -> environment_pb2.SessionResponse:
         """Send one request and return its answer (see the module docstring)."""
 
     def on_end(self, callback: Callable[[EnvError], None] | None) -> None:

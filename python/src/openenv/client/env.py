@@ -63,8 +63,9 @@ AUTORESET_MODES = {
 }
 
 
-def connect_url(url: str, *, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
-                keepalive_s: float = 30.0) -> Connection:
+def connect_url(
+    url: str, *, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES, keepalive_s: float = 30.0
+) -> Connection:
     """The connection (not yet open) that speaks to ``url``: gRPC for ``grpc://`` and bare
     ``host:port``; OpenEnv's WebSocket protocol for ``http(s)://`` and ``ws(s)://``."""
     scheme = scheme_of(url)
@@ -110,11 +111,20 @@ class EnvClient:
     observation_type: ClassVar[Any] = None
     state_type: ClassVar[Any] = None
 
-    def __init__(self, base_url: str, *, client_name: str = "openenv-python",
-                 options: Mapping[str, Any] | None = None, timeout: float | None = None,
-                 connect_timeout: float = 30.0, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
-                 keepalive_s: float = 30.0, num_envs: int = 1, autoreset_mode: str = "disabled",
-                 connection: Connection | None = None) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        client_name: str = "openenv-python",
+        options: Mapping[str, Any] | None = None,
+        timeout: float | None = None,
+        connect_timeout: float = 30.0,
+        max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+        keepalive_s: float = 30.0,
+        num_envs: int = 1,
+        autoreset_mode: str = "disabled",
+        connection: Connection | None = None,
+    ) -> None:
         scheme_of(base_url)  # ValueError for a scheme no transport speaks
         if num_envs < 1:
             raise ValueError("num_envs must be >= 1")
@@ -132,8 +142,7 @@ class EnvClient:
         self._conn: Connection | None = None
         self._closed: EnvError | None = None
         self._action_codec: Codec | None = codec_for(self.action_type) if self.action_type is not None else None
-        self._obs_codec: Codec | None = (codec_for(self.observation_type)
-                                         if self.observation_type is not None else None)
+        self._obs_codec: Codec | None = codec_for(self.observation_type) if self.observation_type is not None else None
         self._state_codec: Codec | None = codec_for(self.state_type) if self.state_type is not None else None
         self._classes: dict[str, type[Message]] = {}
 
@@ -148,11 +157,15 @@ class EnvClient:
         """Open the connection and the session (handshake). Idempotent."""
         if self._conn is not None:
             return self
-        conn = self._given or connect_url(self.base_url, max_message_bytes=self.max_message_bytes,
-                                          keepalive_s=self.keepalive_s)
+        conn = self._given or connect_url(
+            self.base_url, max_message_bytes=self.max_message_bytes, keepalive_s=self.keepalive_s
+        )
         hs = environment_pb2.HandshakeRequest(
-            protocol_version=PROTOCOL_VERSION, client_name=self.client_name,
-            num_envs=self.num_envs if self.num_envs > 1 else 0, autoreset_mode=self.autoreset_mode)
+            protocol_version=PROTOCOL_VERSION,
+            client_name=self.client_name,
+            num_envs=self.num_envs if self.num_envs > 1 else 0,
+            autoreset_mode=self.autoreset_mode,
+        )
         to_struct(self.options, hs.options)
         await conn.open(hs, self.connect_timeout)
         self._conn, self._closed = conn, None
@@ -200,8 +213,9 @@ class EnvClient:
 
     # ------------------------------------------------------------------ wire
 
-    async def _request(self, req: environment_pb2.SessionRequest,
-                       timeout: float | None = None) -> environment_pb2.SessionResponse:
+    async def _request(
+        self, req: environment_pb2.SessionRequest, timeout: float | None = None
+    ) -> environment_pb2.SessionResponse:
         conn = self._conn
         if conn is None:
             raise self._closed or FailedPrecondition("not connected: use `async with` or await connect()")
@@ -249,15 +263,24 @@ class EnvClient:
         return StepResult(
             observation=self._decode(ts.observation, self._obs_codec) if ts.HasField("observation") else None,
             reward=ts.reward if ts.HasField("reward") else None,
-            terminated=ts.terminated, truncated=ts.truncated,
+            terminated=ts.terminated,
+            truncated=ts.truncated,
             metadata={k: from_value(v) for k, v in ts.metadata.fields.items()},
             reward_breakdown=Score.from_proto(ts.reward_breakdown) if ts.HasField("reward_breakdown") else None,
-            episode_id=ts.episode_id, step_count=ts.step_count)
+            episode_id=ts.episode_id,
+            step_count=ts.step_count,
+        )
 
     # ------------------------------------------------------------------ API
 
-    async def reset(self, seed: int | None = None, episode_id: str | None = None,
-                    options: Mapping[str, Any] | None = None, *, timeout: float | None = None) -> StepResult[Any]:
+    async def reset(
+        self,
+        seed: int | None = None,
+        episode_id: str | None = None,
+        options: Mapping[str, Any] | None = None,
+        *,
+        timeout: float | None = None,
+    ) -> StepResult[Any]:
         """Start a new episode and return its first time step."""
         req = environment_pb2.SessionRequest(reset=environment_pb2.ResetRequest(episode_id=episode_id or ""))
         if seed is not None:
@@ -266,8 +289,9 @@ class EnvClient:
             to_struct(options, req.reset.options)
         return self.parse_result((await self._request(req, timeout)).reset.time_step)
 
-    async def step(self, action: Any, *, timeout: float | None = None,
-                   step_timeout: float | None = None) -> StepResult[Any]:
+    async def step(
+        self, action: Any, *, timeout: float | None = None, step_timeout: float | None = None
+    ) -> StepResult[Any]:
         """Apply an action. ``timeout`` bounds the wait here; ``step_timeout`` asks the
         server to stop waiting for the environment (DEADLINE_EXCEEDED, episode aborted)."""
         req = environment_pb2.SessionRequest()
@@ -280,8 +304,11 @@ class EnvClient:
     async def state(self, *, env_id: int = 0, timeout: float | None = None) -> SessionState:
         """Episode id, step count, episode status and the environment-specific state
         (of instance ``env_id`` in a vectorised session)."""
-        resp = (await self._request(environment_pb2.SessionRequest(
-            state=environment_pb2.StateRequest(env_id=env_id)), timeout)).state
+        resp = (
+            await self._request(
+                environment_pb2.SessionRequest(state=environment_pb2.StateRequest(env_id=env_id)), timeout
+            )
+        ).state
         st = self._decode(resp.state, self._state_codec) if resp.HasField("state") else None
         return SessionState(resp.episode_id, resp.step_count, EpisodeStatus(resp.status), st)
 
@@ -290,8 +317,14 @@ class EnvClient:
         resp = await self._request(environment_pb2.SessionRequest(list_tools={}), timeout)
         return [Tool.from_proto(t) for t in resp.list_tools.tools]
 
-    async def call_tool(self, name: str, arguments: Mapping[str, Any] | None = None, *,
-                        timeout: float | None = None, tool_timeout: float | None = None) -> ToolResult:
+    async def call_tool(
+        self,
+        name: str,
+        arguments: Mapping[str, Any] | None = None,
+        *,
+        timeout: float | None = None,
+        tool_timeout: float | None = None,
+    ) -> ToolResult:
         """Call a tool outside the step loop (no step counted, no reward)."""
         req = environment_pb2.SessionRequest(call_tool={"name": name})
         if arguments:
@@ -300,9 +333,14 @@ class EnvClient:
             req.call_tool.timeout.FromNanoseconds(int(tool_timeout * 1e9))
         return ToolResult.from_proto((await self._request(req, timeout)).call_tool.result)
 
-    async def reset_batch(self, env_ids: Sequence[int] = (), seeds: Sequence[int] = (),
-                          options: Mapping[str, Any] | None = None, *,
-                          timeout: float | None = None) -> BatchResult:
+    async def reset_batch(
+        self,
+        env_ids: Sequence[int] = (),
+        seeds: Sequence[int] = (),
+        options: Mapping[str, Any] | None = None,
+        *,
+        timeout: float | None = None,
+    ) -> BatchResult:
         """Reset instances of a vectorised session (``num_envs > 1``); all by default.
 
         ``seeds``: none (unseeded), one ``s`` (instance k gets ``s + k``), or one per instance."""
@@ -315,8 +353,14 @@ class EnvClient:
         out = (await self._request(req, timeout)).batch_reset
         return BatchResult(list(out.env_ids), [self.parse_result(ts) for ts in out.time_steps], {})
 
-    async def step_batch(self, actions: Sequence[Any], env_ids: Sequence[int] = (), *,
-                         timeout: float | None = None, step_timeout: float | None = None) -> BatchResult:
+    async def step_batch(
+        self,
+        actions: Sequence[Any],
+        env_ids: Sequence[int] = (),
+        *,
+        timeout: float | None = None,
+        step_timeout: float | None = None,
+    ) -> BatchResult:
         """Step instances of a vectorised session with one action each (all by default, in
         id order). With ``autoreset_mode="same_step"``, ``final`` holds the ending time
         steps of episodes that ended (their slot in ``results`` is the new episode's start)."""

@@ -59,8 +59,14 @@ async def channel_ready(channel: grpc.aio.Channel, timeout: float) -> bool:
 class GrpcConnection:
     """One ``EnvironmentService.Session`` stream; a :class:`~openenv.client.Connection`."""
 
-    def __init__(self, target: str, *, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
-                 keepalive_s: float = 30.0, url: str | None = None) -> None:
+    def __init__(
+        self,
+        target: str,
+        *,
+        max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+        keepalive_s: float = 30.0,
+        url: str | None = None,
+    ) -> None:
         self.target = target
         self.url = url or f"grpc://{target}"
         self.max_message_bytes = self._limit = max_message_bytes
@@ -181,8 +187,9 @@ class GrpcConnection:
             if not self._closing and self._on_end is not None:
                 self._on_end(self._ended)
 
-    async def request(self, req: environment_pb2.SessionRequest,
-                      timeout: float | None = None) -> environment_pb2.SessionResponse:
+    async def request(
+        self, req: environment_pb2.SessionRequest, timeout: float | None = None
+    ) -> environment_pb2.SessionResponse:
         if self._ended is not None:
             raise self._ended
         if self._call is None:

@@ -13,8 +13,7 @@ def check_health(target: str, service: str = "", timeout: float = 3.0) -> str:
     ``NOT_SERVING``, ... or the failed call's code name (``UNAVAILABLE``, ...)."""
     with grpc.insecure_channel(target) as ch:
         try:
-            resp = health_pb2_grpc.HealthStub(ch).Check(health_pb2.HealthCheckRequest(service=service),
-                                                         timeout=timeout)
+            resp = health_pb2_grpc.HealthStub(ch).Check(health_pb2.HealthCheckRequest(service=service), timeout=timeout)
         except grpc.RpcError as e:
             return str(e.code().name)
     return str(health_pb2.HealthCheckResponse.ServingStatus.Name(resp.status))

@@ -70,8 +70,13 @@ class SyncEnvClient:
     def rubric(self) -> rubric_pb2.RubricSpec | None:
         return self.client.rubric
 
-    def reset(self, seed: int | None = None, episode_id: str | None = None,
-              options: Mapping[str, Any] | None = None, **kw: Any) -> StepResult[Any]:
+    def reset(
+        self,
+        seed: int | None = None,
+        episode_id: str | None = None,
+        options: Mapping[str, Any] | None = None,
+        **kw: Any,
+    ) -> StepResult[Any]:
         return self._run(self.client.reset, seed, episode_id, options, **kw)
 
     def step(self, action: Any, **kw: Any) -> StepResult[Any]:

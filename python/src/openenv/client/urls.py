@@ -21,8 +21,10 @@ def scheme_of(url: str) -> str:
     ValueError for a scheme no transport speaks."""
     scheme = url.split("://", 1)[0].lower() if "://" in url else "grpc"
     if scheme not in GRPC_SCHEMES | WS_SCHEMES:
-        raise ValueError(f"unsupported URL scheme {scheme!r} in {url!r} "
-                         "(use grpc://host:port, or http(s)://, ws(s):// for OpenEnv's WebSocket protocol)")
+        raise ValueError(
+            f"unsupported URL scheme {scheme!r} in {url!r} "
+            "(use grpc://host:port, or http(s)://, ws(s):// for OpenEnv's WebSocket protocol)"
+        )
     return scheme
 
 

@@ -48,15 +48,22 @@ def _require(module: str) -> Any:
     try:
         return __import__(module, fromlist=["_"])
     except ImportError as e:
-        raise ImportError(f"http(s):// and ws(s):// environment URLs need the http extra "
-                          f"(pip install 'protoenv[http]'): {e}") from e
+        raise ImportError(
+            f"http(s):// and ws(s):// environment URLs need the http extra (pip install 'protoenv[http]'): {e}"
+        ) from e
 
 
 class WsConnection:
     """One session over a WebSocket; a :class:`~openenv.client.Connection`."""
 
-    def __init__(self, base_url: str, *, max_message_bytes: int = 64 * 1024 * 1024,
-                 keepalive_s: float | None = 30.0, ping_timeout_s: float | None = 20.0) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        max_message_bytes: int = 64 * 1024 * 1024,
+        keepalive_s: float | None = 30.0,
+        ping_timeout_s: float | None = 20.0,
+    ) -> None:
         self.url = base_url
         self.ws_url, self.http_url = split_url(base_url)
         self.max_message_bytes = max_message_bytes
@@ -95,9 +102,14 @@ class WsConnection:
         if options:
             query.append("options=" + quote(frames.dumps(options)))
         url += ("&" if "?" in url else "?") + "&".join(query)
-        kw: dict[str, Any] = {"open_timeout": timeout, "max_size": self.max_message_bytes,
-                              "ping_interval": self.keepalive_s or None, "ping_timeout": self.ping_timeout_s or None,
-                              "compression": None, "close_timeout": 5}
+        kw: dict[str, Any] = {
+            "open_timeout": timeout,
+            "max_size": self.max_message_bytes,
+            "ping_interval": self.keepalive_s or None,
+            "ping_timeout": self.ping_timeout_s or None,
+            "compression": None,
+            "close_timeout": 5,
+        }
         if is_loopback(url):
             kw["proxy"] = None
         try:
@@ -233,8 +245,9 @@ class WsConnection:
         if ws is not None:
             self._closer = asyncio.ensure_future(ws.close())
 
-    async def request(self, req: environment_pb2.SessionRequest,
-                      timeout: float | None = None) -> environment_pb2.SessionResponse:
+    async def request(
+        self, req: environment_pb2.SessionRequest, timeout: float | None = None
+    ) -> environment_pb2.SessionResponse:
         if self._ended is not None:
             raise self._ended
         if self._ws is None or self._tr is None:
@@ -270,7 +283,8 @@ class WsConnection:
             err = DeadlineExceeded(
                 f"no answer within {timeout:g} s (client-side timeout); the connection was dropped so that a "
                 "late answer cannot be taken for the next one (stock OpenEnv frames carry no request id)",
-                fatal=True)
+                fatal=True,
+            )
             self._drop(err)
             raise err from None
         return self._tr.decode(out, reply)

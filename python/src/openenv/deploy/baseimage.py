@@ -42,7 +42,8 @@ PACKAGES = ("python3", "python3-venv", "ca-certificates")
 # Debian's release names and aliases, to tell a Debian archive from other apt sources.
 _DEBIAN_SUITES = re.compile(
     r"^(buster|bullseye|bookworm|trixie|forky|duke|sid|oldoldstable|oldstable|stable|testing|unstable)"
-    r"(-updates|-backports|-proposed-updates)?$")
+    r"(-updates|-backports|-proposed-updates)?$"
+)
 
 
 @dataclass(frozen=True)
@@ -113,16 +114,21 @@ def apt_mirror(suite: str = DEFAULT_SUITE, etc_apt: Path = Path("/etc/apt")) -> 
     Raises:
         NotFound: no Debian archive among the apt sources (pass a mirror explicitly).
     """
-    candidates = [s for s in apt_sources(etc_apt)
-                  if "security" not in s.uri and not any(x.endswith("-security") for x in s.suites)]
+    candidates = [
+        s
+        for s in apt_sources(etc_apt)
+        if "security" not in s.uri and not any(x.endswith("-security") for x in s.suites)
+    ]
     for s in candidates:
         if suite in s.suites:
             return s.uri
     for s in candidates:
         if any(_DEBIAN_SUITES.match(x) for x in s.suites):
             return s.uri
-    raise NotFound(f"no Debian archive found in the apt sources under {etc_apt} to debootstrap {suite!r} "
-                   "from; pass the mirror explicitly (--mirror URL or OPENENV_DEBIAN_MIRROR)")
+    raise NotFound(
+        f"no Debian archive found in the apt sources under {etc_apt} to debootstrap {suite!r} "
+        "from; pass the mirror explicitly (--mirror URL or OPENENV_DEBIAN_MIRROR)"
+    )
 
 
 def _say(echo: Callable[[str], None] | None, msg: str) -> None:
@@ -130,9 +136,15 @@ def _say(echo: Callable[[str], None] | None, msg: str) -> None:
         echo(msg)
 
 
-def ensure_base_image(tag: str = DEFAULT_BASE_TAG, *, suite: str = DEFAULT_SUITE, mirror: str | None = None,
-                      force: bool = False, client: object | None = None,
-                      echo: Callable[[str], None] | None = print) -> str:
+def ensure_base_image(
+    tag: str = DEFAULT_BASE_TAG,
+    *,
+    suite: str = DEFAULT_SUITE,
+    mirror: str | None = None,
+    force: bool = False,
+    client: object | None = None,
+    echo: Callable[[str], None] | None = print,
+) -> str:
     """Make sure the debootstrapped base image ``tag`` exists; return its image id.
 
     Skips all work when the image exists (unless ``force``). Otherwise debootstraps into a
@@ -181,17 +193,34 @@ def ensure_base_image(tag: str = DEFAULT_BASE_TAG, *, suite: str = DEFAULT_SUITE
 
 
 def _debootstrap(root: Path, suite: str, mirror: str, echo: Callable[[str], None] | None) -> None:
-    cmd = ["debootstrap", "--variant=minbase", f"--include={','.join(PACKAGES)}", "--components=main",
-           suite, str(root), mirror]
+    cmd = [
+        "debootstrap",
+        "--variant=minbase",
+        f"--include={','.join(PACKAGES)}",
+        "--components=main",
+        suite,
+        str(root),
+        mirror,
+    ]
     tail: list[str] = []
-    with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                          text=True, errors="replace") as proc:
+    with subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True, errors="replace"
+    ) as proc:
         assert proc.stdout is not None
         for line in proc.stdout:
             line = line.rstrip()
             tail = [*tail[-39:], line]
-            if line.startswith(("I: Retrieving Release", "I: Base system installed", "I: Installing core",
-                                "I: Unpacking the base", "I: Configuring the base", "E:", "W:")):
+            if line.startswith(
+                (
+                    "I: Retrieving Release",
+                    "I: Base system installed",
+                    "I: Installing core",
+                    "I: Unpacking the base",
+                    "I: Configuring the base",
+                    "E:",
+                    "W:",
+                )
+            ):
                 _say(echo, f"  {line}")
         rc = proc.wait()
     if rc != 0:
@@ -221,13 +250,18 @@ def _python_version(root: Path) -> str:
 
 
 def _import(dc: object, root: Path, repo: str, tag: str, changes: list[str]) -> str:
-    proc = subprocess.Popen(["tar", "--numeric-owner", "--xattrs", "-C", str(root), "-c", "."],
-                            stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        ["tar", "--numeric-owner", "--xattrs", "-C", str(root), "-c", "."],
+        stdout=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     assert proc.stdout is not None
     stream = proc.stdout
     try:
         result = dc.api.import_image_from_stream(  # type: ignore[attr-defined]
-            iter(lambda: stream.read(1 << 20), b""), repository=repo, tag=tag, changes=changes)
+            iter(lambda: stream.read(1 << 20), b""), repository=repo, tag=tag, changes=changes
+        )
     except docker.errors.APIError as e:
         proc.kill()
         raise Internal(f"docker import failed: {e.explanation or e}") from e

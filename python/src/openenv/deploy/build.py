@@ -26,19 +26,24 @@ DEFAULT_BASE_IMAGE = "python:3.11-slim"
 _TEMPLATES = Path(__file__).parent / "templates"
 
 
-_PROBE = ("import json, platform, sys, ensurepip, venv; "
-          "print(json.dumps({'python': '%d.%d' % sys.version_info[:2], 'machine': platform.machine(), "
-          "'libc': platform.libc_ver()}))")
+_PROBE = (
+    "import json, platform, sys, ensurepip, venv; "
+    "print(json.dumps({'python': '%d.%d' % sys.version_info[:2], 'machine': platform.machine(), "
+    "'libc': platform.libc_ver()}))"
+)
 
 
 def probe_base(dc: docker.DockerClient, image: str) -> Target:
     """Run the base image once (no network) to read its Python version, machine and C library."""
     try:
-        out = dc.containers.run(image, ["python3", "-c", _PROBE], entrypoint=[], remove=True, network_mode="none",
-                                stdout=True, stderr=True)
+        out = dc.containers.run(
+            image, ["python3", "-c", _PROBE], entrypoint=[], remove=True, network_mode="none", stdout=True, stderr=True
+        )
     except docker.errors.ContainerError as e:
-        raise FailedPrecondition(f"base image {image} has no usable python3 with venv/ensurepip: "
-                                 f"{(e.stderr or b'').decode(errors='replace')[-500:]}") from None
+        raise FailedPrecondition(
+            f"base image {image} has no usable python3 with venv/ensurepip: "
+            f"{(e.stderr or b'').decode(errors='replace')[-500:]}"
+        ) from None
     d = json.loads(out.decode().strip().splitlines()[-1])
     libc, libc_version = d["libc"] if d["libc"][0] else ("", "0.0")
     return Target(d["python"], d["machine"], libc, libc_version)
@@ -84,10 +89,18 @@ def image_labels(env: EnvProject, base_image: str) -> dict[str, str]:
     }
 
 
-def build_image(env_dir: str | os.PathLike[str], *, tag: str | None = None, base_image: str | None = None,
-                offline: bool = False, debootstrap_base: bool = False, no_cache: bool = False,
-                openenv_source: str | os.PathLike[str] | None = None, engine: docker.DockerClient | None = None,
-                echo: Echo = print) -> BuildResult:
+def build_image(
+    env_dir: str | os.PathLike[str],
+    *,
+    tag: str | None = None,
+    base_image: str | None = None,
+    offline: bool = False,
+    debootstrap_base: bool = False,
+    no_cache: bool = False,
+    openenv_source: str | os.PathLike[str] | None = None,
+    engine: docker.DockerClient | None = None,
+    echo: Echo = print,
+) -> BuildResult:
     """Build ``openenv-<name>:<version>`` (or ``tag``) from ENV_DIR's Dockerfile.
 
     Args:
@@ -118,7 +131,8 @@ def build_image(env_dir: str | os.PathLike[str], *, tag: str | None = None, base
             raise FailedPrecondition(
                 f"base image {base_image} is not present locally and an offline build cannot pull it: build a "
                 "local base with tools/make_base_image.py (or pass --debootstrap-base), or load one with "
-                "`docker load`") from None
+                "`docker load`"
+            ) from None
         target = probe_base(dc, base_image)
         echo(f"  base python {target.python} ({target.libc} {target.libc_version}, {target.machine})")
     projects = [runtime_source(openenv_source)]
@@ -153,29 +167,54 @@ def build_image(env_dir: str | os.PathLike[str], *, tag: str | None = None, base
             image_id = _docker_build(dc, ctx, tag, buildargs, extra, offline=offline, no_cache=no_cache, echo=echo)
         except Internal as e:
             if not offline:
-                e.message += ("\nhint: where the engine cannot pull images or containers cannot reach a package "
-                              "index, build with --offline (and --debootstrap-base when the base image is not local)")
+                e.message += (
+                    "\nhint: where the engine cannot pull images or containers cannot reach a package "
+                    "index, build with --offline (and --debootstrap-base when the base image is not local)"
+                )
                 e.args = (e.message,)
             raise
     got = dc.images.get(image_id).labels or {}
-    wrong = {k: got.get(k) for k in ("openenv.env.name", "openenv.env.version", "openenv.protocol.version",
-                                     "openenv.factory") if got.get(k) != labels[k]}
+    wrong = {
+        k: got.get(k)
+        for k in ("openenv.env.name", "openenv.env.version", "openenv.protocol.version", "openenv.factory")
+        if got.get(k) != labels[k]
+    }
     if wrong:
-        raise Internal(f"image {tag} was built but its labels are not those of {env.path}: {wrong} "
-                       f"(expected {', '.join(f'{k}={labels[k]}' for k in wrong)}); see docs/images.md")
+        raise Internal(
+            f"image {tag} was built but its labels are not those of {env.path}: {wrong} "
+            f"(expected {', '.join(f'{k}={labels[k]}' for k in wrong)}); see docs/images.md"
+        )
     seconds = time.monotonic() - t0
     echo(f"built {tag} ({image_id[:19]}) in {seconds:.1f} s")
     return BuildResult(tag, image_id, base_image, offline, seconds, labels)
 
 
-def _docker_build(dc: docker.DockerClient, ctx: Path, tag: str, buildargs: dict[str, str], labels: dict[str, str],
-                  *, offline: bool, no_cache: bool, echo: Echo) -> str:
+def _docker_build(
+    dc: docker.DockerClient,
+    ctx: Path,
+    tag: str,
+    buildargs: dict[str, str],
+    labels: dict[str, str],
+    *,
+    offline: bool,
+    no_cache: bool,
+    echo: Echo,
+) -> str:
     tail: list[str] = []
     image_id = ""
     try:
-        stream = dc.api.build(path=str(ctx), tag=tag, buildargs=buildargs, labels=labels, rm=True, forcerm=True,
-                              pull=False, nocache=no_cache, decode=True,
-                              network_mode="none" if offline else None)
+        stream = dc.api.build(
+            path=str(ctx),
+            tag=tag,
+            buildargs=buildargs,
+            labels=labels,
+            rm=True,
+            forcerm=True,
+            pull=False,
+            nocache=no_cache,
+            decode=True,
+            network_mode="none" if offline else None,
+        )
         for chunk in stream:
             if "stream" in chunk:
                 for line in chunk["stream"].splitlines():
@@ -184,8 +223,9 @@ def _docker_build(dc: docker.DockerClient, ctx: Path, tag: str, buildargs: dict[
                         echo(f"  {line}")
             if "error" in chunk:
                 detail = chunk.get("errorDetail", {}).get("message") or chunk["error"]
-                raise Internal(f"docker build of {tag} failed: {detail.strip()}\n--- last build output ---\n"
-                               + "\n".join(tail))
+                raise Internal(
+                    f"docker build of {tag} failed: {detail.strip()}\n--- last build output ---\n" + "\n".join(tail)
+                )
             aux = chunk.get("aux")
             if isinstance(aux, dict) and aux.get("ID"):
                 image_id = aux["ID"]

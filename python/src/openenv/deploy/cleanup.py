@@ -41,13 +41,29 @@ def list_containers(engine: docker.DockerClient | None = None) -> list[ManagedCo
         bindings = ((c.attrs.get("NetworkSettings") or {}).get("Ports") or {}).get(f"{GRPC_PORT}/tcp") or []
         url = f"grpc://{bindings[0]['HostIp']}:{bindings[0]['HostPort']}" if bindings else ""
         owner = labels.get("openenv.owner", "")
-        out.append(ManagedContainer(c.id, c.name, labels.get("openenv.image", ""), labels.get("openenv.env", ""),
-                                    labels.get("openenv.session", ""), c.status, url, owner, owner_alive(owner)))
+        out.append(
+            ManagedContainer(
+                c.id,
+                c.name,
+                labels.get("openenv.image", ""),
+                labels.get("openenv.env", ""),
+                labels.get("openenv.session", ""),
+                c.status,
+                url,
+                owner,
+                owner_alive(owner),
+            )
+        )
     return sorted(out, key=lambda m: m.name)
 
 
-def cleanup(all_containers: bool = False, *, dry_run: bool = False, engine: docker.DockerClient | None = None,
-            echo: Echo = print) -> list[ManagedContainer]:
+def cleanup(
+    all_containers: bool = False,
+    *,
+    dry_run: bool = False,
+    engine: docker.DockerClient | None = None,
+    echo: Echo = print,
+) -> list[ManagedContainer]:
     """Remove leftover managed containers: those whose owner process is gone (or all of them).
 
     Returns what was (or, with ``dry_run``, would be) removed.

@@ -46,7 +46,8 @@ def check_netns_access(pid: int) -> None:
         fd = os.open(path, os.O_RDONLY)
     except OSError as e:
         raise FailedPrecondition(
-            f"cannot open {path} ({e.strerror}): network_none needs a Docker engine on this host and root") from e
+            f"cannot open {path} ({e.strerror}): network_none needs a Docker engine on this host and root"
+        ) from e
     os.close(fd)
     if os.geteuid() != 0:
         raise FailedPrecondition("network_none needs root (entering the container's network namespace)")
@@ -102,8 +103,7 @@ class NetnsForwarder:
         self._tasks.add(task)
         inner_writer: asyncio.StreamWriter | None = None
         try:
-            sock = await asyncio.get_running_loop().run_in_executor(
-                None, _connect_in, self.pid, self.target_port, 5.0)
+            sock = await asyncio.get_running_loop().run_in_executor(None, _connect_in, self.pid, self.target_port, 5.0)
             inner_reader, inner_writer = await asyncio.open_connection(sock=sock)
             await asyncio.gather(_pump(reader, inner_writer), _pump(inner_reader, writer))
         except (OSError, TimeoutError):

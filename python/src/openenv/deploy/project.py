@@ -48,7 +48,8 @@ class EnvProject:
         factory = data.get("tool", {}).get("openenv", {}).get("factory")
         if not isinstance(factory, str) or ":" not in factory:
             raise FailedPrecondition(
-                f'{py}: [tool.openenv] factory = "module:Class" is required (what the image serves)')
+                f'{py}: [tool.openenv] factory = "module:Class" is required (what the image serves)'
+            )
         return cls(p, canonical_name(project["name"]), project["version"], factory, project.get("description", ""))
 
     @property
@@ -67,5 +68,7 @@ def runtime_source(explicit: str | os.PathLike[str] | None = None) -> Path:
         py = c / "pyproject.toml"
         if py.is_file() and tomllib.loads(py.read_text()).get("project", {}).get("name") == DISTRIBUTION:
             return c.resolve()
-    raise FailedPrecondition(f"cannot find the source tree of the {DISTRIBUTION} distribution (needed to put it "
-                             "in the image): pass --openenv-source DIR or set OPENENV_SOURCE")
+    raise FailedPrecondition(
+        f"cannot find the source tree of the {DISTRIBUTION} distribution (needed to put it "
+        "in the image): pass --openenv-source DIR or set OPENENV_SOURCE"
+    )

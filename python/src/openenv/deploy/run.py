@@ -112,8 +112,9 @@ class Container:
     sends SIGTERM, waits for the graceful drain, and removes the container.
     """
 
-    def __init__(self, engine: docker.DockerClient, container: Any, *, image: str, session: str,
-                 network_none: bool) -> None:
+    def __init__(
+        self, engine: docker.DockerClient, container: Any, *, image: str, session: str, network_none: bool
+    ) -> None:
         self.engine, self._c = engine, container
         self.id: str = container.id
         self.name: str = container.name
@@ -186,11 +187,22 @@ class Container:
         return f"<Container {self.name} {self.image} {self.url or '(not ready)'}>"
 
 
-def start_container(image: str, network_none: bool = False, ready_timeout: float = 60.0,
-                    env: Mapping[str, str] | None = None, memory: str | None = "1g", pids_limit: int | None = 512,
-                    *, read_only: bool = True, tmpfs_size: str = "256m", cpus: float | None = None,
-                    labels: Mapping[str, str] | None = None, name: str | None = None,
-                    command: list[str] | None = None, engine: docker.DockerClient | None = None) -> Container:
+def start_container(
+    image: str,
+    network_none: bool = False,
+    ready_timeout: float = 60.0,
+    env: Mapping[str, str] | None = None,
+    memory: str | None = "1g",
+    pids_limit: int | None = 512,
+    *,
+    read_only: bool = True,
+    tmpfs_size: str = "256m",
+    cpus: float | None = None,
+    labels: Mapping[str, str] | None = None,
+    name: str | None = None,
+    command: list[str] | None = None,
+    engine: docker.DockerClient | None = None,
+) -> Container:
     """Start IMAGE hardened, wait until gRPC health is SERVING, and return the :class:`Container`.
 
     Args:
@@ -218,8 +230,14 @@ def start_container(image: str, network_none: bool = False, ready_timeout: float
         raise NotFound(f"image {image!r} is not present locally; build it with `openenv build ENV_DIR`") from None
     env_name = (img.labels or {}).get("openenv.env.name") or image
     session = uuid.uuid4().hex[:12]
-    all_labels = {**(labels or {}), MANAGED_LABEL: "true", "openenv.env": env_name, "openenv.session": session,
-                  "openenv.owner": _owner_token(), "openenv.image": image}
+    all_labels = {
+        **(labels or {}),
+        MANAGED_LABEL: "true",
+        "openenv.env": env_name,
+        "openenv.session": session,
+        "openenv.owner": _owner_token(),
+        "openenv.image": image,
+    }
     kwargs: dict[str, Any] = {
         "detach": True,
         "name": name or f"openenv-{_slug(env_name)}-{session}",
@@ -286,8 +304,9 @@ def _check_running(c: Container, raw: Any) -> None:
     state = raw.attrs["State"]
     if state["Status"] in ("exited", "dead"):
         oom = " (killed: out of memory)" if state.get("OOMKilled") else ""
-        raise Unavailable(f"container {c.name} of {c.image} exited with code {state['ExitCode']}{oom} "
-                          "before it was ready")
+        raise Unavailable(
+            f"container {c.name} of {c.image} exited with code {state['ExitCode']}{oom} before it was ready"
+        )
 
 
 def _wait_ready(c: Container, raw: Any, timeout: float) -> None:
@@ -298,16 +317,29 @@ def _wait_ready(c: Container, raw: Any, timeout: float) -> None:
         _check_running(c, raw)
         remaining = deadline - time.monotonic()
         if remaining <= 0:
-            raise DeadlineExceeded(f"container {c.name} of {c.image} was not SERVING on gRPC health "
-                                   f"within {timeout:g} s")
+            raise DeadlineExceeded(
+                f"container {c.name} of {c.image} was not SERVING on gRPC health within {timeout:g} s"
+            )
         if _health_serving(target, timeout=max(0.1, min(2.0, remaining))):
             return
         time.sleep(min(0.2, max(0.0, deadline - time.monotonic())))
 
 
 C = TypeVar("C", bound="EnvClient")
-_CONTAINER_KWARGS = {"network_none", "ready_timeout", "env", "memory", "pids_limit", "read_only", "tmpfs_size",
-                     "cpus", "labels", "name", "command", "engine"}
+_CONTAINER_KWARGS = {
+    "network_none",
+    "ready_timeout",
+    "env",
+    "memory",
+    "pids_limit",
+    "read_only",
+    "tmpfs_size",
+    "cpus",
+    "labels",
+    "name",
+    "command",
+    "engine",
+}
 
 
 _OWNING: dict[type[EnvClient], type[EnvClient]] = {}  # _owning's subclass of each client class

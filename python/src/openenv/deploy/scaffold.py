@@ -41,8 +41,10 @@ _LAYOUT = {
 def _names(raw: str) -> dict[str, str]:
     name = raw.strip().replace("-", "_").lower()
     if not re.fullmatch(r"[a-z][a-z0-9_]*", name) or keyword.iskeyword(name) or name.endswith("_"):
-        raise InvalidArgument(f"{raw!r} is not a usable environment name: use lowercase letters, digits and "
-                              "underscores, starting with a letter (e.g. my_env)")
+        raise InvalidArgument(
+            f"{raw!r} is not a usable environment name: use lowercase letters, digits and "
+            "underscores, starting with a letter (e.g. my_env)"
+        )
     class_name = "".join(part.capitalize() for part in name.split("_") if part)
     dist_name = name.replace("_", "-")
     major, minor = (int(x) for x in importlib.metadata.version(DISTRIBUTION).split(".")[:2])
@@ -73,13 +75,15 @@ def scaffold(name: str, parent: str | Path = ".", *, force: bool = False) -> Pat
     if root.exists() and any(root.iterdir()):
         raise FailedPrecondition(f"{root} exists and is not empty")
     if not force and importlib.util.find_spec(names["name"]) is not None:
-        raise FailedPrecondition(f"a module named {names['name']!r} is already importable here; pick another "
-                                 "name (or --force)")
+        raise FailedPrecondition(
+            f"a module named {names['name']!r} is already importable here; pick another name (or --force)"
+        )
     try:
         from grpc_tools import protoc
     except ImportError:
-        raise FailedPrecondition("openenv init generates protobuf bindings with grpcio-tools: "
-                                 "pip install grpcio-tools") from None
+        raise FailedPrecondition(
+            "openenv init generates protobuf bindings with grpcio-tools: pip install grpcio-tools"
+        ) from None
     for src, dst in _LAYOUT.items():
         out = root / _render(dst, names)
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -91,8 +95,16 @@ def scaffold(name: str, parent: str | Path = ".", *, force: bool = False) -> Pat
     (pkg / "v1" / "__init__.py").write_text("")
     wkt = importlib.resources.files("grpc_tools") / "_proto"
     proto = f"{names['name']}/v1/{names['name']}.proto"
-    rc = protoc.main(["protoc", f"-I{root / 'proto'}", f"-I{wkt}", f"--python_out={root / 'src'}",
-                      f"--pyi_out={root / 'src'}", proto])
+    rc = protoc.main(
+        [
+            "protoc",
+            f"-I{root / 'proto'}",
+            f"-I{wkt}",
+            f"--python_out={root / 'src'}",
+            f"--pyi_out={root / 'src'}",
+            proto,
+        ]
+    )
     if rc != 0:
         raise Internal(f"protoc failed ({rc}) on {root / 'proto' / proto}")
     return root

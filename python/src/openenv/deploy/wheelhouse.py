@@ -29,8 +29,23 @@ from openenv.errors import FailedPrecondition, Internal
 __all__ = ["Target", "Wheelhouse", "build_wheelhouse", "cache_dir", "canonical_name", "copy_project"]
 
 Echo = Callable[[str], None]
-_SKIP_DIRS = {".git", ".hg", "build", "dist", "__pycache__", ".venv", "venv", ".tox", ".nox", ".pytest_cache",
-              ".ruff_cache", ".mypy_cache", ".hypothesis", "node_modules", "_openenv"}
+_SKIP_DIRS = {
+    ".git",
+    ".hg",
+    "build",
+    "dist",
+    "__pycache__",
+    ".venv",
+    "venv",
+    ".tox",
+    ".nox",
+    ".pytest_cache",
+    ".ruff_cache",
+    ".mypy_cache",
+    ".hypothesis",
+    "node_modules",
+    "_openenv",
+}
 
 
 def canonical_name(name: str) -> str:
@@ -72,8 +87,15 @@ def copy_project(src: Path, dst: Path) -> None:
 def _run(cmd: list[str], echo: Echo, what: str, env: Mapping[str, str] | None = None) -> None:
     """Run a host command, streaming its output to echo; Internal with the tail on failure."""
     tail: list[str] = []
-    with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                          text=True, errors="replace", env={**os.environ, **(env or {})}) as proc:
+    with subprocess.Popen(
+        cmd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        text=True,
+        errors="replace",
+        env={**os.environ, **(env or {})},
+    ) as proc:
         assert proc.stdout is not None
         for line in proc.stdout:
             line = line.rstrip()
@@ -98,9 +120,23 @@ def _local_wheel(project: Path, echo: Echo) -> Path:
     with tempfile.TemporaryDirectory(prefix="openenv-wheel-") as tmp:
         src = Path(tmp) / "src" / project.name
         copy_project(project, src)
-        _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--disable-pip-version-check", "-q",
-              "--wheel-dir", str(Path(tmp) / "out"), str(src)], echo, f"building the wheel of {project}",
-             env={"SOURCE_DATE_EPOCH": "315532800"})
+        _run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "wheel",
+                "--no-deps",
+                "--disable-pip-version-check",
+                "-q",
+                "--wheel-dir",
+                str(Path(tmp) / "out"),
+                str(src),
+            ],
+            echo,
+            f"building the wheel of {project}",
+            env={"SOURCE_DATE_EPOCH": "315532800"},
+        )
         built = sorted((Path(tmp) / "out").glob("*.whl"))
         if len(built) != 1:
             raise Internal(f"building {project} gave {len(built)} wheels, expected 1")
@@ -132,8 +168,12 @@ def _declared(metas: list[tuple[str, list[Requirement]]]) -> list[str]:
     """The requirements of the local projects on anything else: unconditional ones, plus
     those of each extra that one local project asks of another (``protoenv[http]``)."""
     local = {n for n, _ in metas}
-    wanted = {canonical_name(r.name): set(r.extras) for _, reqs in metas for r in reqs
-              if canonical_name(r.name) in local and r.extras}
+    wanted = {
+        canonical_name(r.name): set(r.extras)
+        for _, reqs in metas
+        for r in reqs
+        if canonical_name(r.name) in local and r.extras
+    }
     out: set[str] = set()
     for name, reqs in metas:
         extras = wanted.get(name, set())
@@ -206,13 +246,29 @@ def build_wheelhouse(projects: Iterable[Path], target: Target | None, echo: Echo
     key = hashlib.sha256(json.dumps([declared, target.__dict__]).encode()).hexdigest()[:24]
     out = cache_dir() / "wheels" / "deps" / key
     if not (out / "requirements.txt").is_file():
-        echo(f"  downloading dependency wheels for cp{target.python.replace('.', '')} "
-             f"{target.libc} {target.libc_version} {target.machine}")
+        echo(
+            f"  downloading dependency wheels for cp{target.python.replace('.', '')} "
+            f"{target.libc} {target.libc_version} {target.machine}"
+        )
         out.parent.mkdir(parents=True, exist_ok=True)
         stage = Path(tempfile.mkdtemp(prefix=f".{key}-", dir=out.parent))
         try:
-            _run([sys.executable, "-m", "pip", "download", "--disable-pip-version-check", "-q", "--dest", str(stage),
-                  *target.pip_args(), *[str(w) for w in local]], echo, "downloading dependency wheels")
+            _run(
+                [
+                    sys.executable,
+                    "-m",
+                    "pip",
+                    "download",
+                    "--disable-pip-version-check",
+                    "-q",
+                    "--dest",
+                    str(stage),
+                    *target.pip_args(),
+                    *[str(w) for w in local],
+                ],
+                echo,
+                "downloading dependency wheels",
+            )
             pins = []
             for w in sorted(stage.glob("*.whl")):
                 name, version = _wheel_dist(w.name)

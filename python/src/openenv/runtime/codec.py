@@ -90,8 +90,7 @@ def tensor_from_proto(t: payload_pb2.Tensor) -> np.ndarray:
         raise InvalidArgument(f"tensor shape {shape} has a negative extent")
     n = math.prod(shape)
     if len(t.data) != n * dt.itemsize:
-        raise InvalidArgument(
-            f"tensor data is {len(t.data)} bytes, shape {shape} of {dt.name} needs {n * dt.itemsize}")
+        raise InvalidArgument(f"tensor data is {len(t.data)} bytes, shape {shape} of {dt.name} needs {n * dt.itemsize}")
     return np.frombuffer(t.data, dtype=dt).reshape(shape)
 
 
@@ -108,8 +107,7 @@ class TensorSpec:
     maximum: float | None = None
 
     def to_proto(self) -> payload_pb2.TensorSpec:
-        spec = payload_pb2.TensorSpec(dtype=dtype_code(self.dtype),
-                                      shape=[-1 if d is None else d for d in self.shape])
+        spec = payload_pb2.TensorSpec(dtype=dtype_code(self.dtype), shape=[-1 if d is None else d for d in self.shape])
         if self.minimum is not None:
             spec.minimum = self.minimum
         if self.maximum is not None:
@@ -118,6 +116,7 @@ class TensorSpec:
 
 
 # --------------------------------------------------------------------------- descriptors
+
 
 def descriptor_set(messages: Iterable[descriptor.Descriptor]) -> descriptor_pb2.FileDescriptorSet:
     """A FileDescriptorSet with the files defining ``messages`` and all their
@@ -160,8 +159,11 @@ _SCALAR_SCHEMAS: dict[int, dict[str, Any]] = {
     _FD.TYPE_SFIXED32: {"type": "integer", "minimum": -(2**31), "maximum": 2**31 - 1},
     _FD.TYPE_UINT32: {"type": "integer", "minimum": 0, "maximum": 2**32 - 1},
     _FD.TYPE_FIXED32: {"type": "integer", "minimum": 0, "maximum": 2**32 - 1},
-    _FD.TYPE_INT64: _INT64, _FD.TYPE_SINT64: _INT64, _FD.TYPE_SFIXED64: _INT64,
-    _FD.TYPE_UINT64: _INT64, _FD.TYPE_FIXED64: _INT64,
+    _FD.TYPE_INT64: _INT64,
+    _FD.TYPE_SINT64: _INT64,
+    _FD.TYPE_SFIXED64: _INT64,
+    _FD.TYPE_UINT64: _INT64,
+    _FD.TYPE_FIXED64: _INT64,
     _FD.TYPE_BOOL: {"type": "boolean"},
     _FD.TYPE_STRING: {"type": "string"},
     _FD.TYPE_BYTES: {"type": "string", "contentEncoding": "base64"},
@@ -204,6 +206,7 @@ def message_json_schema(desc: descriptor.Descriptor) -> dict[str, Any]:
 
 
 # --------------------------------------------------------------------------- codecs
+
 
 class Codec:
     """Encodes one declared type to ``Payload`` and back. Built once per declared type."""
@@ -304,7 +307,8 @@ class MessageCodec(Codec):
     def decode(self, payload: payload_pb2.Payload) -> Any:
         if payload.WhichOneof("kind") != "message":
             raise InvalidArgument(
-                f"expected a {self.full_name} message payload, got {payload.WhichOneof('kind') or 'nothing'}")
+                f"expected a {self.full_name} message payload, got {payload.WhichOneof('kind') or 'nothing'}"
+            )
         return self.unpack(payload.message)
 
     def unpack(self, any_msg: any_pb2.Any) -> Message:
@@ -490,8 +494,9 @@ class PydanticCodec(Codec):
             details = json.loads(e.json(include_url=False, include_input=False))
             first = details[0] if details else {}
             where = ".".join(str(x) for x in first.get("loc", ()))
-            raise InvalidArgument(f"invalid value{' at ' + where if where else ''}: {first.get('msg', e)}",
-                                  details=details) from None
+            raise InvalidArgument(
+                f"invalid value{' at ' + where if where else ''}: {first.get('msg', e)}", details=details
+            ) from None
 
     def json_schema(self) -> dict[str, Any]:
         return self._schema

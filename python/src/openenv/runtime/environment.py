@@ -48,6 +48,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Environment", "StepResult"]
 
+
 def _snake(name: str) -> str:
     return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
 
@@ -231,7 +232,8 @@ class Environment:
             cls.__openenv_derived_name__ = False
         cls.__openenv_tools__ = collect_tools(cls)
         cls.__openenv_async__ = frozenset(
-            m for m in ("reset", "step", "state", "close") if inspect.iscoroutinefunction(getattr(cls, m)))
+            m for m in ("reset", "step", "state", "close") if inspect.iscoroutinefunction(getattr(cls, m))
+        )
         if cls.__openenv_tools__ and cls.action_type is None and cls.step is Environment.step:
             cls.action_type = CallToolAction
             cls.observation_type = CallToolObservation
@@ -249,8 +251,9 @@ class Environment:
         self.options = options
         """The handshake options this instance was created with (see ``__init__``)."""
 
-    def reset(self, *, seed: int | None = None, episode_id: str | None = None,
-              options: Mapping[str, Any] | None = None) -> Any:
+    def reset(
+        self, *, seed: int | None = None, episode_id: str | None = None, options: Mapping[str, Any] | None = None
+    ) -> Any:
         """Start an episode. Return its first observation, or a :class:`openenv.StepResult` (to add
         metadata, or to end the episode at once); a reset normally has no reward.
 

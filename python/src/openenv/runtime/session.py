@@ -52,11 +52,16 @@ __all__ = ["DEFAULT_IDLE_TIMEOUT_S", "DEFAULT_MAX_MESSAGE_BYTES", "Runtime", "Se
 class Runtime:
     """Everything derived once per environment class: codecs, descriptor set, info."""
 
-    def __init__(self, factory: Callable[..., Environment] | type[Environment], *,
-                 max_sessions: int | None = None,
-                 max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
-                 idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S,
-                 tools_only: bool = False, max_num_envs: int | None = None) -> None:
+    def __init__(
+        self,
+        factory: Callable[..., Environment] | type[Environment],
+        *,
+        max_sessions: int | None = None,
+        max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+        idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S,
+        tools_only: bool = False,
+        max_num_envs: int | None = None,
+    ) -> None:
         if isinstance(factory, type):
             env_cls = factory
         else:  # a factory function: build one instance to learn its class
@@ -70,8 +75,10 @@ class Runtime:
         cap = env_cls.max_sessions if max_sessions is None else max_sessions
         if not env_cls.concurrent_sessions:
             if max_sessions is not None and max_sessions > 1:
-                raise ValueError(f"{env_cls.__name__} declares concurrent_sessions = False; "
-                                 f"max_sessions must be 1, not {max_sessions}")
+                raise ValueError(
+                    f"{env_cls.__name__} declares concurrent_sessions = False; "
+                    f"max_sessions must be 1, not {max_sessions}"
+                )
             cap = 1
         if cap < 1:
             raise ValueError("max_sessions must be >= 1")
@@ -88,21 +95,26 @@ class Runtime:
         self.default_tool_step = bool(self.tools) and env_cls.step is Environment.step
         rubric = getattr(env_cls, "rubric", None)
         if rubric is not None and not isinstance(rubric, Rubric):
-            raise TypeError(f"{env_cls.__name__}.rubric must be an openenv.rubrics.Rubric, "
-                            f"got {type(rubric).__name__}")
+            raise TypeError(f"{env_cls.__name__}.rubric must be an openenv.rubrics.Rubric, got {type(rubric).__name__}")
         self.rubric: Rubric | None = rubric
         self.info = self._build_info()
 
     def _build_info(self) -> environment_pb2.EnvironmentInfo:
         c = self.env_cls
         info = environment_pb2.EnvironmentInfo(
-            name=c.name, version=c.version, description=c.description or (c.__doc__ or "").strip().split("\n\n")[0],
-            protocol_version=PROTOCOL_VERSION)
+            name=c.name,
+            version=c.version,
+            description=c.description or (c.__doc__ or "").strip().split("\n\n")[0],
+            protocol_version=PROTOCOL_VERSION,
+        )
         info.action.CopyFrom(self.action_codec.spec(c.example_actions))
         info.observation.CopyFrom(self.observation_codec.spec())
         info.state.CopyFrom(self.state_codec.spec())
-        msgs = [d for codec in (self.action_codec, self.observation_codec, self.state_codec)
-                for d in codec.message_descriptors()]
+        msgs = [
+            d
+            for codec in (self.action_codec, self.observation_codec, self.state_codec)
+            for d in codec.message_descriptors()
+        ]
         if msgs:
             info.descriptors.CopyFrom(descriptor_set(msgs))
         cap = info.capabilities
@@ -193,8 +205,9 @@ class Session:
         if self._terminate is not None and not self.closed:
             self._terminate(error)
 
-    async def _call(self, fn: Callable[..., Any], is_async: bool, *args: Any,
-                    timeout: float | None = None, what: str = "") -> Any:
+    async def _call(
+        self, fn: Callable[..., Any], is_async: bool, *args: Any, timeout: float | None = None, what: str = ""
+    ) -> Any:
         if self._straggler is not None:  # a timed-out call still runs: never overlap it
             await asyncio.wait({self._straggler})
             if not self._straggler.cancelled():
@@ -237,8 +250,7 @@ class Session:
         except asyncio.CancelledError:
             raise
         except Exception as e:
-            log.warning("environment %s raised in session %s", self.runtime.env_cls.__name__, self.id,
-                        exc_info=True)
+            log.warning("environment %s raised in session %s", self.runtime.env_cls.__name__, self.id, exc_info=True)
             raise Internal(f"{type(e).__name__}: {e}") from e
         finally:
             self.busy = False
@@ -250,13 +262,15 @@ class Session:
 
     # -- requests
 
-    async def reset(self, seed: int | None = None, episode_id: str | None = None,
-                    options: Mapping[str, Any] | None = None) -> StepResult[Any]:
+    async def reset(
+        self, seed: int | None = None, episode_id: str | None = None, options: Mapping[str, Any] | None = None
+    ) -> StepResult[Any]:
         self._require_sim("reset")
         return await self._guard(self._reset(seed, episode_id, options))
 
-    async def _reset(self, seed: int | None, episode_id: str | None,
-                     options: Mapping[str, Any] | None) -> StepResult[Any]:
+    async def _reset(
+        self, seed: int | None, episode_id: str | None, options: Mapping[str, Any] | None
+    ) -> StepResult[Any]:
         eid = episode_id or uuid.uuid4().hex
         fn = functools.partial(self.env.reset, seed=seed, episode_id=eid, options=dict(options or {}))
         out = await self._call(fn, "reset" in self.runtime.is_async, what="reset")
@@ -266,8 +280,13 @@ class Session:
             self.rubric.reset()
         self.episode_id = eid
         self.step_count = 0
-        self.status = (EpisodeStatus.TERMINATED if result.terminated else
-                       EpisodeStatus.TRUNCATED if result.truncated else EpisodeStatus.RUNNING)
+        self.status = (
+            EpisodeStatus.TERMINATED
+            if result.terminated
+            else EpisodeStatus.TRUNCATED
+            if result.truncated
+            else EpisodeStatus.RUNNING
+        )
         result.episode_id, result.step_count = eid, 0
         return result
 
@@ -292,8 +311,9 @@ class Session:
                 obs = CallToolObservation(action.tool_name, tool_result)
                 out: Any = self.env.finish_tool_step(action, obs)
             else:
-                out = await self._call(self.env.step, "step" in self.runtime.is_async, action,
-                                       timeout=timeout, what="step")
+                out = await self._call(
+                    self.env.step, "step" in self.runtime.is_async, action, timeout=timeout, what="step"
+                )
             result = _as_step_result(out)
             result.reward = _check_reward(result.reward)
             limit = self.runtime.env_cls.max_episode_steps
@@ -319,8 +339,9 @@ class Session:
         assert rubric is not None
         done = result.terminated or result.truncated
         remaining = None if timeout is None else max(0.0, timeout - (time.monotonic() - started))
-        fn = functools.partial(rubric.evaluate if self._rubric_async else rubric.evaluate_sync,
-                               action, result.observation, done=done)
+        fn = functools.partial(
+            rubric.evaluate if self._rubric_async else rubric.evaluate_sync, action, result.observation, done=done
+        )
         score = await self._call(fn, self._rubric_async, timeout=remaining, what=f"rubric {rubric.name!r}")
         result.reward = score.score
         result.reward_breakdown = score
@@ -340,12 +361,12 @@ class Session:
         self.last_active = time.monotonic()
         return self.runtime.tool_descriptors()
 
-    async def call_tool(self, name: str, arguments: Mapping[str, Any] | None,
-                        timeout: float | None = None) -> ToolResult:
+    async def call_tool(
+        self, name: str, arguments: Mapping[str, Any] | None, timeout: float | None = None
+    ) -> ToolResult:
         return await self._guard(self._call_tool(name, arguments, timeout))
 
-    async def _call_tool(self, name: str, arguments: Mapping[str, Any] | None,
-                         timeout: float | None) -> ToolResult:
+    async def _call_tool(self, name: str, arguments: Mapping[str, Any] | None, timeout: float | None) -> ToolResult:
         tools = self.runtime.tools
         if not tools:
             raise Unimplemented(f"{self.runtime.env_cls.__name__} has no tools")
@@ -387,12 +408,12 @@ class SessionManager:
         """Sessions holding a slot (open or being created)."""
         return len(self.sessions) + self._reserved
 
-    async def open_many(self, n: int, options: Mapping[str, Any] | None = None,
-                        client_name: str = "") -> list[Session]:
+    async def open_many(self, n: int, options: Mapping[str, Any] | None = None, client_name: str = "") -> list[Session]:
         """Create ``n`` sessions for one vectorised stream (all or none)."""
         if n > max(self.runtime.max_num_envs, 1):
-            raise ResourceExhausted(f"num_envs {n} exceeds this server's max_num_envs "
-                                    f"{self.runtime.max_num_envs}", fatal=True)
+            raise ResourceExhausted(
+                f"num_envs {n} exceeds this server's max_num_envs {self.runtime.max_num_envs}", fatal=True
+            )
         self._check_capacity(n)
         out: list[Session] = []
         try:
@@ -411,7 +432,8 @@ class SessionManager:
             raise ResourceExhausted(
                 f"server at capacity: {self.active}/{self.runtime.max_sessions} sessions active",
                 details={"active_sessions": self.active, "max_sessions": self.runtime.max_sessions},
-                fatal=True)
+                fatal=True,
+            )
 
     async def open(self, options: Mapping[str, Any] | None = None, client_name: str = "") -> Session:
         """Create a session: RESOURCE_EXHAUSTED at capacity, UNAVAILABLE while draining,
@@ -456,12 +478,12 @@ class SessionManager:
         if straggler is not None and not straggler.done():
             await asyncio.wait({straggler}, timeout=_CLOSE_TIMEOUT_S)
             if not straggler.done():
-                log.warning("session %s: a call still runs after %g s; closing anyway", session.id,
-                            _CLOSE_TIMEOUT_S)
+                log.warning("session %s: a call still runs after %g s; closing anyway", session.id, _CLOSE_TIMEOUT_S)
                 session._straggler = None
         try:
-            await session._call(session.env.close, "close" in self.runtime.is_async, what="close",
-                                timeout=_CLOSE_TIMEOUT_S)
+            await session._call(
+                session.env.close, "close" in self.runtime.is_async, what="close", timeout=_CLOSE_TIMEOUT_S
+            )
         except Exception:
             log.warning("closing session %s failed", session.id, exc_info=True)
         if session.rubric is not None:

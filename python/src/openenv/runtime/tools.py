@@ -62,8 +62,12 @@ class ToolResult:
         raise KeyError(key)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"content": self.content, "structured_content": self.structured_content,
-                "data": self.data, "is_error": self.is_error}
+        return {
+            "content": self.content,
+            "structured_content": self.structured_content,
+            "data": self.data,
+            "is_error": self.is_error,
+        }
 
     @classmethod
     def of(cls, value: Any) -> ToolResult:
@@ -194,9 +198,13 @@ class Tool:
 
     @classmethod
     def from_proto(cls, t: tool_pb2.Tool) -> Tool:
-        return cls(t.name, t.description, from_struct(t.input_schema),
-                   from_struct(t.output_schema) if t.HasField("output_schema") else None,
-                   from_struct(t.annotations) if t.HasField("annotations") else None)
+        return cls(
+            t.name,
+            t.description,
+            from_struct(t.input_schema),
+            from_struct(t.output_schema) if t.HasField("output_schema") else None,
+            from_struct(t.annotations) if t.HasField("annotations") else None,
+        )
 
 
 def _strip_titles(schema: Any) -> Any:
@@ -304,8 +312,13 @@ class ToolDef:
         return self._validate(arguments)
 
 
-def _build(fn: Callable[..., Any], name: str | None, description: str | None,
-           timeout_s: float | None, annotations: dict[str, Any] | None = None) -> ToolDef:
+def _build(
+    fn: Callable[..., Any],
+    name: str | None,
+    description: str | None,
+    timeout_s: float | None,
+    annotations: dict[str, Any] | None = None,
+) -> ToolDef:
     from pydantic import ConfigDict, ValidationError, create_model
 
     tool_name = name or fn.__name__
@@ -344,26 +357,36 @@ def _build(fn: Callable[..., Any], name: str | None, description: str | None,
         if errors:
             details = [{"loc": _error_loc(e), "msg": e.message, "type": str(e.validator)} for e in errors[:20]]
             loc = ".".join(str(x) for x in details[0]["loc"]) or "arguments"
-            raise InvalidArgument(f"tool {tool_name!r}: invalid argument {loc}: {details[0]['msg']}",
-                                  details=details)
+            raise InvalidArgument(f"tool {tool_name!r}: invalid argument {loc}: {details[0]['msg']}", details=details)
         try:
             inst = model.model_validate(arguments)
         except ValidationError as e:
             details = json.loads(e.json(include_url=False, include_input=False))
             first = details[0]
             loc = ".".join(str(x) for x in first.get("loc", ())) or "arguments"
-            raise InvalidArgument(f"tool {tool_name!r}: invalid argument {loc}: {first['msg']}",
-                                  details=details) from None
+            raise InvalidArgument(
+                f"tool {tool_name!r}: invalid argument {loc}: {first['msg']}", details=details
+            ) from None
         return {k: getattr(inst, k) for k in fields}
 
-    descriptor = Tool(tool_name, summary, schema, _output_schema(hints.get("return", inspect.Signature.empty)),
-                      dict(annotations) if annotations else None)
+    descriptor = Tool(
+        tool_name,
+        summary,
+        schema,
+        _output_schema(hints.get("return", inspect.Signature.empty)),
+        dict(annotations) if annotations else None,
+    )
     return ToolDef(fn, descriptor, inspect.iscoroutinefunction(fn), timeout_s, validate)
 
 
-def tool(fn: Callable[..., Any] | None = None, *, name: str | None = None,
-         description: str | None = None, timeout_s: float | None = None,
-         annotations: dict[str, Any] | None = None) -> Any:
+def tool(
+    fn: Callable[..., Any] | None = None,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    timeout_s: float | None = None,
+    annotations: dict[str, Any] | None = None,
+) -> Any:
     """Mark an environment method as a tool.
 
     Usable bare (``@tool``) or with options (``@tool(name=..., timeout_s=...)``). The

@@ -76,8 +76,9 @@ class VectorSession:
             e.args = (e.message,)
             raise
 
-    async def reset(self, env_ids: Sequence[int], seeds: Sequence[int],
-                    options: Mapping[str, Any] | None) -> tuple[list[int], list[StepResult[Any]]]:
+    async def reset(
+        self, env_ids: Sequence[int], seeds: Sequence[int], options: Mapping[str, Any] | None
+    ) -> tuple[list[int], list[StepResult[Any]]]:
         ids = self._ids(env_ids)
         if len(seeds) == 0:
             per: list[int | None] = [None] * len(ids)
@@ -90,8 +91,9 @@ class VectorSession:
         results = await self._each(lambda i, seed: self.sessions[i].reset(seed, None, options), ids, per)
         return ids, results
 
-    async def step(self, env_ids: Sequence[int], actions: Sequence[Any], timeout: float | None
-                   ) -> tuple[list[int], list[StepResult[Any]], dict[int, StepResult[Any]]]:
+    async def step(
+        self, env_ids: Sequence[int], actions: Sequence[Any], timeout: float | None
+    ) -> tuple[list[int], list[StepResult[Any]], dict[int, StepResult[Any]]]:
         ids = self._ids(env_ids)
         if len(actions) != len(ids):
             raise InvalidArgument(f"{len(actions)} actions for {len(ids)} instances")

@@ -109,8 +109,12 @@ def error_frame(err: EnvError, rid: Any = None, *, at_open: bool = False) -> dic
     errors add ``errors`` (the details list), capacity errors add ``active_sessions`` and
     ``max_sessions`` as OpenEnv does.
     """
-    data: dict[str, Any] = {"message": err.message, "code": ws_code(err, at_open=at_open),
-                            "status": err.code.name, "fatal": bool(err.fatal)}
+    data: dict[str, Any] = {
+        "message": err.message,
+        "code": ws_code(err, at_open=at_open),
+        "status": err.code.name,
+        "fatal": bool(err.fatal),
+    }
     det = err.details
     if isinstance(det, dict):
         if err.code is ErrorCode.RESOURCE_EXHAUSTED:
@@ -130,8 +134,10 @@ def error_frame(err: EnvError, rid: Any = None, *, at_open: bool = False) -> dic
 def protocol_error(message: str, code: str, rid: Any = None, **extra: Any) -> dict[str, Any]:
     """An error frame the bridge raises itself (``INVALID_JSON``, ``UNKNOWN_TYPE``, ...)."""
     status = FROM_WS_CODE.get(code, (ErrorCode.INVALID_ARGUMENT, False))[0]
-    frame: dict[str, Any] = {"type": "error", "data": {"message": message, "code": code,
-                                                       "status": status.name, "fatal": False, **extra}}
+    frame: dict[str, Any] = {
+        "type": "error",
+        "data": {"message": message, "code": code, "status": status.name, "fatal": False, **extra},
+    }
     if rid is not None:
         frame["id"] = rid
     return frame
@@ -208,11 +214,15 @@ def state_frame(episode_id: str, step_count: int, status: str, state: Any, rid: 
             data["state"] = state
         data.setdefault("status", status)
         return {"type": "state", "data": data}
-    return {"type": "state", "id": rid,
-            "data": {"episode_id": episode_id, "step_count": step_count, "status": status, "state": state}}
+    return {
+        "type": "state",
+        "id": rid,
+        "data": {"episode_id": episode_id, "step_count": step_count, "status": status, "state": state},
+    }
 
 
 # --------------------------------------------------------------------------- tool shapes
+
 
 def content_to_mcp(block: dict[str, Any]) -> dict[str, Any]:
     """A ``ContentBlock`` in canonical proto JSON (``{"text": {"text": ...}}``) as MCP's
@@ -259,8 +269,13 @@ def tool_result(result: dict[str, Any] | None) -> dict[str, Any]:
         data: Any = "\n".join(texts) if texts else None
     else:
         data = sc["result"] if set(sc) == {"result"} else sc
-    return {"content": content, "structured_content": sc, "meta": None, "data": data,
-            "is_error": bool(result.get("is_error", False))}
+    return {
+        "content": content,
+        "structured_content": sc,
+        "meta": None,
+        "data": data,
+        "is_error": bool(result.get("is_error", False)),
+    }
 
 
 def tool_observation(obs: Any) -> Any:
@@ -269,8 +284,16 @@ def tool_observation(obs: Any) -> Any:
     if not isinstance(obs, dict):
         return obs
     if "tools" in obs:
-        return {"tools": [{"name": t.get("name", ""), "description": t.get("description", ""),
-                           "input_schema": t.get("input_schema", {})} for t in obs["tools"]]}
+        return {
+            "tools": [
+                {
+                    "name": t.get("name", ""),
+                    "description": t.get("description", ""),
+                    "input_schema": t.get("input_schema", {}),
+                }
+                for t in obs["tools"]
+            ]
+        }
     if not obs:
         return {}
     return {"tool_name": obs.get("name", ""), "result": tool_result(obs.get("result")), "error": None}
@@ -289,10 +312,23 @@ def tool_error_observation(tool_name: str, err: EnvError) -> dict[str, Any] | No
     kind = _TOOL_ERROR_TYPE.get(err.code)
     if kind is None:
         return None
-    obs = {"tool_name": tool_name, "result": None, "error": {"error_type": kind, "message": err.message},
-           "metadata": {}}
-    return {"type": "observation", "data": {"observation": obs, "reward": None, "done": False,
-                                            "terminated": False, "truncated": False, "metadata": {}}}
+    obs = {
+        "tool_name": tool_name,
+        "result": None,
+        "error": {"error_type": kind, "message": err.message},
+        "metadata": {},
+    }
+    return {
+        "type": "observation",
+        "data": {
+            "observation": obs,
+            "reward": None,
+            "done": False,
+            "terminated": False,
+            "truncated": False,
+            "metadata": {},
+        },
+    }
 
 
 # =========================================================================== client side
@@ -303,7 +339,10 @@ HELLO: dict[str, Any] = {"type": "openenv.hello"}
 
 _STATUS = {c.name: c for c in ErrorCode}
 _TOOL_ERRORS: dict[str, type[EnvError]] = {
-    "tool_not_found": NotFound, "invalid_args": InvalidArgument, "timeout": DeadlineExceeded}
+    "tool_not_found": NotFound,
+    "invalid_args": InvalidArgument,
+    "timeout": DeadlineExceeded,
+}
 
 
 def error_from_frame(data: Any) -> EnvError:
@@ -486,8 +525,11 @@ class FrameTranslator:
             if name == CALL_TOOL:
                 req = tool_pb2.CallToolRequest()
                 p.message.Unpack(req)
-                return {"type": "call_tool", "tool_name": req.name, "arguments": from_struct(req.arguments)}, \
-                    "call_tool"
+                return {
+                    "type": "call_tool",
+                    "tool_name": req.name,
+                    "arguments": from_struct(req.arguments),
+                }, "call_tool"
             if name == LIST_TOOLS:
                 return {"type": "list_tools"}, "list_tools"
         return self._payload_json("action").to_json(p), ""
@@ -517,8 +559,9 @@ class FrameTranslator:
                 raise jsonrpc.error_from_rpc(data["error"])
             result = data.get("result")
             if kind == "list_tools":
-                resp.list_tools.CopyFrom(tools_from_json((result or {}).get("tools") if isinstance(result, dict)
-                                                         else None))
+                resp.list_tools.CopyFrom(
+                    tools_from_json((result or {}).get("tools") if isinstance(result, dict) else None)
+                )
             else:
                 if isinstance(result, dict) and "tool_name" in result:  # an OpenEnv step-style dump
                     if result.get("error"):

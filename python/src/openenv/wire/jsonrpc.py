@@ -32,7 +32,13 @@ __all__ = [
 ]
 
 PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS, INTERNAL_ERROR, SERVER_ERROR = (
-    -32700, -32600, -32601, -32602, -32603, -32000)
+    -32700,
+    -32600,
+    -32601,
+    -32602,
+    -32603,
+    -32000,
+)
 
 #: The JSON-RPC code each error of the table is answered with (others: INTERNAL_ERROR).
 RPC_CODE: dict[ErrorCode, int] = {

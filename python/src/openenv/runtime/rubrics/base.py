@@ -31,6 +31,7 @@ def _summary(doc: str | None) -> str:
 
 # --------------------------------------------------------------------------- scores
 
+
 @dataclasses.dataclass
 class Score:
     """One node's score for one step, with its evaluated children (``RubricScore``).
@@ -64,8 +65,13 @@ class Score:
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-able form: name, score, weight, reason, children (and credits if set)."""
-        d: dict[str, Any] = {"name": self.name, "score": self.score, "weight": self.weight,
-                             "reason": self.reason, "children": [c.to_dict() for c in self.children]}
+        d: dict[str, Any] = {
+            "name": self.name,
+            "score": self.score,
+            "weight": self.weight,
+            "reason": self.reason,
+            "children": [c.to_dict() for c in self.children],
+        }
         if self.credits is not None:
             d["credits"] = list(self.credits)
         return d
@@ -98,6 +104,7 @@ class Score:
 
 # --------------------------------------------------------------------------- base
 
+
 class Rubric:
     """A node of a rubric tree. Subclass and override :meth:`score` for a leaf.
 
@@ -128,8 +135,15 @@ class Rubric:
         if "description" not in cls.__dict__:
             cls.description = _summary(cls.__doc__)
 
-    def __init__(self, *, name: str | None = None, description: str | None = None, weight: float | None = None,
-                 minimum: float | None = None, maximum: float | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        weight: float | None = None,
+        minimum: float | None = None,
+        maximum: float | None = None,
+    ) -> None:
         if name is not None:
             self.name = name
         if description is not None:
@@ -189,8 +203,7 @@ class Rubric:
 
     def spec(self) -> rubric_pb2.RubricSpec:
         """The static description of this tree (``openenv.v1.RubricSpec``)."""
-        s = rubric_pb2.RubricSpec(name=self.name, kind=self.kind, description=self.description,
-                                  weight=self.weight)
+        s = rubric_pb2.RubricSpec(name=self.name, kind=self.kind, description=self.description, weight=self.weight)
         p = self.params()
         if p:
             to_struct(p, s.params)
@@ -233,8 +246,10 @@ class Rubric:
         """The root score as a float (an awaitable of it for async trees), as OpenEnv's
         ``rubric(action, observation)``."""
         if self.is_async:
+
             async def run() -> float:
                 return (await self.evaluate(action, observation)).score
+
             return run()
         return self.evaluate_sync(action, observation).score
 
@@ -263,8 +278,10 @@ class Rubric:
 
 def _check_name(name: str) -> None:
     if not _NAME.fullmatch(name):
-        raise ValueError(f"rubric name {name!r} must be non-empty, must not start with a space and "
-                         f"must not contain '.' (dots separate paths)")
+        raise ValueError(
+            f"rubric name {name!r} must be non-empty, must not start with a space and "
+            f"must not contain '.' (dots separate paths)"
+        )
 
 
 def _as_score(value: Any, node: Rubric) -> Score:
@@ -290,8 +307,10 @@ class _Container(Rubric):
             if not isinstance(r, Rubric):
                 raise TypeError(f"{type(self).__name__} children must be Rubric instances, got {type(r).__name__}")
             if r.name in seen:
-                raise ValueError(f"{type(self).__name__} {self.name!r}: two children are named {r.name!r}; "
-                                 f"pass name= to tell them apart")
+                raise ValueError(
+                    f"{type(self).__name__} {self.name!r}: two children are named {r.name!r}; "
+                    f"pass name= to tell them apart"
+                )
             seen.add(r.name)
         self._children = rubrics
         # A child's weight belongs to this parent: children shared between trees keep theirs.
@@ -364,6 +383,7 @@ async def _eval_async(node: Rubric, action: Any, observation: Any, done: bool) -
 
 # --------------------------------------------------------------------------- leaves from functions
 
+
 class FunctionRubric(Rubric):
     """A leaf scored by a function ``fn(action, observation)`` (sync or async).
 
@@ -373,12 +393,24 @@ class FunctionRubric(Rubric):
 
     description = ""
 
-    def __init__(self, fn: Callable[..., Any], *, name: str | None = None, description: str | None = None,
-                 weight: float = 1.0, minimum: float | None = None, maximum: float | None = None) -> None:
+    def __init__(
+        self,
+        fn: Callable[..., Any],
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        weight: float = 1.0,
+        minimum: float | None = None,
+        maximum: float | None = None,
+    ) -> None:
         self.fn = fn
-        super().__init__(name=name or fn.__name__,
-                         description=description if description is not None else _summary(fn.__doc__),
-                         weight=weight, minimum=minimum, maximum=maximum)
+        super().__init__(
+            name=name or fn.__name__,
+            description=description if description is not None else _summary(fn.__doc__),
+            weight=weight,
+            minimum=minimum,
+            maximum=maximum,
+        )
         self._wants_env = "env" in inspect.signature(fn).parameters
 
     def score(self, action: Any, observation: Any) -> Any:
@@ -390,16 +422,22 @@ class FunctionRubric(Rubric):
         return inspect.iscoroutinefunction(self.fn)
 
 
-def leaf(fn: Callable[..., Any] | None = None, *, name: str | None = None, description: str | None = None,
-         weight: float = 1.0, minimum: float | None = None, maximum: float | None = None) -> Any:
+def leaf(
+    fn: Callable[..., Any] | None = None,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    weight: float = 1.0,
+    minimum: float | None = None,
+    maximum: float | None = None,
+) -> Any:
     """Make a :class:`FunctionRubric` from a function; usable bare or with options::
 
-        @leaf(minimum=0, maximum=1)
-        def is_number(action, observation) -> float: ...
+    @leaf(minimum=0, maximum=1)
+    def is_number(action, observation) -> float: ...
     """
 
     def make(f: Callable[..., Any]) -> FunctionRubric:
-        return FunctionRubric(f, name=name, description=description, weight=weight,
-                              minimum=minimum, maximum=maximum)
+        return FunctionRubric(f, name=name, description=description, weight=weight, minimum=minimum, maximum=maximum)
 
     return make(fn) if fn is not None else make

@@ -27,9 +27,17 @@ class WeightedSum(_Container):
 
     kind = "weighted_sum"
 
-    def __init__(self, rubrics: Sequence[Rubric], weights: Sequence[float] | None = None, *,
-                 name: str | None = None, description: str | None = None, weight: float = 1.0,
-                 minimum: float | None = None, maximum: float | None = None) -> None:
+    def __init__(
+        self,
+        rubrics: Sequence[Rubric],
+        weights: Sequence[float] | None = None,
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        weight: float = 1.0,
+        minimum: float | None = None,
+        maximum: float | None = None,
+    ) -> None:
         rubrics = list(rubrics)
         if not rubrics:
             raise ValueError("WeightedSum needs at least one child rubric")
@@ -37,10 +45,14 @@ class WeightedSum(_Container):
             weights = [float(w) for w in weights]
             if len(weights) != len(rubrics):
                 raise ValueError(f"WeightedSum: {len(rubrics)} rubrics but {len(weights)} weights")
-        super().__init__(rubrics, weights, name=name, description=description, weight=weight,
-                         minimum=minimum, maximum=maximum)
-        if minimum is None and maximum is None and all(
-                r.minimum is not None and r.maximum is not None for r in rubrics):
+        super().__init__(
+            rubrics, weights, name=name, description=description, weight=weight, minimum=minimum, maximum=maximum
+        )
+        if (
+            minimum is None
+            and maximum is None
+            and all(r.minimum is not None and r.maximum is not None for r in rubrics)
+        ):
             lo = hi = 0.0
             for r, w in zip(rubrics, self._weights, strict=True):
                 a, b = w * r.minimum, w * r.maximum  # type: ignore[operator]
@@ -71,13 +83,19 @@ class Sequential(_Container):
 
     kind = "sequential"
 
-    def __init__(self, *rubrics: Rubric, threshold: float = 1.0, name: str | None = None,
-                 description: str | None = None, weight: float = 1.0, minimum: float | None = None,
-                 maximum: float | None = None) -> None:
+    def __init__(
+        self,
+        *rubrics: Rubric,
+        threshold: float = 1.0,
+        name: str | None = None,
+        description: str | None = None,
+        weight: float = 1.0,
+        minimum: float | None = None,
+        maximum: float | None = None,
+    ) -> None:
         if not rubrics:
             raise ValueError("Sequential needs at least one child rubric")
-        super().__init__(rubrics, name=name, description=description, weight=weight,
-                         minimum=minimum, maximum=maximum)
+        super().__init__(rubrics, name=name, description=description, weight=weight, minimum=minimum, maximum=maximum)
         self.threshold = float(threshold)
         if minimum is None and maximum is None:
             self.minimum, self.maximum = _bounds_union(rubrics)
@@ -107,12 +125,20 @@ class Gate(_Container):
 
     kind = "gate"
 
-    def __init__(self, condition: Rubric, then: Rubric | None = None, *, threshold: float = 1.0,
-                 name: str | None = None, description: str | None = None, weight: float = 1.0,
-                 minimum: float | None = None, maximum: float | None = None) -> None:
+    def __init__(
+        self,
+        condition: Rubric,
+        then: Rubric | None = None,
+        *,
+        threshold: float = 1.0,
+        name: str | None = None,
+        description: str | None = None,
+        weight: float = 1.0,
+        minimum: float | None = None,
+        maximum: float | None = None,
+    ) -> None:
         kids = [condition] if then is None else [condition, then]
-        super().__init__(kids, name=name, description=description, weight=weight,
-                         minimum=minimum, maximum=maximum)
+        super().__init__(kids, name=name, description=description, weight=weight, minimum=minimum, maximum=maximum)
         self.threshold = float(threshold)
         if minimum is None and maximum is None:
             self.minimum, self.maximum = _bounds_union(kids[-1:], (0.0,))

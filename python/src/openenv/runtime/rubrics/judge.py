@@ -17,7 +17,8 @@ from openenv.runtime.rubrics.base import (
 
 DEFAULT_JUDGE_SYSTEM_PROMPT = (
     "You are a strict grader. Read the task and the response, then reply with a short "
-    "justification followed by a final line of the form 'Score: X'.")
+    "justification followed by a final line of the form 'Score: X'."
+)
 DEFAULT_SCORE_PATTERN = r"(?i)\bscore\b\**\s*(?:is|=|:)?\s*\**\s*(-?\d+(?:\.\d+)?)"
 _NUMBER = re.compile(r"\s*(-?\d+(?:\.\d+)?)\s*")
 
@@ -51,14 +52,27 @@ class LLMJudge(Rubric):
 
     kind = "llm_judge"
 
-    def __init__(self, prompt: str | Callable[[Any, Any], str], *, base_url: str, model: str,
-                 api_key: str | None = None, api_key_env: str = "OPENAI_API_KEY",
-                 system_prompt: str | None = DEFAULT_JUDGE_SYSTEM_PROMPT,
-                 score_pattern: str = DEFAULT_SCORE_PATTERN, scale: tuple[float, float] = (0.0, 1.0),
-                 temperature: float = 0.0, max_tokens: int | None = 512, timeout_s: float = 60.0,
-                 fallback_score: float | None = None, headers: Mapping[str, str] | None = None,
-                 extra_body: Mapping[str, Any] | None = None, name: str | None = None,
-                 description: str | None = None, weight: float = 1.0) -> None:
+    def __init__(
+        self,
+        prompt: str | Callable[[Any, Any], str],
+        *,
+        base_url: str,
+        model: str,
+        api_key: str | None = None,
+        api_key_env: str = "OPENAI_API_KEY",
+        system_prompt: str | None = DEFAULT_JUDGE_SYSTEM_PROMPT,
+        score_pattern: str = DEFAULT_SCORE_PATTERN,
+        scale: tuple[float, float] = (0.0, 1.0),
+        temperature: float = 0.0,
+        max_tokens: int | None = 512,
+        timeout_s: float = 60.0,
+        fallback_score: float | None = None,
+        headers: Mapping[str, str] | None = None,
+        extra_body: Mapping[str, Any] | None = None,
+        name: str | None = None,
+        description: str | None = None,
+        weight: float = 1.0,
+    ) -> None:
         super().__init__(name=name, description=description, weight=weight, minimum=0.0, maximum=1.0)
         lo, hi = (float(x) for x in scale)
         if hi <= lo:
@@ -103,8 +117,11 @@ class LLMJudge(Rubric):
                 obj = json.loads(stripped)
             except ValueError:
                 obj = None
-            if isinstance(obj, dict) and isinstance(obj.get("score"), (int, float)) \
-                    and not isinstance(obj.get("score"), bool):
+            if (
+                isinstance(obj, dict)
+                and isinstance(obj.get("score"), (int, float))
+                and not isinstance(obj.get("score"), bool)
+            ):
                 return float(obj["score"]), str(obj.get("reason", obj.get("rationale", "")))
         matches = self.score_pattern.findall(text)
         if matches:

@@ -36,9 +36,17 @@ class TrajectoryRubric(Rubric):
 
     kind = "trajectory"
 
-    def __init__(self, fn: _TrajectoryFn | None = None, *,
-                 intermediate_reward: float = 0.0, name: str | None = None, description: str | None = None,
-                 weight: float = 1.0, minimum: float | None = None, maximum: float | None = None) -> None:
+    def __init__(
+        self,
+        fn: _TrajectoryFn | None = None,
+        *,
+        intermediate_reward: float = 0.0,
+        name: str | None = None,
+        description: str | None = None,
+        weight: float = 1.0,
+        minimum: float | None = None,
+        maximum: float | None = None,
+    ) -> None:
         self.fn = fn
         if description is None and fn is not None and fn.__doc__:
             description = _summary(fn.__doc__)
@@ -101,13 +109,29 @@ class ExponentialDiscountingTrajectoryRubric(TrajectoryRubric):
 
     description = "Episode-level score, credited to steps with exponential discounting."
 
-    def __init__(self, fn: _TrajectoryFn | None = None, *, gamma: float = 0.99,
-                 intermediate_reward: float = 0.0, name: str | None = None, description: str | None = None,
-                 weight: float = 1.0, minimum: float | None = None, maximum: float | None = None) -> None:
+    def __init__(
+        self,
+        fn: _TrajectoryFn | None = None,
+        *,
+        gamma: float = 0.99,
+        intermediate_reward: float = 0.0,
+        name: str | None = None,
+        description: str | None = None,
+        weight: float = 1.0,
+        minimum: float | None = None,
+        maximum: float | None = None,
+    ) -> None:
         if not 0.0 <= gamma <= 1.0:
             raise ValueError(f"gamma must be in [0, 1], got {gamma}")
-        super().__init__(fn, intermediate_reward=intermediate_reward, name=name, description=description,
-                         weight=weight, minimum=minimum, maximum=maximum)
+        super().__init__(
+            fn,
+            intermediate_reward=intermediate_reward,
+            name=name,
+            description=description,
+            weight=weight,
+            minimum=minimum,
+            maximum=maximum,
+        )
         self.gamma = float(gamma)
 
     def compute_step_rewards(self) -> list[float]:
