@@ -23,7 +23,8 @@ from typing import Any
 
 from openenv.runtime.environment import Environment
 from openenv.runtime.session import DEFAULT_IDLE_TIMEOUT_S, DEFAULT_MAX_MESSAGE_BYTES, Runtime, SessionManager
-from openenv.server import Server
+from openenv.security import TlsConfig, TokenSet, check_bind
+from openenv.server import DEFAULT_HANDSHAKE_TIMEOUT_S, Server
 
 log = logging.getLogger("openenv.host")
 
@@ -82,6 +83,10 @@ class Host:
         max_sessions, max_message_bytes, idle_timeout_s, tools_only, max_num_envs: the
             runtime's settings (see :func:`serve`).
         reflection: serve gRPC server reflection.
+        tokens: bearer tokens accepted by both listeners (empty: anonymous; RFC 0003).
+        tls: certificate and key (and optional client CA) of both listeners.
+        allow_anonymous: serve a non-loopback address without a token (refused otherwise).
+        handshake_timeout_s: a gRPC stream silent for longer before its handshake is ended.
     """
 
     def __init__(
@@ -99,6 +104,10 @@ class Host:
         tools_only: bool = False,
         max_num_envs: int | None = None,
         reflection: bool = True,
+        tokens: TokenSet | None = None,
+        tls: TlsConfig | None = None,
+        allow_anonymous: bool = False,
+        handshake_timeout_s: float | None = DEFAULT_HANDSHAKE_TIMEOUT_S,
     ) -> None:
         if http_port is DEFAULT:
             if http_available():
@@ -108,6 +117,11 @@ class Host:
                 http_port = None
         if port is None and http_port is None:
             raise ValueError("nothing to serve: give a gRPC port, an HTTP port or both")
+        tokens = tokens or TokenSet()
+        if port is not None:
+            check_bind(host, tokens, allow_anonymous, "the gRPC listener")
+        if http_port is not None:
+            check_bind(http_host or host, tokens, allow_anonymous, "the HTTP listener")
         self.runtime = Runtime(
             factory,
             max_sessions=max_sessions,
@@ -119,7 +133,20 @@ class Host:
         self.manager = SessionManager(self.runtime)
         self.host, self.port, self.http_port = host, port, http_port
         self.http_host, self.http_options = http_host, http_options
-        self.grpc: Server | None = Server(self.manager, host, port, reflection=reflection) if port is not None else None
+        self.tokens, self.tls = tokens, tls
+        self.grpc: Server | None = (
+            Server(
+                self.manager,
+                host,
+                port,
+                reflection=reflection,
+                tokens=tokens,
+                tls=tls,
+                handshake_timeout_s=handshake_timeout_s,
+            )
+            if port is not None
+            else None
+        )
         self.http: Any = None  # openenv.bridge.HttpServer once started
         self._bridge = _bridge() if http_port is not None else None
         self._stopped = asyncio.Event()
@@ -131,7 +158,7 @@ class Host:
 
     @property
     def http_url(self) -> str | None:
-        """``http://host:port`` of the HTTP side, when it runs."""
+        """``http(s)://host:port`` of the HTTP side, when it runs."""
         return self.http.url if self.http is not None else None
 
     def describe(self) -> list[str]:
@@ -151,9 +178,12 @@ class Host:
             if self._bridge is not None:
                 b = self._bridge
                 app = b.BridgeApp(b.LocalBackend(self.manager))
-                self.http = await b.HttpServer(
-                    app, self.http_host or self.host, self.http_port, self.http_options
-                ).start()
+                opts = self.http_options or b.HttpOptions()
+                if not opts.tokens:
+                    opts.tokens = self.tokens
+                if opts.tls is None:
+                    opts.tls = self.tls
+                self.http = await b.HttpServer(app, self.http_host or self.host, self.http_port, opts).start()
                 log.info("serving %s over HTTP on %s", self.runtime.env_cls.__name__, self.http.url)
         except BaseException:
             await self.stop(0.0)
@@ -282,10 +312,18 @@ async def serve_bridge_async(
     options: Any = None,
     connect_timeout: float = 30.0,
     ready: Callable[[Any], Any] | None = None,
+    allow_anonymous: bool = False,
+    token: str | None = None,
+    ca_file: str | None = None,
 ) -> None:
-    """Serve OpenEnv's HTTP surface for the gRPC environment at ``target`` until SIGTERM/SIGINT."""
+    """Serve OpenEnv's HTTP surface for the gRPC environment at ``target`` until SIGTERM/SIGINT.
+
+    ``options.tokens`` protect the bridge itself; ``token`` and ``ca_file`` are what the
+    bridge presents to, and trusts of, the gRPC server (``grpcs://`` targets)."""
     b = _bridge()
-    backend = await b.RemoteBackend.connect(target, connect_timeout=connect_timeout)
+    options = options or b.HttpOptions()
+    check_bind(host, options.tokens, allow_anonymous, "the bridge")
+    backend = await b.RemoteBackend.connect(target, connect_timeout=connect_timeout, token=token, ca_file=ca_file)
     server = b.HttpServer(b.BridgeApp(backend), host, b.DEFAULT_HTTP_PORT if port is None else port, options)
     await server.start()
     (ready or (lambda s: _say([f"bridging {target} on {s.url} (WebSocket {s.url}/ws)"])))(server)

@@ -241,6 +241,24 @@ async def serve_mcp_ws(app: BridgeApp, scope: dict[str, Any], receive: Any, send
         await asyncio.shield(session.close())
 
 
+def _transport_security(policy: Any) -> Any:
+    """The MCP SDK's DNS-rebinding protection, on when the listener is bound to loopback
+    (RFC 0003): loopback hosts and origins, plus the listed ones. (The guard in front,
+    :mod:`openenv.bridge.guard`, applies the same rules to every route first.)"""
+    from mcp.server.transport_security import TransportSecuritySettings
+
+    if policy is None or not policy.check_host:
+        return None
+    names = ["127.0.0.1", "localhost", "[::1]", *sorted(policy.allowed_hosts)]
+    hosts = [h for n in names for h in (n, f"{n}:*")]
+    origins = [f"{s}://{n}:*" for n in names for s in ("http", "https")]
+    origins += [f"{s}://{n}" for n in names for s in ("http", "https")]
+    if policy.any_origin:  # the SDK has no "any origin": the guard's Host check stands alone
+        return None
+    origins += sorted(policy.allowed_origins)
+    return TransportSecuritySettings(enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=origins)
+
+
 class StreamableMcp:
     """MCP Streamable HTTP on the official SDK; one environment session per MCP session."""
 
@@ -264,6 +282,7 @@ class StreamableMcp:
             self.server,
             session_idle_timeout=idle if idle > 0 else None,
             max_sessions=max(1, app.backend.max_sessions) if app.backend.max_sessions else None,
+            security_settings=_transport_security(app.browser),
         )
         self.sessions: dict[str, BackendSession] = {}
         self._stop = asyncio.Event()

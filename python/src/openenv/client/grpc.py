@@ -23,9 +23,26 @@ from openenv.errors import (
     ResourceExhausted,
     Unavailable,
 )
+from openenv.security import grpc_channel_credentials
 from openenv.v1 import environment_pb2, environment_pb2_grpc
 
-__all__ = ["GrpcConnection", "channel_ready"]
+__all__ = ["GrpcConnection", "channel_ready", "open_channel", "token_metadata"]
+
+
+def open_channel(
+    target: str, *, secure: bool = False, ca_file: str | None = None, options: list[tuple[str, Any]] | None = None
+) -> grpc.aio.Channel:
+    """A grpc.aio channel to ``host:port``; ``secure``: TLS, verifying the server against
+    ``ca_file`` (default: gRPC's bundled roots)."""
+    if secure:
+        return grpc.aio.secure_channel(target, grpc_channel_credentials(ca_file), options=options)
+    return grpc.aio.insecure_channel(target, options=options)
+
+
+def token_metadata(token: str | None) -> tuple[tuple[str, str], ...] | None:
+    """The call metadata carrying ``token`` (RFC 0003), or None without one."""
+    return (("authorization", f"Bearer {token}"),) if token else None
+
 
 DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 END_GRACE_S = 5.0  # how long closing waits for the server to end the stream before cancelling it
@@ -66,9 +83,13 @@ class GrpcConnection:
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
         keepalive_s: float = 30.0,
         url: str | None = None,
+        token: str | None = None,
+        secure: bool = False,
+        ca_file: str | None = None,
     ) -> None:
         self.target = target
-        self.url = url or f"grpc://{target}"
+        self.url = url or f"{'grpcs' if secure else 'grpc'}://{target}"
+        self.token, self.secure, self.ca_file = token, secure, ca_file
         self.max_message_bytes = self._limit = max_message_bytes
         self.keepalive_s = keepalive_s
         self.session_id = ""
@@ -101,11 +122,11 @@ class GrpcConnection:
             ("grpc.keepalive_permit_without_calls", 1),
             ("grpc.http2.max_pings_without_data", 0),
         ]
-        channel = grpc.aio.insecure_channel(self.target, options=opts)
+        channel = open_channel(self.target, secure=self.secure, ca_file=self.ca_file, options=opts)
         if not await channel_ready(channel, timeout):
             raise Unavailable(f"cannot connect to {self.url} within {timeout:g} s", fatal=True)
         self._channel = channel
-        self._call = environment_pb2_grpc.EnvironmentServiceStub(channel).Session()
+        self._call = environment_pb2_grpc.EnvironmentServiceStub(channel).Session(metadata=token_metadata(self.token))
         self._reader = asyncio.ensure_future(self._read_loop())
         try:
             resp = await self.request(environment_pb2.SessionRequest(handshake=handshake), timeout)

@@ -249,6 +249,8 @@ class Session:
             raise
         except asyncio.CancelledError:
             raise
+        except RecursionError as e:  # a deeply nested payload (e.g. tool arguments) met a recursive validator
+            raise InvalidArgument("the request is nested too deeply to be validated") from e
         except Exception as e:
             log.warning("environment %s raised in session %s", self.runtime.env_cls.__name__, self.id, exc_info=True)
             raise Internal(f"{type(e).__name__}: {e}") from e
