@@ -52,6 +52,7 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         self._in_head = True
         self._head_bytes = 0
         self._head_lines = 0
+        self._line_len: int | None = None  # length of the request line, once seen
         self._tail = b""
         self._head_timer: asyncio.TimerHandle | None = None
         self._body_timer: asyncio.TimerHandle | None = None
@@ -78,11 +79,13 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         joined = self._tail + data
         end = joined.find(b"\r\n\r\n")
         part = data if end < 0 else joined[len(self._tail) : end + 4]
+        if self._line_len is None and (nl := part.find(b"\n")) >= 0:
+            self._line_len = self._head_bytes + nl
         self._head_bytes += len(part)
         self._head_lines += part.count(b"\n")
         if self._head_bytes > lim.max_head_bytes or self._head_lines > lim.max_headers + 2:
-            first_line_done = self._head_lines > 0
-            self._refuse(431 if first_line_done else 414)
+            long_line = self._line_len is None or self._line_len > lim.max_head_bytes
+            self._refuse(414 if long_line else 431)
             return False
         if end < 0:
             self._tail = joined[-3:]
@@ -108,6 +111,7 @@ class GuardedHttpProtocol(HttpToolsProtocol):
             self._body_timer.cancel()
             self._body_timer = None
         self._in_head, self._head_bytes, self._head_lines, self._tail = True, 0, 0, b""
+        self._line_len = None
 
     def _arm_head_timer(self) -> None:
         self._head_timer = self.loop.call_later(self.limits.head_timeout_s, self._head_timeout)

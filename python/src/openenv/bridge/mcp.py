@@ -167,6 +167,25 @@ async def _read_body(receive: Any, limit: int) -> bytes:
             return bytes(body)
 
 
+MAX_BATCH = 32
+"""Most requests in one JSON-RPC batch on ``POST /mcp`` (MCP 2025-06-18 removed batching;
+OpenEnv's JSON-RPC keeps it, bounded: RFC 0003)."""
+
+
+def _batch_refusal(batch: list[Any]) -> str | None:
+    """Why a JSON-RPC batch is refused as a whole (None: it is served): more than
+    :data:`MAX_BATCH` requests, or more than one ``openenv/session/create`` (one request
+    must not take every slot of the server)."""
+    if not batch:
+        return "Invalid request: empty batch"
+    if len(batch) > MAX_BATCH:
+        return f"Invalid request: a batch holds at most {MAX_BATCH} requests, got {len(batch)}"
+    creates = sum(1 for r in batch if isinstance(r, dict) and r.get("method") == "openenv/session/create")
+    if creates > 1:
+        return f"Invalid request: at most one openenv/session/create per batch, got {creates}"
+    return None
+
+
 async def serve_mcp_http(app: BridgeApp, scope: dict[str, Any], receive: Any, send: Any) -> None:
     """``/mcp`` over HTTP: route to the MCP SDK or to OpenEnv's JSON-RPC."""
     if _is_streamable(scope):
@@ -188,6 +207,10 @@ async def serve_mcp_http(app: BridgeApp, scope: dict[str, Any], receive: Any, se
         await respond(send, 200, frames.dumps(_error(None, PARSE_ERROR, "Parse error")).encode())
         return
     if isinstance(req, list):
+        refusal = _batch_refusal(req)
+        if refusal is not None:
+            await respond(send, 200, frames.dumps(_error(None, INVALID_REQUEST, refusal)).encode())
+            return
         out: Any = [await handle_jsonrpc(app, r) for r in req]
     else:
         out = await handle_jsonrpc(app, req)
