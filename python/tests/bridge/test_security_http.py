@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import socket
-import time
 from typing import Any
 
 import httpx
@@ -157,13 +156,12 @@ async def test_half_sent_request_heads_are_closed_by_the_head_deadline() -> None
                 if i % 2:
                     s.sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-a: b\r\n")  # never finished
                 socks.append(s)
-            started = time.monotonic()
             out = [read_all(s) for s in socks]  # each recv waits up to 30 s for the server to close
             for s in socks:
                 s.close()
-            return out + [b"%f" % (time.monotonic() - started)]
+            return out
 
-        *answers, _elapsed = await asyncio.to_thread(slowloris, 100)
+        answers = await asyncio.to_thread(slowloris, 100)
         assert all(status_of(a) == 408 for a in answers[1::2]), "half-sent heads are answered 408"
         assert all(a == b"" for a in answers[0::2]), "silent connections are closed"
         async with httpx.AsyncClient(base_url=srv.http_url, timeout=WAIT_S, trust_env=False) as http:
