@@ -88,6 +88,11 @@ def _write(path: str, text: str) -> None:
     show_default=True,
     help="Skip the capacity checks above this many max_sessions.",
 )
+@click.option(
+    "--token",
+    default=None,
+    help="Bearer token for a target that requires one (default: $OPENENV_TOKEN; docker: targets: their own).",
+)
 @click.option("--list-checks", is_flag=True, help="List every check (id, level, title) and exit.")
 @click.option("-v", "--verbose", is_flag=True, help="Show notes of passing checks and full reasons.")
 def certify(
@@ -105,6 +110,7 @@ def certify(
     transport: str | None,
     parity_with: str | None,
     capacity_limit: int,
+    token: str | None,
     list_checks: bool,
     verbose: bool,
 ) -> None:
@@ -124,7 +130,7 @@ def certify(
             "missing TARGET (grpc://HOST:PORT, http://HOST:PORT, python:MODULE:FACTORY or docker:IMAGE)"
         )
     console = Console(highlight=False, soft_wrap=True)
-    opts = RunOptions(capacity_limit=capacity_limit)
+    opts = RunOptions(capacity_limit=capacity_limit, token=token)
     try:
         report = run(
             target,

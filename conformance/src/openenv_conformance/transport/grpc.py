@@ -59,6 +59,26 @@ def _serialize(m: Any) -> bytes:
     return bytes(m) if isinstance(m, (bytes, bytearray)) else m.SerializeToString()
 
 
+class _Bearer(
+    grpc.aio.UnaryUnaryClientInterceptor,
+    grpc.aio.StreamStreamClientInterceptor,
+):
+    """Adds ``authorization: Bearer <token>`` to every call of a channel."""
+
+    def __init__(self, token: str) -> None:
+        self.header = ("authorization", f"Bearer {token}")
+
+    def _details(self, d: Any) -> Any:
+        metadata = [*(d.metadata or ()), self.header]
+        return grpc.aio.ClientCallDetails(d.method, d.timeout, metadata, d.credentials, d.wait_for_ready)
+
+    async def intercept_unary_unary(self, continuation: Any, details: Any, request: Any) -> Any:
+        return await continuation(self._details(details), request)
+
+    async def intercept_stream_stream(self, continuation: Any, details: Any, request_iterator: Any) -> Any:
+        return await continuation(self._details(details), request_iterator)
+
+
 class Wire:
     """Channels, sessions and unary calls to one target (``grpc://host:port``).
 
@@ -68,7 +88,8 @@ class Wire:
 
     kind = "grpc"
 
-    def __init__(self, url: str, *, timeout: float = 10.0) -> None:
+    def __init__(self, url: str, *, timeout: float = 10.0, token: str | None = None) -> None:
+        self.token = token
         scheme, self.address = parse_url(url)
         if scheme != "grpc":
             raise ValueError(f"{url!r}: the wire speaks grpc:// only")
@@ -96,12 +117,15 @@ class Wire:
         except TimeoutError:
             raise NoAnswer(f"no answer to {what} within {t:g} s") from None
 
-    def new_channel(self) -> grpc.aio.Channel:
-        """A new connection to the target (its own HTTP/2 connection)."""
+    def new_channel(self, *, anonymous: bool = False) -> grpc.aio.Channel:
+        """A new connection to the target (its own HTTP/2 connection); its calls carry the
+        bearer token, unless ``anonymous``."""
+        token = None if anonymous else self.token
 
         async def make() -> grpc.aio.Channel:
             return grpc.aio.insecure_channel(
                 self.address,
+                interceptors=[_Bearer(token)] if token else None,
                 options=[
                     ("grpc.max_send_message_length", -1),
                     ("grpc.max_receive_message_length", -1),

@@ -25,7 +25,7 @@ import uvicorn
 
 from openenv.bridge.app import BridgeApp
 from openenv.bridge.guard import Guard
-from openenv.bridge.limits import HttpLimits, protocol_class
+from openenv.bridge.limits import HttpLimits, protocol_classes
 from openenv.security import BrowserPolicy, TlsConfig, TokenSet
 
 log = logging.getLogger("openenv.bridge")
@@ -83,6 +83,8 @@ class HttpOptions:
 
 
 def _uvicorn_server(app: Any, opts: HttpOptions) -> Any:
+    http_protocol, ws_protocol = protocol_classes(opts.limits)
+
     class _Server(uvicorn.Server):
         @contextlib.contextmanager
         def capture_signals(self) -> Iterator[None]:  # the embedding program owns signals
@@ -91,8 +93,8 @@ def _uvicorn_server(app: Any, opts: HttpOptions) -> Any:
     config = uvicorn.Config(
         app,
         loop="none",
-        http=protocol_class(opts.limits),
-        ws="websockets-sansio",
+        http=http_protocol,
+        ws=ws_protocol,
         lifespan="on",
         ws_max_size=opts.max_message_bytes,
         ws_ping_interval=opts.ws_ping_interval,

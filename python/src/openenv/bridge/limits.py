@@ -16,6 +16,12 @@ held in Python objects) or keep thousands of half-sent requests open (slowloris)
 
 Keep-alive idling is uvicorn's ``timeout_keep_alive``; the number of connections its
 ``limit_concurrency`` (503 beyond).
+
+:class:`GuardedWsProtocol` bounds the send side of a WebSocket: a send that cannot be
+written within :attr:`~HttpLimits.ws_send_timeout_s` (a peer that does not read, so the
+socket's buffer stays full) aborts the connection, which frees its session; and a missed
+keepalive pong aborts it too (closing gracefully would wait for that same full buffer to
+drain, forever).
 """
 
 from __future__ import annotations
@@ -25,8 +31,10 @@ import dataclasses
 from typing import Any
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+from uvicorn.protocols.utils import ClientDisconnected
+from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
 
-__all__ = ["GuardedHttpProtocol", "HttpLimits"]
+__all__ = ["GuardedHttpProtocol", "GuardedWsProtocol", "HttpLimits", "protocol_classes"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -37,6 +45,7 @@ class HttpLimits:
     max_headers: int = 100
     head_timeout_s: float = 10.0
     body_timeout_s: float = 60.0
+    ws_send_timeout_s: float = 20.0
 
 
 _STATUS = {408: b"Request Timeout", 414: b"URI Too Long", 431: b"Request Header Fields Too Large"}
@@ -147,6 +156,27 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         self.transport.close()
 
 
-def protocol_class(limits: HttpLimits) -> type[GuardedHttpProtocol]:
-    """A :class:`GuardedHttpProtocol` bound to ``limits`` (uvicorn instantiates the class)."""
-    return type("GuardedHttpProtocol", (GuardedHttpProtocol,), {"limits": limits})
+class GuardedWsProtocol(WebSocketsSansIOProtocol):
+    """uvicorn's websockets-sansio protocol with a bounded send (see the module's text)."""
+
+    limits = HttpLimits()
+
+    async def send(self, message: Any) -> None:
+        if not self.writable.is_set():
+            try:
+                await asyncio.wait_for(self.writable.wait(), self.limits.ws_send_timeout_s)
+            except TimeoutError:
+                self.transport.abort()  # the peer does not read: drop it, free its session
+                raise ClientDisconnected() from None
+        await super().send(message)
+
+    def keepalive_timeout(self) -> None:
+        super().keepalive_timeout()
+        self.transport.abort()  # close() would wait for a full buffer to drain
+
+
+def protocol_classes(limits: HttpLimits) -> tuple[type[GuardedHttpProtocol], type[GuardedWsProtocol]]:
+    """The HTTP and WebSocket protocol classes bound to ``limits`` (uvicorn instantiates them)."""
+    http = type("GuardedHttpProtocol", (GuardedHttpProtocol,), {"limits": limits})
+    ws = type("GuardedWsProtocol", (GuardedWsProtocol,), {"limits": limits})
+    return http, ws

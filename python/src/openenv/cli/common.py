@@ -65,7 +65,8 @@ def security_options(fn: Any) -> Any:
         click.option(
             "--allow-anonymous",
             is_flag=True,
-            help="Serve a non-loopback address without a token (refused otherwise).",
+            envvar="OPENENV_ALLOW_ANONYMOUS",
+            help="Serve a non-loopback address without a token (refused otherwise); also $OPENENV_ALLOW_ANONYMOUS=1.",
         ),
         click.option("--tls-cert", type=click.Path(dir_okay=False), default=None, help="TLS certificate chain (PEM)."),
         click.option("--tls-key", type=click.Path(dir_okay=False), default=None, help="TLS private key (PEM)."),

@@ -45,6 +45,7 @@ _T = TypeVar("_T")
 DEFAULT_MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 DEFAULT_IDLE_TIMEOUT_S = 300.0
 _CLOSE_TIMEOUT_S = 30.0  # bound on waiting for a still-running call, and on close() itself
+_FACTORY_TIMEOUT_S = 60.0  # bound on creating an environment (a hung constructor)
 
 __all__ = ["DEFAULT_IDLE_TIMEOUT_S", "DEFAULT_MAX_MESSAGE_BYTES", "Runtime", "Session", "SessionManager"]
 
@@ -218,8 +219,7 @@ class Session:
                 return await fn(*args)
             fut: asyncio.Future[Any] = asyncio.ensure_future(fn(*args))
         elif self.runtime.env_cls.run_in_thread:
-            loop = asyncio.get_running_loop()
-            fut = loop.run_in_executor(self.manager.executor, functools.partial(fn, *args))
+            fut = self.manager.run_in_thread(functools.partial(fn, *args))
         else:
             return fn(*args)
         try:
@@ -399,8 +399,15 @@ class SessionManager:
         self.sessions: dict[str, Session] = {}
         self.draining = False
         self.opened_total = 0
-        workers = executor_workers or min(64, max(8, runtime.max_sessions))
+        # Threads are started on demand (never more than calls in flight), so a generous
+        # bound costs nothing: every session may hold one call, and as many again may be
+        # calls of closed sessions that never returned (a hung environment; a Python thread
+        # cannot be killed). Beyond that, new sessions are refused at once (UNAVAILABLE)
+        # instead of queueing behind hung calls (RFC 0003).
+        workers = executor_workers or 2 * runtime.max_sessions + 8
         self.executor = concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="openenv-env")
+        self.max_threads = workers
+        self.calls_in_threads = 0  # calls submitted to the executor and not finished
         self._reaper: asyncio.Task[None] | None = None
         self._reserved = 0
         self._closing: set[asyncio.Future[None]] = set()  # close() calls in progress
@@ -427,9 +434,26 @@ class SessionManager:
             raise
         return out
 
+    def run_in_thread(self, fn: Callable[[], _T]) -> asyncio.Future[_T]:
+        """Run ``fn`` on the environment threads, counting it until it returns."""
+        self.calls_in_threads += 1
+        fut = asyncio.get_running_loop().run_in_executor(self.executor, fn)
+
+        def done(_: Any) -> None:
+            self.calls_in_threads -= 1
+
+        fut.add_done_callback(done)
+        return fut
+
     def _check_capacity(self, n: int) -> None:
         if self.draining:
             raise Unavailable("server is shutting down", fatal=True)
+        if self.calls_in_threads + n >= self.max_threads:
+            raise Unavailable(
+                f"{self.calls_in_threads} environment calls are still running (some never returned); "
+                "refusing new sessions until they finish",
+                fatal=True,
+            )
         if self.active + n > self.runtime.max_sessions:
             raise ResourceExhausted(
                 f"server at capacity: {self.active}/{self.runtime.max_sessions} sessions active",
@@ -446,7 +470,11 @@ class SessionManager:
             factory = functools.partial(self.runtime.factory, **dict(options or {}))
             try:
                 if self.runtime.env_cls.run_in_thread:
-                    env = await asyncio.get_running_loop().run_in_executor(self.executor, factory)
+                    creating = self.run_in_thread(factory)
+                    done, _ = await asyncio.wait({creating}, timeout=_FACTORY_TIMEOUT_S)
+                    if not done:  # a hung constructor: its thread is abandoned, the handshake answered
+                        raise DeadlineExceeded(f"the environment was not created within {_FACTORY_TIMEOUT_S:g} s")
+                    env = creating.result()
                 else:
                     env = factory()
             except EnvError as e:
