@@ -59,24 +59,29 @@ def _serialize(m: Any) -> bytes:
     return bytes(m) if isinstance(m, (bytes, bytearray)) else m.SerializeToString()
 
 
-class _Bearer(
-    grpc.aio.UnaryUnaryClientInterceptor,
-    grpc.aio.StreamStreamClientInterceptor,
-):
-    """Adds ``authorization: Bearer <token>`` to every call of a channel."""
+def _with_token(d: Any, token: str) -> Any:
+    metadata = [*(d.metadata or ()), ("authorization", f"Bearer {token}")]
+    return grpc.aio.ClientCallDetails(d.method, d.timeout, metadata, d.credentials, d.wait_for_ready)
+
+
+class _BearerUnary(grpc.aio.UnaryUnaryClientInterceptor):
+    """Adds ``authorization: Bearer <token>`` to every unary call of a channel (RFC 0003)."""
 
     def __init__(self, token: str) -> None:
-        self.header = ("authorization", f"Bearer {token}")
-
-    def _details(self, d: Any) -> Any:
-        metadata = [*(d.metadata or ()), self.header]
-        return grpc.aio.ClientCallDetails(d.method, d.timeout, metadata, d.credentials, d.wait_for_ready)
+        self.token = token
 
     async def intercept_unary_unary(self, continuation: Any, details: Any, request: Any) -> Any:
-        return await continuation(self._details(details), request)
+        return await continuation(_with_token(details, self.token), request)
+
+
+class _BearerStream(grpc.aio.StreamStreamClientInterceptor):
+    """The same for streams (grpc.aio files an interceptor under one kind only)."""
+
+    def __init__(self, token: str) -> None:
+        self.token = token
 
     async def intercept_stream_stream(self, continuation: Any, details: Any, request_iterator: Any) -> Any:
-        return await continuation(self._details(details), request_iterator)
+        return await continuation(_with_token(details, self.token), request_iterator)
 
 
 class Wire:
@@ -125,7 +130,7 @@ class Wire:
         async def make() -> grpc.aio.Channel:
             return grpc.aio.insecure_channel(
                 self.address,
-                interceptors=[_Bearer(token)] if token else None,
+                interceptors=[_BearerUnary(token), _BearerStream(token)] if token else None,
                 options=[
                     ("grpc.max_send_message_length", -1),
                     ("grpc.max_receive_message_length", -1),
