@@ -15,6 +15,7 @@ from openenv_conformance.canonical import differing_fields
 from openenv_conformance.context import Context
 from openenv_conformance.errors import CheckSkipped, Violation
 from openenv_conformance.registry import check
+from openenv_conformance.transport.grpc import Wire
 from openenv_conformance.transport import (
     EPISODE_FIELDS,
     FRAMES,
@@ -463,7 +464,7 @@ def unauthenticated(ctx: Context) -> None:
     if not ctx.spec.caps.auth_required:
         raise CheckSkipped("the server requires no token (Capabilities.auth_required is false)")
     wire = ctx.wire
-    if not hasattr(wire, "new_channel"):
+    if not isinstance(wire, Wire):
         raise CheckSkipped("the transport cannot open an anonymous channel")
     s = ctx.session(handshake=False, channel=wire.new_channel(anonymous=True))
     answer = s.handshake()
