@@ -15,7 +15,6 @@ from openenv_conformance.canonical import differing_fields
 from openenv_conformance.context import Context
 from openenv_conformance.errors import CheckSkipped, Violation
 from openenv_conformance.registry import check
-from openenv_conformance.transport.grpc import Wire
 from openenv_conformance.transport import (
     EPISODE_FIELDS,
     FRAMES,
@@ -28,6 +27,7 @@ from openenv_conformance.transport import (
     expect_ok,
     expect_response,
 )
+from openenv_conformance.transport.grpc import Wire
 
 _SPEC = "docs/protocol.md"
 
