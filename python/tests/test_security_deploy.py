@@ -14,7 +14,7 @@ from openenv.errors import FailedPrecondition
 
 pytest.importorskip("docker")  # openenv.deploy is the docker extra
 
-from openenv.deploy.wheelhouse import copy_project  # noqa: E402
+from openenv.deploy.wheelhouse import copy_project
 
 HOSTILE_NAMES = ["a" * 300, "ü_env", "../../etc", "", "class", "-rf", "x\x01y", "a/b", "a" * 65, " ", "é" * 200]
 
