@@ -87,6 +87,8 @@ class Host:
         tls: certificate and key (and optional client CA) of both listeners.
         allow_anonymous: serve a non-loopback address without a token (refused otherwise).
         handshake_timeout_s: a gRPC stream silent for longer before its handshake is ended.
+        isolation: ``"thread"`` (default) or ``"process"``: each session's environment in its
+            own worker process, so a crash loses only that session (docs/security.md).
     """
 
     def __init__(
@@ -108,6 +110,7 @@ class Host:
         tls: TlsConfig | None = None,
         allow_anonymous: bool = False,
         handshake_timeout_s: float | None = DEFAULT_HANDSHAKE_TIMEOUT_S,
+        isolation: str = "thread",
     ) -> None:
         if http_port is DEFAULT:
             if http_available():
@@ -129,6 +132,7 @@ class Host:
             idle_timeout_s=idle_timeout_s,
             tools_only=tools_only,
             max_num_envs=max_num_envs,
+            isolation=isolation,
         )
         self.manager = SessionManager(self.runtime)
         self.host, self.port, self.http_port = host, port, http_port

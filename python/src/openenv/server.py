@@ -328,6 +328,7 @@ class Server:
         tokens: TokenSet | None = None,
         tls: TlsConfig | None = None,
         handshake_timeout_s: float | None = DEFAULT_HANDSHAKE_TIMEOUT_S,
+        isolation: str = "thread",
     ) -> None:
         if isinstance(factory, SessionManager):
             self.manager, self._owns_manager = factory, False
@@ -339,6 +340,7 @@ class Server:
                 idle_timeout_s=idle_timeout_s,
                 tools_only=tools_only,
                 max_num_envs=max_num_envs,
+                isolation=isolation,
             )
             self.manager, self._owns_manager = SessionManager(runtime), True
         self.runtime = self.manager.runtime

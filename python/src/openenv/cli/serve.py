@@ -81,6 +81,13 @@ __all__ = ["serve_command"]
     show_default=True,
     help="End gRPC streams that have not handshaken within this many seconds (0 disables).",
 )
+@click.option(
+    "--isolation",
+    type=click.Choice(["thread", "process"]),
+    default=lambda: os.environ.get("OPENENV_ISOLATION", "thread"),
+    show_default="thread",
+    help="process: each session's environment in its own worker process (a crash loses only that session).",
+)
 @security_options
 def serve_command(
     target: str,
@@ -99,6 +106,7 @@ def serve_command(
     ws_ping_interval: float,
     ws_ping_timeout: float,
     handshake_timeout: float,
+    isolation: str,
     tokens: tuple[str, ...],
     token_file: str | None,
     allow_anonymous: bool,
@@ -163,6 +171,7 @@ def serve_command(
             tls=tls,
             allow_anonymous=allow_anonymous,
             handshake_timeout_s=handshake_timeout or None,
+            isolation=isolation,
             **http,
         )
     except (TypeError, ValueError, RuntimeError) as e:

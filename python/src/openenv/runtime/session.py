@@ -35,6 +35,7 @@ from openenv.errors import (
 from openenv.protocol import PROTOCOL_VERSION, EpisodeStatus, SessionState, StepResult
 from openenv.runtime.codec import Codec, codec_for, descriptor_set, to_struct
 from openenv.runtime.environment import Environment
+from openenv.runtime.isolation import ISOLATION_MODES, ProcessEnv
 from openenv.runtime.rubrics import CREDITS_METADATA_KEY, Rubric
 from openenv.runtime.tools import CallToolAction, CallToolObservation, Tool, ToolResult
 from openenv.v1 import environment_pb2
@@ -62,7 +63,10 @@ class Runtime:
         idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S,
         tools_only: bool = False,
         max_num_envs: int | None = None,
+        isolation: str = "thread",
     ) -> None:
+        if isolation not in ISOLATION_MODES:
+            raise ValueError(f"isolation must be one of {ISOLATION_MODES}, not {isolation!r}")
         if isinstance(factory, type):
             env_cls = factory
         else:  # a factory function: build one instance to learn its class
@@ -98,6 +102,13 @@ class Runtime:
         if rubric is not None and not isinstance(rubric, Rubric):
             raise TypeError(f"{env_cls.__name__}.rubric must be an openenv.rubrics.Rubric, got {type(rubric).__name__}")
         self.rubric: Rubric | None = rubric
+        if isolation == "process" and rubric is not None:
+            raise ValueError(f"{env_cls.__name__} has a rubric: --isolation process does not support rubrics yet")
+        self.isolation = isolation
+        # Process isolation: every call goes to the session's worker over a pipe, from a thread.
+        self.run_in_thread = env_cls.run_in_thread or isolation == "process"
+        if isolation == "process":
+            self.is_async = frozenset()
         self.info = self._build_info()
 
     def _build_info(self) -> environment_pb2.EnvironmentInfo:
@@ -218,7 +229,7 @@ class Session:
             if timeout is None:  # hot path: no task; cancelling the stream cancels the coroutine
                 return await fn(*args)
             fut: asyncio.Future[Any] = asyncio.ensure_future(fn(*args))
-        elif self.runtime.env_cls.run_in_thread:
+        elif self.runtime.run_in_thread:
             fut = self.manager.run_in_thread(functools.partial(fn, *args))
         else:
             return fn(*args)
@@ -377,9 +388,12 @@ class Session:
             raise NotFound(f"unknown tool {name!r}; known tools: {', '.join(tools)}")
         kwargs = td.validate(dict(arguments or {}))
         limit = min((t for t in (timeout, td.timeout_s) if t is not None), default=None)
-        fn = functools.partial(td.fn, self.env, **kwargs)
+        if isinstance(self.env, ProcessEnv):
+            fn, is_async = functools.partial(self.env.call_tool, name, kwargs), False
+        else:
+            fn, is_async = functools.partial(td.fn, self.env, **kwargs), td.is_async
         try:
-            value = await self._call(fn, td.is_async, timeout=limit, what=f"tool {name!r}")
+            value = await self._call(fn, is_async, timeout=limit, what=f"tool {name!r}")
         except EnvError:
             raise
         except Exception as e:  # noqa: BLE001 - a failing tool is a result, as in MCP
@@ -467,9 +481,12 @@ class SessionManager:
         self._check_capacity(1)
         self._reserved += 1
         try:
-            factory = functools.partial(self.runtime.factory, **dict(options or {}))
+            if self.runtime.isolation == "process":
+                factory: Callable[[], Any] = functools.partial(ProcessEnv, self.runtime.factory, dict(options or {}))
+            else:
+                factory = functools.partial(self.runtime.factory, **dict(options or {}))
             try:
-                if self.runtime.env_cls.run_in_thread:
+                if self.runtime.run_in_thread:
                     creating = self.run_in_thread(factory)
                     done, _ = await asyncio.wait({creating}, timeout=_FACTORY_TIMEOUT_S)
                     if not done:  # a hung constructor: its thread is abandoned, the handshake answered
