@@ -382,7 +382,7 @@ class Sleeper(Tracked):
 
 class Fragile(openenv.Environment):
     """Counts steps; the action ``"exit"`` calls ``os._exit``, ``"segv"`` dereferences NULL.
-    Workers of ``--isolation process`` import it from here (by reference)."""Counts steps (workers of ``--isolation process`` import it from here); the action ``"exit"`` calls ``os._exit``, ``"segv"`` dereferences NULL."""
+    Workers of ``--isolation process`` import it from here (by reference)."""
 
     max_sessions = 4
 
