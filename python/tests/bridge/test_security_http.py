@@ -73,6 +73,16 @@ async def test_a_token_protects_every_route_but_health_and_both_websocket_altern
             assert '"observation"' in str(await asyncio.wait_for(c.recv(), WAIT_S))
         assert await _ws_status(ws + f"?access_token={TOKEN}") == 101
         assert await _ws_status(ws + "?access_token=wrong") == 401
+        # Clients that take only a base URL (OpenEnv's stock clients append /ws, /health...):
+        # the token as a path prefix.
+        prefixed = f"{base}/t/{TOKEN}"
+        assert await _ws_status(prefixed.replace("http://", "ws://") + "/ws") == 101
+        assert await _ws_status(f"{base}/t/wrong/ws".replace("http://", "ws://")) == 401
+        async with httpx.AsyncClient(timeout=WAIT_S, trust_env=False) as http:
+            assert (await http.get(prefixed + "/metadata")).status_code == 200
+            assert (await http.get(f"{base}/t/wrong/metadata")).status_code == 401
+        async with openenv.EnvClient(prefixed, token="") as env:
+            assert (await env.call_tool("add", {"a": 2, "b": 2})).data == 4
 
 
 async def test_a_foreign_origin_or_host_is_refused_with_403_and_listed_ones_are_served() -> None:

@@ -8,8 +8,10 @@ Every HTTP request and WebSocket upgrade passes, in order (RFC 0003, docs/securi
    with 401 (``UNAUTHENTICATED``, ``WWW-Authenticate: Bearer``). ``/health`` stays open.
    Browsers cannot set headers on a WebSocket, so ``/ws`` and the ``/mcp`` WebSocket also
    take the token as an offered subprotocol ``bearer.<token>`` (the server then selects
-   ``openenv`` when offered, else no subprotocol), or as ``?access_token=<token>`` (which
-   may end up in proxies' logs: prefer the header);
+   ``openenv`` when offered, else no subprotocol), or as ``?access_token=<token>``. Clients
+   that only take a base URL and can set nothing (OpenEnv's stock clients) use the prefix
+   ``/t/<token>/`` on every route: ``http://host:8000/t/<token>`` as their base URL. Tokens
+   in URLs may end up in proxies' logs: prefer the header;
 3. ``POST`` needs ``Content-Type: application/json`` (415 otherwise): a cross-site
    ``text/plain`` form cannot reach a tool.
 
@@ -65,7 +67,14 @@ class Guard:
             await self._refuse(scope, receive, send, 403, "PERMISSION_DENIED", why)
             return
         subprotocol: str | None = None
-        if self.tokens and scope["path"] not in _OPEN_PATHS:
+        url_token = _path_token(scope)
+        if url_token is not None:
+            token, rest = url_token
+            if not self.tokens.accepts(token) or not self.tokens:
+                await self._refuse(scope, receive, send, 401, "UNAUTHENTICATED", "the token in the URL is not accepted")
+                return
+            scope = {**scope, "path": rest, "raw_path": rest.encode()}
+        elif self.tokens and scope["path"] not in _OPEN_PATHS:
             ok = self.tokens.accepts_header(h.get(b"authorization")) if b"authorization" in h else False
             if not ok and kind == "websocket":
                 ok, subprotocol = self._ws_token(scope, h)
@@ -108,6 +117,15 @@ class Guard:
             await send({"type": "websocket.http.response.body", "body": body})
         else:
             await send({"type": "websocket.close", "code": 1008, "reason": why[:120]})
+
+
+def _path_token(scope: dict[str, Any]) -> tuple[str, str] | None:
+    """(token, the path without the prefix) of a ``/t/<token>/...`` path; None otherwise."""
+    path: str = scope["path"]
+    if not path.startswith("/t/"):
+        return None
+    token, _, rest = path[3:].partition("/")
+    return token, "/" + rest
 
 
 def _with_subprotocol(send: Any, subprotocol: str) -> Any:
