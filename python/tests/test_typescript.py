@@ -241,6 +241,11 @@ def test_typescript_gridworld_advertises_what_the_python_one_does(
             return env.info
 
     ts, py = asyncio.run(info(ts_gridworld)), asyncio.run(info(python_envs["OPENENV_GRIDWORLD_URL"]))
+    # The listener's own guards (RFC 0003) are the Python server's, not the environment's:
+    # the TypeScript server has no handshake deadline and neither requires a token here.
+    assert not ts.capabilities.HasField("handshake_timeout") and py.capabilities.handshake_timeout.seconds == 10
+    assert not ts.capabilities.auth_required and not py.capabilities.auth_required
+    py.capabilities.ClearField("handshake_timeout")
     for field in ("action", "observation", "state", "descriptors", "capabilities"):
         assert getattr(ts, field) == getattr(py, field), field
     assert (ts.name, py.name) == ("gridworld_ts", "gridworld")
