@@ -59,31 +59,6 @@ def _serialize(m: Any) -> bytes:
     return bytes(m) if isinstance(m, (bytes, bytearray)) else m.SerializeToString()
 
 
-def _with_token(d: Any, token: str) -> Any:
-    metadata = [*(d.metadata or ()), ("authorization", f"Bearer {token}")]
-    return grpc.aio.ClientCallDetails(d.method, d.timeout, metadata, d.credentials, d.wait_for_ready)
-
-
-class _BearerUnary(grpc.aio.UnaryUnaryClientInterceptor):
-    """Adds ``authorization: Bearer <token>`` to every unary call of a channel (RFC 0003)."""
-
-    def __init__(self, token: str) -> None:
-        self.token = token
-
-    async def intercept_unary_unary(self, continuation: Any, details: Any, request: Any) -> Any:
-        return await continuation(_with_token(details, self.token), request)
-
-
-class _BearerStream(grpc.aio.StreamStreamClientInterceptor):
-    """The same for streams (grpc.aio files an interceptor under one kind only)."""
-
-    def __init__(self, token: str) -> None:
-        self.token = token
-
-    async def intercept_stream_stream(self, continuation: Any, details: Any, request_iterator: Any) -> Any:
-        return await continuation(_with_token(details, self.token), request_iterator)
-
-
 class Wire:
     """Channels, sessions and unary calls to one target (``grpc://host:port``).
 
@@ -103,6 +78,7 @@ class Wire:
         self.loop = _thread_loop()
         self._tasks: set[asyncio.Task[Any]] = set()
         self._channels: list[grpc.aio.Channel] = []
+        self._anonymous: set[grpc.aio.Channel] = set()
         self.sessions: list[Session] = []
         self.channel = self.new_channel()
         self.stub = environment_pb2_grpc.EnvironmentServiceStub(self.channel)
@@ -125,12 +101,10 @@ class Wire:
     def new_channel(self, *, anonymous: bool = False) -> grpc.aio.Channel:
         """A new connection to the target (its own HTTP/2 connection); its calls carry the
         bearer token, unless ``anonymous``."""
-        token = None if anonymous else self.token
 
         async def make() -> grpc.aio.Channel:
             return grpc.aio.insecure_channel(
                 self.address,
-                interceptors=[_BearerUnary(token), _BearerStream(token)] if token else None,
                 options=[
                     ("grpc.max_send_message_length", -1),
                     ("grpc.max_receive_message_length", -1),
@@ -141,7 +115,17 @@ class Wire:
 
         ch = self.run(make())
         self._channels.append(ch)
+        if anonymous:
+            self._anonymous.add(ch)
         return ch
+
+    def metadata(self, channel: grpc.aio.Channel | None = None) -> tuple[tuple[str, str], ...] | None:
+        """The call metadata of a call on ``channel``: the bearer token (RFC 0003), except on
+        anonymous channels. Passed per call (an interceptor would wrap stream calls in async
+        generators that grpc.aio then closes noisily on cancellation)."""
+        if not self.token or (channel is not None and channel in self._anonymous):
+            return None
+        return (("authorization", f"Bearer {self.token}"),)
 
     def close_channel(self, channel: grpc.aio.Channel) -> None:
         """Close a connection at once, cancelling its calls (an abrupt disconnect)."""
@@ -169,7 +153,7 @@ class Wire:
         t = self.timeout if timeout is None else timeout
 
         async def call() -> pb.GetInfoResponse:  # calls are created on the wire's own loop
-            return await self.stub.GetInfo(pb.GetInfoRequest(), timeout=t)
+            return await self.stub.GetInfo(pb.GetInfoRequest(), timeout=t, metadata=self.metadata())
 
         return self.run(call(), t + 1, "GetInfo").info
 
@@ -193,7 +177,7 @@ class Wire:
 
         async def ask() -> tuple[list[str], list[bytes]]:
             stub = reflection_pb2_grpc.ServerReflectionStub(self.channel)
-            call = stub.ServerReflectionInfo(timeout=self.timeout)
+            call = stub.ServerReflectionInfo(timeout=self.timeout, metadata=self.metadata())
             await call.write(reflection_pb2.ServerReflectionRequest(list_services=""))
             listed = await call.read()
             await call.write(reflection_pb2.ServerReflectionRequest(file_containing_symbol=symbol))
@@ -224,7 +208,7 @@ class Session(RequestBuilder):
         async def start() -> tuple[Any, asyncio.Task[None]]:
             call = channel.stream_stream(
                 SESSION_METHOD, request_serializer=_serialize, response_deserializer=pb.SessionResponse.FromString
-            )()
+            )(metadata=wire.metadata(channel))
             reader = asyncio.ensure_future(self._read(call))
             wire._tasks.add(reader)
             reader.add_done_callback(wire._tasks.discard)
