@@ -50,22 +50,27 @@ def _decoded(req: Any) -> environment_pb2.SessionRequest:
     return cast(environment_pb2.SessionRequest, req)
 
 
-def _over_limit(resp: environment_pb2.SessionResponse, limit: int) -> environment_pb2.SessionResponse:
-    """``resp``, or an in-band RESOURCE_EXHAUSTED in its place when it is larger than the
-    message limit (sending it would end the whole stream)."""
-    size = resp.ByteSize()
-    if size <= limit:
-        return resp
-    out = environment_pb2.SessionResponse(request_id=resp.request_id)
-    out.error.CopyFrom(
-        status_of(
-            ResourceExhausted(
-                f"the reply ({resp.WhichOneof('kind')}, {size} bytes) exceeds the {limit}-byte message limit; "
-                "the request was carried out"
+def _bounded_serializer(limit: int) -> Callable[[environment_pb2.SessionResponse], bytes]:
+    """Serialize a SessionResponse once; one larger than the message limit (which would end
+    the whole stream) is replaced by an in-band, non-fatal RESOURCE_EXHAUSTED for the same
+    request (RFC 0003)."""
+
+    def serialize(resp: environment_pb2.SessionResponse) -> bytes:
+        data = resp.SerializeToString()
+        if len(data) <= limit:
+            return data
+        out = environment_pb2.SessionResponse(request_id=resp.request_id)
+        out.error.CopyFrom(
+            status_of(
+                ResourceExhausted(
+                    f"the reply ({resp.WhichOneof('kind')}, {len(data)} bytes) exceeds the {limit}-byte message "
+                    "limit; the request was carried out"
+                )
             )
         )
-    )
-    return out
+        return out.SerializeToString()
+
+    return serialize
 
 
 def status_of(err: EnvError) -> error_pb2.Status:
@@ -157,7 +162,6 @@ class _Servicer:
                 except Exception as e:
                     log.warning("request %s of session %s failed", req.WhichOneof("kind"), session.id, exc_info=True)
                     resp.error.CopyFrom(status_of(Internal(f"{type(e).__name__}: {e}")))
-                resp = _over_limit(resp, self.runtime.max_message_bytes)
                 await context.write(resp)
                 if resp.WhichOneof("kind") == "error" and resp.error.fatal:
                     return
@@ -368,7 +372,13 @@ class Server:
         limit = self.runtime.max_message_bytes
         credentials = self.tls.grpc_credentials() if self.tls is not None else None
         server = grpc.aio.server(
-            interceptors=[GuardInterceptor(self.tokens, tolerant=[f"/{SERVICE_NAME}/Session"])],
+            interceptors=[
+                GuardInterceptor(
+                    self.tokens,
+                    tolerant=[f"/{SERVICE_NAME}/Session"],
+                    serializers={f"/{SERVICE_NAME}/Session": _bounded_serializer(limit)},
+                )
+            ],
             options=[
                 ("grpc.so_reuseport", 0),
                 ("grpc.max_receive_message_length", limit),

@@ -7,11 +7,13 @@
   a message that is not valid protobuf reaches the handler as :class:`Undecodable`, which
   answers it ``INVALID_ARGUMENT`` in band, instead of the gRPC library ending the stream
   with UNKNOWN.
+* Replies: a method may get its own response serializer (the server's bounds replies to the
+  message limit while serializing them once).
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 import grpc
@@ -67,9 +69,11 @@ class GuardInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         *,
         tolerant: Iterable[str] = (),
         open_prefixes: tuple[str, ...] = (HEALTH_PREFIX,),
+        serializers: Mapping[str, Callable[[Any], bytes]] | None = None,
     ) -> None:
         self.tokens = tokens
         self.tolerant = frozenset(tolerant)
+        self.serializers = dict(serializers or {})
         self.open_prefixes = open_prefixes
 
     async def intercept_service(
@@ -89,6 +93,8 @@ class GuardInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         handler = await continuation(details)
         if handler is not None and method in self.tolerant and handler.request_deserializer is not None:
             handler = handler._replace(request_deserializer=_tolerant(handler.request_deserializer))
+        if handler is not None and method in self.serializers:
+            handler = handler._replace(response_serializer=self.serializers[method])
         return handler
 
 
