@@ -304,6 +304,8 @@ def serve(
         tools_only: production mode: only tools are reachable.
         grace_s: how long a drain waits for requests in progress.
         ready: called with the started :class:`Host` (instead of printing its addresses).
+        tokens, tls, allow_anonymous, handshake_timeout_s, isolation: who may connect and
+            how sessions are contained (see :class:`Host`; docs/security.md).
     """
     _run(serve_async(factory, host, port, **kwargs))
 
