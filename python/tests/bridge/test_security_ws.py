@@ -10,6 +10,7 @@ import os
 import socket
 from typing import Any
 
+import httpx
 import pytest
 from bridge_kit import WAIT_S, served, wait_until
 
@@ -68,3 +69,20 @@ async def test_a_client_that_never_reads_is_dropped_and_its_session_freed() -> N
             sock.close()
         async with openenv.EnvClient(srv.http_url) as env:  # the server serves on
             assert len((await env.reset()).observation) == 256 * 1024
+
+
+async def test_a_frame_of_millions_of_empty_objects_is_refused_unparsed_and_the_session_goes_on() -> None:
+    from bridge_kit import Ws
+
+    async with served(Bulky) as srv:
+        ws_url = srv.http_url.replace("http://", "ws://") + "/ws"
+        async with Ws(ws_url, proxy=None, max_size=None) as ws:
+            bomb = "[" + "{}," * 1_000_000 + "{}]"  # 3 MB; parsed, a million dicts
+            answer = await ws.ask(bomb)
+            assert answer["type"] == "error" and answer["data"]["code"] == "INVALID_JSON"
+            assert "refused unparsed" in answer["data"]["message"]
+            reply = await ws.ask({"type": "reset", "data": {}})
+            assert reply["type"] == "observation"
+        async with httpx.AsyncClient(base_url=srv.http_url, timeout=WAIT_S, trust_env=False) as http:
+            r = await http.post("/mcp", content=bomb, headers={"Content-Type": "application/json"})
+            assert r.status_code == 200 and r.json()["error"]["code"] == -32700

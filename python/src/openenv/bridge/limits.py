@@ -22,6 +22,10 @@ written within :attr:`~HttpLimits.ws_send_timeout_s` (a peer that does not read,
 socket's buffer stays full) aborts the connection, which frees its session; and a missed
 keepalive pong aborts it too (closing gracefully would wait for that same full buffer to
 drain, forever).
+
+:func:`bounded_loads` parses a JSON frame or body only when it holds at most
+:data:`MAX_JSON_CONTAINERS` objects and arrays: 15 MB of ``{}`` would otherwise become
+millions of Python dicts (~30x the bytes in memory) before any validation could refuse them.
 """
 
 from __future__ import annotations
@@ -34,7 +38,32 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from uvicorn.protocols.utils import ClientDisconnected
 from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
 
-__all__ = ["GuardedHttpProtocol", "GuardedWsProtocol", "HttpLimits", "protocol_classes"]
+from openenv.wire import frames
+
+__all__ = [
+    "MAX_JSON_CONTAINERS",
+    "GuardedHttpProtocol",
+    "GuardedWsProtocol",
+    "HttpLimits",
+    "bounded_loads",
+    "protocol_classes",
+]
+
+MAX_JSON_CONTAINERS = 100_000
+"""Most JSON objects plus arrays in one frame or body (counted as ``{`` and ``[`` bytes, so
+brackets inside strings count too: a bound, never a miss)."""
+
+
+def bounded_loads(raw: str | bytes) -> Any:
+    """:func:`openenv.wire.frames.loads`, refusing (ValueError) a text with more than
+    :data:`MAX_JSON_CONTAINERS` objects and arrays before parsing it."""
+    if isinstance(raw, str):
+        n = raw.count("{") + raw.count("[")
+    else:
+        n = raw.count(b"{") + raw.count(b"[")
+    if n > MAX_JSON_CONTAINERS:
+        raise ValueError(f"more than {MAX_JSON_CONTAINERS} JSON objects and arrays ({n}): refused unparsed")
+    return frames.loads(raw)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from openenv.bridge.asgi import respond
 from openenv.bridge.backend import BackendSession, spawn
+from openenv.bridge.limits import bounded_loads
 from openenv.errors import EnvError
 from openenv.runtime.tools import Tool, ToolResult
 from openenv.wire import frames
@@ -202,7 +203,7 @@ async def serve_mcp_http(app: BridgeApp, scope: dict[str, Any], receive: Any, se
         await respond(send, 413, frames.dumps(_error(None, INVALID_REQUEST, "request too large")).encode())
         return
     try:
-        req = frames.loads(body)
+        req = bounded_loads(body)
     except ValueError:
         await respond(send, 200, frames.dumps(_error(None, PARSE_ERROR, "Parse error")).encode())
         return
@@ -248,7 +249,7 @@ async def serve_mcp_ws(app: BridgeApp, scope: dict[str, Any], receive: Any, send
                 return
             raw = msg.get("text") or msg.get("bytes") or b""
             try:
-                req = frames.loads(raw)
+                req = bounded_loads(raw)
             except ValueError as e:
                 out = _error(None, PARSE_ERROR, f"Parse error: {e}")
             else:
