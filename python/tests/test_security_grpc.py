@@ -175,6 +175,13 @@ async def test_mutual_tls_refuses_a_client_without_a_certificate(pki: Any) -> No
         assert e.value.code() is grpc.StatusCode.UNAVAILABLE
         mine = grpc.ssl_channel_credentials(ca, Path(pki.client_key).read_bytes(), Path(pki.client_cert).read_bytes())
         assert (await health(mine)).status == health_pb2.HealthCheckResponse.SERVING
+        url = f"grpcs://localhost:{srv.port}"
+        mtls = (str(pki.client_cert), str(pki.client_key))
+        async with openenv.EnvClient(url, ca_file=str(pki.ca), client_cert=mtls) as env:
+            await env.reset()
+        with pytest.raises(openenv.EnvError):  # no client certificate: the TLS handshake fails
+            async with openenv.EnvClient(url, ca_file=str(pki.ca), connect_timeout=2.0):
+                pass
 
 
 def test_a_server_on_a_non_loopback_address_needs_a_token_or_allow_anonymous() -> None:

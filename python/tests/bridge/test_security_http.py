@@ -207,3 +207,16 @@ async def test_the_official_mcp_client_works_with_a_token() -> None:
             await mcp.initialize()
             r = await mcp.call_tool("add", {"a": 2, "b": 5})
             assert not r.is_error and r.structured_content == {"result": 7}
+
+
+async def test_wss_with_mutual_tls(tmp_path: Any) -> None:
+    pki = make_pki(tmp_path)
+    tls = TlsConfig(str(pki.server_cert), str(pki.server_key), str(pki.ca))
+    async with served(Counter, tls=tls) as srv:
+        url = f"https://localhost:{srv.http.port}"
+        mtls = (str(pki.client_cert), str(pki.client_key))
+        async with openenv.EnvClient(url, ca_file=str(pki.ca), client_cert=mtls) as env:
+            assert (await env.reset(seed=6)).observation["total"] == 6
+        with pytest.raises(openenv.Unavailable):  # no client certificate
+            async with openenv.EnvClient(url, ca_file=str(pki.ca), connect_timeout=5):
+                pass

@@ -29,7 +29,8 @@ What you may rely on:
   ``$OPENENV_TOKEN``; for a ``*.hf.space`` URL also ``$HF_TOKEN``) as
   ``authorization: Bearer`` metadata or header; a missing or refused one raises
   :class:`openenv.Unauthenticated`. ``grpcs://``, ``https://`` and ``wss://`` use TLS,
-  verified against ``ca_file=`` (default: the system's CAs).
+  verified against ``ca_file=`` (default: the system's CAs); ``client_cert=(cert, key)``
+  answers a server that requires client certificates (mutual TLS).
 * Closing leaves nothing behind: a client closed in a loop that is then closed (one
   ``asyncio.run`` per episode) is safe.
 
@@ -94,16 +95,23 @@ def connect_url(
     keepalive_s: float = 30.0,
     token: str | None = None,
     ca_file: str | None = None,
+    client_cert: tuple[str, str] | None = None,
 ) -> Connection:
     """The connection (not yet open) that speaks to ``url``: gRPC for ``grpc(s)://`` and bare
     ``host:port``; OpenEnv's WebSocket protocol for ``http(s)://`` and ``ws(s)://``.
     ``token``: the bearer token sent (default :func:`default_token`); ``ca_file``: the CA
-    that signed a TLS server's certificate (default: the system's)."""
+    that signed a TLS server's certificate (default: the system's); ``client_cert``: the
+    (certificate, key) files presented to a server that requires one (mutual TLS)."""
     scheme = scheme_of(url)
     token = token if token is not None else default_token(url)
     if scheme in WS_SCHEMES:
         return WsConnection(
-            url, max_message_bytes=max_message_bytes, keepalive_s=keepalive_s, token=token, ca_file=ca_file
+            url,
+            max_message_bytes=max_message_bytes,
+            keepalive_s=keepalive_s,
+            token=token,
+            ca_file=ca_file,
+            client_cert=client_cert,
         )
     return GrpcConnection(
         parse_url(url)[1],
@@ -113,6 +121,7 @@ def connect_url(
         token=token,
         secure=scheme == "grpcs",
         ca_file=ca_file,
+        client_cert=client_cert,
     )
 
 
@@ -168,6 +177,7 @@ class EnvClient:
         connection: Connection | None = None,
         token: str | None = None,
         ca_file: str | None = None,
+        client_cert: tuple[str, str] | None = None,
     ) -> None:
         scheme_of(base_url)  # ValueError for a scheme no transport speaks
         if num_envs < 1:
@@ -180,7 +190,7 @@ class EnvClient:
         self.timeout, self.connect_timeout = timeout, connect_timeout
         self.max_message_bytes, self.keepalive_s = max_message_bytes, keepalive_s
         self.num_envs, self.autoreset_mode = num_envs, mode
-        self.token, self.ca_file = token, ca_file
+        self.token, self.ca_file, self.client_cert = token, ca_file, client_cert
         self.session_id = ""
         self.info: environment_pb2.EnvironmentInfo | None = None
         self._given = connection
@@ -208,6 +218,7 @@ class EnvClient:
             keepalive_s=self.keepalive_s,
             token=self.token,
             ca_file=self.ca_file,
+            client_cert=self.client_cert,
         )
         hs = environment_pb2.HandshakeRequest(
             protocol_version=PROTOCOL_VERSION,

@@ -30,12 +30,19 @@ __all__ = ["GrpcConnection", "channel_ready", "open_channel", "token_metadata"]
 
 
 def open_channel(
-    target: str, *, secure: bool = False, ca_file: str | None = None, options: list[tuple[str, Any]] | None = None
+    target: str,
+    *,
+    secure: bool = False,
+    ca_file: str | None = None,
+    options: list[tuple[str, Any]] | None = None,
+    client_cert: tuple[str, str] | None = None,
 ) -> grpc.aio.Channel:
     """A grpc.aio channel to ``host:port``; ``secure``: TLS, verifying the server against
-    ``ca_file`` (default: gRPC's bundled roots)."""
+    ``ca_file`` (default: gRPC's bundled roots) and presenting ``client_cert`` (certificate
+    and key files) to a server that requires one (mutual TLS)."""
     if secure:
-        return grpc.aio.secure_channel(target, grpc_channel_credentials(ca_file), options=options)
+        cert, key = client_cert or (None, None)
+        return grpc.aio.secure_channel(target, grpc_channel_credentials(ca_file, cert, key), options=options)
     return grpc.aio.insecure_channel(target, options=options)
 
 
@@ -86,8 +93,10 @@ class GrpcConnection:
         token: str | None = None,
         secure: bool = False,
         ca_file: str | None = None,
+        client_cert: tuple[str, str] | None = None,
     ) -> None:
         self.target = target
+        self.client_cert = client_cert
         self.url = url or f"{'grpcs' if secure else 'grpc'}://{target}"
         self.token, self.secure, self.ca_file = token, secure, ca_file
         self.max_message_bytes = self._limit = max_message_bytes
@@ -122,7 +131,9 @@ class GrpcConnection:
             ("grpc.keepalive_permit_without_calls", 1),
             ("grpc.http2.max_pings_without_data", 0),
         ]
-        channel = open_channel(self.target, secure=self.secure, ca_file=self.ca_file, options=opts)
+        channel = open_channel(
+            self.target, secure=self.secure, ca_file=self.ca_file, options=opts, client_cert=self.client_cert
+        )
         if not await channel_ready(channel, timeout):
             raise Unavailable(f"cannot connect to {self.url} within {timeout:g} s", fatal=True)
         self._channel = channel

@@ -81,9 +81,10 @@ class WsConnection:
         ping_timeout_s: float | None = 20.0,
         token: str | None = None,
         ca_file: str | None = None,
+        client_cert: tuple[str, str] | None = None,
     ) -> None:
         self.url = base_url
-        self.token, self.ca_file = token, ca_file
+        self.token, self.ca_file, self.client_cert = token, ca_file, client_cert
         self.ws_url, self.http_url = split_url(base_url)
         self.max_message_bytes = max_message_bytes
         self.keepalive_s, self.ping_timeout_s = keepalive_s, ping_timeout_s
@@ -133,8 +134,8 @@ class WsConnection:
             kw["proxy"] = None
         if self.token:
             kw["additional_headers"] = {"Authorization": f"Bearer {self.token}"}
-        if self.ca_file and self.ws_url.startswith("wss://"):
-            kw["ssl"] = client_ssl_context(self.ca_file)
+        if (self.ca_file or self.client_cert) and self.ws_url.startswith("wss://"):
+            kw["ssl"] = self._ssl()
         try:
             self._ws = await connect(url, **kw)
         except (OSError, TimeoutError) as e:
@@ -163,6 +164,10 @@ class WsConnection:
             raise
         self._tr = FrameTranslator(self.info, extended=self.extended)
 
+    def _ssl(self) -> Any:
+        cert, key = self.client_cert or (None, None)
+        return client_ssl_context(self.ca_file, cert, key)
+
     async def _stock_info(self, timeout: float) -> environment_pb2.EnvironmentInfo:
         """Describe a stock OpenEnv server from ``/metadata`` and ``/schema`` (best effort)."""
         httpx = _require("httpx")
@@ -172,7 +177,7 @@ class WsConnection:
                 timeout=timeout,
                 trust_env=not is_loopback(self.http_url),
                 headers={"Authorization": f"Bearer {self.token}"} if self.token else None,
-                verify=client_ssl_context(self.ca_file) if self.ca_file else True,
+                verify=self._ssl() if self.ca_file or self.client_cert else True,
             ) as http:
                 md = (await http.get(self.http_url + "/metadata")).json()
                 schema = (await http.get(self.http_url + "/schema")).json()
