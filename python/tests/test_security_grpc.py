@@ -190,3 +190,50 @@ def test_a_server_on_a_non_loopback_address_needs_a_token_or_allow_anonymous() -
     openenv.Host(Counter, "0.0.0.0", 0, tokens=TokenSet([TOKEN]))
     openenv.Host(Counter, "0.0.0.0", 0, allow_anonymous=True)
     openenv.Host(Counter, "127.0.0.1", 0)
+
+
+def test_openenv_serve_takes_tls_from_the_environment_and_the_image_healthcheck_follows(
+    pki: Any, tmp_path: Path
+) -> None:
+    """What an image does: TLS files named by $OPENENV_TLS_CERT/$OPENENV_TLS_KEY, and the
+    HEALTHCHECK's bare ``openenv health`` checking its own server over TLS."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    env = {**os.environ, "OPENENV_TLS_CERT": str(pki.server_cert), "OPENENV_TLS_KEY": str(pki.server_key)}
+    ready = tmp_path / "ready"
+    proc = subprocess.Popen(
+        [
+            *(sys.executable, "-m", "openenv.cli", "serve", "echo_env.server:EchoEnvironment"),
+            *("--port", "0", "--no-http", "--ready-file", str(ready)),
+        ],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not ready.exists():
+            assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+            assert time.monotonic() < deadline, "openenv serve did not start"
+            time.sleep(0.05)
+        address = ready.read_text().strip()
+        assert address.startswith("grpcs://")
+        port = address.rsplit(":", 1)[1]
+
+        def health(extra: dict[str, str]) -> subprocess.CompletedProcess[str]:
+            e = {**os.environ, "OPENENV_GRPC_PORT": port, **extra}
+            cmd = [sys.executable, "-m", "openenv.cli", "health", "--timeout", "10"]
+            return subprocess.run(cmd, env=e, capture_output=True, text=True, timeout=60)
+
+        tls = {"OPENENV_TLS_CERT": str(pki.server_cert), "OPENENV_TLS_CA": str(pki.ca)}
+        ok = health(tls)
+        assert ok.returncode == 0 and ok.stdout.strip() == "SERVING", ok.stderr
+        plain = health({})
+        assert plain.returncode == 1 and plain.stdout.strip() == "UNAVAILABLE"
+    finally:
+        proc.terminate()
+        proc.wait(30)
