@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib
 import importlib.metadata
 import logging
+import re
 
 import click
 
@@ -28,6 +29,22 @@ _COMMANDS: dict[str, str] = {
 }
 
 
+_REQUIREMENT = re.compile(r"""^\s*([A-Za-z0-9][A-Za-z0-9._-]*).*;.*extra\s*==\s*["']([^"']+)["']""")
+
+
+def _extra_providing(module: str) -> str | None:
+    """The extra of this distribution whose requirements bring the missing top-level
+    ``module`` (read from the installed metadata, so it cannot drift from pyproject.toml).
+    A missing module is not installed, so its distribution is assumed to share its name."""
+    wanted = re.sub(r"[-_.]+", "-", module.split(".")[0]).lower()
+    extras = []
+    for requirement in importlib.metadata.requires("protoenv") or []:
+        m = _REQUIREMENT.match(requirement)
+        if m and re.sub(r"[-_.]+", "-", m.group(1)).lower() == wanted and m.group(2) not in ("all", "dev"):
+            extras.append(m.group(2))
+    return extras[0] if extras else None
+
+
 def _entry_points() -> dict[str, importlib.metadata.EntryPoint]:
     return {ep.name: ep for ep in importlib.metadata.entry_points(group="openenv.cli")}
 
@@ -42,7 +59,9 @@ class _LazyGroup(click.Group):
             try:
                 module = importlib.import_module(mod)
             except ImportError as e:
-                raise click.ClickException(f"openenv {name} is not available: {e}") from e
+                extra = _extra_providing(e.name or "")
+                hint = f": pip install 'protoenv[{extra}]'" if extra else ""
+                raise click.ClickException(f"openenv {name} is not available{hint} ({e})") from e
             command: click.Command = getattr(module, attr)
             return command
         ep = _entry_points().get(name)
