@@ -22,7 +22,13 @@ from collections.abc import Callable
 from typing import Any
 
 from openenv.runtime.environment import Environment
-from openenv.runtime.session import DEFAULT_IDLE_TIMEOUT_S, DEFAULT_MAX_MESSAGE_BYTES, Runtime, SessionManager
+from openenv.runtime.session import (
+    DEFAULT_IDLE_TIMEOUT_S,
+    DEFAULT_MAX_MESSAGE_BYTES,
+    DEFAULT_RESUME_GRACE_S,
+    Runtime,
+    SessionManager,
+)
 from openenv.server import Server
 
 log = logging.getLogger("openenv.host")
@@ -79,7 +85,7 @@ class Host:
             :data:`DEFAULT`: :func:`default_http_port` when the ``http`` extra is installed).
         http_host: interface of the HTTP side (default: ``host``).
         http_options: an :class:`openenv.bridge.HttpOptions` (keepalive, message size).
-        max_sessions, max_message_bytes, idle_timeout_s, tools_only, max_num_envs: the
+        max_sessions, max_message_bytes, idle_timeout_s, tools_only, max_num_envs, resume_grace_s: the
             runtime's settings (see :func:`serve`).
         reflection: serve gRPC server reflection.
     """
@@ -99,6 +105,7 @@ class Host:
         tools_only: bool = False,
         max_num_envs: int | None = None,
         reflection: bool = True,
+        resume_grace_s: float = DEFAULT_RESUME_GRACE_S,
     ) -> None:
         if http_port is DEFAULT:
             if http_available():
@@ -115,6 +122,7 @@ class Host:
             idle_timeout_s=idle_timeout_s,
             tools_only=tools_only,
             max_num_envs=max_num_envs,
+            resume_grace_s=resume_grace_s,
         )
         self.manager = SessionManager(self.runtime)
         self.host, self.port, self.http_port = host, port, http_port
