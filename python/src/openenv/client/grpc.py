@@ -29,7 +29,9 @@ from openenv.v1 import environment_pb2, environment_pb2_grpc
 __all__ = ["GrpcConnection", "channel_ready"]
 
 DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024 * 1024
-END_GRACE_S = 5.0  # how long closing waits for the server to end the stream before cancelling it
+END_GRACE_S = 5.0
+# How a stream ends when its connection drops (not a status the server chose): worth a resume.
+_TRANSPORT_CODES = frozenset({14, 1, 13, 2})  # UNAVAILABLE, CANCELLED, INTERNAL, UNKNOWN  # how long closing waits for the server to end the stream before cancelling it
 
 
 async def channel_ready(channel: grpc.aio.Channel, timeout: float) -> bool:
@@ -90,6 +92,7 @@ class GrpcConnection:
         self._handshake = environment_pb2.HandshakeRequest()
         self._unanswered: dict[int, environment_pb2.SessionRequest] = {}  # what a resume re-sends
         self._resuming: asyncio.Task[None] | None = None
+        self._may_be_parked = False  # the stream broke: the server may be keeping the session
 
     @property
     def ended(self) -> EnvError | None:
@@ -146,6 +149,39 @@ class GrpcConnection:
             with contextlib.suppress(EnvError):
                 await self.request(environment_pb2.SessionRequest(close=environment_pb2.CloseRequest()), 10.0)
         await self._shutdown(graceful=True)
+        if self._may_be_parked:
+            await self._release_parked()
+
+    async def _release_parked(self) -> None:
+        """The stream broke and the session was given up (e.g. an answer over this client's
+        size limit): the server keeps a resumable session for its grace period, so close it
+        now through its token. Best effort, bounded."""
+        self._may_be_parked = False
+        channel = grpc.aio.insecure_channel(self.target, options=self._options())
+        try:
+            if not await channel_ready(channel, END_GRACE_S):
+                return
+            call = environment_pb2_grpc.EnvironmentServiceStub(channel).Session()
+            hs = environment_pb2.HandshakeRequest(
+                protocol_version=self._handshake.protocol_version, resume_token=self.resume_token
+            )
+            self._next_id += 1
+            await call.write(environment_pb2.SessionRequest(request_id=self._next_id, handshake=hs))
+            self._next_id += 1
+            await call.write(environment_pb2.SessionRequest(request_id=self._next_id, close=environment_pb2.CloseRequest()))
+            await call.done_writing()
+
+            async def drain() -> None:
+                while await call.read() is not grpc.aio.EOF:
+                    pass
+
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(drain(), END_GRACE_S)
+            call.cancel()
+        except (grpc.aio.AioRpcError, asyncio.InvalidStateError):
+            pass
+        finally:
+            await channel.close()
 
     async def abort(self) -> None:
         """Cancel the stream without a close request, as a crashed client would."""
@@ -201,7 +237,8 @@ class GrpcConnection:
             dropped = True
         except asyncio.CancelledError:
             err = FailedPrecondition("the client is closed", fatal=True)
-        if dropped and self.resume_token and not self._closing and err is not None:
+        self._may_be_parked = dropped and bool(self.resume_token)
+        if dropped and self.resume_token and not self._closing and err is not None and err.code in _TRANSPORT_CODES:
             # The stream ended abnormally: reattach with the token, re-send what is unanswered.
             self._resuming = asyncio.ensure_future(self._resume(err))
             return
@@ -256,10 +293,12 @@ class GrpcConnection:
                     refused = EnvError.from_proto(resp.error)
                     call.cancel()
                     await channel.close()
+                    # The server ended the session (drain, restart): its reason is the error.
                     self._end(
-                        Aborted(
-                            f"the session was lost ({cause.code.name}: {cause.message}) and could not be "
-                            f"resumed: {refused.code.name}: {refused.message}",
+                        EnvError.from_code(
+                            cause.code,
+                            f"{cause.message} (the session could not be resumed: {refused.code.name}: "
+                            f"{refused.message})",
                             fatal=True,
                         )
                     )

@@ -619,8 +619,11 @@ export type HandshakeRequest = Message<"openenv.v1.HandshakeRequest"> & {
    * keeps the session for Capabilities.resume_grace after the stream drops,
    * and answers a request id it has already answered from its record instead
    * of applying the request again (exactly-once across reconnects). Request
-   * ids must then be unique within the session. Ignored when the server does
-   * not offer resumption (resume_grace unset).
+   * ids must then be unique within the session, and the session ends only by
+   * a close request (or a fatal error): end of input without one counts as a
+   * dropped connection, since a reset connection reads the same way. Ignored
+   * when the server does not offer resumption (resume_grace unset) and for
+   * vectorised sessions.
    *
    * @generated from field: bool resumable = 9;
    */
