@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import random
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 import grpc
 import pytest
@@ -28,8 +28,8 @@ class Gated(openenv.Environment):
     ``gate``, so a test can drop the connection while that step is in flight."""
 
     name = "gated"
-    action_type = {"type": "integer"}
-    observation_type = {"type": "object"}
+    action_type: ClassVar[Any] = {"type": "integer"}
+    observation_type: ClassVar[Any] = {"type": "object"}
     deterministic = True
     snapshots = True
     run_in_thread = False
@@ -233,7 +233,7 @@ async def test_foreign_and_altered_snapshots_are_refused_and_change_nothing() ->
         newer = environment_pb2.Snapshot()
         newer.CopyFrom(snap)
         newer.env_version = "9.9.9"
-        with pytest.raises(openenv.FailedPrecondition, match="9.9.9"):
+        with pytest.raises(openenv.FailedPrecondition, match=r"9\.9\.9"):
             await env.restore(newer)
         altered = environment_pb2.Snapshot()
         altered.CopyFrom(snap)
@@ -256,8 +256,7 @@ class Unpicklable(Gated):
     name = "unpicklable"
 
     def reset(self, **kw: Any) -> dict[str, Any]:
-        self.lock = asyncio.Lock().__class__  # a class pickles; make it an instance that does not
-        self.handle = open(__file__)  # noqa: SIM115 - an open file does not pickle
+        self.handle = open(__file__)  # an open file does not pickle
         return super().reset(**kw)
 
     def close(self) -> None:
@@ -305,3 +304,20 @@ async def test_unclaimed_forks_are_closed_after_the_grace_period() -> None:
 
 def test_aborted_is_in_the_error_table() -> None:
     assert openenv.ErrorCode.ABORTED == 10 == grpc.StatusCode.ABORTED.value[0]
+
+
+def test_the_blocking_client_snapshots_restores_and_forks() -> None:
+    from openenv_testkit import server_thread
+
+    with server_thread(Gated) as srv, openenv.EnvClient(srv.address).sync() as env:
+        env.reset(seed=9)
+        snap = env.snapshot()
+        a = env.step(1)
+        assert env.restore(snap).step_count == 0
+        assert env.step(1).observation == a.observation
+        forks = env.fork(2)
+        try:
+            assert [f.step(2).step_count for f in forks] == [2, 2]  # from the parent, one step in
+        finally:
+            for f in forks:
+                f.close()

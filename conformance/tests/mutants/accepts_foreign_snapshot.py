@@ -3,7 +3,6 @@ FAILED_PRECONDITION (RFC 0006 §3). The wire acknowledges every restore the serv
 
 from mutants.base import Counter as Env
 from mutants.proxy import Proxy
-
 from openenv.v1 import environment_pb2 as pb
 
 CAUGHT_BY = "sessions.foreign_snapshot_refused"

@@ -66,7 +66,12 @@ def _play(ctx: Context, s: SessionLike, actions: list[Action]) -> list[dict[str,
 
 def _state(ctx: Context, s: SessionLike, what: str) -> tuple[str, int, int, Any]:
     st_ = expect_ok(s.state(), "state", what)
-    return (st_.episode_id, st_.step_count, st_.status, ctx.spec.state.decode(st_.state) if st_.HasField("state") else None)
+    return (
+        st_.episode_id,
+        st_.step_count,
+        st_.status,
+        ctx.spec.state.decode(st_.state) if st_.HasField("state") else None,
+    )
 
 
 @check(
@@ -151,7 +156,9 @@ def restore_reproduces(ctx: Context) -> None:
         original = _play(ctx, s, actions[k:])
         restored = expect_ok(_restore(s, snap), "restore", "restore of the snapshot")
         if restored.step_count != len(prefix):
-            raise Violation(f"restore reports step count {restored.step_count}, the snapshot was taken at {len(prefix)}")
+            raise Violation(
+                f"restore reports step count {restored.step_count}, the snapshot was taken at {len(prefix)}"
+            )
         replay = _play(ctx, s, actions[k:])
         d = diff(original, replay, ctx.spec.tolerance)
         if d:

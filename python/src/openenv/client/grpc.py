@@ -29,9 +29,9 @@ from openenv.v1 import environment_pb2, environment_pb2_grpc
 __all__ = ["GrpcConnection", "channel_ready"]
 
 DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024 * 1024
-END_GRACE_S = 5.0
+END_GRACE_S = 5.0  # how long closing waits for the server to end the stream before cancelling it
 # How a stream ends when its connection drops (not a status the server chose): worth a resume.
-_TRANSPORT_CODES = frozenset({14, 1, 13, 2})  # UNAVAILABLE, CANCELLED, INTERNAL, UNKNOWN  # how long closing waits for the server to end the stream before cancelling it
+_TRANSPORT_CODES = frozenset({14, 1, 13, 2})  # UNAVAILABLE, CANCELLED, INTERNAL, UNKNOWN
 
 
 async def channel_ready(channel: grpc.aio.Channel, timeout: float) -> bool:
@@ -168,7 +168,9 @@ class GrpcConnection:
             self._next_id += 1
             await call.write(environment_pb2.SessionRequest(request_id=self._next_id, handshake=hs))
             self._next_id += 1
-            await call.write(environment_pb2.SessionRequest(request_id=self._next_id, close=environment_pb2.CloseRequest()))
+            await call.write(
+                environment_pb2.SessionRequest(request_id=self._next_id, close=environment_pb2.CloseRequest())
+            )
             await call.done_writing()
 
             async def drain() -> None:

@@ -354,7 +354,7 @@ class Environment:
         server sealed. The default replaces the instance's attributes (except ``rubric``) with
         the pickled ones.
         """
-        state = pickle.loads(data)  # noqa: S301 - a sealed snapshot (openenv.runtime.snapshots)
+        state = pickle.loads(data)
         keep = {k: v for k, v in vars(self).items() if k == "rubric"}
         vars(self).clear()
         vars(self).update(state)

@@ -207,9 +207,7 @@ class Resumes:
         await entry.journal.settle()
         await entry.session.close()
 
-    async def fork(
-        self, session: Session, count: int, snapshot: environment_pb2.Snapshot | None
-    ) -> list[Resumable]:
+    async def fork(self, session: Session, count: int, snapshot: environment_pb2.Snapshot | None) -> list[Resumable]:
         """Open ``count`` sessions from ``snapshot`` (of ``session`` now, when None), parked
         for a client to claim. All or none; errors are not fatal to ``session``."""
         rt = self.runtime
