@@ -321,3 +321,33 @@ def test_the_blocking_client_snapshots_restores_and_forks() -> None:
         finally:
             for f in forks:
                 f.close()
+
+
+async def test_a_resume_takes_the_session_over_from_a_stream_the_server_still_holds() -> None:
+    """The client saw the drop before the server did: the old stream is ended, the new one
+    gets the session with its episode."""
+    async with running(Gated) as srv, RawSession(target(srv)) as old, RawSession(target(srv)) as new:
+        hs = await old.open(resumable=True)
+        await old.request(reset=environment_pb2.ResetRequest(seed=1))
+        await old.request(_step(2, 0))
+        new._next = 5000  # request ids are the session's: the new stream must not reuse the old one's
+        again = await new.open(resume_token=hs.resume_token)
+        assert again.resumed and again.session_id == hs.session_id
+        assert (await old.ended()).code == grpc.StatusCode.ABORTED
+        st = await new.request(state=environment_pb2.StateRequest())
+        assert st.state.step_count == 1 and Gated.applied == 1
+        assert srv.manager.active == 1
+
+
+async def test_draining_closes_parked_sessions_at_once() -> None:
+    srv = openenv.Server(Gated, "127.0.0.1", 0, resume_grace_s=3600.0)
+    await srv.start()
+    try:
+        s = RawSession(target(srv))
+        await s.open(resumable=True)
+        s.call.cancel()  # dropped: parked for an hour
+        await s.channel.close()
+        await wait_until(lambda: srv.manager.active == 1, WAIT, "the session to be parked")
+    finally:
+        await asyncio.wait_for(srv.stop(grace_s=WAIT), WAIT)  # bounded by the drain, not the grace period
+    assert srv.manager.active == 0

@@ -90,7 +90,13 @@ class _Servicer:
         entry: Resumable | None = None  # set when the session is resumable (RFC 0006)
         ended: list[EnvError] = []
         dropped = False
+        taken_over: list[bool] = []
         task = asyncio.current_task()
+
+        def take_over() -> None:  # another stream resumed this session: end this one, keep the session
+            if not taken_over and task is not None:
+                taken_over.append(True)
+                task.cancel()
 
         def terminate(err: EnvError) -> None:
             if not ended:
@@ -111,6 +117,8 @@ class _Servicer:
                 await context.write(resp)
                 return
             session.on_terminate(terminate)
+            if entry is not None:
+                entry.on_takeover = take_over
             await context.write(resp)
             while True:
                 req = await context.read()
@@ -128,6 +136,9 @@ class _Servicer:
                 if kind == "close" or (kind == "error" and resp.error.fatal):
                     return
         except asyncio.CancelledError:
+            if taken_over:
+                dropped = True
+                await context.abort(grpc.StatusCode.ABORTED, "the session was resumed on another stream")
             if not ended:
                 dropped = True
                 raise  # the client went away or the server is stopping

@@ -121,6 +121,9 @@ class Resumable:
     owner: asyncio.Task[None] | None = None  # the stream task serving it, when attached
     detached: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)
     expiry: asyncio.TimerHandle | None = None
+    #: How the transport ends the attached stream when another takes the session over
+    #: (default: cancel the owner task).
+    on_takeover: Callable[[], None] | None = None
 
 
 class Resumes:
@@ -163,7 +166,10 @@ class Resumes:
                 fatal=True,
             )
         if entry.owner is not None and not entry.owner.done() and entry.owner is not owner:
-            entry.owner.cancel()
+            if entry.on_takeover is not None:
+                entry.on_takeover()
+            else:
+                entry.owner.cancel()
             try:
                 await asyncio.wait_for(entry.detached.wait(), _TAKEOVER_S)
             except TimeoutError:
@@ -173,7 +179,7 @@ class Resumes:
         if entry.expiry is not None:
             entry.expiry.cancel()
             entry.expiry = None
-        entry.owner = owner
+        entry.owner, entry.on_takeover = owner, None
         entry.detached.clear()
         return entry
 
@@ -181,6 +187,8 @@ class Resumes:
         """The stream went away: keep the session for the grace period."""
         entry.owner = None
         entry.detached.set()
+        # A drain or the idle reaper ends a parked session at once (no stream to tell).
+        entry.session.on_terminate(lambda _err: self._expire(entry))
         if entry.expiry is None:
             entry.expiry = asyncio.get_running_loop().call_later(self.grace_s, self._expire, entry)
         log.info("session %s parked for %g s awaiting its client", entry.session.id, self.grace_s)
@@ -194,8 +202,10 @@ class Resumes:
         entry.detached.set()
 
     def _expire(self, entry: Resumable) -> None:
-        entry.expiry = None
-        if entry.owner is not None:  # reattached meanwhile
+        if entry.expiry is not None:
+            entry.expiry.cancel()
+            entry.expiry = None
+        if entry.owner is not None or entry.token not in self._by_token:  # reattached, or already ended
             return
         log.info("session %s not resumed within %g s: closing", entry.session.id, self.grace_s)
         self.forget(entry)
