@@ -275,6 +275,8 @@ def serve(
         max_sessions: capacity (default: the class's ``max_sessions``).
         max_message_bytes: largest message accepted and sent (default 16 MiB).
         idle_timeout_s: sessions idle for longer are closed (default 300; 0 disables).
+        resume_grace_s: how long a resumable session whose connection dropped waits for its
+            client to come back (RFC 0006; default 60; 0: no resumption).
         tools_only: production mode: only tools are reachable.
         grace_s: how long a drain waits for requests in progress.
         ready: called with the started :class:`Host` (instead of printing its addresses).
