@@ -5,18 +5,14 @@ of the bridge-to-server connection, and no step is lost or applied twice."""
 from __future__ import annotations
 
 import asyncio
-import sys
-from pathlib import Path
-
 import pytest
+
+from tcp_proxy import TcpProxy  # python/tests (on sys.path: python/tests/conftest.py)
+from test_resume import WAIT, Gated
 
 import openenv
 import openenv.bridge as bridge
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # python/tests: the proxy and Gated
-
-from tcp_proxy import TcpProxy  # noqa: E402
-from test_resume import WAIT, Gated  # noqa: E402
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timing]
 
