@@ -5,14 +5,13 @@ of the bridge-to-server connection, and no step is lost or applied twice."""
 from __future__ import annotations
 
 import asyncio
-import pytest
 
+import pytest
 from tcp_proxy import TcpProxy  # python/tests (on sys.path: python/tests/conftest.py)
 from test_resume import WAIT, Gated
 
 import openenv
 import openenv.bridge as bridge
-
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timing]
 
