@@ -293,6 +293,7 @@ class GrpcConnection:
                     raise Unavailable(f"the stream ended at the resume handshake ({code.name})")
                 if resp.WhichOneof("kind") == "error":
                     refused = EnvError.from_proto(resp.error)
+                    self._may_be_parked = False
                     call.cancel()
                     await channel.close()
                     # The server ended the session (drain, restart): its reason is the error.
@@ -312,12 +313,13 @@ class GrpcConnection:
                     self._resuming = None
                     self._reader = asyncio.ensure_future(self._read_loop())
                 self.resumes += 1
+                self._may_be_parked = False
                 return
             except asyncio.CancelledError:
                 await channel.close()
                 raise
-            except (grpc.aio.AioRpcError, EnvError, TimeoutError, asyncio.InvalidStateError) as e:
-                last = e if isinstance(e, EnvError) else Unavailable(str(e))
+            except Exception as e:  # noqa: BLE001 - any failed attempt is retried until the deadline
+                last = e if isinstance(e, EnvError) else Unavailable(f"{type(e).__name__}: {e}")
                 await channel.close()
             await asyncio.sleep(min(delay, max(0.0, deadline - loop.time())))  # backoff, not a wait for state
             delay = min(delay * 2, 2.0)
