@@ -15,6 +15,7 @@ COLLATERAL = frozenset(
         "schema.error_precedence",
         "schema.observations",
         "schema.valid_actions",
+        "sessions.restore_reproduces",
     }
 )
 

@@ -17,6 +17,7 @@ COLLATERAL = frozenset(
         "protocol.pipelining",
         "schema.invalid_actions",
         "schema.valid_actions",
+        "sessions.resume_exactly_once",
         "vector.autoreset_modes",
         "vector.batch_matches_sequential",
     }

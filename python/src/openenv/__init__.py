@@ -11,6 +11,7 @@ Environment authors subclass :class:`Environment` and call :func:`serve`; traine
 from openenv import _compat, rubrics  # Rubric, WeightedSum, Sequential, Gate, TrajectoryRubric, LLMJudge, ...
 from openenv.client import BatchResult, EnvClient, SyncEnvClient, ToolEnvClient, VectorEnvClient
 from openenv.errors import (
+    Aborted,
     Cancelled,
     DeadlineExceeded,
     EnvError,
@@ -36,6 +37,7 @@ __version__ = "0.2.0"
 _compat.install()  # the 0.1 module paths, for one minor version
 
 __all__ = [
+    "Aborted",
     "PROTOCOL_VERSION",
     "BatchResult",
     "CallToolAction",

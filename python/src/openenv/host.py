@@ -22,7 +22,13 @@ from collections.abc import Callable
 from typing import Any
 
 from openenv.runtime.environment import Environment
-from openenv.runtime.session import DEFAULT_IDLE_TIMEOUT_S, DEFAULT_MAX_MESSAGE_BYTES, Runtime, SessionManager
+from openenv.runtime.session import (
+    DEFAULT_IDLE_TIMEOUT_S,
+    DEFAULT_MAX_MESSAGE_BYTES,
+    DEFAULT_RESUME_GRACE_S,
+    Runtime,
+    SessionManager,
+)
 from openenv.server import Server
 
 log = logging.getLogger("openenv.host")
@@ -79,7 +85,7 @@ class Host:
             :data:`DEFAULT`: :func:`default_http_port` when the ``http`` extra is installed).
         http_host: interface of the HTTP side (default: ``host``).
         http_options: an :class:`openenv.bridge.HttpOptions` (keepalive, message size).
-        max_sessions, max_message_bytes, idle_timeout_s, tools_only, max_num_envs: the
+        max_sessions, max_message_bytes, idle_timeout_s, tools_only, max_num_envs, resume_grace_s: the
             runtime's settings (see :func:`serve`).
         reflection: serve gRPC server reflection.
     """
@@ -99,6 +105,7 @@ class Host:
         tools_only: bool = False,
         max_num_envs: int | None = None,
         reflection: bool = True,
+        resume_grace_s: float = DEFAULT_RESUME_GRACE_S,
     ) -> None:
         if http_port is DEFAULT:
             if http_available():
@@ -115,6 +122,7 @@ class Host:
             idle_timeout_s=idle_timeout_s,
             tools_only=tools_only,
             max_num_envs=max_num_envs,
+            resume_grace_s=resume_grace_s,
         )
         self.manager = SessionManager(self.runtime)
         self.host, self.port, self.http_port = host, port, http_port
@@ -267,6 +275,8 @@ def serve(
         max_sessions: capacity (default: the class's ``max_sessions``).
         max_message_bytes: largest message accepted and sent (default 16 MiB).
         idle_timeout_s: sessions idle for longer are closed (default 300; 0 disables).
+        resume_grace_s: how long a resumable session whose connection dropped waits for its
+            client to come back (RFC 0006; default 60; 0: no resumption).
         tools_only: production mode: only tools are reachable.
         grace_s: how long a drain waits for requests in progress.
         ready: called with the started :class:`Host` (instead of printing its addresses).

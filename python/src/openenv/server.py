@@ -8,6 +8,7 @@ and :class:`openenv.Host` run it, with or without the HTTP side.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Callable
 from typing import Any, cast
@@ -19,9 +20,11 @@ from grpc_reflection.v1alpha import reflection
 from openenv.errors import EnvError, FailedPrecondition, Internal, InvalidArgument
 from openenv.protocol import PROTOCOL_VERSION, StepResult
 from openenv.runtime.environment import Environment
+from openenv.runtime.resume import Resumable, Resumes
 from openenv.runtime.session import (
     DEFAULT_IDLE_TIMEOUT_S,
     DEFAULT_MAX_MESSAGE_BYTES,
+    DEFAULT_RESUME_GRACE_S,
     Runtime,
     SessionManager,
 )
@@ -77,14 +80,23 @@ class _Servicer:
         self.manager = manager
         self.runtime = manager.runtime
         self.info_response = environment_pb2.GetInfoResponse(info=self.runtime.info)
+        self.resumes = Resumes.of(manager)
 
     async def GetInfo(self, request: Any, context: Any) -> environment_pb2.GetInfoResponse:  # noqa: N802
         return self.info_response
 
     async def Session(self, request_iterator: Any, context: grpc.aio.ServicerContext) -> None:  # noqa: N802
         session: RuntimeSession | VectorSession | None = None
+        entry: Resumable | None = None  # set when the session is resumable (RFC 0006)
         ended: list[EnvError] = []
+        dropped = False
+        taken_over: list[bool] = []
         task = asyncio.current_task()
+
+        def take_over() -> None:  # another stream resumed this session: end this one, keep the session
+            if not taken_over and task is not None:
+                taken_over.append(True)
+                task.cancel()
 
         def terminate(err: EnvError) -> None:
             if not ended:
@@ -98,43 +110,71 @@ class _Servicer:
                 return
             resp = environment_pb2.SessionResponse(request_id=first.request_id)
             try:
-                session = await self._handshake(first, resp)
+                session, entry = await self._handshake(first, resp, task)
             except EnvError as e:
                 e.fatal = True
                 resp.error.CopyFrom(status_of(e))
                 await context.write(resp)
                 return
             session.on_terminate(terminate)
+            if entry is not None:
+                entry.on_takeover = take_over
             await context.write(resp)
             while True:
                 req = await context.read()
                 if req is grpc.aio.EOF:
+                    # A resumable session ends with a close request; a reset connection reads as
+                    # end of input too, so without one the client may come back.
+                    dropped = entry is not None
                     return
-                resp = environment_pb2.SessionResponse(request_id=req.request_id)
-                try:
-                    if await self._dispatch(session, req, resp) is _CLOSE:
-                        await context.write(resp)
-                        return
-                except EnvError as e:
-                    resp.error.CopyFrom(status_of(e))
-                except Exception as e:
-                    log.warning("request %s of session %s failed", req.WhichOneof("kind"), session.id, exc_info=True)
-                    resp.error.CopyFrom(status_of(Internal(f"{type(e).__name__}: {e}")))
+                if entry is not None:  # exactly once: a request re-sent after a drop is answered from the record
+                    resp = await entry.journal.answer(req, functools.partial(self._answer, session, req))
+                else:
+                    resp = await self._answer(session, req)
                 await context.write(resp)
-                if resp.WhichOneof("kind") == "error" and resp.error.fatal:
+                kind = resp.WhichOneof("kind")
+                if kind == "close" or (kind == "error" and resp.error.fatal):
                     return
         except asyncio.CancelledError:
+            if taken_over:
+                dropped = True
+                await context.abort(grpc.StatusCode.ABORTED, "the session was resumed on another stream")
             if not ended:
+                dropped = True
                 raise  # the client went away or the server is stopping
             err = ended[0]
             await context.abort(_GRPC_CODES[int(err.code)], err.message)
         finally:
+            if entry is not None:
+                if dropped and not self.manager.draining and not entry.session.closed:
+                    self.resumes.park(entry)  # the client may come back with the token
+                    session = None
+                else:
+                    self.resumes.forget(entry)
+                    await entry.journal.settle()
             if session is not None:
                 await session.close()
 
+    async def _answer(
+        self, session: RuntimeSession | VectorSession, req: environment_pb2.SessionRequest
+    ) -> environment_pb2.SessionResponse:
+        """The answer to one request (an error answer when it fails)."""
+        resp = environment_pb2.SessionResponse(request_id=req.request_id)
+        try:
+            await self._dispatch(session, req, resp)
+        except EnvError as e:
+            resp.error.CopyFrom(status_of(e))
+        except Exception as e:
+            log.warning("request %s of session %s failed", req.WhichOneof("kind"), session.id, exc_info=True)
+            resp.error.CopyFrom(status_of(Internal(f"{type(e).__name__}: {e}")))
+        return resp
+
     async def _handshake(
-        self, req: environment_pb2.SessionRequest, resp: environment_pb2.SessionResponse
-    ) -> RuntimeSession | VectorSession:
+        self,
+        req: environment_pb2.SessionRequest,
+        resp: environment_pb2.SessionResponse,
+        task: asyncio.Task[Any] | None,
+    ) -> tuple[RuntimeSession | VectorSession, Resumable | None]:
         if req.WhichOneof("kind") != "handshake":
             raise FailedPrecondition(
                 f"the first request of a session must be a handshake, got {req.WhichOneof('kind') or 'nothing'}"
@@ -154,17 +194,25 @@ class _Servicer:
                 f"protocol version {hs.protocol_version} is not supported; this server speaks {PROTOCOL_VERSION}"
             )
         session: RuntimeSession | VectorSession
-        if hs.num_envs > 1:
+        entry: Resumable | None = None
+        out = resp.handshake
+        if hs.resume_token:
+            entry = await self.resumes.take(hs.resume_token, task)
+            session = entry.session
+            out.resume_token, out.resumed = entry.token, True
+        elif hs.num_envs > 1:
             session = VectorSession(
                 await self.manager.open_many(hs.num_envs, from_struct(hs.options), hs.client_name), hs.autoreset_mode
             )
         else:
             session = await self.manager.open(from_struct(hs.options), hs.client_name)
-        out = resp.handshake
+            if hs.resumable and self.runtime.resume_grace_s > 0:  # vectorised sessions are not resumable
+                entry = self.resumes.register(session, task)
+                out.resume_token = entry.token
         out.session_id = session.id
         out.protocol_version = PROTOCOL_VERSION
         out.info.CopyFrom(self.runtime.info)
-        return session
+        return session, entry
 
     async def _dispatch(
         self,
@@ -206,6 +254,18 @@ class _Servicer:
             tool_result = await session.call_tool(c.name, from_struct(c.arguments), timeout)
             resp.call_tool.name = c.name
             tool_result.to_proto(resp.call_tool.result)
+        elif kind == "snapshot":
+            resp.snapshot.snapshot.CopyFrom(await session.snapshot())
+        elif kind == "restore":
+            await session.restore(req.restore.snapshot)
+            restored = resp.restore
+            restored.episode_id, restored.step_count = session.episode_id, session.step_count
+            restored.status = cast(environment_pb2.EpisodeStatus, int(session.status))  # as for state
+        elif kind == "fork":
+            f = req.fork
+            forks = await self.resumes.fork(session, f.count, f.snapshot if f.HasField("snapshot") else None)
+            resp.fork.session_ids.extend(e.session.id for e in forks)
+            resp.fork.resume_tokens.extend(e.token for e in forks)
         elif kind == "close":
             resp.close.SetInParent()
             return _CLOSE
@@ -287,6 +347,7 @@ class Server:
         tools_only: bool = False,
         max_num_envs: int | None = None,
         reflection: bool = True,
+        resume_grace_s: float = DEFAULT_RESUME_GRACE_S,
     ) -> None:
         if isinstance(factory, SessionManager):
             self.manager, self._owns_manager = factory, False
@@ -298,6 +359,7 @@ class Server:
                 idle_timeout_s=idle_timeout_s,
                 tools_only=tools_only,
                 max_num_envs=max_num_envs,
+                resume_grace_s=resume_grace_s,
             )
             self.manager, self._owns_manager = SessionManager(runtime), True
         self.runtime = self.manager.runtime

@@ -44,6 +44,7 @@ class MathEnvironment(openenv.Environment):
         "the reward is a rubric (format gate, correctness, length penalty)."
     )
     deterministic = True
+    snapshots = True  # RFC 0006: the default hooks (its state pickles)
     max_episode_steps = MAX_STEPS
     run_in_thread = False  # every tool is bounded and cheap: no need to leave the event loop
     max_sessions = 256

@@ -2,7 +2,8 @@
 
 Every bridged session is one ``Session`` stream to the remote server, opened with the
 client's gRPC connection (:class:`openenv.client.GrpcConnection`: request ids, pipelining,
-keepalive), so capacity, idle reaping and errors are the remote server's. Payloads are
+keepalive, and resumption of a dropped stream with exactly-once requests, RFC 0006), so
+capacity, idle reaping and errors are the remote server's. Payloads are
 converted with the remote's advertised descriptors (:mod:`openenv.wire.payloads`), so the
 environment may be written in any language and no stubs are needed here.
 """
@@ -157,7 +158,9 @@ class RemoteBackend(Backend):
             raise Unavailable("the bridge is shutting down", fatal=True)
         conn = GrpcConnection(parse_url(self.target)[1], url=self.target)
         hs = environment_pb2.HandshakeRequest(
-            protocol_version=PROTOCOL_VERSION, client_name=f"openenv-bridge/{client_name or 'ws'}"
+            protocol_version=PROTOCOL_VERSION,
+            client_name=f"openenv-bridge/{client_name or 'ws'}",
+            resumable=True,  # RFC 0006: a dropped bridge-to-server connection is resumed, steps applied once
         )
         to_struct(dict(options or {}), hs.options)
         try:

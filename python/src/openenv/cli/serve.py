@@ -36,6 +36,13 @@ __all__ = ["serve_command"]
     show_default=True,
     help="Close sessions idle for this many seconds (0 disables).",
 )
+@click.option(
+    "--resume-grace",
+    type=float,
+    default=60.0,
+    show_default=True,
+    help="Keep a resumable session whose connection dropped this many seconds for its client (0: no resumption).",
+)
 @click.option("--max-message-mb", type=float, default=16.0, show_default=True, help="Largest message.")
 @click.option("--grace", type=float, default=10.0, show_default=True, help="Drain time on SIGTERM.")
 @click.option("--tools-only", is_flag=True, help="Production mode: only tools are reachable.")
@@ -80,6 +87,7 @@ def serve_command(
     port: int,
     max_sessions: int | None,
     idle_timeout: float,
+    resume_grace: float,
     max_message_mb: float,
     grace: float,
     tools_only: bool,
@@ -132,6 +140,7 @@ def serve_command(
             port,
             max_sessions=max_sessions,
             idle_timeout_s=idle_timeout,
+            resume_grace_s=resume_grace,
             max_message_bytes=int(max_message_mb * 1024 * 1024),
             grace_s=grace,
             tools_only=tools_only,

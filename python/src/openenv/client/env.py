@@ -34,6 +34,7 @@ of your own.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
@@ -124,6 +125,7 @@ class EnvClient:
         num_envs: int = 1,
         autoreset_mode: str = "disabled",
         connection: Connection | None = None,
+        resume: bool = True,
     ) -> None:
         scheme_of(base_url)  # ValueError for a scheme no transport speaks
         if num_envs < 1:
@@ -145,6 +147,8 @@ class EnvClient:
         self._obs_codec: Codec | None = codec_for(self.observation_type) if self.observation_type is not None else None
         self._state_codec: Codec | None = codec_for(self.state_type) if self.state_type is not None else None
         self._classes: dict[str, type[Message]] = {}
+        self.resume = resume
+        self._attach_token = ""  # a fork's token: connect() reattaches that session
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -165,6 +169,8 @@ class EnvClient:
             client_name=self.client_name,
             num_envs=self.num_envs if self.num_envs > 1 else 0,
             autoreset_mode=self.autoreset_mode,
+            resumable=self.resume and self.num_envs == 1,
+            resume_token=self._attach_token,
         )
         to_struct(self.options, hs.options)
         await conn.open(hs, self.connect_timeout)
@@ -374,6 +380,58 @@ class EnvClient:
         out = (await self._request(req, timeout)).batch_step
         finals = {i: self.parse_result(ts) for i, ts in out.final_time_steps.items()}
         return BatchResult(list(out.env_ids), [self.parse_result(ts) for ts in out.time_steps], finals)
+
+    # ------------------------------------------------------------------ snapshots (RFC 0006)
+
+    async def snapshot(self, *, timeout: float | None = None) -> environment_pb2.Snapshot:
+        """The session's state now, as an opaque ``openenv.v1.Snapshot`` (environment name and
+        version, episode id, step count, status; the rest is sealed by the server). Pass it to
+        :meth:`restore` or :meth:`fork` of a session of the same environment and version; it
+        serializes with ``SerializeToString()``. ``UNIMPLEMENTED`` when the environment does
+        not offer snapshots (``info.capabilities.snapshots``)."""
+        req = environment_pb2.SessionRequest(snapshot=environment_pb2.SnapshotRequest())
+        return (await self._request(req, timeout)).snapshot.snapshot
+
+    async def restore(self, snapshot: environment_pb2.Snapshot, *, timeout: float | None = None) -> SessionState:
+        """Make this session's state the snapshot's: the episode continues from the step it
+        was taken at. Returns the restored episode id, step count and status (no environment
+        state: call :meth:`state` for it). A snapshot of another environment or version is
+        ``FAILED_PRECONDITION``, an altered one ``INVALID_ARGUMENT``; neither changes anything."""
+        req = environment_pb2.SessionRequest(restore=environment_pb2.RestoreRequest(snapshot=snapshot))
+        out = (await self._request(req, timeout)).restore
+        return SessionState(out.episode_id, out.step_count, EpisodeStatus(out.status), None)
+
+    async def fork(
+        self, n: int = 1, *, snapshot: environment_pb2.Snapshot | None = None, timeout: float | None = None
+    ) -> list[EnvClient]:
+        """``n`` new sessions starting from this session's state now (or from ``snapshot``),
+        each a connected client of the same class and settings; close them when done. They are
+        independent of each other and of this one: a GRPO group's rollouts from one start::
+
+            forks = await env.fork(8)
+            results = await asyncio.gather(*(rollout(f) for f in forks))
+        """
+        req = environment_pb2.SessionRequest(fork=environment_pb2.ForkRequest(count=n))
+        if snapshot is not None:
+            req.fork.snapshot.CopyFrom(snapshot)
+        out = (await self._request(req, timeout)).fork
+        forks: list[EnvClient] = []
+        try:
+            for token in out.resume_tokens:
+                forks.append(await self._sibling(token).connect())
+        except BaseException:
+            for f in forks:
+                await f.close()
+            raise
+        return forks
+
+    def _sibling(self, token: str) -> EnvClient:
+        """A client like this one (class, URL, settings) that attaches the session of ``token``."""
+        other = copy.copy(self)
+        other._given, other._conn, other._closed = None, None, None
+        other.session_id, other.info, other._classes = "", None, {}
+        other._attach_token = token
+        return other
 
     @property
     def rubric(self) -> rubric_pb2.RubricSpec | None:

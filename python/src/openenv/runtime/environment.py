@@ -35,6 +35,7 @@ What you may rely on:
 from __future__ import annotations
 
 import inspect
+import pickle
 import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -204,6 +205,12 @@ class Environment:
     ``author``, ``documentation_url`` and ``readme`` (or ``readme_content``) from it. Default:
     empty.
     """
+    snapshots: ClassVar[bool] = False
+    """Offer snapshot, restore and fork (RFC 0006, ``Capabilities.snapshots``) with the default
+    :meth:`snapshot` and :meth:`restore`, which pickle the instance's attributes. Overriding
+    :meth:`snapshot` offers them too, whatever this says. Default: False (those requests answer
+    ``UNIMPLEMENTED``).
+    """
     rubric: Rubric | None = None
     """The reward rubric: an :class:`openenv.rubrics.Rubric` tree (docs/rubrics.md), or ``None``.
 
@@ -232,7 +239,9 @@ class Environment:
             cls.__openenv_derived_name__ = False
         cls.__openenv_tools__ = collect_tools(cls)
         cls.__openenv_async__ = frozenset(
-            m for m in ("reset", "step", "state", "close") if inspect.iscoroutinefunction(getattr(cls, m))
+            m
+            for m in ("reset", "step", "state", "close", "snapshot", "restore")
+            if inspect.iscoroutinefunction(getattr(cls, m))
         )
         if cls.__openenv_tools__ and cls.action_type is None and cls.step is Environment.step:
             cls.action_type = CallToolAction
@@ -314,6 +323,42 @@ class Environment:
         :func:`openenv.serve` is a function rather than a class, it is called once at start to learn
         the class, and that probe instance is closed too.
         """
+
+    def snapshot(self) -> bytes:
+        """The instance's state as bytes, for :meth:`restore` on another instance of this class
+        (of the same version) to continue exactly from here: a snapshot, or a fork of the session.
+
+        Called in every episode status, between requests (never during another call). The
+        runtime adds the episode id, step count, status and rubric state itself, and seals the
+        result so that only this server (or one sharing ``OPENENV_SNAPSHOT_KEY``) accepts it
+        back. Everything that influences later observations must be in it, random generators
+        included: the certifier checks that a restored session reproduces the original one.
+
+        The default pickles the instance's attributes (except ``rubric``, which the runtime
+        handles); when one does not pickle (an open file, a subprocess, a socket) it raises
+        ``UNIMPLEMENTED`` naming it. Override both hooks to capture such state another way
+        (e.g. a workspace as a tar archive, a game as its move list).
+        """
+        state = {k: v for k, v in vars(self).items() if k != "rubric"}
+        try:
+            return pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL)
+        except Exception as e:
+            raise Unimplemented(
+                f"{type(self).__name__} cannot be snapshotted by default: its state does not pickle "
+                f"({type(e).__name__}: {e}); override snapshot() and restore()"
+            ) from e
+
+    def restore(self, data: bytes) -> None:
+        """Make this instance's state the one :meth:`snapshot` returned as ``data`` (on this
+        instance or another of the same class and version). ``data`` comes from a snapshot this
+        server sealed. The default replaces the instance's attributes (except ``rubric``) with
+        the pickled ones.
+        """
+        state = pickle.loads(data)
+        keep = {k: v for k, v in vars(self).items() if k == "rubric"}
+        vars(self).clear()
+        vars(self).update(state)
+        vars(self).update(keep)
 
     def reward(self, action: Any, observation: Any) -> float | None:
         """The reward of a tool-call step, used by the default tool ``step`` (through

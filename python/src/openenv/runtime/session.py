@@ -36,6 +36,7 @@ from openenv.protocol import PROTOCOL_VERSION, EpisodeStatus, SessionState, Step
 from openenv.runtime.codec import Codec, codec_for, descriptor_set, to_struct
 from openenv.runtime.environment import Environment
 from openenv.runtime.rubrics import CREDITS_METADATA_KEY, Rubric
+from openenv.runtime.snapshots import FORMAT, default_key, restore_rubric, rubric_state, seal, verify
 from openenv.runtime.tools import CallToolAction, CallToolObservation, Tool, ToolResult
 from openenv.v1 import environment_pb2
 
@@ -44,9 +45,17 @@ _T = TypeVar("_T")
 
 DEFAULT_MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 DEFAULT_IDLE_TIMEOUT_S = 300.0
+DEFAULT_RESUME_GRACE_S = 60.0  # how long a dropped resumable session waits for its client (RFC 0006)
 _CLOSE_TIMEOUT_S = 30.0  # bound on waiting for a still-running call, and on close() itself
 
-__all__ = ["DEFAULT_IDLE_TIMEOUT_S", "DEFAULT_MAX_MESSAGE_BYTES", "Runtime", "Session", "SessionManager"]
+__all__ = [
+    "DEFAULT_IDLE_TIMEOUT_S",
+    "DEFAULT_MAX_MESSAGE_BYTES",
+    "DEFAULT_RESUME_GRACE_S",
+    "Runtime",
+    "Session",
+    "SessionManager",
+]
 
 
 class Runtime:
@@ -61,6 +70,8 @@ class Runtime:
         idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S,
         tools_only: bool = False,
         max_num_envs: int | None = None,
+        resume_grace_s: float = DEFAULT_RESUME_GRACE_S,
+        snapshot_key: bytes | None = None,
     ) -> None:
         if isinstance(factory, type):
             env_cls = factory
@@ -97,6 +108,11 @@ class Runtime:
         if rubric is not None and not isinstance(rubric, Rubric):
             raise TypeError(f"{env_cls.__name__}.rubric must be an openenv.rubrics.Rubric, got {type(rubric).__name__}")
         self.rubric: Rubric | None = rubric
+        # RFC 0006: resumable sessions, snapshots (the default hooks, or the class's own).
+        self.resume_grace_s = max(0.0, resume_grace_s)
+        self.snapshots = bool(env_cls.snapshots) or env_cls.snapshot is not Environment.snapshot
+        self.max_forks = self.max_sessions if self.snapshots else 0
+        self.snapshot_key = snapshot_key or default_key()
         self.info = self._build_info()
 
     def _build_info(self) -> environment_pb2.EnvironmentInfo:
@@ -133,6 +149,10 @@ class Runtime:
         cap.idle_timeout.FromNanoseconds(int(self.idle_timeout_s * 1e9))
         cap.action_budget = c.action_budget
         cap.max_num_envs = self.max_num_envs if self.max_num_envs > 1 else 0
+        if self.resume_grace_s:
+            cap.resume_grace.FromNanoseconds(int(self.resume_grace_s * 1e9))
+        cap.snapshots = self.snapshots
+        cap.max_forks = self.max_forks
         rubric = getattr(c, "rubric", None)
         if rubric is not None and hasattr(rubric, "spec"):
             info.rubric.CopyFrom(rubric.spec())
@@ -170,8 +190,11 @@ def _check_reward(r: Any) -> float | None:
 class Session:
     """One client's session: an environment instance and its episode state."""
 
-    def __init__(self, manager: SessionManager, env: Environment, client_name: str) -> None:
+    def __init__(
+        self, manager: SessionManager, env: Environment, client_name: str, options: Mapping[str, Any] | None = None
+    ) -> None:
         self.manager = manager
+        self.options = dict(options or {})  # the handshake's, for forks
         self.runtime = manager.runtime
         self.env = env
         self.id = uuid.uuid4().hex
@@ -384,6 +407,54 @@ class Session:
             return ToolResult([{"type": "text", "text": f"{type(e).__name__}: {e}"}], None, True)
         return ToolResult.of(value)
 
+    async def snapshot(self) -> environment_pb2.Snapshot:
+        """The session's state, sealed (RFC 0006); UNIMPLEMENTED when the environment has none."""
+        return await self._guard(self._snapshot())
+
+    async def _snapshot(self) -> environment_pb2.Snapshot:
+        rt = self.runtime
+        if not rt.snapshots:
+            raise Unimplemented(
+                f"{rt.env_cls.__name__} does not offer snapshots (Capabilities.snapshots is false): "
+                "set snapshots = True or override snapshot() and restore()"
+            )
+        data = await self._call(self.env.snapshot, "snapshot" in rt.is_async, what="snapshot")
+        if not isinstance(data, bytes):
+            raise TypeError(f"{rt.env_cls.__name__}.snapshot() must return bytes, got {type(data).__name__}")
+        snap = environment_pb2.Snapshot(
+            format=FORMAT,
+            env_name=rt.info.name,
+            env_version=rt.info.version,
+            episode_id=self.episode_id,
+            step_count=self.step_count,
+            status=int(self.status),  # type: ignore[arg-type]  # the stubs type enums as their class
+            environment=data,
+            rubric=rubric_state(self.rubric) if self.rubric is not None else b"",
+        )
+        return seal(rt.snapshot_key, snap)
+
+    async def restore(self, snap: environment_pb2.Snapshot) -> None:
+        """Replace the session's state with a snapshot's; a refused snapshot changes nothing."""
+        rt = self.runtime
+        if not rt.snapshots:
+            raise Unimplemented(f"{rt.env_cls.__name__} does not offer snapshots (Capabilities.snapshots is false)")
+        verify(rt.snapshot_key, snap, rt.info.name, rt.info.version)
+        try:
+            status = EpisodeStatus(snap.status)
+        except ValueError:
+            raise InvalidArgument(f"the snapshot's episode status {snap.status} is not a known status") from None
+        await self._guard(self._restore(snap, status))
+
+    async def _restore(self, snap: environment_pb2.Snapshot, status: EpisodeStatus) -> None:
+        fn = functools.partial(self.env.restore, snap.environment)
+        await self._call(fn, "restore" in self.runtime.is_async, what="restore")
+        if self.rubric is not None:
+            if snap.rubric:
+                restore_rubric(self.rubric, snap.rubric)
+            else:
+                self.rubric.reset()
+        self.episode_id, self.step_count, self.status = snap.episode_id, snap.step_count, status
+
     async def close(self) -> None:
         """Close the environment instance (once) and free the slot."""
         await self.manager.release(self)
@@ -453,7 +524,7 @@ class SessionManager:
             except Exception as e:
                 log.warning("environment factory failed", exc_info=True)
                 raise Internal(f"environment factory failed: {type(e).__name__}: {e}", fatal=True) from e
-            session = Session(self, env, client_name)
+            session = Session(self, env, client_name, options)
             self.sessions[session.id] = session
             self.opened_total += 1
             return session

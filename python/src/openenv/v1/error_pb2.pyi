@@ -17,6 +17,7 @@ class ErrorCode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     ERROR_CODE_NOT_FOUND: _ClassVar[ErrorCode]
     ERROR_CODE_RESOURCE_EXHAUSTED: _ClassVar[ErrorCode]
     ERROR_CODE_FAILED_PRECONDITION: _ClassVar[ErrorCode]
+    ERROR_CODE_ABORTED: _ClassVar[ErrorCode]
     ERROR_CODE_UNIMPLEMENTED: _ClassVar[ErrorCode]
     ERROR_CODE_INTERNAL: _ClassVar[ErrorCode]
     ERROR_CODE_UNAVAILABLE: _ClassVar[ErrorCode]
@@ -27,6 +28,7 @@ ERROR_CODE_DEADLINE_EXCEEDED: ErrorCode
 ERROR_CODE_NOT_FOUND: ErrorCode
 ERROR_CODE_RESOURCE_EXHAUSTED: ErrorCode
 ERROR_CODE_FAILED_PRECONDITION: ErrorCode
+ERROR_CODE_ABORTED: ErrorCode
 ERROR_CODE_UNIMPLEMENTED: ErrorCode
 ERROR_CODE_INTERNAL: ErrorCode
 ERROR_CODE_UNAVAILABLE: ErrorCode

@@ -26,7 +26,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file openenv/v1/environment.proto.
  */
 export const file_openenv_v1_environment: GenFile = /*@__PURE__*/
-  fileDesc("ChxvcGVuZW52L3YxL2Vudmlyb25tZW50LnByb3RvEgpvcGVuZW52LnYxIhAKDkdldEluZm9SZXF1ZXN0IjwKD0dldEluZm9SZXNwb25zZRIpCgRpbmZvGAEgASgLMhsub3BlbmVudi52MS5FbnZpcm9ubWVudEluZm8ikQMKD0Vudmlyb25tZW50SW5mbxIMCgRuYW1lGAEgASgJEg8KB3ZlcnNpb24YAiABKAkSEwoLZGVzY3JpcHRpb24YAyABKAkSGAoQcHJvdG9jb2xfdmVyc2lvbhgEIAEoCRIkCgZhY3Rpb24YBSABKAsyFC5vcGVuZW52LnYxLlR5cGVTcGVjEikKC29ic2VydmF0aW9uGAYgASgLMhQub3BlbmVudi52MS5UeXBlU3BlYxIjCgVzdGF0ZRgHIAEoCzIULm9wZW5lbnYudjEuVHlwZVNwZWMSNwoLZGVzY3JpcHRvcnMYCCABKAsyIi5nb29nbGUucHJvdG9idWYuRmlsZURlc2NyaXB0b3JTZXQSLgoMY2FwYWJpbGl0aWVzGAkgASgLMhgub3BlbmVudi52MS5DYXBhYmlsaXRpZXMSJgoGcnVicmljGAogASgLMhYub3BlbmVudi52MS5SdWJyaWNTcGVjEikKCG1ldGFkYXRhGAsgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdCKnAwoMQ2FwYWJpbGl0aWVzEhQKDG1heF9zZXNzaW9ucxgBIAEoDRIbChNjb25jdXJyZW50X3Nlc3Npb25zGAIgASgIEhUKDWRldGVybWluaXN0aWMYAyABKAgSFwoPZmxvYXRfdG9sZXJhbmNlGAQgASgBEhIKCmF1dG9fcmVzZXQYBSABKAgSDQoFdG9vbHMYBiABKAgSEgoKdG9vbHNfb25seRgHIAEoCBIZChFtYXhfbWVzc2FnZV9ieXRlcxgIIAEoBBIeChFtYXhfZXBpc29kZV9zdGVwcxgJIAEoBEgAiAEBEhcKCnJld2FyZF9taW4YCiABKAFIAYgBARIXCgpyZXdhcmRfbWF4GAsgASgBSAKIAQESLwoMaWRsZV90aW1lb3V0GAwgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEhUKDWFjdGlvbl9idWRnZXQYDSABKA0SFAoMbWF4X251bV9lbnZzGA4gASgNQhQKEl9tYXhfZXBpc29kZV9zdGVwc0INCgtfcmV3YXJkX21pbkINCgtfcmV3YXJkX21heCLZAwoOU2Vzc2lvblJlcXVlc3QSEgoKcmVxdWVzdF9pZBgBIAEoBBIxCgloYW5kc2hha2UYAiABKAsyHC5vcGVuZW52LnYxLkhhbmRzaGFrZVJlcXVlc3RIABIpCgVyZXNldBgDIAEoCzIYLm9wZW5lbnYudjEuUmVzZXRSZXF1ZXN0SAASJwoEc3RlcBgEIAEoCzIXLm9wZW5lbnYudjEuU3RlcFJlcXVlc3RIABIpCgVzdGF0ZRgFIAEoCzIYLm9wZW5lbnYudjEuU3RhdGVSZXF1ZXN0SAASMgoKbGlzdF90b29scxgGIAEoCzIcLm9wZW5lbnYudjEuTGlzdFRvb2xzUmVxdWVzdEgAEjAKCWNhbGxfdG9vbBgHIAEoCzIbLm9wZW5lbnYudjEuQ2FsbFRvb2xSZXF1ZXN0SAASKQoFY2xvc2UYCCABKAsyGC5vcGVuZW52LnYxLkNsb3NlUmVxdWVzdEgAEjQKC2JhdGNoX3Jlc2V0GAkgASgLMh0ub3BlbmVudi52MS5CYXRjaFJlc2V0UmVxdWVzdEgAEjIKCmJhdGNoX3N0ZXAYCiABKAsyHC5vcGVuZW52LnYxLkJhdGNoU3RlcFJlcXVlc3RIAEIGCgRraW5kIogECg9TZXNzaW9uUmVzcG9uc2USEgoKcmVxdWVzdF9pZBgBIAEoBBIyCgloYW5kc2hha2UYAiABKAsyHS5vcGVuZW52LnYxLkhhbmRzaGFrZVJlc3BvbnNlSAASKgoFcmVzZXQYAyABKAsyGS5vcGVuZW52LnYxLlJlc2V0UmVzcG9uc2VIABIoCgRzdGVwGAQgASgLMhgub3BlbmVudi52MS5TdGVwUmVzcG9uc2VIABIqCgVzdGF0ZRgFIAEoCzIZLm9wZW5lbnYudjEuU3RhdGVSZXNwb25zZUgAEjMKCmxpc3RfdG9vbHMYBiABKAsyHS5vcGVuZW52LnYxLkxpc3RUb29sc1Jlc3BvbnNlSAASMQoJY2FsbF90b29sGAcgASgLMhwub3BlbmVudi52MS5DYWxsVG9vbFJlc3BvbnNlSAASKgoFY2xvc2UYCCABKAsyGS5vcGVuZW52LnYxLkNsb3NlUmVzcG9uc2VIABI1CgtiYXRjaF9yZXNldBgJIAEoCzIeLm9wZW5lbnYudjEuQmF0Y2hSZXNldFJlc3BvbnNlSAASMwoKYmF0Y2hfc3RlcBgKIAEoCzIdLm9wZW5lbnYudjEuQmF0Y2hTdGVwUmVzcG9uc2VIABIjCgVlcnJvchgPIAEoCzISLm9wZW5lbnYudjEuU3RhdHVzSABCBgoEa2luZCKwAQoQSGFuZHNoYWtlUmVxdWVzdBIYChBwcm90b2NvbF92ZXJzaW9uGAEgASgJEhMKC2NsaWVudF9uYW1lGAIgASgJEigKB29wdGlvbnMYAyABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EhAKCG51bV9lbnZzGAQgASgNEjEKDmF1dG9yZXNldF9tb2RlGAUgASgOMhkub3BlbmVudi52MS5BdXRvcmVzZXRNb2RlImwKEUhhbmRzaGFrZVJlc3BvbnNlEhIKCnNlc3Npb25faWQYASABKAkSGAoQcHJvdG9jb2xfdmVyc2lvbhgCIAEoCRIpCgRpbmZvGAMgASgLMhsub3BlbmVudi52MS5FbnZpcm9ubWVudEluZm8iaAoMUmVzZXRSZXF1ZXN0EhEKBHNlZWQYASABKARIAIgBARISCgplcGlzb2RlX2lkGAIgASgJEigKB29wdGlvbnMYAyABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0QgcKBV9zZWVkIjgKDVJlc2V0UmVzcG9uc2USJwoJdGltZV9zdGVwGAEgASgLMhQub3BlbmVudi52MS5UaW1lU3RlcCJeCgtTdGVwUmVxdWVzdBIjCgZhY3Rpb24YASABKAsyEy5vcGVuZW52LnYxLlBheWxvYWQSKgoHdGltZW91dBgCIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbiI3CgxTdGVwUmVzcG9uc2USJwoJdGltZV9zdGVwGAEgASgLMhQub3BlbmVudi52MS5UaW1lU3RlcCKBAgoIVGltZVN0ZXASKAoLb2JzZXJ2YXRpb24YASABKAsyEy5vcGVuZW52LnYxLlBheWxvYWQSEwoGcmV3YXJkGAIgASgBSACIAQESEgoKdGVybWluYXRlZBgDIAEoCBIRCgl0cnVuY2F0ZWQYBCABKAgSKQoIbWV0YWRhdGEYBSABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EjEKEHJld2FyZF9icmVha2Rvd24YBiABKAsyFy5vcGVuZW52LnYxLlJ1YnJpY1Njb3JlEhIKCmVwaXNvZGVfaWQYByABKAkSEgoKc3RlcF9jb3VudBgIIAEoBEIJCgdfcmV3YXJkIh4KDFN0YXRlUmVxdWVzdBIOCgZlbnZfaWQYASABKA0ihgEKDVN0YXRlUmVzcG9uc2USEgoKZXBpc29kZV9pZBgBIAEoCRISCgpzdGVwX2NvdW50GAIgASgEEikKBnN0YXR1cxgDIAEoDjIZLm9wZW5lbnYudjEuRXBpc29kZVN0YXR1cxIiCgVzdGF0ZRgEIAEoCzITLm9wZW5lbnYudjEuUGF5bG9hZCJdChFCYXRjaFJlc2V0UmVxdWVzdBIPCgdlbnZfaWRzGAEgAygNEg0KBXNlZWRzGAIgAygEEigKB29wdGlvbnMYAyABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0Ik8KEkJhdGNoUmVzZXRSZXNwb25zZRIPCgdlbnZfaWRzGAEgAygNEigKCnRpbWVfc3RlcHMYAiADKAsyFC5vcGVuZW52LnYxLlRpbWVTdGVwInUKEEJhdGNoU3RlcFJlcXVlc3QSDwoHZW52X2lkcxgBIAMoDRIkCgdhY3Rpb25zGAIgAygLMhMub3BlbmVudi52MS5QYXlsb2FkEioKB3RpbWVvdXQYAyABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24i6AEKEUJhdGNoU3RlcFJlc3BvbnNlEg8KB2Vudl9pZHMYASADKA0SKAoKdGltZV9zdGVwcxgCIAMoCzIULm9wZW5lbnYudjEuVGltZVN0ZXASSwoQZmluYWxfdGltZV9zdGVwcxgDIAMoCzIxLm9wZW5lbnYudjEuQmF0Y2hTdGVwUmVzcG9uc2UuRmluYWxUaW1lU3RlcHNFbnRyeRpLChNGaW5hbFRpbWVTdGVwc0VudHJ5EgsKA2tleRgBIAEoDRIjCgV2YWx1ZRgCIAEoCzIULm9wZW5lbnYudjEuVGltZVN0ZXA6AjgBIg4KDENsb3NlUmVxdWVzdCIPCg1DbG9zZVJlc3BvbnNlKogBCg1BdXRvcmVzZXRNb2RlEh4KGkFVVE9SRVNFVF9NT0RFX1VOU1BFQ0lGSUVEEAASGwoXQVVUT1JFU0VUX01PREVfRElTQUJMRUQQARIcChhBVVRPUkVTRVRfTU9ERV9ORVhUX1NURVAQAhIcChhBVVRPUkVTRVRfTU9ERV9TQU1FX1NURVAQAyrEAQoNRXBpc29kZVN0YXR1cxIeChpFUElTT0RFX1NUQVRVU19VTlNQRUNJRklFRBAAEh4KGkVQSVNPREVfU1RBVFVTX05PVF9TVEFSVEVEEAESGgoWRVBJU09ERV9TVEFUVVNfUlVOTklORxACEh0KGUVQSVNPREVfU1RBVFVTX1RFUk1JTkFURUQQAxIcChhFUElTT0RFX1NUQVRVU19UUlVOQ0FURUQQBBIaChZFUElTT0RFX1NUQVRVU19BQk9SVEVEEAUyoAEKEkVudmlyb25tZW50U2VydmljZRJGCgdTZXNzaW9uEhoub3BlbmVudi52MS5TZXNzaW9uUmVxdWVzdBobLm9wZW5lbnYudjEuU2Vzc2lvblJlc3BvbnNlKAEwARJCCgdHZXRJbmZvEhoub3BlbmVudi52MS5HZXRJbmZvUmVxdWVzdBobLm9wZW5lbnYudjEuR2V0SW5mb1Jlc3BvbnNlYgZwcm90bzM", [file_google_protobuf_descriptor, file_google_protobuf_duration, file_google_protobuf_struct, file_openenv_v1_error, file_openenv_v1_payload, file_openenv_v1_rubric, file_openenv_v1_tool]);
+  fileDesc("ChxvcGVuZW52L3YxL2Vudmlyb25tZW50LnByb3RvEgpvcGVuZW52LnYxIhAKDkdldEluZm9SZXF1ZXN0IjwKD0dldEluZm9SZXNwb25zZRIpCgRpbmZvGAEgASgLMhsub3BlbmVudi52MS5FbnZpcm9ubWVudEluZm8ikQMKD0Vudmlyb25tZW50SW5mbxIMCgRuYW1lGAEgASgJEg8KB3ZlcnNpb24YAiABKAkSEwoLZGVzY3JpcHRpb24YAyABKAkSGAoQcHJvdG9jb2xfdmVyc2lvbhgEIAEoCRIkCgZhY3Rpb24YBSABKAsyFC5vcGVuZW52LnYxLlR5cGVTcGVjEikKC29ic2VydmF0aW9uGAYgASgLMhQub3BlbmVudi52MS5UeXBlU3BlYxIjCgVzdGF0ZRgHIAEoCzIULm9wZW5lbnYudjEuVHlwZVNwZWMSNwoLZGVzY3JpcHRvcnMYCCABKAsyIi5nb29nbGUucHJvdG9idWYuRmlsZURlc2NyaXB0b3JTZXQSLgoMY2FwYWJpbGl0aWVzGAkgASgLMhgub3BlbmVudi52MS5DYXBhYmlsaXRpZXMSJgoGcnVicmljGAogASgLMhYub3BlbmVudi52MS5SdWJyaWNTcGVjEikKCG1ldGFkYXRhGAsgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdCL+AwoMQ2FwYWJpbGl0aWVzEhQKDG1heF9zZXNzaW9ucxgBIAEoDRIbChNjb25jdXJyZW50X3Nlc3Npb25zGAIgASgIEhUKDWRldGVybWluaXN0aWMYAyABKAgSFwoPZmxvYXRfdG9sZXJhbmNlGAQgASgBEhIKCmF1dG9fcmVzZXQYBSABKAgSDQoFdG9vbHMYBiABKAgSEgoKdG9vbHNfb25seRgHIAEoCBIZChFtYXhfbWVzc2FnZV9ieXRlcxgIIAEoBBIeChFtYXhfZXBpc29kZV9zdGVwcxgJIAEoBEgAiAEBEhcKCnJld2FyZF9taW4YCiABKAFIAYgBARIXCgpyZXdhcmRfbWF4GAsgASgBSAKIAQESLwoMaWRsZV90aW1lb3V0GAwgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEhUKDWFjdGlvbl9idWRnZXQYDSABKA0SFAoMbWF4X251bV9lbnZzGA4gASgNEi8KDHJlc3VtZV9ncmFjZRgZIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIRCglzbmFwc2hvdHMYGiABKAgSEQoJbWF4X2ZvcmtzGBsgASgNQhQKEl9tYXhfZXBpc29kZV9zdGVwc0INCgtfcmV3YXJkX21pbkINCgtfcmV3YXJkX21heCLiBAoOU2Vzc2lvblJlcXVlc3QSEgoKcmVxdWVzdF9pZBgBIAEoBBIxCgloYW5kc2hha2UYAiABKAsyHC5vcGVuZW52LnYxLkhhbmRzaGFrZVJlcXVlc3RIABIpCgVyZXNldBgDIAEoCzIYLm9wZW5lbnYudjEuUmVzZXRSZXF1ZXN0SAASJwoEc3RlcBgEIAEoCzIXLm9wZW5lbnYudjEuU3RlcFJlcXVlc3RIABIpCgVzdGF0ZRgFIAEoCzIYLm9wZW5lbnYudjEuU3RhdGVSZXF1ZXN0SAASMgoKbGlzdF90b29scxgGIAEoCzIcLm9wZW5lbnYudjEuTGlzdFRvb2xzUmVxdWVzdEgAEjAKCWNhbGxfdG9vbBgHIAEoCzIbLm9wZW5lbnYudjEuQ2FsbFRvb2xSZXF1ZXN0SAASKQoFY2xvc2UYCCABKAsyGC5vcGVuZW52LnYxLkNsb3NlUmVxdWVzdEgAEjQKC2JhdGNoX3Jlc2V0GAkgASgLMh0ub3BlbmVudi52MS5CYXRjaFJlc2V0UmVxdWVzdEgAEjIKCmJhdGNoX3N0ZXAYCiABKAsyHC5vcGVuZW52LnYxLkJhdGNoU3RlcFJlcXVlc3RIABIvCghzbmFwc2hvdBgQIAEoCzIbLm9wZW5lbnYudjEuU25hcHNob3RSZXF1ZXN0SAASLQoHcmVzdG9yZRgRIAEoCzIaLm9wZW5lbnYudjEuUmVzdG9yZVJlcXVlc3RIABInCgRmb3JrGBIgASgLMhcub3BlbmVudi52MS5Gb3JrUmVxdWVzdEgAQgYKBGtpbmQilAUKD1Nlc3Npb25SZXNwb25zZRISCgpyZXF1ZXN0X2lkGAEgASgEEjIKCWhhbmRzaGFrZRgCIAEoCzIdLm9wZW5lbnYudjEuSGFuZHNoYWtlUmVzcG9uc2VIABIqCgVyZXNldBgDIAEoCzIZLm9wZW5lbnYudjEuUmVzZXRSZXNwb25zZUgAEigKBHN0ZXAYBCABKAsyGC5vcGVuZW52LnYxLlN0ZXBSZXNwb25zZUgAEioKBXN0YXRlGAUgASgLMhkub3BlbmVudi52MS5TdGF0ZVJlc3BvbnNlSAASMwoKbGlzdF90b29scxgGIAEoCzIdLm9wZW5lbnYudjEuTGlzdFRvb2xzUmVzcG9uc2VIABIxCgljYWxsX3Rvb2wYByABKAsyHC5vcGVuZW52LnYxLkNhbGxUb29sUmVzcG9uc2VIABIqCgVjbG9zZRgIIAEoCzIZLm9wZW5lbnYudjEuQ2xvc2VSZXNwb25zZUgAEjUKC2JhdGNoX3Jlc2V0GAkgASgLMh4ub3BlbmVudi52MS5CYXRjaFJlc2V0UmVzcG9uc2VIABIzCgpiYXRjaF9zdGVwGAogASgLMh0ub3BlbmVudi52MS5CYXRjaFN0ZXBSZXNwb25zZUgAEjAKCHNuYXBzaG90GBAgASgLMhwub3BlbmVudi52MS5TbmFwc2hvdFJlc3BvbnNlSAASLgoHcmVzdG9yZRgRIAEoCzIbLm9wZW5lbnYudjEuUmVzdG9yZVJlc3BvbnNlSAASKAoEZm9yaxgSIAEoCzIYLm9wZW5lbnYudjEuRm9ya1Jlc3BvbnNlSAASIwoFZXJyb3IYDyABKAsyEi5vcGVuZW52LnYxLlN0YXR1c0gAQgYKBGtpbmQi2QEKEEhhbmRzaGFrZVJlcXVlc3QSGAoQcHJvdG9jb2xfdmVyc2lvbhgBIAEoCRITCgtjbGllbnRfbmFtZRgCIAEoCRIoCgdvcHRpb25zGAMgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIQCghudW1fZW52cxgEIAEoDRIxCg5hdXRvcmVzZXRfbW9kZRgFIAEoDjIZLm9wZW5lbnYudjEuQXV0b3Jlc2V0TW9kZRIUCgxyZXN1bWVfdG9rZW4YCCABKAkSEQoJcmVzdW1hYmxlGAkgASgIIpMBChFIYW5kc2hha2VSZXNwb25zZRISCgpzZXNzaW9uX2lkGAEgASgJEhgKEHByb3RvY29sX3ZlcnNpb24YAiABKAkSKQoEaW5mbxgDIAEoCzIbLm9wZW5lbnYudjEuRW52aXJvbm1lbnRJbmZvEhQKDHJlc3VtZV90b2tlbhgEIAEoCRIPCgdyZXN1bWVkGAUgASgIImgKDFJlc2V0UmVxdWVzdBIRCgRzZWVkGAEgASgESACIAQESEgoKZXBpc29kZV9pZBgCIAEoCRIoCgdvcHRpb25zGAMgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdEIHCgVfc2VlZCI4Cg1SZXNldFJlc3BvbnNlEicKCXRpbWVfc3RlcBgBIAEoCzIULm9wZW5lbnYudjEuVGltZVN0ZXAiXgoLU3RlcFJlcXVlc3QSIwoGYWN0aW9uGAEgASgLMhMub3BlbmVudi52MS5QYXlsb2FkEioKB3RpbWVvdXQYAiABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24iNwoMU3RlcFJlc3BvbnNlEicKCXRpbWVfc3RlcBgBIAEoCzIULm9wZW5lbnYudjEuVGltZVN0ZXAigQIKCFRpbWVTdGVwEigKC29ic2VydmF0aW9uGAEgASgLMhMub3BlbmVudi52MS5QYXlsb2FkEhMKBnJld2FyZBgCIAEoAUgAiAEBEhIKCnRlcm1pbmF0ZWQYAyABKAgSEQoJdHJ1bmNhdGVkGAQgASgIEikKCG1ldGFkYXRhGAUgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIxChByZXdhcmRfYnJlYWtkb3duGAYgASgLMhcub3BlbmVudi52MS5SdWJyaWNTY29yZRISCgplcGlzb2RlX2lkGAcgASgJEhIKCnN0ZXBfY291bnQYCCABKARCCQoHX3Jld2FyZCIeCgxTdGF0ZVJlcXVlc3QSDgoGZW52X2lkGAEgASgNIoYBCg1TdGF0ZVJlc3BvbnNlEhIKCmVwaXNvZGVfaWQYASABKAkSEgoKc3RlcF9jb3VudBgCIAEoBBIpCgZzdGF0dXMYAyABKA4yGS5vcGVuZW52LnYxLkVwaXNvZGVTdGF0dXMSIgoFc3RhdGUYBCABKAsyEy5vcGVuZW52LnYxLlBheWxvYWQiXQoRQmF0Y2hSZXNldFJlcXVlc3QSDwoHZW52X2lkcxgBIAMoDRINCgVzZWVkcxgCIAMoBBIoCgdvcHRpb25zGAMgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdCJPChJCYXRjaFJlc2V0UmVzcG9uc2USDwoHZW52X2lkcxgBIAMoDRIoCgp0aW1lX3N0ZXBzGAIgAygLMhQub3BlbmVudi52MS5UaW1lU3RlcCJ1ChBCYXRjaFN0ZXBSZXF1ZXN0Eg8KB2Vudl9pZHMYASADKA0SJAoHYWN0aW9ucxgCIAMoCzITLm9wZW5lbnYudjEuUGF5bG9hZBIqCgd0aW1lb3V0GAMgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uIugBChFCYXRjaFN0ZXBSZXNwb25zZRIPCgdlbnZfaWRzGAEgAygNEigKCnRpbWVfc3RlcHMYAiADKAsyFC5vcGVuZW52LnYxLlRpbWVTdGVwEksKEGZpbmFsX3RpbWVfc3RlcHMYAyADKAsyMS5vcGVuZW52LnYxLkJhdGNoU3RlcFJlc3BvbnNlLkZpbmFsVGltZVN0ZXBzRW50cnkaSwoTRmluYWxUaW1lU3RlcHNFbnRyeRILCgNrZXkYASABKA0SIwoFdmFsdWUYAiABKAsyFC5vcGVuZW52LnYxLlRpbWVTdGVwOgI4ASIOCgxDbG9zZVJlcXVlc3QiDwoNQ2xvc2VSZXNwb25zZSIRCg9TbmFwc2hvdFJlcXVlc3QiOgoQU25hcHNob3RSZXNwb25zZRImCghzbmFwc2hvdBgBIAEoCzIULm9wZW5lbnYudjEuU25hcHNob3QiyQEKCFNuYXBzaG90Eg4KBmZvcm1hdBgBIAEoDRIQCghlbnZfbmFtZRgCIAEoCRITCgtlbnZfdmVyc2lvbhgDIAEoCRISCgplcGlzb2RlX2lkGAQgASgJEhIKCnN0ZXBfY291bnQYBSABKAQSKQoGc3RhdHVzGAYgASgOMhkub3BlbmVudi52MS5FcGlzb2RlU3RhdHVzEhMKC2Vudmlyb25tZW50GAcgASgMEg4KBnJ1YnJpYxgIIAEoDBIOCgZkaWdlc3QYCSABKAwiOAoOUmVzdG9yZVJlcXVlc3QSJgoIc25hcHNob3QYASABKAsyFC5vcGVuZW52LnYxLlNuYXBzaG90ImQKD1Jlc3RvcmVSZXNwb25zZRISCgplcGlzb2RlX2lkGAEgASgJEhIKCnN0ZXBfY291bnQYAiABKAQSKQoGc3RhdHVzGAMgASgOMhkub3BlbmVudi52MS5FcGlzb2RlU3RhdHVzIkQKC0ZvcmtSZXF1ZXN0Eg0KBWNvdW50GAEgASgNEiYKCHNuYXBzaG90GAIgASgLMhQub3BlbmVudi52MS5TbmFwc2hvdCI6CgxGb3JrUmVzcG9uc2USEwoLc2Vzc2lvbl9pZHMYASADKAkSFQoNcmVzdW1lX3Rva2VucxgCIAMoCSqIAQoNQXV0b3Jlc2V0TW9kZRIeChpBVVRPUkVTRVRfTU9ERV9VTlNQRUNJRklFRBAAEhsKF0FVVE9SRVNFVF9NT0RFX0RJU0FCTEVEEAESHAoYQVVUT1JFU0VUX01PREVfTkVYVF9TVEVQEAISHAoYQVVUT1JFU0VUX01PREVfU0FNRV9TVEVQEAMqxAEKDUVwaXNvZGVTdGF0dXMSHgoaRVBJU09ERV9TVEFUVVNfVU5TUEVDSUZJRUQQABIeChpFUElTT0RFX1NUQVRVU19OT1RfU1RBUlRFRBABEhoKFkVQSVNPREVfU1RBVFVTX1JVTk5JTkcQAhIdChlFUElTT0RFX1NUQVRVU19URVJNSU5BVEVEEAMSHAoYRVBJU09ERV9TVEFUVVNfVFJVTkNBVEVEEAQSGgoWRVBJU09ERV9TVEFUVVNfQUJPUlRFRBAFMqABChJFbnZpcm9ubWVudFNlcnZpY2USRgoHU2Vzc2lvbhIaLm9wZW5lbnYudjEuU2Vzc2lvblJlcXVlc3QaGy5vcGVuZW52LnYxLlNlc3Npb25SZXNwb25zZSgBMAESQgoHR2V0SW5mbxIaLm9wZW5lbnYudjEuR2V0SW5mb1JlcXVlc3QaGy5vcGVuZW52LnYxLkdldEluZm9SZXNwb25zZWIGcHJvdG8z", [file_google_protobuf_descriptor, file_google_protobuf_duration, file_google_protobuf_struct, file_openenv_v1_error, file_openenv_v1_payload, file_openenv_v1_rubric, file_openenv_v1_tool]);
 
 /**
  * Asks for the environment's description.
@@ -266,6 +266,30 @@ export type Capabilities = Message<"openenv.v1.Capabilities"> & {
    * @generated from field: uint32 max_num_envs = 14;
    */
   maxNumEnvs: number;
+
+  /**
+   * How long the server keeps a resumable session whose stream dropped, for a
+   * new stream to reattach with HandshakeResponse.resume_token (RFC 0006).
+   * Unset or zero: sessions cannot be resumed.
+   *
+   * @generated from field: google.protobuf.Duration resume_grace = 25;
+   */
+  resumeGrace?: Duration | undefined;
+
+  /**
+   * True when the environment supports snapshot, restore and fork (RFC 0006);
+   * otherwise those requests answer UNIMPLEMENTED.
+   *
+   * @generated from field: bool snapshots = 26;
+   */
+  snapshots: boolean;
+
+  /**
+   * Largest ForkRequest.count the server accepts (0: fork is not offered).
+   *
+   * @generated from field: uint32 max_forks = 27;
+   */
+  maxForks: number;
 };
 
 /**
@@ -366,6 +390,30 @@ export type SessionRequest = Message<"openenv.v1.SessionRequest"> & {
      */
     value: BatchStepRequest;
     case: "batchStep";
+  } | {
+    /**
+     * Captures the session's state as an opaque snapshot (RFC 0006).
+     *
+     * @generated from field: openenv.v1.SnapshotRequest snapshot = 16;
+     */
+    value: SnapshotRequest;
+    case: "snapshot";
+  } | {
+    /**
+     * Replaces the session's state with a snapshot's (RFC 0006).
+     *
+     * @generated from field: openenv.v1.RestoreRequest restore = 17;
+     */
+    value: RestoreRequest;
+    case: "restore";
+  } | {
+    /**
+     * Opens new sessions that start from a snapshot (RFC 0006).
+     *
+     * @generated from field: openenv.v1.ForkRequest fork = 18;
+     */
+    value: ForkRequest;
+    case: "fork";
   } | { case: undefined; value?: undefined };
 };
 
@@ -469,6 +517,30 @@ export type SessionResponse = Message<"openenv.v1.SessionResponse"> & {
     case: "batchStep";
   } | {
     /**
+     * Answer to snapshot.
+     *
+     * @generated from field: openenv.v1.SnapshotResponse snapshot = 16;
+     */
+    value: SnapshotResponse;
+    case: "snapshot";
+  } | {
+    /**
+     * Answer to restore.
+     *
+     * @generated from field: openenv.v1.RestoreResponse restore = 17;
+     */
+    value: RestoreResponse;
+    case: "restore";
+  } | {
+    /**
+     * Answer to fork.
+     *
+     * @generated from field: openenv.v1.ForkResponse fork = 18;
+     */
+    value: ForkResponse;
+    case: "fork";
+  } | {
+    /**
      * The request failed. When error.fatal is set the server ends the stream
      * after sending it.
      *
@@ -531,6 +603,31 @@ export type HandshakeRequest = Message<"openenv.v1.HandshakeRequest"> & {
    * @generated from field: openenv.v1.AutoresetMode autoreset_mode = 5;
    */
   autoresetMode: AutoresetMode;
+
+  /**
+   * Reattaches this stream to the session that handed out this token
+   * (HandshakeResponse.resume_token, or ForkResponse.resume_tokens) instead
+   * of opening a new one; options, num_envs and autoreset_mode are ignored.
+   * An unknown or expired token is ABORTED (fatal): the session is lost.
+   *
+   * @generated from field: string resume_token = 8;
+   */
+  resumeToken: string;
+
+  /**
+   * Asks for a resumable session: the server answers with a resume token,
+   * keeps the session for Capabilities.resume_grace after the stream drops,
+   * and answers a request id it has already answered from its record instead
+   * of applying the request again (exactly-once across reconnects). Request
+   * ids must then be unique within the session, and the session ends only by
+   * a close request (or a fatal error): end of input without one counts as a
+   * dropped connection, since a reset connection reads the same way. Ignored
+   * when the server does not offer resumption (resume_grace unset) and for
+   * vectorised sessions.
+   *
+   * @generated from field: bool resumable = 9;
+   */
+  resumable: boolean;
 };
 
 /**
@@ -566,6 +663,23 @@ export type HandshakeResponse = Message<"openenv.v1.HandshakeResponse"> & {
    * @generated from field: openenv.v1.EnvironmentInfo info = 3;
    */
   info?: EnvironmentInfo | undefined;
+
+  /**
+   * Present a new stream with this token (HandshakeRequest.resume_token) to
+   * reattach to this session after its stream dropped. Empty when the session
+   * is not resumable. Treat it as a secret: it grants the session.
+   *
+   * @generated from field: string resume_token = 4;
+   */
+  resumeToken: string;
+
+  /**
+   * True when this handshake reattached an existing session (resume_token);
+   * its episode, step count and answered requests are as they were.
+   *
+   * @generated from field: bool resumed = 5;
+   */
+  resumed: boolean;
 };
 
 /**
@@ -990,6 +1104,249 @@ export type CloseResponse = Message<"openenv.v1.CloseResponse"> & {
  */
 export const CloseResponseSchema: GenMessage<CloseResponse> = /*@__PURE__*/
   messageDesc(file_openenv_v1_environment, 20);
+
+/**
+ * Captures the session's state: the environment's part (its snapshot hook)
+ * and the runtime's (episode id, step count, status, rubric state). Allowed
+ * in every episode status; the session is unchanged. A plain session only
+ * (FAILED_PRECONDITION in a vectorised one); UNIMPLEMENTED when
+ * Capabilities.snapshots is false or the environment cannot capture its
+ * state.
+ *
+ * @generated from message openenv.v1.SnapshotRequest
+ */
+export type SnapshotRequest = Message<"openenv.v1.SnapshotRequest"> & {
+};
+
+/**
+ * Describes the message openenv.v1.SnapshotRequest.
+ * Use `create(SnapshotRequestSchema)` to create a new message.
+ */
+export const SnapshotRequestSchema: GenMessage<SnapshotRequest> = /*@__PURE__*/
+  messageDesc(file_openenv_v1_environment, 21);
+
+/**
+ * The captured state.
+ *
+ * @generated from message openenv.v1.SnapshotResponse
+ */
+export type SnapshotResponse = Message<"openenv.v1.SnapshotResponse"> & {
+  /**
+   * The snapshot; pass it to restore or fork on a server of the same
+   * environment name and version.
+   *
+   * @generated from field: openenv.v1.Snapshot snapshot = 1;
+   */
+  snapshot?: Snapshot | undefined;
+};
+
+/**
+ * Describes the message openenv.v1.SnapshotResponse.
+ * Use `create(SnapshotResponseSchema)` to create a new message.
+ */
+export const SnapshotResponseSchema: GenMessage<SnapshotResponse> = /*@__PURE__*/
+  messageDesc(file_openenv_v1_environment, 22);
+
+/**
+ * A session's state at one point. Opaque to clients except for the
+ * identifying fields; only the server (or one sharing its snapshot key) that
+ * made it accepts it, as the digest authenticates the content.
+ *
+ * @generated from message openenv.v1.Snapshot
+ */
+export type Snapshot = Message<"openenv.v1.Snapshot"> & {
+  /**
+   * The snapshot format; this file describes format 1.
+   *
+   * @generated from field: uint32 format = 1;
+   */
+  format: number;
+
+  /**
+   * EnvironmentInfo.name of the environment that made it.
+   *
+   * @generated from field: string env_name = 2;
+   */
+  envName: string;
+
+  /**
+   * EnvironmentInfo.version of the environment that made it.
+   *
+   * @generated from field: string env_version = 3;
+   */
+  envVersion: string;
+
+  /**
+   * The episode id at the time of the snapshot.
+   *
+   * @generated from field: string episode_id = 4;
+   */
+  episodeId: string;
+
+  /**
+   * The accepted steps of the episode at the time of the snapshot.
+   *
+   * @generated from field: uint64 step_count = 5;
+   */
+  stepCount: bigint;
+
+  /**
+   * The episode status at the time of the snapshot.
+   *
+   * @generated from field: openenv.v1.EpisodeStatus status = 6;
+   */
+  status: EpisodeStatus;
+
+  /**
+   * The environment's own state, as its snapshot hook encoded it.
+   *
+   * @generated from field: bytes environment = 7;
+   */
+  environment: Uint8Array;
+
+  /**
+   * The runtime's state of the session's rubric, if any.
+   *
+   * @generated from field: bytes rubric = 8;
+   */
+  rubric: Uint8Array;
+
+  /**
+   * HMAC-SHA256, under the server's snapshot key, of fields 1-8; a snapshot
+   * whose digest does not verify is INVALID_ARGUMENT.
+   *
+   * @generated from field: bytes digest = 9;
+   */
+  digest: Uint8Array;
+};
+
+/**
+ * Describes the message openenv.v1.Snapshot.
+ * Use `create(SnapshotSchema)` to create a new message.
+ */
+export const SnapshotSchema: GenMessage<Snapshot> = /*@__PURE__*/
+  messageDesc(file_openenv_v1_environment, 23);
+
+/**
+ * Replaces the session's state with a snapshot's: the episode continues
+ * from the snapshot's step with the snapshot's episode id. A snapshot of
+ * another environment name or version is FAILED_PRECONDITION, a corrupt or
+ * forged one INVALID_ARGUMENT; either leaves the session unchanged.
+ *
+ * @generated from message openenv.v1.RestoreRequest
+ */
+export type RestoreRequest = Message<"openenv.v1.RestoreRequest"> & {
+  /**
+   * The snapshot to restore.
+   *
+   * @generated from field: openenv.v1.Snapshot snapshot = 1;
+   */
+  snapshot?: Snapshot | undefined;
+};
+
+/**
+ * Describes the message openenv.v1.RestoreRequest.
+ * Use `create(RestoreRequestSchema)` to create a new message.
+ */
+export const RestoreRequestSchema: GenMessage<RestoreRequest> = /*@__PURE__*/
+  messageDesc(file_openenv_v1_environment, 24);
+
+/**
+ * The session now holds the snapshot's state.
+ *
+ * @generated from message openenv.v1.RestoreResponse
+ */
+export type RestoreResponse = Message<"openenv.v1.RestoreResponse"> & {
+  /**
+   * The restored episode id.
+   *
+   * @generated from field: string episode_id = 1;
+   */
+  episodeId: string;
+
+  /**
+   * The restored step count.
+   *
+   * @generated from field: uint64 step_count = 2;
+   */
+  stepCount: bigint;
+
+  /**
+   * The restored episode status.
+   *
+   * @generated from field: openenv.v1.EpisodeStatus status = 3;
+   */
+  status: EpisodeStatus;
+};
+
+/**
+ * Describes the message openenv.v1.RestoreResponse.
+ * Use `create(RestoreResponseSchema)` to create a new message.
+ */
+export const RestoreResponseSchema: GenMessage<RestoreResponse> = /*@__PURE__*/
+  messageDesc(file_openenv_v1_environment, 25);
+
+/**
+ * Opens `count` new sessions, each starting from a snapshot (of this
+ * session, taken now, unless one is given). The new sessions belong to no
+ * stream yet: each is reached by a handshake with one of the returned
+ * resume tokens, within Capabilities.resume_grace (or the idle timeout when
+ * resumption is not offered); unclaimed ones are closed. Each counts against
+ * max_sessions (RESOURCE_EXHAUSTED, nothing opened, when they do not fit).
+ * Forks are independent of each other and of this session.
+ *
+ * @generated from message openenv.v1.ForkRequest
+ */
+export type ForkRequest = Message<"openenv.v1.ForkRequest"> & {
+  /**
+   * How many sessions to open: 1..Capabilities.max_forks (0 means 1).
+   *
+   * @generated from field: uint32 count = 1;
+   */
+  count: number;
+
+  /**
+   * The state to start from; unset: a snapshot of this session now.
+   *
+   * @generated from field: openenv.v1.Snapshot snapshot = 2;
+   */
+  snapshot?: Snapshot | undefined;
+};
+
+/**
+ * Describes the message openenv.v1.ForkRequest.
+ * Use `create(ForkRequestSchema)` to create a new message.
+ */
+export const ForkRequestSchema: GenMessage<ForkRequest> = /*@__PURE__*/
+  messageDesc(file_openenv_v1_environment, 26);
+
+/**
+ * The new sessions.
+ *
+ * @generated from message openenv.v1.ForkResponse
+ */
+export type ForkResponse = Message<"openenv.v1.ForkResponse"> & {
+  /**
+   * Their session ids, in creation order.
+   *
+   * @generated from field: repeated string session_ids = 1;
+   */
+  sessionIds: string[];
+
+  /**
+   * The resume token of each, in the same order.
+   *
+   * @generated from field: repeated string resume_tokens = 2;
+   */
+  resumeTokens: string[];
+};
+
+/**
+ * Describes the message openenv.v1.ForkResponse.
+ * Use `create(ForkResponseSchema)` to create a new message.
+ */
+export const ForkResponseSchema: GenMessage<ForkResponse> = /*@__PURE__*/
+  messageDesc(file_openenv_v1_environment, 27);
 
 /**
  * What a batch step does with an instance whose episode has ended
