@@ -12,10 +12,10 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
-from coding_env import PROBLEMS, CodingEnvironment, Sandbox, probe
-from coding_env.problems import by_id, grade
 
 import openenv
+from coding_env import PROBLEMS, CodingEnvironment, Sandbox, probe
+from coding_env.problems import by_id, grade
 from openenv import CallToolAction
 
 TIMEOUT = 120.0

@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from coding_env.problems import by_id
 
 import openenv
+from coding_env.problems import by_id
 from openenv import CallToolAction
 
 pytestmark = pytest.mark.docker
