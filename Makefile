@@ -75,6 +75,9 @@ clean:
 .PHONY: images
 images: venv
 	$(PY) tools/make_base_image.py
+	@# chess_env's image installs Debian's stockfish from a staged .deb (its build stays offline).
+	@if [ -d envs/chess_env ] && ! ls envs/chess_env/debs/stockfish_*.deb >/dev/null 2>&1; then \
+	  mkdir -p envs/chess_env/debs && cd envs/chess_env/debs && apt-get download stockfish; fi
 	@set -e; for d in $(sort $(dir $(wildcard envs/*/pyproject.toml))); do \
 	  if grep -q '^\[tool\.openenv\]' $$d/pyproject.toml; then $(BIN)/openenv build $$d --offline --debootstrap-base; fi; \
 	done
