@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, cast
 
 import grpc
@@ -287,6 +287,7 @@ class Server:
         tools_only: bool = False,
         max_num_envs: int | None = None,
         reflection: bool = True,
+        interceptors: Sequence[Any] = (),
     ) -> None:
         if isinstance(factory, SessionManager):
             self.manager, self._owns_manager = factory, False
@@ -304,6 +305,7 @@ class Server:
         self.host, self.requested_port = host, port
         self.port: int | None = None
         self.reflection = reflection
+        self.interceptors = list(interceptors)  # grpc.aio server interceptors (e.g. metrics, traces)
         self._server: grpc.aio.Server | None = None
         self.health = health.aio.HealthServicer()
 
@@ -318,6 +320,7 @@ class Server:
     async def start(self) -> Server:
         limit = self.runtime.max_message_bytes
         server = grpc.aio.server(
+            interceptors=self.interceptors or None,
             options=[
                 ("grpc.so_reuseport", 0),
                 ("grpc.max_receive_message_length", limit),
@@ -326,7 +329,7 @@ class Server:
                 ("grpc.http2.min_recv_ping_interval_without_data_ms", 10_000),
                 ("grpc.http2.max_ping_strikes", 0),
                 ("grpc.max_concurrent_streams", 0x7FFFFFFF),
-            ]
+            ],
         )
         environment_pb2_grpc.add_EnvironmentServiceServicer_to_server(_Servicer(self.manager), server)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, server)

@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 
 from google.protobuf import json_format
 
-from openenv.errors import EnvError, InvalidArgument
+from openenv.errors import EnvError, InvalidArgument, Unimplemented
 from openenv.protocol import StepResult
 from openenv.runtime.codec import AdaptedCodec, Codec, MessageCodec, TensorCodec
 from openenv.runtime.session import Session, SessionManager
@@ -29,6 +29,7 @@ from openenv.v1 import environment_pb2
 from openenv.wire.frames import JsonStep
 from openenv.wire.jsontext import loads
 from openenv.wire.payloads import CALL_TOOL, message_to_json
+from openenv.wire.render import render_to_json
 
 __all__ = ["Backend", "BackendSession", "LocalBackend", "LocalSession", "call_tool_args", "spawn"]
 
@@ -78,6 +79,16 @@ class BackendSession(abc.ABC):
     @abc.abstractmethod
     def on_terminate(self, callback: Callable[[EnvError], None] | None) -> None:
         """Register how the transport ends this session (idle timeout, drain)."""
+
+    async def render(self) -> dict[str, Any]:
+        """The environment's picture of its state (``openenv.render`` on ``/ws``, what the
+        playground draws); UNIMPLEMENTED when the environment has none."""
+        raise Unimplemented("this environment has no render hook")
+
+    @property
+    def env_seconds(self) -> float | None:
+        """Seconds spent in the environment's code so far (metrics), None when unknown."""
+        return None
 
     @abc.abstractmethod
     async def close(self) -> None:
@@ -193,6 +204,13 @@ class LocalSession(BackendSession):
 
     async def close(self) -> None:
         await self._s.close()
+
+    async def render(self) -> dict[str, Any]:
+        return render_to_json(await self._s.render())
+
+    @property
+    def env_seconds(self) -> float | None:
+        return self._s.env_seconds
 
 
 class LocalBackend(Backend):

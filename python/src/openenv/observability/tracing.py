@@ -1,0 +1,83 @@
+"""OpenTelemetry tracing, when the ``otel`` extra is installed (no-ops otherwise).
+
+The server opens one span per request (``openenv.step``, ``openenv.reset``, ...) whose parent
+is the trace context the client sent when it opened the session: W3C ``traceparent`` /
+``tracestate`` in the gRPC call's metadata, or in the WebSocket upgrade's headers. The
+client injects the context current when it connects (:func:`inject`), so the steps of a
+session opened inside a trainer's span show up in that trainer's trace.
+
+Spans go to whatever ``TracerProvider`` the process configured (``opentelemetry-sdk`` and an
+exporter); with none configured, OpenTelemetry's API makes them no-ops.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+__all__ = ["available", "extract", "finish_span", "inject", "start_span"]
+
+try:
+    from opentelemetry import propagate, trace
+    from opentelemetry.trace import Status, StatusCode
+
+    _TRACER: Any = trace.get_tracer("openenv")
+except ImportError:  # the otel extra is not installed
+    propagate = trace = None  # type: ignore[assignment]
+    _TRACER = None
+
+
+def available() -> bool:
+    """True when ``opentelemetry-api`` is installed."""
+    return _TRACER is not None
+
+
+def inject() -> list[tuple[str, str]]:
+    """The current trace context as (lower-case) header pairs (empty without a span or otel)."""
+    if propagate is None:
+        return []
+    carrier: dict[str, str] = {}
+    propagate.inject(carrier)
+    return [(k.lower(), v) for k, v in carrier.items()]
+
+
+def extract(pairs: Iterable[tuple[Any, Any]] | None) -> Any:
+    """The trace context carried by metadata or header pairs (str or bytes), or None."""
+    if propagate is None or not pairs:
+        return None
+    carrier: dict[str, str] = {}
+    for k, v in pairs:
+        key = k.decode("latin-1") if isinstance(k, bytes) else str(k)
+        if key.lower() in ("traceparent", "tracestate", "baggage"):
+            carrier[key.lower()] = v.decode("latin-1") if isinstance(v, bytes) else str(v)
+    if not carrier:
+        return None
+    return propagate.extract(carrier)
+
+
+def start_span(kind: str, parent: Any, attributes: Mapping[str, Any], start_ns: int | None = None) -> Any:
+    """A started server span ``openenv.<kind>`` (None without otel); end it with :func:`finish_span`."""
+    if _TRACER is None:
+        return None
+    tracer = trace.get_tracer("openenv")  # the provider may have been set after import
+    return tracer.start_span(
+        f"openenv.{kind}",
+        context=parent,
+        kind=trace.SpanKind.SERVER,
+        attributes={k: v for k, v in attributes.items() if v is not None and v != ""},
+        start_time=start_ns if start_ns is not None else time.time_ns(),
+    )
+
+
+def finish_span(span: Any, code: str, attributes: Mapping[str, Any]) -> None:
+    """Set the outcome (``openenv.status``; ERROR unless ``OK``) and end ``span``."""
+    if span is None:
+        return
+    for k, v in attributes.items():
+        if v is not None and v != "":
+            span.set_attribute(k, v)
+    span.set_attribute("openenv.status", code)
+    if code != "OK":
+        span.set_status(Status(StatusCode.ERROR, code))
+    span.end()
