@@ -173,8 +173,10 @@ class Host:
         if self.address:
             lines.append(f"serving {name} on {self.address}")
         if self.http_url:
-            web = ", playground /web" if self.web else ""
-            lines.append(f"serving {name} on {self.http_url} (HTTP: WebSocket /ws, MCP /mcp, /health, /metrics{web})")
+            extra = (", /metrics" if self.observer.metrics is not None else "") + (
+                ", playground /web" if self.web else ""
+            )
+            lines.append(f"serving {name} on {self.http_url} (HTTP: WebSocket /ws, MCP /mcp, /health{extra})")
         if self.metrics_url:
             lines.append(f"metrics of {name} on {self.metrics_url}")
         return lines

@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib
 import importlib.metadata
 import logging
+import os
 
 import click
 
@@ -54,13 +55,19 @@ class _LazyGroup(click.Group):
 
 @click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="protoenv", prog_name="openenv")
-@click.option("-v", "--verbose", count=True, help="More logging (-v info, -vv debug).")
-def main(verbose: int) -> None:
+@click.option("-v", "--verbose", count=True, help="More logging (-v info: a line per session and request; -vv debug).")
+@click.option(
+    "--log-format",
+    type=click.Choice(["text", "json"]),
+    default=lambda: os.environ.get("OPENENV_LOG_FORMAT", "text"),
+    show_default="text ($OPENENV_LOG_FORMAT)",
+    help="Log lines as text, or as JSON objects (session_id, episode_id, request_id, kind, status, duration_ms).",
+)
+def main(verbose: int, log_format: str) -> None:
     """Protocol-first agentic RL environments: serve, inspect, certify, build."""
-    logging.basicConfig(
-        level=[logging.WARNING, logging.INFO, logging.DEBUG][min(verbose, 2)],
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    from openenv.observability.logs import configure_logging
+
+    configure_logging([logging.WARNING, logging.INFO, logging.DEBUG][min(verbose, 2)], log_format)
 
 
 if __name__ == "__main__":

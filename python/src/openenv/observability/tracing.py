@@ -22,20 +22,37 @@ try:
     from opentelemetry import propagate, trace
     from opentelemetry.trace import Status, StatusCode
 
-    _TRACER: Any = trace.get_tracer("openenv")
+    _API = True
 except ImportError:  # the otel extra is not installed
     propagate = trace = None  # type: ignore[assignment]
-    _TRACER = None
+    _API = False
+
+_tracers: dict[int, Any] = {}  # id(provider) -> its tracer
+
+
+def _tracer() -> Any:
+    """The tracer of the configured provider; None when no SDK provider is set (the API's
+    default proxy records nothing, so the server skips span bookkeeping altogether)."""
+    if not _API:
+        return None
+    provider = trace.get_tracer_provider()
+    if isinstance(provider, (trace.ProxyTracerProvider, trace.NoOpTracerProvider)):
+        return None
+    t = _tracers.get(id(provider))
+    if t is None:
+        _tracers.clear()
+        t = _tracers[id(provider)] = provider.get_tracer("openenv")
+    return t
 
 
 def available() -> bool:
-    """True when ``opentelemetry-api`` is installed."""
-    return _TRACER is not None
+    """True when ``opentelemetry-api`` is installed and a tracer provider is configured."""
+    return _tracer() is not None
 
 
 def inject() -> list[tuple[str, str]]:
     """The current trace context as (lower-case) header pairs (empty without a span or otel)."""
-    if propagate is None:
+    if propagate is None or not trace.get_current_span().get_span_context().is_valid:
         return []
     carrier: dict[str, str] = {}
     propagate.inject(carrier)
@@ -58,9 +75,9 @@ def extract(pairs: Iterable[tuple[Any, Any]] | None) -> Any:
 
 def start_span(kind: str, parent: Any, attributes: Mapping[str, Any], start_ns: int | None = None) -> Any:
     """A started server span ``openenv.<kind>`` (None without otel); end it with :func:`finish_span`."""
-    if _TRACER is None:
+    tracer = _tracer()
+    if tracer is None:
         return None
-    tracer = trace.get_tracer("openenv")  # the provider may have been set after import
     return tracer.start_span(
         f"openenv.{kind}",
         context=parent,
