@@ -170,13 +170,12 @@ class GridWorldEnvironment(openenv.Environment):
         if ep is None:
             h, w = self.size
             return _svg(w * cell, h * cell, [])
-        shapes = []
+        walls = []
         for r, row in enumerate(ep.walls):
             for c, ch in enumerate(row):
                 if ch == maze.WALL:
-                    shapes.append(
-                        f'<rect x="{c * cell}" y="{r * cell}" width="{cell}" height="{cell}" fill="#334155"/>'
-                    )
+                    walls.append(f'<rect x="{c * cell}" y="{r * cell}" width="{cell}" height="{cell}" fill="#334155"/>')
+        shapes = [f'<g shape-rendering="crispEdges">{"".join(walls)}</g>']  # no seams between wall cells
         gr, gc = ep.goal
         shapes.append(
             f'<rect x="{gc * cell + 3}" y="{gr * cell + 3}" width="{cell - 6}" height="{cell - 6}" rx="4" '

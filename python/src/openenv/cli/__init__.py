@@ -16,6 +16,8 @@ import os
 
 import click
 
+from openenv.observability.logs import configure_logging
+
 _COMMANDS: dict[str, str] = {
     "serve": "openenv.cli.serve:serve_command",
     "info": "openenv.cli.info:info_command",
@@ -66,8 +68,6 @@ class _LazyGroup(click.Group):
 )
 def main(verbose: int, log_format: str) -> None:
     """Protocol-first agentic RL environments: serve, inspect, certify, build."""
-    from openenv.observability.logs import configure_logging
-
     configure_logging([logging.WARNING, logging.INFO, logging.DEBUG][min(verbose, 2)], log_format)
 
 

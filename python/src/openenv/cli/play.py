@@ -26,6 +26,7 @@ from google.protobuf.message import Message
 from openenv.cli.common import load_factory
 from openenv.client import EnvClient
 from openenv.errors import EnvError
+from openenv.host import Host
 from openenv.v1 import payload_pb2
 from openenv.values import from_struct
 from openenv.wire.payloads import PayloadJson, message_to_json
@@ -176,8 +177,6 @@ def _show(r: Any, ret: float) -> None:
 @contextlib.contextmanager
 def _served_here(spec: str) -> Iterator[str]:
     """``module:Class`` served on a free loopback port in a thread, for the game."""
-    from openenv.host import Host
-
     factory = load_factory(spec)
     loop = asyncio.new_event_loop()
     host = Host(factory, "127.0.0.1", 0, http_port=None)
