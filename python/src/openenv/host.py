@@ -322,6 +322,8 @@ def serve(
         idle_timeout_s: sessions idle for longer are closed (default 300; 0 disables).
         tools_only: production mode: only tools are reachable.
         grace_s: how long a drain waits for requests in progress.
+        web: serve the ``/web`` playground (default: when the HTTP side is on loopback).
+        metrics: count metrics (``/metrics``); metrics_port: also serve them on this port.
         ready: called with the started :class:`Host` (instead of printing its addresses).
     """
     _run(serve_async(factory, host, port, **kwargs))

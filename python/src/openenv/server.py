@@ -272,7 +272,8 @@ class Server:
     ``factory`` is an :class:`Environment` subclass (or a callable returning instances),
     with the runtime's keywords (``max_sessions``, ``idle_timeout_s``, ...); or a
     :class:`SessionManager` shared with other listeners (then the keywords are its own and
-    whoever made it drains and shuts it down).
+    whoever made it drains and shuts it down). ``interceptors`` are ``grpc.aio`` server
+    interceptors (:class:`openenv.Host` adds the metrics/logs/traces one).
     """
 
     def __init__(

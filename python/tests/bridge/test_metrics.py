@@ -157,3 +157,19 @@ async def test_metrics_can_be_served_on_their_own_port_and_turned_off() -> None:
         assert value(own, "openenv_requests_total", transport="grpc", kind="reset", code="OK") == 1
     async with served(Counter, metrics=False) as host, httpx.AsyncClient(timeout=WAIT_S) as http:
         assert (await http.get(f"{host.http_url}/metrics")).status_code == 404
+
+
+async def test_vectorised_sessions_count_each_instance_episode() -> None:
+    async with served(Counter) as host:
+        assert host.address is not None and host.http_url is not None
+        async with openenv.VectorEnvClient(host.address, num_envs=2) as envs:
+            await envs.reset_batch(seeds=[0])
+            await envs.step_batch([{"delta": 1}, {"delta": 2}])
+            await envs.step_batch([{"delta": 3, "finish": "terminated"}, {"delta": 4, "finish": "truncated"}])
+        samples = await wait_for_value(host.http_url, "openenv_sessions_open", 0, transport="grpc")
+    assert value(samples, "openenv_requests_total", transport="grpc", kind="batch_step", code="OK") == 2
+    assert value(samples, "openenv_requests_total", transport="grpc", kind="batch_reset", code="OK") == 1
+    assert value(samples, "openenv_episodes_total", transport="grpc", outcome="terminated") == 1
+    assert value(samples, "openenv_episodes_total", transport="grpc", outcome="truncated") == 1
+    assert value(samples, "openenv_episode_return_sum", transport="grpc") == 1 + 3 + 2 + 4
+    assert value(samples, "openenv_episode_length_steps_sum", transport="grpc") == 4

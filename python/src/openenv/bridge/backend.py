@@ -58,6 +58,8 @@ class BackendSession(abc.ABC):
     """One environment session. Calls never overlap (the transport serialises them)."""
 
     id: str
+    #: The time step of the latest reset or step (what the metrics count episodes from).
+    last_step: JsonStep | None = None
 
     @abc.abstractmethod
     async def reset(self, seed: int | None, episode_id: str | None, options: Mapping[str, Any]) -> JsonStep: ...
@@ -151,18 +153,19 @@ def _json_of(codec: Codec, value: Any) -> Any:
 class LocalSession(BackendSession):
     """A :class:`openenv.session.Session` of this process."""
 
-    __slots__ = ("_b", "_s", "id")
+    __slots__ = ("_b", "_s", "id", "last_step")
 
     def __init__(self, backend: LocalBackend, session: Session) -> None:
         self._b = backend
         self._s = session
         self.id = session.id
+        self.last_step: JsonStep | None = None
 
     def _ts(self, r: StepResult[Any]) -> JsonStep:
         b = self._b
         obs = r.observation
         bd = r.reward_breakdown
-        return JsonStep(
+        self.last_step = ts = JsonStep(
             None if obs is None else _json_of(b.obs_codec, obs),
             r.reward,
             r.terminated,
@@ -173,6 +176,7 @@ class LocalSession(BackendSession):
             None if bd is None else message_to_json(bd.to_proto() if hasattr(bd, "to_proto") else bd),
             b.tool_actions,
         )
+        return ts
 
     async def reset(self, seed: int | None, episode_id: str | None, options: Mapping[str, Any]) -> JsonStep:
         return self._ts(await self._s.reset(seed, episode_id, options))
