@@ -182,3 +182,28 @@ def test_the_page_shows_a_refused_action_and_keeps_the_session(browser: Any, tmp
         browser.find_element(By.ID, "step").click()
         wait.until(lambda d: d.find_element(By.ID, "step-count").text == "1")
         assert not browser.find_element(By.ID, "error").is_displayed()
+
+
+def test_a_tool_environment_is_played_from_its_tool_list(browser: Any, tmp_path: Path) -> None:
+    """A tool environment: the form is a tool picker and the chosen tool's input schema."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select, WebDriverWait
+
+    wait = WebDriverWait(browser, WAIT_S)
+    with openenv_serve("echo_env.server:EchoEnvironment", tmp_path) as (_address, url, _proc):
+        browser.get(f"{url}/web/")
+        wait.until(lambda d: d.find_element(By.TAG_NAME, "body").get_attribute("data-ready") == "true")
+        tool = Select(browser.find_element(By.CSS_SELECTOR, "select[name=tool]"))
+        assert [o.text for o in tool.options] == ["echo_message", "echo_with_length"]
+        browser.find_element(By.ID, "reset").click()
+        wait.until(lambda d: d.find_element(By.ID, "episode-id").text != NO_VALUE)
+        tool.select_by_visible_text("echo_message")
+        message = browser.find_element(By.CSS_SELECTOR, "#action-fields [name=message]")
+        message.send_keys("hello")
+        browser.find_element(By.ID, "step").click()
+        wait.until(lambda d: d.find_element(By.ID, "step-count").text == "1")
+        assert float(browser.find_element(By.ID, "reward").text) == pytest.approx(0.5)  # 0.1 per character
+        assert '"hello"' in browser.find_element(By.ID, "observation").text
+        assert browser.find_element(By.CSS_SELECTOR, "#history tbody tr td:nth-child(2)").text == (
+            '{"type":"call_tool","tool_name":"echo_message","arguments":{"message":"hello"}}'
+        )

@@ -205,7 +205,7 @@ function buildToolForm(container, tools, onChange) {
 
 // ------------------------------------------------------------------ rendering
 
-function tree(value, depth = 0, key = null) {
+function tree(value, depth = 0, key = null, openDepth = 2) {
   const keyNode = key === null ? null : el("span", { class: "k", text: `${key}: ` });
   if (value === null || typeof value !== "object") {
     const cls = value === null ? "z" : typeof value === "string" ? "s" : typeof value === "number" ? "n" : "b";
@@ -215,16 +215,19 @@ function tree(value, depth = 0, key = null) {
   const entries = Array.isArray(value) ? value.map((v, i) => [i, v]) : Object.entries(value);
   const label = Array.isArray(value) ? `[${value.length}]` : `{${entries.length}}`;
   const d = el("details", {}, el("summary", {}, keyNode, el("span", { class: "z", text: label })));
-  d.open = depth < 2;
+  d.open = depth < openDepth;
   const ul = el("ul");
-  for (const [k, v] of entries.slice(0, 500)) ul.append(el("li", {}, tree(v, depth + 1, k)));
+  for (const [k, v] of entries.slice(0, 500)) ul.append(el("li", {}, tree(v, depth + 1, k, openDepth)));
   if (entries.length > 500) ul.append(el("li", { class: "muted", text: `… ${entries.length - 500} more` }));
   d.append(ul);
   return d;
 }
 
 function setTree(id, value) {
-  $(id).replaceChildren(value === undefined ? el("p", { class: "muted", text: "none" }) : tree(value));
+  // Small values open fully; large ones (big grids, tensors) two levels deep.
+  let small = false;
+  try { small = JSON.stringify(value).length < 4000; } catch { /* cyclic: cannot happen for JSON */ }
+  $(id).replaceChildren(value === undefined ? el("p", { class: "muted", text: "none" }) : tree(value, 0, null, small ? 8 : 2));
 }
 
 function breakdown(score) {
