@@ -207,3 +207,38 @@ def test_a_tool_environment_is_played_from_its_tool_list(browser: Any, tmp_path:
         assert browser.find_element(By.CSS_SELECTOR, "#history tbody tr td:nth-child(2)").text == (
             '{"type":"call_tool","tool_name":"echo_message","arguments":{"message":"hello"}}'
         )
+
+
+def _pixel(browser: Any, index: int) -> list[int]:
+    """The top-left pixel (RGBA) of the ``index``-th canvas of the picture."""
+    return list(
+        browser.execute_script(
+            "const c = document.querySelectorAll('#picture-body canvas')[arguments[0]];"
+            "return Array.from(c.getContext('2d').getImageData(0, 0, 1, 1).data);",
+            index,
+        )
+    )
+
+
+def test_rgb_frames_and_array_renders_are_drawn(browser: Any, tmp_path: Path) -> None:
+    """An RGB tensor in the observation and an RGBA render hook both become pictures."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    wait = WebDriverWait(browser, WAIT_S)
+    with openenv_serve("render_envs:Frames", tmp_path) as (_address, url, _proc):
+        browser.get(f"{url}/web/")
+        wait.until(lambda d: d.find_element(By.TAG_NAME, "body").get_attribute("data-ready") == "true")
+        browser.find_element(By.ID, "reset").click()
+        canvases = "#picture-body canvas"
+        wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, canvases)) == 2)
+        assert browser.find_element(By.ID, "picture-caption").text == "render, observation.frame"
+        assert _pixel(browser, 0) == [0, 200, 0, 255]  # the render hook's RGBA array
+        assert _pixel(browser, 1) == [255, 0, 0, 255]  # the observation's RGB frame
+        browser.find_element(By.CSS_SELECTOR, "#raw-box summary").click()
+        raw = browser.find_element(By.ID, "raw-action")
+        raw.clear()
+        raw.send_keys('{"color": [0, 0, 255]}')
+        browser.find_element(By.ID, "step").click()
+        wait.until(lambda d: d.find_element(By.ID, "step-count").text == "1")
+        wait.until(lambda d: _pixel(d, 1) == [0, 0, 255, 255])
