@@ -78,3 +78,16 @@ def test_bad_options_are_refused() -> None:
         return True
 
     assert run(go)
+
+
+def test_render_draws_the_current_position_as_svg() -> None:
+    env = ChessEnvironment()
+    try:
+        start = env.render()
+        assert start.startswith("<svg") and "viewBox" in start
+        env.reset(seed=3, options={"color": "white"})
+        env.move("e4")
+        after = env.render()
+        assert after.startswith("<svg") and after != start  # a pawn moved (and the engine answered)
+    finally:
+        env.close()

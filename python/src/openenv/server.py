@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, cast
 
 import grpc
@@ -332,7 +332,8 @@ class Server:
     ``factory`` is an :class:`Environment` subclass (or a callable returning instances),
     with the runtime's keywords (``max_sessions``, ``idle_timeout_s``, ...); or a
     :class:`SessionManager` shared with other listeners (then the keywords are its own and
-    whoever made it drains and shuts it down).
+    whoever made it drains and shuts it down). ``interceptors`` are ``grpc.aio`` server
+    interceptors (:class:`openenv.Host` adds the metrics/logs/traces one).
     """
 
     def __init__(
@@ -348,6 +349,7 @@ class Server:
         max_num_envs: int | None = None,
         reflection: bool = True,
         resume_grace_s: float = DEFAULT_RESUME_GRACE_S,
+        interceptors: Sequence[Any] = (),
     ) -> None:
         if isinstance(factory, SessionManager):
             self.manager, self._owns_manager = factory, False
@@ -366,6 +368,7 @@ class Server:
         self.host, self.requested_port = host, port
         self.port: int | None = None
         self.reflection = reflection
+        self.interceptors = list(interceptors)  # grpc.aio server interceptors (e.g. metrics, traces)
         self._server: grpc.aio.Server | None = None
         self.health = health.aio.HealthServicer()
 
@@ -380,6 +383,7 @@ class Server:
     async def start(self) -> Server:
         limit = self.runtime.max_message_bytes
         server = grpc.aio.server(
+            interceptors=self.interceptors or None,
             options=[
                 ("grpc.so_reuseport", 0),
                 ("grpc.max_receive_message_length", limit),
@@ -388,7 +392,7 @@ class Server:
                 ("grpc.http2.min_recv_ping_interval_without_data_ms", 10_000),
                 ("grpc.http2.max_ping_strikes", 0),
                 ("grpc.max_concurrent_streams", 0x7FFFFFFF),
-            ]
+            ],
         )
         environment_pb2_grpc.add_EnvironmentServiceServicer_to_server(_Servicer(self.manager), server)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, server)

@@ -21,6 +21,7 @@ from typing import Any, ClassVar
 
 import chess
 import chess.engine
+import chess.svg
 
 import openenv
 
@@ -153,6 +154,10 @@ class ChessEnvironment(openenv.Environment):
 
     def state(self) -> dict[str, Any]:
         return {"fen": self.board_.fen(), "result": self.result, "plies": self.board_.ply()}
+
+    def render(self) -> str:
+        """The position as an SVG picture (the ``/web`` playground shows it)."""
+        return str(chess.svg.board(getattr(self, "board_", None) or chess.Board(), size=360))
 
     def close(self) -> None:
         if self._engine is not None:

@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 
 from google.protobuf import json_format
 
-from openenv.errors import EnvError, InvalidArgument
+from openenv.errors import EnvError, InvalidArgument, Unimplemented
 from openenv.protocol import StepResult
 from openenv.runtime.codec import AdaptedCodec, Codec, MessageCodec, TensorCodec
 from openenv.runtime.session import Session, SessionManager
@@ -29,6 +29,7 @@ from openenv.v1 import environment_pb2
 from openenv.wire.frames import JsonStep
 from openenv.wire.jsontext import loads
 from openenv.wire.payloads import CALL_TOOL, message_to_json
+from openenv.wire.render import render_to_json
 
 __all__ = ["Backend", "BackendSession", "LocalBackend", "LocalSession", "call_tool_args", "spawn"]
 
@@ -57,6 +58,8 @@ class BackendSession(abc.ABC):
     """One environment session. Calls never overlap (the transport serialises them)."""
 
     id: str
+    #: The time step of the latest reset or step (what the metrics count episodes from).
+    last_step: JsonStep | None = None
 
     @abc.abstractmethod
     async def reset(self, seed: int | None, episode_id: str | None, options: Mapping[str, Any]) -> JsonStep: ...
@@ -78,6 +81,16 @@ class BackendSession(abc.ABC):
     @abc.abstractmethod
     def on_terminate(self, callback: Callable[[EnvError], None] | None) -> None:
         """Register how the transport ends this session (idle timeout, drain)."""
+
+    async def render(self) -> dict[str, Any]:
+        """The environment's picture of its state (``openenv.render`` on ``/ws``, what the
+        playground draws); UNIMPLEMENTED when the environment has none."""
+        raise Unimplemented("this environment has no render hook")
+
+    @property
+    def env_seconds(self) -> float | None:
+        """Seconds spent in the environment's code so far (metrics), None when unknown."""
+        return None
 
     @abc.abstractmethod
     async def close(self) -> None:
@@ -140,18 +153,19 @@ def _json_of(codec: Codec, value: Any) -> Any:
 class LocalSession(BackendSession):
     """A :class:`openenv.session.Session` of this process."""
 
-    __slots__ = ("_b", "_s", "id")
+    __slots__ = ("_b", "_s", "id", "last_step")
 
     def __init__(self, backend: LocalBackend, session: Session) -> None:
         self._b = backend
         self._s = session
         self.id = session.id
+        self.last_step: JsonStep | None = None
 
     def _ts(self, r: StepResult[Any]) -> JsonStep:
         b = self._b
         obs = r.observation
         bd = r.reward_breakdown
-        return JsonStep(
+        self.last_step = ts = JsonStep(
             None if obs is None else _json_of(b.obs_codec, obs),
             r.reward,
             r.terminated,
@@ -162,6 +176,7 @@ class LocalSession(BackendSession):
             None if bd is None else message_to_json(bd.to_proto() if hasattr(bd, "to_proto") else bd),
             b.tool_actions,
         )
+        return ts
 
     async def reset(self, seed: int | None, episode_id: str | None, options: Mapping[str, Any]) -> JsonStep:
         return self._ts(await self._s.reset(seed, episode_id, options))
@@ -193,6 +208,13 @@ class LocalSession(BackendSession):
 
     async def close(self) -> None:
         await self._s.close()
+
+    async def render(self) -> dict[str, Any]:
+        return render_to_json(await self._s.render())
+
+    @property
+    def env_seconds(self) -> float | None:
+        return self._s.env_seconds
 
 
 class LocalBackend(Backend):

@@ -51,7 +51,7 @@ class RemoteSession(BackendSession):
 
     def _ts(self, ts: environment_pb2.TimeStep) -> JsonStep:
         b = self._b
-        return JsonStep(
+        self.last_step = out = JsonStep(
             b.observation.to_json(ts.observation) if ts.HasField("observation") else None,
             ts.reward if ts.HasField("reward") else None,
             ts.terminated,
@@ -62,6 +62,7 @@ class RemoteSession(BackendSession):
             message_to_json(ts.reward_breakdown) if ts.HasField("reward_breakdown") else None,
             b.tool_actions,
         )
+        return out
 
     async def reset(self, seed: int | None, episode_id: str | None, options: Mapping[str, object]) -> JsonStep:
         req = environment_pb2.SessionRequest(reset=environment_pb2.ResetRequest(episode_id=episode_id or ""))

@@ -9,7 +9,10 @@ Beyond OpenEnv (all additive, see docs/bridge.md):
 * a frame may carry ``"id"`` (any JSON scalar): the reply carries the same ``"id"`` and
   the extended shape of :mod:`openenv.wire.frames`; ``"timeout_s"`` bounds a step or a
   tool call on the server (``DEADLINE_EXCEEDED``); ``{"type": "openenv.hello"}`` returns
-  the session id and the full ``EnvironmentInfo``. Stock clients never send these.
+  the session id and the full ``EnvironmentInfo``; ``{"type": "openenv.render"}`` returns
+  the environment's picture of its current state (``Environment.render``, as
+  :func:`openenv.wire.render.render_to_json` shapes it; ``UNIMPLEMENTED`` without one), what
+  the ``/web`` playground draws. Stock clients never send these.
 * ``?session_id=`` attaches to a session created with ``openenv/session/create`` on
   ``POST /mcp`` (OpenEnv 0.10's production ``MCPToolClient``); ``?options=<JSON object>``
   and ``?client_name=`` reach the environment factory.
@@ -139,6 +142,7 @@ async def serve_ws(app: BridgeApp, scope: dict[str, Any], receive: Any, send: An
             await _close(send, 1000)
             return
         session.on_terminate(terminate)
+        scope["openenv.session"] = session  # for the observing middleware (openenv.bridge.observe)
         if await _loop(app, session, receive, send):
             await _close(send, 1000)
     except asyncio.CancelledError:
@@ -230,6 +234,10 @@ async def _loop(app: BridgeApp, session: BackendSession, receive: Any, send: Any
             elif typ == "mcp":
                 resp = await handle_jsonrpc(app, frame.get("data"), session=session, timeout=_timeout(frame))
                 reply = {"type": "mcp", "data": resp}
+                if rid is not None:
+                    reply["id"] = rid
+            elif typ == "openenv.render":
+                reply = {"type": "openenv.render", "data": await session.render()}
                 if rid is not None:
                     reply["id"] = rid
             elif typ == "openenv.hello":

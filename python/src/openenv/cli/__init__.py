@@ -12,9 +12,12 @@ from __future__ import annotations
 import importlib
 import importlib.metadata
 import logging
+import os
 import re
 
 import click
+
+from openenv.observability.logs import configure_logging
 
 _COMMANDS: dict[str, str] = {
     "serve": "openenv.cli.serve:serve_command",
@@ -26,6 +29,7 @@ _COMMANDS: dict[str, str] = {
     "cleanup": "openenv.cli.cleanup:cleanup_command",
     "health": "openenv.cli.health:health_command",
     "init": "openenv.cli.init:init_command",
+    "play": "openenv.cli.play:play_command",
 }
 
 
@@ -73,13 +77,17 @@ class _LazyGroup(click.Group):
 
 @click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="protoenv", prog_name="openenv")
-@click.option("-v", "--verbose", count=True, help="More logging (-v info, -vv debug).")
-def main(verbose: int) -> None:
+@click.option("-v", "--verbose", count=True, help="More logging (-v info: a line per session and request; -vv debug).")
+@click.option(
+    "--log-format",
+    type=click.Choice(["text", "json"]),
+    default=lambda: os.environ.get("OPENENV_LOG_FORMAT", "text"),
+    show_default="text ($OPENENV_LOG_FORMAT)",
+    help="Log lines as text, or as JSON objects (session_id, episode_id, request_id, kind, status, duration_ms).",
+)
+def main(verbose: int, log_format: str) -> None:
     """Protocol-first agentic RL environments: serve, inspect, certify, build."""
-    logging.basicConfig(
-        level=[logging.WARNING, logging.INFO, logging.DEBUG][min(verbose, 2)],
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    configure_logging([logging.WARNING, logging.INFO, logging.DEBUG][min(verbose, 2)], log_format)
 
 
 if __name__ == "__main__":

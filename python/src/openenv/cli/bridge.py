@@ -52,6 +52,12 @@ DEFAULT_HTTP_PORT = 8000  # OpenEnv's; Spaces set $PORT
 @click.option(
     "--ready-file", type=click.Path(dir_okay=False), default=None, help="Write the bridge's URL here once serving."
 )
+@click.option(
+    "--web/--no-web",
+    default=None,
+    show_default="on when listening on loopback",
+    help="Serve the /web playground.",
+)
 def bridge_command(
     target: str,
     host: str,
@@ -61,9 +67,10 @@ def bridge_command(
     max_message_mb: float,
     connect_timeout: float,
     ready_file: str | None,
+    web: bool | None,
 ) -> None:
     """Expose the gRPC environment at TARGET (grpc://HOST:PORT, any language) on OpenEnv's
-    HTTP/WebSocket protocol: /ws, /mcp, /health, /metadata, /schema."""
+    HTTP/WebSocket protocol: /ws, /mcp, /health, /metadata, /schema, /metrics, /web."""
     try:
         from openenv.bridge import HttpOptions  # the http extra
     except ImportError as e:
@@ -80,6 +87,6 @@ def bridge_command(
         max_message_bytes=int(max_message_mb * 1024 * 1024),
     )
     try:
-        serve_bridge(target, host, port, options=opts, connect_timeout=connect_timeout, ready=ready)
+        serve_bridge(target, host, port, options=opts, connect_timeout=connect_timeout, ready=ready, web=web)
     except (EnvError, ValueError, RuntimeError) as e:
         raise click.ClickException(str(e)) from e

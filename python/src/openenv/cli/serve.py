@@ -81,6 +81,18 @@ __all__ = ["serve_command"]
     show_default=True,
     help="Drop a WebSocket whose pong takes longer (frees half-open sessions).",
 )
+@click.option(
+    "--web/--no-web",
+    default=None,
+    show_default="on when the HTTP side listens on loopback",
+    help="Serve the /web playground (off by default on other interfaces: it lets anyone who reaches the port play).",
+)
+@click.option(
+    "--metrics-port",
+    type=int,
+    default=None,
+    help="Also serve /metrics (Prometheus) on this port (the HTTP side always has /metrics).",
+)
 def serve_command(
     target: str,
     host: str,
@@ -98,6 +110,8 @@ def serve_command(
     http_ready_file: str | None,
     ws_ping_interval: float,
     ws_ping_timeout: float,
+    web: bool | None,
+    metrics_port: int | None,
 ) -> None:
     """Serve TARGET (module:Class) over gRPC and HTTP/WebSocket until SIGTERM, then drain.
 
@@ -145,6 +159,8 @@ def serve_command(
             grace_s=grace,
             tools_only=tools_only,
             ready=ready,
+            web=web,
+            metrics_port=metrics_port,
             **http,
         )
     except (TypeError, ValueError, RuntimeError) as e:

@@ -24,6 +24,7 @@ from openenv.errors import (
     ResourceExhausted,
     Unavailable,
 )
+from openenv.observability import tracing
 from openenv.v1 import environment_pb2, environment_pb2_grpc
 
 __all__ = ["GrpcConnection", "channel_ready"]
@@ -119,7 +120,9 @@ class GrpcConnection:
         if not await channel_ready(channel, timeout):
             raise Unavailable(f"cannot connect to {self.url} within {timeout:g} s", fatal=True)
         self._channel = channel
-        self._call = environment_pb2_grpc.EnvironmentServiceStub(channel).Session()
+        # The caller's trace context (W3C traceparent, with the otel extra) travels in the
+        # stream's metadata: the server's request spans join the caller's trace.
+        self._call = environment_pb2_grpc.EnvironmentServiceStub(channel).Session(metadata=tracing.inject() or None)
         self._reader = asyncio.ensure_future(self._read_loop())
         try:
             resp = await self.request(environment_pb2.SessionRequest(handshake=handshake), timeout)

@@ -36,6 +36,7 @@ from openenv.errors import (
     Unavailable,
     Unimplemented,
 )
+from openenv.observability import tracing
 from openenv.v1 import environment_pb2
 from openenv.values import from_struct
 from openenv.wire import frames
@@ -112,6 +113,9 @@ class WsConnection:
         }
         if is_loopback(url):
             kw["proxy"] = None
+        trace_headers = tracing.inject()  # the caller's trace context: the server's spans join it
+        if trace_headers:
+            kw["additional_headers"] = trace_headers
         try:
             self._ws = await connect(url, **kw)
         except (OSError, TimeoutError) as e:

@@ -240,7 +240,7 @@ class Environment:
         cls.__openenv_tools__ = collect_tools(cls)
         cls.__openenv_async__ = frozenset(
             m
-            for m in ("reset", "step", "state", "close", "snapshot", "restore")
+            for m in ("reset", "step", "state", "close", "snapshot", "restore", "render")
             if inspect.iscoroutinefunction(getattr(cls, m))
         )
         if cls.__openenv_tools__ and cls.action_type is None and cls.step is Environment.step:
@@ -312,6 +312,17 @@ class Environment:
         answered ``INTERNAL``. The default returns ``None``.
         """
         return None
+
+    def render(self) -> Any:
+        """Optional: a picture of the current state, for people (the ``/web`` playground).
+
+        Return an SVG document (``str`` starting with ``<svg`` or ``<?xml``), PNG bytes, an
+        RGB(A) array of shape ``(height, width, 3 or 4)`` with ``uint8`` values, or plain text;
+        may be ``async``. Called between requests, never during one, and never by trainers'
+        clients unless they ask (``{"type": "openenv.render"}`` on ``/ws``). Not overriding it
+        means no picture (``UNIMPLEMENTED``).
+        """
+        raise Unimplemented(f"{type(self).__name__} has no render hook")
 
     def close(self) -> None:
         """Release the instance's resources (processes, files, connections).

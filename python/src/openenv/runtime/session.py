@@ -205,6 +205,7 @@ class Session:
         self.last_active = time.monotonic()
         self.busy = False
         self.closed = False
+        self.env_seconds = 0.0  # time spent in requests' environment (and rubric) code (metrics)
         self._straggler: asyncio.Future[Any] | None = None  # work that outlived its timeout
         self._terminate: Callable[[EnvError], None] | None = None
         # The session's own rubric: the class's, cloned (per-session state), bound to env.
@@ -266,6 +267,7 @@ class Session:
         if self.closed:
             raise FailedPrecondition("session is closed")
         self.busy = True
+        t0 = time.perf_counter()
         try:
             return await coro
         except EnvError:
@@ -278,6 +280,7 @@ class Session:
         finally:
             self.busy = False
             self.last_active = time.monotonic()
+            self.env_seconds += time.perf_counter() - t0
 
     def _require_sim(self, what: str) -> None:
         if self.runtime.tools_only:
@@ -377,6 +380,13 @@ class Session:
         self._require_sim("state")
         st = await self._guard(self._call(self.env.state, "state" in self.runtime.is_async, what="state"))
         return SessionState(self.episode_id, self.step_count, self.status, st)
+
+    async def render(self) -> Any:
+        """The environment's :meth:`~openenv.Environment.render` of its current state
+        (UNIMPLEMENTED when the class has no render hook)."""
+        if type(self.env).render is Environment.render:
+            raise Unimplemented(f"{self.runtime.env_cls.__name__} has no render hook")
+        return await self._guard(self._call(self.env.render, "render" in self.runtime.is_async, what="render"))
 
     async def list_tools(self) -> list[Tool]:
         if not self.runtime.tools:
