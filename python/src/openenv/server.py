@@ -26,6 +26,7 @@ from openenv.runtime.session import (
     SessionManager,
 )
 from openenv.runtime.session import Session as RuntimeSession  # `Session` is also the servicer's RPC
+from openenv.runtime.tasks import answer_list_tasks, with_task
 from openenv.runtime.vector import VectorSession
 from openenv.v1 import environment_pb2, environment_pb2_grpc, error_pb2
 from openenv.values import from_struct, to_struct
@@ -185,9 +186,8 @@ class _Servicer:
             fill_time_step(resp.step.time_step, result, rt)
         elif kind == "reset":
             r = req.reset
-            result = await session.reset(
-                r.seed if r.HasField("seed") else None, r.episode_id or None, from_struct(r.options)
-            )
+            options = with_task(rt.tasks, r.task_id, from_struct(r.options))  # RFC 0004
+            result = await session.reset(r.seed if r.HasField("seed") else None, r.episode_id or None, options)
             fill_time_step(resp.reset.time_step, result, rt)
         elif kind == "state":
             s = await session.state()
@@ -206,6 +206,8 @@ class _Servicer:
             tool_result = await session.call_tool(c.name, from_struct(c.arguments), timeout)
             resp.call_tool.name = c.name
             tool_result.to_proto(resp.call_tool.result)
+        elif kind == "list_tasks":
+            answer_list_tasks(rt.tasks, req.list_tasks, resp.list_tasks)
         elif kind == "close":
             resp.close.SetInParent()
             return _CLOSE
@@ -238,7 +240,7 @@ class _Servicer:
                 fill_time_step(out.final_time_steps[i], r, rt)
         elif kind == "batch_reset":
             br = req.batch_reset
-            ids, results = await vs.reset(br.env_ids, br.seeds, from_struct(br.options))
+            ids, results = await vs.reset(br.env_ids, br.seeds, from_struct(br.options), br.task_ids)
             resp.batch_reset.env_ids.extend(ids)
             for r in results:
                 fill_time_step(resp.batch_reset.time_steps.add(), r, rt)
@@ -249,6 +251,8 @@ class _Servicer:
             state_out.status = cast(environment_pb2.EpisodeStatus, int(s.status))  # as in _dispatch
             if s.state is not None:
                 rt.state_codec.encode(s.state, state_out.state)
+        elif kind == "list_tasks":
+            answer_list_tasks(rt.tasks, req.list_tasks, resp.list_tasks)
         elif kind == "close":
             resp.close.SetInParent()
             return _CLOSE

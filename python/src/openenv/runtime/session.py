@@ -36,6 +36,7 @@ from openenv.protocol import PROTOCOL_VERSION, EpisodeStatus, SessionState, Step
 from openenv.runtime.codec import Codec, codec_for, descriptor_set, to_struct
 from openenv.runtime.environment import Environment
 from openenv.runtime.rubrics import CREDITS_METADATA_KEY, Rubric
+from openenv.runtime.tasks import TaskCatalog
 from openenv.runtime.tools import CallToolAction, CallToolObservation, Tool, ToolResult
 from openenv.v1 import environment_pb2
 
@@ -97,6 +98,7 @@ class Runtime:
         if rubric is not None and not isinstance(rubric, Rubric):
             raise TypeError(f"{env_cls.__name__}.rubric must be an openenv.rubrics.Rubric, got {type(rubric).__name__}")
         self.rubric: Rubric | None = rubric
+        self.tasks: TaskCatalog | None = TaskCatalog.of(env_cls)  # RFC 0004
         self.info = self._build_info()
 
     def _build_info(self) -> environment_pb2.EnvironmentInfo:
@@ -138,6 +140,9 @@ class Runtime:
             info.rubric.CopyFrom(rubric.spec())
         if c.metadata:
             to_struct(dict(c.metadata), info.metadata)
+        if self.tasks is not None:
+            cap.tasks = True
+            info.task_splits.extend(self.tasks.split_protos())
         return info
 
     def tool_descriptors(self) -> list[Tool]:
