@@ -19,6 +19,9 @@ $(STAMP): $(foreach p,$(PROJECTS),$(p)/pyproject.toml) Makefile
 	@test -n "$(PYTHON)" || { echo "error: Python 3.11+ is required (python3.11, python3.12 or python3.13 on PATH)"; exit 1; }
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q -U pip
+	# A CPU-only torch for the training integrations' tests (protoenv[trl,rl]); pinned, since a
+	# plain resolve of torch may pull a CUDA build.
+	$(PY) -m pip install -q torch==2.13.0
 	$(PY) -m pip install -q -e 'python[dev]' $(foreach p,$(filter-out python,$(PROJECTS)),-e $(p))
 	@touch $@
 
