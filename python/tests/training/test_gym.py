@@ -11,7 +11,6 @@ from typing import Any, ClassVar
 import gymnasium as gym
 import numpy as np
 import pytest
-from gridworld import GridWorldEnvironment
 from gymnasium.utils.env_checker import check_env, data_equivalence
 from gymnasium.vector import AutoresetMode
 from openenv_testenvs import Counter, TensorEnv
@@ -19,6 +18,7 @@ from openenv_testkit import server_thread
 
 import openenv
 import openenv.gym
+from gridworld import GridWorldEnvironment
 
 
 class Walk(openenv.Environment):
@@ -52,9 +52,9 @@ def test_gridworld_passes_check_env_and_renders_its_maze() -> None:
             assert isinstance(env.observation_space, gym.spaces.Dict)
             assert set(env.observation_space.spaces) == {"agent", "goal", "grid", "bumped"}
             check_env(env, skip_close_check=True)
-            obs, info = env.reset(seed=5)
+            _, info = env.reset(seed=5)
             assert "A" in env.render() and info["distance_to_goal"] > 0
-            obs2, reward, terminated, truncated, info = env.step(env.action_space.sample())
+            obs2, reward, _, _, info = env.step(env.action_space.sample())
             assert obs2 in env.observation_space and isinstance(reward, float) and info["step_count"] == 1
         finally:
             env.close()
