@@ -11,8 +11,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
 import tiny_lm
 import torch
 from datasets import Dataset
