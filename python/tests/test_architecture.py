@@ -31,6 +31,7 @@ OPTIONAL_EXTRA_IMPORTS = {
     ("openenv.host", "openenv.bridge"),
     ("openenv.cli.serve", "openenv.bridge"),
     ("openenv.cli.bridge", "openenv.bridge"),
+    ("openenv.cli.collect", "openenv.record"),  # the collect extra
     ("openenv.client.env", "openenv.deploy.run"),
     ("openenv.runtime.codec", "openenv.runtime.betterproto"),
 }
