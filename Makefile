@@ -49,7 +49,7 @@ generate: venv
 
 # The contract (buf lint + breaking), style (ruff check + ruff format) and architecture
 # (import-linter layers and cycles, python/pyproject.toml). CI runs it before the tests.
-LINT_PATHS := python conformance envs tools
+LINT_PATHS := python conformance envs tools examples
 lint: venv
 	$(BIN)/buf lint
 	$(PY) tools/buf_breaking.py
