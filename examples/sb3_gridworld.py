@@ -134,10 +134,18 @@ def local_server() -> Iterator[str]:
     from gridworld import GridWorldEnvironment
 
     loop = asyncio.new_event_loop()
-    srv = openenv.Server(GridWorldEnvironment, "127.0.0.1", 0)
-    loop.run_until_complete(srv.start())
-    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    srv, started = openenv.Server(GridWorldEnvironment, "127.0.0.1", 0), threading.Event()
+
+    def run() -> None:  # grpc.aio serves on the loop that started it: start it in the thread
+        asyncio.set_event_loop(loop)
+        loop.run_until_complete(srv.start())
+        started.set()
+        loop.run_forever()
+
+    thread = threading.Thread(target=run, daemon=True)
     thread.start()
+    if not started.wait(60):
+        raise RuntimeError("the gridworld server did not start")
     try:
         yield srv.address
     finally:
