@@ -10,5 +10,6 @@ docs/training.md has the recipe, with a hub model, and the CPU test's tiny one.
 """
 
 from openenv.trl.environment import EnvironmentFactory, ToolRollout, environment_factory
+from openenv.trl.rollout import env_reward, rollout_func
 
-__all__ = ["EnvironmentFactory", "ToolRollout", "environment_factory"]
+__all__ = ["EnvironmentFactory", "ToolRollout", "env_reward", "environment_factory", "rollout_func"]
