@@ -19,6 +19,9 @@ $(STAMP): $(foreach p,$(PROJECTS),$(p)/pyproject.toml) Makefile
 	@test -n "$(PYTHON)" || { echo "error: Python 3.11+ is required (python3.11, python3.12 or python3.13 on PATH)"; exit 1; }
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q -U pip
+	# A CPU-only torch for the training integrations' tests (protoenv[trl,rl]); pinned, since a
+	# plain resolve of torch may pull a CUDA build.
+	$(PY) -m pip install -q torch==2.13.0
 	$(PY) -m pip install -q -e 'python[dev]' $(foreach p,$(filter-out python catalog,$(PROJECTS)),-e $(p)) -e 'catalog[all]'
 	@touch $@
 
@@ -46,7 +49,7 @@ generate: venv
 
 # The contract (buf lint + breaking), style (ruff check + ruff format) and architecture
 # (import-linter layers and cycles, python/pyproject.toml). CI runs it before the tests.
-LINT_PATHS := python conformance catalog envs tools
+LINT_PATHS := python conformance catalog envs tools examples
 lint: venv
 	$(BIN)/buf lint
 	$(PY) tools/buf_breaking.py

@@ -29,6 +29,7 @@ from openenv.host import Host, serve
 from openenv.protocol import PROTOCOL_VERSION, EpisodeStatus, SessionState, StepResult
 from openenv.runtime.codec import TensorSpec
 from openenv.runtime.environment import Environment
+from openenv.runtime.tasks import TaskInfo
 from openenv.runtime.tools import CallToolAction, CallToolObservation, Tool, ToolResult, tool
 from openenv.server import Server
 
@@ -60,6 +61,7 @@ __all__ = [
     "SessionState",
     "StepResult",
     "SyncEnvClient",
+    "TaskInfo",
     "TensorSpec",
     "Tool",
     "ToolEnvClient",

@@ -29,6 +29,7 @@ from openenv.runtime.session import (
     SessionManager,
 )
 from openenv.runtime.session import Session as RuntimeSession  # `Session` is also the servicer's RPC
+from openenv.runtime.tasks import answer_list_tasks, with_task
 from openenv.runtime.vector import VectorSession
 from openenv.v1 import environment_pb2, environment_pb2_grpc, error_pb2
 from openenv.values import from_struct, to_struct
@@ -233,9 +234,8 @@ class _Servicer:
             fill_time_step(resp.step.time_step, result, rt)
         elif kind == "reset":
             r = req.reset
-            result = await session.reset(
-                r.seed if r.HasField("seed") else None, r.episode_id or None, from_struct(r.options)
-            )
+            options = with_task(rt.tasks, r.task_id, from_struct(r.options))  # RFC 0004
+            result = await session.reset(r.seed if r.HasField("seed") else None, r.episode_id or None, options)
             fill_time_step(resp.reset.time_step, result, rt)
         elif kind == "state":
             s = await session.state()
@@ -266,6 +266,8 @@ class _Servicer:
             forks = await self.resumes.fork(session, f.count, f.snapshot if f.HasField("snapshot") else None)
             resp.fork.session_ids.extend(e.session.id for e in forks)
             resp.fork.resume_tokens.extend(e.token for e in forks)
+        elif kind == "list_tasks":
+            answer_list_tasks(rt.tasks, req.list_tasks, resp.list_tasks)
         elif kind == "close":
             resp.close.SetInParent()
             return _CLOSE
@@ -298,7 +300,7 @@ class _Servicer:
                 fill_time_step(out.final_time_steps[i], r, rt)
         elif kind == "batch_reset":
             br = req.batch_reset
-            ids, results = await vs.reset(br.env_ids, br.seeds, from_struct(br.options))
+            ids, results = await vs.reset(br.env_ids, br.seeds, from_struct(br.options), br.task_ids)
             resp.batch_reset.env_ids.extend(ids)
             for r in results:
                 fill_time_step(resp.batch_reset.time_steps.add(), r, rt)
@@ -309,6 +311,8 @@ class _Servicer:
             state_out.status = cast(environment_pb2.EpisodeStatus, int(s.status))  # as in _dispatch
             if s.state is not None:
                 rt.state_codec.encode(s.state, state_out.state)
+        elif kind == "list_tasks":
+            answer_list_tasks(rt.tasks, req.list_tasks, resp.list_tasks)
         elif kind == "close":
             resp.close.SetInParent()
             return _CLOSE

@@ -30,6 +30,7 @@ _COMMANDS: dict[str, str] = {
     "health": "openenv.cli.health:health_command",
     "init": "openenv.cli.init:init_command",
     "play": "openenv.cli.play:play_command",
+    "collect": "openenv.cli.collect:collect_command",
 }
 
 

@@ -51,6 +51,7 @@ from openenv.errors import EnvError, FailedPrecondition
 from openenv.protocol import PROTOCOL_VERSION, EpisodeStatus, SessionState, StepResult
 from openenv.runtime.codec import Codec, codec_for, message_class, tensor_from_proto, tensor_to_proto
 from openenv.runtime.rubrics import Score
+from openenv.runtime.tasks import TaskInfo
 from openenv.runtime.tools import CallToolAction, CallToolObservation, Tool, ToolResult
 from openenv.v1 import environment_pb2, payload_pb2, rubric_pb2
 from openenv.values import from_value, to_struct, to_value
@@ -285,10 +286,14 @@ class EnvClient:
         episode_id: str | None = None,
         options: Mapping[str, Any] | None = None,
         *,
+        task_id: str | None = None,
         timeout: float | None = None,
     ) -> StepResult[Any]:
-        """Start a new episode and return its first time step."""
-        req = environment_pb2.SessionRequest(reset=environment_pb2.ResetRequest(episode_id=episode_id or ""))
+        """Start a new episode and return its first time step. ``task_id`` (RFC 0004) names one
+        of the environment's tasks (:meth:`list_tasks`); unknown ids raise ``NotFound``."""
+        req = environment_pb2.SessionRequest(
+            reset=environment_pb2.ResetRequest(episode_id=episode_id or "", task_id=task_id or "")
+        )
         if seed is not None:
             req.reset.seed = seed
         if options:
@@ -345,15 +350,18 @@ class EnvClient:
         seeds: Sequence[int] = (),
         options: Mapping[str, Any] | None = None,
         *,
+        task_ids: Sequence[str] = (),
         timeout: float | None = None,
     ) -> BatchResult:
         """Reset instances of a vectorised session (``num_envs > 1``); all by default.
 
-        ``seeds``: none (unseeded), one ``s`` (instance k gets ``s + k``), or one per instance."""
+        ``seeds``: none (unseeded), one ``s`` (instance k gets ``s + k``), or one per instance.
+        ``task_ids`` (RFC 0004): none, one shared by every instance (a GRPO group), or one each."""
         req = environment_pb2.SessionRequest()
         br = req.batch_reset
         br.env_ids.extend(env_ids)
         br.seeds.extend(seeds)
+        br.task_ids.extend(task_ids)
         if options:
             to_struct(options, br.options)
         out = (await self._request(req, timeout)).batch_reset
@@ -432,6 +440,31 @@ class EnvClient:
         other.session_id, other.info, other._classes = "", None, {}
         other._attach_token = token
         return other
+
+    @property
+    def task_splits(self) -> dict[str, int]:
+        """The environment's task splits (RFC 0004), name -> size, the default first; empty
+        when it declares no tasks."""
+        return {} if self.info is None else {s.name: s.size for s in self.info.task_splits}
+
+    async def list_tasks(
+        self, split: str | None = None, *, limit: int | None = None, timeout: float | None = None
+    ) -> list[TaskInfo]:
+        """The tasks of ``split`` (default: the first split), in the environment's order, at
+        most ``limit`` of them (all by default: pages are fetched until the end)."""
+        out: list[TaskInfo] = []
+        offset = 0
+        while limit is None or len(out) < limit:
+            req = environment_pb2.SessionRequest()
+            req.list_tasks.split, req.list_tasks.offset = split or "", offset
+            if limit is not None:
+                req.list_tasks.limit = limit - len(out)
+            page = (await self._request(req, timeout)).list_tasks
+            out.extend(TaskInfo.from_proto(t) for t in page.tasks)
+            if not page.tasks or page.next_offset >= page.total:
+                break
+            offset = page.next_offset
+        return out
 
     @property
     def rubric(self) -> rubric_pb2.RubricSpec | None:

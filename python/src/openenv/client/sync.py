@@ -11,6 +11,7 @@ from anyio.from_thread import BlockingPortal, start_blocking_portal
 
 from openenv.errors import FailedPrecondition
 from openenv.protocol import SessionState, StepResult
+from openenv.runtime.tasks import TaskInfo
 from openenv.runtime.tools import Tool, ToolResult
 from openenv.v1 import environment_pb2, rubric_pb2
 
@@ -83,6 +84,13 @@ class SyncEnvClient:
         **kw: Any,
     ) -> StepResult[Any]:
         return self._run(self.client.reset, seed, episode_id, options, **kw)
+
+    @property
+    def task_splits(self) -> dict[str, int]:
+        return self.client.task_splits
+
+    def list_tasks(self, split: str | None = None, **kw: Any) -> list[TaskInfo]:
+        return self._run(self.client.list_tasks, split, **kw)
 
     def step(self, action: Any, **kw: Any) -> StepResult[Any]:
         return self._run(self.client.step, action, **kw)

@@ -211,6 +211,17 @@ class Environment:
     :meth:`snapshot` offers them too, whatever this says. Default: False (those requests answer
     ``UNIMPLEMENTED``).
     """
+    task_splits: ClassVar[Mapping[str, str] | Sequence[str]] = ()
+    """The environment's task splits (RFC 0004): split name -> description (or just the names),
+    the first being the default, e.g. ``{"train": "...", "test": "..."}``.
+
+    With splits declared, the runtime calls :meth:`list_tasks` once per split when a server
+    starts, advertises the splits' sizes in ``EnvironmentInfo.task_splits`` and sets
+    ``Capabilities.tasks``; clients page through them (``EnvClient.list_tasks``) and choose an
+    episode's task (``reset(task_id=...)``), which :meth:`reset` receives as
+    ``options["task_id"]`` (a string), after the runtime checked that it is declared. Default:
+    none.
+    """
     rubric: Rubric | None = None
     """The reward rubric: an :class:`openenv.rubrics.Rubric` tree (docs/rubrics.md), or ``None``.
 
@@ -392,6 +403,14 @@ class Environment:
         event loop: keep it cheap.
         """
         return StepResult(observation=observation, reward=self.reward(action, observation))
+
+    @classmethod
+    def list_tasks(cls, split: str) -> Sequence[Any]:
+        """The tasks of ``split`` (one of :attr:`task_splits`), in a stable order: values of
+        :class:`openenv.TaskInfo` (id, metadata a policy may see) or plain ids. Ids are unique
+        across splits. Called once per split when a server starts. Default: none.
+        """
+        return ()
 
     @classmethod
     def tools(cls) -> dict[str, ToolDef]:

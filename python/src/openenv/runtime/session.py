@@ -37,6 +37,7 @@ from openenv.runtime.codec import Codec, codec_for, descriptor_set, to_struct
 from openenv.runtime.environment import Environment
 from openenv.runtime.rubrics import CREDITS_METADATA_KEY, Rubric
 from openenv.runtime.snapshots import FORMAT, default_key, restore_rubric, rubric_state, seal, verify
+from openenv.runtime.tasks import TaskCatalog
 from openenv.runtime.tools import CallToolAction, CallToolObservation, Tool, ToolResult
 from openenv.v1 import environment_pb2
 
@@ -113,6 +114,7 @@ class Runtime:
         self.snapshots = bool(env_cls.snapshots) or env_cls.snapshot is not Environment.snapshot
         self.max_forks = self.max_sessions if self.snapshots else 0
         self.snapshot_key = snapshot_key or default_key()
+        self.tasks: TaskCatalog | None = TaskCatalog.of(env_cls)  # RFC 0004
         self.info = self._build_info()
 
     def _build_info(self) -> environment_pb2.EnvironmentInfo:
@@ -158,6 +160,9 @@ class Runtime:
             info.rubric.CopyFrom(rubric.spec())
         if c.metadata:
             to_struct(dict(c.metadata), info.metadata)
+        if self.tasks is not None:
+            cap.tasks = True
+            info.task_splits.extend(self.tasks.split_protos())
         return info
 
     def tool_descriptors(self) -> list[Tool]:

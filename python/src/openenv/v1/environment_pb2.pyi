@@ -6,6 +6,7 @@ from google.protobuf import struct_pb2 as _struct_pb2
 from openenv.v1 import error_pb2 as _error_pb2
 from openenv.v1 import payload_pb2 as _payload_pb2
 from openenv.v1 import rubric_pb2 as _rubric_pb2
+from openenv.v1 import task_pb2 as _task_pb2
 from openenv.v1 import tool_pb2 as _tool_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
@@ -53,7 +54,7 @@ class GetInfoResponse(_message.Message):
     def __init__(self, info: _Optional[_Union[EnvironmentInfo, _Mapping]] = ...) -> None: ...
 
 class EnvironmentInfo(_message.Message):
-    __slots__ = ("name", "version", "description", "protocol_version", "action", "observation", "state", "descriptors", "capabilities", "rubric", "metadata")
+    __slots__ = ("name", "version", "description", "protocol_version", "action", "observation", "state", "descriptors", "capabilities", "rubric", "metadata", "task_splits")
     NAME_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
     DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
@@ -65,6 +66,7 @@ class EnvironmentInfo(_message.Message):
     CAPABILITIES_FIELD_NUMBER: _ClassVar[int]
     RUBRIC_FIELD_NUMBER: _ClassVar[int]
     METADATA_FIELD_NUMBER: _ClassVar[int]
+    TASK_SPLITS_FIELD_NUMBER: _ClassVar[int]
     name: str
     version: str
     description: str
@@ -76,10 +78,11 @@ class EnvironmentInfo(_message.Message):
     capabilities: Capabilities
     rubric: _rubric_pb2.RubricSpec
     metadata: _struct_pb2.Struct
-    def __init__(self, name: _Optional[str] = ..., version: _Optional[str] = ..., description: _Optional[str] = ..., protocol_version: _Optional[str] = ..., action: _Optional[_Union[_payload_pb2.TypeSpec, _Mapping]] = ..., observation: _Optional[_Union[_payload_pb2.TypeSpec, _Mapping]] = ..., state: _Optional[_Union[_payload_pb2.TypeSpec, _Mapping]] = ..., descriptors: _Optional[_Union[_descriptor_pb2.FileDescriptorSet, _Mapping]] = ..., capabilities: _Optional[_Union[Capabilities, _Mapping]] = ..., rubric: _Optional[_Union[_rubric_pb2.RubricSpec, _Mapping]] = ..., metadata: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
+    task_splits: _containers.RepeatedCompositeFieldContainer[_task_pb2.TaskSplit]
+    def __init__(self, name: _Optional[str] = ..., version: _Optional[str] = ..., description: _Optional[str] = ..., protocol_version: _Optional[str] = ..., action: _Optional[_Union[_payload_pb2.TypeSpec, _Mapping]] = ..., observation: _Optional[_Union[_payload_pb2.TypeSpec, _Mapping]] = ..., state: _Optional[_Union[_payload_pb2.TypeSpec, _Mapping]] = ..., descriptors: _Optional[_Union[_descriptor_pb2.FileDescriptorSet, _Mapping]] = ..., capabilities: _Optional[_Union[Capabilities, _Mapping]] = ..., rubric: _Optional[_Union[_rubric_pb2.RubricSpec, _Mapping]] = ..., metadata: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., task_splits: _Optional[_Iterable[_Union[_task_pb2.TaskSplit, _Mapping]]] = ...) -> None: ...
 
 class Capabilities(_message.Message):
-    __slots__ = ("max_sessions", "concurrent_sessions", "deterministic", "float_tolerance", "auto_reset", "tools", "tools_only", "max_message_bytes", "max_episode_steps", "reward_min", "reward_max", "idle_timeout", "action_budget", "max_num_envs", "resume_grace", "snapshots", "max_forks")
+    __slots__ = ("max_sessions", "concurrent_sessions", "deterministic", "float_tolerance", "auto_reset", "tools", "tools_only", "max_message_bytes", "max_episode_steps", "reward_min", "reward_max", "idle_timeout", "action_budget", "max_num_envs", "resume_grace", "snapshots", "max_forks", "tasks")
     MAX_SESSIONS_FIELD_NUMBER: _ClassVar[int]
     CONCURRENT_SESSIONS_FIELD_NUMBER: _ClassVar[int]
     DETERMINISTIC_FIELD_NUMBER: _ClassVar[int]
@@ -97,6 +100,7 @@ class Capabilities(_message.Message):
     RESUME_GRACE_FIELD_NUMBER: _ClassVar[int]
     SNAPSHOTS_FIELD_NUMBER: _ClassVar[int]
     MAX_FORKS_FIELD_NUMBER: _ClassVar[int]
+    TASKS_FIELD_NUMBER: _ClassVar[int]
     max_sessions: int
     concurrent_sessions: bool
     deterministic: bool
@@ -114,10 +118,11 @@ class Capabilities(_message.Message):
     resume_grace: _duration_pb2.Duration
     snapshots: bool
     max_forks: int
-    def __init__(self, max_sessions: _Optional[int] = ..., concurrent_sessions: _Optional[bool] = ..., deterministic: _Optional[bool] = ..., float_tolerance: _Optional[float] = ..., auto_reset: _Optional[bool] = ..., tools: _Optional[bool] = ..., tools_only: _Optional[bool] = ..., max_message_bytes: _Optional[int] = ..., max_episode_steps: _Optional[int] = ..., reward_min: _Optional[float] = ..., reward_max: _Optional[float] = ..., idle_timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., action_budget: _Optional[int] = ..., max_num_envs: _Optional[int] = ..., resume_grace: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., snapshots: _Optional[bool] = ..., max_forks: _Optional[int] = ...) -> None: ...
+    tasks: bool
+    def __init__(self, max_sessions: _Optional[int] = ..., concurrent_sessions: _Optional[bool] = ..., deterministic: _Optional[bool] = ..., float_tolerance: _Optional[float] = ..., auto_reset: _Optional[bool] = ..., tools: _Optional[bool] = ..., tools_only: _Optional[bool] = ..., max_message_bytes: _Optional[int] = ..., max_episode_steps: _Optional[int] = ..., reward_min: _Optional[float] = ..., reward_max: _Optional[float] = ..., idle_timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., action_budget: _Optional[int] = ..., max_num_envs: _Optional[int] = ..., resume_grace: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., snapshots: _Optional[bool] = ..., max_forks: _Optional[int] = ..., tasks: _Optional[bool] = ...) -> None: ...
 
 class SessionRequest(_message.Message):
-    __slots__ = ("request_id", "handshake", "reset", "step", "state", "list_tools", "call_tool", "close", "batch_reset", "batch_step", "snapshot", "restore", "fork")
+    __slots__ = ("request_id", "handshake", "reset", "step", "state", "list_tools", "call_tool", "close", "batch_reset", "batch_step", "snapshot", "restore", "fork", "list_tasks")
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     HANDSHAKE_FIELD_NUMBER: _ClassVar[int]
     RESET_FIELD_NUMBER: _ClassVar[int]
@@ -131,6 +136,7 @@ class SessionRequest(_message.Message):
     SNAPSHOT_FIELD_NUMBER: _ClassVar[int]
     RESTORE_FIELD_NUMBER: _ClassVar[int]
     FORK_FIELD_NUMBER: _ClassVar[int]
+    LIST_TASKS_FIELD_NUMBER: _ClassVar[int]
     request_id: int
     handshake: HandshakeRequest
     reset: ResetRequest
@@ -144,10 +150,11 @@ class SessionRequest(_message.Message):
     snapshot: SnapshotRequest
     restore: RestoreRequest
     fork: ForkRequest
-    def __init__(self, request_id: _Optional[int] = ..., handshake: _Optional[_Union[HandshakeRequest, _Mapping]] = ..., reset: _Optional[_Union[ResetRequest, _Mapping]] = ..., step: _Optional[_Union[StepRequest, _Mapping]] = ..., state: _Optional[_Union[StateRequest, _Mapping]] = ..., list_tools: _Optional[_Union[_tool_pb2.ListToolsRequest, _Mapping]] = ..., call_tool: _Optional[_Union[_tool_pb2.CallToolRequest, _Mapping]] = ..., close: _Optional[_Union[CloseRequest, _Mapping]] = ..., batch_reset: _Optional[_Union[BatchResetRequest, _Mapping]] = ..., batch_step: _Optional[_Union[BatchStepRequest, _Mapping]] = ..., snapshot: _Optional[_Union[SnapshotRequest, _Mapping]] = ..., restore: _Optional[_Union[RestoreRequest, _Mapping]] = ..., fork: _Optional[_Union[ForkRequest, _Mapping]] = ...) -> None: ...
+    list_tasks: _task_pb2.ListTasksRequest
+    def __init__(self, request_id: _Optional[int] = ..., handshake: _Optional[_Union[HandshakeRequest, _Mapping]] = ..., reset: _Optional[_Union[ResetRequest, _Mapping]] = ..., step: _Optional[_Union[StepRequest, _Mapping]] = ..., state: _Optional[_Union[StateRequest, _Mapping]] = ..., list_tools: _Optional[_Union[_tool_pb2.ListToolsRequest, _Mapping]] = ..., call_tool: _Optional[_Union[_tool_pb2.CallToolRequest, _Mapping]] = ..., close: _Optional[_Union[CloseRequest, _Mapping]] = ..., batch_reset: _Optional[_Union[BatchResetRequest, _Mapping]] = ..., batch_step: _Optional[_Union[BatchStepRequest, _Mapping]] = ..., snapshot: _Optional[_Union[SnapshotRequest, _Mapping]] = ..., restore: _Optional[_Union[RestoreRequest, _Mapping]] = ..., fork: _Optional[_Union[ForkRequest, _Mapping]] = ..., list_tasks: _Optional[_Union[_task_pb2.ListTasksRequest, _Mapping]] = ...) -> None: ...
 
 class SessionResponse(_message.Message):
-    __slots__ = ("request_id", "handshake", "reset", "step", "state", "list_tools", "call_tool", "close", "batch_reset", "batch_step", "snapshot", "restore", "fork", "error")
+    __slots__ = ("request_id", "handshake", "reset", "step", "state", "list_tools", "call_tool", "close", "batch_reset", "batch_step", "snapshot", "restore", "fork", "list_tasks", "error")
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     HANDSHAKE_FIELD_NUMBER: _ClassVar[int]
     RESET_FIELD_NUMBER: _ClassVar[int]
@@ -161,6 +168,7 @@ class SessionResponse(_message.Message):
     SNAPSHOT_FIELD_NUMBER: _ClassVar[int]
     RESTORE_FIELD_NUMBER: _ClassVar[int]
     FORK_FIELD_NUMBER: _ClassVar[int]
+    LIST_TASKS_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
     request_id: int
     handshake: HandshakeResponse
@@ -175,8 +183,9 @@ class SessionResponse(_message.Message):
     snapshot: SnapshotResponse
     restore: RestoreResponse
     fork: ForkResponse
+    list_tasks: _task_pb2.ListTasksResponse
     error: _error_pb2.Status
-    def __init__(self, request_id: _Optional[int] = ..., handshake: _Optional[_Union[HandshakeResponse, _Mapping]] = ..., reset: _Optional[_Union[ResetResponse, _Mapping]] = ..., step: _Optional[_Union[StepResponse, _Mapping]] = ..., state: _Optional[_Union[StateResponse, _Mapping]] = ..., list_tools: _Optional[_Union[_tool_pb2.ListToolsResponse, _Mapping]] = ..., call_tool: _Optional[_Union[_tool_pb2.CallToolResponse, _Mapping]] = ..., close: _Optional[_Union[CloseResponse, _Mapping]] = ..., batch_reset: _Optional[_Union[BatchResetResponse, _Mapping]] = ..., batch_step: _Optional[_Union[BatchStepResponse, _Mapping]] = ..., snapshot: _Optional[_Union[SnapshotResponse, _Mapping]] = ..., restore: _Optional[_Union[RestoreResponse, _Mapping]] = ..., fork: _Optional[_Union[ForkResponse, _Mapping]] = ..., error: _Optional[_Union[_error_pb2.Status, _Mapping]] = ...) -> None: ...
+    def __init__(self, request_id: _Optional[int] = ..., handshake: _Optional[_Union[HandshakeResponse, _Mapping]] = ..., reset: _Optional[_Union[ResetResponse, _Mapping]] = ..., step: _Optional[_Union[StepResponse, _Mapping]] = ..., state: _Optional[_Union[StateResponse, _Mapping]] = ..., list_tools: _Optional[_Union[_tool_pb2.ListToolsResponse, _Mapping]] = ..., call_tool: _Optional[_Union[_tool_pb2.CallToolResponse, _Mapping]] = ..., close: _Optional[_Union[CloseResponse, _Mapping]] = ..., batch_reset: _Optional[_Union[BatchResetResponse, _Mapping]] = ..., batch_step: _Optional[_Union[BatchStepResponse, _Mapping]] = ..., snapshot: _Optional[_Union[SnapshotResponse, _Mapping]] = ..., restore: _Optional[_Union[RestoreResponse, _Mapping]] = ..., fork: _Optional[_Union[ForkResponse, _Mapping]] = ..., list_tasks: _Optional[_Union[_task_pb2.ListTasksResponse, _Mapping]] = ..., error: _Optional[_Union[_error_pb2.Status, _Mapping]] = ...) -> None: ...
 
 class HandshakeRequest(_message.Message):
     __slots__ = ("protocol_version", "client_name", "options", "num_envs", "autoreset_mode", "resume_token", "resumable")
@@ -211,14 +220,16 @@ class HandshakeResponse(_message.Message):
     def __init__(self, session_id: _Optional[str] = ..., protocol_version: _Optional[str] = ..., info: _Optional[_Union[EnvironmentInfo, _Mapping]] = ..., resume_token: _Optional[str] = ..., resumed: _Optional[bool] = ...) -> None: ...
 
 class ResetRequest(_message.Message):
-    __slots__ = ("seed", "episode_id", "options")
+    __slots__ = ("seed", "episode_id", "options", "task_id")
     SEED_FIELD_NUMBER: _ClassVar[int]
     EPISODE_ID_FIELD_NUMBER: _ClassVar[int]
     OPTIONS_FIELD_NUMBER: _ClassVar[int]
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
     seed: int
     episode_id: str
     options: _struct_pb2.Struct
-    def __init__(self, seed: _Optional[int] = ..., episode_id: _Optional[str] = ..., options: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
+    task_id: str
+    def __init__(self, seed: _Optional[int] = ..., episode_id: _Optional[str] = ..., options: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., task_id: _Optional[str] = ...) -> None: ...
 
 class ResetResponse(_message.Message):
     __slots__ = ("time_step",)
@@ -279,14 +290,16 @@ class StateResponse(_message.Message):
     def __init__(self, episode_id: _Optional[str] = ..., step_count: _Optional[int] = ..., status: _Optional[_Union[EpisodeStatus, str]] = ..., state: _Optional[_Union[_payload_pb2.Payload, _Mapping]] = ...) -> None: ...
 
 class BatchResetRequest(_message.Message):
-    __slots__ = ("env_ids", "seeds", "options")
+    __slots__ = ("env_ids", "seeds", "options", "task_ids")
     ENV_IDS_FIELD_NUMBER: _ClassVar[int]
     SEEDS_FIELD_NUMBER: _ClassVar[int]
     OPTIONS_FIELD_NUMBER: _ClassVar[int]
+    TASK_IDS_FIELD_NUMBER: _ClassVar[int]
     env_ids: _containers.RepeatedScalarFieldContainer[int]
     seeds: _containers.RepeatedScalarFieldContainer[int]
     options: _struct_pb2.Struct
-    def __init__(self, env_ids: _Optional[_Iterable[int]] = ..., seeds: _Optional[_Iterable[int]] = ..., options: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
+    task_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, env_ids: _Optional[_Iterable[int]] = ..., seeds: _Optional[_Iterable[int]] = ..., options: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., task_ids: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class BatchResetResponse(_message.Message):
     __slots__ = ("env_ids", "time_steps")
