@@ -25,6 +25,7 @@ _COMMANDS: dict[str, str] = {
     "cleanup": "openenv.cli.cleanup:cleanup_command",
     "health": "openenv.cli.health:health_command",
     "init": "openenv.cli.init:init_command",
+    "fleet": "openenv.cli.fleet:fleet_command",
 }
 
 

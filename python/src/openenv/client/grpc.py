@@ -66,7 +66,11 @@ class GrpcConnection:
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
         keepalive_s: float = 30.0,
         url: str | None = None,
+        channel: grpc.aio.Channel | None = None,
     ) -> None:
+        """``channel``: an open channel to ``target`` to multiplex this session's stream on
+        (one HTTP/2 connection for many sessions, as :class:`openenv.fleet.FleetClient` does);
+        its owner closes it. Without it the connection opens and closes a channel of its own."""
         self.target = target
         self.url = url or f"grpc://{target}"
         self.max_message_bytes = self._limit = max_message_bytes
@@ -74,6 +78,7 @@ class GrpcConnection:
         self.session_id = ""
         self.info = environment_pb2.EnvironmentInfo()
         self._channel: grpc.aio.Channel | None = None
+        self._shared_channel = channel
         self._call: Any = None
         self._reader: asyncio.Task[None] | None = None
         self._pending: dict[int, asyncio.Future[environment_pb2.SessionResponse]] = {}
@@ -101,9 +106,11 @@ class GrpcConnection:
             ("grpc.keepalive_permit_without_calls", 1),
             ("grpc.http2.max_pings_without_data", 0),
         ]
-        channel = grpc.aio.insecure_channel(self.target, options=opts)
-        if not await channel_ready(channel, timeout):
-            raise Unavailable(f"cannot connect to {self.url} within {timeout:g} s", fatal=True)
+        channel = self._shared_channel
+        if channel is None:
+            channel = grpc.aio.insecure_channel(self.target, options=opts)
+            if not await channel_ready(channel, timeout):
+                raise Unavailable(f"cannot connect to {self.url} within {timeout:g} s", fatal=True)
         self._channel = channel
         self._call = environment_pb2_grpc.EnvironmentServiceStub(channel).Session()
         self._reader = asyncio.ensure_future(self._read_loop())
@@ -153,7 +160,7 @@ class GrpcConnection:
         if reader is not None:
             reader.cancel()
             await asyncio.gather(reader, return_exceptions=True)
-        if self._channel is not None:
+        if self._channel is not None and self._channel is not self._shared_channel:
             await self._channel.close()
         self._call = self._reader = self._channel = None
         if self._ended is None:

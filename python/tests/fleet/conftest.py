@@ -1,0 +1,10 @@
+"""The fleet tests: this directory holds the suite every provider passes (``fleet_suite``)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+if str(HERE) not in sys.path:
+    sys.path.insert(0, str(HERE))
