@@ -213,6 +213,10 @@ class GrpcConnection:
                 await self._call.write(req)
         except (grpc.aio.AioRpcError, asyncio.InvalidStateError) as e:
             self._pending.pop(rid, None)
+            if fut.done():  # the reader failed it as the stream ended: retrieved here, raised below
+                fut.exception()
+            else:
+                fut.cancel()
             if self._ended is None and self._reader is not None:
                 # The server ended the stream and the reader has not read its status yet: that
                 # status (e.g. DEADLINE_EXCEEDED of the idle reaper) is the answer, not this write.

@@ -14,8 +14,8 @@ server, with no load balancer in the data path.
 What you may rely on:
 
 * **Placement by live load.** Each server's load comes from ``GetLoad`` (RFC 0005), polled
-  every ``refresh_s``; between polls the client counts the sessions it placed itself, so a
-  burst of opens spreads evenly. A new session goes to the server with the smallest fraction
+  every ``refresh_s``; between polls the client adds the sessions it opened and closed there
+  itself, so a burst of opens spreads evenly. A new session goes to the server with the smallest fraction
   of its capacity in use; a server that is full (``RESOURCE_EXHAUSTED``), draining or
   unreachable is skipped and the open retried on the next one. ``Unavailable`` is raised only
   when no server can take the session.
@@ -45,7 +45,7 @@ from anyio.from_thread import BlockingPortal, start_blocking_portal
 
 from openenv.client.env import BatchResult, EnvClient
 from openenv.client.grpc import GrpcConnection
-from openenv.client.load import free_slots, get_load
+from openenv.client.load import get_load
 from openenv.client.urls import parse_url
 from openenv.errors import EnvError, ErrorCode, FailedPrecondition, Unavailable
 from openenv.fleet.provider import Endpoint, Provider
@@ -72,7 +72,8 @@ class FleetBatchResult(BatchResult):
 
 
 class _Server:
-    """The client's view of one server: its channel, its last load and what was placed since."""
+    """The client's view of one server: its channel, its last load and what this client
+    opened and closed there since that load was read."""
 
     def __init__(self, ep: Endpoint, channel_options: list[tuple[str, Any]]) -> None:
         self.endpoint = ep
@@ -81,21 +82,31 @@ class _Server:
         self.channel = grpc.aio.insecure_channel(self.target, options=channel_options)
         self.load: load_pb2.ServerLoad | None = None
         self.up = False
+        self.full = False  # refused a handshake (RESOURCE_EXHAUSTED) since the last poll
         self.error = "not polled yet"
-        self.placed = 0  # sessions this client opened (or is opening) there since the last poll
+        self.opening = 0  # handshakes in flight
+        self.opened = self.closed = 0  # sessions this client opened / closed there, ever
+        self._base = (0, 0)  # (opened, closed) when the last load was asked for
         self.sessions: set[EnvClient] = set()
         self.listed = True  # still among the provider's endpoints
 
+    def estimate(self) -> int:
+        """Sessions open there: the last load plus this client's opens and closes since (opens
+        in flight included). It may overcount a handshake that was in flight during the poll,
+        never undercount, until the next poll."""
+        base = self.load.sessions_open if self.load is not None else 0
+        return base + (self.opened - self._base[0]) - (self.closed - self._base[1]) + self.opening
+
     def usage(self) -> float:
-        """Fraction of capacity in use, counting this client's placements since the poll."""
+        """Fraction of capacity in use."""
         ld = self.load
         if ld is None or ld.max_sessions == 0:
             return float("inf")
-        return (ld.sessions_open + self.placed) / ld.max_sessions
+        return self.estimate() / ld.max_sessions
 
     def has_room(self) -> bool:
         ld = self.load
-        return self.up and ld is not None and not ld.draining and free_slots(ld) - self.placed > 0
+        return self.up and not self.full and ld is not None and not ld.draining and self.estimate() < ld.max_sessions
 
 
 class _FleetSession:
@@ -229,14 +240,14 @@ class FleetClient:
         await asyncio.gather(*(self._poll(s) for s in self.servers.values() if s.listed))
 
     async def _poll(self, srv: _Server) -> None:
-        placed = srv.placed
+        base = (srv.opened, srv.closed)
         try:
-            srv.load = await get_load(srv.channel, self.load_timeout, target=srv.url)
+            load = await get_load(srv.channel, self.load_timeout, target=srv.url)
         except EnvError as e:
             srv.up, srv.error = False, e.message
             return
-        srv.up, srv.error = True, ""
-        srv.placed = max(0, srv.placed - placed)  # the poll counted those; keep newer ones
+        srv.load, srv._base = load, base
+        srv.up, srv.full, srv.error = True, False, ""
 
     async def _poll_forever(self) -> None:
         while True:
@@ -274,7 +285,7 @@ class FleetClient:
                     f"{s.url}: {s.error or 'full'}" for s in self.servers.values()
                 )
                 raise Unavailable(f"no server of the fleet can take a session ({why or 'no servers'})", fatal=True)
-            srv.placed += 1
+            srv.opening += 1
             kwargs = {**self.client_kwargs, **overrides}
             kwargs.setdefault("connect_timeout", self.connect_timeout)
             conn = GrpcConnection(srv.target, url=srv.url, channel=srv.channel)
@@ -284,16 +295,17 @@ class FleetClient:
             try:
                 await client.connect()
             except EnvError as e:
-                srv.placed = max(0, srv.placed - 1)
                 if e.code == ErrorCode.RESOURCE_EXHAUSTED:
-                    if srv.load is not None:  # full until the next poll says otherwise
-                        srv.placed = max(srv.placed, srv.load.max_sessions - srv.load.sessions_open)
+                    srv.full = True  # until the next poll says otherwise
                 elif e.code in _SERVER_LOST or e.code == ErrorCode.DEADLINE_EXCEEDED:
                     srv.up, srv.error = False, e.message
                 else:
                     raise  # the session's own fault (bad options...): trying elsewhere would not help
                 tried[srv.url] = f"{e.code.name}: {e.message}"
                 continue
+            finally:
+                srv.opening -= 1
+            srv.opened += 1
             srv.sessions.add(client)
             self.sessions.append(client)
             return client
@@ -310,6 +322,8 @@ class FleetClient:
 
     def _forget(self, client: EnvClient) -> None:
         srv: _Server = getattr(client, "fleet_server")  # noqa: B009 - set on every fleet session
+        if client in srv.sessions:
+            srv.closed += 1
         srv.sessions.discard(client)
         with contextlib.suppress(ValueError):
             self.sessions.remove(client)

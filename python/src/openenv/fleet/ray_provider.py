@@ -45,7 +45,7 @@ class EnvServerActor:
     """One environment server inside a Ray actor process. Its methods are the actor's."""
 
     def __init__(self, target: str, max_sessions: int | None, idle_timeout_s: float) -> None:
-        host = ray.util.get_node_ip_address()
+        host: str = ray.util.get_node_ip_address()  # type: ignore[no-untyped-call]
         self._loop = asyncio.new_event_loop()
         self._server = Server(import_target(target), host, 0, max_sessions=max_sessions, idle_timeout_s=idle_timeout_s)
         started = threading.Event()
@@ -123,7 +123,7 @@ class RayProvider(Provider):
             self._started_ray = self.address is None
 
     def _actor_class(self, name: str) -> Any:
-        return ray.remote(EnvServerActor).options(  # type: ignore[call-overload]
+        return ray.remote(EnvServerActor).options(
             name=name,
             num_cpus=self.num_cpus,
             resources=self.resources or None,
