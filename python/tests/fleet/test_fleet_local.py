@@ -122,3 +122,26 @@ def test_cli_fleet_up_status_down(tmp_path: Path) -> None:
     assert not (tmp_path / "t.json").exists()
     for s in state["servers"]:
         assert not Path(f"/proc/{s['pid']}").exists() or "zombie" in Path(f"/proc/{s['pid']}/status").read_text()
+
+
+async def test_the_http_side_reports_the_same_load_on_get_load() -> None:
+    """GET /load is GetLoad's JSON twin over the same sessions (HTTP side of one Host)."""
+    httpx = pytest.importorskip("httpx")
+    host = openenv.Host(Counter, port=0, http_port=0, max_sessions=6)
+    await host.start()
+    try:
+        assert host.address is not None and host.http_url is not None
+        async with openenv.EnvClient(host.address) as env:
+            await env.reset()
+            await env.step({"delta": 2})
+            async with httpx.AsyncClient(base_url=host.http_url, trust_env=False) as http:
+                r = await http.get("/load")
+                assert r.status_code == 200
+                doc = r.json()
+                assert (await http.post("/load")).status_code == 405
+            grpc_load = await asyncio.to_thread(fetch_load, host.address.split("://")[1])
+        assert doc["sessions_open"] == grpc_load.sessions_open == 1
+        assert doc["max_sessions"] == 6 and doc["steps_total"] == "1" and doc["draining"] is False  # uint64: a string
+        assert doc["step_latency_p50"].endswith("s") and "uptime" in doc
+    finally:
+        await host.stop(1.0)
