@@ -113,35 +113,48 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sessions", type=int, default=64, help="concurrent sessions of the scaling rows")
     ap.add_argument("--duration", type=float, default=3.0)
+    ap.add_argument("--repeats", type=int, default=3, help="rounds of the scaling rows (medians)")
     ap.add_argument("--burst", type=int, default=4096, help="sessions opened at once")
     ap.add_argument("--out", default=str(ROOT / "reports"))
     ap.add_argument("--quick", action="store_true", help="short runs, a 512-session burst (smoke test)")
     ns = ap.parse_args()
     if ns.quick:
-        ns.duration, ns.burst, ns.sessions = 1.0, 512, 16
+        ns.duration, ns.burst, ns.sessions, ns.repeats = 1.0, 512, 16, 1
     os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
     from openenv.fleet import LocalProvider
 
     results: dict[str, Any] = {"scaling": []}
+    runs: dict[int, list[float]] = {1: [], 2: [], 4: []}
+    cold: list[float] = []
     with tempfile.TemporaryDirectory() as d:
-        # Cold start of one server, then the scaling rows.
-        for n in (1, 2, 4):
-            p = LocalProvider(
-                TARGET, max_sessions=max(ns.sessions, 64), state_dir=d, serve_args=["--idle-timeout", "0"]
+        # The scaling rows, alternating 1, 2, 4 servers per round (medians); cold starts of 1.
+        for _ in range(ns.repeats):
+            for n in runs:
+                p = LocalProvider(
+                    TARGET, max_sessions=max(ns.sessions, 64), state_dir=d, serve_args=["--idle-timeout", "0"]
+                )
+                t0 = time.monotonic()
+                p.up(n)
+                if n == 1:
+                    cold.append(time.monotonic() - t0)
+                try:
+                    runs[n].append(asyncio.run(_steps_per_s(p, ns.sessions, ns.duration)))
+                finally:
+                    p.down(grace_s=5.0)
+        results["cold_start_s"] = statistics.median(cold)
+        base = statistics.median(runs[1])
+        for n, vals in runs.items():
+            sps = statistics.median(vals)
+            results["scaling"].append(
+                {
+                    "servers": n,
+                    "sessions": ns.sessions,
+                    "steps_per_s": sps,
+                    "runs": vals,
+                    "vs_one_server": sps / base,
+                    "efficiency": sps / (n * base),
+                }
             )
-            t0 = time.monotonic()
-            p.up(n)
-            if n == 1:
-                results["cold_start_s"] = time.monotonic() - t0
-            try:
-                sps = asyncio.run(_steps_per_s(p, ns.sessions, ns.duration))
-            finally:
-                p.down(grace_s=5.0)
-            results["scaling"].append({"servers": n, "sessions": ns.sessions, "steps_per_s": sps})
-        base = results["scaling"][0]["steps_per_s"]
-        for row in results["scaling"]:
-            row["efficiency"] = row["steps_per_s"] / (row["servers"] * base)
-            row["vs_one_server"] = row["steps_per_s"] / base
 
         # The burst (connect times, memory per idle session) on 4 servers.
         p = LocalProvider(TARGET, max_sessions=ns.burst // 4 + 64, state_dir=d, serve_args=["--idle-timeout", "0"])
@@ -163,11 +176,11 @@ def main() -> int:
     lines = [
         "### Fleet (local provider, one client process)",
         "",
-        "| servers | sessions | steps/s | vs 1 server | scaling efficiency |",
-        "| ---: | ---: | ---: | ---: | ---: |",
+        "| servers | sessions | steps/s (median) | vs 1 server | scaling efficiency | runs |",
+        "| ---: | ---: | ---: | ---: | ---: | --- |",
         *(
             f"| {r['servers']} | {r['sessions']} | {r['steps_per_s']:,.0f} | {r['vs_one_server']:.2f}x | "
-            f"{100 * r['efficiency']:.0f}% |"
+            f"{100 * r['efficiency']:.0f}% | {', '.join(f'{x:,.0f}' for x in r['runs'])} |"
             for r in results["scaling"]
         ),
         "",
