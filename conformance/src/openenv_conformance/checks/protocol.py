@@ -302,7 +302,10 @@ def get_info(ctx: Context) -> None:
     why="gRPC only: GetLoad is a unary gRPC call (the HTTP side's GET /load is its JSON twin)",
 )
 def load(ctx: Context) -> None:
-    caps = ctx.session().info.capabilities
+    info = ctx.session().info
+    if info is None:
+        raise Violation("the handshake answered no EnvironmentInfo")
+    caps = info.capabilities
     if not caps.load_reporting:
         raise CheckSkipped("the server does not report its load (Capabilities.load_reporting is unset)")
     if caps.max_sessions >= 2:
