@@ -74,7 +74,12 @@ def fleet_command() -> None:
 @click.option("--replicas", type=int, default=2, show_default=True, help="Number of servers.")
 @click.option("--max-sessions", type=int, default=None, help="Capacity of each server.")
 @click.option("--name", default=None, help="Name of the fleet (default: from ENV).")
-@click.option("--ray-address", default=None, help="ray provider: cluster address (default: start a local one).")
+@click.option(
+    "--ray-address",
+    default="auto",
+    show_default=True,
+    help="ray provider: the cluster to join (`ray start --head` first; the actors are detached).",
+)
 @click.option("--namespace", default="default", show_default=True, help="kubernetes provider: namespace.")
 @click.option("--ready-timeout", type=float, default=120.0, show_default=True)
 def up_command(
@@ -83,7 +88,7 @@ def up_command(
     replicas: int,
     max_sessions: int | None,
     name: str | None,
-    ray_address: str | None,
+    ray_address: str,
     namespace: str,
     ready_timeout: float,
 ) -> None:
@@ -97,13 +102,13 @@ def up_command(
     except ImportError as e:
         raise click.ClickException(f"the {kind} provider is not available: {e}") from e
     kwargs: dict[str, Any] = {"max_sessions": max_sessions, "ready_timeout": ready_timeout}
+    if kind != "local":
+        kwargs["name"] = name  # containers, actors and Kubernetes objects carry the fleet's name
     if kind == "ray":
         kwargs["address"] = ray_address
         kwargs["detached"] = True
-        kwargs["name"] = name
     if kind == "kubernetes":
         kwargs["namespace"] = namespace
-        kwargs["name"] = name
     if kind == "local":
         kwargs["state_dir"] = str(_fleet_dir() / f"{name}.d")
         os.makedirs(kwargs["state_dir"], exist_ok=True)
