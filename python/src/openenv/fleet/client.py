@@ -120,11 +120,21 @@ class _FleetSession:
     async def _request(
         self, req: environment_pb2.SessionRequest, timeout: float | None = None
     ) -> environment_pb2.SessionResponse:
+        # EnvClient._request, telling the stream's end (the transport raises) from an error
+        # answer of the server (in band): only the former can mean the server went away.
+        client: Any = self
+        conn = client._conn
+        if conn is None:
+            raise client._closed or FailedPrecondition("not connected: use `async with` or await connect()")
         try:
-            resp: environment_pb2.SessionResponse = await super()._request(req, timeout)  # type: ignore[misc]
-            return resp
+            resp: environment_pb2.SessionResponse = await conn.request(
+                req, client.timeout if timeout is None else timeout
+            )
         except EnvError as e:
             raise self._fleet._session_failed(self, e) from None
+        if resp.WhichOneof("kind") == "error":
+            raise EnvError.from_proto(resp.error)
+        return resp
 
     def parse_result(self, ts: environment_pb2.TimeStep) -> StepResult[Any]:
         result: StepResult[Any] = super().parse_result(ts)  # type: ignore[misc]
@@ -330,9 +340,8 @@ class FleetClient:
 
     def _session_failed(self, client: Any, e: EnvError) -> EnvError:
         srv: _Server = client.fleet_server
-        conn = client.connection
-        if not (e.fatal and e.code in _SERVER_LOST and conn is not None and conn.ended is e):
-            return e  # an answer of the server, not its loss
+        if not (e.fatal and e.code in _SERVER_LOST):
+            return e  # e.g. a client-side timeout: the stream is still there
         srv.up, srv.error = False, e.message
         details = {"server": srv.url, "session_id": client.session_id, "episode_id": client.episode_id}
         return Unavailable(
