@@ -35,6 +35,7 @@ import asyncio
 import contextlib
 import dataclasses
 import functools
+import inspect
 import itertools
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
@@ -501,6 +502,6 @@ class _SyncSession:
 
     def __getattr__(self, name: str) -> Any:
         fn = getattr(self.client, name)
-        if not asyncio.iscoroutinefunction(fn):
+        if not inspect.iscoroutinefunction(fn):
             return fn
         return functools.partial(self._owner._run, fn)
