@@ -241,12 +241,14 @@ def test_typescript_gridworld_advertises_what_the_python_one_does(
             return env.info
 
     ts, py = asyncio.run(info(ts_gridworld)), asyncio.run(info(python_envs["OPENENV_GRIDWORLD_URL"]))
-    # The one difference is the server's, not the environment's: the TypeScript helper offers
-    # snapshots but neither resumable sessions nor forks (RFC 0006).
+    # The differences are the server's, not the environment's: the TypeScript helper offers
+    # snapshots but neither resumable sessions nor forks (RFC 0006), and no GetLoad (RFC 0005).
     assert ts.capabilities.snapshots and py.capabilities.snapshots
     assert not ts.capabilities.HasField("resume_grace") and ts.capabilities.max_forks == 0
+    assert py.capabilities.load_reporting and not ts.capabilities.load_reporting
     py.capabilities.ClearField("resume_grace")
     py.capabilities.max_forks = 0
+    py.capabilities.load_reporting = False
     for field in ("action", "observation", "state", "descriptors", "capabilities"):
         assert getattr(ts, field) == getattr(py, field), field
     assert (ts.name, py.name) == ("gridworld_ts", "gridworld")

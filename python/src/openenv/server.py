@@ -20,6 +20,7 @@ from grpc_reflection.v1alpha import reflection
 from openenv.errors import EnvError, FailedPrecondition, Internal, InvalidArgument
 from openenv.protocol import PROTOCOL_VERSION, StepResult
 from openenv.runtime.environment import Environment
+from openenv.runtime.load import server_load
 from openenv.runtime.resume import Resumable, Resumes
 from openenv.runtime.session import (
     DEFAULT_IDLE_TIMEOUT_S,
@@ -31,7 +32,7 @@ from openenv.runtime.session import (
 from openenv.runtime.session import Session as RuntimeSession  # `Session` is also the servicer's RPC
 from openenv.runtime.tasks import answer_list_tasks, with_task
 from openenv.runtime.vector import VectorSession
-from openenv.v1 import environment_pb2, environment_pb2_grpc, error_pb2
+from openenv.v1 import environment_pb2, environment_pb2_grpc, error_pb2, load_pb2
 from openenv.values import from_struct, to_struct
 
 log = logging.getLogger("openenv.server")
@@ -74,7 +75,7 @@ def _major(version: str) -> int:
 
 
 class _Servicer:
-    # Implements every RPC of EnvironmentService (Session, GetInfo), so it does not subclass the
+    # Implements every RPC of EnvironmentService (Session, GetInfo, GetLoad), so it does not subclass the
     # generated EnvironmentServiceServicer (untyped: Any to the checker), whose methods only
     # answer UNIMPLEMENTED; add_EnvironmentServiceServicer_to_server takes it as it is.
     def __init__(self, manager: SessionManager) -> None:
@@ -85,6 +86,9 @@ class _Servicer:
 
     async def GetInfo(self, request: Any, context: Any) -> environment_pb2.GetInfoResponse:  # noqa: N802
         return self.info_response
+
+    async def GetLoad(self, request: Any, context: Any) -> load_pb2.GetLoadResponse:  # noqa: N802
+        return load_pb2.GetLoadResponse(load=server_load(self.manager))
 
     async def Session(self, request_iterator: Any, context: grpc.aio.ServicerContext) -> None:  # noqa: N802
         session: RuntimeSession | VectorSession | None = None

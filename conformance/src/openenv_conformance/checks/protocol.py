@@ -295,6 +295,44 @@ def get_info(ctx: Context) -> None:
 
 
 @check(
+    "protocol.load",
+    "GetLoad reports the advertised capacity and counts the sessions open (when load_reporting is set)",
+    "docs/rfcs/0005-server-load.md; proto/openenv/v1/load.proto",
+    requires=(GRPC,),
+    why="gRPC only: GetLoad is a unary gRPC call (the HTTP side's GET /load is its JSON twin)",
+)
+def load(ctx: Context) -> None:
+    info = ctx.session().info
+    if info is None:
+        raise Violation("the handshake answered no EnvironmentInfo")
+    caps = info.capabilities
+    if not caps.load_reporting:
+        raise CheckSkipped("the server does not report its load (Capabilities.load_reporting is unset)")
+    if caps.max_sessions >= 2:
+        ctx.session()  # two sessions of ours are open now
+    ours = 2 if caps.max_sessions >= 2 else 1
+    try:
+        ld = ctx.grpc_wire().get_load()
+    except grpc.aio.AioRpcError as e:
+        raise Violation(f"load_reporting is set but GetLoad failed: {e.code().name}: {e.details()}") from None
+    if ld.max_sessions != caps.max_sessions:
+        raise Violation(f"GetLoad's max_sessions is {ld.max_sessions}, Capabilities.max_sessions {caps.max_sessions}")
+    if not ours <= ld.sessions_open <= ld.max_sessions:
+        raise Violation(
+            f"GetLoad counts {ld.sessions_open} session(s) open while {ours} of this check are "
+            f"(capacity {ld.max_sessions})"
+        )
+    if ld.queued_handshakes > ld.sessions_open:
+        raise Violation(f"queued_handshakes {ld.queued_handshakes} exceeds sessions_open {ld.sessions_open}")
+    if ld.sessions_opened_total < ours:
+        raise Violation(f"sessions_opened_total is {ld.sessions_opened_total} with {ours} session(s) opened")
+    if ld.step_latency_p99.ToNanoseconds() < ld.step_latency_p50.ToNanoseconds():
+        raise Violation("GetLoad's step_latency_p99 is below its p50")
+    if ld.draining:
+        raise Violation("GetLoad says the server drains while it accepts sessions")
+
+
+@check(
     "protocol.first_request",
     "A first request that is not a handshake (or has no kind) is FAILED_PRECONDITION (fatal); the stream ends",
     f"{_SPEC} §3.2; error table: FAILED_PRECONDITION (request before the handshake)",

@@ -23,9 +23,10 @@ from google.protobuf import json_format
 from openenv.errors import EnvError, InvalidArgument, Unimplemented
 from openenv.protocol import StepResult
 from openenv.runtime.codec import AdaptedCodec, Codec, MessageCodec, TensorCodec
+from openenv.runtime.load import server_load
 from openenv.runtime.session import Session, SessionManager
 from openenv.runtime.tools import CallToolAction, Tool, ToolResult
-from openenv.v1 import environment_pb2
+from openenv.v1 import environment_pb2, load_pb2
 from openenv.wire.frames import JsonStep
 from openenv.wire.jsontext import loads
 from openenv.wire.payloads import CALL_TOOL, message_to_json
@@ -120,6 +121,10 @@ class Backend(abc.ABC):
     @property
     def draining(self) -> bool:
         return False
+
+    async def load(self) -> load_pb2.ServerLoad | None:
+        """The live load (RFC 0005) for ``GET /load``; None where there is none to report."""
+        return None
 
     async def start(self) -> None:
         """Called once before serving."""
@@ -271,3 +276,6 @@ class LocalBackend(Backend):
     @property
     def draining(self) -> bool:
         return self.manager.draining
+
+    async def load(self) -> load_pb2.ServerLoad | None:
+        return server_load(self.manager)

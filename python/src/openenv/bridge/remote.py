@@ -16,11 +16,12 @@ import grpc
 
 from openenv.bridge.backend import Backend, BackendSession, call_tool_args
 from openenv.client.grpc import GrpcConnection, channel_ready
+from openenv.client.load import get_load
 from openenv.client.urls import parse_url
 from openenv.errors import EnvError, Unavailable
 from openenv.protocol import PROTOCOL_VERSION, EpisodeStatus
 from openenv.runtime.tools import Tool, ToolResult
-from openenv.v1 import environment_pb2, environment_pb2_grpc
+from openenv.v1 import environment_pb2, environment_pb2_grpc, load_pb2
 from openenv.values import from_struct, to_struct
 from openenv.wire.frames import JsonStep
 from openenv.wire.payloads import CALL_TOOL, PayloadJson, message_to_json
@@ -180,6 +181,13 @@ class RemoteBackend(Backend):
     @property
     def draining(self) -> bool:
         return self._draining
+
+    async def load(self) -> load_pb2.ServerLoad | None:
+        """The remote server's own load (GetLoad), when it reports one."""
+        if not self.info.capabilities.load_reporting:
+            return None
+        async with grpc.aio.insecure_channel(parse_url(self.target)[1]) as ch:
+            return await get_load(ch, self.connect_timeout, target=self.target)
 
     async def stop(self) -> None:
         self._draining = True

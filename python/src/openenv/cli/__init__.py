@@ -31,6 +31,7 @@ _COMMANDS: dict[str, str] = {
     "init": "openenv.cli.init:init_command",
     "play": "openenv.cli.play:play_command",
     "collect": "openenv.cli.collect:collect_command",
+    "fleet": "openenv.cli.fleet:fleet_command",
 }
 
 

@@ -28,7 +28,13 @@ __all__ = ["serve_command"]
     show_default="50051",
     help="gRPC port (0 picks a free one).",
 )
-@click.option("--max-sessions", type=int, default=None, help="Capacity (default: the environment's).")
+@click.option(
+    "--max-sessions",
+    type=int,
+    default=lambda: int(os.environ["OPENENV_MAX_SESSIONS"]) if os.environ.get("OPENENV_MAX_SESSIONS") else None,
+    show_default="$OPENENV_MAX_SESSIONS, else the environment's",
+    help="Capacity: concurrent sessions (fleets set it per server).",
+)
 @click.option(
     "--idle-timeout",
     type=float,

@@ -70,7 +70,11 @@ class GrpcConnection:
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
         keepalive_s: float = 30.0,
         url: str | None = None,
+        channel: grpc.aio.Channel | None = None,
     ) -> None:
+        """``channel``: an open channel to ``target`` to multiplex this session's stream on
+        (one HTTP/2 connection for many sessions, as :class:`openenv.fleet.FleetClient` does);
+        its owner closes it. Without it the connection opens and closes a channel of its own."""
         self.target = target
         self.url = url or f"grpc://{target}"
         self.max_message_bytes = self._limit = max_message_bytes
@@ -78,6 +82,7 @@ class GrpcConnection:
         self.session_id = ""
         self.info = environment_pb2.EnvironmentInfo()
         self._channel: grpc.aio.Channel | None = None
+        self._shared_channel = channel
         self._call: Any = None
         self._reader: asyncio.Task[None] | None = None
         self._pending: dict[int, asyncio.Future[environment_pb2.SessionResponse]] = {}
@@ -116,9 +121,11 @@ class GrpcConnection:
 
     async def open(self, handshake: environment_pb2.HandshakeRequest, timeout: float) -> None:
         self._handshake = handshake
-        channel = grpc.aio.insecure_channel(self.target, options=self._options())
-        if not await channel_ready(channel, timeout):
-            raise Unavailable(f"cannot connect to {self.url} within {timeout:g} s", fatal=True)
+        channel = self._shared_channel  # a fleet's: one HTTP/2 channel per server, not ours to close
+        if channel is None:
+            channel = grpc.aio.insecure_channel(self.target, options=self._options())
+            if not await channel_ready(channel, timeout):
+                raise Unavailable(f"cannot connect to {self.url} within {timeout:g} s", fatal=True)
         self._channel = channel
         # The caller's trace context (W3C traceparent, with the otel extra) travels in the
         # stream's metadata: the server's request spans join the caller's trace.
@@ -212,7 +219,7 @@ class GrpcConnection:
         if reader is not None:
             reader.cancel()
             await asyncio.gather(reader, return_exceptions=True)
-        if self._channel is not None:
+        if self._channel is not None and self._channel is not self._shared_channel:
             await self._channel.close()
         self._call = self._reader = self._channel = None
         if self._ended is None:
@@ -271,7 +278,7 @@ class GrpcConnection:
         old_call, old_channel = self._call, self._channel
         if old_call is not None:
             old_call.cancel()
-        if old_channel is not None:
+        if old_channel is not None and old_channel is not self._shared_channel:
             await old_channel.close()
         self._call = self._channel = None
         while not self._closing:
@@ -360,6 +367,10 @@ class GrpcConnection:
             else:
                 self._pending.pop(rid, None)
                 self._unanswered.pop(rid, None)
+                if fut.done():  # the reader failed it as the stream ended: retrieved here, raised below
+                    fut.exception()
+                else:
+                    fut.cancel()
                 if self._ended is None and self._reader is not None:
                     # The server ended the stream and the reader has not read its status yet: that
                     # status (e.g. DEADLINE_EXCEEDED of the idle reaper) is the answer, not this write.

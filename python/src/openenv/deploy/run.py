@@ -202,6 +202,7 @@ def start_container(
     name: str | None = None,
     command: list[str] | None = None,
     engine: docker.DockerClient | None = None,
+    owner: str | None = None,
 ) -> Container:
     """Start IMAGE hardened, wait until gRPC health is SERVING, and return the :class:`Container`.
 
@@ -217,6 +218,9 @@ def start_container(
         cpus: CPU limit (e.g. 1.5); None for none.
         labels: extra labels (the ``openenv.*`` ones are always set).
         command: override the image's command.
+        owner: the ``openenv.owner`` label (default: this process, so ``openenv cleanup``
+            removes the container once the process is gone); a fleet passes its own
+            (``fleet:NAME``), which cleanup leaves alone.
 
     Raises:
         NotFound: no such local image. Unavailable: no engine, or the container exited before
@@ -235,7 +239,7 @@ def start_container(
         MANAGED_LABEL: "true",
         "openenv.env": env_name,
         "openenv.session": session,
-        "openenv.owner": _owner_token(),
+        "openenv.owner": owner or _owner_token(),
         "openenv.image": image,
     }
     kwargs: dict[str, Any] = {

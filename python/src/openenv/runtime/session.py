@@ -35,6 +35,7 @@ from openenv.errors import (
 from openenv.protocol import PROTOCOL_VERSION, EpisodeStatus, SessionState, StepResult
 from openenv.runtime.codec import Codec, codec_for, descriptor_set, to_struct
 from openenv.runtime.environment import Environment
+from openenv.runtime.load import LoadMeter
 from openenv.runtime.rubrics import CREDITS_METADATA_KEY, Rubric
 from openenv.runtime.snapshots import FORMAT, default_key, restore_rubric, rubric_state, seal, verify
 from openenv.runtime.tasks import TaskCatalog
@@ -155,6 +156,7 @@ class Runtime:
             cap.resume_grace.FromNanoseconds(int(self.resume_grace_s * 1e9))
         cap.snapshots = self.snapshots
         cap.max_forks = self.max_forks
+        cap.load_reporting = True  # every server answers GetLoad (RFC 0005)
         rubric = getattr(c, "rubric", None)
         if rubric is not None and hasattr(rubric, "spec"):
             info.rubric.CopyFrom(rubric.spec())
@@ -323,7 +325,11 @@ class Session:
 
     async def step(self, action: Any, timeout: float | None = None) -> StepResult[Any]:
         self._require_sim("step")
-        return await self._guard(self._step(action, timeout))
+        started = time.monotonic()
+        try:
+            return await self._guard(self._step(action, timeout))
+        finally:
+            self.manager.load.record_step(time.monotonic() - started)
 
     async def _step(self, action: Any, timeout: float | None) -> StepResult[Any]:
         if self.status is not EpisodeStatus.RUNNING:
@@ -488,11 +494,17 @@ class SessionManager:
         self._reaper: asyncio.Task[None] | None = None
         self._reserved = 0
         self._closing: set[asyncio.Future[None]] = set()  # close() calls in progress
+        self.load = LoadMeter()  # step latencies and counters for GetLoad (runtime.load)
 
     @property
     def active(self) -> int:
         """Sessions holding a slot (open or being created)."""
         return len(self.sessions) + self._reserved
+
+    @property
+    def handshakes_in_progress(self) -> int:
+        """Sessions whose environment instance is still being created (counted in ``active``)."""
+        return self._reserved
 
     async def open_many(self, n: int, options: Mapping[str, Any] | None = None, client_name: str = "") -> list[Session]:
         """Create ``n`` sessions for one vectorised stream (all or none)."""

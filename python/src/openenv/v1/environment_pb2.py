@@ -26,13 +26,14 @@ from google.protobuf import descriptor_pb2 as google_dot_protobuf_dot_descriptor
 from google.protobuf import duration_pb2 as google_dot_protobuf_dot_duration__pb2
 from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
 from openenv.v1 import error_pb2 as openenv_dot_v1_dot_error__pb2
+from openenv.v1 import load_pb2 as openenv_dot_v1_dot_load__pb2
 from openenv.v1 import payload_pb2 as openenv_dot_v1_dot_payload__pb2
 from openenv.v1 import rubric_pb2 as openenv_dot_v1_dot_rubric__pb2
 from openenv.v1 import task_pb2 as openenv_dot_v1_dot_task__pb2
 from openenv.v1 import tool_pb2 as openenv_dot_v1_dot_tool__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1copenenv/v1/environment.proto\x12\nopenenv.v1\x1a google/protobuf/descriptor.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x16openenv/v1/error.proto\x1a\x18openenv/v1/payload.proto\x1a\x17openenv/v1/rubric.proto\x1a\x15openenv/v1/task.proto\x1a\x15openenv/v1/tool.proto\"\x10\n\x0eGetInfoRequest\"<\n\x0fGetInfoResponse\x12)\n\x04info\x18\x01 \x01(\x0b\x32\x1b.openenv.v1.EnvironmentInfo\"\xbd\x03\n\x0f\x45nvironmentInfo\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0f\n\x07version\x18\x02 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x03 \x01(\t\x12\x18\n\x10protocol_version\x18\x04 \x01(\t\x12$\n\x06\x61\x63tion\x18\x05 \x01(\x0b\x32\x14.openenv.v1.TypeSpec\x12)\n\x0bobservation\x18\x06 \x01(\x0b\x32\x14.openenv.v1.TypeSpec\x12#\n\x05state\x18\x07 \x01(\x0b\x32\x14.openenv.v1.TypeSpec\x12\x37\n\x0b\x64\x65scriptors\x18\x08 \x01(\x0b\x32\".google.protobuf.FileDescriptorSet\x12.\n\x0c\x63\x61pabilities\x18\t \x01(\x0b\x32\x18.openenv.v1.Capabilities\x12&\n\x06rubric\x18\n \x01(\x0b\x32\x16.openenv.v1.RubricSpec\x12)\n\x08metadata\x18\x0b \x01(\x0b\x32\x17.google.protobuf.Struct\x12*\n\x0btask_splits\x18\x0c \x03(\x0b\x32\x15.openenv.v1.TaskSplit\"\x8d\x04\n\x0c\x43\x61pabilities\x12\x14\n\x0cmax_sessions\x18\x01 \x01(\r\x12\x1b\n\x13\x63oncurrent_sessions\x18\x02 \x01(\x08\x12\x15\n\rdeterministic\x18\x03 \x01(\x08\x12\x17\n\x0f\x66loat_tolerance\x18\x04 \x01(\x01\x12\x12\n\nauto_reset\x18\x05 \x01(\x08\x12\r\n\x05tools\x18\x06 \x01(\x08\x12\x12\n\ntools_only\x18\x07 \x01(\x08\x12\x19\n\x11max_message_bytes\x18\x08 \x01(\x04\x12\x1e\n\x11max_episode_steps\x18\t \x01(\x04H\x00\x88\x01\x01\x12\x17\n\nreward_min\x18\n \x01(\x01H\x01\x88\x01\x01\x12\x17\n\nreward_max\x18\x0b \x01(\x01H\x02\x88\x01\x01\x12/\n\x0cidle_timeout\x18\x0c \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x15\n\raction_budget\x18\r \x01(\r\x12\x14\n\x0cmax_num_envs\x18\x0e \x01(\r\x12/\n\x0cresume_grace\x18\x19 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x11\n\tsnapshots\x18\x1a \x01(\x08\x12\x11\n\tmax_forks\x18\x1b \x01(\r\x12\r\n\x05tasks\x18\x14 \x01(\x08\x42\x14\n\x12_max_episode_stepsB\r\n\x0b_reward_minB\r\n\x0b_reward_max\"\x96\x05\n\x0eSessionRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\x04\x12\x31\n\thandshake\x18\x02 \x01(\x0b\x32\x1c.openenv.v1.HandshakeRequestH\x00\x12)\n\x05reset\x18\x03 \x01(\x0b\x32\x18.openenv.v1.ResetRequestH\x00\x12\'\n\x04step\x18\x04 \x01(\x0b\x32\x17.openenv.v1.StepRequestH\x00\x12)\n\x05state\x18\x05 \x01(\x0b\x32\x18.openenv.v1.StateRequestH\x00\x12\x32\n\nlist_tools\x18\x06 \x01(\x0b\x32\x1c.openenv.v1.ListToolsRequestH\x00\x12\x30\n\tcall_tool\x18\x07 \x01(\x0b\x32\x1b.openenv.v1.CallToolRequestH\x00\x12)\n\x05\x63lose\x18\x08 \x01(\x0b\x32\x18.openenv.v1.CloseRequestH\x00\x12\x34\n\x0b\x62\x61tch_reset\x18\t \x01(\x0b\x32\x1d.openenv.v1.BatchResetRequestH\x00\x12\x32\n\nbatch_step\x18\n \x01(\x0b\x32\x1c.openenv.v1.BatchStepRequestH\x00\x12/\n\x08snapshot\x18\x10 \x01(\x0b\x32\x1b.openenv.v1.SnapshotRequestH\x00\x12-\n\x07restore\x18\x11 \x01(\x0b\x32\x1a.openenv.v1.RestoreRequestH\x00\x12\'\n\x04\x66ork\x18\x12 \x01(\x0b\x32\x17.openenv.v1.ForkRequestH\x00\x12\x32\n\nlist_tasks\x18\x14 \x01(\x0b\x32\x1c.openenv.v1.ListTasksRequestH\x00\x42\x06\n\x04kind\"\xc9\x05\n\x0fSessionResponse\x12\x12\n\nrequest_id\x18\x01 \x01(\x04\x12\x32\n\thandshake\x18\x02 \x01(\x0b\x32\x1d.openenv.v1.HandshakeResponseH\x00\x12*\n\x05reset\x18\x03 \x01(\x0b\x32\x19.openenv.v1.ResetResponseH\x00\x12(\n\x04step\x18\x04 \x01(\x0b\x32\x18.openenv.v1.StepResponseH\x00\x12*\n\x05state\x18\x05 \x01(\x0b\x32\x19.openenv.v1.StateResponseH\x00\x12\x33\n\nlist_tools\x18\x06 \x01(\x0b\x32\x1d.openenv.v1.ListToolsResponseH\x00\x12\x31\n\tcall_tool\x18\x07 \x01(\x0b\x32\x1c.openenv.v1.CallToolResponseH\x00\x12*\n\x05\x63lose\x18\x08 \x01(\x0b\x32\x19.openenv.v1.CloseResponseH\x00\x12\x35\n\x0b\x62\x61tch_reset\x18\t \x01(\x0b\x32\x1e.openenv.v1.BatchResetResponseH\x00\x12\x33\n\nbatch_step\x18\n \x01(\x0b\x32\x1d.openenv.v1.BatchStepResponseH\x00\x12\x30\n\x08snapshot\x18\x10 \x01(\x0b\x32\x1c.openenv.v1.SnapshotResponseH\x00\x12.\n\x07restore\x18\x11 \x01(\x0b\x32\x1b.openenv.v1.RestoreResponseH\x00\x12(\n\x04\x66ork\x18\x12 \x01(\x0b\x32\x18.openenv.v1.ForkResponseH\x00\x12\x33\n\nlist_tasks\x18\x14 \x01(\x0b\x32\x1d.openenv.v1.ListTasksResponseH\x00\x12#\n\x05\x65rror\x18\x0f \x01(\x0b\x32\x12.openenv.v1.StatusH\x00\x42\x06\n\x04kind\"\xd9\x01\n\x10HandshakeRequest\x12\x18\n\x10protocol_version\x18\x01 \x01(\t\x12\x13\n\x0b\x63lient_name\x18\x02 \x01(\t\x12(\n\x07options\x18\x03 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x10\n\x08num_envs\x18\x04 \x01(\r\x12\x31\n\x0e\x61utoreset_mode\x18\x05 \x01(\x0e\x32\x19.openenv.v1.AutoresetMode\x12\x14\n\x0cresume_token\x18\x08 \x01(\t\x12\x11\n\tresumable\x18\t \x01(\x08\"\x93\x01\n\x11HandshakeResponse\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x18\n\x10protocol_version\x18\x02 \x01(\t\x12)\n\x04info\x18\x03 \x01(\x0b\x32\x1b.openenv.v1.EnvironmentInfo\x12\x14\n\x0cresume_token\x18\x04 \x01(\t\x12\x0f\n\x07resumed\x18\x05 \x01(\x08\"y\n\x0cResetRequest\x12\x11\n\x04seed\x18\x01 \x01(\x04H\x00\x88\x01\x01\x12\x12\n\nepisode_id\x18\x02 \x01(\t\x12(\n\x07options\x18\x03 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x0f\n\x07task_id\x18x \x01(\tB\x07\n\x05_seed\"8\n\rResetResponse\x12\'\n\ttime_step\x18\x01 \x01(\x0b\x32\x14.openenv.v1.TimeStep\"^\n\x0bStepRequest\x12#\n\x06\x61\x63tion\x18\x01 \x01(\x0b\x32\x13.openenv.v1.Payload\x12*\n\x07timeout\x18\x02 \x01(\x0b\x32\x19.google.protobuf.Duration\"7\n\x0cStepResponse\x12\'\n\ttime_step\x18\x01 \x01(\x0b\x32\x14.openenv.v1.TimeStep\"\x81\x02\n\x08TimeStep\x12(\n\x0bobservation\x18\x01 \x01(\x0b\x32\x13.openenv.v1.Payload\x12\x13\n\x06reward\x18\x02 \x01(\x01H\x00\x88\x01\x01\x12\x12\n\nterminated\x18\x03 \x01(\x08\x12\x11\n\ttruncated\x18\x04 \x01(\x08\x12)\n\x08metadata\x18\x05 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x31\n\x10reward_breakdown\x18\x06 \x01(\x0b\x32\x17.openenv.v1.RubricScore\x12\x12\n\nepisode_id\x18\x07 \x01(\t\x12\x12\n\nstep_count\x18\x08 \x01(\x04\x42\t\n\x07_reward\"\x1e\n\x0cStateRequest\x12\x0e\n\x06\x65nv_id\x18\x01 \x01(\r\"\x86\x01\n\rStateResponse\x12\x12\n\nepisode_id\x18\x01 \x01(\t\x12\x12\n\nstep_count\x18\x02 \x01(\x04\x12)\n\x06status\x18\x03 \x01(\x0e\x32\x19.openenv.v1.EpisodeStatus\x12\"\n\x05state\x18\x04 \x01(\x0b\x32\x13.openenv.v1.Payload\"o\n\x11\x42\x61tchResetRequest\x12\x0f\n\x07\x65nv_ids\x18\x01 \x03(\r\x12\r\n\x05seeds\x18\x02 \x03(\x04\x12(\n\x07options\x18\x03 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x10\n\x08task_ids\x18x \x03(\t\"O\n\x12\x42\x61tchResetResponse\x12\x0f\n\x07\x65nv_ids\x18\x01 \x03(\r\x12(\n\ntime_steps\x18\x02 \x03(\x0b\x32\x14.openenv.v1.TimeStep\"u\n\x10\x42\x61tchStepRequest\x12\x0f\n\x07\x65nv_ids\x18\x01 \x03(\r\x12$\n\x07\x61\x63tions\x18\x02 \x03(\x0b\x32\x13.openenv.v1.Payload\x12*\n\x07timeout\x18\x03 \x01(\x0b\x32\x19.google.protobuf.Duration\"\xe8\x01\n\x11\x42\x61tchStepResponse\x12\x0f\n\x07\x65nv_ids\x18\x01 \x03(\r\x12(\n\ntime_steps\x18\x02 \x03(\x0b\x32\x14.openenv.v1.TimeStep\x12K\n\x10\x66inal_time_steps\x18\x03 \x03(\x0b\x32\x31.openenv.v1.BatchStepResponse.FinalTimeStepsEntry\x1aK\n\x13\x46inalTimeStepsEntry\x12\x0b\n\x03key\x18\x01 \x01(\r\x12#\n\x05value\x18\x02 \x01(\x0b\x32\x14.openenv.v1.TimeStep:\x02\x38\x01\"\x0e\n\x0c\x43loseRequest\"\x0f\n\rCloseResponse\"\x11\n\x0fSnapshotRequest\":\n\x10SnapshotResponse\x12&\n\x08snapshot\x18\x01 \x01(\x0b\x32\x14.openenv.v1.Snapshot\"\xc9\x01\n\x08Snapshot\x12\x0e\n\x06\x66ormat\x18\x01 \x01(\r\x12\x10\n\x08\x65nv_name\x18\x02 \x01(\t\x12\x13\n\x0b\x65nv_version\x18\x03 \x01(\t\x12\x12\n\nepisode_id\x18\x04 \x01(\t\x12\x12\n\nstep_count\x18\x05 \x01(\x04\x12)\n\x06status\x18\x06 \x01(\x0e\x32\x19.openenv.v1.EpisodeStatus\x12\x13\n\x0b\x65nvironment\x18\x07 \x01(\x0c\x12\x0e\n\x06rubric\x18\x08 \x01(\x0c\x12\x0e\n\x06\x64igest\x18\t \x01(\x0c\"8\n\x0eRestoreRequest\x12&\n\x08snapshot\x18\x01 \x01(\x0b\x32\x14.openenv.v1.Snapshot\"d\n\x0fRestoreResponse\x12\x12\n\nepisode_id\x18\x01 \x01(\t\x12\x12\n\nstep_count\x18\x02 \x01(\x04\x12)\n\x06status\x18\x03 \x01(\x0e\x32\x19.openenv.v1.EpisodeStatus\"D\n\x0b\x46orkRequest\x12\r\n\x05\x63ount\x18\x01 \x01(\r\x12&\n\x08snapshot\x18\x02 \x01(\x0b\x32\x14.openenv.v1.Snapshot\":\n\x0c\x46orkResponse\x12\x13\n\x0bsession_ids\x18\x01 \x03(\t\x12\x15\n\rresume_tokens\x18\x02 \x03(\t*\x88\x01\n\rAutoresetMode\x12\x1e\n\x1a\x41UTORESET_MODE_UNSPECIFIED\x10\x00\x12\x1b\n\x17\x41UTORESET_MODE_DISABLED\x10\x01\x12\x1c\n\x18\x41UTORESET_MODE_NEXT_STEP\x10\x02\x12\x1c\n\x18\x41UTORESET_MODE_SAME_STEP\x10\x03*\xc4\x01\n\rEpisodeStatus\x12\x1e\n\x1a\x45PISODE_STATUS_UNSPECIFIED\x10\x00\x12\x1e\n\x1a\x45PISODE_STATUS_NOT_STARTED\x10\x01\x12\x1a\n\x16\x45PISODE_STATUS_RUNNING\x10\x02\x12\x1d\n\x19\x45PISODE_STATUS_TERMINATED\x10\x03\x12\x1c\n\x18\x45PISODE_STATUS_TRUNCATED\x10\x04\x12\x1a\n\x16\x45PISODE_STATUS_ABORTED\x10\x05\x32\xa0\x01\n\x12\x45nvironmentService\x12\x46\n\x07Session\x12\x1a.openenv.v1.SessionRequest\x1a\x1b.openenv.v1.SessionResponse(\x01\x30\x01\x12\x42\n\x07GetInfo\x12\x1a.openenv.v1.GetInfoRequest\x1a\x1b.openenv.v1.GetInfoResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1copenenv/v1/environment.proto\x12\nopenenv.v1\x1a google/protobuf/descriptor.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x16openenv/v1/error.proto\x1a\x15openenv/v1/load.proto\x1a\x18openenv/v1/payload.proto\x1a\x17openenv/v1/rubric.proto\x1a\x15openenv/v1/task.proto\x1a\x15openenv/v1/tool.proto\"\x10\n\x0eGetInfoRequest\"<\n\x0fGetInfoResponse\x12)\n\x04info\x18\x01 \x01(\x0b\x32\x1b.openenv.v1.EnvironmentInfo\"\xbd\x03\n\x0f\x45nvironmentInfo\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0f\n\x07version\x18\x02 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x03 \x01(\t\x12\x18\n\x10protocol_version\x18\x04 \x01(\t\x12$\n\x06\x61\x63tion\x18\x05 \x01(\x0b\x32\x14.openenv.v1.TypeSpec\x12)\n\x0bobservation\x18\x06 \x01(\x0b\x32\x14.openenv.v1.TypeSpec\x12#\n\x05state\x18\x07 \x01(\x0b\x32\x14.openenv.v1.TypeSpec\x12\x37\n\x0b\x64\x65scriptors\x18\x08 \x01(\x0b\x32\".google.protobuf.FileDescriptorSet\x12.\n\x0c\x63\x61pabilities\x18\t \x01(\x0b\x32\x18.openenv.v1.Capabilities\x12&\n\x06rubric\x18\n \x01(\x0b\x32\x16.openenv.v1.RubricSpec\x12)\n\x08metadata\x18\x0b \x01(\x0b\x32\x17.google.protobuf.Struct\x12*\n\x0btask_splits\x18\x0c \x03(\x0b\x32\x15.openenv.v1.TaskSplit\"\xa5\x04\n\x0c\x43\x61pabilities\x12\x14\n\x0cmax_sessions\x18\x01 \x01(\r\x12\x1b\n\x13\x63oncurrent_sessions\x18\x02 \x01(\x08\x12\x15\n\rdeterministic\x18\x03 \x01(\x08\x12\x17\n\x0f\x66loat_tolerance\x18\x04 \x01(\x01\x12\x12\n\nauto_reset\x18\x05 \x01(\x08\x12\r\n\x05tools\x18\x06 \x01(\x08\x12\x12\n\ntools_only\x18\x07 \x01(\x08\x12\x19\n\x11max_message_bytes\x18\x08 \x01(\x04\x12\x1e\n\x11max_episode_steps\x18\t \x01(\x04H\x00\x88\x01\x01\x12\x17\n\nreward_min\x18\n \x01(\x01H\x01\x88\x01\x01\x12\x17\n\nreward_max\x18\x0b \x01(\x01H\x02\x88\x01\x01\x12/\n\x0cidle_timeout\x18\x0c \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x15\n\raction_budget\x18\r \x01(\r\x12\x14\n\x0cmax_num_envs\x18\x0e \x01(\r\x12/\n\x0cresume_grace\x18\x19 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x11\n\tsnapshots\x18\x1a \x01(\x08\x12\x11\n\tmax_forks\x18\x1b \x01(\r\x12\r\n\x05tasks\x18\x14 \x01(\x08\x12\x16\n\x0eload_reporting\x18\x17 \x01(\x08\x42\x14\n\x12_max_episode_stepsB\r\n\x0b_reward_minB\r\n\x0b_reward_max\"\x96\x05\n\x0eSessionRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\x04\x12\x31\n\thandshake\x18\x02 \x01(\x0b\x32\x1c.openenv.v1.HandshakeRequestH\x00\x12)\n\x05reset\x18\x03 \x01(\x0b\x32\x18.openenv.v1.ResetRequestH\x00\x12\'\n\x04step\x18\x04 \x01(\x0b\x32\x17.openenv.v1.StepRequestH\x00\x12)\n\x05state\x18\x05 \x01(\x0b\x32\x18.openenv.v1.StateRequestH\x00\x12\x32\n\nlist_tools\x18\x06 \x01(\x0b\x32\x1c.openenv.v1.ListToolsRequestH\x00\x12\x30\n\tcall_tool\x18\x07 \x01(\x0b\x32\x1b.openenv.v1.CallToolRequestH\x00\x12)\n\x05\x63lose\x18\x08 \x01(\x0b\x32\x18.openenv.v1.CloseRequestH\x00\x12\x34\n\x0b\x62\x61tch_reset\x18\t \x01(\x0b\x32\x1d.openenv.v1.BatchResetRequestH\x00\x12\x32\n\nbatch_step\x18\n \x01(\x0b\x32\x1c.openenv.v1.BatchStepRequestH\x00\x12/\n\x08snapshot\x18\x10 \x01(\x0b\x32\x1b.openenv.v1.SnapshotRequestH\x00\x12-\n\x07restore\x18\x11 \x01(\x0b\x32\x1a.openenv.v1.RestoreRequestH\x00\x12\'\n\x04\x66ork\x18\x12 \x01(\x0b\x32\x17.openenv.v1.ForkRequestH\x00\x12\x32\n\nlist_tasks\x18\x14 \x01(\x0b\x32\x1c.openenv.v1.ListTasksRequestH\x00\x42\x06\n\x04kind\"\xc9\x05\n\x0fSessionResponse\x12\x12\n\nrequest_id\x18\x01 \x01(\x04\x12\x32\n\thandshake\x18\x02 \x01(\x0b\x32\x1d.openenv.v1.HandshakeResponseH\x00\x12*\n\x05reset\x18\x03 \x01(\x0b\x32\x19.openenv.v1.ResetResponseH\x00\x12(\n\x04step\x18\x04 \x01(\x0b\x32\x18.openenv.v1.StepResponseH\x00\x12*\n\x05state\x18\x05 \x01(\x0b\x32\x19.openenv.v1.StateResponseH\x00\x12\x33\n\nlist_tools\x18\x06 \x01(\x0b\x32\x1d.openenv.v1.ListToolsResponseH\x00\x12\x31\n\tcall_tool\x18\x07 \x01(\x0b\x32\x1c.openenv.v1.CallToolResponseH\x00\x12*\n\x05\x63lose\x18\x08 \x01(\x0b\x32\x19.openenv.v1.CloseResponseH\x00\x12\x35\n\x0b\x62\x61tch_reset\x18\t \x01(\x0b\x32\x1e.openenv.v1.BatchResetResponseH\x00\x12\x33\n\nbatch_step\x18\n \x01(\x0b\x32\x1d.openenv.v1.BatchStepResponseH\x00\x12\x30\n\x08snapshot\x18\x10 \x01(\x0b\x32\x1c.openenv.v1.SnapshotResponseH\x00\x12.\n\x07restore\x18\x11 \x01(\x0b\x32\x1b.openenv.v1.RestoreResponseH\x00\x12(\n\x04\x66ork\x18\x12 \x01(\x0b\x32\x18.openenv.v1.ForkResponseH\x00\x12\x33\n\nlist_tasks\x18\x14 \x01(\x0b\x32\x1d.openenv.v1.ListTasksResponseH\x00\x12#\n\x05\x65rror\x18\x0f \x01(\x0b\x32\x12.openenv.v1.StatusH\x00\x42\x06\n\x04kind\"\xd9\x01\n\x10HandshakeRequest\x12\x18\n\x10protocol_version\x18\x01 \x01(\t\x12\x13\n\x0b\x63lient_name\x18\x02 \x01(\t\x12(\n\x07options\x18\x03 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x10\n\x08num_envs\x18\x04 \x01(\r\x12\x31\n\x0e\x61utoreset_mode\x18\x05 \x01(\x0e\x32\x19.openenv.v1.AutoresetMode\x12\x14\n\x0cresume_token\x18\x08 \x01(\t\x12\x11\n\tresumable\x18\t \x01(\x08\"\x93\x01\n\x11HandshakeResponse\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x18\n\x10protocol_version\x18\x02 \x01(\t\x12)\n\x04info\x18\x03 \x01(\x0b\x32\x1b.openenv.v1.EnvironmentInfo\x12\x14\n\x0cresume_token\x18\x04 \x01(\t\x12\x0f\n\x07resumed\x18\x05 \x01(\x08\"y\n\x0cResetRequest\x12\x11\n\x04seed\x18\x01 \x01(\x04H\x00\x88\x01\x01\x12\x12\n\nepisode_id\x18\x02 \x01(\t\x12(\n\x07options\x18\x03 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x0f\n\x07task_id\x18x \x01(\tB\x07\n\x05_seed\"8\n\rResetResponse\x12\'\n\ttime_step\x18\x01 \x01(\x0b\x32\x14.openenv.v1.TimeStep\"^\n\x0bStepRequest\x12#\n\x06\x61\x63tion\x18\x01 \x01(\x0b\x32\x13.openenv.v1.Payload\x12*\n\x07timeout\x18\x02 \x01(\x0b\x32\x19.google.protobuf.Duration\"7\n\x0cStepResponse\x12\'\n\ttime_step\x18\x01 \x01(\x0b\x32\x14.openenv.v1.TimeStep\"\x81\x02\n\x08TimeStep\x12(\n\x0bobservation\x18\x01 \x01(\x0b\x32\x13.openenv.v1.Payload\x12\x13\n\x06reward\x18\x02 \x01(\x01H\x00\x88\x01\x01\x12\x12\n\nterminated\x18\x03 \x01(\x08\x12\x11\n\ttruncated\x18\x04 \x01(\x08\x12)\n\x08metadata\x18\x05 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x31\n\x10reward_breakdown\x18\x06 \x01(\x0b\x32\x17.openenv.v1.RubricScore\x12\x12\n\nepisode_id\x18\x07 \x01(\t\x12\x12\n\nstep_count\x18\x08 \x01(\x04\x42\t\n\x07_reward\"\x1e\n\x0cStateRequest\x12\x0e\n\x06\x65nv_id\x18\x01 \x01(\r\"\x86\x01\n\rStateResponse\x12\x12\n\nepisode_id\x18\x01 \x01(\t\x12\x12\n\nstep_count\x18\x02 \x01(\x04\x12)\n\x06status\x18\x03 \x01(\x0e\x32\x19.openenv.v1.EpisodeStatus\x12\"\n\x05state\x18\x04 \x01(\x0b\x32\x13.openenv.v1.Payload\"o\n\x11\x42\x61tchResetRequest\x12\x0f\n\x07\x65nv_ids\x18\x01 \x03(\r\x12\r\n\x05seeds\x18\x02 \x03(\x04\x12(\n\x07options\x18\x03 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x10\n\x08task_ids\x18x \x03(\t\"O\n\x12\x42\x61tchResetResponse\x12\x0f\n\x07\x65nv_ids\x18\x01 \x03(\r\x12(\n\ntime_steps\x18\x02 \x03(\x0b\x32\x14.openenv.v1.TimeStep\"u\n\x10\x42\x61tchStepRequest\x12\x0f\n\x07\x65nv_ids\x18\x01 \x03(\r\x12$\n\x07\x61\x63tions\x18\x02 \x03(\x0b\x32\x13.openenv.v1.Payload\x12*\n\x07timeout\x18\x03 \x01(\x0b\x32\x19.google.protobuf.Duration\"\xe8\x01\n\x11\x42\x61tchStepResponse\x12\x0f\n\x07\x65nv_ids\x18\x01 \x03(\r\x12(\n\ntime_steps\x18\x02 \x03(\x0b\x32\x14.openenv.v1.TimeStep\x12K\n\x10\x66inal_time_steps\x18\x03 \x03(\x0b\x32\x31.openenv.v1.BatchStepResponse.FinalTimeStepsEntry\x1aK\n\x13\x46inalTimeStepsEntry\x12\x0b\n\x03key\x18\x01 \x01(\r\x12#\n\x05value\x18\x02 \x01(\x0b\x32\x14.openenv.v1.TimeStep:\x02\x38\x01\"\x0e\n\x0c\x43loseRequest\"\x0f\n\rCloseResponse\"\x11\n\x0fSnapshotRequest\":\n\x10SnapshotResponse\x12&\n\x08snapshot\x18\x01 \x01(\x0b\x32\x14.openenv.v1.Snapshot\"\xc9\x01\n\x08Snapshot\x12\x0e\n\x06\x66ormat\x18\x01 \x01(\r\x12\x10\n\x08\x65nv_name\x18\x02 \x01(\t\x12\x13\n\x0b\x65nv_version\x18\x03 \x01(\t\x12\x12\n\nepisode_id\x18\x04 \x01(\t\x12\x12\n\nstep_count\x18\x05 \x01(\x04\x12)\n\x06status\x18\x06 \x01(\x0e\x32\x19.openenv.v1.EpisodeStatus\x12\x13\n\x0b\x65nvironment\x18\x07 \x01(\x0c\x12\x0e\n\x06rubric\x18\x08 \x01(\x0c\x12\x0e\n\x06\x64igest\x18\t \x01(\x0c\"8\n\x0eRestoreRequest\x12&\n\x08snapshot\x18\x01 \x01(\x0b\x32\x14.openenv.v1.Snapshot\"d\n\x0fRestoreResponse\x12\x12\n\nepisode_id\x18\x01 \x01(\t\x12\x12\n\nstep_count\x18\x02 \x01(\x04\x12)\n\x06status\x18\x03 \x01(\x0e\x32\x19.openenv.v1.EpisodeStatus\"D\n\x0b\x46orkRequest\x12\r\n\x05\x63ount\x18\x01 \x01(\r\x12&\n\x08snapshot\x18\x02 \x01(\x0b\x32\x14.openenv.v1.Snapshot\":\n\x0c\x46orkResponse\x12\x13\n\x0bsession_ids\x18\x01 \x03(\t\x12\x15\n\rresume_tokens\x18\x02 \x03(\t*\x88\x01\n\rAutoresetMode\x12\x1e\n\x1a\x41UTORESET_MODE_UNSPECIFIED\x10\x00\x12\x1b\n\x17\x41UTORESET_MODE_DISABLED\x10\x01\x12\x1c\n\x18\x41UTORESET_MODE_NEXT_STEP\x10\x02\x12\x1c\n\x18\x41UTORESET_MODE_SAME_STEP\x10\x03*\xc4\x01\n\rEpisodeStatus\x12\x1e\n\x1a\x45PISODE_STATUS_UNSPECIFIED\x10\x00\x12\x1e\n\x1a\x45PISODE_STATUS_NOT_STARTED\x10\x01\x12\x1a\n\x16\x45PISODE_STATUS_RUNNING\x10\x02\x12\x1d\n\x19\x45PISODE_STATUS_TERMINATED\x10\x03\x12\x1c\n\x18\x45PISODE_STATUS_TRUNCATED\x10\x04\x12\x1a\n\x16\x45PISODE_STATUS_ABORTED\x10\x05\x32\xe4\x01\n\x12\x45nvironmentService\x12\x46\n\x07Session\x12\x1a.openenv.v1.SessionRequest\x1a\x1b.openenv.v1.SessionResponse(\x01\x30\x01\x12\x42\n\x07GetInfo\x12\x1a.openenv.v1.GetInfoRequest\x1a\x1b.openenv.v1.GetInfoResponse\x12\x42\n\x07GetLoad\x12\x1a.openenv.v1.GetLoadRequest\x1a\x1b.openenv.v1.GetLoadResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -41,68 +42,68 @@ if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_BATCHSTEPRESPONSE_FINALTIMESTEPSENTRY']._loaded_options = None
   _globals['_BATCHSTEPRESPONSE_FINALTIMESTEPSENTRY']._serialized_options = b'8\001'
-  _globals['_AUTORESETMODE']._serialized_start=4986
-  _globals['_AUTORESETMODE']._serialized_end=5122
-  _globals['_EPISODESTATUS']._serialized_start=5125
-  _globals['_EPISODESTATUS']._serialized_end=5321
-  _globals['_GETINFOREQUEST']._serialized_start=261
-  _globals['_GETINFOREQUEST']._serialized_end=277
-  _globals['_GETINFORESPONSE']._serialized_start=279
-  _globals['_GETINFORESPONSE']._serialized_end=339
-  _globals['_ENVIRONMENTINFO']._serialized_start=342
-  _globals['_ENVIRONMENTINFO']._serialized_end=787
-  _globals['_CAPABILITIES']._serialized_start=790
-  _globals['_CAPABILITIES']._serialized_end=1315
-  _globals['_SESSIONREQUEST']._serialized_start=1318
-  _globals['_SESSIONREQUEST']._serialized_end=1980
-  _globals['_SESSIONRESPONSE']._serialized_start=1983
-  _globals['_SESSIONRESPONSE']._serialized_end=2696
-  _globals['_HANDSHAKEREQUEST']._serialized_start=2699
-  _globals['_HANDSHAKEREQUEST']._serialized_end=2916
-  _globals['_HANDSHAKERESPONSE']._serialized_start=2919
-  _globals['_HANDSHAKERESPONSE']._serialized_end=3066
-  _globals['_RESETREQUEST']._serialized_start=3068
-  _globals['_RESETREQUEST']._serialized_end=3189
-  _globals['_RESETRESPONSE']._serialized_start=3191
-  _globals['_RESETRESPONSE']._serialized_end=3247
-  _globals['_STEPREQUEST']._serialized_start=3249
-  _globals['_STEPREQUEST']._serialized_end=3343
-  _globals['_STEPRESPONSE']._serialized_start=3345
-  _globals['_STEPRESPONSE']._serialized_end=3400
-  _globals['_TIMESTEP']._serialized_start=3403
-  _globals['_TIMESTEP']._serialized_end=3660
-  _globals['_STATEREQUEST']._serialized_start=3662
-  _globals['_STATEREQUEST']._serialized_end=3692
-  _globals['_STATERESPONSE']._serialized_start=3695
-  _globals['_STATERESPONSE']._serialized_end=3829
-  _globals['_BATCHRESETREQUEST']._serialized_start=3831
-  _globals['_BATCHRESETREQUEST']._serialized_end=3942
-  _globals['_BATCHRESETRESPONSE']._serialized_start=3944
-  _globals['_BATCHRESETRESPONSE']._serialized_end=4023
-  _globals['_BATCHSTEPREQUEST']._serialized_start=4025
-  _globals['_BATCHSTEPREQUEST']._serialized_end=4142
-  _globals['_BATCHSTEPRESPONSE']._serialized_start=4145
-  _globals['_BATCHSTEPRESPONSE']._serialized_end=4377
-  _globals['_BATCHSTEPRESPONSE_FINALTIMESTEPSENTRY']._serialized_start=4302
-  _globals['_BATCHSTEPRESPONSE_FINALTIMESTEPSENTRY']._serialized_end=4377
-  _globals['_CLOSEREQUEST']._serialized_start=4379
-  _globals['_CLOSEREQUEST']._serialized_end=4393
-  _globals['_CLOSERESPONSE']._serialized_start=4395
-  _globals['_CLOSERESPONSE']._serialized_end=4410
-  _globals['_SNAPSHOTREQUEST']._serialized_start=4412
-  _globals['_SNAPSHOTREQUEST']._serialized_end=4429
-  _globals['_SNAPSHOTRESPONSE']._serialized_start=4431
-  _globals['_SNAPSHOTRESPONSE']._serialized_end=4489
-  _globals['_SNAPSHOT']._serialized_start=4492
-  _globals['_SNAPSHOT']._serialized_end=4693
-  _globals['_RESTOREREQUEST']._serialized_start=4695
-  _globals['_RESTOREREQUEST']._serialized_end=4751
-  _globals['_RESTORERESPONSE']._serialized_start=4753
-  _globals['_RESTORERESPONSE']._serialized_end=4853
-  _globals['_FORKREQUEST']._serialized_start=4855
-  _globals['_FORKREQUEST']._serialized_end=4923
-  _globals['_FORKRESPONSE']._serialized_start=4925
-  _globals['_FORKRESPONSE']._serialized_end=4983
-  _globals['_ENVIRONMENTSERVICE']._serialized_start=5324
-  _globals['_ENVIRONMENTSERVICE']._serialized_end=5484
+  _globals['_AUTORESETMODE']._serialized_start=5033
+  _globals['_AUTORESETMODE']._serialized_end=5169
+  _globals['_EPISODESTATUS']._serialized_start=5172
+  _globals['_EPISODESTATUS']._serialized_end=5368
+  _globals['_GETINFOREQUEST']._serialized_start=284
+  _globals['_GETINFOREQUEST']._serialized_end=300
+  _globals['_GETINFORESPONSE']._serialized_start=302
+  _globals['_GETINFORESPONSE']._serialized_end=362
+  _globals['_ENVIRONMENTINFO']._serialized_start=365
+  _globals['_ENVIRONMENTINFO']._serialized_end=810
+  _globals['_CAPABILITIES']._serialized_start=813
+  _globals['_CAPABILITIES']._serialized_end=1362
+  _globals['_SESSIONREQUEST']._serialized_start=1365
+  _globals['_SESSIONREQUEST']._serialized_end=2027
+  _globals['_SESSIONRESPONSE']._serialized_start=2030
+  _globals['_SESSIONRESPONSE']._serialized_end=2743
+  _globals['_HANDSHAKEREQUEST']._serialized_start=2746
+  _globals['_HANDSHAKEREQUEST']._serialized_end=2963
+  _globals['_HANDSHAKERESPONSE']._serialized_start=2966
+  _globals['_HANDSHAKERESPONSE']._serialized_end=3113
+  _globals['_RESETREQUEST']._serialized_start=3115
+  _globals['_RESETREQUEST']._serialized_end=3236
+  _globals['_RESETRESPONSE']._serialized_start=3238
+  _globals['_RESETRESPONSE']._serialized_end=3294
+  _globals['_STEPREQUEST']._serialized_start=3296
+  _globals['_STEPREQUEST']._serialized_end=3390
+  _globals['_STEPRESPONSE']._serialized_start=3392
+  _globals['_STEPRESPONSE']._serialized_end=3447
+  _globals['_TIMESTEP']._serialized_start=3450
+  _globals['_TIMESTEP']._serialized_end=3707
+  _globals['_STATEREQUEST']._serialized_start=3709
+  _globals['_STATEREQUEST']._serialized_end=3739
+  _globals['_STATERESPONSE']._serialized_start=3742
+  _globals['_STATERESPONSE']._serialized_end=3876
+  _globals['_BATCHRESETREQUEST']._serialized_start=3878
+  _globals['_BATCHRESETREQUEST']._serialized_end=3989
+  _globals['_BATCHRESETRESPONSE']._serialized_start=3991
+  _globals['_BATCHRESETRESPONSE']._serialized_end=4070
+  _globals['_BATCHSTEPREQUEST']._serialized_start=4072
+  _globals['_BATCHSTEPREQUEST']._serialized_end=4189
+  _globals['_BATCHSTEPRESPONSE']._serialized_start=4192
+  _globals['_BATCHSTEPRESPONSE']._serialized_end=4424
+  _globals['_BATCHSTEPRESPONSE_FINALTIMESTEPSENTRY']._serialized_start=4349
+  _globals['_BATCHSTEPRESPONSE_FINALTIMESTEPSENTRY']._serialized_end=4424
+  _globals['_CLOSEREQUEST']._serialized_start=4426
+  _globals['_CLOSEREQUEST']._serialized_end=4440
+  _globals['_CLOSERESPONSE']._serialized_start=4442
+  _globals['_CLOSERESPONSE']._serialized_end=4457
+  _globals['_SNAPSHOTREQUEST']._serialized_start=4459
+  _globals['_SNAPSHOTREQUEST']._serialized_end=4476
+  _globals['_SNAPSHOTRESPONSE']._serialized_start=4478
+  _globals['_SNAPSHOTRESPONSE']._serialized_end=4536
+  _globals['_SNAPSHOT']._serialized_start=4539
+  _globals['_SNAPSHOT']._serialized_end=4740
+  _globals['_RESTOREREQUEST']._serialized_start=4742
+  _globals['_RESTOREREQUEST']._serialized_end=4798
+  _globals['_RESTORERESPONSE']._serialized_start=4800
+  _globals['_RESTORERESPONSE']._serialized_end=4900
+  _globals['_FORKREQUEST']._serialized_start=4902
+  _globals['_FORKREQUEST']._serialized_end=4970
+  _globals['_FORKRESPONSE']._serialized_start=4972
+  _globals['_FORKRESPONSE']._serialized_end=5030
+  _globals['_ENVIRONMENTSERVICE']._serialized_start=5371
+  _globals['_ENVIRONMENTSERVICE']._serialized_end=5599
 # @@protoc_insertion_point(module_scope)
