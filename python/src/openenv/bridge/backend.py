@@ -25,7 +25,7 @@ from openenv.protocol import StepResult
 from openenv.runtime.codec import AdaptedCodec, Codec, MessageCodec, TensorCodec
 from openenv.runtime.session import Session, SessionManager
 from openenv.runtime.tools import CallToolAction, Tool, ToolResult
-from openenv.v1 import environment_pb2
+from openenv.v1 import environment_pb2, payload_pb2
 from openenv.wire.frames import JsonStep
 from openenv.wire.jsontext import loads
 from openenv.wire.payloads import CALL_TOOL, message_to_json
@@ -212,6 +212,12 @@ class LocalBackend(Backend):
         if isinstance(ac, MessageCodec):
             d = ac.cls.DESCRIPTOR
             self._message_fields = frozenset(f.name for f in d.fields) | frozenset(f.json_name for f in d.fields)
+        # OpenEnv's Action carries ``metadata`` on every action: dropped, as framing, unless
+        # the action type itself has such a field (strict validation refuses unknown fields).
+        self._strip_metadata = bool(self._message_fields) and "metadata" not in self._message_fields
+        if not isinstance(ac, MessageCodec) and ac.kind == payload_pb2.PAYLOAD_KIND_JSON:
+            props = ac.json_schema().get("properties")
+            self._strip_metadata = isinstance(props, dict) and "metadata" not in props
 
     def decode_action(self, data: Any) -> Any:
         """An action from its JSON form (raises :class:`InvalidArgument`)."""
@@ -221,12 +227,7 @@ class LocalBackend(Backend):
             if self._adapted_tool:
                 return CallToolAction(name, args)
             return ac.from_json({"name": name, "arguments": args})
-        if (
-            self._message_fields
-            and isinstance(data, dict)
-            and "metadata" in data
-            and "metadata" not in self._message_fields
-        ):
+        if self._strip_metadata and isinstance(data, dict) and "metadata" in data:
             data = {k: v for k, v in data.items() if k != "metadata"}  # OpenEnv's Action.metadata
         try:
             return ac.from_json(data)

@@ -88,7 +88,7 @@ class Runtime:
         self.idle_timeout_s = idle_timeout_s
         self.tools_only = tools_only
         self.tools = env_cls.tools()
-        self.action_codec: Codec = codec_for(env_cls.action_type)
+        self.action_codec: Codec = codec_for(env_cls.action_type, lenient=env_cls.lenient_actions)
         self.observation_codec: Codec = codec_for(env_cls.observation_type)
         self.state_codec: Codec = codec_for(env_cls.state_type)
         self.is_async = env_cls.__openenv_async__
@@ -133,6 +133,8 @@ class Runtime:
         cap.idle_timeout.FromNanoseconds(int(self.idle_timeout_s * 1e9))
         cap.action_budget = c.action_budget
         cap.max_num_envs = self.max_num_envs if self.max_num_envs > 1 else 0
+        cap.lenient_actions = c.lenient_actions
+        cap.seeded = c.seeded
         rubric = getattr(c, "rubric", None)
         if rubric is not None and hasattr(rubric, "spec"):
             info.rubric.CopyFrom(rubric.spec())
