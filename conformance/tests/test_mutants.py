@@ -1,11 +1,17 @@
 """The suite is tested by mutation: each deliberately broken environment in ``mutants/``
 must be caught by the check named in its ``CAUGHT_BY``, and only that check and the ones
-listed in its ``COLLATERAL`` may fail. The healthy base environment passes everything."""
+listed in its ``COLLATERAL`` may fail. The healthy base environment and the controls
+(``control_*``: correct environments with unusual declarations) pass everything.
+
+Every mutant misbehaves deterministically (its docstring says why), so the verdict never
+depends on scheduling. The file is marked ``timing`` and stressed by ``make test-stress``
+(a CPU hog per core, each timing test repeated): ``make test-stress STRESS_ARGS="--no-full
+--pytest-args 'conformance/tests/test_mutants.py'"`` runs it 5 times in a row under load."""
 
 from __future__ import annotations
 
 import pytest
-from conformance_testlib import mutant_module, mutant_names, mutant_target
+from conformance_testlib import control_names, mutant_module, mutant_names, mutant_target
 
 from openenv_conformance.context import RunOptions
 from openenv_conformance.registry import all_checks
@@ -51,6 +57,24 @@ def test_the_healthy_base_environment_passes_every_check(transport: str) -> None
         } <= ran
     else:
         assert {"protocol.http_endpoints", "lifecycle.state_machine", "schema.invalid_actions"} <= ran
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("transport", ["grpc", "http"])
+@pytest.mark.parametrize("name", control_names())
+def test_control_certifies(name: str, transport: str) -> None:
+    with mutant_target(name, transport) as target:
+        report = certify(target, run_options=OPTIONS)
+    assert report.exit_code == 0, [(r.id, r.reason) for r in report.results if not r.ok]
+
+
+@pytest.mark.slow
+def test_the_healthy_base_environment_reaps_idle_sessions_on_time() -> None:
+    """The control of ``idle_never_reaped``: the same server, reaping, passes the check."""
+    with mutant_target("reaping") as target:
+        report = certify(target, run_options=OPTIONS, checks=["concurrency.idle_reaped"])
+    result = report.result("concurrency.idle_reaped")
+    assert result.status == "pass", result.reason
 
 
 @pytest.mark.slow

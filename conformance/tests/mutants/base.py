@@ -36,6 +36,7 @@ class Counter(openenv.Environment):
     observation_type = OBSERVATION
     state_type = STATE
     deterministic = True
+    seeded = True
     max_episode_steps = 8
     reward_range = (-3.0, 3.0)
     max_sessions = 4

@@ -56,7 +56,7 @@ def oversized_message(ctx: Context) -> None:
     resp = s.recv(max(ctx.options.timeout, 30.0))
     if not isinstance(resp, pb.SessionResponse):
         raise Violation(f"a {under.ByteSize()}-byte request (limit {limit}) was not answered: {describe(resp)}")
-    s = ctx.session()
+    s = ctx.next_session(s)  # one session at a time: capacity 1 is a valid declaration
     over = big_step(limit + 1024)
     s.send(over)
     end = s.recv(max(ctx.options.timeout, 30.0))
