@@ -28,6 +28,9 @@ class ConsoleProgress(RunProgress):
         self._progress: Progress | None = None
         self._task: Any = None
 
+    def waiting(self, target: str, seconds: float) -> None:
+        self.console.print(f"[dim]waiting for {escape(target)} (up to {seconds:g} s)[/]")
+
     def run_started(self, report: Report, checks: list[Check]) -> None:
         env = report.environment
         self.console.print(
@@ -102,7 +105,12 @@ def print_summary(report: Report, console: Console | None = None) -> None:
     c = report.counts()
     if report.declared_nondeterministic:
         console.print("[yellow]note[/]: the environment declares itself nondeterministic; determinism not certified")
-    verdict = "[bold green]CERTIFIED[/]" if report.certified else "[bold red]NOT CERTIFIED[/]"
+    verdict = (
+        f"[bold green]{escape(report.verdict)}[/]" if report.certified else f"[bold red]{escape(report.verdict)}[/]"
+    )
+    unmet = report.requirement_unmet
+    if unmet:
+        console.print(f"[red]{escape(unmet)}[/]")
     console.print(
         f"{verdict}: {c['pass']} passed, {c['fail']} failed, {c['error']} errors, {c['skip']} skipped "
         f"in {report.duration_s:.1f} s (seed {report.seed}); exit {report.exit_code}"

@@ -71,12 +71,55 @@ class Report:
     unusable: str | None = None
     logs: str | None = None
     duration_s: float = 0.0
+    #: The checks skipped because the transport cannot express them (a subset certification).
+    transport_skipped: list[str] = dataclasses.field(default_factory=list)
+    #: ``--require-transport``: the transport the certificate must cover in full ("" for any).
+    required_transport: str = ""
+    #: A docker: target's image, by its content-addressed id (``sha256:...``), resolved before
+    #: the container started from exactly that id ("" for other targets).
+    image_digest: str = ""
 
     # -- verdict
 
     @property
+    def coverage(self) -> str:
+        """What the verdict covers: ``grpc, 42 checks`` or ``http subset, 24 checks`` (the
+        checks that ran; a subset when some could not be expressed over the transport)."""
+        ran = sum(1 for r in self.results if r.status != "skip")
+        subset = " subset" if self.transport_skipped else ""
+        return f"{self.transport or '?'}{subset}, {ran} checks"
+
+    @property
+    def requirement_unmet(self) -> str | None:
+        """Why ``required_transport`` is not met (None when it is, or when none is required)."""
+        req = self.required_transport
+        if not req:
+            return None
+        if self.transport != req:
+            return f"--require-transport {req}: the target was certified over {self.transport or 'nothing'}"
+        if self.transport_skipped:
+            return (
+                f"--require-transport {req}: {len(self.transport_skipped)} checks could not run over {req} "
+                f"({', '.join(self.transport_skipped[:3])}{', ...' if len(self.transport_skipped) > 3 else ''})"
+            )
+        return None
+
+    @property
     def certified(self) -> bool:
-        return self.unusable is None and bool(self.results) and all(r.ok for r in self.results)
+        return (
+            self.unusable is None
+            and bool(self.results)
+            and all(r.ok for r in self.results)
+            and self.requirement_unmet is None
+        )
+
+    @property
+    def verdict(self) -> str:
+        """``CERTIFIED (grpc, 42 checks)``, ``NOT CERTIFIED (http subset, 24 checks)`` or
+        ``UNUSABLE``: the verdict names the transport and the coverage."""
+        if self.unusable is not None:
+            return "UNUSABLE"
+        return f"{'CERTIFIED' if self.certified else 'NOT CERTIFIED'} ({self.coverage})"
 
     @property
     def exit_code(self) -> int:
@@ -109,6 +152,7 @@ class Report:
             "format": REPORT_FORMAT,
             **d,
             "certified": self.certified,
+            "verdict": self.verdict,
             "exit_code": self.exit_code,
             "counts": self.counts(),
         }
