@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -33,7 +34,7 @@ def _keys(tmp: Path) -> tuple[Path, Path]:
     return private, public
 
 
-def _derived(client, base: str, tag: str, change: str) -> str:  # noqa: ANN001 - docker.DockerClient
+def _derived(client: Any, base: str, tag: str, change: str) -> str:
     """``tag``: ``base`` plus one label (``change``): a rebuild with a change."""
     dockerfile = f"FROM {base}\nLABEL org.openenv.test-change={json.dumps(change)}\n"
     image, _ = client.images.build(fileobj=io.BytesIO(dockerfile.encode()), tag=tag, rm=True)
@@ -66,8 +67,21 @@ def test_a_certificate_round_trips_and_is_refused_after_a_rebuild_or_an_edit(tmp
         first = _derived(client, base, tag, "one")
         r = runner.invoke(
             certify,
-            [f"docker:{tag}", "-l", "protocol", "-l", "lifecycle", "--seed", "3", "--max-examples", "10"]
-            + ["--certificate", str(cert), "--signing-key", str(private)],
+            [
+                f"docker:{tag}",
+                "-l",
+                "protocol",
+                "-l",
+                "lifecycle",
+                "--seed",
+                "3",
+                "--max-examples",
+                "10",
+                "--certificate",
+                str(cert),
+                "--signing-key",
+                str(private),
+            ],
         )
         assert r.exit_code == 0, r.output
         assert "CERTIFIED (grpc, " in r.output, r.output[-1500:]

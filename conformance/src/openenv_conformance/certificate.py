@@ -147,7 +147,9 @@ def verify(certificate: str, public_key_pem: bytes, digest: str) -> dict[str, An
     try:
         _public_key(public_key_pem).verify(signature, _canonical(payload))
     except InvalidSignature:
-        raise CertificateError("the signature does not verify: the certificate was altered or signed by another key")
+        raise CertificateError(
+            "the signature does not verify: the certificate was altered or signed by another key"
+        ) from None
     if payload.get("image_digest") != digest:
         raise CertificateError(
             f"the certificate is for image {payload.get('image_digest')}, not {digest} "

@@ -6,9 +6,9 @@ Deterministic: the step runs in a worker thread and the conformance check gives 
 every timed step times out, whatever the scheduling."""
 
 import openenv.runtime.session as _session
+from mutants.base import Counter
 from openenv.errors import DeadlineExceeded
 from openenv.protocol import EpisodeStatus
-from mutants.base import Counter
 
 CAUGHT_BY = "lifecycle.timeout_aborts"
 COLLATERAL: frozenset[str] = frozenset()
