@@ -20,14 +20,14 @@ from typing import Any, TypeVar
 
 from google.protobuf import json_format
 
-from openenv.errors import EnvError, InvalidArgument
+from openenv.errors import EnvError, Internal, InvalidArgument
 from openenv.protocol import StepResult
 from openenv.runtime.codec import AdaptedCodec, Codec, MessageCodec, TensorCodec
 from openenv.runtime.session import Session, SessionManager
 from openenv.runtime.tools import CallToolAction, Tool, ToolResult
 from openenv.v1 import environment_pb2, payload_pb2
 from openenv.wire.frames import JsonStep
-from openenv.wire.jsontext import loads
+from openenv.wire.jsontext import dumps, loads
 from openenv.wire.payloads import CALL_TOOL, message_to_json
 
 __all__ = ["Backend", "BackendSession", "LocalBackend", "LocalSession", "call_tool_args", "spawn"]
@@ -167,7 +167,15 @@ class LocalSession(BackendSession):
         return self._ts(await self._s.reset(seed, episode_id, options))
 
     async def step(self, action: Any, timeout: float | None = None) -> JsonStep:
-        return self._ts(await self._s.step(self._b.decode_action(action), timeout))
+        before = self._s.status
+        result = await self._s.step(self._b.decode_action(action), timeout)
+        try:
+            if result.metadata:
+                dumps(result.metadata)  # fails here, where the step can be uncounted, not at send time
+            return self._ts(result)
+        except Exception as e:
+            self._s.retract_step(before)  # an answer that cannot be sent is not a step
+            raise Internal(f"the step's result cannot be encoded: {type(e).__name__}: {e}") from e
 
     async def state(self) -> tuple[str, int, str, Any]:
         st = await self._s.state()

@@ -292,6 +292,14 @@ class Session:
         result.episode_id, result.step_count = eid, 0
         return result
 
+    def retract_step(self, status_before: EpisodeStatus) -> None:
+        """Uncount the step just accepted from ``status_before``, whose result the transport
+        could not encode: it is answered INTERNAL, and a step answered with an error is not
+        counted (docs/protocol.md §3.5). An auto-reset (from another status) is kept."""
+        if status_before is EpisodeStatus.RUNNING and self.step_count > 0:
+            self.step_count -= 1
+            self.status = EpisodeStatus.RUNNING
+
     async def step(self, action: Any, timeout: float | None = None) -> StepResult[Any]:
         self._require_sim("step")
         return await self._guard(self._step(action, timeout))
