@@ -10,6 +10,8 @@ depends on scheduling. The file is marked ``timing`` and stressed by ``make test
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from conformance_testlib import control_names, mutant_module, mutant_names, mutant_target
 
@@ -92,8 +94,9 @@ def test_mutant_is_caught_by_its_check(name: str) -> None:
     if name.startswith("typed_"):
         pytest.importorskip("gridworld", reason="the typed mutants wrap the gridworld reference environment")
     mod = mutant_module(name)
+    options = dataclasses.replace(OPTIONS, **getattr(mod, "RUN_OPTIONS", {}))
     with mutant_target(name) as target:
-        report = certify(target, run_options=OPTIONS)
+        report = certify(target, run_options=options)
     assert report.unusable is None, report.unusable
     failed = set(report.failed_ids())
     caught = report.result(mod.CAUGHT_BY)

@@ -15,8 +15,8 @@ from openenv_conformance.runner import Progress as RunProgress
 
 __all__ = ["ConsoleProgress", "print_summary"]
 
-_STYLE = {"pass": "green", "fail": "bold red", "skip": "yellow", "error": "bold magenta"}
-_MARK = {"pass": "PASS", "fail": "FAIL", "skip": "SKIP", "error": "ERR "}
+_STYLE = {"pass": "green", "fail": "bold red", "skip": "yellow", "error": "bold magenta", "warn": "bold yellow"}
+_MARK = {"pass": "PASS", "fail": "FAIL", "skip": "SKIP", "error": "ERR ", "warn": "WARN"}
 
 
 class ConsoleProgress(RunProgress):
@@ -92,7 +92,7 @@ def print_summary(report: Report, console: Console | None = None) -> None:
         table.add_column(col, justify="right" if col != "level" else "left")
     levels: dict[str, dict[str, int]] = {}
     for r in report.results:
-        levels.setdefault(r.level, {"pass": 0, "fail": 0, "error": 0, "skip": 0})[r.status] += 1
+        levels.setdefault(r.level, {"pass": 0, "fail": 0, "error": 0, "skip": 0, "warn": 0})[r.status] += 1
     for level, c in levels.items():
         table.add_row(
             level,
@@ -111,8 +111,9 @@ def print_summary(report: Report, console: Console | None = None) -> None:
     unmet = report.requirement_unmet
     if unmet:
         console.print(f"[red]{escape(unmet)}[/]")
+    warned = f", {c['warn']} warnings" if c["warn"] else ""
     console.print(
-        f"{verdict}: {c['pass']} passed, {c['fail']} failed, {c['error']} errors, {c['skip']} skipped "
+        f"{verdict}: {c['pass']} passed, {c['fail']} failed, {c['error']} errors, {c['skip']} skipped{warned} "
         f"in {report.duration_s:.1f} s (seed {report.seed}); exit {report.exit_code}"
     )
     failed = [r for r in report.results if r.status in ("fail", "error") and r.reproduce]

@@ -61,6 +61,7 @@ class RunOptions:
             session's step runs, and by which a step timeout may be late.
         idle_bound: the idle-reaping check skips environments advertising a longer idle timeout
             (it waits that long).
+        strict_rewards: reward-sanity findings (``rewards.trivial_max``) fail instead of warn.
     """
 
     seed: int | None = None
@@ -73,6 +74,7 @@ class RunOptions:
     concurrency: int = 4
     liveness_bound: float = 5.0
     idle_bound: float = 30.0
+    strict_rewards: bool = False
 
 
 def _example_of(e: BaseException) -> str | None:

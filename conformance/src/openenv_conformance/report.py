@@ -42,7 +42,7 @@ class CheckResult:
 
     @property
     def ok(self) -> bool:
-        return self.status in ("pass", "skip")
+        return self.status in ("pass", "skip", "warn")
 
 
 @dataclasses.dataclass
@@ -129,7 +129,7 @@ class Report:
         return EXIT_CERTIFIED if self.certified else EXIT_FAILED
 
     def counts(self) -> dict[str, int]:
-        out = {"pass": 0, "fail": 0, "skip": 0, "error": 0}
+        out = {"pass": 0, "fail": 0, "skip": 0, "error": 0, "warn": 0}
         for r in self.results:
             out[r.status] = out.get(r.status, 0) + 1
         return out
@@ -196,6 +196,8 @@ class Report:
                     el.text = _details(r)
                 elif r.status == "skip":
                     ET.SubElement(case, "skipped", message=r.reason[:500])
+                elif r.status == "warn":
+                    ET.SubElement(case, "system-out").text = f"warning: {r.reason}"
         root.set("tests", str(len(self.results)))
         root.set("failures", str(self.counts()["fail"]))
         root.set("errors", str(self.counts()["error"] + (self.unusable is not None)))
@@ -231,7 +233,7 @@ class Report:
             lines += ["", "## Why the target is unusable", "", "```", self.unusable, "```"]
         if self.results:
             lines += ["", "| Check | Level | Result | Reason |", "| --- | --- | --- | --- |"]
-            icons = {"pass": "pass", "fail": "**FAIL**", "skip": "skip", "error": "**ERROR**"}
+            icons = {"pass": "pass", "fail": "**FAIL**", "skip": "skip", "error": "**ERROR**", "warn": "warn"}
             for r in self.results:
                 reason = (r.reason or r.note).replace("|", "\\|").replace("\n", " ")
                 lines.append(f"| `{r.id}` | {r.level} | {icons[r.status]} | {reason[:200]} |")

@@ -17,7 +17,7 @@ import grpc
 from google.protobuf import json_format
 
 from openenv_conformance.context import Context, RunOptions, _example_of
-from openenv_conformance.errors import CheckFailed, CheckSkipped, TargetUnusable, Violation
+from openenv_conformance.errors import CheckFailed, CheckSkipped, CheckWarning, TargetUnusable, Violation
 from openenv_conformance.registry import LEVELS, Check, select
 from openenv_conformance.report import CheckResult, Report
 from openenv_conformance.targets import Target, TargetOptions, open_target
@@ -147,6 +147,8 @@ def run_check(ctx: Context, check: Check, *, target_spec: str = "", extra_args: 
         result.note = note or ""
     except CheckSkipped as e:
         result.status, result.reason = "skip", str(e)
+    except CheckWarning as e:
+        result.status, result.reason = "warn", str(e)
     except CheckFailed as e:
         result.status, result.reason, result.example = "fail", e.reason, e.example
     except Violation as e:
