@@ -104,6 +104,11 @@ def _write(path: str, text: str) -> None:
     help="Check idle reaping only when the advertised idle_timeout is at most this many seconds.",
 )
 @click.option(
+    "--strict-rewards",
+    is_flag=True,
+    help="Reward-sanity findings (rewards.trivial_max) fail the run instead of warning.",
+)
+@click.option(
     "--certificate",
     "certificate_path",
     type=click.Path(dir_okay=False),
@@ -135,6 +140,7 @@ def certify(
     capacity_limit: int,
     require_transport: str | None,
     idle_bound: float,
+    strict_rewards: bool,
     certificate_path: str | None,
     signing_key: str | None,
     list_checks: bool,
@@ -160,7 +166,7 @@ def certify(
     if certificate_path and not target.startswith("docker:"):
         raise click.UsageError("--certificate binds a certificate to an image: the target must be docker:IMAGE")
     console = Console(highlight=False, soft_wrap=True)
-    opts = RunOptions(capacity_limit=capacity_limit, idle_bound=idle_bound)
+    opts = RunOptions(capacity_limit=capacity_limit, idle_bound=idle_bound, strict_rewards=strict_rewards)
     try:
         report = run(
             target,

@@ -595,11 +595,9 @@ def pydantic_compatible(tp: Any) -> Any:
     hints = typing.get_type_hints(tp, include_extras=True)
     fields = {k: pydantic_compatible(v) for k, v in hints.items()}
     required = getattr(tp, "__required_keys__", frozenset(fields))
-    annotations = {
-        k: (v if k in required else typing_extensions.NotRequired[v])  # type: ignore[valid-type]
-        for k, v in fields.items()
-    }
-    rebuilt = typing_extensions.TypedDict(tp.__name__, annotations)  # type: ignore[operator]
+    annotations = {k: (v if k in required else typing_extensions.NotRequired[v]) for k, v in fields.items()}
+    make_typeddict: Any = typing_extensions.TypedDict  # the functional form, with a computed name
+    rebuilt = make_typeddict(tp.__name__, annotations)
     rebuilt.__doc__ = tp.__doc__
     rebuilt.__module__ = tp.__module__
     return rebuilt
