@@ -103,6 +103,14 @@ def _reason_of(e: BaseException) -> str:
     return f"{type(e).__name__}: {msg}" if msg else type(e).__name__
 
 
+def _refused_for_capacity(resp: Any) -> bool:
+    return (
+        isinstance(resp, pb.SessionResponse)
+        and resp.WhichOneof("kind") == "error"
+        and resp.error.code == 8  # RESOURCE_EXHAUSTED
+    )
+
+
 class ContextMachine(RuleBasedStateMachine):
     """A Hypothesis state machine over a :class:`Context`, run by :meth:`Context.run_machine`.
 
@@ -205,7 +213,18 @@ class Context:
         """A new session, handshaken (which must succeed) unless ``handshake`` is False."""
         s = self.wire.session(channel)
         if handshake:
-            s.open(**kw)
+            if self.capacity == 1:  # the slot of a session just ended may still be being freed
+                deadline = time.monotonic() + self.options.slot_free_bound
+                while True:
+                    resp = s.handshake(**kw)
+                    if s.opened or not _refused_for_capacity(resp) or time.monotonic() > deadline:
+                        break
+                    s.cancel()
+                    time.sleep(0.1)
+                    s = self.wire.session(channel)
+                expect_ok(resp, "handshake", "handshake")
+            else:
+                s.open(**kw)
         return s
 
     def episode(self, seed: int | None = None, episode_id: str = "") -> tuple[SessionLike, pb.TimeStep]:
@@ -220,7 +239,7 @@ class Context:
         caps = self.spec.caps
         return 1 if not caps.concurrent_sessions else max(1, int(caps.max_sessions) or 1)
 
-    def next_session(self, previous: SessionLike | None = None) -> SessionLike:
+    def next_session(self, previous: SessionLike | None = None, *, channel: Any = None) -> SessionLike:
         """A new handshaken session after ``previous`` is ended (politely): the way a check
         that needs a second session works with a capacity-1 environment. A handshake refused
         with RESOURCE_EXHAUSTED is retried for ``slot_free_bound`` seconds (the previous
@@ -229,7 +248,7 @@ class Context:
             previous.shutdown(timeout=min(3.0, self.options.timeout))
         deadline = time.monotonic() + self.options.slot_free_bound
         while True:
-            s = self.wire.session()
+            s = self.wire.session(channel)
             resp = s.handshake()
             if s.opened:
                 return s

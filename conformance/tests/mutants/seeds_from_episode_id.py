@@ -15,7 +15,6 @@ COLLATERAL = frozenset(
         "parity.grpc_vs_http",
         "vector.autoreset_modes",
         "vector.batch_matches_sequential",
-        "vector.seeds",
     }
 )
 

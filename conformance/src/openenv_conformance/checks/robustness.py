@@ -113,7 +113,9 @@ def abrupt_disconnect(ctx: Context) -> None:
     actions = ctx._accepted or []
     for i in range(8):
         channel = ctx.wire.new_channel() if i % 2 else None
-        s = ctx.session(channel=channel)
+        # The slot of the session dropped just before is freed asynchronously: with capacity 1
+        # the handshake is retried for a while (Context.next_session).
+        s = ctx.next_session(channel=channel)
         if ctx.spec.sim:
             s.send(s.request(reset=pb.ResetRequest()))
             for a in actions[:1] * 5:
