@@ -318,7 +318,7 @@ def test_report_forms() -> None:
     ]
     assert rep.exit_code == 1 and not rep.certified
     d = json.loads(rep.to_json())
-    assert d["counts"] == {"pass": 1, "fail": 1, "skip": 0, "error": 0}
+    assert d["counts"] == {"pass": 1, "fail": 1, "skip": 0, "error": 0, "warn": 0}
     assert "boom &lt;&amp;&gt;" in rep.to_junit()
     assert "f(x=1)" in rep.to_markdown()
     rep.unusable = "no server"

@@ -10,6 +10,7 @@ import click
 from rich.console import Console
 from rich.markup import escape
 
+from openenv_conformance.certificate import LABEL, CertificateError, image_digest, issue_for_image, verify
 from openenv_conformance.console import ConsoleProgress
 from openenv_conformance.context import RunOptions
 from openenv_conformance.registry import LEVELS, all_checks
@@ -191,8 +192,6 @@ def certify(
     if markdown_path:
         _write(markdown_path, report.to_markdown())
     if certificate_path and signing_key:
-        from openenv_conformance.certificate import issue_for_image
-
         try:
             cert = issue_for_image(report, target.removeprefix("docker:"), Path(signing_key).read_bytes())
         except (ValueError, RuntimeError) as e:
@@ -215,8 +214,6 @@ def verify_certificate(image: str, certificate: str | None, public_key: str) -> 
     """Check that CERTIFICATE (a file written by `openenv certify --certificate`; default: the
     image's org.openenv.certificate label) is signed with the public key and bound to IMAGE's
     current digest. Exit status: 0 verified, 1 not."""
-    from openenv_conformance.certificate import LABEL, CertificateError, image_digest, verify
-
     try:
         digest = image_digest(image)
         if certificate is not None:
