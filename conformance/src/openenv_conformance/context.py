@@ -72,7 +72,7 @@ class RunOptions:
     capacity_limit: int = 4096
     slot_free_bound: float = 10.0
     concurrency: int = 4
-    liveness_bound: float = 5.0
+    liveness_bound: float = 10.0
     idle_bound: float = 30.0
     strict_rewards: bool = False
 

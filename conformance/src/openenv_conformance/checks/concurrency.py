@@ -217,7 +217,7 @@ def event_loop_live(ctx: Context) -> str | None:
     actions = ctx.accepted_actions(2)
     bound = ctx.options.liveness_bound
     step_timeout = 0.5
-    wait = max(ctx.options.timeout, step_timeout + 2 * bound)
+    wait = max(ctx.options.timeout, step_timeout + 3 * bound)
     a_session = ctx.session()
     model = EpisodeModel(ctx.spec)
     model.on_reset(a_session.reset())
