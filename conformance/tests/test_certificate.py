@@ -86,13 +86,13 @@ def test_a_certificate_round_trips_and_is_refused_after_a_rebuild_or_an_edit(tmp
         assert r.exit_code == 0, r.output
         assert "CERTIFIED (grpc, " in r.output, r.output[-1500:]
         doc = json.loads(cert.read_text())
-        assert doc["payload"]["image_digest"] == first
+        assert doc["payload"]["image_id"] == first and doc["payload"]["image_digest"].startswith("sha256:")
         assert doc["payload"]["ruleset_hash"].startswith("sha256:") and doc["payload"]["seed"] == 3
         assert doc["payload"]["results"]["lifecycle.state_machine"] == "pass"
 
         r = runner.invoke(verify_certificate, [tag, str(cert), "--public-key", str(public)])
         assert r.exit_code == 0, r.output
-        assert "VERIFIED" in r.output and first in r.output
+        assert "VERIFIED" in r.output and doc["payload"]["image_digest"] in r.output
 
         altered = tmp_path / "altered.json"
         doc["payload"]["results"]["lifecycle.state_machine"] = "skip"
@@ -106,12 +106,25 @@ def test_a_certificate_round_trips_and_is_refused_after_a_rebuild_or_an_edit(tmp
         r = runner.invoke(verify_certificate, [tag, str(cert), "--public-key", str(stranger)])
         assert r.exit_code == 1 and "signature does not verify" in r.output, r.output
 
+        # Attached as the image's label (a new image id), the certificate still verifies: the
+        # digest covers layers, run configuration and the other labels, not this one.
+        labelled = f"{PREFIX}-labelled:latest"
+        client.images.build(
+            fileobj=io.BytesIO(f"FROM {tag}\n".encode()),
+            tag=labelled,
+            rm=True,
+            labels={"org.openenv.certificate": cert.read_text()},
+        )
+        r = runner.invoke(verify_certificate, [labelled, "--public-key", str(public)])
+        assert r.exit_code == 0 and "VERIFIED" in r.output, r.output
+
         second = _derived(client, base, tag, "two")  # the same tag, rebuilt with a change
         assert second != first
         r = runner.invoke(verify_certificate, [tag, str(cert), "--public-key", str(public)])
         assert r.exit_code == 1 and "rebuilt" in r.output, r.output
     finally:
-        try:
-            client.images.remove(tag, force=True)
-        except Exception:  # noqa: BLE001 - best effort cleanup
-            pass
+        for t in (f"{PREFIX}-labelled:latest", tag):
+            try:
+                client.images.remove(t, force=True)
+            except Exception:  # noqa: BLE001 - best effort cleanup
+                pass

@@ -3,10 +3,12 @@
 out.json --public-key pub.pem`` checks.
 
 A certificate is a JSON document ``{"format", "payload", "signature", "public_key"}``. The
-payload records the image's digest (the engine's content-addressed image id, ``sha256:...``:
-any rebuild with a change gives another), the suite's version and the hash of its rule set
-(every check's id, title, rule and transport needs), the protocol versions, the levels, the
-seed, the transport and coverage, the verdict and every check's status. The signature is
+payload records the image's digest (:func:`content_digest`: its layers, run configuration
+and labels, so any rebuild with a change gives another, while attaching the certificate as
+the ``org.openenv.certificate`` label keeps it) and the engine's image id, the suite's
+version and the hash of its rule set (every check's id, title, rule and transport needs), the
+protocol versions, the levels, the seed, the transport and coverage, the verdict and every
+check's status. The signature is
 Ed25519 (``cryptography``) over the payload's canonical JSON (sorted keys, no spaces, UTF-8).
 
 What it proves: whoever holds the private key ran this suite (this rule set) against the image
@@ -32,6 +34,7 @@ from openenv_conformance.report import Report
 __all__ = [
     "CERTIFICATE_FORMAT",
     "CertificateError",
+    "content_digest",
     "image_digest",
     "issue",
     "issue_for_image",
@@ -58,12 +61,45 @@ def _canonical(obj: Any) -> bytes:
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
 
 
+#: The parts of an image's configuration that decide how it runs (all hashed by
+#: :func:`content_digest`).
+_CONFIG_KEYS = (
+    "Cmd",
+    "Entrypoint",
+    "Env",
+    "WorkingDir",
+    "User",
+    "ExposedPorts",
+    "Volumes",
+    "Healthcheck",
+    "StopSignal",
+)
+
+
+def content_digest(attrs: dict[str, Any]) -> str:
+    """The digest a certificate is bound to, from an image's engine attributes (``docker image
+    inspect``): sha256 over its filesystem layers (``RootFS.Layers``, content digests), the
+    configuration that decides how it runs, its labels but :data:`LABEL`, its OS and
+    architecture. Any rebuild with a change gives another digest; attaching the certificate as
+    the :data:`LABEL` label does not (the image id would change)."""
+    config = attrs.get("Config") or {}
+    labels = {k: v for k, v in (config.get("Labels") or {}).items() if k != LABEL}
+    doc = {
+        "layers": list((attrs.get("RootFS") or {}).get("Layers") or []),
+        "config": {k: config.get(k) for k in _CONFIG_KEYS},
+        "labels": labels,
+        "os": attrs.get("Os"),
+        "architecture": attrs.get("Architecture"),
+    }
+    return "sha256:" + hashlib.sha256(_canonical(doc)).hexdigest()
+
+
 def image_digest(image: str) -> str:
-    """The content-addressed id of a local image (``sha256:...``), from the Docker engine."""
+    """:func:`content_digest` of a local image, from the Docker engine."""
     import docker
 
     try:
-        return str(docker.from_env().images.get(image).id)
+        return content_digest(docker.from_env().images.get(image).attrs)
     except docker.errors.ImageNotFound:
         raise CertificateError(f"no local image {image!r}") from None
 
@@ -101,6 +137,7 @@ def issue(report: Report, image: str, digest: str, signing_key_pem: bytes) -> st
     payload = {
         "image": image,
         "image_digest": digest,
+        "image_id": report.image_id,
         "suite_version": report.suite_version,
         "ruleset_hash": ruleset_hash(),
         "suite_protocol_version": report.suite_protocol_version,

@@ -75,9 +75,11 @@ class Report:
     transport_skipped: list[str] = dataclasses.field(default_factory=list)
     #: ``--require-transport``: the transport the certificate must cover in full ("" for any).
     required_transport: str = ""
-    #: A docker: target's image, by its content-addressed id (``sha256:...``), resolved before
-    #: the container started from exactly that id ("" for other targets).
+    #: A docker: target's image digest (``openenv_conformance.certificate.content_digest``: its
+    #: layers, run configuration and labels), read before the container started ("" for other
+    #: targets); ``image_id`` is the engine's id of the image the container started from.
     image_digest: str = ""
+    image_id: str = ""
 
     # -- verdict
 

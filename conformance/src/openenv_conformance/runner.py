@@ -251,6 +251,7 @@ def certify(
             tgt.use(t_opts.transport)
         report.target_url = tgt.url
         report.image_digest = str(getattr(tgt, "image_digest", "") or "")
+        report.image_id = str(getattr(tgt, "image_id", "") or "")
         ctx = open_context(tgt, opts, t_opts, ready_timeout=ready_timeout)
         info = ctx.info
         report.transport = ctx.transport
