@@ -535,10 +535,13 @@ class PydanticCodec(Codec):
         schema = self.adapter.json_schema()
         self._schema = closed_schema(schema) if strict else schema
         self._validator: Any = None
+        self._flat: dict[str, type | tuple[type, ...]] | None = None
         if strict:
             import jsonschema
 
             self._validator = jsonschema.Draft202012Validator(self._schema)
+            self._flat = _flat_object(self._schema)
+        self._required = frozenset(self._schema.get("required", ()))
 
     def encode(self, value: Any, out: payload_pb2.Payload | None = None) -> payload_pb2.Payload:
         p = payload_pb2.Payload() if out is None else out
@@ -558,7 +561,7 @@ class PydanticCodec(Codec):
     def from_json(self, obj: Any) -> Any:
         from pydantic import ValidationError
 
-        if self._validator is not None:
+        if self._validator is not None and not self._exact_flat(obj):
             # Unknown fields first: a misspelled field is reported by its name, not only as
             # the required field it left missing.
             errors = sorted(
@@ -579,6 +582,44 @@ class PydanticCodec(Codec):
 
     def json_schema(self) -> dict[str, Any]:
         return self._schema
+
+    def _exact_flat(self, obj: Any) -> bool:
+        """True when ``obj`` certainly conforms to a flat object schema (:func:`_flat_object`):
+        the hot path of small actions, which then skips the full JSON Schema validation. False
+        says nothing: the full validation decides."""
+        flat = self._flat
+        if flat is None or type(obj) is not dict:
+            return False
+        for k, v in obj.items():
+            want = flat.get(k)
+            if want is None or type(v) not in (want if isinstance(want, tuple) else (want,)):
+                return False
+        return self._required <= obj.keys()
+
+
+#: JSON Schema scalar types and the Python types of JSON values that are exactly of that type
+#: (``bool`` is not an integer, an ``int`` is a number).
+_EXACT: dict[str, type | tuple[type, ...]] = {"integer": int, "number": (int, float), "string": str, "boolean": bool}
+_PLAIN_KEYWORDS = frozenset({"type", "title", "description", "default"})
+
+
+def _flat_object(schema: Mapping[str, Any]) -> dict[str, type | tuple[type, ...]] | None:
+    """For a closed object schema whose properties are unconstrained scalars (``{"type":
+    "integer"}`` and the like, titles and defaults aside): each property's exact Python
+    types; None for any other schema."""
+    if schema.get("type") != "object" or schema.get("additionalProperties") is not False:
+        return None
+    if set(schema) - {"type", "properties", "required", "additionalProperties", "title", "description"}:
+        return None
+    props = schema.get("properties")
+    if not isinstance(props, dict):
+        return None
+    out: dict[str, type | tuple[type, ...]] = {}
+    for name, sub in props.items():
+        if not isinstance(sub, dict) or set(sub) - _PLAIN_KEYWORDS or sub.get("type") not in _EXACT:
+            return None
+        out[name] = _EXACT[sub["type"]]
+    return out
 
 
 def pydantic_compatible(tp: Any) -> Any:
