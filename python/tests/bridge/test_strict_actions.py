@@ -133,3 +133,32 @@ def test_a_typeddict_tool_result_advertises_its_output_schema() -> None:
 
     schema = Calc.tools()["add"].descriptor.output_schema
     assert schema is not None and schema["properties"] == {"total": {"type": "integer"}}
+
+
+@dataclasses.dataclass
+class Point:
+    x: int
+    y: float = 0.0
+
+
+@dataclasses.dataclass
+class Move:
+    to: Point
+    tags: list[str] = dataclasses.field(default_factory=list)
+
+
+def test_nested_objects_are_closed_and_exact() -> None:
+    codec = openenv.runtime.codec_for(Move)
+    schema = codec.json_schema()
+    assert schema["additionalProperties"] is False
+    assert schema["$defs"]["Point"]["additionalProperties"] is False
+    assert codec.from_json({"to": {"x": 1, "y": 2}}) == Move(Point(1, 2.0))
+    for bad, named in (
+        ({"to": {"x": 1, "z": 0}}, "'z'"),
+        ({"to": {"x": True}}, "to.x"),
+        ({"to": {"x": 1, "y": True}}, "to.y"),
+        ({"to": {"x": 1}, "tags": ["a", 1]}, "tags.1"),
+    ):
+        with pytest.raises(openenv.InvalidArgument) as e:
+            codec.from_json(bad)
+        assert named in e.value.message, (bad, e.value.message)
