@@ -174,6 +174,24 @@ def test_typescript_cli_plays_python_gridworld(node: str, python_envs: dict[str,
     assert len(lines) == 2 and all('"env":"gridworld"' in line for line in lines), r.stdout
 
 
+@pytest.mark.parametrize("json_flag", [[], ["--json"]], ids=["text", "json"])
+def test_typescript_cli_info_describes_a_typed_environment(
+    node: str, python_envs: dict[str, str], json_flag: list[str]
+) -> None:
+    """gridworld's actions are protobuf messages: its examples are ``google.protobuf.Any``, encoded
+    to JSON with the descriptors the server advertises."""
+    r = _run([node, "dist/src/cli.js", "info", python_envs["OPENENV_GRIDWORLD_URL"], *json_flag], 60)
+    assert r.returncode == 0, r.stderr
+    if json_flag:
+        import json
+
+        info = json.loads(r.stdout)
+        examples = info["action"]["examples"]
+        assert examples and all("gridworld.v1.Action" in json.dumps(e) for e in examples), examples
+    else:
+        assert r.stdout.startswith("gridworld "), r.stdout
+
+
 # --------------------------------------------------------------------------- Python -> TS server
 
 

@@ -37,6 +37,7 @@ class Counter(openenv.Environment):
     state_type = STATE
     deterministic = True
     snapshots = True  # RFC 0006, with the default (pickling) hooks
+    seeded = True
     max_episode_steps = 8
     reward_range = (-3.0, 3.0)
     max_sessions = 4

@@ -9,6 +9,8 @@ CAUGHT_BY = "determinism.same_seed"
 COLLATERAL = frozenset(
     {
         "concurrency.isolation",
+        "determinism.episode_id_independent",
+        "lifecycle.state_read_only",
         "parity.grpc_vs_http",
         "sessions.forks_independent",
         "sessions.restore_reproduces",

@@ -234,8 +234,13 @@ class _Servicer:
             session._require_sim("step")  # UNIMPLEMENTED in tools-only mode comes before a bad payload (§3.5)
             action = rt.action_codec.decode(st.action)
             timeout = st.timeout.ToNanoseconds() / 1e9 if st.HasField("timeout") else None
+            before = session.status
             result = await session.step(action, timeout)
-            fill_time_step(resp.step.time_step, result, rt)
+            try:
+                fill_time_step(resp.step.time_step, result, rt)
+            except Exception as e:
+                session.retract_step(before)  # an answer that cannot be sent is not a step
+                raise Internal(f"the step's result cannot be encoded: {type(e).__name__}: {e}") from e
         elif kind == "reset":
             r = req.reset
             options = with_task(rt.tasks, r.task_id, from_struct(r.options))  # RFC 0004

@@ -93,6 +93,7 @@ class GridWorldEnvironment(openenv.Environment):
     """The class of the positions in observations and state (built like the three above)."""
     deterministic = True
     snapshots = True  # RFC 0006: the default hooks (its state pickles)
+    seeded = True  # the seed builds the maze (determinism.seeds_honoured checks it)
     max_episode_steps = 100
     reward_range = (round(STEP_PENALTY - SHAPING, 6), round(STEP_PENALTY + SHAPING + GOAL_REWARD, 6))
     max_sessions = 1024

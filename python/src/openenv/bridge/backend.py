@@ -20,15 +20,15 @@ from typing import Any, TypeVar
 
 from google.protobuf import json_format
 
-from openenv.errors import EnvError, InvalidArgument, Unimplemented
+from openenv.errors import EnvError, Internal, InvalidArgument, Unimplemented
 from openenv.protocol import StepResult
 from openenv.runtime.codec import AdaptedCodec, Codec, MessageCodec, TensorCodec
 from openenv.runtime.load import server_load
 from openenv.runtime.session import Session, SessionManager
 from openenv.runtime.tools import CallToolAction, Tool, ToolResult
-from openenv.v1 import environment_pb2, load_pb2
+from openenv.v1 import environment_pb2, load_pb2, payload_pb2
 from openenv.wire.frames import JsonStep
-from openenv.wire.jsontext import loads
+from openenv.wire.jsontext import dumps, loads
 from openenv.wire.payloads import CALL_TOOL, message_to_json
 from openenv.wire.render import render_to_json
 
@@ -187,7 +187,15 @@ class LocalSession(BackendSession):
         return self._ts(await self._s.reset(seed, episode_id, options))
 
     async def step(self, action: Any, timeout: float | None = None) -> JsonStep:
-        return self._ts(await self._s.step(self._b.decode_action(action), timeout))
+        before = self._s.status
+        result = await self._s.step(self._b.decode_action(action), timeout)
+        try:
+            if result.metadata:
+                dumps(result.metadata)  # fails here, where the step can be uncounted, not at send time
+            return self._ts(result)
+        except Exception as e:
+            self._s.retract_step(before)  # an answer that cannot be sent is not a step
+            raise Internal(f"the step's result cannot be encoded: {type(e).__name__}: {e}") from e
 
     async def state(self) -> tuple[str, int, str, Any]:
         st = await self._s.state()
@@ -239,6 +247,12 @@ class LocalBackend(Backend):
         if isinstance(ac, MessageCodec):
             d = ac.cls.DESCRIPTOR
             self._message_fields = frozenset(f.name for f in d.fields) | frozenset(f.json_name for f in d.fields)
+        # OpenEnv's Action carries ``metadata`` on every action: dropped, as framing, unless
+        # the action type itself has such a field (strict validation refuses unknown fields).
+        self._strip_metadata = bool(self._message_fields) and "metadata" not in self._message_fields
+        if not isinstance(ac, MessageCodec) and ac.kind == payload_pb2.PAYLOAD_KIND_JSON:
+            props = ac.json_schema().get("properties")
+            self._strip_metadata = isinstance(props, dict) and "metadata" not in props
 
     def decode_action(self, data: Any) -> Any:
         """An action from its JSON form (raises :class:`InvalidArgument`)."""
@@ -248,12 +262,7 @@ class LocalBackend(Backend):
             if self._adapted_tool:
                 return CallToolAction(name, args)
             return ac.from_json({"name": name, "arguments": args})
-        if (
-            self._message_fields
-            and isinstance(data, dict)
-            and "metadata" in data
-            and "metadata" not in self._message_fields
-        ):
+        if self._strip_metadata and isinstance(data, dict) and "metadata" in data:
             data = {k: v for k, v in data.items() if k != "metadata"}  # OpenEnv's Action.metadata
         try:
             return ac.from_json(data)

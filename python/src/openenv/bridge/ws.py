@@ -264,7 +264,12 @@ async def _loop(app: BridgeApp, session: BackendSession, receive: Any, send: Any
         except Exception as e:  # one failed request never ends the connection
             log.warning("bridge request %r failed", typ, exc_info=True)
             reply = frames.error_frame(Internal(f"{type(e).__name__}: {e}"), rid)
-        await send({"type": "websocket.send", "text": dumps(reply)})
+        try:
+            text = dumps(reply)
+        except Exception as e:  # an answer that cannot be encoded never ends the connection
+            log.warning("bridge reply to %r cannot be encoded", typ, exc_info=True)
+            text = dumps(frames.error_frame(Internal(f"the answer cannot be encoded: {type(e).__name__}: {e}"), rid))
+        await send({"type": "websocket.send", "text": text})
 
 
 async def _tool_step(session: BackendSession, data: dict[str, Any], timeout: float | None) -> dict[str, Any]:

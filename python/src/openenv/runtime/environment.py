@@ -147,6 +147,22 @@ class Environment:
     (``determinism.*`` checks) replays episodes to verify it. Draw every random number from the
     seed :meth:`reset` receives, never from a process-wide generator. Default False.
     """
+    seeded: ClassVar[bool] = False
+    """True when :meth:`reset`'s seed selects the episode: together with :attr:`deterministic`,
+    different seeds give different episodes (for some seeds; not necessarily every pair).
+    Advertised as ``Capabilities.seeded``; ``openenv certify`` (``determinism.seeds_honoured``)
+    then catches an environment that ignores its seed. Leave it False when the seed changes
+    nothing (an environment without randomness). Default False.
+    """
+    lenient_actions: ClassVar[bool] = False
+    """Opt out of strict action validation (RFC 0007). False (the default): an action of a
+    Python type (dataclass, pydantic model, TypedDict, ...) is accepted only when it is exactly a
+    value of the advertised JSON Schema: no coercion (``"7"`` or ``true`` for an ``int``
+    field is INVALID_ARGUMENT) and no unknown fields (INVALID_ARGUMENT naming them); the
+    advertised schema closes its objects (``additionalProperties: false``). True: pydantic's
+    lax mode, which coerces values and drops unknown fields; advertised as
+    ``Capabilities.lenient_actions`` so clients and the conformance suite know.
+    """
     float_tolerance: ClassVar[float] = 0.0
     """Absolute tolerance for comparing floats (in observations and rewards) when determinism is
     checked; advertised as ``Capabilities.float_tolerance``. Default ``0.0``: floats must be

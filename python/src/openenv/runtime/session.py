@@ -101,7 +101,7 @@ class Runtime:
         self.idle_timeout_s = idle_timeout_s
         self.tools_only = tools_only
         self.tools = env_cls.tools()
-        self.action_codec: Codec = codec_for(env_cls.action_type)
+        self.action_codec: Codec = codec_for(env_cls.action_type, lenient=env_cls.lenient_actions)
         self.observation_codec: Codec = codec_for(env_cls.observation_type)
         self.state_codec: Codec = codec_for(env_cls.state_type)
         self.is_async = env_cls.__openenv_async__
@@ -157,6 +157,8 @@ class Runtime:
         cap.snapshots = self.snapshots
         cap.max_forks = self.max_forks
         cap.load_reporting = True  # every server answers GetLoad (RFC 0005)
+        cap.lenient_actions = c.lenient_actions
+        cap.seeded = c.seeded
         rubric = getattr(c, "rubric", None)
         if rubric is not None and hasattr(rubric, "spec"):
             info.rubric.CopyFrom(rubric.spec())
@@ -322,6 +324,14 @@ class Session:
         )
         result.episode_id, result.step_count = eid, 0
         return result
+
+    def retract_step(self, status_before: EpisodeStatus) -> None:
+        """Uncount the step just accepted from ``status_before``, whose result the transport
+        could not encode: it is answered INTERNAL, and a step answered with an error is not
+        counted (docs/protocol.md §3.5). An auto-reset (from another status) is kept."""
+        if status_before is EpisodeStatus.RUNNING and self.step_count > 0:
+            self.step_count -= 1
+            self.status = EpisodeStatus.RUNNING
 
     async def step(self, action: Any, timeout: float | None = None) -> StepResult[Any]:
         self._require_sim("step")

@@ -83,7 +83,7 @@ class EnvironmentInfo(_message.Message):
     def __init__(self, name: _Optional[str] = ..., version: _Optional[str] = ..., description: _Optional[str] = ..., protocol_version: _Optional[str] = ..., action: _Optional[_Union[_payload_pb2.TypeSpec, _Mapping]] = ..., observation: _Optional[_Union[_payload_pb2.TypeSpec, _Mapping]] = ..., state: _Optional[_Union[_payload_pb2.TypeSpec, _Mapping]] = ..., descriptors: _Optional[_Union[_descriptor_pb2.FileDescriptorSet, _Mapping]] = ..., capabilities: _Optional[_Union[Capabilities, _Mapping]] = ..., rubric: _Optional[_Union[_rubric_pb2.RubricSpec, _Mapping]] = ..., metadata: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., task_splits: _Optional[_Iterable[_Union[_task_pb2.TaskSplit, _Mapping]]] = ...) -> None: ...
 
 class Capabilities(_message.Message):
-    __slots__ = ("max_sessions", "concurrent_sessions", "deterministic", "float_tolerance", "auto_reset", "tools", "tools_only", "max_message_bytes", "max_episode_steps", "reward_min", "reward_max", "idle_timeout", "action_budget", "max_num_envs", "resume_grace", "snapshots", "max_forks", "tasks", "load_reporting")
+    __slots__ = ("max_sessions", "concurrent_sessions", "deterministic", "float_tolerance", "auto_reset", "tools", "tools_only", "max_message_bytes", "max_episode_steps", "reward_min", "reward_max", "idle_timeout", "action_budget", "max_num_envs", "resume_grace", "snapshots", "max_forks", "tasks", "load_reporting", "lenient_actions", "seeded")
     MAX_SESSIONS_FIELD_NUMBER: _ClassVar[int]
     CONCURRENT_SESSIONS_FIELD_NUMBER: _ClassVar[int]
     DETERMINISTIC_FIELD_NUMBER: _ClassVar[int]
@@ -103,6 +103,8 @@ class Capabilities(_message.Message):
     MAX_FORKS_FIELD_NUMBER: _ClassVar[int]
     TASKS_FIELD_NUMBER: _ClassVar[int]
     LOAD_REPORTING_FIELD_NUMBER: _ClassVar[int]
+    LENIENT_ACTIONS_FIELD_NUMBER: _ClassVar[int]
+    SEEDED_FIELD_NUMBER: _ClassVar[int]
     max_sessions: int
     concurrent_sessions: bool
     deterministic: bool
@@ -122,7 +124,9 @@ class Capabilities(_message.Message):
     max_forks: int
     tasks: bool
     load_reporting: bool
-    def __init__(self, max_sessions: _Optional[int] = ..., concurrent_sessions: _Optional[bool] = ..., deterministic: _Optional[bool] = ..., float_tolerance: _Optional[float] = ..., auto_reset: _Optional[bool] = ..., tools: _Optional[bool] = ..., tools_only: _Optional[bool] = ..., max_message_bytes: _Optional[int] = ..., max_episode_steps: _Optional[int] = ..., reward_min: _Optional[float] = ..., reward_max: _Optional[float] = ..., idle_timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., action_budget: _Optional[int] = ..., max_num_envs: _Optional[int] = ..., resume_grace: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., snapshots: _Optional[bool] = ..., max_forks: _Optional[int] = ..., tasks: _Optional[bool] = ..., load_reporting: _Optional[bool] = ...) -> None: ...
+    lenient_actions: bool
+    seeded: bool
+    def __init__(self, max_sessions: _Optional[int] = ..., concurrent_sessions: _Optional[bool] = ..., deterministic: _Optional[bool] = ..., float_tolerance: _Optional[float] = ..., auto_reset: _Optional[bool] = ..., tools: _Optional[bool] = ..., tools_only: _Optional[bool] = ..., max_message_bytes: _Optional[int] = ..., max_episode_steps: _Optional[int] = ..., reward_min: _Optional[float] = ..., reward_max: _Optional[float] = ..., idle_timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., action_budget: _Optional[int] = ..., max_num_envs: _Optional[int] = ..., resume_grace: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., snapshots: _Optional[bool] = ..., max_forks: _Optional[int] = ..., tasks: _Optional[bool] = ..., load_reporting: _Optional[bool] = ..., lenient_actions: _Optional[bool] = ..., seeded: _Optional[bool] = ...) -> None: ...
 
 class SessionRequest(_message.Message):
     __slots__ = ("request_id", "handshake", "reset", "step", "state", "list_tools", "call_tool", "close", "batch_reset", "batch_step", "snapshot", "restore", "fork", "list_tasks")
