@@ -7,7 +7,7 @@ PYTHON ?= $(shell for p in python3.13 python3.12 python3.11 python3; do \
 VENV := .venv
 BIN := $(VENV)/bin
 PY := $(BIN)/python
-PROJECTS := python $(patsubst %/,%,$(sort $(dir $(wildcard conformance/pyproject.toml envs/*/pyproject.toml))))
+PROJECTS := python $(patsubst %/,%,$(sort $(dir $(wildcard conformance/pyproject.toml catalog/pyproject.toml envs/*/pyproject.toml))))
 STAMP := $(VENV)/.installed
 export GRPC_VERBOSITY ?= ERROR
 
@@ -19,7 +19,10 @@ $(STAMP): $(foreach p,$(PROJECTS),$(p)/pyproject.toml) Makefile
 	@test -n "$(PYTHON)" || { echo "error: Python 3.11+ is required (python3.11, python3.12 or python3.13 on PATH)"; exit 1; }
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q -U pip
-	$(PY) -m pip install -q -e 'python[dev]' $(foreach p,$(filter-out python,$(PROJECTS)),-e $(p))
+	# A CPU-only torch for the training integrations' tests (protoenv[trl,rl]); pinned, since a
+	# plain resolve of torch may pull a CUDA build.
+	$(PY) -m pip install -q torch==2.13.0
+	$(PY) -m pip install -q -e 'python[dev]' $(foreach p,$(filter-out python catalog,$(PROJECTS)),-e $(p)) -e 'catalog[all]'
 	@touch $@
 
 demo: venv
@@ -46,7 +49,7 @@ generate: venv
 
 # The contract (buf lint + breaking), style (ruff check + ruff format) and architecture
 # (import-linter layers and cycles, python/pyproject.toml). CI runs it before the tests.
-LINT_PATHS := python conformance envs tools
+LINT_PATHS := python conformance catalog envs tools examples
 lint: venv
 	$(BIN)/buf lint
 	$(PY) tools/buf_breaking.py
@@ -58,6 +61,7 @@ lint: venv
 typecheck: venv
 	cd python && ../$(BIN)/mypy --config-file pyproject.toml
 	cd conformance && ../$(BIN)/mypy --config-file pyproject.toml
+	cd catalog && ../$(BIN)/mypy --config-file pyproject.toml
 
 fmt: venv
 	$(BIN)/ruff check --fix $(LINT_PATHS)
@@ -74,6 +78,9 @@ clean:
 .PHONY: images
 images: venv
 	$(PY) tools/make_base_image.py
+	@# chess_env's image installs Debian's stockfish from a staged .deb (its build stays offline).
+	@if [ -d envs/chess_env ] && ! ls envs/chess_env/debs/stockfish_*.deb >/dev/null 2>&1; then \
+	  mkdir -p envs/chess_env/debs && cd envs/chess_env/debs && apt-get download stockfish; fi
 	@set -e; for d in $(sort $(dir $(wildcard envs/*/pyproject.toml))); do \
 	  if grep -q '^\[tool\.openenv\]' $$d/pyproject.toml; then $(BIN)/openenv build $$d --offline --debootstrap-base; fi; \
 	done

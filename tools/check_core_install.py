@@ -101,6 +101,13 @@ def main() -> int:
         if "http extra" not in err:
             raise SystemExit(f"openenv serve without the http extra must say it serves gRPC only; stderr:\n{err}")
         print("core install: `openenv serve` serves gRPC only and says why")
+        for command, extra in (("build", "protoenv[docker]"),):
+            r = subprocess.run(
+                [str(venv / "bin" / "openenv"), command, "--help"], cwd=ROOT, capture_output=True, text=True
+            )
+            if r.returncode == 0 or extra not in r.stderr or "Traceback" in r.stderr:
+                raise SystemExit(f"openenv {command} without its extra must fail naming {extra}; got:\n{r.stderr}")
+            print(f"core install: `openenv {command}` fails alone, naming {extra}")
     return 0
 
 

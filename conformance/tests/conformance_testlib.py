@@ -8,12 +8,22 @@ from pathlib import Path
 
 TESTS_DIR = Path(__file__).resolve().parent
 ROOT = TESTS_DIR.parents[1]
-_NOT_MUTANTS = {"__init__", "__main__", "base", "proxy"}
+_NOT_MUTANTS = {"__init__", "__main__", "base", "proxy", "reaping"}
 
 
 def mutant_names() -> list[str]:
-    """Every mutant module in tests/mutants (the healthy ``base`` excluded)."""
-    return sorted(p.stem for p in (TESTS_DIR / "mutants").glob("*.py") if p.stem not in _NOT_MUTANTS)
+    """Every mutant module in tests/mutants (the healthy ``base`` and the controls excluded)."""
+    return sorted(
+        p.stem
+        for p in (TESTS_DIR / "mutants").glob("*.py")
+        if p.stem not in _NOT_MUTANTS and not p.stem.startswith("control_")
+    )
+
+
+def control_names() -> list[str]:
+    """The controls in tests/mutants (``control_*``): correct environments making unusual but
+    valid declarations, which must certify."""
+    return sorted(p.stem for p in (TESTS_DIR / "mutants").glob("control_*.py"))
 
 
 def mutant_target(name: str, transport: str = "grpc"):  # -> ProcessTarget

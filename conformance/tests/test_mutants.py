@@ -1,11 +1,19 @@
 """The suite is tested by mutation: each deliberately broken environment in ``mutants/``
 must be caught by the check named in its ``CAUGHT_BY``, and only that check and the ones
-listed in its ``COLLATERAL`` may fail. The healthy base environment passes everything."""
+listed in its ``COLLATERAL`` may fail. The healthy base environment and the controls
+(``control_*``: correct environments with unusual declarations) pass everything.
+
+Every mutant misbehaves deterministically (its docstring says why), so the verdict never
+depends on scheduling. The file is marked ``timing`` and stressed by ``make test-stress``
+(a CPU hog per core, each timing test repeated): ``make test-stress STRESS_ARGS="--no-full
+--pytest-args 'conformance/tests/test_mutants.py'"`` runs it 5 times in a row under load."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
-from conformance_testlib import mutant_module, mutant_names, mutant_target
+from conformance_testlib import control_names, mutant_module, mutant_names, mutant_target
 
 from openenv_conformance.context import RunOptions
 from openenv_conformance.registry import all_checks
@@ -54,6 +62,24 @@ def test_the_healthy_base_environment_passes_every_check(transport: str) -> None
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("transport", ["grpc", "http"])
+@pytest.mark.parametrize("name", control_names())
+def test_control_certifies(name: str, transport: str) -> None:
+    with mutant_target(name, transport) as target:
+        report = certify(target, run_options=OPTIONS)
+    assert report.exit_code == 0, [(r.id, r.reason) for r in report.results if not r.ok]
+
+
+@pytest.mark.slow
+def test_the_healthy_base_environment_reaps_idle_sessions_on_time() -> None:
+    """The control of ``idle_never_reaped``: the same server, reaping, passes the check."""
+    with mutant_target("reaping") as target:
+        report = certify(target, run_options=OPTIONS, checks=["concurrency.idle_reaped"])
+    result = report.result("concurrency.idle_reaped")
+    assert result.status == "pass", result.reason
+
+
+@pytest.mark.slow
 def test_http_side_mutant_is_caught_from_either_side() -> None:
     """The parity check compares the transports whichever one the checks speak."""
     with mutant_target("http_reward_perturbed", "http") as target:
@@ -68,8 +94,9 @@ def test_mutant_is_caught_by_its_check(name: str) -> None:
     if name.startswith("typed_"):
         pytest.importorskip("gridworld", reason="the typed mutants wrap the gridworld reference environment")
     mod = mutant_module(name)
+    options = dataclasses.replace(OPTIONS, **getattr(mod, "RUN_OPTIONS", {}))
     with mutant_target(name) as target:
-        report = certify(target, run_options=OPTIONS)
+        report = certify(target, run_options=options)
     assert report.unusable is None, report.unusable
     failed = set(report.failed_ids())
     caught = report.result(mod.CAUGHT_BY)

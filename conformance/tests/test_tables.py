@@ -202,8 +202,8 @@ def test_a_drift_is_caught() -> None:
     assert _differences(drifted, openenv) == [
         "'EXECUTION_ERROR': certifier ('FAILED_PRECONDITION', False), openenv ('INTERNAL', False)"
     ]
-    assert _differences({**tables.ERROR_CODES, "ABORTED": 10}, {c.name: c.value for c in ErrorCode}) == [
-        "'ABORTED': certifier 10, openenv '<missing>'"
+    assert _differences({**tables.ERROR_CODES, "OUT_OF_RANGE": 11}, {c.name: c.value for c in ErrorCode}) == [
+        "'OUT_OF_RANGE': certifier 11, openenv '<missing>'"
     ]
 
 

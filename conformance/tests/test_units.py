@@ -318,7 +318,7 @@ def test_report_forms() -> None:
     ]
     assert rep.exit_code == 1 and not rep.certified
     d = json.loads(rep.to_json())
-    assert d["counts"] == {"pass": 1, "fail": 1, "skip": 0, "error": 0}
+    assert d["counts"] == {"pass": 1, "fail": 1, "skip": 0, "error": 0, "warn": 0}
     assert "boom &lt;&amp;&gt;" in rep.to_junit()
     assert "f(x=1)" in rep.to_markdown()
     rep.unusable = "no server"
@@ -375,3 +375,31 @@ def test_environment_info_survives_its_json_form() -> None:
     ex = RICH(s="x", many=[1, 2], color=2)
     info.action.examples.add().message.Pack(ex)
     assert parse_info(json.loads(json.dumps(info_to_json(info)))) == info
+
+
+def test_a_flaky_search_reports_the_real_violation_first() -> None:
+    """Hypothesis' "unreliable results" text never buries the violation it saw (RFC 0007)."""
+    from hypothesis.errors import FlakyFailure
+
+    from openenv_conformance.context import _reason_of
+    from openenv_conformance.errors import Violation
+
+    e = FlakyFailure(
+        "Hypothesis compare(seed=3) produces unreliable results: Failed on the first call but did not on a "
+        "subsequent one",
+        [Violation("state requests changed the episode at /0/reward")],
+    )
+    reason = _reason_of(e)
+    assert reason.startswith("state requests changed the episode at /0/reward"), reason
+    assert "not reproducible" in reason and "unreliable" not in reason
+
+
+def test_strict_invalid_values_include_coercible_ones_unless_lenient() -> None:
+    """``"7"`` and ``true`` are invalid integers for a strict environment; a lenient one is sent
+    only values no parser coerces."""
+    from openenv_conformance.strategies import _wrong_values
+
+    strict = _wrong_values({"type": "integer"})
+    assert "7" in strict and True in strict
+    lenient = _wrong_values({"type": "integer"}, lenient=True)
+    assert "7" not in lenient and True not in lenient and None in lenient

@@ -31,6 +31,7 @@ OPTIONAL_EXTRA_IMPORTS = {
     ("openenv.host", "openenv.bridge"),
     ("openenv.cli.serve", "openenv.bridge"),
     ("openenv.cli.bridge", "openenv.bridge"),
+    ("openenv.cli.collect", "openenv.record"),  # the collect extra
     ("openenv.client.env", "openenv.deploy.run"),
     ("openenv.runtime.codec", "openenv.runtime.betterproto"),
 }
@@ -57,7 +58,16 @@ def _copy(tmp_path: Path) -> Path:
 def test_the_layers_and_acyclic_contracts_hold() -> None:
     r = _lint_imports(SRC.parent)
     assert r.returncode == 0, r.stdout + r.stderr
-    assert "2 kept, 0 broken" in r.stdout
+    assert "4 kept, 0 broken" in r.stdout
+
+
+def test_a_core_import_of_a_training_library_breaks_the_forbidden_contract(tmp_path: Path) -> None:
+    root = _copy(tmp_path)
+    client = root / "openenv" / "client" / "env.py"
+    client.write_text(client.read_text() + "\nimport gymnasium as _heavy  # noqa\n")
+    r = _lint_imports(root)
+    assert r.returncode != 0
+    assert "The core never imports a training integration's library BROKEN" in r.stdout, r.stdout
 
 
 def test_an_upward_import_breaks_the_layers(tmp_path: Path) -> None:
@@ -67,6 +77,16 @@ def test_an_upward_import_breaks_the_layers(tmp_path: Path) -> None:
     r = _lint_imports(root)
     assert r.returncode != 0
     assert "BROKEN" in r.stdout and "openenv.runtime.session -> openenv.cli" in r.stdout, r.stdout
+
+
+def test_the_core_importing_ray_or_kubernetes_breaks_the_extras_contract(tmp_path: Path) -> None:
+    """Ray and the Kubernetes client are extras: only their fleet providers may import them."""
+    root = _copy(tmp_path)
+    client = root / "openenv" / "fleet" / "client.py"
+    client.write_text(client.read_text() + "\nimport ray as _heavy  # noqa\n")
+    r = _lint_imports(root)
+    assert r.returncode != 0
+    assert "import ray and kubernetes BROKEN" in r.stdout and "openenv.fleet.client -> ray" in r.stdout, r.stdout
 
 
 def test_a_cycle_inside_a_layer_is_caught(tmp_path: Path) -> None:

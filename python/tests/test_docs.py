@@ -65,6 +65,8 @@ ATTRIBUTES = (
     "concurrent_sessions",
     "deterministic",
     "float_tolerance",
+    "seeded",
+    "lenient_actions",
     "auto_reset",
     "metadata",
     "rubric",

@@ -128,7 +128,9 @@ async def test_client_close_then_calls_raise() -> None:
 
 
 async def test_killed_client_process_frees_its_session() -> None:
-    async with running(Counter) as srv:
+    # The client's session is resumable (RFC 0006): the server keeps it for the resume grace
+    # period, shortened here, in case the client comes back; then it frees it.
+    async with running(Counter, resume_grace_s=0.5) as srv:
         code = (
             "import asyncio, openenv\n"
             "async def main():\n"

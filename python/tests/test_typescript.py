@@ -174,6 +174,24 @@ def test_typescript_cli_plays_python_gridworld(node: str, python_envs: dict[str,
     assert len(lines) == 2 and all('"env":"gridworld"' in line for line in lines), r.stdout
 
 
+@pytest.mark.parametrize("json_flag", [[], ["--json"]], ids=["text", "json"])
+def test_typescript_cli_info_describes_a_typed_environment(
+    node: str, python_envs: dict[str, str], json_flag: list[str]
+) -> None:
+    """gridworld's actions are protobuf messages: its examples are ``google.protobuf.Any``, encoded
+    to JSON with the descriptors the server advertises."""
+    r = _run([node, "dist/src/cli.js", "info", python_envs["OPENENV_GRIDWORLD_URL"], *json_flag], 60)
+    assert r.returncode == 0, r.stderr
+    if json_flag:
+        import json
+
+        info = json.loads(r.stdout)
+        examples = info["action"]["examples"]
+        assert examples and all("gridworld.v1.Action" in json.dumps(e) for e in examples), examples
+    else:
+        assert r.stdout.startswith("gridworld "), r.stdout
+
+
 # --------------------------------------------------------------------------- Python -> TS server
 
 
@@ -246,6 +264,14 @@ def test_typescript_gridworld_advertises_what_the_python_one_does(
     assert not ts.capabilities.HasField("handshake_timeout") and py.capabilities.handshake_timeout.seconds == 10
     assert not ts.capabilities.auth_required and not py.capabilities.auth_required
     py.capabilities.ClearField("handshake_timeout")
+    # The differences are the server's, not the environment's: the TypeScript helper offers
+    # snapshots but neither resumable sessions nor forks (RFC 0006), and no GetLoad (RFC 0005).
+    assert ts.capabilities.snapshots and py.capabilities.snapshots
+    assert not ts.capabilities.HasField("resume_grace") and ts.capabilities.max_forks == 0
+    assert py.capabilities.load_reporting and not ts.capabilities.load_reporting
+    py.capabilities.ClearField("resume_grace")
+    py.capabilities.max_forks = 0
+    py.capabilities.load_reporting = False
     for field in ("action", "observation", "state", "descriptors", "capabilities"):
         assert getattr(ts, field) == getattr(py, field), field
     assert (ts.name, py.name) == ("gridworld_ts", "gridworld")

@@ -322,6 +322,11 @@ def main() -> int:
                 next(r["bytes"] for r in micro if r["message"] == name),
             )
             lines.append(f"| {name} | {size} | {pb_us:.2f} | {bp_us:.1f} | {bp_us / pb_us:.0f}x |")
+    if not ns.only or "fleet" in ns.only:  # issue 16: the fleet rows (tools/bench/fleet.py)
+        fleet_cmd = [PY, str(ROOT / "tools" / "bench" / "fleet.py"), "--out", str(out)]
+        done = subprocess.run([*fleet_cmd, *(["--quick"] if ns.quick else [])], env=ENV, timeout=1800)
+        if done.returncode == 0:
+            lines += ["", *(out / "fleet.md").read_text().splitlines()]
     (out / "bench.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     return 0

@@ -85,7 +85,11 @@ async function infoCommand(args: string[]): Promise<void> {
   const { values, positionals } = parseArgs({ args, allowPositionals: true, options: { json: { type: "boolean" } } });
   const env = await EnvClient.connect(positionals[0] ?? "", { clientName: "openenv-ts info" });
   try {
-    const info = toJson(EnvironmentInfoSchema, env.info, { useProtoFieldName: true }) as Record<string, unknown>;
+    // The advertised descriptors resolve the `google.protobuf.Any` examples of typed environments.
+    const info = toJson(EnvironmentInfoSchema, env.info, { useProtoFieldName: true, registry: env.registry }) as Record<
+      string,
+      unknown
+    >;
     if (values.json) {
       process.stdout.write(JSON.stringify(info, null, 2) + "\n");
     } else {

@@ -44,6 +44,7 @@ import {
   SessionRequestSchema,
   type EnvironmentInfo,
   type SessionResponse,
+  type Snapshot,
   type TimeStep,
 } from "./gen/openenv/v1/environment_pb.js";
 import type { RubricScore } from "./gen/openenv/v1/rubric_pb.js";
@@ -327,6 +328,25 @@ export class EnvClient<A = unknown, O = AnyValue, S = AnyValue> {
       status: st.status,
       state: decodePayload(st.state, this.registry) as S | undefined,
     };
+  }
+
+  /** The session's state now, as an opaque, sealed `openenv.v1.Snapshot` (RFC 0006). */
+  async snapshot(opts: CallOptions = {}): Promise<Snapshot> {
+    const resp = await this.request({ case: "snapshot", value: {} }, opts);
+    if (resp.kind.case !== "snapshot" || resp.kind.value.snapshot === undefined) {
+      throw new FailedPrecondition(`expected a snapshot answer, got ${resp.kind.case}`);
+    }
+    return resp.kind.value.snapshot;
+  }
+
+  /** Make this session's state the snapshot's; returns the restored episode id, step count and status. */
+  async restore(snapshot: Snapshot, opts: CallOptions = {}): Promise<Omit<SessionState<S>, "state">> {
+    const resp = await this.request({ case: "restore", value: { snapshot } }, opts);
+    if (resp.kind.case !== "restore") {
+      throw new FailedPrecondition(`expected a restore answer, got ${resp.kind.case}`);
+    }
+    const r = resp.kind.value;
+    return { episodeId: r.episodeId, stepCount: Number(r.stepCount), status: r.status };
   }
 
   /** The environment's tools. */

@@ -81,6 +81,14 @@ export interface Environment<A, O, S = undefined> {
   state?(): MaybePromise<S | undefined>;
   /** Release resources; called exactly once. */
   close?(): MaybePromise<void>;
+  /**
+   * The instance's state as bytes, for `restore` on another instance of the same
+   * definition and version to continue exactly from here (RFC 0006). Needed, with
+   * `restore`, when the definition declares `snapshots`.
+   */
+  snapshot?(): MaybePromise<Uint8Array>;
+  /** Make the instance's state the one `snapshot` returned (a snapshot this server sealed). */
+  restore?(data: Uint8Array): MaybePromise<void>;
 }
 
 /** Actions of tool environments: `openenv.v1.CallToolRequest` messages (OpenEnv's CallToolAction). */
@@ -124,4 +132,10 @@ export interface EnvironmentDefinition<A, O, S = undefined, E extends Environmen
   metadata?: JsonObject;
   /** The reward's rubric tree, when declared. */
   rubric?: RubricSpec;
+  /**
+   * Instances implement `snapshot` and `restore`: the server offers snapshot and restore
+   * (RFC 0006, Capabilities.snapshots; default false). This helper does not offer fork or
+   * resumable sessions (Capabilities.max_forks 0, resume_grace unset).
+   */
+  snapshots?: boolean;
 }

@@ -78,6 +78,8 @@ export class ResourceExhausted extends errorClass(ErrorCode.RESOURCE_EXHAUSTED) 
 export class FailedPrecondition extends errorClass(ErrorCode.FAILED_PRECONDITION) {}
 /** The request kind or capability is not supported. */
 export class Unimplemented extends errorClass(ErrorCode.UNIMPLEMENTED) {}
+/** The session was lost: its resume token is unknown or its grace period passed (RFC 0006). */
+export class Aborted extends errorClass(ErrorCode.ABORTED) {}
 /** The environment threw; the message names the exception. */
 export class Internal extends errorClass(ErrorCode.INTERNAL) {}
 /** The server is shutting down or cannot serve. */
@@ -90,6 +92,7 @@ const BY_CODE: ReadonlyMap<number, ErrorClass> = new Map<number, ErrorClass>([
   [ErrorCode.NOT_FOUND, NotFound],
   [ErrorCode.RESOURCE_EXHAUSTED, ResourceExhausted],
   [ErrorCode.FAILED_PRECONDITION, FailedPrecondition],
+  [ErrorCode.ABORTED, Aborted],
   [ErrorCode.UNIMPLEMENTED, Unimplemented],
   [ErrorCode.INTERNAL, Internal],
   [ErrorCode.UNAVAILABLE, Unavailable],

@@ -21,6 +21,7 @@ import {
   InvalidArgument,
   internalError,
   statusOf,
+  Unimplemented,
 } from "./errors.js";
 import {
   EnvironmentService,
@@ -304,6 +305,22 @@ export class Server<A, O, S = undefined> {
         const result = await session.callTool(k.value.name, k.value.arguments ?? {}, durationMs(k.value.timeout));
         return { kind: { case: "callTool", value: { name: k.value.name, result } } };
       }
+      case "snapshot":
+        return { kind: { case: "snapshot", value: { snapshot: await session.snapshot() } } };
+      case "restore": {
+        if (k.value.snapshot === undefined) {
+          throw new InvalidArgument("restore needs a snapshot");
+        }
+        await session.restore(k.value.snapshot);
+        return {
+          kind: {
+            case: "restore",
+            value: { episodeId: session.episodeId, stepCount: BigInt(session.stepCount), status: session.status },
+          },
+        };
+      }
+      case "fork":
+        throw new Unimplemented("fork is not offered by this server (Capabilities.max_forks = 0)");
       case "close":
         return { kind: { case: "close", value: {} }, close: true };
       case "handshake":

@@ -7,8 +7,8 @@
  * enforces capacity, reaps idle sessions and drains on shutdown.
  */
 
-import { randomUUID } from "node:crypto";
-import { create, isMessage, type JsonObject } from "@bufbuild/protobuf";
+import { createHmac, randomBytes, randomUUID, timingSafeEqual } from "node:crypto";
+import { create, isMessage, toBinary, type JsonObject } from "@bufbuild/protobuf";
 import { DurationSchema } from "@bufbuild/protobuf/wkt";
 import { anyType, descriptorSet, type PayloadCodec } from "./codec.js";
 import type { EnvStep, Environment, EnvironmentDefinition } from "./environment.js";
@@ -27,8 +27,10 @@ import {
   AutoresetMode,
   EnvironmentInfoSchema,
   EpisodeStatus,
+  SnapshotSchema,
   TimeStepSchema,
   type EnvironmentInfo,
+  type Snapshot,
   type TimeStep,
 } from "./gen/openenv/v1/environment_pb.js";
 import {
@@ -40,6 +42,9 @@ import {
 } from "./gen/openenv/v1/tool_pb.js";
 import { DEFAULT_IDLE_TIMEOUT_MS, DEFAULT_MAX_MESSAGE_BYTES, PROTOCOL_VERSION } from "./grpc.js";
 import { ToolSet, errorResult, toolResult } from "./tools.js";
+
+/** The snapshot format this runtime writes and reads (RFC 0006). */
+const SNAPSHOT_FORMAT = 1;
 
 /** Server-side limits (the capabilities the server, not the environment, decides). */
 export interface RuntimeOptions {
@@ -98,6 +103,8 @@ export class Runtime<A, O, S> {
   readonly tools: ToolSet<Environment<A, O, S>>;
   readonly toolsOnly: boolean;
   readonly info: EnvironmentInfo;
+  /** The key that seals snapshots (RFC 0006): OPENENV_SNAPSHOT_KEY, else random per process. */
+  readonly snapshotKey: Buffer;
 
   constructor(readonly def: EnvironmentDefinition<A, O, S>, opts: RuntimeOptions = {}) {
     this.actionCodec = def.action;
@@ -122,7 +129,15 @@ export class Runtime<A, O, S> {
     if (this.toolsOnly && this.tools.size === 0) {
       throw new Error(`${def.name} has no tools: it cannot be served in tools-only mode`);
     }
+    const key = process.env.OPENENV_SNAPSHOT_KEY;
+    this.snapshotKey = key ? Buffer.from(key, "utf8") : randomBytes(32);
     this.info = this.buildInfo();
+  }
+
+  /** HMAC-SHA256 of a snapshot's fields 1-8 under the snapshot key. */
+  seal(snap: Snapshot): Uint8Array {
+    const body = create(SnapshotSchema, { ...snap, digest: new Uint8Array() });
+    return createHmac("sha256", this.snapshotKey).update(toBinary(SnapshotSchema, body)).digest();
   }
 
   private buildInfo(): EnvironmentInfo {
@@ -155,6 +170,7 @@ export class Runtime<A, O, S> {
         }),
         actionBudget: d.actionBudget ?? 0,
         maxNumEnvs: this.maxNumEnvs > 1 ? this.maxNumEnvs : 0,
+        snapshots: d.snapshots ?? false,
       },
       rubric: d.rubric,
       metadata: d.metadata !== undefined && Object.keys(d.metadata).length > 0 ? d.metadata : undefined,
@@ -365,6 +381,56 @@ export class Session<A, O, S> {
       }
       return errorResult(e); // a failing tool is a result, as in MCP
     }
+  }
+
+  /** The session's state, sealed (RFC 0006); UNIMPLEMENTED when the environment has none. */
+  snapshot(): Promise<Snapshot> {
+    const rt = this.runtime;
+    const snapshotFn = this.env.snapshot;
+    if (!rt.def.snapshots || snapshotFn === undefined || this.env.restore === undefined) {
+      throw new Unimplemented(`${rt.def.name} does not offer snapshots (Capabilities.snapshots is false)`);
+    }
+    return this.guard(async () => {
+      const data = await this.call(() => snapshotFn.call(this.env), undefined, "snapshot");
+      const snap = create(SnapshotSchema, {
+        format: SNAPSHOT_FORMAT, envName: rt.info.name, envVersion: rt.info.version,
+        episodeId: this.episodeId, stepCount: BigInt(this.stepCount), status: this.status, environment: data,
+      });
+      snap.digest = rt.seal(snap);
+      return snap;
+    });
+  }
+
+  /** Replace the session's state with a snapshot's; a refused snapshot changes nothing. */
+  restore(snap: Snapshot): Promise<void> {
+    const rt = this.runtime;
+    const restoreFn = this.env.restore;
+    if (!rt.def.snapshots || restoreFn === undefined) {
+      throw new Unimplemented(`${rt.def.name} does not offer snapshots (Capabilities.snapshots is false)`);
+    }
+    if (snap.envName !== rt.info.name || snap.envVersion !== rt.info.version) {
+      throw new FailedPrecondition(`the snapshot is of environment ${JSON.stringify(snap.envName)} version ` +
+        `${JSON.stringify(snap.envVersion)}; this server runs ${JSON.stringify(rt.info.name)} version ` +
+        JSON.stringify(rt.info.version));
+    }
+    if (snap.format !== SNAPSHOT_FORMAT) {
+      throw new InvalidArgument(`snapshot format ${snap.format} is not supported (this server reads format 1)`);
+    }
+    const want = Buffer.from(rt.seal(snap));
+    const got = Buffer.from(snap.digest);
+    if (got.length !== want.length || !timingSafeEqual(got, want)) {
+      throw new InvalidArgument("the snapshot's digest does not verify: it was altered, or made by a server " +
+        "with another snapshot key (set OPENENV_SNAPSHOT_KEY alike on replicas)");
+    }
+    if (EpisodeStatus[snap.status] === undefined || snap.status === EpisodeStatus.UNSPECIFIED) {
+      throw new InvalidArgument(`the snapshot's episode status ${snap.status} is not a known status`);
+    }
+    return this.guard(async () => {
+      await this.call(() => restoreFn.call(this.env, snap.environment), undefined, "restore");
+      this.episodeId = snap.episodeId;
+      this.stepCount = Number(snap.stepCount);
+      this.status = snap.status;
+    });
   }
 
   /** Episode id, step count, status and the environment-specific state. */

@@ -112,6 +112,38 @@ describe("TypeScript gridworld served by the TypeScript server helper", () => {
       }
     }));
 
+  it("snapshots and restores an episode exactly, and refuses foreign or altered snapshots (RFC 0006)", () =>
+    withServer(gridworld, {}, async (server) => {
+      const env = await EnvClient.connect<Action, Observation, State>(server.address);
+      try {
+        assert.equal(env.info.capabilities?.snapshots, true);
+        assert.equal(env.info.capabilities?.maxForks, 0);
+        await env.reset({ seed: 5 });
+        await env.step(move(Move.UP));
+        const snap = await env.snapshot();
+        assert.equal(snap.envName, "gridworld_ts");
+        assert.equal(snap.stepCount, 1n);
+        const moves = [Move.DOWN, Move.LEFT, Move.RIGHT, Move.UP];
+        const original = [];
+        for (const m of moves) {
+          original.push(await env.step(move(m)));
+        }
+        const restored = await env.restore(snap);
+        assert.equal(restored.stepCount, 1);
+        const replay = [];
+        for (const m of moves) {
+          replay.push(await env.step(move(m)));
+        }
+        assert.deepEqual(replay.map((r) => [r.observation!.grid.join("/"), r.reward, r.stepCount]),
+          original.map((r) => [r.observation!.grid.join("/"), r.reward, r.stepCount]));
+        await assert.rejects(env.restore({ ...snap, envName: "other" }), FailedPrecondition);
+        await assert.rejects(env.restore({ ...snap, stepCount: 40n }), InvalidArgument);
+        assert.equal((await env.state()).stepCount, 5);
+      } finally {
+        await env.close();
+      }
+    }));
+
   it("answers the error table in band, without ending the session", () =>
     withServer(gridworld, {}, async (server) => {
       const env: GridClient = await EnvClient.connect(server.address);

@@ -8,14 +8,16 @@ from pathlib import Path
 
 import click
 from rich.console import Console
+from rich.markup import escape
 
+from openenv_conformance.certificate import LABEL, CertificateError, image_digest, issue_for_image, verify
 from openenv_conformance.console import ConsoleProgress
 from openenv_conformance.context import RunOptions
 from openenv_conformance.registry import LEVELS, all_checks
 from openenv_conformance.runner import certify as run
 from openenv_conformance.targets import TargetOptions
 
-__all__ = ["certify"]
+__all__ = ["certify", "verify_certificate"]
 
 
 def _write(path: str, text: str) -> None:
@@ -93,6 +95,38 @@ def _write(path: str, text: str) -> None:
     default=None,
     help="Bearer token for a target that requires one (default: $OPENENV_TOKEN; docker: targets: their own).",
 )
+@click.option(
+    "--require-transport",
+    type=click.Choice(["grpc", "http"]),
+    default=None,
+    help="Certify only a full run over this transport: a run over the other one, or a subset (checks the "
+    "transport cannot express), is a failure.",
+)
+@click.option(
+    "--idle-bound",
+    type=float,
+    default=30.0,
+    show_default=True,
+    help="Check idle reaping only when the advertised idle_timeout is at most this many seconds.",
+)
+@click.option(
+    "--strict-rewards",
+    is_flag=True,
+    help="Reward-sanity findings (rewards.trivial_max) fail the run instead of warning.",
+)
+@click.option(
+    "--certificate",
+    "certificate_path",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="docker: targets: write a signed certificate bound to the image digest here (needs --signing-key).",
+)
+@click.option(
+    "--signing-key",
+    type=click.Path(exists=True, dir_okay=False),
+    default=None,
+    help="Ed25519 private key (PEM, PKCS#8) signing the --certificate.",
+)
 @click.option("--list-checks", is_flag=True, help="List every check (id, level, title) and exit.")
 @click.option("-v", "--verbose", is_flag=True, help="Show notes of passing checks and full reasons.")
 def certify(
@@ -111,6 +145,11 @@ def certify(
     parity_with: str | None,
     capacity_limit: int,
     token: str | None,
+    require_transport: str | None,
+    idle_bound: float,
+    strict_rewards: bool,
+    certificate_path: str | None,
+    signing_key: str | None,
     list_checks: bool,
     verbose: bool,
 ) -> None:
@@ -129,8 +168,12 @@ def certify(
         raise click.UsageError(
             "missing TARGET (grpc://HOST:PORT, http://HOST:PORT, python:MODULE:FACTORY or docker:IMAGE)"
         )
+    if certificate_path and not signing_key:
+        raise click.UsageError("--certificate needs --signing-key (an Ed25519 private key, PEM)")
+    if certificate_path and not target.startswith("docker:"):
+        raise click.UsageError("--certificate binds a certificate to an image: the target must be docker:IMAGE")
     console = Console(highlight=False, soft_wrap=True)
-    opts = RunOptions(capacity_limit=capacity_limit, token=token)
+    opts = RunOptions(capacity_limit=capacity_limit, token=token, idle_bound=idle_bound, strict_rewards=strict_rewards)
     try:
         report = run(
             target,
@@ -144,6 +187,7 @@ def certify(
                 ready_timeout=ready_timeout, serve_args=serve_args, transport=transport, parity_with=parity_with
             ),
             progress=ConsoleProgress(console, verbose=verbose),
+            require_transport=require_transport,
         )
     except ValueError as e:
         raise click.UsageError(str(e)) from None
@@ -153,4 +197,46 @@ def certify(
         _write(junit_path, report.to_junit())
     if markdown_path:
         _write(markdown_path, report.to_markdown())
+    if certificate_path and signing_key:
+        try:
+            cert = issue_for_image(report, target.removeprefix("docker:"), Path(signing_key).read_bytes())
+        except (ValueError, RuntimeError) as e:
+            raise click.ClickException(f"no certificate written: {e}") from None
+        _write(certificate_path, cert)
+        console.print(f"certificate written to {escape(certificate_path)} (image {escape(report.image_digest)})")
     sys.exit(report.exit_code)
+
+
+@click.command("verify-certificate")
+@click.argument("image")
+@click.argument("certificate", required=False, type=click.Path(exists=True, dir_okay=False))
+@click.option(
+    "--public-key",
+    required=True,
+    type=click.Path(exists=True, dir_okay=False),
+    help="The Ed25519 public key (PEM) the certificate must be signed with.",
+)
+def verify_certificate(image: str, certificate: str | None, public_key: str) -> None:
+    """Check that CERTIFICATE (a file written by `openenv certify --certificate`; default: the
+    image's org.openenv.certificate label) is signed with the public key and bound to IMAGE's
+    current digest. Exit status: 0 verified, 1 not."""
+    try:
+        digest = image_digest(image)
+        if certificate is not None:
+            text = Path(certificate).read_text(encoding="utf-8")
+        else:
+            import docker
+
+            text = (docker.from_env().images.get(image).labels or {}).get(LABEL, "")
+            if not text:
+                raise CertificateError(f"image {image!r} has no {LABEL} label; give the certificate file")
+        payload = verify(text, Path(public_key).read_bytes(), digest)
+    except (CertificateError, ValueError) as e:
+        click.echo(f"NOT VERIFIED: {e}", err=True)
+        sys.exit(1)
+    click.echo(
+        f"VERIFIED: {image} ({digest}) {payload['verdict']} by openenv certify {payload['suite_version']} "
+        f"(rule set {payload['ruleset_hash'][:19]}..., seed {payload['seed']}, issued {payload['issued_at']})"
+    )
+    if payload.get("note"):
+        click.echo(f"note: {payload['note']}")

@@ -15,8 +15,8 @@ from openenv_conformance.runner import Progress as RunProgress
 
 __all__ = ["ConsoleProgress", "print_summary"]
 
-_STYLE = {"pass": "green", "fail": "bold red", "skip": "yellow", "error": "bold magenta"}
-_MARK = {"pass": "PASS", "fail": "FAIL", "skip": "SKIP", "error": "ERR "}
+_STYLE = {"pass": "green", "fail": "bold red", "skip": "yellow", "error": "bold magenta", "warn": "bold yellow"}
+_MARK = {"pass": "PASS", "fail": "FAIL", "skip": "SKIP", "error": "ERR ", "warn": "WARN"}
 
 
 class ConsoleProgress(RunProgress):
@@ -27,6 +27,9 @@ class ConsoleProgress(RunProgress):
         self.verbose = verbose
         self._progress: Progress | None = None
         self._task: Any = None
+
+    def waiting(self, target: str, seconds: float) -> None:
+        self.console.print(f"[dim]waiting for {escape(target)} (up to {seconds:g} s)[/]")
 
     def run_started(self, report: Report, checks: list[Check]) -> None:
         env = report.environment
@@ -89,7 +92,7 @@ def print_summary(report: Report, console: Console | None = None) -> None:
         table.add_column(col, justify="right" if col != "level" else "left")
     levels: dict[str, dict[str, int]] = {}
     for r in report.results:
-        levels.setdefault(r.level, {"pass": 0, "fail": 0, "error": 0, "skip": 0})[r.status] += 1
+        levels.setdefault(r.level, {"pass": 0, "fail": 0, "error": 0, "skip": 0, "warn": 0})[r.status] += 1
     for level, c in levels.items():
         table.add_row(
             level,
@@ -102,9 +105,15 @@ def print_summary(report: Report, console: Console | None = None) -> None:
     c = report.counts()
     if report.declared_nondeterministic:
         console.print("[yellow]note[/]: the environment declares itself nondeterministic; determinism not certified")
-    verdict = "[bold green]CERTIFIED[/]" if report.certified else "[bold red]NOT CERTIFIED[/]"
+    verdict = (
+        f"[bold green]{escape(report.verdict)}[/]" if report.certified else f"[bold red]{escape(report.verdict)}[/]"
+    )
+    unmet = report.requirement_unmet
+    if unmet:
+        console.print(f"[red]{escape(unmet)}[/]")
+    warned = f", {c['warn']} warnings" if c["warn"] else ""
     console.print(
-        f"{verdict}: {c['pass']} passed, {c['fail']} failed, {c['error']} errors, {c['skip']} skipped "
+        f"{verdict}: {c['pass']} passed, {c['fail']} failed, {c['error']} errors, {c['skip']} skipped{warned} "
         f"in {report.duration_s:.1f} s (seed {report.seed}); exit {report.exit_code}"
     )
     failed = [r for r in report.results if r.status in ("fail", "error") and r.reproduce]

@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 import hypothesis
 from hypothesis import HealthCheck, Phase, Verbosity
 from hypothesis import strategies as st
-from hypothesis.errors import StopTest, Unsatisfiable
+from hypothesis.errors import Flaky, StopTest, Unsatisfiable
 from hypothesis.internal.conjecture import engine as _engine
 from hypothesis.stateful import RuleBasedStateMachine, run_state_machine_as_test
 
@@ -59,6 +59,11 @@ class RunOptions:
         concurrency: sessions the isolation check runs side by side.
         token: the bearer token for targets that require one (RFC 0003; default: the
             target's own, e.g. a docker: target's generated token, else $OPENENV_TOKEN).
+        liveness_bound: seconds within which a session must be answered while another
+            session's step runs, and by which a step timeout may be late.
+        idle_bound: the idle-reaping check skips environments advertising a longer idle timeout
+            (it waits that long).
+        strict_rewards: reward-sanity findings (``rewards.trivial_max``) fail instead of warn.
     """
 
     seed: int | None = None
@@ -70,6 +75,9 @@ class RunOptions:
     slot_free_bound: float = 10.0
     concurrency: int = 4
     token: str | None = None
+    liveness_bound: float = 10.0
+    idle_bound: float = 30.0
+    strict_rewards: bool = False
 
 
 def _example_of(e: BaseException) -> str | None:
@@ -84,6 +92,11 @@ def _example_of(e: BaseException) -> str | None:
 
 
 def _reason_of(e: BaseException) -> str:
+    if isinstance(e, Flaky) and isinstance(e, BaseExceptionGroup) and e.exceptions:
+        # The first real violation on top; Hypothesis' own account ("unreliable results")
+        # after it: the target answered differently when the example was replayed.
+        first = _reason_of(e.exceptions[0])
+        return f"{first} (seen once, not on the replay of the same example: the target is not reproducible)"
     if isinstance(e, BaseExceptionGroup):
         inner = "; ".join(_reason_of(x) for x in e.exceptions[:3])
         return f"{e.message}: {inner}" if inner else e.message
@@ -91,6 +104,14 @@ def _reason_of(e: BaseException) -> str:
     if isinstance(e, (AssertionError, Violation)):
         return msg or type(e).__name__
     return f"{type(e).__name__}: {msg}" if msg else type(e).__name__
+
+
+def _refused_for_capacity(resp: Any) -> bool:
+    return (
+        isinstance(resp, pb.SessionResponse)
+        and resp.WhichOneof("kind") == "error"
+        and resp.error.code == 8  # RESOURCE_EXHAUSTED
+    )
 
 
 class ContextMachine(RuleBasedStateMachine):
@@ -196,7 +217,18 @@ class Context:
         """A new session, handshaken (which must succeed) unless ``handshake`` is False."""
         s = self.wire.session(channel)
         if handshake:
-            s.open(**kw)
+            if self.capacity == 1:  # the slot of a session just ended may still be being freed
+                deadline = time.monotonic() + self.options.slot_free_bound
+                while True:
+                    resp = s.handshake(**kw)
+                    if s.opened or not _refused_for_capacity(resp) or time.monotonic() > deadline:
+                        break
+                    s.cancel()
+                    time.sleep(0.1)
+                    s = self.wire.session(channel)
+                expect_ok(resp, "handshake", "handshake")
+            else:
+                s.open(**kw)
         return s
 
     def episode(self, seed: int | None = None, episode_id: str = "") -> tuple[SessionLike, pb.TimeStep]:
@@ -204,6 +236,30 @@ class Context:
         s = self.session()
         ts = expect_ok(s.reset(seed=seed, episode_id=episode_id), "reset", "reset").time_step
         return s, ts
+
+    @property
+    def capacity(self) -> int:
+        """How many sessions the target serves at once (1 when sessions cannot run side by side)."""
+        caps = self.spec.caps
+        return 1 if not caps.concurrent_sessions else max(1, int(caps.max_sessions) or 1)
+
+    def next_session(self, previous: SessionLike | None = None, *, channel: Any = None) -> SessionLike:
+        """A new handshaken session after ``previous`` is ended (politely): the way a check
+        that needs a second session works with a capacity-1 environment. A handshake refused
+        with RESOURCE_EXHAUSTED is retried for ``slot_free_bound`` seconds (the previous
+        session's slot is freed asynchronously)."""
+        if previous is not None:
+            previous.shutdown(timeout=min(3.0, self.options.timeout))
+        deadline = time.monotonic() + self.options.slot_free_bound
+        while True:
+            s = self.wire.session(channel)
+            resp = s.handshake()
+            if s.opened:
+                return s
+            s.cancel()
+            if time.monotonic() > deadline:
+                expect_ok(resp, "handshake", "handshake of a new session after the previous one closed")
+            time.sleep(0.1)
 
     def fresh_session_works(self, after: str) -> None:
         """Health is SERVING and a new session handshakes, resets, steps an accepted action,

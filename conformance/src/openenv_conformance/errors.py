@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["CheckFailed", "CheckSkipped", "TargetUnusable", "Violation"]
+__all__ = ["CheckFailed", "CheckSkipped", "CheckWarning", "TargetUnusable", "Violation"]
 
 
 class TargetUnusable(Exception):
@@ -32,3 +32,8 @@ class CheckFailed(Exception):
 
 class CheckSkipped(Exception):
     """The check does not apply to this environment; the message says why."""
+
+
+class CheckWarning(Exception):
+    """The check found something suspicious that the contract does not forbid (a ``warn``
+    result: reported, and the run still certifies); the message says what."""

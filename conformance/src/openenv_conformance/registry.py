@@ -33,6 +33,7 @@ LEVELS: tuple[str, ...] = (
     "rewards",
     "concurrency",
     "vector",
+    "sessions",
     "parity",
     "robustness",
 )

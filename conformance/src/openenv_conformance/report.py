@@ -42,7 +42,7 @@ class CheckResult:
 
     @property
     def ok(self) -> bool:
-        return self.status in ("pass", "skip")
+        return self.status in ("pass", "skip", "warn")
 
 
 @dataclasses.dataclass
@@ -71,12 +71,57 @@ class Report:
     unusable: str | None = None
     logs: str | None = None
     duration_s: float = 0.0
+    #: The checks skipped because the transport cannot express them (a subset certification).
+    transport_skipped: list[str] = dataclasses.field(default_factory=list)
+    #: ``--require-transport``: the transport the certificate must cover in full ("" for any).
+    required_transport: str = ""
+    #: A docker: target's image digest (``openenv_conformance.certificate.content_digest``: its
+    #: layers, run configuration and labels), read before the container started ("" for other
+    #: targets); ``image_id`` is the engine's id of the image the container started from.
+    image_digest: str = ""
+    image_id: str = ""
 
     # -- verdict
 
     @property
+    def coverage(self) -> str:
+        """What the verdict covers: ``grpc, 42 checks`` or ``http subset, 24 checks`` (the
+        checks that ran; a subset when some could not be expressed over the transport)."""
+        ran = sum(1 for r in self.results if r.status != "skip")
+        subset = " subset" if self.transport_skipped else ""
+        return f"{self.transport or '?'}{subset}, {ran} checks"
+
+    @property
+    def requirement_unmet(self) -> str | None:
+        """Why ``required_transport`` is not met (None when it is, or when none is required)."""
+        req = self.required_transport
+        if not req:
+            return None
+        if self.transport != req:
+            return f"--require-transport {req}: the target was certified over {self.transport or 'nothing'}"
+        if self.transport_skipped:
+            return (
+                f"--require-transport {req}: {len(self.transport_skipped)} checks could not run over {req} "
+                f"({', '.join(self.transport_skipped[:3])}{', ...' if len(self.transport_skipped) > 3 else ''})"
+            )
+        return None
+
+    @property
     def certified(self) -> bool:
-        return self.unusable is None and bool(self.results) and all(r.ok for r in self.results)
+        return (
+            self.unusable is None
+            and bool(self.results)
+            and all(r.ok for r in self.results)
+            and self.requirement_unmet is None
+        )
+
+    @property
+    def verdict(self) -> str:
+        """``CERTIFIED (grpc, 42 checks)``, ``NOT CERTIFIED (http subset, 24 checks)`` or
+        ``UNUSABLE``: the verdict names the transport and the coverage."""
+        if self.unusable is not None:
+            return "UNUSABLE"
+        return f"{'CERTIFIED' if self.certified else 'NOT CERTIFIED'} ({self.coverage})"
 
     @property
     def exit_code(self) -> int:
@@ -86,7 +131,7 @@ class Report:
         return EXIT_CERTIFIED if self.certified else EXIT_FAILED
 
     def counts(self) -> dict[str, int]:
-        out = {"pass": 0, "fail": 0, "skip": 0, "error": 0}
+        out = {"pass": 0, "fail": 0, "skip": 0, "error": 0, "warn": 0}
         for r in self.results:
             out[r.status] = out.get(r.status, 0) + 1
         return out
@@ -109,6 +154,7 @@ class Report:
             "format": REPORT_FORMAT,
             **d,
             "certified": self.certified,
+            "verdict": self.verdict,
             "exit_code": self.exit_code,
             "counts": self.counts(),
         }
@@ -152,6 +198,8 @@ class Report:
                     el.text = _details(r)
                 elif r.status == "skip":
                     ET.SubElement(case, "skipped", message=r.reason[:500])
+                elif r.status == "warn":
+                    ET.SubElement(case, "system-out").text = f"warning: {r.reason}"
         root.set("tests", str(len(self.results)))
         root.set("failures", str(self.counts()["fail"]))
         root.set("errors", str(self.counts()["error"] + (self.unusable is not None)))
@@ -187,7 +235,7 @@ class Report:
             lines += ["", "## Why the target is unusable", "", "```", self.unusable, "```"]
         if self.results:
             lines += ["", "| Check | Level | Result | Reason |", "| --- | --- | --- | --- |"]
-            icons = {"pass": "pass", "fail": "**FAIL**", "skip": "skip", "error": "**ERROR**"}
+            icons = {"pass": "pass", "fail": "**FAIL**", "skip": "skip", "error": "**ERROR**", "warn": "warn"}
             for r in self.results:
                 reason = (r.reason or r.note).replace("|", "\\|").replace("\n", " ")
                 lines.append(f"| `{r.id}` | {r.level} | {icons[r.status]} | {reason[:200]} |")

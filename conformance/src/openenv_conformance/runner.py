@@ -18,12 +18,13 @@ import grpc
 from google.protobuf import json_format
 
 from openenv_conformance.context import Context, RunOptions, _example_of
-from openenv_conformance.errors import CheckFailed, CheckSkipped, TargetUnusable, Violation
+from openenv_conformance.errors import CheckFailed, CheckSkipped, CheckWarning, TargetUnusable, Violation
 from openenv_conformance.registry import LEVELS, Check, select
 from openenv_conformance.report import CheckResult, Report
 from openenv_conformance.targets import Target, TargetOptions, open_target
 from openenv_conformance.transport import (
     FEATURE_REASONS,
+    FRAMES,
     PROTOCOL_VERSION,
     NoAnswer,
     Transport,
@@ -55,6 +56,9 @@ class Progress:
 
     def run_finished(self, report: Report) -> None:
         """The run is over (also after an unusable target)."""
+
+    def waiting(self, target: str, seconds: float) -> None:
+        """The run waits (up to ``seconds``) for ``target`` to start and answer."""
 
 
 def _wait_ready(wire: Transport, timeout: float) -> Any:
@@ -150,6 +154,8 @@ def run_check(ctx: Context, check: Check, *, target_spec: str = "", extra_args: 
         result.note = note or ""
     except CheckSkipped as e:
         result.status, result.reason = "skip", str(e)
+    except CheckWarning as e:
+        result.status, result.reason = "warn", str(e)
     except CheckFailed as e:
         result.status, result.reason, result.example = "fail", e.reason, e.example
     except Violation as e:
@@ -184,12 +190,17 @@ def certify(
     target_options: TargetOptions | None = None,
     run_options: RunOptions | None = None,
     progress: Progress | None = None,
+    require_transport: str | None = None,
 ) -> Report:
     """Certify ``target`` (a spec such as ``python:echo_env.server:EchoEnvironment``,
     ``grpc://127.0.0.1:50051``, ``http://127.0.0.1:8000`` or ``docker:IMAGE``, or an open
     :class:`Target`). ``target_options.transport`` picks the transport of a target that
     serves both (``grpc`` or ``http``); the other one, when there is one, is compared by
     the parity check.
+
+    ``require_transport`` (``grpc`` or ``http``): a run over another transport, or one where
+    some checks could not be expressed over it (a subset), is not certified (the verdict,
+    :attr:`Report.verdict`, names the transport and the coverage either way).
 
     ``levels`` and ``checks`` (shell patterns over check ids) select what runs; ``seed``
     makes the run reproducible (a random one is chosen and recorded otherwise). Returns the
@@ -213,6 +224,7 @@ def certify(
                 target_options=target_options,
                 run_options=run_options,
                 progress=progress,
+                require_transport=require_transport,
             ).result()
     selected = select(levels, checks)
     opts = dataclasses.replace(run_options or RunOptions(), timeout=timeout)
@@ -231,6 +243,7 @@ def certify(
         seed=opts.seed,
         max_examples=opts.max_examples,
         levels=sorted({c.level for c in selected}, key=LEVELS.index),
+        required_transport=require_transport or "",
     )
     t_start = time.monotonic()
     t_opts = target_options or TargetOptions()
@@ -238,13 +251,15 @@ def certify(
     tgt: Target | None = None
     ctx: Context | None = None
     try:
+        ready_timeout = t_opts.ready_timeout if owned else min(t_opts.ready_timeout, 15.0)
+        progress.waiting(spec, ready_timeout)
         tgt = open_target(target, t_opts) if isinstance(target, str) else target
         if not owned and t_opts.transport:
             tgt.use(t_opts.transport)
         report.target_url = tgt.url
-        ctx = open_context(
-            tgt, opts, t_opts, ready_timeout=t_opts.ready_timeout if owned else min(t_opts.ready_timeout, 15.0)
-        )
+        report.image_digest = str(getattr(tgt, "image_digest", "") or "")
+        report.image_id = str(getattr(tgt, "image_id", "") or "")
+        ctx = open_context(tgt, opts, t_opts, ready_timeout=ready_timeout)
         info = ctx.info
         report.transport = ctx.transport
         report.parity_url = ctx.peer_url or ""
@@ -273,6 +288,10 @@ def certify(
                     seed=opts.seed,
                 )
             else:
+                if check.requires - ctx.features - {FRAMES}:
+                    # A rule of the contract this transport cannot express: a subset. (Checks of
+                    # OpenEnv's HTTP protocol itself are not part of a gRPC certification.)
+                    report.transport_skipped.append(check.id)
                 result = run_check(ctx, check, target_spec=spec, extra_args=extra)
                 if not tgt.alive():
                     result.status = "fail" if result.status in ("pass", "skip") else result.status

@@ -171,17 +171,35 @@ def _types_of(schema: Any) -> set[str]:
     return set()
 
 
-def _wrong_values(prop_schema: Any) -> list[Any]:
+#: Values a lax parser coerces to the type named (pydantic's lax mode: ``"7"`` and ``true`` to
+#: an integer, ``1`` to a boolean...). A strict environment refuses them (RFC 0007: no silent
+#: coercion); one declaring ``Capabilities.lenient_actions`` may accept them.
+_COERCIBLE_SAMPLES: dict[str, list[Any]] = {
+    "integer": ["7", True],
+    "number": ["1.5", True],
+    "boolean": [1, "true"],
+    "string": [],
+}
+#: The wrong values no parser coerces to a scalar (sent to lenient environments too).
+_NEVER_COERCED = (None, [1, "x"], {"unexpected": 1})
+
+
+def _wrong_values(prop_schema: Any, lenient: bool = False) -> list[Any]:
     allowed = _types_of(prop_schema)
     if not allowed:
         return list(_WRONG_TYPE_SAMPLES.values())
     if "number" in allowed:
         allowed |= {"integer"}
-    return [v for t, v in _WRONG_TYPE_SAMPLES.items() if t not in allowed]
+    out = [v for t, v in _WRONG_TYPE_SAMPLES.items() if t not in allowed]
+    if lenient:
+        return [v for v in out if any(v == x and type(v) is type(x) for x in _NEVER_COERCED)]
+    for t in allowed:
+        out += [v for v in _COERCIBLE_SAMPLES.get(t, []) if not any(v == x and type(v) is type(x) for x in out)]
+    return out
 
 
 def invalid_json_for(
-    schema: dict[str, Any], valid: st.SearchStrategy[Any]
+    schema: dict[str, Any], valid: st.SearchStrategy[Any], *, lenient: bool = False
 ) -> st.SearchStrategy[tuple[str, Any]] | None:
     """(what was broken, value) pairs that violate ``schema``, each derived from a valid value
     by one change: a missing required property, an extra property where none are allowed, a
@@ -200,21 +218,21 @@ def invalid_json_for(
                 lambda vk: (f"missing required property {vk[1]!r}", {k: x for k, x in vk[0].items() if k != vk[1]})
             )
         )
-    if schema.get("additionalProperties") is False:
+    if schema.get("additionalProperties") is False and not lenient:
         options.append(
             st.tuples(objects, st.sampled_from(["zz_extra", "unexpected_field"])).map(
                 lambda vk: (f"extra property {vk[1]!r}", {**vk[0], vk[1]: 1})
             )
         )
     if props:
-        pairs = [(name, bad) for name in sorted(props) for bad in _wrong_values(props[name])]
+        pairs = [(name, bad) for name in sorted(props) for bad in _wrong_values(props[name], lenient)]
         if pairs:
             options.append(
                 st.tuples(objects, st.sampled_from(pairs)).map(
                     lambda vp: (f"property {vp[1][0]!r} of the wrong type", {**vp[0], vp[1][0]: vp[1][1]})
                 )
             )
-    top = _wrong_values(schema)
+    top = _wrong_values(schema, lenient)
     if top:
         options.append(st.sampled_from(top).map(lambda v: ("a value of the wrong type", v)))
     if not options:
@@ -594,7 +612,8 @@ class ActionSpace:
             options += self._invalid_messages()
         elif t.kind == payload_pb2.PAYLOAD_KIND_JSON:
             values = schema_values(t.schema)
-            bad = invalid_json_for(t.schema, values) if values is not None else None
+            lenient = self.spec.caps.lenient_actions
+            bad = invalid_json_for(t.schema, values, lenient=lenient) if values is not None else None
             if bad is not None:
 
                 def json_bad(lv: tuple[str, Any]) -> Action:
@@ -664,7 +683,8 @@ class ActionSpace:
         options: list[st.SearchStrategy[Action]] = []
         if t.kind == payload_pb2.PAYLOAD_KIND_JSON:
             values = schema_values(t.schema)
-            bad = invalid_json_for(t.schema, values) if values is not None else None
+            lenient = self.spec.caps.lenient_actions
+            bad = invalid_json_for(t.schema, values, lenient=lenient) if values is not None else None
             if bad is not None:
                 options.append(bad.map(lambda lv: raw(lv[0], lv[1])))
         elif t.kind == payload_pb2.PAYLOAD_KIND_MESSAGE and t.message_type == CALL_TOOL:

@@ -47,6 +47,7 @@ ERROR_CODES: dict[str, int] = {
     "PERMISSION_DENIED": 7,
     "RESOURCE_EXHAUSTED": 8,
     "FAILED_PRECONDITION": 9,
+    "ABORTED": 10,
     "UNIMPLEMENTED": 12,
     "INTERNAL": 13,
     "UNAVAILABLE": 14,
@@ -94,6 +95,7 @@ RPC_METHODS: dict[str, str] = {"list_tools": "tools/list", "call_tool": "tools/c
 WS_CODE: dict[str, str | None] = {
     "INVALID_ARGUMENT": "VALIDATION_ERROR",
     "FAILED_PRECONDITION": "EXECUTION_ERROR",
+    "ABORTED": "SESSION_ERROR",
     "RESOURCE_EXHAUSTED": "CAPACITY_REACHED",
     "DEADLINE_EXCEEDED": "EXECUTION_ERROR",
     "NOT_FOUND": "EXECUTION_ERROR",

@@ -32,6 +32,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from openenv.client.urls import parse_url, split_url
+from openenv_conformance.certificate import content_digest
 from openenv_conformance.errors import TargetUnusable
 from openenv_conformance.transport import transport_kind
 
@@ -307,8 +308,18 @@ class DockerTarget(Target):
                 f"docker targets need openenv.deploy (start_container), which is not "
                 f"available in this installation: {e}"
             ) from None
+        # The image is resolved to its content-addressed id first and the container started from
+        # that id: the digest a certificate records is the image that ran, even if the tag moves.
+        self.image_digest = self.image_id = ""
         try:
-            self._container: Any = start_container(image, network_none=False, ready_timeout=opts.ready_timeout)
+            import docker
+
+            resolved = docker.from_env().images.get(image)
+            self.image_id, self.image_digest = str(resolved.id), content_digest(resolved.attrs)
+        except Exception as e:  # noqa: BLE001 - whatever the engine says, the target is unusable
+            raise TargetUnusable(f"cannot resolve image {image!r}: {type(e).__name__}: {e}") from None
+        try:
+            self._container: Any = start_container(self.image_id, network_none=False, ready_timeout=opts.ready_timeout)
         except Exception as e:  # noqa: BLE001 - whatever the engine says, the target is unusable
             raise TargetUnusable(
                 f"cannot start container {image!r}: {type(e).__name__}: {e}", logs=str(getattr(e, "logs", "") or "")

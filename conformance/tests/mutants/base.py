@@ -2,7 +2,7 @@
 
 It uses the features the checks look at: a JSON Schema action (``{"delta": -3..3}``, 0
 rejected with InvalidAction), JSON observation and state, episodes that terminate
-(|value| >= 6) or truncate (8 steps), rewards in [-3, 3], seeded determinism, two tools,
+(|value| >= 6) or truncate (8 steps), rewards in [-3, 3], seeded determinism, snapshots, two tools,
 example actions, an action budget and a small capacity (4 sessions).
 """
 
@@ -36,6 +36,8 @@ class Counter(openenv.Environment):
     observation_type = OBSERVATION
     state_type = STATE
     deterministic = True
+    snapshots = True  # RFC 0006, with the default (pickling) hooks
+    seeded = True
     max_episode_steps = 8
     reward_range = (-3.0, 3.0)
     max_sessions = 4

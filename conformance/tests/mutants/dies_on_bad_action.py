@@ -8,13 +8,16 @@ CAUGHT_BY = "schema.invalid_actions"
 COLLATERAL = frozenset(
     {
         "concurrency.isolation",
+        "determinism.episode_id_independent",
         "determinism.same_seed",
         "lifecycle.state_machine",
         "lifecycle.state_never_fails",
+        "lifecycle.state_read_only",
         "lifecycle.step_after_end",
         "schema.error_precedence",
         "schema.observations",
         "schema.valid_actions",
+        "sessions.restore_reproduces",
     }
 )
 

@@ -6,7 +6,13 @@ from mutants.base import Counter as Env
 from mutants.proxy import Proxy
 
 CAUGHT_BY = "lifecycle.episode_ids"
-COLLATERAL = frozenset({"lifecycle.state_machine", "lifecycle.step_count"})
+COLLATERAL = frozenset(
+    {
+        "lifecycle.state_machine",
+        "lifecycle.step_count",
+        "lifecycle.timeout_aborts",
+    }
+)
 
 
 class Wire(Proxy):

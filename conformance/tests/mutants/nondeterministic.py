@@ -6,7 +6,17 @@ import random
 from mutants.base import Counter
 
 CAUGHT_BY = "determinism.same_seed"
-COLLATERAL = frozenset({"concurrency.isolation", "parity.grpc_vs_http", "vector.batch_matches_sequential"})
+COLLATERAL = frozenset(
+    {
+        "concurrency.isolation",
+        "determinism.episode_id_independent",
+        "lifecycle.state_read_only",
+        "parity.grpc_vs_http",
+        "sessions.forks_independent",
+        "sessions.restore_reproduces",
+        "vector.batch_matches_sequential",
+    }
+)
 
 
 class Env(Counter):

@@ -83,6 +83,10 @@ class Proxy(environment_pb2_grpc.EnvironmentServiceServicer):
     def info(self, info: pb.GetInfoResponse) -> pb.GetInfoResponse:
         return info
 
+    def load(self, load: Any) -> Any:
+        """What GetLoad returns (an ``openenv.v1.GetLoadResponse``)."""
+        return load
+
     def flush(self, stream: _Stream) -> list[pb.SessionResponse]:
         """Answers still held when the client half-closes."""
         return []
@@ -94,6 +98,9 @@ class Proxy(environment_pb2_grpc.EnvironmentServiceServicer):
 
     async def GetInfo(self, request: Any, context: Any) -> pb.GetInfoResponse:  # noqa: N802
         return self.info(await self.inner.GetInfo(request, context))
+
+    async def GetLoad(self, request: Any, context: Any) -> Any:  # noqa: N802
+        return self.load(await self.inner.GetLoad(request, context))
 
     async def Session(self, request_iterator: Any, context: Any) -> None:  # noqa: N802
         stream = _Stream(self, context)

@@ -8,6 +8,7 @@ COLLATERAL = frozenset(
     {
         "concurrency.isolation",
         "lifecycle.state_machine",
+        "lifecycle.state_read_only",
         "lifecycle.step_after_end",
         "lifecycle.step_count",
         "parity.grpc_vs_http",

@@ -8,15 +8,19 @@ from mutants.proxy import Proxy
 CAUGHT_BY = "lifecycle.step_count"
 COLLATERAL = frozenset(
     {
+        "concurrency.event_loop_live",
         "concurrency.isolation",
         "lifecycle.episode_ids",
         "lifecycle.state_machine",
         "lifecycle.state_never_fails",
+        "lifecycle.state_read_only",
         "lifecycle.step_after_end",
+        "lifecycle.timeout_aborts",
         "parity.grpc_vs_http",
         "protocol.pipelining",
         "schema.invalid_actions",
         "schema.valid_actions",
+        "sessions.resume_exactly_once",
         "vector.autoreset_modes",
         "vector.batch_matches_sequential",
     }

@@ -11,6 +11,7 @@ Environment authors subclass :class:`Environment` and call :func:`serve`; traine
 from openenv import _compat, rubrics  # Rubric, WeightedSum, Sequential, Gate, TrajectoryRubric, LLMJudge, ...
 from openenv.client import BatchResult, EnvClient, SyncEnvClient, ToolEnvClient, VectorEnvClient
 from openenv.errors import (
+    Aborted,
     Cancelled,
     DeadlineExceeded,
     EnvError,
@@ -30,6 +31,7 @@ from openenv.host import Host, serve
 from openenv.protocol import PROTOCOL_VERSION, EpisodeStatus, SessionState, StepResult
 from openenv.runtime.codec import TensorSpec
 from openenv.runtime.environment import Environment
+from openenv.runtime.tasks import TaskInfo
 from openenv.runtime.tools import CallToolAction, CallToolObservation, Tool, ToolResult, tool
 from openenv.server import Server
 
@@ -38,6 +40,7 @@ __version__ = "0.2.0"
 _compat.install()  # the 0.1 module paths, for one minor version
 
 __all__ = [
+    "Aborted",
     "PROTOCOL_VERSION",
     "BatchResult",
     "CallToolAction",
@@ -61,6 +64,7 @@ __all__ = [
     "SessionState",
     "StepResult",
     "SyncEnvClient",
+    "TaskInfo",
     "TensorSpec",
     "Tool",
     "ToolEnvClient",

@@ -16,6 +16,7 @@ from openenv.v1 import error_pb2
 from openenv.values import from_value, to_value
 
 __all__ = [
+    "Aborted",
     "Cancelled",
     "DeadlineExceeded",
     "EnvError",
@@ -47,6 +48,7 @@ class ErrorCode(enum.IntEnum):
     PERMISSION_DENIED = 7
     RESOURCE_EXHAUSTED = 8
     FAILED_PRECONDITION = 9
+    ABORTED = 10
     UNIMPLEMENTED = 12
     INTERNAL = 13
     UNAVAILABLE = 14
@@ -169,6 +171,12 @@ class FailedPrecondition(EnvError):
     code = ErrorCode.FAILED_PRECONDITION
 
 
+class Aborted(EnvError):
+    """The session was lost: its resume token is unknown or its grace period passed (RFC 0006)."""
+
+    code = ErrorCode.ABORTED
+
+
 class Unimplemented(EnvError):
     """The request kind or capability is not supported."""
 
@@ -208,6 +216,7 @@ _BY_CODE: dict[ErrorCode, type[EnvError]] = {
         NotFound,
         ResourceExhausted,
         FailedPrecondition,
+        Aborted,
         Unimplemented,
         Internal,
         Unavailable,

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import importlib.util
+import ipaddress
 import logging
 import os
 import signal
@@ -21,8 +22,16 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from openenv.observability import Observer
+from openenv.observability.grpc import ObservingInterceptor, env_clock
 from openenv.runtime.environment import Environment
-from openenv.runtime.session import DEFAULT_IDLE_TIMEOUT_S, DEFAULT_MAX_MESSAGE_BYTES, Runtime, SessionManager
+from openenv.runtime.session import (
+    DEFAULT_IDLE_TIMEOUT_S,
+    DEFAULT_MAX_MESSAGE_BYTES,
+    DEFAULT_RESUME_GRACE_S,
+    Runtime,
+    SessionManager,
+)
 from openenv.security import TlsConfig, TokenSet, check_bind
 from openenv.server import DEFAULT_HANDSHAKE_TIMEOUT_S, Server
 
@@ -60,6 +69,14 @@ def _bridge() -> Any:
     return bridge
 
 
+def is_loopback(host: str) -> bool:
+    """True for a loopback interface (where the playground is on by default)."""
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return host == "localhost"
+
+
 def default_http_port(grpc_port: int | None) -> int:
     """The HTTP side's port when none is given: ``$PORT`` (Hugging Face Spaces set 7860),
     else 8000 (OpenEnv's), else 0 (a free port) when the gRPC port is 0 too."""
@@ -80,7 +97,7 @@ class Host:
             :data:`DEFAULT`: :func:`default_http_port` when the ``http`` extra is installed).
         http_host: interface of the HTTP side (default: ``host``).
         http_options: an :class:`openenv.bridge.HttpOptions` (keepalive, message size).
-        max_sessions, max_message_bytes, idle_timeout_s, tools_only, max_num_envs: the
+        max_sessions, max_message_bytes, idle_timeout_s, tools_only, max_num_envs, resume_grace_s: the
             runtime's settings (see :func:`serve`).
         reflection: serve gRPC server reflection.
         tokens: bearer tokens accepted by both listeners (empty: anonymous; RFC 0003).
@@ -89,6 +106,11 @@ class Host:
         handshake_timeout_s: a gRPC stream silent for longer before its handshake is ended.
         isolation: ``"thread"`` (default) or ``"process"``: each session's environment in its
             own worker process, so a crash loses only that session (docs/security.md).
+        metrics: count metrics (``/metrics`` on the HTTP side; needs ``prometheus-client``).
+        metrics_port: also serve ``/metrics`` on this port (0: a free one; on ``http_host``). That
+            port takes no token: beyond loopback it needs ``allow_anonymous`` (with tokens,
+            scrape the HTTP side's ``/metrics`` with the token instead).
+        web: serve the ``/web`` playground (default: only when the HTTP side is on loopback).
     """
 
     def __init__(
@@ -111,6 +133,10 @@ class Host:
         allow_anonymous: bool = False,
         handshake_timeout_s: float | None = DEFAULT_HANDSHAKE_TIMEOUT_S,
         isolation: str = "thread",
+        resume_grace_s: float = DEFAULT_RESUME_GRACE_S,
+        metrics: bool = True,
+        metrics_port: int | None = None,
+        web: bool | None = None,
     ) -> None:
         if http_port is DEFAULT:
             if http_available():
@@ -125,6 +151,8 @@ class Host:
             check_bind(host, tokens, allow_anonymous, "the gRPC listener")
         if http_port is not None:
             check_bind(http_host or host, tokens, allow_anonymous, "the HTTP listener")
+        if metrics_port is not None:  # a scrapers' port of its own, without tokens (docs/security.md)
+            check_bind(http_host or host, TokenSet(), allow_anonymous, "the metrics port (it takes no token)")
         self.runtime = Runtime(
             factory,
             max_sessions=max_sessions,
@@ -133,11 +161,17 @@ class Host:
             tools_only=tools_only,
             max_num_envs=max_num_envs,
             isolation=isolation,
+            resume_grace_s=resume_grace_s,
         )
         self.manager = SessionManager(self.runtime)
         self.host, self.port, self.http_port = host, port, http_port
         self.http_host, self.http_options = http_host, http_options
         self.tokens, self.tls = tokens, tls
+        self.observer = Observer(metrics, self.runtime.max_sessions)
+        self.metrics_port = metrics_port
+        self.metrics_url: str | None = None  # http://host:port/metrics with metrics_port
+        self._metrics_server: Any = None
+        self.web = is_loopback(http_host or host) if web is None else web
         self.grpc: Server | None = (
             Server(
                 self.manager,
@@ -147,6 +181,7 @@ class Host:
                 tokens=tokens,
                 tls=tls,
                 handshake_timeout_s=handshake_timeout_s,
+                interceptors=[ObservingInterceptor(self.observer, env_clock(self.manager))],
             )
             if port is not None
             else None
@@ -172,7 +207,12 @@ class Host:
         if self.address:
             lines.append(f"serving {name} on {self.address}")
         if self.http_url:
-            lines.append(f"serving {name} on {self.http_url} (HTTP: WebSocket /ws, MCP /mcp, /health)")
+            extra = (", /metrics" if self.observer.metrics is not None else "") + (
+                ", playground /web" if self.web else ""
+            )
+            lines.append(f"serving {name} on {self.http_url} (HTTP: WebSocket /ws, MCP /mcp, /health{extra})")
+        if self.metrics_url:
+            lines.append(f"metrics of {name} on {self.metrics_url}")
         return lines
 
     async def start(self) -> Host:
@@ -181,19 +221,31 @@ class Host:
                 await self.grpc.start()
             if self._bridge is not None:
                 b = self._bridge
-                app = b.BridgeApp(b.LocalBackend(self.manager))
                 opts = self.http_options or b.HttpOptions()
                 if not opts.tokens:
                     opts.tokens = self.tokens
                 if opts.tls is None:
                     opts.tls = self.tls
+                app = b.ObservedApp(b.BridgeApp(b.LocalBackend(self.manager)), self.observer, web=self.web)
                 self.http = await b.HttpServer(app, self.http_host or self.host, self.http_port, opts).start()
                 log.info("serving %s over HTTP on %s", self.runtime.env_cls.__name__, self.http.url)
+            if self.metrics_port is not None:
+                self._serve_metrics(self.metrics_port)
         except BaseException:
             await self.stop(0.0)
             raise
         self.manager.start_reaper()
         return self
+
+    def _serve_metrics(self, port: int) -> None:
+        m = self.observer.metrics
+        if m is None:
+            raise RuntimeError("--metrics-port needs prometheus-client: pip install 'protoenv[http]'")
+        mhost = self.http_host or self.host
+        self._metrics_server = m.serve(port, mhost)
+        bound = self._metrics_server.server_address[1]
+        self.metrics_url = f"http://{'127.0.0.1' if mhost in ('0.0.0.0', '::', '') else mhost}:{bound}/metrics"
+        log.info("metrics on %s", self.metrics_url)
 
     async def stop(self, grace_s: float = 10.0) -> None:
         """Drain: NOT_SERVING, refuse new sessions, let requests in progress finish (up to
@@ -209,6 +261,10 @@ class Host:
         if self.grpc is not None:
             await self.grpc.stop(grace_s)
         await self.manager.shutdown()
+        if self._metrics_server is not None:
+            self._metrics_server.shutdown()
+            self._metrics_server.server_close()
+            self._metrics_server = None
         self._stopped.set()
 
     async def wait(self) -> None:
@@ -301,8 +357,12 @@ def serve(
         max_sessions: capacity (default: the class's ``max_sessions``).
         max_message_bytes: largest message accepted and sent (default 16 MiB).
         idle_timeout_s: sessions idle for longer are closed (default 300; 0 disables).
+        resume_grace_s: how long a resumable session whose connection dropped waits for its
+            client to come back (RFC 0006; default 60; 0: no resumption).
         tools_only: production mode: only tools are reachable.
         grace_s: how long a drain waits for requests in progress.
+        web: serve the ``/web`` playground (default: when the HTTP side is on loopback).
+        metrics: count metrics (``/metrics``); metrics_port: also serve them on this port.
         ready: called with the started :class:`Host` (instead of printing its addresses).
         tokens, tls, allow_anonymous, handshake_timeout_s, isolation: who may connect and
             how sessions are contained (see :class:`Host`; docs/security.md).
@@ -321,8 +381,10 @@ async def serve_bridge_async(
     allow_anonymous: bool = False,
     token: str | None = None,
     ca_file: str | None = None,
+    web: bool | None = None,
 ) -> None:
-    """Serve OpenEnv's HTTP surface for the gRPC environment at ``target`` until SIGTERM/SIGINT.
+    """Serve OpenEnv's HTTP surface for the gRPC environment at ``target`` until SIGTERM/SIGINT
+    (with ``/metrics``, and the ``/web`` playground when ``web``, default: on loopback).
 
     ``options.tokens`` protect the bridge itself; ``token`` and ``ca_file`` are what the
     bridge presents to, and trusts of, the gRPC server (``grpcs://`` targets)."""
@@ -330,7 +392,10 @@ async def serve_bridge_async(
     options = options or b.HttpOptions()
     check_bind(host, options.tokens, allow_anonymous, "the bridge")
     backend = await b.RemoteBackend.connect(target, connect_timeout=connect_timeout, token=token, ca_file=ca_file)
-    server = b.HttpServer(b.BridgeApp(backend), host, b.DEFAULT_HTTP_PORT if port is None else port, options)
+    app = b.ObservedApp(
+        b.BridgeApp(backend), Observer(max_sessions=backend.max_sessions), web=is_loopback(host) if web is None else web
+    )
+    server = b.HttpServer(app, host, b.DEFAULT_HTTP_PORT if port is None else port, options)
     await server.start()
     (ready or (lambda s: _say([f"bridging {target} on {s.url} (WebSocket {s.url}/ws)"])))(server)
 

@@ -8,8 +8,9 @@ and :class:`openenv.Host` run it, with or without the HTTP side.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, cast
 
 import grpc
@@ -19,17 +20,21 @@ from grpc_reflection.v1alpha import reflection
 from openenv.errors import EnvError, FailedPrecondition, Internal, InvalidArgument, ResourceExhausted
 from openenv.protocol import PROTOCOL_VERSION, StepResult
 from openenv.runtime.environment import Environment
+from openenv.runtime.load import server_load
+from openenv.runtime.resume import Resumable, Resumes
 from openenv.runtime.session import (
     DEFAULT_IDLE_TIMEOUT_S,
     DEFAULT_MAX_MESSAGE_BYTES,
+    DEFAULT_RESUME_GRACE_S,
     Runtime,
     SessionManager,
 )
 from openenv.runtime.session import Session as RuntimeSession  # `Session` is also the servicer's RPC
+from openenv.runtime.tasks import answer_list_tasks, with_task
 from openenv.runtime.vector import VectorSession
 from openenv.security import TlsConfig, TokenSet
 from openenv.security.grpc_guard import GuardInterceptor, Undecodable
-from openenv.v1 import environment_pb2, environment_pb2_grpc, error_pb2
+from openenv.v1 import environment_pb2, environment_pb2_grpc, error_pb2, load_pb2
 from openenv.values import from_struct, to_struct
 
 log = logging.getLogger("openenv.server")
@@ -104,7 +109,7 @@ def _major(version: str) -> int:
 
 
 class _Servicer:
-    # Implements every RPC of EnvironmentService (Session, GetInfo), so it does not subclass the
+    # Implements every RPC of EnvironmentService (Session, GetInfo, GetLoad), so it does not subclass the
     # generated EnvironmentServiceServicer (untyped: Any to the checker), whose methods only
     # answer UNIMPLEMENTED; add_EnvironmentServiceServicer_to_server takes it as it is.
     def __init__(self, manager: SessionManager, handshake_timeout_s: float | None = None) -> None:
@@ -112,14 +117,26 @@ class _Servicer:
         self.handshake_timeout_s = handshake_timeout_s
         self.runtime = manager.runtime
         self.info_response = environment_pb2.GetInfoResponse(info=self.runtime.info)
+        self.resumes = Resumes.of(manager)
 
     async def GetInfo(self, request: Any, context: Any) -> environment_pb2.GetInfoResponse:  # noqa: N802
         return self.info_response
 
+    async def GetLoad(self, request: Any, context: Any) -> load_pb2.GetLoadResponse:  # noqa: N802
+        return load_pb2.GetLoadResponse(load=server_load(self.manager))
+
     async def Session(self, request_iterator: Any, context: grpc.aio.ServicerContext) -> None:  # noqa: N802
         session: RuntimeSession | VectorSession | None = None
+        entry: Resumable | None = None  # set when the session is resumable (RFC 0006)
         ended: list[EnvError] = []
+        dropped = False
+        taken_over: list[bool] = []
         task = asyncio.current_task()
+
+        def take_over() -> None:  # another stream resumed this session: end this one, keep the session
+            if not taken_over and task is not None:
+                taken_over.append(True)
+                task.cancel()
 
         def terminate(err: EnvError) -> None:
             if not ended:
@@ -138,45 +155,76 @@ class _Servicer:
                 return
             resp = environment_pb2.SessionResponse(request_id=getattr(first, "request_id", 0))
             try:
-                session = await self._handshake(_decoded(first), resp)
+                session, entry = await self._handshake(_decoded(first), resp, task)
             except EnvError as e:
                 e.fatal = True
                 resp.error.CopyFrom(status_of(e))
                 await context.write(resp)
                 return
             session.on_terminate(terminate)
+            if entry is not None:
+                entry.on_takeover = take_over
             await context.write(resp)
             while True:
                 req = await context.read()
                 if req is grpc.aio.EOF:
+                    # A resumable session ends with a close request; a reset connection reads as
+                    # end of input too, so without one the client may come back.
+                    dropped = entry is not None
                     return
-                resp = environment_pb2.SessionResponse(request_id=getattr(req, "request_id", 0))
-                try:
-                    if await self._dispatch(session, _decoded(req), resp) is _CLOSE:
-                        await context.write(resp)
-                        return
-                except EnvError as e:
-                    resp.error.CopyFrom(status_of(e))
-                except RecursionError:
-                    resp.error.CopyFrom(status_of(InvalidArgument("the request is nested too deeply")))
-                except Exception as e:
-                    log.warning("request %s of session %s failed", req.WhichOneof("kind"), session.id, exc_info=True)
-                    resp.error.CopyFrom(status_of(Internal(f"{type(e).__name__}: {e}")))
+                if isinstance(req, Undecodable):  # answered in band, never recorded (RFC 0003)
+                    resp = environment_pb2.SessionResponse(request_id=req.request_id)
+                    resp.error.CopyFrom(status_of(InvalidArgument(f"undecodable SessionRequest ({req.error})")))
+                elif entry is not None:  # exactly once: a request re-sent after a drop is answered from the record
+                    resp = await entry.journal.answer(req, functools.partial(self._answer, session, req))
+                else:
+                    resp = await self._answer(session, req)
                 await context.write(resp)
-                if resp.WhichOneof("kind") == "error" and resp.error.fatal:
+                kind = resp.WhichOneof("kind")
+                if kind == "close" or (kind == "error" and resp.error.fatal):
                     return
         except asyncio.CancelledError:
+            if taken_over:
+                dropped = True
+                await context.abort(grpc.StatusCode.ABORTED, "the session was resumed on another stream")
             if not ended:
+                dropped = True
                 raise  # the client went away or the server is stopping
             err = ended[0]
             await context.abort(_GRPC_CODES[int(err.code)], err.message)
         finally:
+            if entry is not None:
+                if dropped and not self.manager.draining and not entry.session.closed:
+                    self.resumes.park(entry)  # the client may come back with the token
+                    session = None
+                else:
+                    self.resumes.forget(entry)
+                    await entry.journal.settle()
             if session is not None:
                 await session.close()
 
+    async def _answer(
+        self, session: RuntimeSession | VectorSession, req: environment_pb2.SessionRequest
+    ) -> environment_pb2.SessionResponse:
+        """The answer to one request (an error answer when it fails)."""
+        resp = environment_pb2.SessionResponse(request_id=req.request_id)
+        try:
+            await self._dispatch(session, req, resp)
+        except EnvError as e:
+            resp.error.CopyFrom(status_of(e))
+        except RecursionError:
+            resp.error.CopyFrom(status_of(InvalidArgument("the request is nested too deeply")))
+        except Exception as e:
+            log.warning("request %s of session %s failed", req.WhichOneof("kind"), session.id, exc_info=True)
+            resp.error.CopyFrom(status_of(Internal(f"{type(e).__name__}: {e}")))
+        return resp
+
     async def _handshake(
-        self, req: environment_pb2.SessionRequest, resp: environment_pb2.SessionResponse
-    ) -> RuntimeSession | VectorSession:
+        self,
+        req: environment_pb2.SessionRequest,
+        resp: environment_pb2.SessionResponse,
+        task: asyncio.Task[Any] | None,
+    ) -> tuple[RuntimeSession | VectorSession, Resumable | None]:
         if req.WhichOneof("kind") != "handshake":
             raise FailedPrecondition(
                 f"the first request of a session must be a handshake, got {req.WhichOneof('kind') or 'nothing'}"
@@ -196,17 +244,25 @@ class _Servicer:
                 f"protocol version {hs.protocol_version} is not supported; this server speaks {PROTOCOL_VERSION}"
             )
         session: RuntimeSession | VectorSession
-        if hs.num_envs > 1:
+        entry: Resumable | None = None
+        out = resp.handshake
+        if hs.resume_token:
+            entry = await self.resumes.take(hs.resume_token, task)
+            session = entry.session
+            out.resume_token, out.resumed = entry.token, True
+        elif hs.num_envs > 1:
             session = VectorSession(
                 await self.manager.open_many(hs.num_envs, from_struct(hs.options), hs.client_name), hs.autoreset_mode
             )
         else:
             session = await self.manager.open(from_struct(hs.options), hs.client_name)
-        out = resp.handshake
+            if hs.resumable and self.runtime.resume_grace_s > 0:  # vectorised sessions are not resumable
+                entry = self.resumes.register(session, task)
+                out.resume_token = entry.token
         out.session_id = session.id
         out.protocol_version = PROTOCOL_VERSION
         out.info.CopyFrom(self.runtime.info)
-        return session
+        return session, entry
 
     async def _dispatch(
         self,
@@ -223,13 +279,17 @@ class _Servicer:
             session._require_sim("step")  # UNIMPLEMENTED in tools-only mode comes before a bad payload (§3.5)
             action = rt.action_codec.decode(st.action)
             timeout = st.timeout.ToNanoseconds() / 1e9 if st.HasField("timeout") else None
+            before = session.status
             result = await session.step(action, timeout)
-            fill_time_step(resp.step.time_step, result, rt)
+            try:
+                fill_time_step(resp.step.time_step, result, rt)
+            except Exception as e:
+                session.retract_step(before)  # an answer that cannot be sent is not a step
+                raise Internal(f"the step's result cannot be encoded: {type(e).__name__}: {e}") from e
         elif kind == "reset":
             r = req.reset
-            result = await session.reset(
-                r.seed if r.HasField("seed") else None, r.episode_id or None, from_struct(r.options)
-            )
+            options = with_task(rt.tasks, r.task_id, from_struct(r.options))  # RFC 0004
+            result = await session.reset(r.seed if r.HasField("seed") else None, r.episode_id or None, options)
             fill_time_step(resp.reset.time_step, result, rt)
         elif kind == "state":
             s = await session.state()
@@ -248,6 +308,20 @@ class _Servicer:
             tool_result = await session.call_tool(c.name, from_struct(c.arguments), timeout)
             resp.call_tool.name = c.name
             tool_result.to_proto(resp.call_tool.result)
+        elif kind == "snapshot":
+            resp.snapshot.snapshot.CopyFrom(await session.snapshot())
+        elif kind == "restore":
+            await session.restore(req.restore.snapshot)
+            restored = resp.restore
+            restored.episode_id, restored.step_count = session.episode_id, session.step_count
+            restored.status = cast(environment_pb2.EpisodeStatus, int(session.status))  # as for state
+        elif kind == "fork":
+            f = req.fork
+            forks = await self.resumes.fork(session, f.count, f.snapshot if f.HasField("snapshot") else None)
+            resp.fork.session_ids.extend(e.session.id for e in forks)
+            resp.fork.resume_tokens.extend(e.token for e in forks)
+        elif kind == "list_tasks":
+            answer_list_tasks(rt.tasks, req.list_tasks, resp.list_tasks)
         elif kind == "close":
             resp.close.SetInParent()
             return _CLOSE
@@ -280,7 +354,7 @@ class _Servicer:
                 fill_time_step(out.final_time_steps[i], r, rt)
         elif kind == "batch_reset":
             br = req.batch_reset
-            ids, results = await vs.reset(br.env_ids, br.seeds, from_struct(br.options))
+            ids, results = await vs.reset(br.env_ids, br.seeds, from_struct(br.options), br.task_ids)
             resp.batch_reset.env_ids.extend(ids)
             for r in results:
                 fill_time_step(resp.batch_reset.time_steps.add(), r, rt)
@@ -291,6 +365,8 @@ class _Servicer:
             state_out.status = cast(environment_pb2.EpisodeStatus, int(s.status))  # as in _dispatch
             if s.state is not None:
                 rt.state_codec.encode(s.state, state_out.state)
+        elif kind == "list_tasks":
+            answer_list_tasks(rt.tasks, req.list_tasks, resp.list_tasks)
         elif kind == "close":
             resp.close.SetInParent()
             return _CLOSE
@@ -314,7 +390,12 @@ class Server:
     ``factory`` is an :class:`Environment` subclass (or a callable returning instances),
     with the runtime's keywords (``max_sessions``, ``idle_timeout_s``, ...); or a
     :class:`SessionManager` shared with other listeners (then the keywords are its own and
-    whoever made it drains and shuts it down).
+    whoever made it drains and shuts it down). ``interceptors`` are ``grpc.aio`` server
+    interceptors (:class:`openenv.Host` adds the metrics/logs/traces one), run outside the
+    listener's own guard. ``tokens``: the bearer tokens every call but health checks needs
+    (RFC 0003); ``tls``: serve ``grpcs``; ``handshake_timeout_s``: how long a stream may stay
+    silent before its handshake; ``isolation``: ``"process"`` runs each session's environment
+    in a worker process.
     """
 
     def __init__(
@@ -329,6 +410,8 @@ class Server:
         tools_only: bool = False,
         max_num_envs: int | None = None,
         reflection: bool = True,
+        resume_grace_s: float = DEFAULT_RESUME_GRACE_S,
+        interceptors: Sequence[Any] = (),
         tokens: TokenSet | None = None,
         tls: TlsConfig | None = None,
         handshake_timeout_s: float | None = DEFAULT_HANDSHAKE_TIMEOUT_S,
@@ -344,6 +427,7 @@ class Server:
                 idle_timeout_s=idle_timeout_s,
                 tools_only=tools_only,
                 max_num_envs=max_num_envs,
+                resume_grace_s=resume_grace_s,
                 isolation=isolation,
             )
             self.manager, self._owns_manager = SessionManager(runtime), True
@@ -351,6 +435,7 @@ class Server:
         self.host, self.requested_port = host, port
         self.port: int | None = None
         self.reflection = reflection
+        self.interceptors = list(interceptors)  # grpc.aio server interceptors (e.g. metrics, traces)
         self._server: grpc.aio.Server | None = None
         self.health = health.aio.HealthServicer()
         self.tokens, self.tls = tokens or TokenSet(), tls
@@ -372,12 +457,16 @@ class Server:
         limit = self.runtime.max_message_bytes
         credentials = self.tls.grpc_credentials() if self.tls is not None else None
         server = grpc.aio.server(
+            # The first interceptor is the outermost: the given ones (metrics, logs, traces) see
+            # every call, the guard's refusals included, and wrap the handler the guard shaped
+            # (tolerant request decoding, bounded replies).
             interceptors=[
+                *self.interceptors,
                 GuardInterceptor(
                     self.tokens,
                     tolerant=[f"/{SERVICE_NAME}/Session"],
                     serializers={f"/{SERVICE_NAME}/Session": _bounded_serializer(limit)},
-                )
+                ),
             ],
             options=[
                 ("grpc.so_reuseport", 0),

@@ -42,6 +42,11 @@ def test_a_stock_clients_against_our_bridge(dist: str, version: str, tmp_path: P
             if scenario == "generic_async":
                 assert "VALIDATION_ERROR" in out["bad_action_error"]
                 assert out["after_error"]["observation"]["value"] == 6
+        out = run_upstream(py, "upstream_clients.py", "strict", url)
+        for label, error in out["errors"].items():  # RFC 0007: no coercion, no unknown fields
+            assert "VALIDATION_ERROR" in error, (label, error)
+        assert "dleta" in out["errors"]["misspelled"] and "extra" in out["errors"]["unknown"]
+        assert out["after"]["observation"]["value"] == 2, "refused actions changed nothing"
     with openenv_serve("echo_env.server:EchoEnvironment", tmp_path) as (_, url, _p):
         out = run_upstream(py, "upstream_clients.py", "mcp_async", url)
         assert out["tools"] == ["echo_message", "echo_with_length"]

@@ -108,7 +108,28 @@ async def capacity(url: str) -> dict[str, Any]:
     return out
 
 
+async def strict(url: str) -> dict[str, Any]:
+    """Actions that are not exactly of the advertised type (RFC 0007): each is refused."""
+    out: dict[str, Any] = {"errors": {}}
+    async with GenericEnvClient(base_url=url) as env:
+        await env.reset()
+        for label, action in (
+            ("string", {"delta": "7"}),
+            ("bool", {"delta": True}),
+            ("misspelled", {"dleta": 2}),
+            ("unknown", {"delta": 2, "extra": 1}),
+        ):
+            try:
+                r = await env.step(action)
+                out["errors"][label] = f"accepted: {_sr(r)}"
+            except RuntimeError as e:
+                out["errors"][label] = str(e)
+        out["after"] = _sr(await env.step({"delta": 2}))
+    return out
+
+
 SCENARIOS = {
+    "strict": strict,
     "generic_async": generic_async,
     "generic_sync": generic_sync,
     "mcp_async": mcp_async,

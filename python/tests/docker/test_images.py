@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import urllib.request
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -163,22 +164,38 @@ def test_network_none(engine: Any, echo_image: str, managed_names: set[str]) -> 
 
 
 def test_a_container_that_exits_reports_its_logs(engine: Any, echo_image: str) -> None:
-    before = {m.id for m in list_containers(engine)}
+    case = _case_label()
     with pytest.raises(Unavailable) as exc:
         start_container(
-            echo_image, command=["python3", "-c", "import sys; print('boom-marker'); sys.exit(3)"], ready_timeout=30
+            echo_image,
+            command=["python3", "-c", "import sys; print('boom-marker'); sys.exit(3)"],
+            ready_timeout=30,
+            labels=case,
         )
     assert "exited with code 3" in exc.value.message
     assert "boom-marker" in exc.value.message and "boom-marker" in exc.value.logs  # type: ignore[attr-defined]
-    assert {m.id for m in list_containers(engine)} == before  # removed
+    assert _containers_labelled(engine, case) == []  # removed
 
 
 def test_a_container_that_never_serves_times_out(engine: Any, echo_image: str) -> None:
-    before = {m.id for m in list_containers(engine)}
+    case = _case_label()
     with pytest.raises(DeadlineExceeded) as exc:
-        start_container(echo_image, command=["sh", "-c", "echo waiting-forever; exec sleep 600"], ready_timeout=3)
+        start_container(
+            echo_image, command=["sh", "-c", "echo waiting-forever; exec sleep 600"], ready_timeout=3, labels=case
+        )
     assert "within 3 s" in exc.value.message and "waiting-forever" in exc.value.message
-    assert {m.id for m in list_containers(engine)} == before
+    assert _containers_labelled(engine, case) == []  # removed
+
+
+def _case_label() -> dict[str, str]:
+    """A label only this test's container carries: other containers the engine runs meanwhile
+    (another suite, another checkout) must not count as this test's leftovers."""
+    return {"openenv.test.case": uuid.uuid4().hex}
+
+
+def _containers_labelled(engine: Any, label: dict[str, str]) -> list[str]:
+    ((key, value),) = label.items()
+    return [c.id for c in engine.containers.list(all=True, filters={"label": f"{key}={value}"})]
 
 
 def test_missing_image_and_bad_builds(engine: Any, tmp_path: Path) -> None:

@@ -48,6 +48,14 @@ export class Echo implements Environment<CallToolRequest, CallToolResponse, Json
   state(): JsonObject {
     return { echoed: this.echoed };
   }
+
+  snapshot(): Uint8Array {
+    return new TextEncoder().encode(JSON.stringify({ echoed: this.echoed }));
+  }
+
+  restore(data: Uint8Array): void {
+    this.echoed = (JSON.parse(new TextDecoder().decode(data)) as { echoed: number }).echoed;
+  }
 }
 
 /** The TypeScript echo environment, ready for `serve()`. */
@@ -62,6 +70,7 @@ export const echo: EnvironmentDefinition<CallToolRequest, CallToolResponse, Json
   }),
   create: () => new Echo(),
   deterministic: true,
+  snapshots: true,
   rewardRange: [0, 1e6],
   maxSessions: 1024,
   exampleActions: [

@@ -224,6 +224,24 @@ export class GridWorld implements Environment<Action, Observation, State> {
     });
   }
 
+  /** The episode as JSON (RFC 0006): the maze, the agent, the goal; distances are recomputed. */
+  snapshot(): Uint8Array {
+    const ep = this.episode;
+    const doc = ep === undefined ? null : {
+      seed: ep.seed.toString(), walls: ep.walls, agent: ep.agent, goal: ep.goal, totalReward: ep.totalReward,
+    };
+    return new TextEncoder().encode(JSON.stringify(doc));
+  }
+
+  restore(data: Uint8Array): void {
+    const doc = JSON.parse(new TextDecoder().decode(data)) as
+      { seed: string; walls: string[]; agent: Cell; goal: Cell; totalReward: number } | null;
+    this.episode = doc === null ? undefined : {
+      seed: BigInt(doc.seed), walls: doc.walls, toGoal: distances(doc.walls, doc.goal),
+      agent: doc.agent, goal: doc.goal, totalReward: doc.totalReward,
+    };
+  }
+
   private observation(bumped: boolean): Observation {
     const ep = this.episode!;
     const rows = ep.walls.map((row) => [...row]);
@@ -246,6 +264,7 @@ export const gridworld: EnvironmentDefinition<Action, Observation, State> = {
   state: messageType(StateSchema),
   create: (options) => new GridWorld(options),
   deterministic: true,
+  snapshots: true,
   maxEpisodeSteps: 100,
   rewardRange: [round6(STEP_PENALTY - SHAPING), round6(STEP_PENALTY + SHAPING + GOAL_REWARD)],
   maxSessions: 1024,

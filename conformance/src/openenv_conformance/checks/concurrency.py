@@ -16,7 +16,9 @@ from openenv_conformance.registry import check
 from openenv_conformance.strategies import Action
 from openenv_conformance.transport import (
     EPISODE_FIELDS,
+    GRPC,
     Answer,
+    NoAnswer,
     SessionLike,
     StreamEnd,
     describe,
@@ -197,3 +199,96 @@ def disconnect_frees_slot(ctx: Context) -> None:
         _handshake_within(ctx, f"after {how} at capacity")
         for s in others:
             s.shutdown(timeout=1.0)
+
+
+# --------------------------------------------------------------------------- RFC 0007
+
+
+@check(
+    "concurrency.event_loop_live",
+    "The server stays live while a step runs: a step sent with a timeout is answered (with its time step or "
+    "DEADLINE_EXCEEDED) within the timeout plus a bound, and another session of the same server is answered "
+    "within the bound meanwhile (a step that blocks the event loop stalls every session and defeats timeouts)",
+    f"{_SPEC} §3.5 (liveness: a step never delays other sessions; timeouts fire on time)",
+    requires=(GRPC,),
+    why="gRPC only: OpenEnv's step frame carries no timeout",
+)
+def event_loop_live(ctx: Context) -> str | None:
+    actions = ctx.accepted_actions(2)
+    bound = ctx.options.liveness_bound
+    step_timeout = 0.5
+    wait = max(ctx.options.timeout, step_timeout + 3 * bound)
+    a_session = ctx.session()
+    model = EpisodeModel(ctx.spec)
+    model.on_reset(a_session.reset())
+    other = None
+    if ctx.capacity >= 2:
+        other = ctx.session()
+    for i in range(3):
+        a = actions[i % len(actions)]
+        st_ = pb.StepRequest(action=a.payload)
+        st_.timeout.FromNanoseconds(int(step_timeout * 1e9))
+        started = time.monotonic()
+        a_session.send(a_session.request(step=st_))
+        if other is not None:
+            asked = time.monotonic()
+            expect_ok(other.exchange(other.request(state=pb.StateRequest()), wait), "state", "state of another session")
+            waited = time.monotonic() - asked
+            if waited > bound:
+                raise Violation(
+                    f"while one session's step ran (timeout {step_timeout:g} s), another session's state request "
+                    f"waited {waited:.1f} s (bound {bound:g} s): the step blocks the server's event loop"
+                )
+        resp = a_session.recv(wait)
+        took = time.monotonic() - started
+        if took > step_timeout + bound:
+            raise Violation(
+                f"a step sent with a {step_timeout:g} s timeout was answered after {took:.1f} s "
+                f"({describe(resp)}); the timeout must fire on time (bound {bound:g} s)"
+            )
+        if isinstance(resp, pb.SessionResponse) and resp.WhichOneof("kind") == "error" and resp.error.code == 4:
+            model.on_reset(a_session.reset())  # timed out: the episode is aborted
+            continue
+        model.on_step(resp, f"step {a!r} with a {step_timeout:g} s timeout")
+        if model.ended:
+            model.on_reset(a_session.reset())
+    if other is None:
+        return "capacity 1: only the timeout of the step was checked (no second session can be open)"
+    return None
+
+
+@check(
+    "concurrency.idle_reaped",
+    "A session idle for longer than Capabilities.idle_timeout is ended by the server (stream status "
+    "DEADLINE_EXCEEDED) within a bound, and its slot is freed",
+    f"{_SPEC} §3.7 (idle timeout)",
+    requires=(GRPC,),
+    why="gRPC only: the end of an idle session is a gRPC stream status",
+)
+def idle_reaped(ctx: Context) -> str:
+    idle = ctx.spec.caps.idle_timeout.ToNanoseconds() / 1e9
+    if idle <= 0:
+        raise CheckSkipped("the server does not reap idle sessions (Capabilities.idle_timeout = 0)")
+    if idle > ctx.options.idle_bound:
+        raise CheckSkipped(
+            f"idle_timeout is {idle:g} s, above the {ctx.options.idle_bound:g} s this check waits "
+            "(raise it with --idle-bound)"
+        )
+    s = ctx.session()
+    if ctx.spec.sim:
+        expect_ok(s.reset(), "reset", "reset")
+    started = time.monotonic()
+    limit = idle + max(ctx.options.liveness_bound, idle)
+    try:
+        end, extra = s.wait_end(limit)
+    except NoAnswer:
+        raise Violation(
+            f"a session idle for {limit:g} s was not reaped (idle_timeout {idle:g} s, bound {limit - idle:g} s)"
+        ) from None
+    took = time.monotonic() - started
+    if extra:
+        raise Violation(f"an idle session was sent an answer to no request: {describe(extra[0])}")
+    if end.code != grpc.StatusCode.DEADLINE_EXCEEDED:
+        raise Violation(f"an idle session ended after {took:.1f} s with the {end}; expected DEADLINE_EXCEEDED")
+    _handshake_within(ctx, "after an idle session was reaped")
+    return f"reaped after {took:.1f} s (idle_timeout {idle:g} s)"

@@ -7,6 +7,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import precondition, rule
 
 from openenv.v1 import environment_pb2 as pb
+from openenv_conformance.canonical import canonical, diff
 from openenv_conformance.context import Context, ContextMachine
 from openenv_conformance.errors import CheckSkipped, Violation
 from openenv_conformance.model import HEX_ID, EpisodeModel
@@ -324,3 +325,133 @@ def tools_only(ctx: Context) -> None:
     expect_error(s.reset(), "UNIMPLEMENTED", "reset in tools-only mode", fatal=False)
     expect_error(s.state(), "UNIMPLEMENTED", "state in tools-only mode", fatal=False)
     expect_ok(s.list_tools(), "list_tools", "list_tools in tools-only mode")
+
+
+# --------------------------------------------------------------------------- RFC 0007
+
+
+def _state_payload_ok(ctx: Context, st: pb.StateResponse, what: str) -> None:
+    """The state payload is a valid value of the declared state type (or unset)."""
+    for p in ctx.spec.state.problems(st.state, allow_empty=True):
+        raise Violation(f"{what}: {p}")
+
+
+@check(
+    "lifecycle.state_before_reset",
+    "state before the first reset answers episode_id '', step_count 0, status NOT_STARTED and a state payload "
+    "that is unset or a valid value of the declared state type",
+    f"{_SPEC} §3.6 (state before the first reset)",
+    requires=(EPISODE_FIELDS,),
+)
+def state_before_reset(ctx: Context) -> None:
+    ctx.require_sim()
+    for _ in range(2):  # a fresh session twice: the value must not depend on what ran before
+        s = ctx.session()
+        st = EpisodeModel(ctx.spec).on_state(s.state(), "state before any reset")
+        _state_payload_ok(ctx, st, "state before any reset")
+        s.shutdown()
+
+
+def _without_ids(t: list[dict]) -> list[dict]:
+    return [{k: v for k, v in x.items() if k != "episode_id"} for x in t]
+
+
+@check(
+    "lifecycle.state_read_only",
+    "state is read-only: state requests interleaved anywhere in a seeded episode leave its observations, "
+    "rewards and flags unchanged (compared with the same seed and actions without them), and every state "
+    "payload, in every episode status, is a valid value of the declared state type",
+    f"{_SPEC} §3.6 (state is read-only)",
+    requires=(EPISODE_FIELDS,),
+)
+def state_read_only(ctx: Context) -> str | None:
+    valid = ctx.require_actions()
+    deterministic = ctx.spec.caps.deterministic
+    tol = ctx.spec.tolerance
+
+    def compare(seed: int, actions: list[Action], reads: list[int]) -> None:
+        s = ctx.session()
+        model = EpisodeModel(ctx.spec)
+
+        def read(what: str) -> None:
+            _state_payload_ok(ctx, model.on_state(s.state(), what), what)
+
+        eid = "conformance-state-read-only"  # the same id both times: only the state requests differ
+        plain = [canonical(s.reset(seed=seed, episode_id=eid), ctx.spec)]
+        for a in actions:
+            if plain[-1].get("terminated") or plain[-1].get("truncated") or "stream_end" in plain[-1]:
+                break  # a refused step (an error) does not end the episode
+            plain.append(canonical(s.step(a), ctx.spec))
+        # The same episode again, with 0-2 state requests before the reset's effects are read and
+        # after each step (how many: drawn), each checked against the state machine and the type.
+        model.on_reset(s.reset(seed=seed, episode_id=eid), eid)
+        observed: list[dict] = []
+        st = model.on_state(s.state(), "state after the reset")
+        _state_payload_ok(ctx, st, "state after the reset")
+        for i, a in enumerate(actions):
+            if model.ended:
+                break
+            for _ in range(reads[i % len(reads)] if reads else 1):
+                read(f"state before step {i + 1}")
+            resp = s.step(a)
+            observed.append(canonical(resp, ctx.spec))
+            before = model.status
+            ts = model.on_step(resp, f"step {a!r}")
+            for _ in range(reads[(i + 1) % len(reads)] if reads else 1):
+                read(f"state after step {i + 1} ({'refused' if ts is None else 'accepted'}, was {before})")
+        if model.ended:
+            read(f"state after the end ({model.status})")
+        if deterministic:
+            with_reads = plain[:1] + observed
+            n = min(len(plain), len(with_reads))
+            d = diff(_without_ids(plain[1:n]), _without_ids(with_reads[1:n]), tol)
+            if d is None and len(plain) != len(with_reads):
+                d = f"the episode lasted {len(plain) - 1} steps without state requests, {len(with_reads) - 1} with"
+            if d:
+                raise Violation(
+                    f"seed {seed}: state requests changed the episode: it differs at {d} from the same seed "
+                    "and actions without state requests"
+                )
+
+    ctx.search(
+        compare,
+        seed=st.integers(0, 2**32 - 1),
+        actions=st.lists(valid, min_size=1, max_size=ctx.spec.budget),
+        reads=st.lists(st.integers(0, 2), min_size=1, max_size=4),
+    )
+    if not deterministic:
+        return "the environment is not deterministic: state payloads were validated, episodes were not compared"
+    return None
+
+
+@check(
+    "lifecycle.timeout_aborts",
+    "A step answered DEADLINE_EXCEEDED (its StepRequest.timeout elapsed) is not fatal and not counted, and "
+    "aborts the episode: state says ABORTED and the next step is FAILED_PRECONDITION (or auto-resets) until "
+    "a reset",
+    f"{_SPEC} §3.5 (DEADLINE_EXCEEDED aborts the episode); error table: DEADLINE_EXCEEDED",
+    requires=(GRPC,),
+    why="gRPC only: OpenEnv's step frame carries no timeout",
+)
+def timeout_aborts(ctx: Context) -> str | None:
+    actions = ctx.accepted_actions(2)
+    s = ctx.session()
+    model = EpisodeModel(ctx.spec)
+    provoked = 0
+    for attempt in range(6):
+        model.on_reset(s.reset(seed=attempt))
+        a = actions[attempt % len(actions)]
+        resp = s.step(a, timeout_s=1e-6)  # 1 µs: a step that leaves the event loop cannot make it
+        if isinstance(resp, pb.SessionResponse) and resp.WhichOneof("kind") == "error":
+            if resp.error.code == 4:  # DEADLINE_EXCEEDED
+                provoked += 1
+                expect_error(resp, "DEADLINE_EXCEEDED", f"step {a!r} with a 1 µs timeout", fatal=False)
+                model.status = "ABORTED"
+                model.on_state(s.state(), "state after a step answered DEADLINE_EXCEEDED")
+                model.on_step(s.step(a), f"step {a!r} after a timed-out step (the episode is ABORTED)")
+                model.on_state(s.state(), "state after a step in an ABORTED episode")
+                continue
+        model.on_step(resp, f"step {a!r} with a 1 µs timeout")
+    if not provoked:
+        return "every step finished within 1 µs (the environment runs on the event loop): no timeout to observe"
+    return f"{provoked} of 6 steps timed out; each aborted its episode"

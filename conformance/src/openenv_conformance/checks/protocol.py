@@ -174,7 +174,6 @@ def request_ids(ctx: Context) -> None:
     why="gRPC only: pipelining of arbitrary requests under chosen ids is the gRPC Session framing",
 )
 def pipelining(ctx: Context) -> None:
-    s = ctx.session()
     plan: list[pb.SessionRequest] = []
     base = 1000
 
@@ -184,9 +183,11 @@ def pipelining(ctx: Context) -> None:
     actions = []
     if ctx.spec.sim and ctx.actions.valid() is not None:
         try:
-            actions = ctx.accepted_actions(2)
+            actions = ctx.accepted_actions(2)  # before opening the session: capacity may be 1
         except CheckSkipped:
             pass  # pipelining is still checked with state requests
+    _ = ctx.tools
+    s = ctx.session()
     if ctx.spec.sim:
         add(state=pb.StateRequest())
         add(reset=pb.ResetRequest(episode_id="pipelined-episode-1"))
@@ -293,6 +294,44 @@ def get_info(ctx: Context) -> None:
             f"GetInfo and the handshake describe the environment differently (fields: "
             f"{', '.join(differing_fields(unary, hs))})"
         )
+
+
+@check(
+    "protocol.load",
+    "GetLoad reports the advertised capacity and counts the sessions open (when load_reporting is set)",
+    "docs/rfcs/0005-server-load.md; proto/openenv/v1/load.proto",
+    requires=(GRPC,),
+    why="gRPC only: GetLoad is a unary gRPC call (the HTTP side's GET /load is its JSON twin)",
+)
+def load(ctx: Context) -> None:
+    info = ctx.session().info
+    if info is None:
+        raise Violation("the handshake answered no EnvironmentInfo")
+    caps = info.capabilities
+    if not caps.load_reporting:
+        raise CheckSkipped("the server does not report its load (Capabilities.load_reporting is unset)")
+    if caps.max_sessions >= 2:
+        ctx.session()  # two sessions of ours are open now
+    ours = 2 if caps.max_sessions >= 2 else 1
+    try:
+        ld = ctx.grpc_wire().get_load()
+    except grpc.aio.AioRpcError as e:
+        raise Violation(f"load_reporting is set but GetLoad failed: {e.code().name}: {e.details()}") from None
+    if ld.max_sessions != caps.max_sessions:
+        raise Violation(f"GetLoad's max_sessions is {ld.max_sessions}, Capabilities.max_sessions {caps.max_sessions}")
+    if not ours <= ld.sessions_open <= ld.max_sessions:
+        raise Violation(
+            f"GetLoad counts {ld.sessions_open} session(s) open while {ours} of this check are "
+            f"(capacity {ld.max_sessions})"
+        )
+    if ld.queued_handshakes > ld.sessions_open:
+        raise Violation(f"queued_handshakes {ld.queued_handshakes} exceeds sessions_open {ld.sessions_open}")
+    if ld.sessions_opened_total < ours:
+        raise Violation(f"sessions_opened_total is {ld.sessions_opened_total} with {ours} session(s) opened")
+    if ld.step_latency_p99.ToNanoseconds() < ld.step_latency_p50.ToNanoseconds():
+        raise Violation("GetLoad's step_latency_p99 is below its p50")
+    if ld.draining:
+        raise Violation("GetLoad says the server drains while it accepts sessions")
 
 
 @check(

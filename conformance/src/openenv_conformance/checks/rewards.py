@@ -8,10 +8,10 @@ from collections.abc import Callable
 from hypothesis import strategies as st
 
 from openenv.v1 import environment_pb2 as pb
-from openenv.v1 import rubric_pb2
-from openenv.values import from_struct
+from openenv.v1 import payload_pb2, rubric_pb2
+from openenv.values import from_struct, to_value
 from openenv_conformance.context import Context
-from openenv_conformance.errors import CheckSkipped, Violation
+from openenv_conformance.errors import CheckSkipped, CheckWarning, Violation
 from openenv_conformance.registry import check
 from openenv_conformance.strategies import Action
 from openenv_conformance.transport import expect_ok
@@ -137,4 +137,57 @@ def breakdown(ctx: Context) -> str | None:
             f"rubric {rubric.name!r} ({rubric.kind}{', ' + str(params) if params else ''}) declared; "
             "no generated step carried a breakdown"
         )
+    return None
+
+
+def _trivial_actions(ctx: Context) -> list[tuple[str, Action]]:
+    """Actions that take no skill: the first accepted action, and (JSON actions) that action with
+    every string field emptied, when it is still a valid action."""
+    first = ctx.accepted_actions(1)[0]
+    out = [(f"{first!r}, repeated", first)]
+    value = ctx.spec.action.decode(first.payload) if ctx.spec.action.kind_name == "json" else None
+    if isinstance(value, dict) and any(isinstance(v, str) and v for v in value.values()):
+        emptied = {k: "" if isinstance(v, str) else v for k, v in value.items()}
+        p = payload_pb2.Payload()
+        to_value(emptied, p.json)
+        if not ctx.spec.action.problems(p):
+            out.append((f"empty strings {emptied!r}, repeated", Action(p, f"empty strings {emptied!r}")))
+    return out
+
+
+@check(
+    "rewards.trivial_max",
+    "Reward sanity (in the spirit of OpenEnv RFC 008): with a declared reward_range, the maximum reward is not "
+    "reached by trivial actions (the first example repeated, empty strings); a warning, a failure with "
+    "--strict-rewards",
+    f"{_SPEC} §1.3 (reward_min, reward_max), §7",
+)
+def trivial_max(ctx: Context) -> str | None:
+    caps = ctx.spec.caps
+    if not caps.HasField("reward_max"):
+        raise CheckSkipped("the environment declares no reward_range (Capabilities.reward_max unset)")
+    top = caps.reward_max
+    ctx.require_actions()
+    base = ctx.seed_for("trivial")
+    for label, action in _trivial_actions(ctx):
+        for i in range(3):
+            seed = (base + 104729 * i) % 2**32
+            s = ctx.session()
+            ts = expect_ok(s.reset(seed=seed), "reset", "reset").time_step
+            for n in range(ctx.spec.budget):
+                if ts.terminated or ts.truncated:
+                    break
+                resp = s.step(action)
+                if not (isinstance(resp, pb.SessionResponse) and resp.WhichOneof("kind") == "step"):
+                    break
+                ts = resp.step.time_step
+                if ts.HasField("reward") and ts.reward >= top:
+                    msg = (
+                        f"the maximum reward {top:g} (reward_max) was reached by a trivial policy: {label}, "
+                        f"at step {n + 1} of an episode with seed {seed}"
+                    )
+                    if ctx.options.strict_rewards:
+                        raise Violation(msg)
+                    raise CheckWarning(msg)
+            s.shutdown()
     return None

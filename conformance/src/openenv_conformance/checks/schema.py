@@ -10,7 +10,7 @@ from openenv_conformance.errors import CheckSkipped, Violation
 from openenv_conformance.model import EpisodeModel
 from openenv_conformance.registry import check
 from openenv_conformance.strategies import CALL_TOOL, Action
-from openenv_conformance.transport import EPISODE_FIELDS, describe, expect_error, expect_ok
+from openenv_conformance.transport import EPISODE_FIELDS, SessionLike, describe, expect_error, expect_ok
 
 _SPEC = "docs/protocol.md"
 
@@ -61,23 +61,31 @@ def observations(ctx: Context) -> None:
     if not obs_t.declared and not state_t.declared:
         raise CheckSkipped("neither an observation nor a state type is declared")
 
+    def state_conforms(s: SessionLike, what: str) -> None:
+        st_ = expect_ok(s.state(), "state", what)
+        for p in state_t.problems(st_.state, allow_empty=True):
+            raise Violation(f"{what}: {p}")
+
     def conform(seed: int, actions: list[Action]) -> None:
         s = ctx.session()
+        state_conforms(s, "state before any reset")
         ts = expect_ok(s.reset(seed=seed), "reset", "reset").time_step
         for p in obs_t.problems(ts.observation):
             raise Violation(f"reset(seed={seed}): {p}")
+        state_conforms(s, "state after the reset")
+        # The state is validated in every episode status (RFC 0007), not once per episode.
         for i, a in enumerate(actions):
             if ts.terminated or ts.truncated:
                 break
             resp = s.step(a)
             if not (isinstance(resp, pb.SessionResponse) and resp.WhichOneof("kind") == "step"):
+                state_conforms(s, f"state after the refused step {i + 1} ({a!r})")
                 continue
             ts = resp.step.time_step
             for p in obs_t.problems(ts.observation):
                 raise Violation(f"step {i + 1} ({a!r}): {p}")
-        st_ = expect_ok(s.state(), "state", "state")
-        for p in state_t.problems(st_.state, allow_empty=True):
-            raise Violation(f"state after the episode: {p}")
+            state_conforms(s, f"state after step {i + 1} ({a!r})")
+        state_conforms(s, "state after the episode")
 
     ctx.search(conform, seed=st.integers(0, 2**32 - 1), actions=st.lists(valid, max_size=ctx.spec.budget))
 

@@ -246,10 +246,20 @@ class RequestBuilder(abc.ABC):
         return pb.SessionRequest(request_id=self.next_id() if request_id is None else request_id, **kind)
 
     def exchange(self, request: pb.SessionRequest, timeout: float | None = None) -> Answer:
-        """Send ``request`` and read one answer (or the end of the session)."""
+        """Send ``request`` and read its answer (or the end of the session). The answer is
+        matched by request id: one carrying another id (an extra answer, a missing one, a
+        misnumbered one) is a :class:`Violation` said once, where it happens, rather than a
+        cascade of answers read in the wrong place."""
         if not self.send(request):
-            return self.recv(timeout) if self.end is None else self.end
-        return self.recv(timeout)
+            resp = self.recv(timeout) if self.end is None else self.end
+        else:
+            resp = self.recv(timeout)
+        if isinstance(resp, pb.SessionResponse) and resp.request_id != request.request_id:
+            raise Violation(
+                f"request {request.request_id} ({request.WhichOneof('kind') or 'no kind'}) was answered under "
+                f"request_id {resp.request_id} ({describe(resp)}): an extra, missing or misnumbered answer"
+            )
+        return resp
 
     def __enter__(self) -> Self:
         return self

@@ -25,7 +25,7 @@ from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 from openenv.client.urls import parse_url
 from openenv.v1 import environment_pb2 as pb
-from openenv.v1 import environment_pb2_grpc
+from openenv.v1 import environment_pb2_grpc, load_pb2
 from openenv_conformance.errors import Violation
 from openenv_conformance.transport.base import EPISODE_FIELDS, GRPC, NoAnswer, RequestBuilder, StreamEnd
 
@@ -156,6 +156,15 @@ class Wire:
             return await self.stub.GetInfo(pb.GetInfoRequest(), timeout=t, metadata=self.metadata())
 
         return self.run(call(), t + 1, "GetInfo").info
+
+    def get_load(self, timeout: float | None = None) -> load_pb2.ServerLoad:
+        """``GetLoad`` (RFC 0005); raises ``grpc.aio.AioRpcError`` or :class:`NoAnswer`."""
+        t = self.timeout if timeout is None else timeout
+
+        async def call() -> load_pb2.GetLoadResponse:
+            return await self.stub.GetLoad(load_pb2.GetLoadRequest(), timeout=t)
+
+        return self.run(call(), t + 1, "GetLoad").load
 
     def health(self, service: str = "", timeout: float | None = None) -> str:
         """The health status name of ``service`` (``SERVING``, ``NOT_SERVING``, ...), or

@@ -20,6 +20,7 @@ class EchoEnvironment(openenv.Environment):
     version = "0.1.0"
     description = "Echoes messages back through two tools; reward is 0.1 per character."
     deterministic = True
+    snapshots = True  # RFC 0006: the default hooks (its state pickles)
     reward_range = (0.0, 1e6)
     max_sessions = 1024
     run_in_thread = False  # every method is trivial: no need to leave the event loop

@@ -92,6 +92,8 @@ class GridWorldEnvironment(openenv.Environment):
     position_type: ClassVar[Any] = gridworld_pb2.Position
     """The class of the positions in observations and state (built like the three above)."""
     deterministic = True
+    snapshots = True  # RFC 0006: the default hooks (its state pickles)
+    seeded = True  # the seed builds the maze (determinism.seeds_honoured checks it)
     max_episode_steps = 100
     reward_range = (round(STEP_PENALTY - SHAPING, 6), round(STEP_PENALTY + SHAPING + GOAL_REWARD, 6))
     max_sessions = 1024
@@ -162,6 +164,32 @@ class GridWorldEnvironment(openenv.Environment):
             total_reward=ep.total_reward,
         )
 
+    def render(self) -> str:
+        """The maze as an SVG picture (walls dark, the goal green, the agent a blue disc),
+        what the ``/web`` playground shows; a blank board before the first reset."""
+        ep = self.episode
+        cell = 24
+        if ep is None:
+            h, w = self.size
+            return _svg(w * cell, h * cell, [])
+        walls = []
+        for r, row in enumerate(ep.walls):
+            for c, ch in enumerate(row):
+                if ch == maze.WALL:
+                    walls.append(f'<rect x="{c * cell}" y="{r * cell}" width="{cell}" height="{cell}" fill="#334155"/>')
+        shapes = [f'<g shape-rendering="crispEdges">{"".join(walls)}</g>']  # no seams between wall cells
+        gr, gc = ep.goal
+        shapes.append(
+            f'<rect x="{gc * cell + 3}" y="{gr * cell + 3}" width="{cell - 6}" height="{cell - 6}" rx="4" '
+            f'fill="#16a34a"><title>goal</title></rect>'
+        )
+        ar, ac = ep.agent
+        shapes.append(
+            f'<circle cx="{ac * cell + cell / 2}" cy="{ar * cell + cell / 2}" r="{cell * 0.36}" fill="#2563eb">'
+            f"<title>agent</title></circle>"
+        )
+        return _svg(len(ep.walls[0]) * cell, len(ep.walls) * cell, shapes)
+
     def _observation(self, *, bumped: bool) -> gridworld_pb2.Observation:
         ep = self.episode
         assert ep is not None
@@ -174,6 +202,14 @@ class GridWorldEnvironment(openenv.Environment):
 
     def _pos(self, cell: maze.Cell) -> gridworld_pb2.Position:
         return self.position_type(row=cell[0], col=cell[1])
+
+
+def _svg(width: int, height: int, shapes: list[str]) -> str:
+    return (
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" role="img" aria-label="gridworld maze">'
+        f'<rect width="{width}" height="{height}" fill="#f8fafc"/>{"".join(shapes)}</svg>'
+    )
 
 
 def __getattr__(name: str) -> Any:

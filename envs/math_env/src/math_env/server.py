@@ -10,6 +10,8 @@ Every step is a tool call (:class:`openenv.CallToolAction`):
 The reward is the rubric of :mod:`math_env.rubric` (format gate, then correctness minus
 a length penalty); its breakdown travels with every step. ``reset(seed=...)`` samples the
 task deterministically; ``options={"task_id": i}`` or ``{"kind": "word"}`` narrow it.
+The tasks are declared (RFC 0004) as splits ``train`` (0-799) and ``test`` (800-999), so
+``reset(task_id="17")`` plays task 17.
 Episodes are truncated after 10 steps. Served tools-only (``--tools-only``), the agent
 gets the task from the handshake options (``seed``, ``task_id``, ``kind``) and can never
 reset.
@@ -24,9 +26,10 @@ from typing import Any, ClassVar
 import openenv
 from math_env.calculator import evaluate
 from math_env.rubric import MAX_STEPS, build_rubric
-from math_env.tasks import Task, sample
+from math_env.tasks import TASKS, Task, sample
 
 MAX_SCRATCHPAD_CHARS = 10_000
+TRAIN_TASKS = 800
 
 INSTRUCTIONS = (
     "Solve the problem. Tools: calculator(expression), scratchpad_write(text), scratchpad_read(), "
@@ -44,6 +47,7 @@ class MathEnvironment(openenv.Environment):
         "the reward is a rubric (format gate, correctness, length penalty)."
     )
     deterministic = True
+    snapshots = True  # RFC 0006: the default hooks (its state pickles)
     max_episode_steps = MAX_STEPS
     run_in_thread = False  # every tool is bounded and cheap: no need to leave the event loop
     max_sessions = 256
@@ -55,6 +59,16 @@ class MathEnvironment(openenv.Environment):
         openenv.CallToolAction("submit_answer", {"answer": "84"}),
     )
     metadata: ClassVar[dict[str, Any]] = {"author": "openenv", "documentation_url": "envs/math_env/README.md"}
+    # RFC 0004: the 1,000 tasks as two splits; reset(task_id="17") plays task 17.
+    task_splits: ClassVar[dict[str, str]] = {
+        "train": f"tasks 0-{TRAIN_TASKS - 1}, both kinds alternating",
+        "test": f"tasks {TRAIN_TASKS}-{len(TASKS) - 1}, held out",
+    }
+
+    @classmethod
+    def list_tasks(cls, split: str) -> list[openenv.TaskInfo]:
+        chosen = TASKS[:TRAIN_TASKS] if split == "train" else TASKS[TRAIN_TASKS:]
+        return [openenv.TaskInfo(str(t.id), split, {"kind": t.kind}) for t in chosen]
 
     def __init__(self, **options: Any) -> None:
         super().__init__(**options)

@@ -16,6 +16,7 @@ path              method      what
 ``/schema``       GET         ``{"action", "observation", "reset_observation", "state"}``
 ``/openapi.json`` GET         OpenAPI 3.1 document, ``info.version`` 1.0.0
 ``/openenv/info`` GET         the protocol's ``EnvironmentInfo`` as proto3 JSON
+``/load``         GET         the server's live load, ``ServerLoad`` as proto3 JSON (RFC 0005)
 ================  ==========  =============================================================
 
 It is a plain ASGI callable (no framework on the hot path): every document is built
@@ -29,6 +30,8 @@ import base64
 import logging
 from collections.abc import Callable
 from typing import Any
+
+from google.protobuf import json_format
 
 from openenv.bridge.asgi import respond
 from openenv.bridge.backend import Backend, BackendSession, spawn
@@ -247,6 +250,9 @@ class BridgeApp:
             else:
                 await respond(send, 200, b'{"status":"healthy"}')
             return
+        if path == "/load":
+            await self._load(method, send)
+            return
         doc = self._docs.get(path)
         if doc is None and path == "/":
             doc = frames.dumps(
@@ -254,7 +260,7 @@ class BridgeApp:
                     "name": self.backend.info.name,
                     "websocket": "/ws",
                     "mcp": "/mcp",
-                    "docs": sorted([*self._docs, "/health"]),
+                    "docs": sorted([*self._docs, "/health", "/load"]),
                 }
             ).encode()
         if doc is None:
@@ -263,6 +269,23 @@ class BridgeApp:
             await respond(send, 405, b'{"detail":"Method Not Allowed"}')
         else:
             await respond(send, 200, doc)
+
+    async def _load(self, method: str, send: Any) -> None:
+        if method not in ("GET", "HEAD"):
+            await respond(send, 405, b'{"detail":"Method Not Allowed"}')
+            return
+        try:
+            load = await self.backend.load()
+        except EnvError as e:
+            await respond(send, 503, frames.dumps({"detail": e.message}).encode())
+            return
+        if load is None:
+            await respond(send, 404, b'{"detail":"this server reports no load"}')
+            return
+        doc = json_format.MessageToDict(
+            load, preserving_proto_field_name=True, always_print_fields_with_no_presence=True
+        )
+        await respond(send, 200, frames.dumps(doc).encode())
 
     async def _lifespan(self, receive: Any, send: Any) -> None:
         while True:

@@ -20,15 +20,17 @@ from typing import Any, TypeVar
 
 from google.protobuf import json_format
 
-from openenv.errors import EnvError, InvalidArgument
+from openenv.errors import EnvError, Internal, InvalidArgument, Unimplemented
 from openenv.protocol import StepResult
 from openenv.runtime.codec import AdaptedCodec, Codec, MessageCodec, TensorCodec
+from openenv.runtime.load import server_load
 from openenv.runtime.session import Session, SessionManager
 from openenv.runtime.tools import CallToolAction, Tool, ToolResult
-from openenv.v1 import environment_pb2
+from openenv.v1 import environment_pb2, load_pb2, payload_pb2
 from openenv.wire.frames import JsonStep
-from openenv.wire.jsontext import loads
+from openenv.wire.jsontext import dumps, loads
 from openenv.wire.payloads import CALL_TOOL, message_to_json
+from openenv.wire.render import render_to_json
 
 __all__ = ["Backend", "BackendSession", "LocalBackend", "LocalSession", "call_tool_args", "spawn"]
 
@@ -57,6 +59,8 @@ class BackendSession(abc.ABC):
     """One environment session. Calls never overlap (the transport serialises them)."""
 
     id: str
+    #: The time step of the latest reset or step (what the metrics count episodes from).
+    last_step: JsonStep | None = None
 
     @abc.abstractmethod
     async def reset(self, seed: int | None, episode_id: str | None, options: Mapping[str, Any]) -> JsonStep: ...
@@ -78,6 +82,16 @@ class BackendSession(abc.ABC):
     @abc.abstractmethod
     def on_terminate(self, callback: Callable[[EnvError], None] | None) -> None:
         """Register how the transport ends this session (idle timeout, drain)."""
+
+    async def render(self) -> dict[str, Any]:
+        """The environment's picture of its state (``openenv.render`` on ``/ws``, what the
+        playground draws); UNIMPLEMENTED when the environment has none."""
+        raise Unimplemented("this environment has no render hook")
+
+    @property
+    def env_seconds(self) -> float | None:
+        """Seconds spent in the environment's code so far (metrics), None when unknown."""
+        return None
 
     @abc.abstractmethod
     async def close(self) -> None:
@@ -107,6 +121,10 @@ class Backend(abc.ABC):
     @property
     def draining(self) -> bool:
         return False
+
+    async def load(self) -> load_pb2.ServerLoad | None:
+        """The live load (RFC 0005) for ``GET /load``; None where there is none to report."""
+        return None
 
     async def start(self) -> None:
         """Called once before serving."""
@@ -140,18 +158,19 @@ def _json_of(codec: Codec, value: Any) -> Any:
 class LocalSession(BackendSession):
     """A :class:`openenv.session.Session` of this process."""
 
-    __slots__ = ("_b", "_s", "id")
+    __slots__ = ("_b", "_s", "id", "last_step")
 
     def __init__(self, backend: LocalBackend, session: Session) -> None:
         self._b = backend
         self._s = session
         self.id = session.id
+        self.last_step: JsonStep | None = None
 
     def _ts(self, r: StepResult[Any]) -> JsonStep:
         b = self._b
         obs = r.observation
         bd = r.reward_breakdown
-        return JsonStep(
+        self.last_step = ts = JsonStep(
             None if obs is None else _json_of(b.obs_codec, obs),
             r.reward,
             r.terminated,
@@ -162,12 +181,21 @@ class LocalSession(BackendSession):
             None if bd is None else message_to_json(bd.to_proto() if hasattr(bd, "to_proto") else bd),
             b.tool_actions,
         )
+        return ts
 
     async def reset(self, seed: int | None, episode_id: str | None, options: Mapping[str, Any]) -> JsonStep:
         return self._ts(await self._s.reset(seed, episode_id, options))
 
     async def step(self, action: Any, timeout: float | None = None) -> JsonStep:
-        return self._ts(await self._s.step(self._b.decode_action(action), timeout))
+        before = self._s.status
+        result = await self._s.step(self._b.decode_action(action), timeout)
+        try:
+            if result.metadata:
+                dumps(result.metadata)  # fails here, where the step can be uncounted, not at send time
+            return self._ts(result)
+        except Exception as e:
+            self._s.retract_step(before)  # an answer that cannot be sent is not a step
+            raise Internal(f"the step's result cannot be encoded: {type(e).__name__}: {e}") from e
 
     async def state(self) -> tuple[str, int, str, Any]:
         st = await self._s.state()
@@ -194,6 +222,13 @@ class LocalSession(BackendSession):
     async def close(self) -> None:
         await self._s.close()
 
+    async def render(self) -> dict[str, Any]:
+        return render_to_json(await self._s.render())
+
+    @property
+    def env_seconds(self) -> float | None:
+        return self._s.env_seconds
+
 
 class LocalBackend(Backend):
     """The sessions of an in-process server (shares its ``SessionManager``)."""
@@ -212,6 +247,12 @@ class LocalBackend(Backend):
         if isinstance(ac, MessageCodec):
             d = ac.cls.DESCRIPTOR
             self._message_fields = frozenset(f.name for f in d.fields) | frozenset(f.json_name for f in d.fields)
+        # OpenEnv's Action carries ``metadata`` on every action: dropped, as framing, unless
+        # the action type itself has such a field (strict validation refuses unknown fields).
+        self._strip_metadata = bool(self._message_fields) and "metadata" not in self._message_fields
+        if not isinstance(ac, MessageCodec) and ac.kind == payload_pb2.PAYLOAD_KIND_JSON:
+            props = ac.json_schema().get("properties")
+            self._strip_metadata = isinstance(props, dict) and "metadata" not in props
 
     def decode_action(self, data: Any) -> Any:
         """An action from its JSON form (raises :class:`InvalidArgument`)."""
@@ -221,12 +262,7 @@ class LocalBackend(Backend):
             if self._adapted_tool:
                 return CallToolAction(name, args)
             return ac.from_json({"name": name, "arguments": args})
-        if (
-            self._message_fields
-            and isinstance(data, dict)
-            and "metadata" in data
-            and "metadata" not in self._message_fields
-        ):
+        if self._strip_metadata and isinstance(data, dict) and "metadata" in data:
             data = {k: v for k, v in data.items() if k != "metadata"}  # OpenEnv's Action.metadata
         try:
             return ac.from_json(data)
@@ -249,3 +285,6 @@ class LocalBackend(Backend):
     @property
     def draining(self) -> bool:
         return self.manager.draining
+
+    async def load(self) -> load_pb2.ServerLoad | None:
+        return server_load(self.manager)

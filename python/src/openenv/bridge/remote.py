@@ -2,7 +2,8 @@
 
 Every bridged session is one ``Session`` stream to the remote server, opened with the
 client's gRPC connection (:class:`openenv.client.GrpcConnection`: request ids, pipelining,
-keepalive), so capacity, idle reaping and errors are the remote server's. Payloads are
+keepalive, and resumption of a dropped stream with exactly-once requests, RFC 0006), so
+capacity, idle reaping and errors are the remote server's. Payloads are
 converted with the remote's advertised descriptors (:mod:`openenv.wire.payloads`), so the
 environment may be written in any language and no stubs are needed here.
 """
@@ -15,11 +16,12 @@ import grpc
 
 from openenv.bridge.backend import Backend, BackendSession, call_tool_args
 from openenv.client.grpc import GrpcConnection, channel_ready, open_channel, token_metadata
+from openenv.client.load import get_load
 from openenv.client.urls import parse_url
 from openenv.errors import EnvError, Unavailable
 from openenv.protocol import PROTOCOL_VERSION, EpisodeStatus
 from openenv.runtime.tools import Tool, ToolResult
-from openenv.v1 import environment_pb2, environment_pb2_grpc
+from openenv.v1 import environment_pb2, environment_pb2_grpc, load_pb2
 from openenv.values import from_struct, to_struct
 from openenv.wire.frames import JsonStep
 from openenv.wire.payloads import CALL_TOOL, PayloadJson, message_to_json
@@ -50,7 +52,7 @@ class RemoteSession(BackendSession):
 
     def _ts(self, ts: environment_pb2.TimeStep) -> JsonStep:
         b = self._b
-        return JsonStep(
+        self.last_step = out = JsonStep(
             b.observation.to_json(ts.observation) if ts.HasField("observation") else None,
             ts.reward if ts.HasField("reward") else None,
             ts.terminated,
@@ -61,6 +63,7 @@ class RemoteSession(BackendSession):
             message_to_json(ts.reward_breakdown) if ts.HasField("reward_breakdown") else None,
             b.tool_actions,
         )
+        return out
 
     async def reset(self, seed: int | None, episode_id: str | None, options: Mapping[str, object]) -> JsonStep:
         req = environment_pb2.SessionRequest(reset=environment_pb2.ResetRequest(episode_id=episode_id or ""))
@@ -174,7 +177,9 @@ class RemoteBackend(Backend):
             hostport, url=self.target, token=self.token, secure=scheme == "grpcs", ca_file=self.ca_file
         )
         hs = environment_pb2.HandshakeRequest(
-            protocol_version=PROTOCOL_VERSION, client_name=f"openenv-bridge/{client_name or 'ws'}"
+            protocol_version=PROTOCOL_VERSION,
+            client_name=f"openenv-bridge/{client_name or 'ws'}",
+            resumable=True,  # RFC 0006: a dropped bridge-to-server connection is resumed, steps applied once
         )
         to_struct(dict(options or {}), hs.options)
         try:
@@ -193,6 +198,14 @@ class RemoteBackend(Backend):
     @property
     def draining(self) -> bool:
         return self._draining
+
+    async def load(self) -> load_pb2.ServerLoad | None:
+        """The remote server's own load (GetLoad), when it reports one."""
+        if not self.info.capabilities.load_reporting:
+            return None
+        scheme, hostport = parse_url(self.target)
+        async with open_channel(hostport, secure=scheme == "grpcs", ca_file=self.ca_file) as ch:
+            return await get_load(ch, self.connect_timeout, target=self.target, token=self.token)
 
     async def stop(self) -> None:
         self._draining = True

@@ -9,7 +9,10 @@ Beyond OpenEnv (all additive, see docs/bridge.md):
 * a frame may carry ``"id"`` (any JSON scalar): the reply carries the same ``"id"`` and
   the extended shape of :mod:`openenv.wire.frames`; ``"timeout_s"`` bounds a step or a
   tool call on the server (``DEADLINE_EXCEEDED``); ``{"type": "openenv.hello"}`` returns
-  the session id and the full ``EnvironmentInfo``. Stock clients never send these.
+  the session id and the full ``EnvironmentInfo``; ``{"type": "openenv.render"}`` returns
+  the environment's picture of its current state (``Environment.render``, as
+  :func:`openenv.wire.render.render_to_json` shapes it; ``UNIMPLEMENTED`` without one), what
+  the ``/web`` playground draws. Stock clients never send these.
 * ``?session_id=`` attaches to a session created with ``openenv/session/create`` on
   ``POST /mcp`` (OpenEnv 0.10's production ``MCPToolClient``); ``?options=<JSON object>``
   and ``?client_name=`` reach the environment factory.
@@ -140,6 +143,7 @@ async def serve_ws(app: BridgeApp, scope: dict[str, Any], receive: Any, send: An
             await _close(send, 1000)
             return
         session.on_terminate(terminate)
+        scope["openenv.session"] = session  # for the observing middleware (openenv.bridge.observe)
         if await _loop(app, session, receive, send):
             await _close(send, 1000)
     except asyncio.CancelledError:
@@ -233,6 +237,10 @@ async def _loop(app: BridgeApp, session: BackendSession, receive: Any, send: Any
                 reply = {"type": "mcp", "data": resp}
                 if rid is not None:
                     reply["id"] = rid
+            elif typ == "openenv.render":
+                reply = {"type": "openenv.render", "data": await session.render()}
+                if rid is not None:
+                    reply["id"] = rid
             elif typ == "openenv.hello":
                 reply = {
                     "type": "openenv.hello",
@@ -257,7 +265,12 @@ async def _loop(app: BridgeApp, session: BackendSession, receive: Any, send: Any
         except Exception as e:  # one failed request never ends the connection
             log.warning("bridge request %r failed", typ, exc_info=True)
             reply = frames.error_frame(Internal(f"{type(e).__name__}: {e}"), rid)
-        await send({"type": "websocket.send", "text": dumps(reply)})
+        try:
+            text = dumps(reply)
+        except Exception as e:  # an answer that cannot be encoded never ends the connection
+            log.warning("bridge reply to %r cannot be encoded", typ, exc_info=True)
+            text = dumps(frames.error_frame(Internal(f"the answer cannot be encoded: {type(e).__name__}: {e}"), rid))
+        await send({"type": "websocket.send", "text": text})
 
 
 async def _tool_step(session: BackendSession, data: dict[str, Any], timeout: float | None) -> dict[str, Any]:

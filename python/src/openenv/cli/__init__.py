@@ -12,8 +12,12 @@ from __future__ import annotations
 import importlib
 import importlib.metadata
 import logging
+import os
+import re
 
 import click
+
+from openenv.observability.logs import configure_logging
 
 _COMMANDS: dict[str, str] = {
     "serve": "openenv.cli.serve:serve_command",
@@ -25,7 +29,26 @@ _COMMANDS: dict[str, str] = {
     "cleanup": "openenv.cli.cleanup:cleanup_command",
     "health": "openenv.cli.health:health_command",
     "init": "openenv.cli.init:init_command",
+    "play": "openenv.cli.play:play_command",
+    "collect": "openenv.cli.collect:collect_command",
+    "fleet": "openenv.cli.fleet:fleet_command",
 }
+
+
+_REQUIREMENT = re.compile(r"""^\s*([A-Za-z0-9][A-Za-z0-9._-]*).*;.*extra\s*==\s*["']([^"']+)["']""")
+
+
+def _extra_providing(module: str) -> str | None:
+    """The extra of this distribution whose requirements bring the missing top-level
+    ``module`` (read from the installed metadata, so it cannot drift from pyproject.toml).
+    A missing module is not installed, so its distribution is assumed to share its name."""
+    wanted = re.sub(r"[-_.]+", "-", module.split(".")[0]).lower()
+    extras = []
+    for requirement in importlib.metadata.requires("protoenv") or []:
+        m = _REQUIREMENT.match(requirement)
+        if m and re.sub(r"[-_.]+", "-", m.group(1)).lower() == wanted and m.group(2) not in ("all", "dev"):
+            extras.append(m.group(2))
+    return extras[0] if extras else None
 
 
 def _entry_points() -> dict[str, importlib.metadata.EntryPoint]:
@@ -42,7 +65,9 @@ class _LazyGroup(click.Group):
             try:
                 module = importlib.import_module(mod)
             except ImportError as e:
-                raise click.ClickException(f"openenv {name} is not available: {e}") from e
+                extra = _extra_providing(e.name or "")
+                hint = f": pip install 'protoenv[{extra}]'" if extra else ""
+                raise click.ClickException(f"openenv {name} is not available{hint} ({e})") from e
             command: click.Command = getattr(module, attr)
             return command
         ep = _entry_points().get(name)
@@ -54,13 +79,17 @@ class _LazyGroup(click.Group):
 
 @click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="protoenv", prog_name="openenv")
-@click.option("-v", "--verbose", count=True, help="More logging (-v info, -vv debug).")
-def main(verbose: int) -> None:
+@click.option("-v", "--verbose", count=True, help="More logging (-v info: a line per session and request; -vv debug).")
+@click.option(
+    "--log-format",
+    type=click.Choice(["text", "json"]),
+    default=lambda: os.environ.get("OPENENV_LOG_FORMAT", "text"),
+    show_default="text ($OPENENV_LOG_FORMAT)",
+    help="Log lines as text, or as JSON objects (session_id, episode_id, request_id, kind, status, duration_ms).",
+)
+def main(verbose: int, log_format: str) -> None:
     """Protocol-first agentic RL environments: serve, inspect, certify, build."""
-    logging.basicConfig(
-        level=[logging.WARNING, logging.INFO, logging.DEBUG][min(verbose, 2)],
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    configure_logging([logging.WARNING, logging.INFO, logging.DEBUG][min(verbose, 2)], log_format)
 
 
 if __name__ == "__main__":

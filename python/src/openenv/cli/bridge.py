@@ -61,6 +61,12 @@ DEFAULT_HTTP_PORT = 8000  # OpenEnv's; Spaces set $PORT
     "--target-ca", type=click.Path(dir_okay=False), default=None, help="CA of a grpcs:// target's certificate."
 )
 @security_options
+@click.option(
+    "--web/--no-web",
+    default=None,
+    show_default="on when listening on loopback",
+    help="Serve the /web playground.",
+)
 def bridge_command(
     target: str,
     host: str,
@@ -80,9 +86,10 @@ def bridge_command(
     tls_client_ca: str | None,
     allowed_origins: str,
     allowed_hosts: str,
+    web: bool | None,
 ) -> None:
     """Expose the gRPC environment at TARGET (grpc://HOST:PORT, any language) on OpenEnv's
-    HTTP/WebSocket protocol: /ws, /mcp, /health, /metadata, /schema."""
+    HTTP/WebSocket protocol: /ws, /mcp, /health, /metadata, /schema, /metrics, /web."""
     try:
         from openenv.bridge import HttpOptions  # the http extra
     except ImportError as e:
@@ -114,6 +121,7 @@ def bridge_command(
             allow_anonymous=allow_anonymous,
             token=target_token,
             ca_file=target_ca,
+            web=web,
         )
     except (EnvError, ValueError, RuntimeError) as e:
         raise click.ClickException(str(e)) from e

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import importlib.metadata
 import os
 import sys
 from typing import Any
@@ -29,7 +30,12 @@ def write_ready_file(path: str, text: str) -> None:
 
 
 def load_factory(spec: str) -> Any:
-    """Import ``module:Attribute`` (an Environment subclass or a factory function)."""
+    """Import ``module:Attribute`` (an Environment subclass or a factory function), or build
+    ``import:SOURCE:ID`` with the importer that an installed distribution registers as
+    ``SOURCE`` in the ``openenv.importers`` entry-point group (e.g. protoenv-catalog's
+    ``import:gymnasium:CartPole-v1``): a callable taking ``ID`` and returning the factory."""
+    if spec.startswith("import:"):
+        return _imported(spec)
     if ":" not in spec:
         raise click.BadParameter(f"{spec!r} is not of the form module:Class", param_hint="TARGET")
     mod_name, attr = spec.split(":", 1)
@@ -133,3 +139,17 @@ def load_security(
 def split_list(value: str) -> tuple[str, ...]:
     """``"a, b"`` -> ``("a", "b")``."""
     return tuple(v.strip() for v in value.split(",") if v.strip())
+
+
+def _imported(spec: str) -> Any:
+    source, _, ident = spec[len("import:") :].partition(":")
+    importers = {ep.name: ep for ep in importlib.metadata.entry_points(group="openenv.importers")}
+    if source not in importers:
+        known = ", ".join(sorted(importers)) or "none (pip install protoenv-catalog)"
+        raise click.BadParameter(f"no importer {source!r}; installed importers: {known}", param_hint="TARGET")
+    if not ident:
+        raise click.BadParameter(f"{spec!r} is not of the form import:{source}:ID", param_hint="TARGET")
+    try:
+        return importers[source].load()(ident)
+    except (ImportError, LookupError, ValueError) as e:
+        raise click.BadParameter(f"cannot import {ident!r} from {source}: {e}", param_hint="TARGET") from e

@@ -28,13 +28,26 @@ __all__ = ["serve_command"]
     show_default="50051",
     help="gRPC port (0 picks a free one).",
 )
-@click.option("--max-sessions", type=int, default=None, help="Capacity (default: the environment's).")
+@click.option(
+    "--max-sessions",
+    type=int,
+    default=lambda: int(os.environ["OPENENV_MAX_SESSIONS"]) if os.environ.get("OPENENV_MAX_SESSIONS") else None,
+    show_default="$OPENENV_MAX_SESSIONS, else the environment's",
+    help="Capacity: concurrent sessions (fleets set it per server).",
+)
 @click.option(
     "--idle-timeout",
     type=float,
     default=300.0,
     show_default=True,
     help="Close sessions idle for this many seconds (0 disables).",
+)
+@click.option(
+    "--resume-grace",
+    type=float,
+    default=60.0,
+    show_default=True,
+    help="Keep a resumable session whose connection dropped this many seconds for its client (0: no resumption).",
 )
 @click.option("--max-message-mb", type=float, default=16.0, show_default=True, help="Largest message.")
 @click.option("--grace", type=float, default=10.0, show_default=True, help="Drain time on SIGTERM.")
@@ -89,12 +102,25 @@ __all__ = ["serve_command"]
     help="process: each session's environment in its own worker process (a crash loses only that session).",
 )
 @security_options
+@click.option(
+    "--web/--no-web",
+    default=None,
+    show_default="on when the HTTP side listens on loopback",
+    help="Serve the /web playground (off by default on other interfaces: it lets anyone who reaches the port play).",
+)
+@click.option(
+    "--metrics-port",
+    type=int,
+    default=None,
+    help="Also serve /metrics (Prometheus) on this port (the HTTP side always has /metrics).",
+)
 def serve_command(
     target: str,
     host: str,
     port: int,
     max_sessions: int | None,
     idle_timeout: float,
+    resume_grace: float,
     max_message_mb: float,
     grace: float,
     tools_only: bool,
@@ -115,6 +141,8 @@ def serve_command(
     tls_client_ca: str | None,
     allowed_origins: str,
     allowed_hosts: str,
+    web: bool | None,
+    metrics_port: int | None,
 ) -> None:
     """Serve TARGET (module:Class) over gRPC and HTTP/WebSocket until SIGTERM, then drain.
 
@@ -163,6 +191,7 @@ def serve_command(
             port,
             max_sessions=max_sessions,
             idle_timeout_s=idle_timeout,
+            resume_grace_s=resume_grace,
             max_message_bytes=int(max_message_mb * 1024 * 1024),
             grace_s=grace,
             tools_only=tools_only,
@@ -172,6 +201,8 @@ def serve_command(
             allow_anonymous=allow_anonymous,
             handshake_timeout_s=handshake_timeout or None,
             isolation=isolation,
+            web=web,
+            metrics_port=metrics_port,
             **http,
         )
     except (TypeError, ValueError, RuntimeError) as e:

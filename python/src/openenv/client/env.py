@@ -40,6 +40,7 @@ of your own.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import os
 from collections.abc import Mapping, Sequence
@@ -57,6 +58,7 @@ from openenv.errors import EnvError, FailedPrecondition
 from openenv.protocol import PROTOCOL_VERSION, EpisodeStatus, SessionState, StepResult
 from openenv.runtime.codec import Codec, codec_for, message_class, tensor_from_proto, tensor_to_proto
 from openenv.runtime.rubrics import Score
+from openenv.runtime.tasks import TaskInfo
 from openenv.runtime.tools import CallToolAction, CallToolObservation, Tool, ToolResult
 from openenv.security import TOKEN_ENV
 from openenv.v1 import environment_pb2, payload_pb2, rubric_pb2
@@ -178,6 +180,7 @@ class EnvClient:
         token: str | None = None,
         ca_file: str | None = None,
         client_cert: tuple[str, str] | None = None,
+        resume: bool = True,
     ) -> None:
         scheme_of(base_url)  # ValueError for a scheme no transport speaks
         if num_envs < 1:
@@ -200,6 +203,8 @@ class EnvClient:
         self._obs_codec: Codec | None = codec_for(self.observation_type) if self.observation_type is not None else None
         self._state_codec: Codec | None = codec_for(self.state_type) if self.state_type is not None else None
         self._classes: dict[str, type[Message]] = {}
+        self.resume = resume
+        self._attach_token = ""  # a fork's token: connect() reattaches that session
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -225,6 +230,8 @@ class EnvClient:
             client_name=self.client_name,
             num_envs=self.num_envs if self.num_envs > 1 else 0,
             autoreset_mode=self.autoreset_mode,
+            resumable=self.resume and self.num_envs == 1,
+            resume_token=self._attach_token,
         )
         to_struct(self.options, hs.options)
         await conn.open(hs, self.connect_timeout)
@@ -339,10 +346,14 @@ class EnvClient:
         episode_id: str | None = None,
         options: Mapping[str, Any] | None = None,
         *,
+        task_id: str | None = None,
         timeout: float | None = None,
     ) -> StepResult[Any]:
-        """Start a new episode and return its first time step."""
-        req = environment_pb2.SessionRequest(reset=environment_pb2.ResetRequest(episode_id=episode_id or ""))
+        """Start a new episode and return its first time step. ``task_id`` (RFC 0004) names one
+        of the environment's tasks (:meth:`list_tasks`); unknown ids raise ``NotFound``."""
+        req = environment_pb2.SessionRequest(
+            reset=environment_pb2.ResetRequest(episode_id=episode_id or "", task_id=task_id or "")
+        )
         if seed is not None:
             req.reset.seed = seed
         if options:
@@ -399,15 +410,18 @@ class EnvClient:
         seeds: Sequence[int] = (),
         options: Mapping[str, Any] | None = None,
         *,
+        task_ids: Sequence[str] = (),
         timeout: float | None = None,
     ) -> BatchResult:
         """Reset instances of a vectorised session (``num_envs > 1``); all by default.
 
-        ``seeds``: none (unseeded), one ``s`` (instance k gets ``s + k``), or one per instance."""
+        ``seeds``: none (unseeded), one ``s`` (instance k gets ``s + k``), or one per instance.
+        ``task_ids`` (RFC 0004): none, one shared by every instance (a GRPO group), or one each."""
         req = environment_pb2.SessionRequest()
         br = req.batch_reset
         br.env_ids.extend(env_ids)
         br.seeds.extend(seeds)
+        br.task_ids.extend(task_ids)
         if options:
             to_struct(options, br.options)
         out = (await self._request(req, timeout)).batch_reset
@@ -434,6 +448,83 @@ class EnvClient:
         out = (await self._request(req, timeout)).batch_step
         finals = {i: self.parse_result(ts) for i, ts in out.final_time_steps.items()}
         return BatchResult(list(out.env_ids), [self.parse_result(ts) for ts in out.time_steps], finals)
+
+    # ------------------------------------------------------------------ snapshots (RFC 0006)
+
+    async def snapshot(self, *, timeout: float | None = None) -> environment_pb2.Snapshot:
+        """The session's state now, as an opaque ``openenv.v1.Snapshot`` (environment name and
+        version, episode id, step count, status; the rest is sealed by the server). Pass it to
+        :meth:`restore` or :meth:`fork` of a session of the same environment and version; it
+        serializes with ``SerializeToString()``. ``UNIMPLEMENTED`` when the environment does
+        not offer snapshots (``info.capabilities.snapshots``)."""
+        req = environment_pb2.SessionRequest(snapshot=environment_pb2.SnapshotRequest())
+        return (await self._request(req, timeout)).snapshot.snapshot
+
+    async def restore(self, snapshot: environment_pb2.Snapshot, *, timeout: float | None = None) -> SessionState:
+        """Make this session's state the snapshot's: the episode continues from the step it
+        was taken at. Returns the restored episode id, step count and status (no environment
+        state: call :meth:`state` for it). A snapshot of another environment or version is
+        ``FAILED_PRECONDITION``, an altered one ``INVALID_ARGUMENT``; neither changes anything."""
+        req = environment_pb2.SessionRequest(restore=environment_pb2.RestoreRequest(snapshot=snapshot))
+        out = (await self._request(req, timeout)).restore
+        return SessionState(out.episode_id, out.step_count, EpisodeStatus(out.status), None)
+
+    async def fork(
+        self, n: int = 1, *, snapshot: environment_pb2.Snapshot | None = None, timeout: float | None = None
+    ) -> list[EnvClient]:
+        """``n`` new sessions starting from this session's state now (or from ``snapshot``),
+        each a connected client of the same class and settings; close them when done. They are
+        independent of each other and of this one: a GRPO group's rollouts from one start::
+
+            forks = await env.fork(8)
+            results = await asyncio.gather(*(rollout(f) for f in forks))
+        """
+        req = environment_pb2.SessionRequest(fork=environment_pb2.ForkRequest(count=n))
+        if snapshot is not None:
+            req.fork.snapshot.CopyFrom(snapshot)
+        out = (await self._request(req, timeout)).fork
+        forks: list[EnvClient] = []
+        try:
+            for token in out.resume_tokens:
+                forks.append(await self._sibling(token).connect())
+        except BaseException:
+            for f in forks:
+                await f.close()
+            raise
+        return forks
+
+    def _sibling(self, token: str) -> EnvClient:
+        """A client like this one (class, URL, settings) that attaches the session of ``token``."""
+        other = copy.copy(self)
+        other._given, other._conn, other._closed = None, None, None
+        other.session_id, other.info, other._classes = "", None, {}
+        other._attach_token = token
+        return other
+
+    @property
+    def task_splits(self) -> dict[str, int]:
+        """The environment's task splits (RFC 0004), name -> size, the default first; empty
+        when it declares no tasks."""
+        return {} if self.info is None else {s.name: s.size for s in self.info.task_splits}
+
+    async def list_tasks(
+        self, split: str | None = None, *, limit: int | None = None, timeout: float | None = None
+    ) -> list[TaskInfo]:
+        """The tasks of ``split`` (default: the first split), in the environment's order, at
+        most ``limit`` of them (all by default: pages are fetched until the end)."""
+        out: list[TaskInfo] = []
+        offset = 0
+        while limit is None or len(out) < limit:
+            req = environment_pb2.SessionRequest()
+            req.list_tasks.split, req.list_tasks.offset = split or "", offset
+            if limit is not None:
+                req.list_tasks.limit = limit - len(out)
+            page = (await self._request(req, timeout)).list_tasks
+            out.extend(TaskInfo.from_proto(t) for t in page.tasks)
+            if not page.tasks or page.next_offset >= page.total:
+                break
+            offset = page.next_offset
+        return out
 
     @property
     def rubric(self) -> rubric_pb2.RubricSpec | None:

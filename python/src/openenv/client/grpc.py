@@ -17,12 +17,14 @@ from typing import Any
 import grpc
 
 from openenv.errors import (
+    Aborted,
     DeadlineExceeded,
     EnvError,
     FailedPrecondition,
     ResourceExhausted,
     Unavailable,
 )
+from openenv.observability import tracing
 from openenv.security import grpc_channel_credentials
 from openenv.v1 import environment_pb2, environment_pb2_grpc
 
@@ -53,6 +55,8 @@ def token_metadata(token: str | None) -> tuple[tuple[str, str], ...] | None:
 
 DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 END_GRACE_S = 5.0  # how long closing waits for the server to end the stream before cancelling it
+# How a stream ends when its connection drops (not a status the server chose): worth a resume.
+_TRANSPORT_CODES = frozenset({14, 1, 13, 2})  # UNAVAILABLE, CANCELLED, INTERNAL, UNKNOWN
 
 
 async def channel_ready(channel: grpc.aio.Channel, timeout: float) -> bool:
@@ -94,7 +98,15 @@ class GrpcConnection:
         secure: bool = False,
         ca_file: str | None = None,
         client_cert: tuple[str, str] | None = None,
+        channel: grpc.aio.Channel | None = None,
     ) -> None:
+        """``token``: the bearer token sent with every stream (RFC 0003); ``secure``: TLS,
+        verifying the server against ``ca_file`` and presenting ``client_cert`` (mutual TLS).
+        ``channel``: an open channel to ``target`` to multiplex this session's stream on
+        (one HTTP/2 connection for many sessions, as :class:`openenv.fleet.FleetClient` does);
+        its owner closes it, and chose its security (``secure``, ``ca_file`` and ``client_cert``
+        then only apply to the channels a resume opens when the shared one is gone). Without it
+        the connection opens and closes a channel of its own."""
         self.target = target
         self.client_cert = client_cert
         self.url = url or f"{'grpcs' if secure else 'grpc'}://{target}"
@@ -104,6 +116,7 @@ class GrpcConnection:
         self.session_id = ""
         self.info = environment_pb2.EnvironmentInfo()
         self._channel: grpc.aio.Channel | None = None
+        self._shared_channel = channel
         self._call: Any = None
         self._reader: asyncio.Task[None] | None = None
         self._pending: dict[int, asyncio.Future[environment_pb2.SessionResponse]] = {}
@@ -112,6 +125,14 @@ class GrpcConnection:
         self._write_lock = asyncio.Lock()
         self._on_end: Callable[[EnvError], None] | None = None
         self._closing = False
+        # RFC 0006: a resumable session survives a dropped stream.
+        self.resume_token = ""
+        self.resume_grace_s = 0.0
+        self.resumes = 0  # how many times the session was resumed on a new stream
+        self._handshake = environment_pb2.HandshakeRequest()
+        self._unanswered: dict[int, environment_pb2.SessionRequest] = {}  # what a resume re-sends
+        self._resuming: asyncio.Task[None] | None = None
+        self._may_be_parked = False  # the stream broke: the server may be keeping the session
 
     @property
     def ended(self) -> EnvError | None:
@@ -122,8 +143,8 @@ class GrpcConnection:
 
     # ------------------------------------------------------------------ lifecycle
 
-    async def open(self, handshake: environment_pb2.HandshakeRequest, timeout: float) -> None:
-        opts = [
+    def _options(self) -> list[tuple[str, Any]]:
+        return [
             ("grpc.max_receive_message_length", self._limit),
             ("grpc.max_send_message_length", self._limit),
             ("grpc.keepalive_time_ms", int(self.keepalive_s * 1000)),
@@ -131,13 +152,32 @@ class GrpcConnection:
             ("grpc.keepalive_permit_without_calls", 1),
             ("grpc.http2.max_pings_without_data", 0),
         ]
-        channel = open_channel(
-            self.target, secure=self.secure, ca_file=self.ca_file, options=opts, client_cert=self.client_cert
+
+    def _new_channel(self) -> grpc.aio.Channel:
+        """A channel of this connection's own (TLS and client certificate as configured)."""
+        return open_channel(
+            self.target, secure=self.secure, ca_file=self.ca_file, options=self._options(), client_cert=self.client_cert
         )
-        if not await channel_ready(channel, timeout):
-            raise Unavailable(f"cannot connect to {self.url} within {timeout:g} s", fatal=True)
+
+    def _metadata(self, *, trace: bool = False) -> tuple[tuple[str, str], ...] | None:
+        """A stream's metadata: the bearer token (RFC 0003) and, with ``trace``, the caller's
+        trace context."""
+        pairs = list(token_metadata(self.token) or ())
+        if trace:
+            pairs += tracing.inject()
+        return tuple(pairs) or None
+
+    async def open(self, handshake: environment_pb2.HandshakeRequest, timeout: float) -> None:
+        self._handshake = handshake
+        channel = self._shared_channel  # a fleet's: one HTTP/2 channel per server, not ours to close
+        if channel is None:
+            channel = self._new_channel()
+            if not await channel_ready(channel, timeout):
+                raise Unavailable(f"cannot connect to {self.url} within {timeout:g} s", fatal=True)
         self._channel = channel
-        self._call = environment_pb2_grpc.EnvironmentServiceStub(channel).Session(metadata=token_metadata(self.token))
+        # The caller's trace context (W3C traceparent, with the otel extra) travels in the
+        # stream's metadata beside the token: the server's request spans join the caller's trace.
+        self._call = environment_pb2_grpc.EnvironmentServiceStub(channel).Session(metadata=self._metadata(trace=True))
         self._reader = asyncio.ensure_future(self._read_loop())
         try:
             resp = await self.request(environment_pb2.SessionRequest(handshake=handshake), timeout)
@@ -154,6 +194,9 @@ class GrpcConnection:
             raise err
         self.session_id = resp.handshake.session_id
         self.info = resp.handshake.info
+        grace = self.info.capabilities.resume_grace
+        self.resume_token = resp.handshake.resume_token
+        self.resume_grace_s = grace.seconds + grace.nanos / 1e9
         server_limit = self.info.capabilities.max_message_bytes
         self.max_message_bytes = min(self._limit, server_limit) if server_limit else self._limit
 
@@ -164,6 +207,41 @@ class GrpcConnection:
             with contextlib.suppress(EnvError):
                 await self.request(environment_pb2.SessionRequest(close=environment_pb2.CloseRequest()), 10.0)
         await self._shutdown(graceful=True)
+        if self._may_be_parked:
+            await self._release_parked()
+
+    async def _release_parked(self) -> None:
+        """The stream broke and the session was given up (e.g. an answer over this client's
+        size limit): the server keeps a resumable session for its grace period, so close it
+        now through its token. Best effort, bounded."""
+        self._may_be_parked = False
+        channel = self._new_channel()
+        try:
+            if not await channel_ready(channel, END_GRACE_S):
+                return
+            call = environment_pb2_grpc.EnvironmentServiceStub(channel).Session(metadata=self._metadata())
+            hs = environment_pb2.HandshakeRequest(
+                protocol_version=self._handshake.protocol_version, resume_token=self.resume_token
+            )
+            self._next_id += 1
+            await call.write(environment_pb2.SessionRequest(request_id=self._next_id, handshake=hs))
+            self._next_id += 1
+            await call.write(
+                environment_pb2.SessionRequest(request_id=self._next_id, close=environment_pb2.CloseRequest())
+            )
+            await call.done_writing()
+
+            async def drain() -> None:
+                while await call.read() is not grpc.aio.EOF:
+                    pass
+
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(drain(), END_GRACE_S)
+            call.cancel()
+        except (grpc.aio.AioRpcError, asyncio.InvalidStateError):
+            pass
+        finally:
+            await channel.close()
 
     async def abort(self) -> None:
         """Cancel the stream without a close request, as a crashed client would."""
@@ -175,6 +253,10 @@ class GrpcConnection:
         server end the stream (it does on a close request, a fatal error or end of input),
         so that every gRPC operation of the call completes on this loop before returning;
         a call cancelled instead still owes its loop completions. Cancels after a bound."""
+        if self._resuming is not None and not self._resuming.done():
+            self._resuming.cancel()
+            await asyncio.gather(self._resuming, return_exceptions=True)
+            self._end(FailedPrecondition("the client is closed", fatal=True))
         call, reader = self._call, self._reader
         if graceful and call is not None and reader is not None and not reader.done():
             with contextlib.suppress(Exception):  # the stream may already be over
@@ -185,7 +267,7 @@ class GrpcConnection:
         if reader is not None:
             reader.cancel()
             await asyncio.gather(reader, return_exceptions=True)
-        if self._channel is not None:
+        if self._channel is not None and self._channel is not self._shared_channel:
             await self._channel.close()
         self._call = self._reader = self._channel = None
         if self._ended is None:
@@ -195,36 +277,124 @@ class GrpcConnection:
 
     async def _read_loop(self) -> None:
         err: EnvError | None = None
+        call = self._call
+        dropped = False
         try:
             while True:
-                resp = await self._call.read()
+                resp = await call.read()
                 if resp is grpc.aio.EOF:
                     break
+                self._unanswered.pop(resp.request_id, None)
                 fut = self._pending.pop(resp.request_id, None)
                 if fut is not None and not fut.done():
                     fut.set_result(resp)
-            code = await self._call.code()
+            code = await call.code()
             if code is not grpc.StatusCode.OK:
-                err = EnvError.from_code(code.value[0], await self._call.details() or code.name, fatal=True)
+                err = EnvError.from_code(code.value[0], await call.details() or code.name, fatal=True)
+                dropped = True
         except grpc.aio.AioRpcError as e:
             err = EnvError.from_code(e.code().value[0], e.details() or e.code().name, fatal=True)
+            dropped = True
         except asyncio.CancelledError:
             err = FailedPrecondition("the client is closed", fatal=True)
-        finally:
-            self._ended = err or FailedPrecondition("the session has ended", fatal=True)
-            for fut in self._pending.values():
-                if not fut.done():
-                    fut.set_exception(self._ended)
-            self._pending.clear()
-            if not self._closing and self._on_end is not None:
-                self._on_end(self._ended)
+        self._may_be_parked = dropped and bool(self.resume_token)
+        if dropped and self.resume_token and not self._closing and err is not None and err.code in _TRANSPORT_CODES:
+            # The stream ended abnormally: reattach with the token, re-send what is unanswered.
+            self._resuming = asyncio.ensure_future(self._resume(err))
+            return
+        self._end(err)
+
+    def _end(self, err: EnvError | None) -> None:
+        """The session is over: fail what is pending, tell the owner (once)."""
+        self._ended = err or FailedPrecondition("the session has ended", fatal=True)
+        for fut in self._pending.values():
+            if not fut.done():
+                fut.set_exception(self._ended)
+        self._pending.clear()
+        self._unanswered.clear()
+        if not self._closing and self._on_end is not None:
+            self._on_end(self._ended)
+
+    async def _resume(self, cause: EnvError) -> None:
+        """Reattach the session on a new stream, with backoff, within its grace period;
+        then re-send every unanswered request with its id (the server answers those it already
+        applied from its record). Ends the session when the grace period passes or the server
+        refuses the token (ABORTED: the session is gone)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max(self.resume_grace_s, 1.0)
+        delay, last = 0.05, cause
+        old_call, old_channel = self._call, self._channel
+        if old_call is not None:
+            old_call.cancel()
+        if old_channel is not None and old_channel is not self._shared_channel:
+            await old_channel.close()
+        self._call = self._channel = None
+        while not self._closing:
+            left = deadline - loop.time()
+            if left <= 0:
+                break
+            channel = self._new_channel()
+            try:
+                if not await channel_ready(channel, min(left, 5.0)):
+                    raise Unavailable(f"cannot connect to {self.url}")
+                call = environment_pb2_grpc.EnvironmentServiceStub(channel).Session(metadata=self._metadata())
+                self._next_id += 1
+                hs = environment_pb2.HandshakeRequest(
+                    protocol_version=self._handshake.protocol_version,
+                    client_name=self._handshake.client_name,
+                    resume_token=self.resume_token,
+                )
+                await call.write(environment_pb2.SessionRequest(request_id=self._next_id, handshake=hs))
+                resp = await asyncio.wait_for(call.read(), max(left, 1.0))
+                if resp is grpc.aio.EOF:
+                    code = await call.code()
+                    raise Unavailable(f"the stream ended at the resume handshake ({code.name})")
+                if resp.WhichOneof("kind") == "error":
+                    refused = EnvError.from_proto(resp.error)
+                    self._may_be_parked = False
+                    call.cancel()
+                    await channel.close()
+                    # The server ended the session (drain, restart): its reason is the error.
+                    self._end(
+                        EnvError.from_code(
+                            cause.code,
+                            f"{cause.message} (the session could not be resumed: {refused.code.name}: "
+                            f"{refused.message})",
+                            fatal=True,
+                        )
+                    )
+                    return
+                async with self._write_lock:
+                    for rid in sorted(self._unanswered):
+                        await call.write(self._unanswered[rid])
+                    self._channel, self._call = channel, call
+                    self._resuming = None
+                    self._reader = asyncio.ensure_future(self._read_loop())
+                self.resumes += 1
+                self._may_be_parked = False
+                return
+            except asyncio.CancelledError:
+                await channel.close()
+                raise
+            except Exception as e:  # noqa: BLE001 - any failed attempt is retried until the deadline
+                last = e if isinstance(e, EnvError) else Unavailable(f"{type(e).__name__}: {e}")
+                await channel.close()
+            await asyncio.sleep(min(delay, max(0.0, deadline - loop.time())))  # backoff, not a wait for state
+            delay = min(delay * 2, 2.0)
+        self._end(
+            Aborted(
+                f"the session was lost ({cause.code.name}: {cause.message}) and not resumed within its "
+                f"{self.resume_grace_s:g} s grace period (last attempt: {last.message})",
+                fatal=True,
+            )
+        )
 
     async def request(
         self, req: environment_pb2.SessionRequest, timeout: float | None = None
     ) -> environment_pb2.SessionResponse:
         if self._ended is not None:
             raise self._ended
-        if self._call is None:
+        if self._call is None and self._resuming is None:
             raise FailedPrecondition("not connected: use `async with` or await connect()")
         size = req.ByteSize()
         if size > self.max_message_bytes:
@@ -233,20 +403,32 @@ class GrpcConnection:
         rid = req.request_id = self._next_id
         fut: asyncio.Future[environment_pb2.SessionResponse] = asyncio.get_running_loop().create_future()
         self._pending[rid] = fut
+        if self.resume_token:
+            self._unanswered[rid] = req
         try:
             async with self._write_lock:
-                await self._call.write(req)
+                if self._resuming is None:  # else the resume sends it
+                    await self._call.write(req)
         except (grpc.aio.AioRpcError, asyncio.InvalidStateError) as e:
-            self._pending.pop(rid, None)
-            if self._ended is None and self._reader is not None:
-                # The server ended the stream and the reader has not read its status yet: that
-                # status (e.g. DEADLINE_EXCEEDED of the idle reaper) is the answer, not this write.
-                await asyncio.wait({self._reader}, timeout=END_GRACE_S)
-            if self._ended is not None:
-                raise self._ended from None
-            raise Unavailable(f"session stream failed: {e}", fatal=True) from e
+            if self.resume_token and not self._closing and self._ended is None:
+                pass  # the stream dropped: the reader resumes the session and re-sends this
+            else:
+                self._pending.pop(rid, None)
+                self._unanswered.pop(rid, None)
+                if fut.done():  # the reader failed it as the stream ended: retrieved here, raised below
+                    fut.exception()
+                else:
+                    fut.cancel()
+                if self._ended is None and self._reader is not None:
+                    # The server ended the stream and the reader has not read its status yet: that
+                    # status (e.g. DEADLINE_EXCEEDED of the idle reaper) is the answer, not this write.
+                    await asyncio.wait({self._reader}, timeout=END_GRACE_S)
+                if self._ended is not None:
+                    raise self._ended from None
+                raise Unavailable(f"session stream failed: {e}", fatal=True) from e
         try:
             return await (asyncio.wait_for(fut, timeout) if timeout is not None else fut)
         except TimeoutError:
             self._pending.pop(rid, None)  # its late answer will be matched and discarded
+            self._unanswered.pop(rid, None)
             raise DeadlineExceeded(f"no answer within {timeout:g} s (client-side timeout)") from None

@@ -11,6 +11,7 @@ from anyio.from_thread import BlockingPortal, start_blocking_portal
 
 from openenv.errors import FailedPrecondition
 from openenv.protocol import SessionState, StepResult
+from openenv.runtime.tasks import TaskInfo
 from openenv.runtime.tools import Tool, ToolResult
 from openenv.v1 import environment_pb2, rubric_pb2
 
@@ -50,6 +51,11 @@ class SyncEnvClient:
         return self
 
     def close(self) -> None:
+        if self._portal is not None and self._cm is None:  # a fork: it borrows its parent's loop
+            try:
+                self._portal.call(self.client.close)
+            finally:
+                self._portal = None
         if self._portal is not None and self._cm is not None:  # set together by connect()
             try:
                 self._portal.call(self.client.close)
@@ -79,6 +85,13 @@ class SyncEnvClient:
     ) -> StepResult[Any]:
         return self._run(self.client.reset, seed, episode_id, options, **kw)
 
+    @property
+    def task_splits(self) -> dict[str, int]:
+        return self.client.task_splits
+
+    def list_tasks(self, split: str | None = None, **kw: Any) -> list[TaskInfo]:
+        return self._run(self.client.list_tasks, split, **kw)
+
     def step(self, action: Any, **kw: Any) -> StepResult[Any]:
         return self._run(self.client.step, action, **kw)
 
@@ -96,6 +109,24 @@ class SyncEnvClient:
 
     def step_batch(self, actions: Sequence[Any], env_ids: Sequence[int] = (), **kw: Any) -> BatchResult:
         return self._run(self.client.step_batch, actions, env_ids, **kw)
+
+    def snapshot(self, **kw: Any) -> environment_pb2.Snapshot:
+        """See :meth:`EnvClient.snapshot`."""
+        return self._run(self.client.snapshot, **kw)
+
+    def restore(self, snapshot: environment_pb2.Snapshot, **kw: Any) -> SessionState:
+        """See :meth:`EnvClient.restore`."""
+        return self._run(self.client.restore, snapshot, **kw)
+
+    def fork(self, n: int = 1, **kw: Any) -> list[SyncEnvClient]:
+        """See :meth:`EnvClient.fork`. The forks run on this client's event loop: close them
+        before this one."""
+        out = []
+        for c in self._run(self.client.fork, n, **kw):
+            f = SyncEnvClient(c)
+            f._portal = self._portal
+            out.append(f)
+        return out
 
     def abort(self) -> None:
         """Drop the connection without a close request (see :meth:`EnvClient.abort`)."""

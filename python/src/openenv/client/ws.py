@@ -38,6 +38,7 @@ from openenv.errors import (
     Unavailable,
     Unimplemented,
 )
+from openenv.observability import tracing
 from openenv.security import client_ssl_context
 from openenv.v1 import environment_pb2
 from openenv.values import from_struct
@@ -132,8 +133,11 @@ class WsConnection:
         }
         if is_loopback(url):
             kw["proxy"] = None
-        if self.token:
-            kw["additional_headers"] = {"Authorization": f"Bearer {self.token}"}
+        # The token and the caller's trace context (the server's spans join it) as headers.
+        headers = [("Authorization", f"Bearer {self.token}")] if self.token else []
+        headers += tracing.inject()
+        if headers:
+            kw["additional_headers"] = headers
         if (self.ca_file or self.client_cert) and self.ws_url.startswith("wss://"):
             kw["ssl"] = self._ssl()
         try:

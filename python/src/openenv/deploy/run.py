@@ -206,6 +206,7 @@ def start_container(
     engine: docker.DockerClient | None = None,
     token: str | None = None,
     restart: str | None = "on-failure",
+    owner: str | None = None,
 ) -> Container:
     """Start IMAGE hardened, wait until gRPC health is SERVING, and return the :class:`Container`.
 
@@ -228,6 +229,9 @@ def start_container(
         restart: the engine's restart policy: ``"on-failure"`` (default: a server killed by
             the kernel, e.g. out of memory, comes back, up to 3 times; its sessions are lost
             and clients see UNAVAILABLE), ``"unless-stopped"``, or None for none.
+        owner: the ``openenv.owner`` label (default: this process, so ``openenv cleanup``
+            removes the container once the process is gone); a fleet passes its own
+            (``fleet:NAME``), which cleanup leaves alone.
 
     Raises:
         NotFound: no such local image. Unavailable: no engine, or the container exited before
@@ -246,7 +250,7 @@ def start_container(
         MANAGED_LABEL: "true",
         "openenv.env": env_name,
         "openenv.session": session,
-        "openenv.owner": _owner_token(),
+        "openenv.owner": owner or _owner_token(),
         "openenv.image": image,
     }
     environment = dict(env or {})

@@ -458,17 +458,90 @@ class SchemaCodec(Codec):
         return self.schema
 
 
+#: The JSON Schema keywords whose values are subschemas (walked to close object schemas).
+_SUBSCHEMA_MAPS = ("properties", "$defs", "definitions", "patternProperties")
+_SUBSCHEMA_LISTS = ("anyOf", "oneOf", "allOf", "prefixItems")
+_SUBSCHEMAS = ("items", "additionalProperties", "not", "if", "then", "else", "contains")
+
+
+def closed_schema(schema: Any) -> Any:
+    """``schema`` with every object schema that lists ``properties`` and says nothing about
+    others closed (``"additionalProperties": false``): the exact shape of a dataclass, a
+    TypedDict or a pydantic model, whose unknown fields strict validation refuses. A schema
+    that says ``additionalProperties`` (e.g. a model with ``extra="allow"``) is kept."""
+    if isinstance(schema, list):
+        return [closed_schema(x) for x in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = dict(schema)
+    for key in _SUBSCHEMA_MAPS:
+        if isinstance(out.get(key), dict):
+            out[key] = {k: closed_schema(v) for k, v in out[key].items()}
+    for key in _SUBSCHEMA_LISTS:
+        if isinstance(out.get(key), list):
+            out[key] = [closed_schema(v) for v in out[key]]
+    for key in _SUBSCHEMAS:
+        if isinstance(out.get(key), dict):
+            out[key] = closed_schema(out[key])
+    if (
+        isinstance(out.get("properties"), dict)
+        and "additionalProperties" not in out
+        and "unevaluatedProperties" not in out
+        and out.get("type", "object") == "object"
+    ):
+        out["additionalProperties"] = False
+    return out
+
+
+def _schema_error(errors: list[Any]) -> InvalidArgument:
+    """The INVALID_ARGUMENT of JSON Schema errors: the first one named by its path, every one
+    (up to 20) in ``details``."""
+    first = errors[0]
+    path = list(first.absolute_path)
+    if first.validator == "additionalProperties" and isinstance(first.instance, dict):
+        allowed = first.schema.get("properties", {})
+        unknown = sorted(k for k in first.instance if k not in allowed)
+        where = ".".join(str(x) for x in path)
+        message = f"unknown field{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))}" + (
+            f" in {where}" if where else ""
+        )
+    else:
+        where = ".".join(str(x) for x in path)
+        message = f"invalid value{' at ' + where if where else ''}: {first.message}"
+    if len(errors) > 1:
+        message += f" (and {len(errors) - 1} more: {errors[1].message})"
+    details = [{"path": list(e.absolute_path), "message": e.message} for e in errors[:20]]
+    return InvalidArgument(message, details=details)
+
+
 class PydanticCodec(Codec):
-    """JSON payloads of a Python type, validated and schema'd by pydantic's TypeAdapter."""
+    """JSON payloads of a Python type, validated and schema'd by pydantic's TypeAdapter.
+
+    Strict (the default, RFC 0007): a value is accepted only when it is exactly a value of
+    the advertised JSON Schema (no ``"7"`` or ``true`` for an integer, no unknown fields;
+    object schemas are advertised closed, :func:`closed_schema`), then built by pydantic (which
+    also runs the type's own validators). Lenient (``strict=False``, an environment's
+    ``lenient_actions``): pydantic's lax mode alone, which coerces and drops unknown fields.
+    """
 
     kind = payload_pb2.PAYLOAD_KIND_JSON
 
-    def __init__(self, tp: Any) -> None:
+    def __init__(self, tp: Any, *, strict: bool = True) -> None:
         from pydantic import TypeAdapter
 
         self.declared = tp
-        self.adapter = TypeAdapter(tp)
-        self._schema = self.adapter.json_schema()
+        self.strict = strict
+        self.adapter = TypeAdapter(pydantic_compatible(tp))
+        schema = self.adapter.json_schema()
+        self._schema = closed_schema(schema) if strict else schema
+        self._validator: Any = None
+        self._flat: dict[str, type | tuple[type, ...]] | None = None
+        if strict:
+            import jsonschema
+
+            self._validator = jsonschema.Draft202012Validator(self._schema)
+            self._flat = _flat_object(self._schema)
+        self._required = frozenset(self._schema.get("required", ()))
 
     def encode(self, value: Any, out: payload_pb2.Payload | None = None) -> payload_pb2.Payload:
         p = payload_pb2.Payload() if out is None else out
@@ -488,6 +561,15 @@ class PydanticCodec(Codec):
     def from_json(self, obj: Any) -> Any:
         from pydantic import ValidationError
 
+        if self._validator is not None and not self._exact_flat(obj):
+            # Unknown fields first: a misspelled field is reported by its name, not only as
+            # the required field it left missing.
+            errors = sorted(
+                self._validator.iter_errors(obj),
+                key=lambda e: (len(e.absolute_path), e.validator != "additionalProperties"),
+            )
+            if errors:
+                raise _schema_error(errors)
         try:
             return self.adapter.validate_python(obj)
         except ValidationError as e:
@@ -501,13 +583,77 @@ class PydanticCodec(Codec):
     def json_schema(self) -> dict[str, Any]:
         return self._schema
 
+    def _exact_flat(self, obj: Any) -> bool:
+        """True when ``obj`` certainly conforms to a flat object schema (:func:`_flat_object`):
+        the hot path of small actions, which then skips the full JSON Schema validation. False
+        says nothing: the full validation decides."""
+        flat = self._flat
+        if flat is None or type(obj) is not dict:
+            return False
+        for k, v in obj.items():
+            want = flat.get(k)
+            if want is None or type(v) not in (want if isinstance(want, tuple) else (want,)):
+                return False
+        return self._required <= obj.keys()
+
+
+#: JSON Schema scalar types and the Python types of JSON values that are exactly of that type
+#: (``bool`` is not an integer, an ``int`` is a number).
+_EXACT: dict[str, type | tuple[type, ...]] = {"integer": int, "number": (int, float), "string": str, "boolean": bool}
+_PLAIN_KEYWORDS = frozenset({"type", "title", "description", "default"})
+
+
+def _flat_object(schema: Mapping[str, Any]) -> dict[str, type | tuple[type, ...]] | None:
+    """For a closed object schema whose properties are unconstrained scalars (``{"type":
+    "integer"}`` and the like, titles and defaults aside): each property's exact Python
+    types; None for any other schema."""
+    if schema.get("type") != "object" or schema.get("additionalProperties") is not False:
+        return None
+    if set(schema) - {"type", "properties", "required", "additionalProperties", "title", "description"}:
+        return None
+    props = schema.get("properties")
+    if not isinstance(props, dict):
+        return None
+    out: dict[str, type | tuple[type, ...]] = {}
+    for name, sub in props.items():
+        if not isinstance(sub, dict) or set(sub) - _PLAIN_KEYWORDS or sub.get("type") not in _EXACT:
+            return None
+        out[name] = _EXACT[sub["type"]]
+    return out
+
+
+def pydantic_compatible(tp: Any) -> Any:
+    """``tp`` as pydantic accepts it on every supported Python: a ``typing.TypedDict`` (which
+    pydantic refuses before Python 3.12) is rebuilt as a ``typing_extensions.TypedDict`` with
+    the same name, fields, totality and docstring."""
+    import sys
+    import typing
+
+    if sys.version_info >= (3, 12) or not typing.is_typeddict(tp) or type(tp).__module__ != "typing":
+        return tp
+    import typing_extensions
+
+    hints = typing.get_type_hints(tp, include_extras=True)
+    fields = {k: pydantic_compatible(v) for k, v in hints.items()}
+    required = getattr(tp, "__required_keys__", frozenset(fields))
+    annotations = {k: (v if k in required else typing_extensions.NotRequired[v]) for k, v in fields.items()}
+    make_typeddict: Any = typing_extensions.TypedDict  # the functional form, with a computed name
+    rebuilt = make_typeddict(tp.__name__, annotations)
+    rebuilt.__doc__ = tp.__doc__
+    rebuilt.__module__ = tp.__module__
+    return rebuilt
+
 
 _CACHE: dict[Any, Codec] = {}
 
 
-def codec_for(declared: Any) -> Codec:
-    """The codec of a declared type (cached: built once per type per process)."""
-    key = json.dumps(declared, sort_keys=True) if isinstance(declared, Mapping) else declared
+def codec_for(declared: Any, *, lenient: bool = False) -> Codec:
+    """The codec of a declared type (cached: built once per type per process). ``lenient``:
+    a Python type's values are parsed in pydantic's lax mode (an environment's
+    ``lenient_actions``); every other kind of declaration is validated as declared."""
+    key: Any = json.dumps(declared, sort_keys=True) if isinstance(declared, Mapping) else declared
+    if lenient:
+        key = ("lenient", key)
     try:
         hit = _CACHE.get(key)
     except TypeError:  # unhashable declaration
@@ -531,7 +677,7 @@ def codec_for(declared: Any) -> Codec:
 
         codec = BetterprotoCodec(declared)
     else:
-        codec = PydanticCodec(declared)
+        codec = PydanticCodec(declared, strict=not lenient)
     if key is not None:
         _CACHE[key] = codec
     return codec

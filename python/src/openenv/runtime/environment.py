@@ -35,6 +35,7 @@ What you may rely on:
 from __future__ import annotations
 
 import inspect
+import pickle
 import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -146,6 +147,22 @@ class Environment:
     (``determinism.*`` checks) replays episodes to verify it. Draw every random number from the
     seed :meth:`reset` receives, never from a process-wide generator. Default False.
     """
+    seeded: ClassVar[bool] = False
+    """True when :meth:`reset`'s seed selects the episode: together with :attr:`deterministic`,
+    different seeds give different episodes (for some seeds; not necessarily every pair).
+    Advertised as ``Capabilities.seeded``; ``openenv certify`` (``determinism.seeds_honoured``)
+    then catches an environment that ignores its seed. Leave it False when the seed changes
+    nothing (an environment without randomness). Default False.
+    """
+    lenient_actions: ClassVar[bool] = False
+    """Opt out of strict action validation (RFC 0007). False (the default): an action of a
+    Python type (dataclass, pydantic model, TypedDict, ...) is accepted only when it is exactly a
+    value of the advertised JSON Schema: no coercion (``"7"`` or ``true`` for an ``int``
+    field is INVALID_ARGUMENT) and no unknown fields (INVALID_ARGUMENT naming them); the
+    advertised schema closes its objects (``additionalProperties: false``). True: pydantic's
+    lax mode, which coerces values and drops unknown fields; advertised as
+    ``Capabilities.lenient_actions`` so clients and the conformance suite know.
+    """
     float_tolerance: ClassVar[float] = 0.0
     """Absolute tolerance for comparing floats (in observations and rewards) when determinism is
     checked; advertised as ``Capabilities.float_tolerance``. Default ``0.0``: floats must be
@@ -204,6 +221,23 @@ class Environment:
     ``author``, ``documentation_url`` and ``readme`` (or ``readme_content``) from it. Default:
     empty.
     """
+    snapshots: ClassVar[bool] = False
+    """Offer snapshot, restore and fork (RFC 0006, ``Capabilities.snapshots``) with the default
+    :meth:`snapshot` and :meth:`restore`, which pickle the instance's attributes. Overriding
+    :meth:`snapshot` offers them too, whatever this says. Default: False (those requests answer
+    ``UNIMPLEMENTED``).
+    """
+    task_splits: ClassVar[Mapping[str, str] | Sequence[str]] = ()
+    """The environment's task splits (RFC 0004): split name -> description (or just the names),
+    the first being the default, e.g. ``{"train": "...", "test": "..."}``.
+
+    With splits declared, the runtime calls :meth:`list_tasks` once per split when a server
+    starts, advertises the splits' sizes in ``EnvironmentInfo.task_splits`` and sets
+    ``Capabilities.tasks``; clients page through them (``EnvClient.list_tasks``) and choose an
+    episode's task (``reset(task_id=...)``), which :meth:`reset` receives as
+    ``options["task_id"]`` (a string), after the runtime checked that it is declared. Default:
+    none.
+    """
     rubric: Rubric | None = None
     """The reward rubric: an :class:`openenv.rubrics.Rubric` tree (docs/rubrics.md), or ``None``.
 
@@ -232,7 +266,9 @@ class Environment:
             cls.__openenv_derived_name__ = False
         cls.__openenv_tools__ = collect_tools(cls)
         cls.__openenv_async__ = frozenset(
-            m for m in ("reset", "step", "state", "close") if inspect.iscoroutinefunction(getattr(cls, m))
+            m
+            for m in ("reset", "step", "state", "close", "snapshot", "restore", "render")
+            if inspect.iscoroutinefunction(getattr(cls, m))
         )
         if cls.__openenv_tools__ and cls.action_type is None and cls.step is Environment.step:
             cls.action_type = CallToolAction
@@ -304,6 +340,17 @@ class Environment:
         """
         return None
 
+    def render(self) -> Any:
+        """Optional: a picture of the current state, for people (the ``/web`` playground).
+
+        Return an SVG document (``str`` starting with ``<svg`` or ``<?xml``), PNG bytes, an
+        RGB(A) array of shape ``(height, width, 3 or 4)`` with ``uint8`` values, or plain text;
+        may be ``async``. Called between requests, never during one, and never by trainers'
+        clients unless they ask (``{"type": "openenv.render"}`` on ``/ws``). Not overriding it
+        means no picture (``UNIMPLEMENTED``).
+        """
+        raise Unimplemented(f"{type(self).__name__} has no render hook")
+
     def close(self) -> None:
         """Release the instance's resources (processes, files, connections).
 
@@ -314,6 +361,42 @@ class Environment:
         :func:`openenv.serve` is a function rather than a class, it is called once at start to learn
         the class, and that probe instance is closed too.
         """
+
+    def snapshot(self) -> bytes:
+        """The instance's state as bytes, for :meth:`restore` on another instance of this class
+        (of the same version) to continue exactly from here: a snapshot, or a fork of the session.
+
+        Called in every episode status, between requests (never during another call). The
+        runtime adds the episode id, step count, status and rubric state itself, and seals the
+        result so that only this server (or one sharing ``OPENENV_SNAPSHOT_KEY``) accepts it
+        back. Everything that influences later observations must be in it, random generators
+        included: the certifier checks that a restored session reproduces the original one.
+
+        The default pickles the instance's attributes (except ``rubric``, which the runtime
+        handles); when one does not pickle (an open file, a subprocess, a socket) it raises
+        ``UNIMPLEMENTED`` naming it. Override both hooks to capture such state another way
+        (e.g. a workspace as a tar archive, a game as its move list).
+        """
+        state = {k: v for k, v in vars(self).items() if k != "rubric"}
+        try:
+            return pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL)
+        except Exception as e:
+            raise Unimplemented(
+                f"{type(self).__name__} cannot be snapshotted by default: its state does not pickle "
+                f"({type(e).__name__}: {e}); override snapshot() and restore()"
+            ) from e
+
+    def restore(self, data: bytes) -> None:
+        """Make this instance's state the one :meth:`snapshot` returned as ``data`` (on this
+        instance or another of the same class and version). ``data`` comes from a snapshot this
+        server sealed. The default replaces the instance's attributes (except ``rubric``) with
+        the pickled ones.
+        """
+        state = pickle.loads(data)
+        keep = {k: v for k, v in vars(self).items() if k == "rubric"}
+        vars(self).clear()
+        vars(self).update(state)
+        vars(self).update(keep)
 
     def reward(self, action: Any, observation: Any) -> float | None:
         """The reward of a tool-call step, used by the default tool ``step`` (through
@@ -336,6 +419,14 @@ class Environment:
         event loop: keep it cheap.
         """
         return StepResult(observation=observation, reward=self.reward(action, observation))
+
+    @classmethod
+    def list_tasks(cls, split: str) -> Sequence[Any]:
+        """The tasks of ``split`` (one of :attr:`task_splits`), in a stable order: values of
+        :class:`openenv.TaskInfo` (id, metadata a policy may see) or plain ids. Ids are unique
+        across splits. Called once per split when a server starts. Default: none.
+        """
+        return ()
 
     @classmethod
     def tools(cls) -> dict[str, ToolDef]:

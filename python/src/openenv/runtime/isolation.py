@@ -130,6 +130,15 @@ class ProcessEnv:
     def call_tool(self, name: str, kwargs: Mapping[str, Any]) -> Any:
         return self._call("tool", (name, dict(kwargs)))
 
+    def render(self) -> Any:
+        return self._call("render", ())
+
+    def snapshot(self) -> Any:
+        return self._call("snapshot", ())
+
+    def restore(self, data: bytes) -> Any:
+        return self._call("restore", (data,))
+
     def close(self) -> None:
         try:
             if self._proc.is_alive():

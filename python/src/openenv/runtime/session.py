@@ -36,7 +36,10 @@ from openenv.protocol import PROTOCOL_VERSION, EpisodeStatus, SessionState, Step
 from openenv.runtime.codec import Codec, codec_for, descriptor_set, to_struct
 from openenv.runtime.environment import Environment
 from openenv.runtime.isolation import ISOLATION_MODES, ProcessEnv
+from openenv.runtime.load import LoadMeter
 from openenv.runtime.rubrics import CREDITS_METADATA_KEY, Rubric
+from openenv.runtime.snapshots import FORMAT, default_key, restore_rubric, rubric_state, seal, verify
+from openenv.runtime.tasks import TaskCatalog
 from openenv.runtime.tools import CallToolAction, CallToolObservation, Tool, ToolResult
 from openenv.v1 import environment_pb2
 
@@ -45,10 +48,18 @@ _T = TypeVar("_T")
 
 DEFAULT_MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 DEFAULT_IDLE_TIMEOUT_S = 300.0
+DEFAULT_RESUME_GRACE_S = 60.0  # how long a dropped resumable session waits for its client (RFC 0006)
 _CLOSE_TIMEOUT_S = 30.0  # bound on waiting for a still-running call, and on close() itself
 _FACTORY_TIMEOUT_S = 60.0  # bound on creating an environment (a hung constructor)
 
-__all__ = ["DEFAULT_IDLE_TIMEOUT_S", "DEFAULT_MAX_MESSAGE_BYTES", "Runtime", "Session", "SessionManager"]
+__all__ = [
+    "DEFAULT_IDLE_TIMEOUT_S",
+    "DEFAULT_MAX_MESSAGE_BYTES",
+    "DEFAULT_RESUME_GRACE_S",
+    "Runtime",
+    "Session",
+    "SessionManager",
+]
 
 
 class Runtime:
@@ -64,6 +75,8 @@ class Runtime:
         tools_only: bool = False,
         max_num_envs: int | None = None,
         isolation: str = "thread",
+        resume_grace_s: float = DEFAULT_RESUME_GRACE_S,
+        snapshot_key: bytes | None = None,
     ) -> None:
         if isolation not in ISOLATION_MODES:
             raise ValueError(f"isolation must be one of {ISOLATION_MODES}, not {isolation!r}")
@@ -93,7 +106,7 @@ class Runtime:
         self.idle_timeout_s = idle_timeout_s
         self.tools_only = tools_only
         self.tools = env_cls.tools()
-        self.action_codec: Codec = codec_for(env_cls.action_type)
+        self.action_codec: Codec = codec_for(env_cls.action_type, lenient=env_cls.lenient_actions)
         self.observation_codec: Codec = codec_for(env_cls.observation_type)
         self.state_codec: Codec = codec_for(env_cls.state_type)
         self.is_async = env_cls.__openenv_async__
@@ -109,6 +122,12 @@ class Runtime:
         self.run_in_thread = env_cls.run_in_thread or isolation == "process"
         if isolation == "process":
             self.is_async = frozenset()
+        # RFC 0006: resumable sessions, snapshots (the default hooks, or the class's own).
+        self.resume_grace_s = max(0.0, resume_grace_s)
+        self.snapshots = bool(env_cls.snapshots) or env_cls.snapshot is not Environment.snapshot
+        self.max_forks = self.max_sessions if self.snapshots else 0
+        self.snapshot_key = snapshot_key or default_key()
+        self.tasks: TaskCatalog | None = TaskCatalog.of(env_cls)  # RFC 0004
         self.info = self._build_info()
 
     def _build_info(self) -> environment_pb2.EnvironmentInfo:
@@ -145,11 +164,21 @@ class Runtime:
         cap.idle_timeout.FromNanoseconds(int(self.idle_timeout_s * 1e9))
         cap.action_budget = c.action_budget
         cap.max_num_envs = self.max_num_envs if self.max_num_envs > 1 else 0
+        if self.resume_grace_s:
+            cap.resume_grace.FromNanoseconds(int(self.resume_grace_s * 1e9))
+        cap.snapshots = self.snapshots
+        cap.max_forks = self.max_forks
+        cap.load_reporting = True  # every server answers GetLoad (RFC 0005)
+        cap.lenient_actions = c.lenient_actions
+        cap.seeded = c.seeded
         rubric = getattr(c, "rubric", None)
         if rubric is not None and hasattr(rubric, "spec"):
             info.rubric.CopyFrom(rubric.spec())
         if c.metadata:
             to_struct(dict(c.metadata), info.metadata)
+        if self.tasks is not None:
+            cap.tasks = True
+            info.task_splits.extend(self.tasks.split_protos())
         return info
 
     def tool_descriptors(self) -> list[Tool]:
@@ -182,8 +211,11 @@ def _check_reward(r: Any) -> float | None:
 class Session:
     """One client's session: an environment instance and its episode state."""
 
-    def __init__(self, manager: SessionManager, env: Environment, client_name: str) -> None:
+    def __init__(
+        self, manager: SessionManager, env: Environment, client_name: str, options: Mapping[str, Any] | None = None
+    ) -> None:
         self.manager = manager
+        self.options = dict(options or {})  # the handshake's, for forks
         self.runtime = manager.runtime
         self.env = env
         self.id = uuid.uuid4().hex
@@ -194,6 +226,7 @@ class Session:
         self.last_active = time.monotonic()
         self.busy = False
         self.closed = False
+        self.env_seconds = 0.0  # time spent in requests' environment (and rubric) code (metrics)
         self._straggler: asyncio.Future[Any] | None = None  # work that outlived its timeout
         self._terminate: Callable[[EnvError], None] | None = None
         # The session's own rubric: the class's, cloned (per-session state), bound to env.
@@ -254,6 +287,7 @@ class Session:
         if self.closed:
             raise FailedPrecondition("session is closed")
         self.busy = True
+        t0 = time.perf_counter()
         try:
             return await coro
         except EnvError:
@@ -268,6 +302,7 @@ class Session:
         finally:
             self.busy = False
             self.last_active = time.monotonic()
+            self.env_seconds += time.perf_counter() - t0
 
     def _require_sim(self, what: str) -> None:
         if self.runtime.tools_only:
@@ -303,9 +338,21 @@ class Session:
         result.episode_id, result.step_count = eid, 0
         return result
 
+    def retract_step(self, status_before: EpisodeStatus) -> None:
+        """Uncount the step just accepted from ``status_before``, whose result the transport
+        could not encode: it is answered INTERNAL, and a step answered with an error is not
+        counted (docs/protocol.md §3.5). An auto-reset (from another status) is kept."""
+        if status_before is EpisodeStatus.RUNNING and self.step_count > 0:
+            self.step_count -= 1
+            self.status = EpisodeStatus.RUNNING
+
     async def step(self, action: Any, timeout: float | None = None) -> StepResult[Any]:
         self._require_sim("step")
-        return await self._guard(self._step(action, timeout))
+        started = time.monotonic()
+        try:
+            return await self._guard(self._step(action, timeout))
+        finally:
+            self.manager.load.record_step(time.monotonic() - started)
 
     async def _step(self, action: Any, timeout: float | None) -> StepResult[Any]:
         if self.status is not EpisodeStatus.RUNNING:
@@ -368,6 +415,13 @@ class Session:
         st = await self._guard(self._call(self.env.state, "state" in self.runtime.is_async, what="state"))
         return SessionState(self.episode_id, self.step_count, self.status, st)
 
+    async def render(self) -> Any:
+        """The environment's :meth:`~openenv.Environment.render` of its current state
+        (UNIMPLEMENTED when the class has no render hook)."""
+        if self.runtime.env_cls.render is Environment.render:  # the class's: self.env may be a worker's proxy
+            raise Unimplemented(f"{self.runtime.env_cls.__name__} has no render hook")
+        return await self._guard(self._call(self.env.render, "render" in self.runtime.is_async, what="render"))
+
     async def list_tools(self) -> list[Tool]:
         if not self.runtime.tools:
             raise Unimplemented(f"{self.runtime.env_cls.__name__} has no tools")
@@ -400,6 +454,54 @@ class Session:
             return ToolResult([{"type": "text", "text": f"{type(e).__name__}: {e}"}], None, True)
         return ToolResult.of(value)
 
+    async def snapshot(self) -> environment_pb2.Snapshot:
+        """The session's state, sealed (RFC 0006); UNIMPLEMENTED when the environment has none."""
+        return await self._guard(self._snapshot())
+
+    async def _snapshot(self) -> environment_pb2.Snapshot:
+        rt = self.runtime
+        if not rt.snapshots:
+            raise Unimplemented(
+                f"{rt.env_cls.__name__} does not offer snapshots (Capabilities.snapshots is false): "
+                "set snapshots = True or override snapshot() and restore()"
+            )
+        data = await self._call(self.env.snapshot, "snapshot" in rt.is_async, what="snapshot")
+        if not isinstance(data, bytes):
+            raise TypeError(f"{rt.env_cls.__name__}.snapshot() must return bytes, got {type(data).__name__}")
+        snap = environment_pb2.Snapshot(
+            format=FORMAT,
+            env_name=rt.info.name,
+            env_version=rt.info.version,
+            episode_id=self.episode_id,
+            step_count=self.step_count,
+            status=int(self.status),  # type: ignore[arg-type]  # the stubs type enums as their class
+            environment=data,
+            rubric=rubric_state(self.rubric) if self.rubric is not None else b"",
+        )
+        return seal(rt.snapshot_key, snap)
+
+    async def restore(self, snap: environment_pb2.Snapshot) -> None:
+        """Replace the session's state with a snapshot's; a refused snapshot changes nothing."""
+        rt = self.runtime
+        if not rt.snapshots:
+            raise Unimplemented(f"{rt.env_cls.__name__} does not offer snapshots (Capabilities.snapshots is false)")
+        verify(rt.snapshot_key, snap, rt.info.name, rt.info.version)
+        try:
+            status = EpisodeStatus(snap.status)
+        except ValueError:
+            raise InvalidArgument(f"the snapshot's episode status {snap.status} is not a known status") from None
+        await self._guard(self._restore(snap, status))
+
+    async def _restore(self, snap: environment_pb2.Snapshot, status: EpisodeStatus) -> None:
+        fn = functools.partial(self.env.restore, snap.environment)
+        await self._call(fn, "restore" in self.runtime.is_async, what="restore")
+        if self.rubric is not None:
+            if snap.rubric:
+                restore_rubric(self.rubric, snap.rubric)
+            else:
+                self.rubric.reset()
+        self.episode_id, self.step_count, self.status = snap.episode_id, snap.step_count, status
+
     async def close(self) -> None:
         """Close the environment instance (once) and free the slot."""
         await self.manager.release(self)
@@ -425,11 +527,17 @@ class SessionManager:
         self._reaper: asyncio.Task[None] | None = None
         self._reserved = 0
         self._closing: set[asyncio.Future[None]] = set()  # close() calls in progress
+        self.load = LoadMeter()  # step latencies and counters for GetLoad (runtime.load)
 
     @property
     def active(self) -> int:
         """Sessions holding a slot (open or being created)."""
         return len(self.sessions) + self._reserved
+
+    @property
+    def handshakes_in_progress(self) -> int:
+        """Sessions whose environment instance is still being created (counted in ``active``)."""
+        return self._reserved
 
     async def open_many(self, n: int, options: Mapping[str, Any] | None = None, client_name: str = "") -> list[Session]:
         """Create ``n`` sessions for one vectorised stream (all or none)."""
@@ -500,7 +608,7 @@ class SessionManager:
             except Exception as e:
                 log.warning("environment factory failed", exc_info=True)
                 raise Internal(f"environment factory failed: {type(e).__name__}: {e}", fatal=True) from e
-            session = Session(self, env, client_name)
+            session = Session(self, env, client_name, options)
             self.sessions[session.id] = session
             self.opened_total += 1
             return session

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 from openenv.errors import InvalidArgument
-from openenv.runtime.codec import from_struct, to_struct
+from openenv.runtime.codec import from_struct, pydantic_compatible, to_struct
 from openenv.v1 import tool_pb2
 
 __all__ = ["CallToolAction", "CallToolObservation", "Tool", "ToolResult", "tool"]
@@ -237,7 +237,7 @@ def _output_schema(ann: Any) -> dict[str, Any] | None:
     if mentions_result(ann):
         return None
     try:
-        schema: dict[str, Any] = _strip_titles(TypeAdapter(ann).json_schema())  # a dict, as given
+        schema: dict[str, Any] = _strip_titles(TypeAdapter(pydantic_compatible(ann)).json_schema())  # a dict, as given
     except (PydanticSchemaGenerationError, PydanticUserError, TypeError):
         return None
     if schema.get("type") == "object":

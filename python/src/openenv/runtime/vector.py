@@ -16,6 +16,7 @@ from typing import Any
 from openenv.errors import EnvError, FailedPrecondition, InvalidArgument
 from openenv.protocol import EpisodeStatus, SessionState, StepResult
 from openenv.runtime.session import Session
+from openenv.runtime.tasks import per_instance_tasks, with_task
 from openenv.v1 import environment_pb2
 
 __all__ = ["VectorSession"]
@@ -34,7 +35,7 @@ class VectorSession:
         self.autoreset_mode = autoreset_mode or DISABLED
         rt = sessions[0].runtime
         # Fast sync environments run inline; threaded or async ones run concurrently.
-        self._inline = not rt.env_cls.run_in_thread and "step" not in rt.is_async
+        self._inline = not rt.run_in_thread and "step" not in rt.is_async
 
     @property
     def num_envs(self) -> int:
@@ -77,9 +78,15 @@ class VectorSession:
             raise
 
     async def reset(
-        self, env_ids: Sequence[int], seeds: Sequence[int], options: Mapping[str, Any] | None
+        self,
+        env_ids: Sequence[int],
+        seeds: Sequence[int],
+        options: Mapping[str, Any] | None,
+        task_ids: Sequence[str] = (),
     ) -> tuple[list[int], list[StepResult[Any]]]:
         ids = self._ids(env_ids)
+        catalog = self.sessions[0].runtime.tasks
+        per_options = [with_task(catalog, t, options) for t in per_instance_tasks(task_ids, len(ids))]
         if len(seeds) == 0:
             per: list[int | None] = [None] * len(ids)
         elif len(seeds) == 1:
@@ -88,7 +95,8 @@ class VectorSession:
             per = list(seeds)
         else:
             raise InvalidArgument(f"{len(seeds)} seeds for {len(ids)} instances: give 0, 1 or one per instance")
-        results = await self._each(lambda i, seed: self.sessions[i].reset(seed, None, options), ids, per)
+        by_id = dict(zip(ids, per_options, strict=True))
+        results = await self._each(lambda i, seed: self.sessions[i].reset(seed, None, by_id[i]), ids, per)
         return ids, results
 
     async def step(

@@ -26,12 +26,14 @@ from google.protobuf import descriptor_pb2 as google_dot_protobuf_dot_descriptor
 from google.protobuf import duration_pb2 as google_dot_protobuf_dot_duration__pb2
 from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
 from openenv.v1 import error_pb2 as openenv_dot_v1_dot_error__pb2
+from openenv.v1 import load_pb2 as openenv_dot_v1_dot_load__pb2
 from openenv.v1 import payload_pb2 as openenv_dot_v1_dot_payload__pb2
 from openenv.v1 import rubric_pb2 as openenv_dot_v1_dot_rubric__pb2
+from openenv.v1 import task_pb2 as openenv_dot_v1_dot_task__pb2
 from openenv.v1 import tool_pb2 as openenv_dot_v1_dot_tool__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1copenenv/v1/environment.proto\x12\nopenenv.v1\x1a google/protobuf/descriptor.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x16openenv/v1/error.proto\x1a\x18openenv/v1/payload.proto\x1a\x17openenv/v1/rubric.proto\x1a\x15openenv/v1/tool.proto\"\x10\n\x0eGetInfoRequest\"<\n\x0fGetInfoResponse\x12)\n\x04info\x18\x01 \x01(\x0b\x32\x1b.openenv.v1.EnvironmentInfo\"\x91\x03\n\x0f\x45nvironmentInfo\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0f\n\x07version\x18\x02 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x03 \x01(\t\x12\x18\n\x10protocol_version\x18\x04 \x01(\t\x12$\n\x06\x61\x63tion\x18\x05 \x01(\x0b\x32\x14.openenv.v1.TypeSpec\x12)\n\x0bobservation\x18\x06 \x01(\x0b\x32\x14.openenv.v1.TypeSpec\x12#\n\x05state\x18\x07 \x01(\x0b\x32\x14.openenv.v1.TypeSpec\x12\x37\n\x0b\x64\x65scriptors\x18\x08 \x01(\x0b\x32\".google.protobuf.FileDescriptorSet\x12.\n\x0c\x63\x61pabilities\x18\t \x01(\x0b\x32\x18.openenv.v1.Capabilities\x12&\n\x06rubric\x18\n \x01(\x0b\x32\x16.openenv.v1.RubricSpec\x12)\n\x08metadata\x18\x0b \x01(\x0b\x32\x17.google.protobuf.Struct\"\xf4\x03\n\x0c\x43\x61pabilities\x12\x14\n\x0cmax_sessions\x18\x01 \x01(\r\x12\x1b\n\x13\x63oncurrent_sessions\x18\x02 \x01(\x08\x12\x15\n\rdeterministic\x18\x03 \x01(\x08\x12\x17\n\x0f\x66loat_tolerance\x18\x04 \x01(\x01\x12\x12\n\nauto_reset\x18\x05 \x01(\x08\x12\r\n\x05tools\x18\x06 \x01(\x08\x12\x12\n\ntools_only\x18\x07 \x01(\x08\x12\x19\n\x11max_message_bytes\x18\x08 \x01(\x04\x12\x1e\n\x11max_episode_steps\x18\t \x01(\x04H\x00\x88\x01\x01\x12\x17\n\nreward_min\x18\n \x01(\x01H\x01\x88\x01\x01\x12\x17\n\nreward_max\x18\x0b \x01(\x01H\x02\x88\x01\x01\x12/\n\x0cidle_timeout\x18\x0c \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x15\n\raction_budget\x18\r \x01(\r\x12\x14\n\x0cmax_num_envs\x18\x0e \x01(\r\x12\x15\n\rauth_required\x18\x0f \x01(\x08\x12\x34\n\x11handshake_timeout\x18\x10 \x01(\x0b\x32\x19.google.protobuf.DurationB\x14\n\x12_max_episode_stepsB\r\n\x0b_reward_minB\r\n\x0b_reward_max\"\xd9\x03\n\x0eSessionRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\x04\x12\x31\n\thandshake\x18\x02 \x01(\x0b\x32\x1c.openenv.v1.HandshakeRequestH\x00\x12)\n\x05reset\x18\x03 \x01(\x0b\x32\x18.openenv.v1.ResetRequestH\x00\x12\'\n\x04step\x18\x04 \x01(\x0b\x32\x17.openenv.v1.StepRequestH\x00\x12)\n\x05state\x18\x05 \x01(\x0b\x32\x18.openenv.v1.StateRequestH\x00\x12\x32\n\nlist_tools\x18\x06 \x01(\x0b\x32\x1c.openenv.v1.ListToolsRequestH\x00\x12\x30\n\tcall_tool\x18\x07 \x01(\x0b\x32\x1b.openenv.v1.CallToolRequestH\x00\x12)\n\x05\x63lose\x18\x08 \x01(\x0b\x32\x18.openenv.v1.CloseRequestH\x00\x12\x34\n\x0b\x62\x61tch_reset\x18\t \x01(\x0b\x32\x1d.openenv.v1.BatchResetRequestH\x00\x12\x32\n\nbatch_step\x18\n \x01(\x0b\x32\x1c.openenv.v1.BatchStepRequestH\x00\x42\x06\n\x04kind\"\x88\x04\n\x0fSessionResponse\x12\x12\n\nrequest_id\x18\x01 \x01(\x04\x12\x32\n\thandshake\x18\x02 \x01(\x0b\x32\x1d.openenv.v1.HandshakeResponseH\x00\x12*\n\x05reset\x18\x03 \x01(\x0b\x32\x19.openenv.v1.ResetResponseH\x00\x12(\n\x04step\x18\x04 \x01(\x0b\x32\x18.openenv.v1.StepResponseH\x00\x12*\n\x05state\x18\x05 \x01(\x0b\x32\x19.openenv.v1.StateResponseH\x00\x12\x33\n\nlist_tools\x18\x06 \x01(\x0b\x32\x1d.openenv.v1.ListToolsResponseH\x00\x12\x31\n\tcall_tool\x18\x07 \x01(\x0b\x32\x1c.openenv.v1.CallToolResponseH\x00\x12*\n\x05\x63lose\x18\x08 \x01(\x0b\x32\x19.openenv.v1.CloseResponseH\x00\x12\x35\n\x0b\x62\x61tch_reset\x18\t \x01(\x0b\x32\x1e.openenv.v1.BatchResetResponseH\x00\x12\x33\n\nbatch_step\x18\n \x01(\x0b\x32\x1d.openenv.v1.BatchStepResponseH\x00\x12#\n\x05\x65rror\x18\x0f \x01(\x0b\x32\x12.openenv.v1.StatusH\x00\x42\x06\n\x04kind\"\xb0\x01\n\x10HandshakeRequest\x12\x18\n\x10protocol_version\x18\x01 \x01(\t\x12\x13\n\x0b\x63lient_name\x18\x02 \x01(\t\x12(\n\x07options\x18\x03 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x10\n\x08num_envs\x18\x04 \x01(\r\x12\x31\n\x0e\x61utoreset_mode\x18\x05 \x01(\x0e\x32\x19.openenv.v1.AutoresetMode\"l\n\x11HandshakeResponse\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x18\n\x10protocol_version\x18\x02 \x01(\t\x12)\n\x04info\x18\x03 \x01(\x0b\x32\x1b.openenv.v1.EnvironmentInfo\"h\n\x0cResetRequest\x12\x11\n\x04seed\x18\x01 \x01(\x04H\x00\x88\x01\x01\x12\x12\n\nepisode_id\x18\x02 \x01(\t\x12(\n\x07options\x18\x03 \x01(\x0b\x32\x17.google.protobuf.StructB\x07\n\x05_seed\"8\n\rResetResponse\x12\'\n\ttime_step\x18\x01 \x01(\x0b\x32\x14.openenv.v1.TimeStep\"^\n\x0bStepRequest\x12#\n\x06\x61\x63tion\x18\x01 \x01(\x0b\x32\x13.openenv.v1.Payload\x12*\n\x07timeout\x18\x02 \x01(\x0b\x32\x19.google.protobuf.Duration\"7\n\x0cStepResponse\x12\'\n\ttime_step\x18\x01 \x01(\x0b\x32\x14.openenv.v1.TimeStep\"\x81\x02\n\x08TimeStep\x12(\n\x0bobservation\x18\x01 \x01(\x0b\x32\x13.openenv.v1.Payload\x12\x13\n\x06reward\x18\x02 \x01(\x01H\x00\x88\x01\x01\x12\x12\n\nterminated\x18\x03 \x01(\x08\x12\x11\n\ttruncated\x18\x04 \x01(\x08\x12)\n\x08metadata\x18\x05 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x31\n\x10reward_breakdown\x18\x06 \x01(\x0b\x32\x17.openenv.v1.RubricScore\x12\x12\n\nepisode_id\x18\x07 \x01(\t\x12\x12\n\nstep_count\x18\x08 \x01(\x04\x42\t\n\x07_reward\"\x1e\n\x0cStateRequest\x12\x0e\n\x06\x65nv_id\x18\x01 \x01(\r\"\x86\x01\n\rStateResponse\x12\x12\n\nepisode_id\x18\x01 \x01(\t\x12\x12\n\nstep_count\x18\x02 \x01(\x04\x12)\n\x06status\x18\x03 \x01(\x0e\x32\x19.openenv.v1.EpisodeStatus\x12\"\n\x05state\x18\x04 \x01(\x0b\x32\x13.openenv.v1.Payload\"]\n\x11\x42\x61tchResetRequest\x12\x0f\n\x07\x65nv_ids\x18\x01 \x03(\r\x12\r\n\x05seeds\x18\x02 \x03(\x04\x12(\n\x07options\x18\x03 \x01(\x0b\x32\x17.google.protobuf.Struct\"O\n\x12\x42\x61tchResetResponse\x12\x0f\n\x07\x65nv_ids\x18\x01 \x03(\r\x12(\n\ntime_steps\x18\x02 \x03(\x0b\x32\x14.openenv.v1.TimeStep\"u\n\x10\x42\x61tchStepRequest\x12\x0f\n\x07\x65nv_ids\x18\x01 \x03(\r\x12$\n\x07\x61\x63tions\x18\x02 \x03(\x0b\x32\x13.openenv.v1.Payload\x12*\n\x07timeout\x18\x03 \x01(\x0b\x32\x19.google.protobuf.Duration\"\xe8\x01\n\x11\x42\x61tchStepResponse\x12\x0f\n\x07\x65nv_ids\x18\x01 \x03(\r\x12(\n\ntime_steps\x18\x02 \x03(\x0b\x32\x14.openenv.v1.TimeStep\x12K\n\x10\x66inal_time_steps\x18\x03 \x03(\x0b\x32\x31.openenv.v1.BatchStepResponse.FinalTimeStepsEntry\x1aK\n\x13\x46inalTimeStepsEntry\x12\x0b\n\x03key\x18\x01 \x01(\r\x12#\n\x05value\x18\x02 \x01(\x0b\x32\x14.openenv.v1.TimeStep:\x02\x38\x01\"\x0e\n\x0c\x43loseRequest\"\x0f\n\rCloseResponse*\x88\x01\n\rAutoresetMode\x12\x1e\n\x1a\x41UTORESET_MODE_UNSPECIFIED\x10\x00\x12\x1b\n\x17\x41UTORESET_MODE_DISABLED\x10\x01\x12\x1c\n\x18\x41UTORESET_MODE_NEXT_STEP\x10\x02\x12\x1c\n\x18\x41UTORESET_MODE_SAME_STEP\x10\x03*\xc4\x01\n\rEpisodeStatus\x12\x1e\n\x1a\x45PISODE_STATUS_UNSPECIFIED\x10\x00\x12\x1e\n\x1a\x45PISODE_STATUS_NOT_STARTED\x10\x01\x12\x1a\n\x16\x45PISODE_STATUS_RUNNING\x10\x02\x12\x1d\n\x19\x45PISODE_STATUS_TERMINATED\x10\x03\x12\x1c\n\x18\x45PISODE_STATUS_TRUNCATED\x10\x04\x12\x1a\n\x16\x45PISODE_STATUS_ABORTED\x10\x05\x32\xa0\x01\n\x12\x45nvironmentService\x12\x46\n\x07Session\x12\x1a.openenv.v1.SessionRequest\x1a\x1b.openenv.v1.SessionResponse(\x01\x30\x01\x12\x42\n\x07GetInfo\x12\x1a.openenv.v1.GetInfoRequest\x1a\x1b.openenv.v1.GetInfoResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1copenenv/v1/environment.proto\x12\nopenenv.v1\x1a google/protobuf/descriptor.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x16openenv/v1/error.proto\x1a\x15openenv/v1/load.proto\x1a\x18openenv/v1/payload.proto\x1a\x17openenv/v1/rubric.proto\x1a\x15openenv/v1/task.proto\x1a\x15openenv/v1/tool.proto\"\x10\n\x0eGetInfoRequest\"<\n\x0fGetInfoResponse\x12)\n\x04info\x18\x01 \x01(\x0b\x32\x1b.openenv.v1.EnvironmentInfo\"\xbd\x03\n\x0f\x45nvironmentInfo\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0f\n\x07version\x18\x02 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x03 \x01(\t\x12\x18\n\x10protocol_version\x18\x04 \x01(\t\x12$\n\x06\x61\x63tion\x18\x05 \x01(\x0b\x32\x14.openenv.v1.TypeSpec\x12)\n\x0bobservation\x18\x06 \x01(\x0b\x32\x14.openenv.v1.TypeSpec\x12#\n\x05state\x18\x07 \x01(\x0b\x32\x14.openenv.v1.TypeSpec\x12\x37\n\x0b\x64\x65scriptors\x18\x08 \x01(\x0b\x32\".google.protobuf.FileDescriptorSet\x12.\n\x0c\x63\x61pabilities\x18\t \x01(\x0b\x32\x18.openenv.v1.Capabilities\x12&\n\x06rubric\x18\n \x01(\x0b\x32\x16.openenv.v1.RubricSpec\x12)\n\x08metadata\x18\x0b \x01(\x0b\x32\x17.google.protobuf.Struct\x12*\n\x0btask_splits\x18\x0c \x03(\x0b\x32\x15.openenv.v1.TaskSplit\"\x9b\x05\n\x0c\x43\x61pabilities\x12\x14\n\x0cmax_sessions\x18\x01 \x01(\r\x12\x1b\n\x13\x63oncurrent_sessions\x18\x02 \x01(\x08\x12\x15\n\rdeterministic\x18\x03 \x01(\x08\x12\x17\n\x0f\x66loat_tolerance\x18\x04 \x01(\x01\x12\x12\n\nauto_reset\x18\x05 \x01(\x08\x12\r\n\x05tools\x18\x06 \x01(\x08\x12\x12\n\ntools_only\x18\x07 \x01(\x08\x12\x19\n\x11max_message_bytes\x18\x08 \x01(\x04\x12\x1e\n\x11max_episode_steps\x18\t \x01(\x04H\x00\x88\x01\x01\x12\x17\n\nreward_min\x18\n \x01(\x01H\x01\x88\x01\x01\x12\x17\n\nreward_max\x18\x0b \x01(\x01H\x02\x88\x01\x01\x12/\n\x0cidle_timeout\x18\x0c \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x15\n\raction_budget\x18\r \x01(\r\x12\x14\n\x0cmax_num_envs\x18\x0e \x01(\r\x12\x15\n\rauth_required\x18\x0f \x01(\x08\x12\x34\n\x11handshake_timeout\x18\x10 \x01(\x0b\x32\x19.google.protobuf.Duration\x12/\n\x0cresume_grace\x18\x19 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x11\n\tsnapshots\x18\x1a \x01(\x08\x12\x11\n\tmax_forks\x18\x1b \x01(\r\x12\r\n\x05tasks\x18\x14 \x01(\x08\x12\x16\n\x0eload_reporting\x18\x17 \x01(\x08\x12\x17\n\x0flenient_actions\x18\x12 \x01(\x08\x12\x0e\n\x06seeded\x18\x13 \x01(\x08\x42\x14\n\x12_max_episode_stepsB\r\n\x0b_reward_minB\r\n\x0b_reward_max\"\x96\x05\n\x0eSessionRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\x04\x12\x31\n\thandshake\x18\x02 \x01(\x0b\x32\x1c.openenv.v1.HandshakeRequestH\x00\x12)\n\x05reset\x18\x03 \x01(\x0b\x32\x18.openenv.v1.ResetRequestH\x00\x12\'\n\x04step\x18\x04 \x01(\x0b\x32\x17.openenv.v1.StepRequestH\x00\x12)\n\x05state\x18\x05 \x01(\x0b\x32\x18.openenv.v1.StateRequestH\x00\x12\x32\n\nlist_tools\x18\x06 \x01(\x0b\x32\x1c.openenv.v1.ListToolsRequestH\x00\x12\x30\n\tcall_tool\x18\x07 \x01(\x0b\x32\x1b.openenv.v1.CallToolRequestH\x00\x12)\n\x05\x63lose\x18\x08 \x01(\x0b\x32\x18.openenv.v1.CloseRequestH\x00\x12\x34\n\x0b\x62\x61tch_reset\x18\t \x01(\x0b\x32\x1d.openenv.v1.BatchResetRequestH\x00\x12\x32\n\nbatch_step\x18\n \x01(\x0b\x32\x1c.openenv.v1.BatchStepRequestH\x00\x12/\n\x08snapshot\x18\x10 \x01(\x0b\x32\x1b.openenv.v1.SnapshotRequestH\x00\x12-\n\x07restore\x18\x11 \x01(\x0b\x32\x1a.openenv.v1.RestoreRequestH\x00\x12\'\n\x04\x66ork\x18\x12 \x01(\x0b\x32\x17.openenv.v1.ForkRequestH\x00\x12\x32\n\nlist_tasks\x18\x14 \x01(\x0b\x32\x1c.openenv.v1.ListTasksRequestH\x00\x42\x06\n\x04kind\"\xc9\x05\n\x0fSessionResponse\x12\x12\n\nrequest_id\x18\x01 \x01(\x04\x12\x32\n\thandshake\x18\x02 \x01(\x0b\x32\x1d.openenv.v1.HandshakeResponseH\x00\x12*\n\x05reset\x18\x03 \x01(\x0b\x32\x19.openenv.v1.ResetResponseH\x00\x12(\n\x04step\x18\x04 \x01(\x0b\x32\x18.openenv.v1.StepResponseH\x00\x12*\n\x05state\x18\x05 \x01(\x0b\x32\x19.openenv.v1.StateResponseH\x00\x12\x33\n\nlist_tools\x18\x06 \x01(\x0b\x32\x1d.openenv.v1.ListToolsResponseH\x00\x12\x31\n\tcall_tool\x18\x07 \x01(\x0b\x32\x1c.openenv.v1.CallToolResponseH\x00\x12*\n\x05\x63lose\x18\x08 \x01(\x0b\x32\x19.openenv.v1.CloseResponseH\x00\x12\x35\n\x0b\x62\x61tch_reset\x18\t \x01(\x0b\x32\x1e.openenv.v1.BatchResetResponseH\x00\x12\x33\n\nbatch_step\x18\n \x01(\x0b\x32\x1d.openenv.v1.BatchStepResponseH\x00\x12\x30\n\x08snapshot\x18\x10 \x01(\x0b\x32\x1c.openenv.v1.SnapshotResponseH\x00\x12.\n\x07restore\x18\x11 \x01(\x0b\x32\x1b.openenv.v1.RestoreResponseH\x00\x12(\n\x04\x66ork\x18\x12 \x01(\x0b\x32\x18.openenv.v1.ForkResponseH\x00\x12\x33\n\nlist_tasks\x18\x14 \x01(\x0b\x32\x1d.openenv.v1.ListTasksResponseH\x00\x12#\n\x05\x65rror\x18\x0f \x01(\x0b\x32\x12.openenv.v1.StatusH\x00\x42\x06\n\x04kind\"\xd9\x01\n\x10HandshakeRequest\x12\x18\n\x10protocol_version\x18\x01 \x01(\t\x12\x13\n\x0b\x63lient_name\x18\x02 \x01(\t\x12(\n\x07options\x18\x03 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x10\n\x08num_envs\x18\x04 \x01(\r\x12\x31\n\x0e\x61utoreset_mode\x18\x05 \x01(\x0e\x32\x19.openenv.v1.AutoresetMode\x12\x14\n\x0cresume_token\x18\x08 \x01(\t\x12\x11\n\tresumable\x18\t \x01(\x08\"\x93\x01\n\x11HandshakeResponse\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x18\n\x10protocol_version\x18\x02 \x01(\t\x12)\n\x04info\x18\x03 \x01(\x0b\x32\x1b.openenv.v1.EnvironmentInfo\x12\x14\n\x0cresume_token\x18\x04 \x01(\t\x12\x0f\n\x07resumed\x18\x05 \x01(\x08\"y\n\x0cResetRequest\x12\x11\n\x04seed\x18\x01 \x01(\x04H\x00\x88\x01\x01\x12\x12\n\nepisode_id\x18\x02 \x01(\t\x12(\n\x07options\x18\x03 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x0f\n\x07task_id\x18x \x01(\tB\x07\n\x05_seed\"8\n\rResetResponse\x12\'\n\ttime_step\x18\x01 \x01(\x0b\x32\x14.openenv.v1.TimeStep\"^\n\x0bStepRequest\x12#\n\x06\x61\x63tion\x18\x01 \x01(\x0b\x32\x13.openenv.v1.Payload\x12*\n\x07timeout\x18\x02 \x01(\x0b\x32\x19.google.protobuf.Duration\"7\n\x0cStepResponse\x12\'\n\ttime_step\x18\x01 \x01(\x0b\x32\x14.openenv.v1.TimeStep\"\x81\x02\n\x08TimeStep\x12(\n\x0bobservation\x18\x01 \x01(\x0b\x32\x13.openenv.v1.Payload\x12\x13\n\x06reward\x18\x02 \x01(\x01H\x00\x88\x01\x01\x12\x12\n\nterminated\x18\x03 \x01(\x08\x12\x11\n\ttruncated\x18\x04 \x01(\x08\x12)\n\x08metadata\x18\x05 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x31\n\x10reward_breakdown\x18\x06 \x01(\x0b\x32\x17.openenv.v1.RubricScore\x12\x12\n\nepisode_id\x18\x07 \x01(\t\x12\x12\n\nstep_count\x18\x08 \x01(\x04\x42\t\n\x07_reward\"\x1e\n\x0cStateRequest\x12\x0e\n\x06\x65nv_id\x18\x01 \x01(\r\"\x86\x01\n\rStateResponse\x12\x12\n\nepisode_id\x18\x01 \x01(\t\x12\x12\n\nstep_count\x18\x02 \x01(\x04\x12)\n\x06status\x18\x03 \x01(\x0e\x32\x19.openenv.v1.EpisodeStatus\x12\"\n\x05state\x18\x04 \x01(\x0b\x32\x13.openenv.v1.Payload\"o\n\x11\x42\x61tchResetRequest\x12\x0f\n\x07\x65nv_ids\x18\x01 \x03(\r\x12\r\n\x05seeds\x18\x02 \x03(\x04\x12(\n\x07options\x18\x03 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x10\n\x08task_ids\x18x \x03(\t\"O\n\x12\x42\x61tchResetResponse\x12\x0f\n\x07\x65nv_ids\x18\x01 \x03(\r\x12(\n\ntime_steps\x18\x02 \x03(\x0b\x32\x14.openenv.v1.TimeStep\"u\n\x10\x42\x61tchStepRequest\x12\x0f\n\x07\x65nv_ids\x18\x01 \x03(\r\x12$\n\x07\x61\x63tions\x18\x02 \x03(\x0b\x32\x13.openenv.v1.Payload\x12*\n\x07timeout\x18\x03 \x01(\x0b\x32\x19.google.protobuf.Duration\"\xe8\x01\n\x11\x42\x61tchStepResponse\x12\x0f\n\x07\x65nv_ids\x18\x01 \x03(\r\x12(\n\ntime_steps\x18\x02 \x03(\x0b\x32\x14.openenv.v1.TimeStep\x12K\n\x10\x66inal_time_steps\x18\x03 \x03(\x0b\x32\x31.openenv.v1.BatchStepResponse.FinalTimeStepsEntry\x1aK\n\x13\x46inalTimeStepsEntry\x12\x0b\n\x03key\x18\x01 \x01(\r\x12#\n\x05value\x18\x02 \x01(\x0b\x32\x14.openenv.v1.TimeStep:\x02\x38\x01\"\x0e\n\x0c\x43loseRequest\"\x0f\n\rCloseResponse\"\x11\n\x0fSnapshotRequest\":\n\x10SnapshotResponse\x12&\n\x08snapshot\x18\x01 \x01(\x0b\x32\x14.openenv.v1.Snapshot\"\xc9\x01\n\x08Snapshot\x12\x0e\n\x06\x66ormat\x18\x01 \x01(\r\x12\x10\n\x08\x65nv_name\x18\x02 \x01(\t\x12\x13\n\x0b\x65nv_version\x18\x03 \x01(\t\x12\x12\n\nepisode_id\x18\x04 \x01(\t\x12\x12\n\nstep_count\x18\x05 \x01(\x04\x12)\n\x06status\x18\x06 \x01(\x0e\x32\x19.openenv.v1.EpisodeStatus\x12\x13\n\x0b\x65nvironment\x18\x07 \x01(\x0c\x12\x0e\n\x06rubric\x18\x08 \x01(\x0c\x12\x0e\n\x06\x64igest\x18\t \x01(\x0c\"8\n\x0eRestoreRequest\x12&\n\x08snapshot\x18\x01 \x01(\x0b\x32\x14.openenv.v1.Snapshot\"d\n\x0fRestoreResponse\x12\x12\n\nepisode_id\x18\x01 \x01(\t\x12\x12\n\nstep_count\x18\x02 \x01(\x04\x12)\n\x06status\x18\x03 \x01(\x0e\x32\x19.openenv.v1.EpisodeStatus\"D\n\x0b\x46orkRequest\x12\r\n\x05\x63ount\x18\x01 \x01(\r\x12&\n\x08snapshot\x18\x02 \x01(\x0b\x32\x14.openenv.v1.Snapshot\":\n\x0c\x46orkResponse\x12\x13\n\x0bsession_ids\x18\x01 \x03(\t\x12\x15\n\rresume_tokens\x18\x02 \x03(\t*\x88\x01\n\rAutoresetMode\x12\x1e\n\x1a\x41UTORESET_MODE_UNSPECIFIED\x10\x00\x12\x1b\n\x17\x41UTORESET_MODE_DISABLED\x10\x01\x12\x1c\n\x18\x41UTORESET_MODE_NEXT_STEP\x10\x02\x12\x1c\n\x18\x41UTORESET_MODE_SAME_STEP\x10\x03*\xc4\x01\n\rEpisodeStatus\x12\x1e\n\x1a\x45PISODE_STATUS_UNSPECIFIED\x10\x00\x12\x1e\n\x1a\x45PISODE_STATUS_NOT_STARTED\x10\x01\x12\x1a\n\x16\x45PISODE_STATUS_RUNNING\x10\x02\x12\x1d\n\x19\x45PISODE_STATUS_TERMINATED\x10\x03\x12\x1c\n\x18\x45PISODE_STATUS_TRUNCATED\x10\x04\x12\x1a\n\x16\x45PISODE_STATUS_ABORTED\x10\x05\x32\xe4\x01\n\x12\x45nvironmentService\x12\x46\n\x07Session\x12\x1a.openenv.v1.SessionRequest\x1a\x1b.openenv.v1.SessionResponse(\x01\x30\x01\x12\x42\n\x07GetInfo\x12\x1a.openenv.v1.GetInfoRequest\x1a\x1b.openenv.v1.GetInfoResponse\x12\x42\n\x07GetLoad\x12\x1a.openenv.v1.GetLoadRequest\x1a\x1b.openenv.v1.GetLoadResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -40,54 +42,68 @@ if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_BATCHSTEPRESPONSE_FINALTIMESTEPSENTRY']._loaded_options = None
   _globals['_BATCHSTEPRESPONSE_FINALTIMESTEPSENTRY']._serialized_options = b'8\001'
-  _globals['_AUTORESETMODE']._serialized_start=3823
-  _globals['_AUTORESETMODE']._serialized_end=3959
-  _globals['_EPISODESTATUS']._serialized_start=3962
-  _globals['_EPISODESTATUS']._serialized_end=4158
-  _globals['_GETINFOREQUEST']._serialized_start=238
-  _globals['_GETINFOREQUEST']._serialized_end=254
-  _globals['_GETINFORESPONSE']._serialized_start=256
-  _globals['_GETINFORESPONSE']._serialized_end=316
-  _globals['_ENVIRONMENTINFO']._serialized_start=319
-  _globals['_ENVIRONMENTINFO']._serialized_end=720
-  _globals['_CAPABILITIES']._serialized_start=723
-  _globals['_CAPABILITIES']._serialized_end=1223
-  _globals['_SESSIONREQUEST']._serialized_start=1226
-  _globals['_SESSIONREQUEST']._serialized_end=1699
-  _globals['_SESSIONRESPONSE']._serialized_start=1702
-  _globals['_SESSIONRESPONSE']._serialized_end=2222
-  _globals['_HANDSHAKEREQUEST']._serialized_start=2225
-  _globals['_HANDSHAKEREQUEST']._serialized_end=2401
-  _globals['_HANDSHAKERESPONSE']._serialized_start=2403
-  _globals['_HANDSHAKERESPONSE']._serialized_end=2511
-  _globals['_RESETREQUEST']._serialized_start=2513
-  _globals['_RESETREQUEST']._serialized_end=2617
-  _globals['_RESETRESPONSE']._serialized_start=2619
-  _globals['_RESETRESPONSE']._serialized_end=2675
-  _globals['_STEPREQUEST']._serialized_start=2677
-  _globals['_STEPREQUEST']._serialized_end=2771
-  _globals['_STEPRESPONSE']._serialized_start=2773
-  _globals['_STEPRESPONSE']._serialized_end=2828
-  _globals['_TIMESTEP']._serialized_start=2831
-  _globals['_TIMESTEP']._serialized_end=3088
-  _globals['_STATEREQUEST']._serialized_start=3090
-  _globals['_STATEREQUEST']._serialized_end=3120
-  _globals['_STATERESPONSE']._serialized_start=3123
-  _globals['_STATERESPONSE']._serialized_end=3257
-  _globals['_BATCHRESETREQUEST']._serialized_start=3259
-  _globals['_BATCHRESETREQUEST']._serialized_end=3352
-  _globals['_BATCHRESETRESPONSE']._serialized_start=3354
-  _globals['_BATCHRESETRESPONSE']._serialized_end=3433
-  _globals['_BATCHSTEPREQUEST']._serialized_start=3435
-  _globals['_BATCHSTEPREQUEST']._serialized_end=3552
-  _globals['_BATCHSTEPRESPONSE']._serialized_start=3555
-  _globals['_BATCHSTEPRESPONSE']._serialized_end=3787
-  _globals['_BATCHSTEPRESPONSE_FINALTIMESTEPSENTRY']._serialized_start=3712
-  _globals['_BATCHSTEPRESPONSE_FINALTIMESTEPSENTRY']._serialized_end=3787
-  _globals['_CLOSEREQUEST']._serialized_start=3789
-  _globals['_CLOSEREQUEST']._serialized_end=3803
-  _globals['_CLOSERESPONSE']._serialized_start=3805
-  _globals['_CLOSERESPONSE']._serialized_end=3820
-  _globals['_ENVIRONMENTSERVICE']._serialized_start=4161
-  _globals['_ENVIRONMENTSERVICE']._serialized_end=4321
+  _globals['_AUTORESETMODE']._serialized_start=5151
+  _globals['_AUTORESETMODE']._serialized_end=5287
+  _globals['_EPISODESTATUS']._serialized_start=5290
+  _globals['_EPISODESTATUS']._serialized_end=5486
+  _globals['_GETINFOREQUEST']._serialized_start=284
+  _globals['_GETINFOREQUEST']._serialized_end=300
+  _globals['_GETINFORESPONSE']._serialized_start=302
+  _globals['_GETINFORESPONSE']._serialized_end=362
+  _globals['_ENVIRONMENTINFO']._serialized_start=365
+  _globals['_ENVIRONMENTINFO']._serialized_end=810
+  _globals['_CAPABILITIES']._serialized_start=813
+  _globals['_CAPABILITIES']._serialized_end=1480
+  _globals['_SESSIONREQUEST']._serialized_start=1483
+  _globals['_SESSIONREQUEST']._serialized_end=2145
+  _globals['_SESSIONRESPONSE']._serialized_start=2148
+  _globals['_SESSIONRESPONSE']._serialized_end=2861
+  _globals['_HANDSHAKEREQUEST']._serialized_start=2864
+  _globals['_HANDSHAKEREQUEST']._serialized_end=3081
+  _globals['_HANDSHAKERESPONSE']._serialized_start=3084
+  _globals['_HANDSHAKERESPONSE']._serialized_end=3231
+  _globals['_RESETREQUEST']._serialized_start=3233
+  _globals['_RESETREQUEST']._serialized_end=3354
+  _globals['_RESETRESPONSE']._serialized_start=3356
+  _globals['_RESETRESPONSE']._serialized_end=3412
+  _globals['_STEPREQUEST']._serialized_start=3414
+  _globals['_STEPREQUEST']._serialized_end=3508
+  _globals['_STEPRESPONSE']._serialized_start=3510
+  _globals['_STEPRESPONSE']._serialized_end=3565
+  _globals['_TIMESTEP']._serialized_start=3568
+  _globals['_TIMESTEP']._serialized_end=3825
+  _globals['_STATEREQUEST']._serialized_start=3827
+  _globals['_STATEREQUEST']._serialized_end=3857
+  _globals['_STATERESPONSE']._serialized_start=3860
+  _globals['_STATERESPONSE']._serialized_end=3994
+  _globals['_BATCHRESETREQUEST']._serialized_start=3996
+  _globals['_BATCHRESETREQUEST']._serialized_end=4107
+  _globals['_BATCHRESETRESPONSE']._serialized_start=4109
+  _globals['_BATCHRESETRESPONSE']._serialized_end=4188
+  _globals['_BATCHSTEPREQUEST']._serialized_start=4190
+  _globals['_BATCHSTEPREQUEST']._serialized_end=4307
+  _globals['_BATCHSTEPRESPONSE']._serialized_start=4310
+  _globals['_BATCHSTEPRESPONSE']._serialized_end=4542
+  _globals['_BATCHSTEPRESPONSE_FINALTIMESTEPSENTRY']._serialized_start=4467
+  _globals['_BATCHSTEPRESPONSE_FINALTIMESTEPSENTRY']._serialized_end=4542
+  _globals['_CLOSEREQUEST']._serialized_start=4544
+  _globals['_CLOSEREQUEST']._serialized_end=4558
+  _globals['_CLOSERESPONSE']._serialized_start=4560
+  _globals['_CLOSERESPONSE']._serialized_end=4575
+  _globals['_SNAPSHOTREQUEST']._serialized_start=4577
+  _globals['_SNAPSHOTREQUEST']._serialized_end=4594
+  _globals['_SNAPSHOTRESPONSE']._serialized_start=4596
+  _globals['_SNAPSHOTRESPONSE']._serialized_end=4654
+  _globals['_SNAPSHOT']._serialized_start=4657
+  _globals['_SNAPSHOT']._serialized_end=4858
+  _globals['_RESTOREREQUEST']._serialized_start=4860
+  _globals['_RESTOREREQUEST']._serialized_end=4916
+  _globals['_RESTORERESPONSE']._serialized_start=4918
+  _globals['_RESTORERESPONSE']._serialized_end=5018
+  _globals['_FORKREQUEST']._serialized_start=5020
+  _globals['_FORKREQUEST']._serialized_end=5088
+  _globals['_FORKRESPONSE']._serialized_start=5090
+  _globals['_FORKRESPONSE']._serialized_end=5148
+  _globals['_ENVIRONMENTSERVICE']._serialized_start=5489
+  _globals['_ENVIRONMENTSERVICE']._serialized_end=5717
 # @@protoc_insertion_point(module_scope)

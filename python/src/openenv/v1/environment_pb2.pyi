@@ -4,8 +4,10 @@ from google.protobuf import descriptor_pb2 as _descriptor_pb2
 from google.protobuf import duration_pb2 as _duration_pb2
 from google.protobuf import struct_pb2 as _struct_pb2
 from openenv.v1 import error_pb2 as _error_pb2
+from openenv.v1 import load_pb2 as _load_pb2
 from openenv.v1 import payload_pb2 as _payload_pb2
 from openenv.v1 import rubric_pb2 as _rubric_pb2
+from openenv.v1 import task_pb2 as _task_pb2
 from openenv.v1 import tool_pb2 as _tool_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
@@ -53,7 +55,7 @@ class GetInfoResponse(_message.Message):
     def __init__(self, info: _Optional[_Union[EnvironmentInfo, _Mapping]] = ...) -> None: ...
 
 class EnvironmentInfo(_message.Message):
-    __slots__ = ("name", "version", "description", "protocol_version", "action", "observation", "state", "descriptors", "capabilities", "rubric", "metadata")
+    __slots__ = ("name", "version", "description", "protocol_version", "action", "observation", "state", "descriptors", "capabilities", "rubric", "metadata", "task_splits")
     NAME_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
     DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
@@ -65,6 +67,7 @@ class EnvironmentInfo(_message.Message):
     CAPABILITIES_FIELD_NUMBER: _ClassVar[int]
     RUBRIC_FIELD_NUMBER: _ClassVar[int]
     METADATA_FIELD_NUMBER: _ClassVar[int]
+    TASK_SPLITS_FIELD_NUMBER: _ClassVar[int]
     name: str
     version: str
     description: str
@@ -76,10 +79,11 @@ class EnvironmentInfo(_message.Message):
     capabilities: Capabilities
     rubric: _rubric_pb2.RubricSpec
     metadata: _struct_pb2.Struct
-    def __init__(self, name: _Optional[str] = ..., version: _Optional[str] = ..., description: _Optional[str] = ..., protocol_version: _Optional[str] = ..., action: _Optional[_Union[_payload_pb2.TypeSpec, _Mapping]] = ..., observation: _Optional[_Union[_payload_pb2.TypeSpec, _Mapping]] = ..., state: _Optional[_Union[_payload_pb2.TypeSpec, _Mapping]] = ..., descriptors: _Optional[_Union[_descriptor_pb2.FileDescriptorSet, _Mapping]] = ..., capabilities: _Optional[_Union[Capabilities, _Mapping]] = ..., rubric: _Optional[_Union[_rubric_pb2.RubricSpec, _Mapping]] = ..., metadata: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
+    task_splits: _containers.RepeatedCompositeFieldContainer[_task_pb2.TaskSplit]
+    def __init__(self, name: _Optional[str] = ..., version: _Optional[str] = ..., description: _Optional[str] = ..., protocol_version: _Optional[str] = ..., action: _Optional[_Union[_payload_pb2.TypeSpec, _Mapping]] = ..., observation: _Optional[_Union[_payload_pb2.TypeSpec, _Mapping]] = ..., state: _Optional[_Union[_payload_pb2.TypeSpec, _Mapping]] = ..., descriptors: _Optional[_Union[_descriptor_pb2.FileDescriptorSet, _Mapping]] = ..., capabilities: _Optional[_Union[Capabilities, _Mapping]] = ..., rubric: _Optional[_Union[_rubric_pb2.RubricSpec, _Mapping]] = ..., metadata: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., task_splits: _Optional[_Iterable[_Union[_task_pb2.TaskSplit, _Mapping]]] = ...) -> None: ...
 
 class Capabilities(_message.Message):
-    __slots__ = ("max_sessions", "concurrent_sessions", "deterministic", "float_tolerance", "auto_reset", "tools", "tools_only", "max_message_bytes", "max_episode_steps", "reward_min", "reward_max", "idle_timeout", "action_budget", "max_num_envs", "auth_required", "handshake_timeout")
+    __slots__ = ("max_sessions", "concurrent_sessions", "deterministic", "float_tolerance", "auto_reset", "tools", "tools_only", "max_message_bytes", "max_episode_steps", "reward_min", "reward_max", "idle_timeout", "action_budget", "max_num_envs", "auth_required", "handshake_timeout", "resume_grace", "snapshots", "max_forks", "tasks", "load_reporting", "lenient_actions", "seeded")
     MAX_SESSIONS_FIELD_NUMBER: _ClassVar[int]
     CONCURRENT_SESSIONS_FIELD_NUMBER: _ClassVar[int]
     DETERMINISTIC_FIELD_NUMBER: _ClassVar[int]
@@ -96,6 +100,13 @@ class Capabilities(_message.Message):
     MAX_NUM_ENVS_FIELD_NUMBER: _ClassVar[int]
     AUTH_REQUIRED_FIELD_NUMBER: _ClassVar[int]
     HANDSHAKE_TIMEOUT_FIELD_NUMBER: _ClassVar[int]
+    RESUME_GRACE_FIELD_NUMBER: _ClassVar[int]
+    SNAPSHOTS_FIELD_NUMBER: _ClassVar[int]
+    MAX_FORKS_FIELD_NUMBER: _ClassVar[int]
+    TASKS_FIELD_NUMBER: _ClassVar[int]
+    LOAD_REPORTING_FIELD_NUMBER: _ClassVar[int]
+    LENIENT_ACTIONS_FIELD_NUMBER: _ClassVar[int]
+    SEEDED_FIELD_NUMBER: _ClassVar[int]
     max_sessions: int
     concurrent_sessions: bool
     deterministic: bool
@@ -112,10 +123,17 @@ class Capabilities(_message.Message):
     max_num_envs: int
     auth_required: bool
     handshake_timeout: _duration_pb2.Duration
-    def __init__(self, max_sessions: _Optional[int] = ..., concurrent_sessions: _Optional[bool] = ..., deterministic: _Optional[bool] = ..., float_tolerance: _Optional[float] = ..., auto_reset: _Optional[bool] = ..., tools: _Optional[bool] = ..., tools_only: _Optional[bool] = ..., max_message_bytes: _Optional[int] = ..., max_episode_steps: _Optional[int] = ..., reward_min: _Optional[float] = ..., reward_max: _Optional[float] = ..., idle_timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., action_budget: _Optional[int] = ..., max_num_envs: _Optional[int] = ..., auth_required: _Optional[bool] = ..., handshake_timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+    resume_grace: _duration_pb2.Duration
+    snapshots: bool
+    max_forks: int
+    tasks: bool
+    load_reporting: bool
+    lenient_actions: bool
+    seeded: bool
+    def __init__(self, max_sessions: _Optional[int] = ..., concurrent_sessions: _Optional[bool] = ..., deterministic: _Optional[bool] = ..., float_tolerance: _Optional[float] = ..., auto_reset: _Optional[bool] = ..., tools: _Optional[bool] = ..., tools_only: _Optional[bool] = ..., max_message_bytes: _Optional[int] = ..., max_episode_steps: _Optional[int] = ..., reward_min: _Optional[float] = ..., reward_max: _Optional[float] = ..., idle_timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., action_budget: _Optional[int] = ..., max_num_envs: _Optional[int] = ..., auth_required: _Optional[bool] = ..., handshake_timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., resume_grace: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., snapshots: _Optional[bool] = ..., max_forks: _Optional[int] = ..., tasks: _Optional[bool] = ..., load_reporting: _Optional[bool] = ..., lenient_actions: _Optional[bool] = ..., seeded: _Optional[bool] = ...) -> None: ...
 
 class SessionRequest(_message.Message):
-    __slots__ = ("request_id", "handshake", "reset", "step", "state", "list_tools", "call_tool", "close", "batch_reset", "batch_step")
+    __slots__ = ("request_id", "handshake", "reset", "step", "state", "list_tools", "call_tool", "close", "batch_reset", "batch_step", "snapshot", "restore", "fork", "list_tasks")
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     HANDSHAKE_FIELD_NUMBER: _ClassVar[int]
     RESET_FIELD_NUMBER: _ClassVar[int]
@@ -126,6 +144,10 @@ class SessionRequest(_message.Message):
     CLOSE_FIELD_NUMBER: _ClassVar[int]
     BATCH_RESET_FIELD_NUMBER: _ClassVar[int]
     BATCH_STEP_FIELD_NUMBER: _ClassVar[int]
+    SNAPSHOT_FIELD_NUMBER: _ClassVar[int]
+    RESTORE_FIELD_NUMBER: _ClassVar[int]
+    FORK_FIELD_NUMBER: _ClassVar[int]
+    LIST_TASKS_FIELD_NUMBER: _ClassVar[int]
     request_id: int
     handshake: HandshakeRequest
     reset: ResetRequest
@@ -136,10 +158,14 @@ class SessionRequest(_message.Message):
     close: CloseRequest
     batch_reset: BatchResetRequest
     batch_step: BatchStepRequest
-    def __init__(self, request_id: _Optional[int] = ..., handshake: _Optional[_Union[HandshakeRequest, _Mapping]] = ..., reset: _Optional[_Union[ResetRequest, _Mapping]] = ..., step: _Optional[_Union[StepRequest, _Mapping]] = ..., state: _Optional[_Union[StateRequest, _Mapping]] = ..., list_tools: _Optional[_Union[_tool_pb2.ListToolsRequest, _Mapping]] = ..., call_tool: _Optional[_Union[_tool_pb2.CallToolRequest, _Mapping]] = ..., close: _Optional[_Union[CloseRequest, _Mapping]] = ..., batch_reset: _Optional[_Union[BatchResetRequest, _Mapping]] = ..., batch_step: _Optional[_Union[BatchStepRequest, _Mapping]] = ...) -> None: ...
+    snapshot: SnapshotRequest
+    restore: RestoreRequest
+    fork: ForkRequest
+    list_tasks: _task_pb2.ListTasksRequest
+    def __init__(self, request_id: _Optional[int] = ..., handshake: _Optional[_Union[HandshakeRequest, _Mapping]] = ..., reset: _Optional[_Union[ResetRequest, _Mapping]] = ..., step: _Optional[_Union[StepRequest, _Mapping]] = ..., state: _Optional[_Union[StateRequest, _Mapping]] = ..., list_tools: _Optional[_Union[_tool_pb2.ListToolsRequest, _Mapping]] = ..., call_tool: _Optional[_Union[_tool_pb2.CallToolRequest, _Mapping]] = ..., close: _Optional[_Union[CloseRequest, _Mapping]] = ..., batch_reset: _Optional[_Union[BatchResetRequest, _Mapping]] = ..., batch_step: _Optional[_Union[BatchStepRequest, _Mapping]] = ..., snapshot: _Optional[_Union[SnapshotRequest, _Mapping]] = ..., restore: _Optional[_Union[RestoreRequest, _Mapping]] = ..., fork: _Optional[_Union[ForkRequest, _Mapping]] = ..., list_tasks: _Optional[_Union[_task_pb2.ListTasksRequest, _Mapping]] = ...) -> None: ...
 
 class SessionResponse(_message.Message):
-    __slots__ = ("request_id", "handshake", "reset", "step", "state", "list_tools", "call_tool", "close", "batch_reset", "batch_step", "error")
+    __slots__ = ("request_id", "handshake", "reset", "step", "state", "list_tools", "call_tool", "close", "batch_reset", "batch_step", "snapshot", "restore", "fork", "list_tasks", "error")
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     HANDSHAKE_FIELD_NUMBER: _ClassVar[int]
     RESET_FIELD_NUMBER: _ClassVar[int]
@@ -150,6 +176,10 @@ class SessionResponse(_message.Message):
     CLOSE_FIELD_NUMBER: _ClassVar[int]
     BATCH_RESET_FIELD_NUMBER: _ClassVar[int]
     BATCH_STEP_FIELD_NUMBER: _ClassVar[int]
+    SNAPSHOT_FIELD_NUMBER: _ClassVar[int]
+    RESTORE_FIELD_NUMBER: _ClassVar[int]
+    FORK_FIELD_NUMBER: _ClassVar[int]
+    LIST_TASKS_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
     request_id: int
     handshake: HandshakeResponse
@@ -161,42 +191,56 @@ class SessionResponse(_message.Message):
     close: CloseResponse
     batch_reset: BatchResetResponse
     batch_step: BatchStepResponse
+    snapshot: SnapshotResponse
+    restore: RestoreResponse
+    fork: ForkResponse
+    list_tasks: _task_pb2.ListTasksResponse
     error: _error_pb2.Status
-    def __init__(self, request_id: _Optional[int] = ..., handshake: _Optional[_Union[HandshakeResponse, _Mapping]] = ..., reset: _Optional[_Union[ResetResponse, _Mapping]] = ..., step: _Optional[_Union[StepResponse, _Mapping]] = ..., state: _Optional[_Union[StateResponse, _Mapping]] = ..., list_tools: _Optional[_Union[_tool_pb2.ListToolsResponse, _Mapping]] = ..., call_tool: _Optional[_Union[_tool_pb2.CallToolResponse, _Mapping]] = ..., close: _Optional[_Union[CloseResponse, _Mapping]] = ..., batch_reset: _Optional[_Union[BatchResetResponse, _Mapping]] = ..., batch_step: _Optional[_Union[BatchStepResponse, _Mapping]] = ..., error: _Optional[_Union[_error_pb2.Status, _Mapping]] = ...) -> None: ...
+    def __init__(self, request_id: _Optional[int] = ..., handshake: _Optional[_Union[HandshakeResponse, _Mapping]] = ..., reset: _Optional[_Union[ResetResponse, _Mapping]] = ..., step: _Optional[_Union[StepResponse, _Mapping]] = ..., state: _Optional[_Union[StateResponse, _Mapping]] = ..., list_tools: _Optional[_Union[_tool_pb2.ListToolsResponse, _Mapping]] = ..., call_tool: _Optional[_Union[_tool_pb2.CallToolResponse, _Mapping]] = ..., close: _Optional[_Union[CloseResponse, _Mapping]] = ..., batch_reset: _Optional[_Union[BatchResetResponse, _Mapping]] = ..., batch_step: _Optional[_Union[BatchStepResponse, _Mapping]] = ..., snapshot: _Optional[_Union[SnapshotResponse, _Mapping]] = ..., restore: _Optional[_Union[RestoreResponse, _Mapping]] = ..., fork: _Optional[_Union[ForkResponse, _Mapping]] = ..., list_tasks: _Optional[_Union[_task_pb2.ListTasksResponse, _Mapping]] = ..., error: _Optional[_Union[_error_pb2.Status, _Mapping]] = ...) -> None: ...
 
 class HandshakeRequest(_message.Message):
-    __slots__ = ("protocol_version", "client_name", "options", "num_envs", "autoreset_mode")
+    __slots__ = ("protocol_version", "client_name", "options", "num_envs", "autoreset_mode", "resume_token", "resumable")
     PROTOCOL_VERSION_FIELD_NUMBER: _ClassVar[int]
     CLIENT_NAME_FIELD_NUMBER: _ClassVar[int]
     OPTIONS_FIELD_NUMBER: _ClassVar[int]
     NUM_ENVS_FIELD_NUMBER: _ClassVar[int]
     AUTORESET_MODE_FIELD_NUMBER: _ClassVar[int]
+    RESUME_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    RESUMABLE_FIELD_NUMBER: _ClassVar[int]
     protocol_version: str
     client_name: str
     options: _struct_pb2.Struct
     num_envs: int
     autoreset_mode: AutoresetMode
-    def __init__(self, protocol_version: _Optional[str] = ..., client_name: _Optional[str] = ..., options: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., num_envs: _Optional[int] = ..., autoreset_mode: _Optional[_Union[AutoresetMode, str]] = ...) -> None: ...
+    resume_token: str
+    resumable: bool
+    def __init__(self, protocol_version: _Optional[str] = ..., client_name: _Optional[str] = ..., options: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., num_envs: _Optional[int] = ..., autoreset_mode: _Optional[_Union[AutoresetMode, str]] = ..., resume_token: _Optional[str] = ..., resumable: _Optional[bool] = ...) -> None: ...
 
 class HandshakeResponse(_message.Message):
-    __slots__ = ("session_id", "protocol_version", "info")
+    __slots__ = ("session_id", "protocol_version", "info", "resume_token", "resumed")
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     PROTOCOL_VERSION_FIELD_NUMBER: _ClassVar[int]
     INFO_FIELD_NUMBER: _ClassVar[int]
+    RESUME_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    RESUMED_FIELD_NUMBER: _ClassVar[int]
     session_id: str
     protocol_version: str
     info: EnvironmentInfo
-    def __init__(self, session_id: _Optional[str] = ..., protocol_version: _Optional[str] = ..., info: _Optional[_Union[EnvironmentInfo, _Mapping]] = ...) -> None: ...
+    resume_token: str
+    resumed: bool
+    def __init__(self, session_id: _Optional[str] = ..., protocol_version: _Optional[str] = ..., info: _Optional[_Union[EnvironmentInfo, _Mapping]] = ..., resume_token: _Optional[str] = ..., resumed: _Optional[bool] = ...) -> None: ...
 
 class ResetRequest(_message.Message):
-    __slots__ = ("seed", "episode_id", "options")
+    __slots__ = ("seed", "episode_id", "options", "task_id")
     SEED_FIELD_NUMBER: _ClassVar[int]
     EPISODE_ID_FIELD_NUMBER: _ClassVar[int]
     OPTIONS_FIELD_NUMBER: _ClassVar[int]
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
     seed: int
     episode_id: str
     options: _struct_pb2.Struct
-    def __init__(self, seed: _Optional[int] = ..., episode_id: _Optional[str] = ..., options: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
+    task_id: str
+    def __init__(self, seed: _Optional[int] = ..., episode_id: _Optional[str] = ..., options: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., task_id: _Optional[str] = ...) -> None: ...
 
 class ResetResponse(_message.Message):
     __slots__ = ("time_step",)
@@ -257,14 +301,16 @@ class StateResponse(_message.Message):
     def __init__(self, episode_id: _Optional[str] = ..., step_count: _Optional[int] = ..., status: _Optional[_Union[EpisodeStatus, str]] = ..., state: _Optional[_Union[_payload_pb2.Payload, _Mapping]] = ...) -> None: ...
 
 class BatchResetRequest(_message.Message):
-    __slots__ = ("env_ids", "seeds", "options")
+    __slots__ = ("env_ids", "seeds", "options", "task_ids")
     ENV_IDS_FIELD_NUMBER: _ClassVar[int]
     SEEDS_FIELD_NUMBER: _ClassVar[int]
     OPTIONS_FIELD_NUMBER: _ClassVar[int]
+    TASK_IDS_FIELD_NUMBER: _ClassVar[int]
     env_ids: _containers.RepeatedScalarFieldContainer[int]
     seeds: _containers.RepeatedScalarFieldContainer[int]
     options: _struct_pb2.Struct
-    def __init__(self, env_ids: _Optional[_Iterable[int]] = ..., seeds: _Optional[_Iterable[int]] = ..., options: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
+    task_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, env_ids: _Optional[_Iterable[int]] = ..., seeds: _Optional[_Iterable[int]] = ..., options: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., task_ids: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class BatchResetResponse(_message.Message):
     __slots__ = ("env_ids", "time_steps")
@@ -308,3 +354,67 @@ class CloseRequest(_message.Message):
 class CloseResponse(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
+
+class SnapshotRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class SnapshotResponse(_message.Message):
+    __slots__ = ("snapshot",)
+    SNAPSHOT_FIELD_NUMBER: _ClassVar[int]
+    snapshot: Snapshot
+    def __init__(self, snapshot: _Optional[_Union[Snapshot, _Mapping]] = ...) -> None: ...
+
+class Snapshot(_message.Message):
+    __slots__ = ("format", "env_name", "env_version", "episode_id", "step_count", "status", "environment", "rubric", "digest")
+    FORMAT_FIELD_NUMBER: _ClassVar[int]
+    ENV_NAME_FIELD_NUMBER: _ClassVar[int]
+    ENV_VERSION_FIELD_NUMBER: _ClassVar[int]
+    EPISODE_ID_FIELD_NUMBER: _ClassVar[int]
+    STEP_COUNT_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    ENVIRONMENT_FIELD_NUMBER: _ClassVar[int]
+    RUBRIC_FIELD_NUMBER: _ClassVar[int]
+    DIGEST_FIELD_NUMBER: _ClassVar[int]
+    format: int
+    env_name: str
+    env_version: str
+    episode_id: str
+    step_count: int
+    status: EpisodeStatus
+    environment: bytes
+    rubric: bytes
+    digest: bytes
+    def __init__(self, format: _Optional[int] = ..., env_name: _Optional[str] = ..., env_version: _Optional[str] = ..., episode_id: _Optional[str] = ..., step_count: _Optional[int] = ..., status: _Optional[_Union[EpisodeStatus, str]] = ..., environment: _Optional[bytes] = ..., rubric: _Optional[bytes] = ..., digest: _Optional[bytes] = ...) -> None: ...
+
+class RestoreRequest(_message.Message):
+    __slots__ = ("snapshot",)
+    SNAPSHOT_FIELD_NUMBER: _ClassVar[int]
+    snapshot: Snapshot
+    def __init__(self, snapshot: _Optional[_Union[Snapshot, _Mapping]] = ...) -> None: ...
+
+class RestoreResponse(_message.Message):
+    __slots__ = ("episode_id", "step_count", "status")
+    EPISODE_ID_FIELD_NUMBER: _ClassVar[int]
+    STEP_COUNT_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    episode_id: str
+    step_count: int
+    status: EpisodeStatus
+    def __init__(self, episode_id: _Optional[str] = ..., step_count: _Optional[int] = ..., status: _Optional[_Union[EpisodeStatus, str]] = ...) -> None: ...
+
+class ForkRequest(_message.Message):
+    __slots__ = ("count", "snapshot")
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    SNAPSHOT_FIELD_NUMBER: _ClassVar[int]
+    count: int
+    snapshot: Snapshot
+    def __init__(self, count: _Optional[int] = ..., snapshot: _Optional[_Union[Snapshot, _Mapping]] = ...) -> None: ...
+
+class ForkResponse(_message.Message):
+    __slots__ = ("session_ids", "resume_tokens")
+    SESSION_IDS_FIELD_NUMBER: _ClassVar[int]
+    RESUME_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    session_ids: _containers.RepeatedScalarFieldContainer[str]
+    resume_tokens: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, session_ids: _Optional[_Iterable[str]] = ..., resume_tokens: _Optional[_Iterable[str]] = ...) -> None: ...

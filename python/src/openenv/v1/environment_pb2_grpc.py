@@ -4,6 +4,7 @@ import grpc
 import warnings
 
 from openenv.v1 import environment_pb2 as openenv_dot_v1_dot_environment__pb2
+from openenv.v1 import load_pb2 as openenv_dot_v1_dot_load__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
 GRPC_VERSION = grpc.__version__
@@ -46,6 +47,11 @@ class EnvironmentServiceStub:
                 request_serializer=openenv_dot_v1_dot_environment__pb2.GetInfoRequest.SerializeToString,
                 response_deserializer=openenv_dot_v1_dot_environment__pb2.GetInfoResponse.FromString,
                 _registered_method=True)
+        self.GetLoad = channel.unary_unary(
+                '/openenv.v1.EnvironmentService/GetLoad',
+                request_serializer=openenv_dot_v1_dot_load__pb2.GetLoadRequest.SerializeToString,
+                response_deserializer=openenv_dot_v1_dot_load__pb2.GetLoadResponse.FromString,
+                _registered_method=True)
 
 
 class EnvironmentServiceServicer:
@@ -72,6 +78,16 @@ class EnvironmentServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetLoad(self, request, context):
+        """The server's live load (sessions open/max, queued handshakes, recent step
+        latency), for capacity-aware placement of sessions across a fleet (RFC
+        0005). Served when Capabilities.load_reporting is set; older servers
+        answer UNIMPLEMENTED.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_EnvironmentServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -84,6 +100,11 @@ def add_EnvironmentServiceServicer_to_server(servicer, server):
                     servicer.GetInfo,
                     request_deserializer=openenv_dot_v1_dot_environment__pb2.GetInfoRequest.FromString,
                     response_serializer=openenv_dot_v1_dot_environment__pb2.GetInfoResponse.SerializeToString,
+            ),
+            'GetLoad': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetLoad,
+                    request_deserializer=openenv_dot_v1_dot_load__pb2.GetLoadRequest.FromString,
+                    response_serializer=openenv_dot_v1_dot_load__pb2.GetLoadResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -142,6 +163,33 @@ class EnvironmentService:
             '/openenv.v1.EnvironmentService/GetInfo',
             openenv_dot_v1_dot_environment__pb2.GetInfoRequest.SerializeToString,
             openenv_dot_v1_dot_environment__pb2.GetInfoResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetLoad(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/openenv.v1.EnvironmentService/GetLoad',
+            openenv_dot_v1_dot_load__pb2.GetLoadRequest.SerializeToString,
+            openenv_dot_v1_dot_load__pb2.GetLoadResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -14,10 +14,14 @@ import type { Duration, FileDescriptorSet } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_descriptor, file_google_protobuf_duration, file_google_protobuf_struct } from "@bufbuild/protobuf/wkt";
 import type { Status } from "./error_pb.js";
 import { file_openenv_v1_error } from "./error_pb.js";
+import type { GetLoadRequestSchema, GetLoadResponseSchema } from "./load_pb.js";
+import { file_openenv_v1_load } from "./load_pb.js";
 import type { Payload, TypeSpec } from "./payload_pb.js";
 import { file_openenv_v1_payload } from "./payload_pb.js";
 import type { RubricScore, RubricSpec } from "./rubric_pb.js";
 import { file_openenv_v1_rubric } from "./rubric_pb.js";
+import type { ListTasksRequest, ListTasksResponse, TaskSplit } from "./task_pb.js";
+import { file_openenv_v1_task } from "./task_pb.js";
 import type { CallToolRequest, CallToolResponse, ListToolsRequest, ListToolsResponse } from "./tool_pb.js";
 import { file_openenv_v1_tool } from "./tool_pb.js";
 import type { JsonObject, Message } from "@bufbuild/protobuf";
@@ -26,7 +30,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file openenv/v1/environment.proto.
  */
 export const file_openenv_v1_environment: GenFile = /*@__PURE__*/
-  fileDesc("ChxvcGVuZW52L3YxL2Vudmlyb25tZW50LnByb3RvEgpvcGVuZW52LnYxIhAKDkdldEluZm9SZXF1ZXN0IjwKD0dldEluZm9SZXNwb25zZRIpCgRpbmZvGAEgASgLMhsub3BlbmVudi52MS5FbnZpcm9ubWVudEluZm8ikQMKD0Vudmlyb25tZW50SW5mbxIMCgRuYW1lGAEgASgJEg8KB3ZlcnNpb24YAiABKAkSEwoLZGVzY3JpcHRpb24YAyABKAkSGAoQcHJvdG9jb2xfdmVyc2lvbhgEIAEoCRIkCgZhY3Rpb24YBSABKAsyFC5vcGVuZW52LnYxLlR5cGVTcGVjEikKC29ic2VydmF0aW9uGAYgASgLMhQub3BlbmVudi52MS5UeXBlU3BlYxIjCgVzdGF0ZRgHIAEoCzIULm9wZW5lbnYudjEuVHlwZVNwZWMSNwoLZGVzY3JpcHRvcnMYCCABKAsyIi5nb29nbGUucHJvdG9idWYuRmlsZURlc2NyaXB0b3JTZXQSLgoMY2FwYWJpbGl0aWVzGAkgASgLMhgub3BlbmVudi52MS5DYXBhYmlsaXRpZXMSJgoGcnVicmljGAogASgLMhYub3BlbmVudi52MS5SdWJyaWNTcGVjEikKCG1ldGFkYXRhGAsgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdCL0AwoMQ2FwYWJpbGl0aWVzEhQKDG1heF9zZXNzaW9ucxgBIAEoDRIbChNjb25jdXJyZW50X3Nlc3Npb25zGAIgASgIEhUKDWRldGVybWluaXN0aWMYAyABKAgSFwoPZmxvYXRfdG9sZXJhbmNlGAQgASgBEhIKCmF1dG9fcmVzZXQYBSABKAgSDQoFdG9vbHMYBiABKAgSEgoKdG9vbHNfb25seRgHIAEoCBIZChFtYXhfbWVzc2FnZV9ieXRlcxgIIAEoBBIeChFtYXhfZXBpc29kZV9zdGVwcxgJIAEoBEgAiAEBEhcKCnJld2FyZF9taW4YCiABKAFIAYgBARIXCgpyZXdhcmRfbWF4GAsgASgBSAKIAQESLwoMaWRsZV90aW1lb3V0GAwgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEhUKDWFjdGlvbl9idWRnZXQYDSABKA0SFAoMbWF4X251bV9lbnZzGA4gASgNEhUKDWF1dGhfcmVxdWlyZWQYDyABKAgSNAoRaGFuZHNoYWtlX3RpbWVvdXQYECABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb25CFAoSX21heF9lcGlzb2RlX3N0ZXBzQg0KC19yZXdhcmRfbWluQg0KC19yZXdhcmRfbWF4ItkDCg5TZXNzaW9uUmVxdWVzdBISCgpyZXF1ZXN0X2lkGAEgASgEEjEKCWhhbmRzaGFrZRgCIAEoCzIcLm9wZW5lbnYudjEuSGFuZHNoYWtlUmVxdWVzdEgAEikKBXJlc2V0GAMgASgLMhgub3BlbmVudi52MS5SZXNldFJlcXVlc3RIABInCgRzdGVwGAQgASgLMhcub3BlbmVudi52MS5TdGVwUmVxdWVzdEgAEikKBXN0YXRlGAUgASgLMhgub3BlbmVudi52MS5TdGF0ZVJlcXVlc3RIABIyCgpsaXN0X3Rvb2xzGAYgASgLMhwub3BlbmVudi52MS5MaXN0VG9vbHNSZXF1ZXN0SAASMAoJY2FsbF90b29sGAcgASgLMhsub3BlbmVudi52MS5DYWxsVG9vbFJlcXVlc3RIABIpCgVjbG9zZRgIIAEoCzIYLm9wZW5lbnYudjEuQ2xvc2VSZXF1ZXN0SAASNAoLYmF0Y2hfcmVzZXQYCSABKAsyHS5vcGVuZW52LnYxLkJhdGNoUmVzZXRSZXF1ZXN0SAASMgoKYmF0Y2hfc3RlcBgKIAEoCzIcLm9wZW5lbnYudjEuQmF0Y2hTdGVwUmVxdWVzdEgAQgYKBGtpbmQiiAQKD1Nlc3Npb25SZXNwb25zZRISCgpyZXF1ZXN0X2lkGAEgASgEEjIKCWhhbmRzaGFrZRgCIAEoCzIdLm9wZW5lbnYudjEuSGFuZHNoYWtlUmVzcG9uc2VIABIqCgVyZXNldBgDIAEoCzIZLm9wZW5lbnYudjEuUmVzZXRSZXNwb25zZUgAEigKBHN0ZXAYBCABKAsyGC5vcGVuZW52LnYxLlN0ZXBSZXNwb25zZUgAEioKBXN0YXRlGAUgASgLMhkub3BlbmVudi52MS5TdGF0ZVJlc3BvbnNlSAASMwoKbGlzdF90b29scxgGIAEoCzIdLm9wZW5lbnYudjEuTGlzdFRvb2xzUmVzcG9uc2VIABIxCgljYWxsX3Rvb2wYByABKAsyHC5vcGVuZW52LnYxLkNhbGxUb29sUmVzcG9uc2VIABIqCgVjbG9zZRgIIAEoCzIZLm9wZW5lbnYudjEuQ2xvc2VSZXNwb25zZUgAEjUKC2JhdGNoX3Jlc2V0GAkgASgLMh4ub3BlbmVudi52MS5CYXRjaFJlc2V0UmVzcG9uc2VIABIzCgpiYXRjaF9zdGVwGAogASgLMh0ub3BlbmVudi52MS5CYXRjaFN0ZXBSZXNwb25zZUgAEiMKBWVycm9yGA8gASgLMhIub3BlbmVudi52MS5TdGF0dXNIAEIGCgRraW5kIrABChBIYW5kc2hha2VSZXF1ZXN0EhgKEHByb3RvY29sX3ZlcnNpb24YASABKAkSEwoLY2xpZW50X25hbWUYAiABKAkSKAoHb3B0aW9ucxgDIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSEAoIbnVtX2VudnMYBCABKA0SMQoOYXV0b3Jlc2V0X21vZGUYBSABKA4yGS5vcGVuZW52LnYxLkF1dG9yZXNldE1vZGUibAoRSGFuZHNoYWtlUmVzcG9uc2USEgoKc2Vzc2lvbl9pZBgBIAEoCRIYChBwcm90b2NvbF92ZXJzaW9uGAIgASgJEikKBGluZm8YAyABKAsyGy5vcGVuZW52LnYxLkVudmlyb25tZW50SW5mbyJoCgxSZXNldFJlcXVlc3QSEQoEc2VlZBgBIAEoBEgAiAEBEhIKCmVwaXNvZGVfaWQYAiABKAkSKAoHb3B0aW9ucxgDIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3RCBwoFX3NlZWQiOAoNUmVzZXRSZXNwb25zZRInCgl0aW1lX3N0ZXAYASABKAsyFC5vcGVuZW52LnYxLlRpbWVTdGVwIl4KC1N0ZXBSZXF1ZXN0EiMKBmFjdGlvbhgBIAEoCzITLm9wZW5lbnYudjEuUGF5bG9hZBIqCgd0aW1lb3V0GAIgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uIjcKDFN0ZXBSZXNwb25zZRInCgl0aW1lX3N0ZXAYASABKAsyFC5vcGVuZW52LnYxLlRpbWVTdGVwIoECCghUaW1lU3RlcBIoCgtvYnNlcnZhdGlvbhgBIAEoCzITLm9wZW5lbnYudjEuUGF5bG9hZBITCgZyZXdhcmQYAiABKAFIAIgBARISCgp0ZXJtaW5hdGVkGAMgASgIEhEKCXRydW5jYXRlZBgEIAEoCBIpCghtZXRhZGF0YRgFIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSMQoQcmV3YXJkX2JyZWFrZG93bhgGIAEoCzIXLm9wZW5lbnYudjEuUnVicmljU2NvcmUSEgoKZXBpc29kZV9pZBgHIAEoCRISCgpzdGVwX2NvdW50GAggASgEQgkKB19yZXdhcmQiHgoMU3RhdGVSZXF1ZXN0Eg4KBmVudl9pZBgBIAEoDSKGAQoNU3RhdGVSZXNwb25zZRISCgplcGlzb2RlX2lkGAEgASgJEhIKCnN0ZXBfY291bnQYAiABKAQSKQoGc3RhdHVzGAMgASgOMhkub3BlbmVudi52MS5FcGlzb2RlU3RhdHVzEiIKBXN0YXRlGAQgASgLMhMub3BlbmVudi52MS5QYXlsb2FkIl0KEUJhdGNoUmVzZXRSZXF1ZXN0Eg8KB2Vudl9pZHMYASADKA0SDQoFc2VlZHMYAiADKAQSKAoHb3B0aW9ucxgDIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QiTwoSQmF0Y2hSZXNldFJlc3BvbnNlEg8KB2Vudl9pZHMYASADKA0SKAoKdGltZV9zdGVwcxgCIAMoCzIULm9wZW5lbnYudjEuVGltZVN0ZXAidQoQQmF0Y2hTdGVwUmVxdWVzdBIPCgdlbnZfaWRzGAEgAygNEiQKB2FjdGlvbnMYAiADKAsyEy5vcGVuZW52LnYxLlBheWxvYWQSKgoHdGltZW91dBgDIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbiLoAQoRQmF0Y2hTdGVwUmVzcG9uc2USDwoHZW52X2lkcxgBIAMoDRIoCgp0aW1lX3N0ZXBzGAIgAygLMhQub3BlbmVudi52MS5UaW1lU3RlcBJLChBmaW5hbF90aW1lX3N0ZXBzGAMgAygLMjEub3BlbmVudi52MS5CYXRjaFN0ZXBSZXNwb25zZS5GaW5hbFRpbWVTdGVwc0VudHJ5GksKE0ZpbmFsVGltZVN0ZXBzRW50cnkSCwoDa2V5GAEgASgNEiMKBXZhbHVlGAIgASgLMhQub3BlbmVudi52MS5UaW1lU3RlcDoCOAEiDgoMQ2xvc2VSZXF1ZXN0Ig8KDUNsb3NlUmVzcG9uc2UqiAEKDUF1dG9yZXNldE1vZGUSHgoaQVVUT1JFU0VUX01PREVfVU5TUEVDSUZJRUQQABIbChdBVVRPUkVTRVRfTU9ERV9ESVNBQkxFRBABEhwKGEFVVE9SRVNFVF9NT0RFX05FWFRfU1RFUBACEhwKGEFVVE9SRVNFVF9NT0RFX1NBTUVfU1RFUBADKsQBCg1FcGlzb2RlU3RhdHVzEh4KGkVQSVNPREVfU1RBVFVTX1VOU1BFQ0lGSUVEEAASHgoaRVBJU09ERV9TVEFUVVNfTk9UX1NUQVJURUQQARIaChZFUElTT0RFX1NUQVRVU19SVU5OSU5HEAISHQoZRVBJU09ERV9TVEFUVVNfVEVSTUlOQVRFRBADEhwKGEVQSVNPREVfU1RBVFVTX1RSVU5DQVRFRBAEEhoKFkVQSVNPREVfU1RBVFVTX0FCT1JURUQQBTKgAQoSRW52aXJvbm1lbnRTZXJ2aWNlEkYKB1Nlc3Npb24SGi5vcGVuZW52LnYxLlNlc3Npb25SZXF1ZXN0Ghsub3BlbmVudi52MS5TZXNzaW9uUmVzcG9uc2UoATABEkIKB0dldEluZm8SGi5vcGVuZW52LnYxLkdldEluZm9SZXF1ZXN0Ghsub3BlbmVudi52MS5HZXRJbmZvUmVzcG9uc2ViBnByb3RvMw", [file_google_protobuf_descriptor, file_google_protobuf_duration, file_google_protobuf_struct, file_openenv_v1_error, file_openenv_v1_payload, file_openenv_v1_rubric, file_openenv_v1_tool]);
+  fileDesc("ChxvcGVuZW52L3YxL2Vudmlyb25tZW50LnByb3RvEgpvcGVuZW52LnYxIhAKDkdldEluZm9SZXF1ZXN0IjwKD0dldEluZm9SZXNwb25zZRIpCgRpbmZvGAEgASgLMhsub3BlbmVudi52MS5FbnZpcm9ubWVudEluZm8ivQMKD0Vudmlyb25tZW50SW5mbxIMCgRuYW1lGAEgASgJEg8KB3ZlcnNpb24YAiABKAkSEwoLZGVzY3JpcHRpb24YAyABKAkSGAoQcHJvdG9jb2xfdmVyc2lvbhgEIAEoCRIkCgZhY3Rpb24YBSABKAsyFC5vcGVuZW52LnYxLlR5cGVTcGVjEikKC29ic2VydmF0aW9uGAYgASgLMhQub3BlbmVudi52MS5UeXBlU3BlYxIjCgVzdGF0ZRgHIAEoCzIULm9wZW5lbnYudjEuVHlwZVNwZWMSNwoLZGVzY3JpcHRvcnMYCCABKAsyIi5nb29nbGUucHJvdG9idWYuRmlsZURlc2NyaXB0b3JTZXQSLgoMY2FwYWJpbGl0aWVzGAkgASgLMhgub3BlbmVudi52MS5DYXBhYmlsaXRpZXMSJgoGcnVicmljGAogASgLMhYub3BlbmVudi52MS5SdWJyaWNTcGVjEikKCG1ldGFkYXRhGAsgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIqCgt0YXNrX3NwbGl0cxgMIAMoCzIVLm9wZW5lbnYudjEuVGFza1NwbGl0IpsFCgxDYXBhYmlsaXRpZXMSFAoMbWF4X3Nlc3Npb25zGAEgASgNEhsKE2NvbmN1cnJlbnRfc2Vzc2lvbnMYAiABKAgSFQoNZGV0ZXJtaW5pc3RpYxgDIAEoCBIXCg9mbG9hdF90b2xlcmFuY2UYBCABKAESEgoKYXV0b19yZXNldBgFIAEoCBINCgV0b29scxgGIAEoCBISCgp0b29sc19vbmx5GAcgASgIEhkKEW1heF9tZXNzYWdlX2J5dGVzGAggASgEEh4KEW1heF9lcGlzb2RlX3N0ZXBzGAkgASgESACIAQESFwoKcmV3YXJkX21pbhgKIAEoAUgBiAEBEhcKCnJld2FyZF9tYXgYCyABKAFIAogBARIvCgxpZGxlX3RpbWVvdXQYDCABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SFQoNYWN0aW9uX2J1ZGdldBgNIAEoDRIUCgxtYXhfbnVtX2VudnMYDiABKA0SFQoNYXV0aF9yZXF1aXJlZBgPIAEoCBI0ChFoYW5kc2hha2VfdGltZW91dBgQIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIvCgxyZXN1bWVfZ3JhY2UYGSABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SEQoJc25hcHNob3RzGBogASgIEhEKCW1heF9mb3JrcxgbIAEoDRINCgV0YXNrcxgUIAEoCBIWCg5sb2FkX3JlcG9ydGluZxgXIAEoCBIXCg9sZW5pZW50X2FjdGlvbnMYEiABKAgSDgoGc2VlZGVkGBMgASgIQhQKEl9tYXhfZXBpc29kZV9zdGVwc0INCgtfcmV3YXJkX21pbkINCgtfcmV3YXJkX21heCKWBQoOU2Vzc2lvblJlcXVlc3QSEgoKcmVxdWVzdF9pZBgBIAEoBBIxCgloYW5kc2hha2UYAiABKAsyHC5vcGVuZW52LnYxLkhhbmRzaGFrZVJlcXVlc3RIABIpCgVyZXNldBgDIAEoCzIYLm9wZW5lbnYudjEuUmVzZXRSZXF1ZXN0SAASJwoEc3RlcBgEIAEoCzIXLm9wZW5lbnYudjEuU3RlcFJlcXVlc3RIABIpCgVzdGF0ZRgFIAEoCzIYLm9wZW5lbnYudjEuU3RhdGVSZXF1ZXN0SAASMgoKbGlzdF90b29scxgGIAEoCzIcLm9wZW5lbnYudjEuTGlzdFRvb2xzUmVxdWVzdEgAEjAKCWNhbGxfdG9vbBgHIAEoCzIbLm9wZW5lbnYudjEuQ2FsbFRvb2xSZXF1ZXN0SAASKQoFY2xvc2UYCCABKAsyGC5vcGVuZW52LnYxLkNsb3NlUmVxdWVzdEgAEjQKC2JhdGNoX3Jlc2V0GAkgASgLMh0ub3BlbmVudi52MS5CYXRjaFJlc2V0UmVxdWVzdEgAEjIKCmJhdGNoX3N0ZXAYCiABKAsyHC5vcGVuZW52LnYxLkJhdGNoU3RlcFJlcXVlc3RIABIvCghzbmFwc2hvdBgQIAEoCzIbLm9wZW5lbnYudjEuU25hcHNob3RSZXF1ZXN0SAASLQoHcmVzdG9yZRgRIAEoCzIaLm9wZW5lbnYudjEuUmVzdG9yZVJlcXVlc3RIABInCgRmb3JrGBIgASgLMhcub3BlbmVudi52MS5Gb3JrUmVxdWVzdEgAEjIKCmxpc3RfdGFza3MYFCABKAsyHC5vcGVuZW52LnYxLkxpc3RUYXNrc1JlcXVlc3RIAEIGCgRraW5kIskFCg9TZXNzaW9uUmVzcG9uc2USEgoKcmVxdWVzdF9pZBgBIAEoBBIyCgloYW5kc2hha2UYAiABKAsyHS5vcGVuZW52LnYxLkhhbmRzaGFrZVJlc3BvbnNlSAASKgoFcmVzZXQYAyABKAsyGS5vcGVuZW52LnYxLlJlc2V0UmVzcG9uc2VIABIoCgRzdGVwGAQgASgLMhgub3BlbmVudi52MS5TdGVwUmVzcG9uc2VIABIqCgVzdGF0ZRgFIAEoCzIZLm9wZW5lbnYudjEuU3RhdGVSZXNwb25zZUgAEjMKCmxpc3RfdG9vbHMYBiABKAsyHS5vcGVuZW52LnYxLkxpc3RUb29sc1Jlc3BvbnNlSAASMQoJY2FsbF90b29sGAcgASgLMhwub3BlbmVudi52MS5DYWxsVG9vbFJlc3BvbnNlSAASKgoFY2xvc2UYCCABKAsyGS5vcGVuZW52LnYxLkNsb3NlUmVzcG9uc2VIABI1CgtiYXRjaF9yZXNldBgJIAEoCzIeLm9wZW5lbnYudjEuQmF0Y2hSZXNldFJlc3BvbnNlSAASMwoKYmF0Y2hfc3RlcBgKIAEoCzIdLm9wZW5lbnYudjEuQmF0Y2hTdGVwUmVzcG9uc2VIABIwCghzbmFwc2hvdBgQIAEoCzIcLm9wZW5lbnYudjEuU25hcHNob3RSZXNwb25zZUgAEi4KB3Jlc3RvcmUYESABKAsyGy5vcGVuZW52LnYxLlJlc3RvcmVSZXNwb25zZUgAEigKBGZvcmsYEiABKAsyGC5vcGVuZW52LnYxLkZvcmtSZXNwb25zZUgAEjMKCmxpc3RfdGFza3MYFCABKAsyHS5vcGVuZW52LnYxLkxpc3RUYXNrc1Jlc3BvbnNlSAASIwoFZXJyb3IYDyABKAsyEi5vcGVuZW52LnYxLlN0YXR1c0gAQgYKBGtpbmQi2QEKEEhhbmRzaGFrZVJlcXVlc3QSGAoQcHJvdG9jb2xfdmVyc2lvbhgBIAEoCRITCgtjbGllbnRfbmFtZRgCIAEoCRIoCgdvcHRpb25zGAMgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIQCghudW1fZW52cxgEIAEoDRIxCg5hdXRvcmVzZXRfbW9kZRgFIAEoDjIZLm9wZW5lbnYudjEuQXV0b3Jlc2V0TW9kZRIUCgxyZXN1bWVfdG9rZW4YCCABKAkSEQoJcmVzdW1hYmxlGAkgASgIIpMBChFIYW5kc2hha2VSZXNwb25zZRISCgpzZXNzaW9uX2lkGAEgASgJEhgKEHByb3RvY29sX3ZlcnNpb24YAiABKAkSKQoEaW5mbxgDIAEoCzIbLm9wZW5lbnYudjEuRW52aXJvbm1lbnRJbmZvEhQKDHJlc3VtZV90b2tlbhgEIAEoCRIPCgdyZXN1bWVkGAUgASgIInkKDFJlc2V0UmVxdWVzdBIRCgRzZWVkGAEgASgESACIAQESEgoKZXBpc29kZV9pZBgCIAEoCRIoCgdvcHRpb25zGAMgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIPCgd0YXNrX2lkGHggASgJQgcKBV9zZWVkIjgKDVJlc2V0UmVzcG9uc2USJwoJdGltZV9zdGVwGAEgASgLMhQub3BlbmVudi52MS5UaW1lU3RlcCJeCgtTdGVwUmVxdWVzdBIjCgZhY3Rpb24YASABKAsyEy5vcGVuZW52LnYxLlBheWxvYWQSKgoHdGltZW91dBgCIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbiI3CgxTdGVwUmVzcG9uc2USJwoJdGltZV9zdGVwGAEgASgLMhQub3BlbmVudi52MS5UaW1lU3RlcCKBAgoIVGltZVN0ZXASKAoLb2JzZXJ2YXRpb24YASABKAsyEy5vcGVuZW52LnYxLlBheWxvYWQSEwoGcmV3YXJkGAIgASgBSACIAQESEgoKdGVybWluYXRlZBgDIAEoCBIRCgl0cnVuY2F0ZWQYBCABKAgSKQoIbWV0YWRhdGEYBSABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EjEKEHJld2FyZF9icmVha2Rvd24YBiABKAsyFy5vcGVuZW52LnYxLlJ1YnJpY1Njb3JlEhIKCmVwaXNvZGVfaWQYByABKAkSEgoKc3RlcF9jb3VudBgIIAEoBEIJCgdfcmV3YXJkIh4KDFN0YXRlUmVxdWVzdBIOCgZlbnZfaWQYASABKA0ihgEKDVN0YXRlUmVzcG9uc2USEgoKZXBpc29kZV9pZBgBIAEoCRISCgpzdGVwX2NvdW50GAIgASgEEikKBnN0YXR1cxgDIAEoDjIZLm9wZW5lbnYudjEuRXBpc29kZVN0YXR1cxIiCgVzdGF0ZRgEIAEoCzITLm9wZW5lbnYudjEuUGF5bG9hZCJvChFCYXRjaFJlc2V0UmVxdWVzdBIPCgdlbnZfaWRzGAEgAygNEg0KBXNlZWRzGAIgAygEEigKB29wdGlvbnMYAyABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EhAKCHRhc2tfaWRzGHggAygJIk8KEkJhdGNoUmVzZXRSZXNwb25zZRIPCgdlbnZfaWRzGAEgAygNEigKCnRpbWVfc3RlcHMYAiADKAsyFC5vcGVuZW52LnYxLlRpbWVTdGVwInUKEEJhdGNoU3RlcFJlcXVlc3QSDwoHZW52X2lkcxgBIAMoDRIkCgdhY3Rpb25zGAIgAygLMhMub3BlbmVudi52MS5QYXlsb2FkEioKB3RpbWVvdXQYAyABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24i6AEKEUJhdGNoU3RlcFJlc3BvbnNlEg8KB2Vudl9pZHMYASADKA0SKAoKdGltZV9zdGVwcxgCIAMoCzIULm9wZW5lbnYudjEuVGltZVN0ZXASSwoQZmluYWxfdGltZV9zdGVwcxgDIAMoCzIxLm9wZW5lbnYudjEuQmF0Y2hTdGVwUmVzcG9uc2UuRmluYWxUaW1lU3RlcHNFbnRyeRpLChNGaW5hbFRpbWVTdGVwc0VudHJ5EgsKA2tleRgBIAEoDRIjCgV2YWx1ZRgCIAEoCzIULm9wZW5lbnYudjEuVGltZVN0ZXA6AjgBIg4KDENsb3NlUmVxdWVzdCIPCg1DbG9zZVJlc3BvbnNlIhEKD1NuYXBzaG90UmVxdWVzdCI6ChBTbmFwc2hvdFJlc3BvbnNlEiYKCHNuYXBzaG90GAEgASgLMhQub3BlbmVudi52MS5TbmFwc2hvdCLJAQoIU25hcHNob3QSDgoGZm9ybWF0GAEgASgNEhAKCGVudl9uYW1lGAIgASgJEhMKC2Vudl92ZXJzaW9uGAMgASgJEhIKCmVwaXNvZGVfaWQYBCABKAkSEgoKc3RlcF9jb3VudBgFIAEoBBIpCgZzdGF0dXMYBiABKA4yGS5vcGVuZW52LnYxLkVwaXNvZGVTdGF0dXMSEwoLZW52aXJvbm1lbnQYByABKAwSDgoGcnVicmljGAggASgMEg4KBmRpZ2VzdBgJIAEoDCI4Cg5SZXN0b3JlUmVxdWVzdBImCghzbmFwc2hvdBgBIAEoCzIULm9wZW5lbnYudjEuU25hcHNob3QiZAoPUmVzdG9yZVJlc3BvbnNlEhIKCmVwaXNvZGVfaWQYASABKAkSEgoKc3RlcF9jb3VudBgCIAEoBBIpCgZzdGF0dXMYAyABKA4yGS5vcGVuZW52LnYxLkVwaXNvZGVTdGF0dXMiRAoLRm9ya1JlcXVlc3QSDQoFY291bnQYASABKA0SJgoIc25hcHNob3QYAiABKAsyFC5vcGVuZW52LnYxLlNuYXBzaG90IjoKDEZvcmtSZXNwb25zZRITCgtzZXNzaW9uX2lkcxgBIAMoCRIVCg1yZXN1bWVfdG9rZW5zGAIgAygJKogBCg1BdXRvcmVzZXRNb2RlEh4KGkFVVE9SRVNFVF9NT0RFX1VOU1BFQ0lGSUVEEAASGwoXQVVUT1JFU0VUX01PREVfRElTQUJMRUQQARIcChhBVVRPUkVTRVRfTU9ERV9ORVhUX1NURVAQAhIcChhBVVRPUkVTRVRfTU9ERV9TQU1FX1NURVAQAyrEAQoNRXBpc29kZVN0YXR1cxIeChpFUElTT0RFX1NUQVRVU19VTlNQRUNJRklFRBAAEh4KGkVQSVNPREVfU1RBVFVTX05PVF9TVEFSVEVEEAESGgoWRVBJU09ERV9TVEFUVVNfUlVOTklORxACEh0KGUVQSVNPREVfU1RBVFVTX1RFUk1JTkFURUQQAxIcChhFUElTT0RFX1NUQVRVU19UUlVOQ0FURUQQBBIaChZFUElTT0RFX1NUQVRVU19BQk9SVEVEEAUy5AEKEkVudmlyb25tZW50U2VydmljZRJGCgdTZXNzaW9uEhoub3BlbmVudi52MS5TZXNzaW9uUmVxdWVzdBobLm9wZW5lbnYudjEuU2Vzc2lvblJlc3BvbnNlKAEwARJCCgdHZXRJbmZvEhoub3BlbmVudi52MS5HZXRJbmZvUmVxdWVzdBobLm9wZW5lbnYudjEuR2V0SW5mb1Jlc3BvbnNlEkIKB0dldExvYWQSGi5vcGVuZW52LnYxLkdldExvYWRSZXF1ZXN0Ghsub3BlbmVudi52MS5HZXRMb2FkUmVzcG9uc2ViBnByb3RvMw", [file_google_protobuf_descriptor, file_google_protobuf_duration, file_google_protobuf_struct, file_openenv_v1_error, file_openenv_v1_load, file_openenv_v1_payload, file_openenv_v1_rubric, file_openenv_v1_task, file_openenv_v1_tool]);
 
 /**
  * Asks for the environment's description.
@@ -148,6 +152,14 @@ export type EnvironmentInfo = Message<"openenv.v1.EnvironmentInfo"> & {
    * @generated from field: google.protobuf.Struct metadata = 11;
    */
   metadata?: JsonObject | undefined;
+
+  /**
+   * The environment's task splits (RFC 0004), in the environment's order; the
+   * first is the default split. Empty when it declares no tasks.
+   *
+   * @generated from field: repeated openenv.v1.TaskSplit task_splits = 12;
+   */
+  taskSplits: TaskSplit[];
 };
 
 /**
@@ -285,6 +297,71 @@ export type Capabilities = Message<"openenv.v1.Capabilities"> & {
    * @generated from field: google.protobuf.Duration handshake_timeout = 16;
    */
   handshakeTimeout?: Duration | undefined;
+
+  /**
+   * How long the server keeps a resumable session whose stream dropped, for a
+   * new stream to reattach with HandshakeResponse.resume_token (RFC 0006).
+   * Unset or zero: sessions cannot be resumed.
+   *
+   * @generated from field: google.protobuf.Duration resume_grace = 25;
+   */
+  resumeGrace?: Duration | undefined;
+
+  /**
+   * True when the environment supports snapshot, restore and fork (RFC 0006);
+   * otherwise those requests answer UNIMPLEMENTED.
+   *
+   * @generated from field: bool snapshots = 26;
+   */
+  snapshots: boolean;
+
+  /**
+   * Largest ForkRequest.count the server accepts (0: fork is not offered).
+   *
+   * @generated from field: uint32 max_forks = 27;
+   */
+  maxForks: number;
+
+  /**
+   * True when the environment declares tasks (RFC 0004): list_tasks answers,
+   * and ResetRequest.task_id / BatchResetRequest.task_ids choose an episode's
+   * task.
+   *
+   * @generated from field: bool tasks = 20;
+   */
+  tasks: boolean;
+
+  /**
+   * True when the server answers GetLoad (and its HTTP side GET /load) with
+   * its live load (RFC 0005).
+   *
+   * @generated from field: bool load_reporting = 23;
+   */
+  loadReporting: boolean;
+
+  /**
+   * True when the environment parses actions leniently (RFC 0007): types are
+   * coerced where a lax parser can ("7" for an integer field) and unknown
+   * fields are dropped. False (the default, and the rule): an action is
+   * accepted only when it is exactly a value of the advertised type, with no
+   * coercion and no unknown fields; anything else is INVALID_ARGUMENT naming
+   * the field. The conformance suite sends strict-only invalid actions only
+   * when this is false.
+   *
+   * @generated from field: bool lenient_actions = 18;
+   */
+  lenientActions: boolean;
+
+  /**
+   * True when reset's seed selects the episode (RFC 0007): with
+   * deterministic, different seeds give different episodes for some seeds,
+   * and an environment that ignores its seed is caught by the conformance
+   * suite (determinism.seeds_honoured). False: the environment makes no claim
+   * about what a seed changes (e.g. it has no randomness).
+   *
+   * @generated from field: bool seeded = 19;
+   */
+  seeded: boolean;
 };
 
 /**
@@ -385,6 +462,38 @@ export type SessionRequest = Message<"openenv.v1.SessionRequest"> & {
      */
     value: BatchStepRequest;
     case: "batchStep";
+  } | {
+    /**
+     * Captures the session's state as an opaque snapshot (RFC 0006).
+     *
+     * @generated from field: openenv.v1.SnapshotRequest snapshot = 16;
+     */
+    value: SnapshotRequest;
+    case: "snapshot";
+  } | {
+    /**
+     * Replaces the session's state with a snapshot's (RFC 0006).
+     *
+     * @generated from field: openenv.v1.RestoreRequest restore = 17;
+     */
+    value: RestoreRequest;
+    case: "restore";
+  } | {
+    /**
+     * Opens new sessions that start from a snapshot (RFC 0006).
+     *
+     * @generated from field: openenv.v1.ForkRequest fork = 18;
+     */
+    value: ForkRequest;
+    case: "fork";
+  } | {
+    /**
+     * Lists the tasks of a split (RFC 0004).
+     *
+     * @generated from field: openenv.v1.ListTasksRequest list_tasks = 20;
+     */
+    value: ListTasksRequest;
+    case: "listTasks";
   } | { case: undefined; value?: undefined };
 };
 
@@ -488,6 +597,38 @@ export type SessionResponse = Message<"openenv.v1.SessionResponse"> & {
     case: "batchStep";
   } | {
     /**
+     * Answer to snapshot.
+     *
+     * @generated from field: openenv.v1.SnapshotResponse snapshot = 16;
+     */
+    value: SnapshotResponse;
+    case: "snapshot";
+  } | {
+    /**
+     * Answer to restore.
+     *
+     * @generated from field: openenv.v1.RestoreResponse restore = 17;
+     */
+    value: RestoreResponse;
+    case: "restore";
+  } | {
+    /**
+     * Answer to fork.
+     *
+     * @generated from field: openenv.v1.ForkResponse fork = 18;
+     */
+    value: ForkResponse;
+    case: "fork";
+  } | {
+    /**
+     * Answer to list_tasks.
+     *
+     * @generated from field: openenv.v1.ListTasksResponse list_tasks = 20;
+     */
+    value: ListTasksResponse;
+    case: "listTasks";
+  } | {
+    /**
      * The request failed. When error.fatal is set the server ends the stream
      * after sending it.
      *
@@ -550,6 +691,31 @@ export type HandshakeRequest = Message<"openenv.v1.HandshakeRequest"> & {
    * @generated from field: openenv.v1.AutoresetMode autoreset_mode = 5;
    */
   autoresetMode: AutoresetMode;
+
+  /**
+   * Reattaches this stream to the session that handed out this token
+   * (HandshakeResponse.resume_token, or ForkResponse.resume_tokens) instead
+   * of opening a new one; options, num_envs and autoreset_mode are ignored.
+   * An unknown or expired token is ABORTED (fatal): the session is lost.
+   *
+   * @generated from field: string resume_token = 8;
+   */
+  resumeToken: string;
+
+  /**
+   * Asks for a resumable session: the server answers with a resume token,
+   * keeps the session for Capabilities.resume_grace after the stream drops,
+   * and answers a request id it has already answered from its record instead
+   * of applying the request again (exactly-once across reconnects). Request
+   * ids must then be unique within the session, and the session ends only by
+   * a close request (or a fatal error): end of input without one counts as a
+   * dropped connection, since a reset connection reads the same way. Ignored
+   * when the server does not offer resumption (resume_grace unset) and for
+   * vectorised sessions.
+   *
+   * @generated from field: bool resumable = 9;
+   */
+  resumable: boolean;
 };
 
 /**
@@ -585,6 +751,23 @@ export type HandshakeResponse = Message<"openenv.v1.HandshakeResponse"> & {
    * @generated from field: openenv.v1.EnvironmentInfo info = 3;
    */
   info?: EnvironmentInfo | undefined;
+
+  /**
+   * Present a new stream with this token (HandshakeRequest.resume_token) to
+   * reattach to this session after its stream dropped. Empty when the session
+   * is not resumable. Treat it as a secret: it grants the session.
+   *
+   * @generated from field: string resume_token = 4;
+   */
+  resumeToken: string;
+
+  /**
+   * True when this handshake reattached an existing session (resume_token);
+   * its episode, step count and answered requests are as they were.
+   *
+   * @generated from field: bool resumed = 5;
+   */
+  resumed: boolean;
 };
 
 /**
@@ -620,6 +803,16 @@ export type ResetRequest = Message<"openenv.v1.ResetRequest"> & {
    * @generated from field: google.protobuf.Struct options = 3;
    */
   options?: JsonObject | undefined;
+
+  /**
+   * The task of the new episode (RFC 0004), a TaskInfo.id; empty lets the
+   * environment choose. An id the environment does not declare is NOT_FOUND;
+   * setting it without Capabilities.tasks is UNIMPLEMENTED. With a seed, the
+   * seed drives the episode's randomness within the task.
+   *
+   * @generated from field: string task_id = 120;
+   */
+  taskId: string;
 };
 
 /**
@@ -866,6 +1059,15 @@ export type BatchResetRequest = Message<"openenv.v1.BatchResetRequest"> & {
    * @generated from field: google.protobuf.Struct options = 3;
    */
   options?: JsonObject | undefined;
+
+  /**
+   * Tasks (RFC 0004), as seeds: empty lets every instance's environment
+   * choose; one id gives every reset instance that task (a GRPO group);
+   * otherwise exactly one id per reset instance.
+   *
+   * @generated from field: repeated string task_ids = 120;
+   */
+  taskIds: string[];
 };
 
 /**
@@ -1011,6 +1213,249 @@ export const CloseResponseSchema: GenMessage<CloseResponse> = /*@__PURE__*/
   messageDesc(file_openenv_v1_environment, 20);
 
 /**
+ * Captures the session's state: the environment's part (its snapshot hook)
+ * and the runtime's (episode id, step count, status, rubric state). Allowed
+ * in every episode status; the session is unchanged. A plain session only
+ * (FAILED_PRECONDITION in a vectorised one); UNIMPLEMENTED when
+ * Capabilities.snapshots is false or the environment cannot capture its
+ * state.
+ *
+ * @generated from message openenv.v1.SnapshotRequest
+ */
+export type SnapshotRequest = Message<"openenv.v1.SnapshotRequest"> & {
+};
+
+/**
+ * Describes the message openenv.v1.SnapshotRequest.
+ * Use `create(SnapshotRequestSchema)` to create a new message.
+ */
+export const SnapshotRequestSchema: GenMessage<SnapshotRequest> = /*@__PURE__*/
+  messageDesc(file_openenv_v1_environment, 21);
+
+/**
+ * The captured state.
+ *
+ * @generated from message openenv.v1.SnapshotResponse
+ */
+export type SnapshotResponse = Message<"openenv.v1.SnapshotResponse"> & {
+  /**
+   * The snapshot; pass it to restore or fork on a server of the same
+   * environment name and version.
+   *
+   * @generated from field: openenv.v1.Snapshot snapshot = 1;
+   */
+  snapshot?: Snapshot | undefined;
+};
+
+/**
+ * Describes the message openenv.v1.SnapshotResponse.
+ * Use `create(SnapshotResponseSchema)` to create a new message.
+ */
+export const SnapshotResponseSchema: GenMessage<SnapshotResponse> = /*@__PURE__*/
+  messageDesc(file_openenv_v1_environment, 22);
+
+/**
+ * A session's state at one point. Opaque to clients except for the
+ * identifying fields; only the server (or one sharing its snapshot key) that
+ * made it accepts it, as the digest authenticates the content.
+ *
+ * @generated from message openenv.v1.Snapshot
+ */
+export type Snapshot = Message<"openenv.v1.Snapshot"> & {
+  /**
+   * The snapshot format; this file describes format 1.
+   *
+   * @generated from field: uint32 format = 1;
+   */
+  format: number;
+
+  /**
+   * EnvironmentInfo.name of the environment that made it.
+   *
+   * @generated from field: string env_name = 2;
+   */
+  envName: string;
+
+  /**
+   * EnvironmentInfo.version of the environment that made it.
+   *
+   * @generated from field: string env_version = 3;
+   */
+  envVersion: string;
+
+  /**
+   * The episode id at the time of the snapshot.
+   *
+   * @generated from field: string episode_id = 4;
+   */
+  episodeId: string;
+
+  /**
+   * The accepted steps of the episode at the time of the snapshot.
+   *
+   * @generated from field: uint64 step_count = 5;
+   */
+  stepCount: bigint;
+
+  /**
+   * The episode status at the time of the snapshot.
+   *
+   * @generated from field: openenv.v1.EpisodeStatus status = 6;
+   */
+  status: EpisodeStatus;
+
+  /**
+   * The environment's own state, as its snapshot hook encoded it.
+   *
+   * @generated from field: bytes environment = 7;
+   */
+  environment: Uint8Array;
+
+  /**
+   * The runtime's state of the session's rubric, if any.
+   *
+   * @generated from field: bytes rubric = 8;
+   */
+  rubric: Uint8Array;
+
+  /**
+   * HMAC-SHA256, under the server's snapshot key, of fields 1-8; a snapshot
+   * whose digest does not verify is INVALID_ARGUMENT.
+   *
+   * @generated from field: bytes digest = 9;
+   */
+  digest: Uint8Array;
+};
+
+/**
+ * Describes the message openenv.v1.Snapshot.
+ * Use `create(SnapshotSchema)` to create a new message.
+ */
+export const SnapshotSchema: GenMessage<Snapshot> = /*@__PURE__*/
+  messageDesc(file_openenv_v1_environment, 23);
+
+/**
+ * Replaces the session's state with a snapshot's: the episode continues
+ * from the snapshot's step with the snapshot's episode id. A snapshot of
+ * another environment name or version is FAILED_PRECONDITION, a corrupt or
+ * forged one INVALID_ARGUMENT; either leaves the session unchanged.
+ *
+ * @generated from message openenv.v1.RestoreRequest
+ */
+export type RestoreRequest = Message<"openenv.v1.RestoreRequest"> & {
+  /**
+   * The snapshot to restore.
+   *
+   * @generated from field: openenv.v1.Snapshot snapshot = 1;
+   */
+  snapshot?: Snapshot | undefined;
+};
+
+/**
+ * Describes the message openenv.v1.RestoreRequest.
+ * Use `create(RestoreRequestSchema)` to create a new message.
+ */
+export const RestoreRequestSchema: GenMessage<RestoreRequest> = /*@__PURE__*/
+  messageDesc(file_openenv_v1_environment, 24);
+
+/**
+ * The session now holds the snapshot's state.
+ *
+ * @generated from message openenv.v1.RestoreResponse
+ */
+export type RestoreResponse = Message<"openenv.v1.RestoreResponse"> & {
+  /**
+   * The restored episode id.
+   *
+   * @generated from field: string episode_id = 1;
+   */
+  episodeId: string;
+
+  /**
+   * The restored step count.
+   *
+   * @generated from field: uint64 step_count = 2;
+   */
+  stepCount: bigint;
+
+  /**
+   * The restored episode status.
+   *
+   * @generated from field: openenv.v1.EpisodeStatus status = 3;
+   */
+  status: EpisodeStatus;
+};
+
+/**
+ * Describes the message openenv.v1.RestoreResponse.
+ * Use `create(RestoreResponseSchema)` to create a new message.
+ */
+export const RestoreResponseSchema: GenMessage<RestoreResponse> = /*@__PURE__*/
+  messageDesc(file_openenv_v1_environment, 25);
+
+/**
+ * Opens `count` new sessions, each starting from a snapshot (of this
+ * session, taken now, unless one is given). The new sessions belong to no
+ * stream yet: each is reached by a handshake with one of the returned
+ * resume tokens, within Capabilities.resume_grace (or the idle timeout when
+ * resumption is not offered); unclaimed ones are closed. Each counts against
+ * max_sessions (RESOURCE_EXHAUSTED, nothing opened, when they do not fit).
+ * Forks are independent of each other and of this session.
+ *
+ * @generated from message openenv.v1.ForkRequest
+ */
+export type ForkRequest = Message<"openenv.v1.ForkRequest"> & {
+  /**
+   * How many sessions to open: 1..Capabilities.max_forks (0 means 1).
+   *
+   * @generated from field: uint32 count = 1;
+   */
+  count: number;
+
+  /**
+   * The state to start from; unset: a snapshot of this session now.
+   *
+   * @generated from field: openenv.v1.Snapshot snapshot = 2;
+   */
+  snapshot?: Snapshot | undefined;
+};
+
+/**
+ * Describes the message openenv.v1.ForkRequest.
+ * Use `create(ForkRequestSchema)` to create a new message.
+ */
+export const ForkRequestSchema: GenMessage<ForkRequest> = /*@__PURE__*/
+  messageDesc(file_openenv_v1_environment, 26);
+
+/**
+ * The new sessions.
+ *
+ * @generated from message openenv.v1.ForkResponse
+ */
+export type ForkResponse = Message<"openenv.v1.ForkResponse"> & {
+  /**
+   * Their session ids, in creation order.
+   *
+   * @generated from field: repeated string session_ids = 1;
+   */
+  sessionIds: string[];
+
+  /**
+   * The resume token of each, in the same order.
+   *
+   * @generated from field: repeated string resume_tokens = 2;
+   */
+  resumeTokens: string[];
+};
+
+/**
+ * Describes the message openenv.v1.ForkResponse.
+ * Use `create(ForkResponseSchema)` to create a new message.
+ */
+export const ForkResponseSchema: GenMessage<ForkResponse> = /*@__PURE__*/
+  messageDesc(file_openenv_v1_environment, 27);
+
+/**
  * What a batch step does with an instance whose episode has ended
  * (Gymnasium's vector autoreset modes).
  *
@@ -1141,6 +1586,19 @@ export const EnvironmentService: GenService<{
     methodKind: "unary";
     input: typeof GetInfoRequestSchema;
     output: typeof GetInfoResponseSchema;
+  },
+  /**
+   * The server's live load (sessions open/max, queued handshakes, recent step
+   * latency), for capacity-aware placement of sessions across a fleet (RFC
+   * 0005). Served when Capabilities.load_reporting is set; older servers
+   * answer UNIMPLEMENTED.
+   *
+   * @generated from rpc openenv.v1.EnvironmentService.GetLoad
+   */
+  getLoad: {
+    methodKind: "unary";
+    input: typeof GetLoadRequestSchema;
+    output: typeof GetLoadResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_openenv_v1_environment, 0);

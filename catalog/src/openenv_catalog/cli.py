@@ -1,0 +1,159 @@
+"""``openenv catalog`` (list, certify, markdown) and ``openenv import``; registered in the
+``openenv.cli`` entry-point group by protoenv-catalog."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import datetime
+import fnmatch
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import click
+
+from openenv_catalog.registry import CERTIFIED_FILE, Entry, entries, skipped_importers
+
+__all__ = ["catalog_command", "import_command", "markdown"]
+
+
+@click.group("catalog", invoke_without_command=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the catalog as JSON.")
+@click.pass_context
+def catalog_command(ctx: click.Context, as_json: bool) -> None:
+    """List every available environment: name, kind, source, tools, tasks, certification."""
+    if ctx.invoked_subcommand is not None:
+        return
+    items = entries()
+    if as_json:
+        click.echo(json.dumps([e.to_dict() for e in items], indent=2))
+        return
+    for e in items:
+        cert = f"certified {e.certified['date']}" if e.certified else "not certified"
+        tools = ",".join(e.tools) or "-"
+        click.echo(f"{e.name:<44} {e.kind:<12} {e.source:<40} tools={tools:<28} tasks={e.tasks or '-':<6} {cert}")
+    for source, reason in sorted(skipped_importers().items()):
+        click.echo(f"(importer {source} unavailable: {reason})")
+    click.echo(f"{len(items)} environments, {sum(1 for e in items if e.certified)} certified")
+
+
+def _certify_one(e: Entry, max_examples: int, timeout: float) -> tuple[Entry, int, str, dict[str, Any]]:
+    with tempfile.TemporaryDirectory(prefix="openenv-catalog-") as tmp:
+        report = Path(tmp) / "report.json"
+        argv = [sys.executable, "-m", "openenv.cli", "certify", f"python:{e.target}", "--max-examples"]
+        argv += [str(max_examples), "--report", str(report), "--timeout", str(timeout)]
+        proc = subprocess.run(argv, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=1800)
+        data = json.loads(report.read_text()) if report.exists() else {}
+    tail = [line for line in proc.stdout.splitlines() if "CERTIFIED" in line]
+    return e, proc.returncode, (tail[-1] if tail else proc.stdout[-2000:] + proc.stderr[-2000:]), data
+
+
+@catalog_command.command("certify")
+@click.option("--jobs", "-j", type=click.IntRange(1), default=2, show_default=True, help="Certifications at once.")
+@click.option("--max-examples", type=click.IntRange(1), default=10, show_default=True, help="Examples per search.")
+@click.option("--timeout", type=float, default=30.0, show_default=True, help="Seconds to wait for any one answer.")
+@click.option("--only", "patterns", multiple=True, metavar="PATTERN", help="Names to certify (shell pattern).")
+@click.option("--write", is_flag=True, help="Record the results in the catalog's certified.json.")
+def certify_command(jobs: int, max_examples: int, timeout: float, patterns: tuple[str, ...], write: bool) -> None:
+    """Certify every catalog environment (python: targets, servers on loopback), in parallel.
+
+    Exit status 1 when any environment is not certified; the count is printed last."""
+    items = [e for e in entries() if not patterns or any(fnmatch.fnmatch(e.name, p) for p in patterns)]
+    if not items:
+        raise click.ClickException("no catalog environment matches")
+    records: dict[str, Any] = json.loads(CERTIFIED_FILE.read_text()) if CERTIFIED_FILE.exists() else {}
+    failed: list[str] = []
+    today = datetime.datetime.now(datetime.UTC).date().isoformat()
+    with concurrent.futures.ThreadPoolExecutor(jobs) as pool:
+        futures = [pool.submit(_certify_one, e, max_examples, timeout) for e in items]
+        for fut in concurrent.futures.as_completed(futures):
+            e, rc, line, data = fut.result()
+            click.echo(f"{'ok  ' if rc == 0 else 'FAIL'} {e.name:<44} {line}")
+            if rc != 0:
+                failed.append(e.name)
+                records.pop(e.name, None)
+                continue
+            counts = data.get("counts", {})
+            records[e.name] = {
+                "date": today,
+                "target": f"python:{e.target}",
+                "suite": data.get("suite_version", ""),
+                "max_examples": max_examples,
+                "passed": counts.get("pass", 0),
+                "skipped": counts.get("skip", 0),
+                "nondeterministic": bool(data.get("declared_nondeterministic", False)),
+            }
+    if write:
+        CERTIFIED_FILE.write_text(json.dumps(dict(sorted(records.items())), indent=2) + "\n")
+    click.echo(f"catalog: {len(items) - len(failed)} of {len(items)} environments certified")
+    if failed:
+        raise click.ClickException(f"not certified: {', '.join(sorted(failed))}")
+
+
+def markdown(items: list[Entry]) -> str:
+    """docs/catalog.md: the catalog as a Markdown table (generated; do not edit by hand)."""
+    lines = [
+        "# Environment catalog",
+        "",
+        "Generated by `openenv catalog markdown` from the installed packages' entry points; do not",
+        "edit by hand. Every entry is certified in CI (`openenv catalog certify`, python: targets",
+        "with 10 examples per property; the native environments' images too). Serve any of them",
+        "with `openenv serve TARGET`.",
+        "",
+        f"{len(items)} environments.",
+        "",
+        "| Name | Kind | Source | Serve target | Tools | Tasks | Certified |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for e in items:
+        cert = e.certified["date"] if e.certified else "no"
+        tools = ", ".join(f"`{t}`" for t in e.tools) or "-"
+        lines.append(f"| {e.name} | {e.kind} | {e.source} | `{e.target}` | {tools} | {e.tasks or '-'} | {cert} |")
+    for source, reason in sorted(skipped_importers().items()):
+        lines += ["", f"Importer `{source}` is not available: {reason}."]
+    return "\n".join(lines) + "\n"
+
+
+@catalog_command.command("markdown")
+@click.option("--output", "-o", type=click.Path(dir_okay=False), default=None, help="Write here (default: stdout).")
+def markdown_command(output: str | None) -> None:
+    """The catalog as Markdown (docs/catalog.md is this output)."""
+    text = markdown(entries())
+    if output:
+        Path(output).write_text(text)
+    else:
+        click.echo(text, nl=False)
+
+
+@click.command("import")
+@click.argument("spec")
+@click.option(
+    "--serve", "serve_args", is_flag=False, flag_value="", default=None, help="Serve it (`openenv serve import:SPEC`)."
+)
+def import_command(spec: str, serve_args: str | None) -> None:
+    """Import SPEC (gymnasium:ENV_ID, reasoning_gym:DATASET, textarena:GAME, verifiers:MODULE)
+    and describe it: name, types, tools, and the one-liner that serves it."""
+    from openenv.cli.common import load_factory
+
+    target = spec if spec.startswith("import:") else f"import:{spec}"
+    cls = load_factory(target)
+    info: dict[str, Any] = {
+        "name": cls.name,
+        "description": cls.description,
+        "target": target,
+        "action_type": repr(cls.action_type),
+        "observation_type": repr(cls.observation_type),
+        "tools": sorted(getattr(cls, "__openenv_tools__", {}) or {}),
+        "deterministic": cls.deterministic,
+        "max_episode_steps": cls.max_episode_steps,
+        "serve": f"openenv serve {target}",
+        "certify": f"openenv certify python:{target}",
+    }
+    if serve_args is None:
+        click.echo(json.dumps(info, indent=2))
+        return
+    os.execv(sys.executable, [sys.executable, "-m", "openenv.cli", "serve", target, *serve_args.split()])

@@ -1,0 +1,148 @@
+"""``textarena:GAME``: a single-player TextArena game as an openenv environment.
+
+Actions and observations are text (TextArena's own move syntax, e.g. ``[3 4]``); the reward
+is TextArena's at the end of the game (0 on the steps before). ``reset(seed=s)`` seeds the
+game. TextArena games draw from the process-wide ``random`` (and NumPy's) generator, so each
+session keeps its own generator state, swapped in around every call, and calls run on the
+event loop one at a time (``run_in_thread = False``): sessions never disturb each other's
+games or seeds.
+
+Games that need NLTK corpora (Wordle, Hangman, ...) download them at first use and cannot
+run offline; the catalog lists only games that work with the package alone, and its own
+``envs/wordle`` ships a word list instead.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+import re
+from collections.abc import Iterator, Mapping
+from typing import Any, ClassVar
+
+import numpy as np
+
+import openenv
+from openenv_catalog.importers import ImporterUnavailable
+
+__all__ = ["CURATED", "TextArenaEnvironment", "load"]
+
+CURATED = (
+    "GuessTheNumber-v0",
+    "Minesweeper-v0",
+    "TowerOfHanoi-v0",
+    "LightsOut-v0",
+    "FifteenPuzzle-v0",
+    "Mastermind-v0",
+    "Sudoku-v0-very-easy",
+    "FrozenLake-v0",
+    "PegJump-v0",
+    "2048-v0",
+)
+MAX_ACTION_CHARS = 2000
+
+
+def _ta() -> Any:
+    try:
+        import textarena
+    except ImportError as e:
+        raise ImporterUnavailable(f"textarena is not installed: pip install 'protoenv-catalog[textarena]' ({e})") from e
+    return textarena
+
+
+def _text(obs: Any) -> str:
+    if isinstance(obs, str):
+        return obs
+    if isinstance(obs, (list, tuple)):  # some wrappers give [(sender, message, kind), ...]
+        return "\n".join(str(m[1]) if isinstance(m, (list, tuple)) and len(m) > 1 else str(m) for m in obs)
+    return str(obs)
+
+
+def _reward(value: Any) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):  # some games report a message where the reward belongs
+        return 0.0
+
+
+class TextArenaEnvironment(openenv.Environment):
+    """Base of imported TextArena games (one subclass per game id, made by :func:`load`)."""
+
+    game_id: ClassVar[str] = ""
+    deterministic = True
+    run_in_thread = False  # see the module docstring: generator state is swapped per call
+    max_sessions = 64
+    max_episode_steps = 200
+    action_type: ClassVar[Any] = {"type": "string", "maxLength": MAX_ACTION_CHARS}
+    observation_type: ClassVar[Any] = {"type": "string"}
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        self._py_rng = random.Random(0).getstate()
+        self._np_rng = np.random.RandomState(0).get_state()
+        with self._own_generators():
+            self.env = _ta().make(self.game_id)
+        self.done = False
+
+    @contextlib.contextmanager
+    def _own_generators(self) -> Iterator[None]:
+        saved_py, saved_np = random.getstate(), np.random.get_state()
+        random.setstate(self._py_rng)
+        np.random.set_state(self._np_rng)
+        try:
+            yield
+        finally:
+            self._py_rng, self._np_rng = random.getstate(), np.random.get_state()
+            random.setstate(saved_py)
+            np.random.set_state(saved_np)
+
+    def reset(
+        self, *, seed: int | None = None, episode_id: str | None = None, options: Mapping[str, Any] | None = None
+    ) -> openenv.StepResult:
+        if seed is not None:
+            self._py_rng = random.Random(seed).getstate()
+            self._np_rng = np.random.RandomState(seed % 2**32).get_state()
+        with self._own_generators():
+            self.env = _ta().make(self.game_id)  # fresh: TextArena's wrappers keep history across resets
+            self.env.reset(num_players=1, seed=seed)
+            _, obs = self.env.get_observation()
+        self.done = False
+        return openenv.StepResult(_text(obs), metadata={"game": self.game_id})
+
+    def step(self, action: Any) -> openenv.StepResult:
+        with self._own_generators():
+            done, _ = self.env.step(str(action))
+            reward = 0.0
+            meta: dict[str, Any] = {}
+            if done:
+                rewards, game_info = self.env.close()
+                reward = _reward((rewards or {}).get(0, 0.0))
+                info0 = (game_info or {}).get(0, {})
+                meta = {k: v for k, v in info0.items() if isinstance(v, (str, int, float, bool))}
+                obs = str(info0.get("reason", "The game is over."))
+            else:
+                _, obs = self.env.get_observation()
+        self.done = bool(done)
+        return openenv.StepResult(_text(obs), reward=reward, terminated=bool(done), metadata=meta)
+
+    def state(self) -> dict[str, Any]:
+        return {"game": self.game_id, "done": self.done}
+
+
+def load(game_id: str) -> type[TextArenaEnvironment]:
+    """The environment class of the TextArena game ``game_id``."""
+    from textarena.envs.registration import ENV_REGISTRY
+
+    _ta()
+    if game_id not in ENV_REGISTRY:
+        raise LookupError(f"textarena has no game {game_id!r}")
+    ident = re.sub(r"[^a-z0-9]+", "-", game_id.lower()).strip("-")
+    attrs: dict[str, Any] = {
+        "name": f"textarena-{ident}",
+        "game_id": game_id,
+        "version": "0.7",
+        "description": f"TextArena's {game_id}, imported: a single-player text game, rewarded at its end.",
+        "example_actions": ("[1]", "[2 3]"),
+        "metadata": {"source": f"textarena:{game_id}", "kind": "text-game"},
+    }
+    return type(f"TextArena_{ident.replace('-', '_')}", (TextArenaEnvironment,), attrs)

@@ -1,0 +1,110 @@
+"""The catalog: every environment installed packages make available.
+
+Two entry-point groups feed it, so installing a package adds to it:
+
+* ``openenv.environments``: ``name = "module:Class"`` (native environments, e.g. envs/*);
+* ``openenv.importers``: ``source = "module:load"``; the module's ``CURATED`` ids are listed as
+  ``import:SOURCE:ID`` (the importer must be installed with its package).
+
+Each :class:`Entry` carries what ``openenv catalog`` shows and the last certification
+recorded in ``certified.json`` (written by ``openenv catalog certify --write``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import importlib.metadata
+import json
+from pathlib import Path
+from typing import Any
+
+__all__ = ["CERTIFIED_FILE", "Entry", "certifications", "entries", "skipped_importers"]
+
+CERTIFIED_FILE = Path(__file__).with_name("certified.json")
+
+
+@dataclasses.dataclass
+class Entry:
+    """One catalog environment. ``target`` is what ``openenv serve`` takes."""
+
+    name: str
+    kind: str
+    source: str
+    target: str
+    description: str = ""
+    tools: list[str] = dataclasses.field(default_factory=list)
+    tasks: str = ""
+    certified: dict[str, Any] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def certifications() -> dict[str, Any]:
+    """The recorded certifications, by environment name."""
+    try:
+        data: dict[str, Any] = json.loads(CERTIFIED_FILE.read_text())
+    except (OSError, ValueError):
+        return {}
+    return data
+
+
+def _describe(cls: Any, *, name: str, kind: str, source: str, target: str) -> Entry:
+    tools = sorted(getattr(cls, "__openenv_tools__", {}) or {})
+    meta = dict(getattr(cls, "metadata", {}) or {})
+    tasks = str(meta.get("tasks", ""))
+    return Entry(
+        name=name,
+        kind=str(meta.get("kind", kind)),
+        source=source,
+        target=target,
+        description=str(getattr(cls, "description", "") or "").split("\n")[0],
+        tools=tools,
+        tasks=tasks,
+    )
+
+
+_SKIPPED: dict[str, str] = {}
+
+
+def skipped_importers() -> dict[str, str]:
+    """Importers whose package is missing or unusable (source -> reason), from the last listing."""
+    return dict(_SKIPPED)
+
+
+def entries() -> list[Entry]:
+    """Every catalog environment, native first, then imported, each sorted by name."""
+    certs = certifications()
+    native: list[Entry] = []
+    for ep in importlib.metadata.entry_points(group="openenv.environments"):
+        try:
+            cls = ep.load()
+        except ImportError as e:  # a broken package must not hide the rest of the catalog
+            native.append(Entry(ep.name, "native", ep.dist.name if ep.dist else "?", ep.value, f"unavailable: {e}"))
+            continue
+        dist = ep.dist.name if ep.dist else "?"
+        native.append(_describe(cls, name=cls.name or ep.name, kind="native", source=dist, target=ep.value))
+    imported: list[Entry] = []
+    _SKIPPED.clear()
+    for ep in importlib.metadata.entry_points(group="openenv.importers"):
+        module = importlib.import_module(ep.module)
+        load = ep.load()
+        for ident in getattr(module, "CURATED", ()):
+            try:
+                cls = load(ident)
+            except ImportError as e:
+                _SKIPPED[ep.name] = str(e)
+                break
+            imported.append(
+                _describe(
+                    cls, name=cls.name, kind="imported", source=f"{ep.name}:{ident}", target=f"import:{ep.name}:{ident}"
+                )
+            )
+        else:
+            if not getattr(module, "CURATED", ()) and hasattr(module, "REASON"):
+                _SKIPPED[ep.name] = str(module.REASON)
+    out = sorted(native, key=lambda e: e.name) + sorted(imported, key=lambda e: e.name)
+    for entry in out:
+        entry.certified = certs.get(entry.name)
+    return out

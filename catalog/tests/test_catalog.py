@@ -1,0 +1,112 @@
+"""The catalog and its commands, as a user runs them: `openenv catalog` lists at least 40
+environments from entry points, `openenv import` describes one, `openenv serve import:...`
+serves one over real sockets, and docs/catalog.md is what `openenv catalog markdown` prints.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+import openenv
+from openenv_catalog import entries
+from openenv_catalog.cli import markdown
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _openenv(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "openenv.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def test_the_catalog_lists_at_least_40_environments_native_and_imported() -> None:
+    items = entries()
+    names = [e.name for e in items]
+    assert len(items) >= 40 and len(set(names)) == len(names)
+    assert {"echo_env", "gridworld", "math_env", "coding_env"} <= set(names)
+    sources = {e.source.split(":")[0] for e in items if e.kind != "native"}
+    assert {"gymnasium", "reasoning_gym", "textarena"} <= sources
+    assert sum(e.source.startswith("reasoning_gym:") for e in items) >= 20
+
+
+def test_openenv_catalog_prints_every_entry_and_the_count() -> None:
+    r = _openenv("catalog", "--json")
+    assert r.returncode == 0, r.stderr
+    listed = json.loads(r.stdout)
+    assert {e["name"] for e in listed} == {e.name for e in entries()}
+    assert all({"name", "kind", "source", "target", "tools", "tasks", "certified"} <= set(e) for e in listed)
+
+
+def test_every_catalog_entry_is_recorded_as_certified() -> None:
+    missing = [e.name for e in entries() if not e.certified]
+    assert not missing, f"not certified (run `openenv catalog certify --write`): {missing}"
+
+
+def test_docs_catalog_is_generated_from_the_catalog() -> None:
+    assert (REPO / "docs" / "catalog.md").read_text() == markdown(entries())
+
+
+def test_openenv_import_describes_an_environment_and_rejects_unknown_ones() -> None:
+    r = _openenv("import", "gymnasium:CartPole-v1")
+    assert r.returncode == 0, r.stderr
+    info = json.loads(r.stdout)
+    assert info["name"] == "gymnasium-cartpole-v1" and info["serve"] == "openenv serve import:gymnasium:CartPole-v1"
+    bad = _openenv("import", "gymnasium:NoSuchEnv-v9")
+    assert bad.returncode != 0 and "NoSuchEnv-v9" in bad.stderr
+    nosource = _openenv("import", "nosuch:thing")
+    assert nosource.returncode != 0 and "no importer 'nosuch'" in nosource.stderr
+    vf = _openenv("import", "verifiers:gsm8k")
+    assert vf.returncode != 0 and "mcp" in vf.stderr
+
+
+SERVE = [sys.executable, "-m", "openenv.cli", "serve", "import:gymnasium:CartPole-v1", "--port", "0", "--no-http"]
+
+
+def test_openenv_serve_import_is_a_one_liner() -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        ready = os.path.join(tmp, "ready")
+        proc = subprocess.Popen(
+            [*SERVE, "--ready-file", ready],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+        )
+        try:
+            deadline = time.monotonic() + 60
+            while not os.path.exists(ready):
+                assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
+                assert time.monotonic() < deadline, "the server did not become ready"
+                time.sleep(0.1)
+            address = Path(ready).read_text().strip()
+
+            async def go() -> openenv.StepResult:
+                async with openenv.EnvClient(address) as env:
+                    await env.reset(seed=0)
+                    return await env.step(0)
+
+            r = asyncio.run(asyncio.wait_for(go(), 60))
+            assert r.reward == 1.0
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(timeout=60)
+
+
+@pytest.mark.parametrize("spec", ["import:gymnasium", "import:gymnasium:"])
+def test_a_malformed_import_target_is_a_clear_error(spec: str) -> None:
+    r = _openenv("serve", spec, "--port", "0", "--no-http")
+    assert r.returncode != 0 and "import:gymnasium:ID" in r.stderr

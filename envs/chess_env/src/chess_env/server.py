@@ -1,0 +1,176 @@
+"""Chess against Stockfish: the agent plays one side, the engine the other.
+
+Every step is a tool call: ``move(uci)`` plays a move in UCI (``e2e4``, ``e7e8q``) or SAN
+(``Nf3``); the engine answers at once; ``legal_moves()`` and ``board()`` (FEN and an ASCII
+diagram) read the position. Illegal moves are refused (an ``is_error`` result, not a move).
+The episode ends with the game: reward +1 for a win, 0 for a draw, -1 for a loss, from the
+agent's side. Options (handshake or reset): ``color`` (``"white"``/``"black"``, default
+white; seeded at random when ``"random"``), ``skill`` (Stockfish's Skill Level, 0-20, default
+0), ``movetime_ms`` (engine thinking time per move, default 20). The engine is Debian's
+``stockfish`` (``/usr/games/stockfish``, or ``STOCKFISH_PATH``), one process per session.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import shutil
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+import chess
+import chess.engine
+import chess.svg
+
+import openenv
+
+MAX_PLIES = 400
+
+
+def engine_path() -> str:
+    """Where Stockfish is: ``$STOCKFISH_PATH``, ``stockfish`` on PATH, or Debian's /usr/games."""
+    for candidate in (os.environ.get("STOCKFISH_PATH"), shutil.which("stockfish"), "/usr/games/stockfish"):
+        if candidate and os.access(candidate, os.X_OK):
+            return candidate
+    raise RuntimeError("Stockfish is not installed (Debian: apt-get install stockfish)")
+
+
+class ChessEnvironment(openenv.Environment):
+    """Play chess against Stockfish, one move per step."""
+
+    name = "chess_env"
+    version = "0.1.0"
+    description = "Chess against Stockfish (strength as an option); moves as tool calls; reward by outcome."
+    deterministic = False  # Stockfish's choices depend on timing (movetime) and threads
+    max_sessions = 8
+    max_episode_steps = MAX_PLIES
+    reward_range = (-1.0, 1.0)
+    example_actions = (
+        openenv.CallToolAction("legal_moves", {}),
+        openenv.CallToolAction("move", {"move": "e2e4"}),
+    )
+    metadata: ClassVar[dict[str, Any]] = {"author": "openenv", "kind": "game", "engine": "stockfish"}
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        engine_path()  # fail the session at once when Stockfish is missing
+        self._engine: chess.engine.SimpleEngine | None = None  # started at its first move
+        self._start(options.get("seed"), options)
+
+    @property
+    def engine(self) -> chess.engine.SimpleEngine:
+        if self._engine is None:
+            self._engine = chess.engine.SimpleEngine.popen_uci(engine_path())
+            self._engine.configure({"Threads": 1, "Hash": 16})
+        return self._engine
+
+    def _start(self, seed: Any, options: Mapping[str, Any]) -> None:
+        opts = {**self.options, **options}
+        try:
+            skill = int(opts.get("skill", 0))
+            movetime = int(opts.get("movetime_ms", 20))
+            color = str(opts.get("color", "white")).lower()
+        except (TypeError, ValueError) as e:
+            raise openenv.InvalidArgument(f"bad options: {e}") from None
+        if not 0 <= skill <= 20 or not 1 <= movetime <= 5000 or color not in ("white", "black", "random"):
+            raise openenv.InvalidArgument("options: skill 0-20, movetime_ms 1-5000, color white|black|random")
+        if color == "random":
+            color = random.Random(seed).choice(("white", "black"))
+        self.skill = skill
+        self.limit = chess.engine.Limit(time=movetime / 1000)
+        self.color = chess.WHITE if color == "white" else chess.BLACK
+        self.board_ = chess.Board()
+        self.result: str | None = None
+        if self.color == chess.BLACK:
+            self._engine_move()
+
+    def _engine_move(self) -> str:
+        played = self.engine.play(self.board_, self.limit, options={"Skill Level": self.skill}).move
+        assert played is not None
+        san = self.board_.san(played)
+        self.board_.push(played)
+        return san
+
+    def _outcome(self) -> float | None:
+        outcome = self.board_.outcome(claim_draw=True)
+        if outcome is None:
+            return None
+        self.result = outcome.result()
+        return 0.0 if outcome.winner is None else (1.0 if outcome.winner == self.color else -1.0)
+
+    def reset(
+        self, *, seed: int | None = None, episode_id: str | None = None, options: Mapping[str, Any] | None = None
+    ) -> openenv.StepResult:
+        self._start(seed, options or {})
+        side = "white" if self.color == chess.WHITE else "black"
+        text = f"You play {side} against Stockfish. Position (FEN): {self.board_.fen()}"
+        obs = openenv.CallToolObservation("", openenv.ToolResult([{"type": "text", "text": text}]))
+        return openenv.StepResult(obs, metadata={"color": side, "fen": self.board_.fen()})
+
+    @openenv.tool(annotations={"readOnlyHint": True})
+    def board(self) -> dict[str, str]:
+        """The position: FEN and an ASCII diagram (white's view, upper case white)."""
+        return {"fen": self.board_.fen(), "ascii": str(self.board_)}
+
+    @openenv.tool(annotations={"readOnlyHint": True})
+    def legal_moves(self) -> list[str]:
+        """The legal moves of the position, in UCI."""
+        return [m.uci() for m in self.board_.legal_moves]
+
+    @openenv.tool
+    def move(self, move: str) -> dict[str, Any]:
+        """Play a move; the engine replies at once.
+
+        Args:
+            move: UCI (e2e4, e7e8q) or SAN (Nf3, O-O).
+        """
+        if self.result is not None:
+            raise ValueError("the game is over")
+        try:
+            m = (
+                self.board_.parse_uci(move)
+                if len(move) in (4, 5) and move[1].isdigit()
+                else self.board_.parse_san(move)
+            )
+        except ValueError:
+            raise ValueError(f"{move!r} is not a legal move here; legal: {' '.join(self.legal_moves())}") from None
+        self.board_.push(m)
+        out: dict[str, Any] = {"played": m.uci()}
+        if self._outcome() is None:
+            out["engine"] = self._engine_move()
+            self._outcome()
+        out["fen"] = self.board_.fen()
+        if self.result is not None:
+            out["result"] = self.result
+        return out
+
+    def finish_tool_step(
+        self, action: openenv.CallToolAction, observation: openenv.CallToolObservation
+    ) -> openenv.StepResult:
+        reward = self._outcome() if action.tool_name == "move" else None
+        done = reward is not None
+        return openenv.StepResult(observation, reward=reward if done else 0.0, terminated=done)
+
+    def state(self) -> dict[str, Any]:
+        return {"fen": self.board_.fen(), "result": self.result, "plies": self.board_.ply()}
+
+    def render(self) -> str:
+        """The position as an SVG picture (the ``/web`` playground shows it)."""
+        return str(chess.svg.board(getattr(self, "board_", None) or chess.Board(), size=360))
+
+    def close(self) -> None:
+        if self._engine is not None:
+            self._engine.quit()
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description="Serve the chess environment over gRPC.")
+    ap.add_argument("--host", default="127.0.0.1")
+    ap.add_argument("--port", type=int, default=50051)
+    ns = ap.parse_args(argv)
+    openenv.serve(ChessEnvironment, ns.host, ns.port, ready=lambda s: print(f"chess_env serving on {s.address}"))
+
+
+if __name__ == "__main__":
+    main()

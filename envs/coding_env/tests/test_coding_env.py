@@ -1,0 +1,173 @@
+"""The coding environment over a real gRPC server on loopback: grading by hidden tests
+(a correct solution scores 1.0, an empty or wrong one 0), the tools, and hostile code
+(fork and memory bombs, infinite loops, writes outside the sandbox, sockets, other
+sessions' files, killing the server) contained while the session and others carry on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import pytest
+
+import openenv
+from coding_env import PROBLEMS, CodingEnvironment, Sandbox, probe
+from coding_env.problems import by_id, grade
+from openenv import CallToolAction
+
+TIMEOUT = 120.0
+
+
+def run(fn: Callable[..., Awaitable[Any]], sessions: int = 1) -> Any:
+    async def main() -> Any:
+        async with openenv.Server(CodingEnvironment, "127.0.0.1", 0) as srv:
+            clients = [openenv.ToolEnvClient(srv.address) for _ in range(sessions)]
+            for c in clients:
+                await c.__aenter__()
+            try:
+                return await fn(*clients)
+            finally:
+                for c in clients:
+                    await c.__aexit__(None, None, None)
+
+    return asyncio.run(asyncio.wait_for(main(), TIMEOUT))
+
+
+async def call(env: Any, tool: str, code: str) -> Any:
+    return await env.step(CallToolAction(tool, {"code": code}))
+
+
+def test_the_catalog_ships_at_least_30_problems_with_splits_and_hidden_tests() -> None:
+    assert len(PROBLEMS) >= 30
+    assert {p.split for p in PROBLEMS} == {"train", "test"}
+    assert all(p.hidden and p.public for p in PROBLEMS)
+
+
+def test_every_reference_solution_passes_its_hidden_tests_in_the_sandbox() -> None:
+    box = Sandbox()
+    try:
+        for p in PROBLEMS:
+            r = box.call_cases(p.reference, p.entry_point, p.hidden)
+            assert all(grade(p, p.hidden, r.cases)), (p.id, r)
+    finally:
+        box.close()
+
+
+def test_the_machine_gives_every_required_isolation_layer() -> None:
+    layers = probe()
+    for required in ("rlimits", "not-dumpable", "no-new-privs", "landlock", "seccomp"):
+        assert any(layer.startswith(required) for layer in layers), layers
+    if os.geteuid() == 0:
+        assert "unprivileged-user" in layers and "netns" in layers
+
+
+@pytest.mark.parametrize(
+    ("code", "reward"),
+    [
+        (by_id("fizzbuzz").reference, 1.0),
+        ("", 0.0),
+        ("def fizzbuzz(n):\n    return None\n", 0.0),
+        ("def fizzbuzz(n:\n", 0.0),
+        ("def something_else(n):\n    return 1\n", 0.0),
+    ],
+    ids=["correct", "empty", "wrong", "syntax-error", "wrong-name"],
+)
+def test_submit_scores_the_fraction_of_hidden_tests(code: str, reward: float) -> None:
+    async def go(env: Any) -> Any:
+        await env.reset(options={"problem_id": "fizzbuzz"})
+        return await call(env, "submit", code)
+
+    r = run(go)
+    assert r.reward == reward
+    assert r.terminated
+
+
+def test_a_partly_right_solution_gets_partial_credit() -> None:
+    code = "def is_prime(n):\n    return n in (2, 3, 5, 7, 97)\n"  # right on small cases only
+
+    async def go(env: Any) -> Any:
+        await env.reset(options={"problem_id": "is_prime"})
+        return await call(env, "submit", code)
+
+    r = run(go)
+    assert 0.0 < r.reward < 1.0
+    assert r.observation.result.data["passed"] < r.observation.result.data["total"]
+
+
+def test_run_python_and_run_tests_report_output_and_examples_without_ending_the_episode() -> None:
+    async def go(env: Any) -> Any:
+        first = await env.reset(seed=3)
+        pid = first.metadata["problem_id"]
+        a = await call(env, "run_python", "import sys\nprint('out')\nprint('err', file=sys.stderr)\nsys.exit(3)")
+        b = await call(env, "run_tests", by_id(pid).reference)
+        return pid, a, b
+
+    pid, a, tests_step = run(go)
+    res = a.observation.result.data
+    assert res["stdout"] == "out\n" and "err" in res["stderr"] and res["exit_code"] == 3
+    assert not a.terminated and a.reward == 0.0
+    tests = tests_step.observation.result.data
+    assert tests["passed"] == tests["total"] == len(by_id(pid).public)
+    assert all(c["passed"] for c in tests["cases"])
+
+
+def test_seeds_pick_the_same_problem() -> None:
+    async def go(env: Any) -> Any:
+        return [(await env.reset(seed=s)).metadata["problem_id"] for s in (1, 2, 1)]
+
+    a, _, c = run(go)
+    assert a == c
+
+
+HOSTILE = {
+    "fork-bomb": "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n",
+    "memory-bomb": "x = []\nwhile True:\n    x.append(bytearray(10**7))\n",
+    "infinite-loop": "while True:\n    pass\n",
+    "write-outside": "open('/tmp/coding-env-escape', 'w').write('x')\n",
+    "socket-inet": "import socket\nsocket.create_connection(('127.0.0.1', 1), timeout=1)\n",
+    "kill-parent": "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\n",
+    "kill-everyone": "import os, signal\nos.kill(-1, signal.SIGKILL)\n",
+    "escape-group": "import os\nos.setsid()\n",
+    "output-flood": "import sys\nwhile True:\n    sys.stdout.write('x' * 65536)\n",
+    "fill-disk": "f = open('big', 'wb')\nwhile True:\n    f.write(b'x' * 65536)\n",
+}
+
+
+@pytest.mark.parametrize("name", sorted(HOSTILE))
+def test_hostile_code_is_contained_and_the_sessions_carry_on(name: str) -> None:
+    async def go(victim: Any, other: Any) -> Any:
+        await victim.reset(options={"problem_id": "sum_list"})
+        await other.reset(options={"problem_id": "sum_list"})
+        # The other session works while the hostile code runs, and the victim afterwards.
+        hostile, good = await asyncio.gather(
+            call(victim, "run_python", HOSTILE[name]), call(other, "submit", by_id("sum_list").reference)
+        )
+        after = await call(victim, "submit", by_id("sum_list").reference)
+        return hostile, good, after
+
+    hostile, good, after = run(go, sessions=2)
+    res = hostile.observation.result.data
+    assert res["exit_code"] != 0 or res["timed_out"], res
+    assert good.reward == 1.0 and after.reward == 1.0
+    assert not os.path.exists("/tmp/coding-env-escape")
+
+
+def test_a_session_cannot_read_another_sessions_files() -> None:
+    async def go(a: Any, b: Any) -> Any:
+        await a.reset(seed=0)
+        await b.reset(seed=0)
+        r = await call(a, "run_python", "import os\nopen('secret.txt', 'w').write('s3cret')\nprint(os.getcwd())")
+        where = r.observation.result.data["stdout"].strip()
+        probe = (
+            f"import os\nfor p in ({where + '/secret.txt'!r}, {os.path.dirname(where)!r}):\n"
+            "    try:\n        print(open(p).read() if p.endswith('.txt') else os.listdir(p))\n"
+            "    except OSError as e:\n        print(type(e).__name__)\n"
+        )
+        return where, await call(b, "run_python", probe)
+
+    _, r = run(go, sessions=2)
+    out = r.observation.result.data["stdout"]
+    assert "s3cret" not in out and out.split() == ["PermissionError", "PermissionError"], out

@@ -1,0 +1,101 @@
+"""The coding environment inside its image, on a real Docker engine: the server runs as the
+image's unprivileged user, Docker's seccomp profile forbids namespaces, and the hostile
+programs are still contained while another session is served.
+
+Needs a Docker engine (skipped with the reason without one, required when CI is set). The
+image is the one ``make images`` builds (``openenv-coding-env:0.1.0``), built here offline
+when missing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import openenv
+from coding_env.problems import by_id
+from openenv import CallToolAction
+
+pytestmark = pytest.mark.docker
+
+ENV_DIR = Path(__file__).resolve().parents[1]
+TIMEOUT = 180.0
+
+
+@pytest.fixture(scope="module")
+def coding_container() -> Iterator[Any]:
+    try:
+        from openenv.deploy.build import build_image
+        from openenv.deploy.engine import docker_client
+        from openenv.deploy.project import EnvProject
+        from openenv.deploy.run import start_container
+        from openenv.errors import Unavailable
+
+        engine = docker_client()
+    except (ImportError, Unavailable) as e:
+        if os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no"):
+            pytest.fail(f"no Docker engine ({e}); CI requires the Docker tests", pytrace=False)
+        pytest.skip(f"no Docker engine: {e}")
+    import docker.errors
+
+    tag = EnvProject.load(ENV_DIR).image_tag
+    try:
+        engine.images.get(tag)
+    except docker.errors.ImageNotFound:
+        build_image(ENV_DIR, tag=tag, offline=True, engine=engine, echo=lambda m: None)
+    container = start_container(tag, ready_timeout=120)
+    try:
+        yield container
+    finally:
+        container.stop()
+        engine.close()
+
+
+HOSTILE = {
+    "fork-bomb": "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n",
+    "memory-bomb": "x = []\nwhile True:\n    x.append(bytearray(10**7))\n",
+    "infinite-loop": "while True:\n    pass\n",
+    "write-outside": "open('/tmp/escape', 'w').write('x')\n",
+    "socket-inet": "import socket\nsocket.create_connection(('127.0.0.1', 50051), timeout=1)\n",
+    "kill-parent": "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\n",
+    "kill-server": "import os, signal\nos.kill(1, signal.SIGKILL)\n",
+    "kill-everyone": "import os, signal\nos.kill(-1, signal.SIGKILL)\n",
+}
+
+
+async def _call(env: Any, tool: str, code: str) -> Any:
+    return await env.step(CallToolAction(tool, {"code": code}))
+
+
+def test_hostile_code_is_contained_inside_the_image(coding_container: Any) -> None:
+    good = by_id("sum_list").reference
+
+    async def main() -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        async with (
+            openenv.ToolEnvClient(coding_container.url) as victim,
+            openenv.ToolEnvClient(coding_container.url) as other,
+        ):
+            for name, code in HOSTILE.items():
+                await victim.reset(options={"problem_id": "sum_list"})
+                await other.reset(options={"problem_id": "sum_list"})
+                hostile, ok = await asyncio.gather(_call(victim, "run_python", code), _call(other, "submit", good))
+                after = await _call(victim, "submit", good)
+                out[name] = (hostile.observation.result.data, ok.reward, after.reward)
+            out["state"] = await victim.state()
+        return out
+
+    out = asyncio.run(asyncio.wait_for(main(), TIMEOUT))
+    state = out.pop("state")
+    for name, (res, ok, after) in out.items():
+        assert res["exit_code"] != 0 or res["timed_out"], (name, res)
+        assert ok == 1.0 and after == 1.0, name
+    assert coding_container.status == "running"
+    layers = state.state["isolation"]
+    assert any(layer.startswith("landlock") for layer in layers) and "seccomp" in layers, layers
+    assert "netns" not in layers  # Docker's seccomp profile forbids namespaces: the other layers hold

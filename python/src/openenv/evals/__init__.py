@@ -1,0 +1,1 @@
+"""Evaluation harness integrations: :mod:`openenv.evals.inspect` (Inspect AI, the ``inspect`` extra)."""

@@ -1,0 +1,530 @@
+"""Sessions across a fleet: :class:`FleetClient` places each new session on the least-loaded
+server, with no load balancer in the data path.
+
+::
+
+    async with FleetClient(provider) as fleet:            # or a list of grpc:// URLs
+        env = await fleet.open()                          # an EnvClient on the emptiest server
+        r = await env.reset(seed=1)
+
+        envs = await fleet.open_many(1024)                # spread by live load
+        batch = await fleet.reset_batch(seeds=[0])        # over every open session
+        batch = await fleet.step_batch(actions)           # FleetBatchResult (RFC 0002's BatchResult)
+
+What you may rely on:
+
+* **Placement by live load.** Each server's load comes from ``GetLoad`` (RFC 0005), polled
+  every ``refresh_s``; between polls the client adds the sessions it opened and closed there
+  itself, so a burst of opens spreads evenly. A new session goes to the server with the smallest fraction
+  of its capacity in use; a server that is full (``RESOURCE_EXHAUSTED``), draining or
+  unreachable is skipped and the open retried on the next one. ``Unavailable`` is raised only
+  when no server can take the session.
+* **One HTTP/2 channel per server.** Every session on a server is a stream of that server's
+  channel; the session's stream goes straight to its server.
+* **A dead server fails only its own sessions**, each with ``Unavailable`` (fatal) whose
+  message names the server, the session and its episode id (also in ``details``). New
+  sessions go elsewhere. When the server comes back, or the provider replaces it (a new
+  address from :meth:`Provider.endpoints`), it rejoins at the next poll.
+* Sessions are ordinary :class:`openenv.EnvClient` objects (of ``client_cls``, e.g. a typed
+  client), so everything an ``EnvClient`` does works on them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import functools
+import inspect
+import itertools
+import os
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from contextlib import AbstractContextManager
+from typing import Any, TypeVar
+
+from anyio.from_thread import BlockingPortal, start_blocking_portal
+
+from openenv.client.env import BatchResult, EnvClient
+from openenv.client.grpc import GrpcConnection, open_channel
+from openenv.client.load import get_load
+from openenv.client.urls import parse_url
+from openenv.errors import EnvError, ErrorCode, FailedPrecondition, Unavailable
+from openenv.fleet.provider import Endpoint, Provider
+from openenv.protocol import StepResult
+from openenv.security import TOKEN_ENV
+from openenv.v1 import environment_pb2, load_pb2
+
+__all__ = ["FleetBatchResult", "FleetClient", "SyncFleetClient"]
+
+_T = TypeVar("_T")
+Servers = Provider | Sequence[str | Endpoint] | Callable[[], Iterable[str | Endpoint]]
+
+# Codes with which a stream ends when its server went away (rather than answering).
+_SERVER_LOST = (ErrorCode.UNAVAILABLE, ErrorCode.INTERNAL, ErrorCode.CANCELLED)
+
+
+@dataclasses.dataclass
+class FleetBatchResult(BatchResult):
+    """A :class:`BatchResult` over sessions of many servers. ``env_ids`` are indices into
+    :attr:`FleetClient.sessions`; sessions that failed are left out of ``env_ids``/``results``
+    and reported in ``errors`` (index -> error), so one server's failure never hides the
+    results of the others."""
+
+    errors: dict[int, EnvError] = dataclasses.field(default_factory=dict)
+
+
+class _Server:
+    """The client's view of one server: its channel, its last load and what this client
+    opened and closed there since that load was read."""
+
+    def __init__(
+        self, ep: Endpoint, channel_options: list[tuple[str, Any]], token: str | None, ca_file: str | None
+    ) -> None:
+        self.endpoint = ep
+        self.url = ep.url
+        scheme, self.target = parse_url(ep.url)
+        self.secure, self.ca_file = scheme == "grpcs", ca_file
+        self.token = ep.token or token  # the server's own (e.g. a container's), else the fleet's
+        self.channel = open_channel(self.target, secure=self.secure, ca_file=ca_file, options=channel_options)
+        self.load: load_pb2.ServerLoad | None = None
+        self.up = False
+        self.full = False  # refused a handshake (RESOURCE_EXHAUSTED) since the last poll
+        self.error = "not polled yet"
+        self.opening = 0  # handshakes in flight
+        self.opened = self.closed = 0  # sessions this client opened / closed there, ever
+        self._base = (0, 0)  # (opened, closed) when the last load was asked for
+        self.sessions: set[EnvClient] = set()
+        self.listed = True  # still among the provider's endpoints
+
+    def estimate(self) -> int:
+        """Sessions open there: the last load plus this client's opens and closes since (opens
+        in flight included). It may overcount a handshake that was in flight during the poll,
+        never undercount, until the next poll."""
+        base = self.load.sessions_open if self.load is not None else 0
+        return base + (self.opened - self._base[0]) - (self.closed - self._base[1]) + self.opening
+
+    def usage(self) -> float:
+        """Fraction of capacity in use."""
+        ld = self.load
+        if ld is None or ld.max_sessions == 0:
+            return float("inf")
+        return self.estimate() / ld.max_sessions
+
+    def has_room(self) -> bool:
+        ld = self.load
+        return self.up and not self.full and ld is not None and not ld.draining and self.estimate() < ld.max_sessions
+
+
+class _FleetSession:
+    """Mixed into the session's client class: names the server and the episode in the error
+    that ends a session because its server went away."""
+
+    fleet_server: _Server
+    episode_id: str = ""
+    _fleet: FleetClient
+
+    async def _request(
+        self, req: environment_pb2.SessionRequest, timeout: float | None = None
+    ) -> environment_pb2.SessionResponse:
+        # EnvClient._request, telling the stream's end (the transport raises) from an error
+        # answer of the server (in band): only the former can mean the server went away.
+        client: Any = self
+        conn = client._conn
+        if conn is None:
+            raise client._closed or FailedPrecondition("not connected: use `async with` or await connect()")
+        try:
+            resp: environment_pb2.SessionResponse = await conn.request(
+                req, client.timeout if timeout is None else timeout
+            )
+        except EnvError as e:
+            raise self._fleet._session_failed(self, e) from None
+        if resp.WhichOneof("kind") == "error":
+            raise EnvError.from_proto(resp.error)
+        return resp
+
+    def parse_result(self, ts: environment_pb2.TimeStep) -> StepResult[Any]:
+        result: StepResult[Any] = super().parse_result(ts)  # type: ignore[misc]
+        self.episode_id = result.episode_id
+        return result
+
+    async def close(self) -> None:
+        try:
+            await super().close()  # type: ignore[misc]
+        finally:
+            self._fleet._forget(self)  # type: ignore[arg-type]
+
+
+_SESSION_CLASSES: dict[type[EnvClient], type[EnvClient]] = {}
+
+
+def _session_class(cls: type[EnvClient]) -> type[EnvClient]:
+    """``cls`` with :class:`_FleetSession` mixed in (made once per class)."""
+    made = _SESSION_CLASSES.get(cls)
+    if made is None:
+        made = _SESSION_CLASSES[cls] = type(f"Fleet{cls.__name__}", (_FleetSession, cls), {})
+    return made
+
+
+class FleetClient:
+    """Async client of a fleet of environment servers; see the module's docstring.
+
+    ``servers``: a :class:`Provider` (its :meth:`~Provider.endpoints` are re-read at every
+    poll), a list of ``grpc://`` URLs, or a callable returning them. ``client_cls`` and
+    ``client_kwargs`` make each session's client (``options``, ``timeout``, ...; ``resume``
+    defaults to False here: a lost server's sessions fail at once, naming their episodes).
+    """
+
+    def __init__(
+        self,
+        servers: Servers,
+        *,
+        client_cls: type[EnvClient] = EnvClient,
+        refresh_s: float = 1.0,
+        load_timeout: float = 5.0,
+        connect_timeout: float = 30.0,
+        **client_kwargs: Any,
+    ) -> None:
+        self._discover = _discoverer(servers)
+        self.client_cls = client_cls
+        self.refresh_s, self.load_timeout, self.connect_timeout = refresh_s, load_timeout, connect_timeout
+        self.client_kwargs = client_kwargs
+        # RFC 0003: servers that require a token get an endpoint's own (a docker provider's
+        # containers), else ``token=`` (default $OPENENV_TOKEN); grpcs:// servers are
+        # verified against ``ca_file=``. Both are also the sessions' client keywords.
+        self._token: str | None = client_kwargs.get("token") or os.environ.get(TOKEN_ENV) or None
+        self._ca_file: str | None = client_kwargs.get("ca_file")
+        self.servers: dict[str, _Server] = {}
+        self.sessions: list[EnvClient] = []
+        self._poller: asyncio.Task[None] | None = None
+        self._rr = itertools.count()
+        self._channel_options: list[tuple[str, Any]] = [
+            ("grpc.max_receive_message_length", 64 * 1024 * 1024),
+            ("grpc.max_send_message_length", 64 * 1024 * 1024),
+            ("grpc.keepalive_time_ms", 30_000),
+            ("grpc.keepalive_timeout_ms", 20_000),
+            ("grpc.keepalive_permit_without_calls", 1),
+            ("grpc.http2.max_pings_without_data", 0),
+            # A restarted server on the same address is found again quickly.
+            ("grpc.initial_reconnect_backoff_ms", 200),
+            ("grpc.max_reconnect_backoff_ms", 2_000),
+        ]
+        self._closed = False
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def connect(self) -> FleetClient:
+        """Find the servers and read their loads; start polling. Idempotent."""
+        if self._poller is None:
+            await self.refresh()
+            self._poller = asyncio.ensure_future(self._poll_forever())
+        return self
+
+    async def close(self) -> None:
+        """Close every open session, stop polling, close the channels."""
+        self._closed = True
+        if self._poller is not None:
+            self._poller.cancel()
+            await asyncio.gather(self._poller, return_exceptions=True)
+            self._poller = None
+        await asyncio.gather(*(s.close() for s in list(self.sessions)), return_exceptions=True)
+        for srv in self.servers.values():
+            await srv.channel.close()
+        self.servers.clear()
+
+    async def __aenter__(self) -> FleetClient:
+        return await self.connect()
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.close()
+
+    def sync(self) -> SyncFleetClient:
+        """A blocking view of this client (its loop in a private thread)."""
+        return SyncFleetClient(self)
+
+    # ------------------------------------------------------------------ servers and loads
+
+    async def refresh(self) -> None:
+        """Re-read the endpoints and poll every server's load now."""
+        endpoints = await asyncio.get_running_loop().run_in_executor(None, self._discover)
+        seen = set()
+        for ep in endpoints:
+            seen.add(ep.url)
+            if ep.url not in self.servers:
+                self.servers[ep.url] = _Server(ep, self._channel_options, self._token, self._ca_file)
+            self.servers[ep.url].listed = True
+        for url, srv in list(self.servers.items()):
+            if url not in seen:
+                srv.listed, srv.up = False, False
+                srv.error = "no longer an endpoint of the fleet"
+                if not srv.sessions:
+                    del self.servers[url]
+                    await srv.channel.close()
+        await asyncio.gather(*(self._poll(s) for s in self.servers.values() if s.listed))
+
+    async def _poll(self, srv: _Server) -> None:
+        base = (srv.opened, srv.closed)
+        try:
+            load = await get_load(srv.channel, self.load_timeout, target=srv.url, token=srv.token)
+        except EnvError as e:
+            srv.up, srv.error = False, e.message
+            return
+        srv.load, srv._base = load, base
+        srv.up, srv.full, srv.error = True, False, ""
+
+    async def _poll_forever(self) -> None:
+        while True:
+            await asyncio.sleep(self.refresh_s)
+            with contextlib.suppress(Exception):  # a failing discovery is retried next round
+                await self.refresh()
+
+    def loads(self) -> dict[str, load_pb2.ServerLoad | None]:
+        """The last load read from each server (None: unreachable), by URL."""
+        return {url: (s.load if s.up else None) for url, s in self.servers.items()}
+
+    def _pick(self, exclude: set[str]) -> _Server | None:
+        candidates = [s for s in self.servers.values() if s.listed and s.url not in exclude and s.has_room()]
+        if not candidates:
+            return None
+        best = min(s.usage() for s in candidates)
+        ties = [s for s in candidates if s.usage() <= best + 1e-9]
+        return ties[next(self._rr) % len(ties)]  # equal loads: take turns
+
+    # ------------------------------------------------------------------ sessions
+
+    async def open(self, **overrides: Any) -> EnvClient:
+        """Open a session on the least-loaded server that can take it (``overrides`` replace
+        the client keywords for this session). Raises ``Unavailable`` when none can."""
+        if self._poller is None:
+            await self.connect()
+        tried: dict[str, str] = {}
+        while True:
+            srv = self._pick(set(tried))
+            if srv is None:
+                await self.refresh()  # the loads may be stale: read them once more
+                srv = self._pick(set(tried))
+            if srv is None:
+                why = "; ".join(f"{u}: {m}" for u, m in tried.items()) or "; ".join(
+                    f"{s.url}: {s.error or 'full'}" for s in self.servers.values()
+                )
+                raise Unavailable(f"no server of the fleet can take a session ({why or 'no servers'})", fatal=True)
+            srv.opening += 1
+            kwargs = {**self.client_kwargs, **overrides}
+            kwargs.setdefault("connect_timeout", self.connect_timeout)
+            # A fleet routes around a lost server (new sessions go elsewhere), so a session whose
+            # server went away is reported at once instead of being waited on for the resume
+            # grace period (RFC 0006); pass resume=True to ride out drops of a live server.
+            kwargs.setdefault("resume", False)
+            conn = GrpcConnection(
+                srv.target,
+                url=srv.url,
+                channel=srv.channel,
+                token=srv.token,
+                secure=srv.secure,
+                ca_file=srv.ca_file,
+                client_cert=kwargs.get("client_cert"),
+            )
+            client = _session_class(self.client_cls)(srv.url, connection=conn, **kwargs)
+            fs: Any = client
+            fs.fleet_server, fs._fleet = srv, self
+            try:
+                await client.connect()
+            except EnvError as e:
+                if e.code == ErrorCode.RESOURCE_EXHAUSTED:
+                    srv.full = True  # until the next poll says otherwise
+                elif e.code in _SERVER_LOST or e.code == ErrorCode.DEADLINE_EXCEEDED:
+                    srv.up, srv.error = False, e.message
+                else:
+                    raise  # the session's own fault (bad options...): trying elsewhere would not help
+                tried[srv.url] = f"{e.code.name}: {e.message}"
+                continue
+            finally:
+                srv.opening -= 1
+            srv.opened += 1
+            srv.sessions.add(client)
+            self.sessions.append(client)
+            return client
+
+    async def open_many(self, n: int, **overrides: Any) -> list[EnvClient]:
+        """Open ``n`` sessions at once, spread by load. All or none: if one cannot be opened
+        the others are closed and its error raised."""
+        results = await asyncio.gather(*(self.open(**overrides) for _ in range(n)), return_exceptions=True)
+        errors = [r for r in results if isinstance(r, BaseException)]
+        if errors:
+            await asyncio.gather(*(r.close() for r in results if isinstance(r, EnvClient)), return_exceptions=True)
+            raise errors[0]
+        return [r for r in results if isinstance(r, EnvClient)]
+
+    def _forget(self, client: EnvClient) -> None:
+        srv: _Server = getattr(client, "fleet_server")  # noqa: B009 - set on every fleet session
+        if client in srv.sessions:
+            srv.closed += 1
+        srv.sessions.discard(client)
+        with contextlib.suppress(ValueError):
+            self.sessions.remove(client)
+
+    def _session_failed(self, client: Any, e: EnvError) -> EnvError:
+        srv: _Server = client.fleet_server
+        if not (e.fatal and e.code in _SERVER_LOST):
+            return e  # e.g. a client-side timeout: the stream is still there
+        srv.up, srv.error = False, e.message
+        details = {"server": srv.url, "session_id": client.session_id, "episode_id": client.episode_id}
+        return Unavailable(
+            f"server {srv.url} went away: session {client.session_id or '?'} "
+            f"(episode {client.episode_id or 'none'}) is lost: {e.message}",
+            details=details,
+            fatal=True,
+        )
+
+    # ------------------------------------------------------------------ vectorised
+
+    def _chosen(self, indices: Sequence[int]) -> list[int]:
+        ids = list(indices) if indices else list(range(len(self.sessions)))
+        bad = [i for i in ids if not 0 <= i < len(self.sessions)]
+        if bad:
+            raise IndexError(f"session indices {bad} out of range: {len(self.sessions)} sessions are open")
+        return ids
+
+    async def _batch(
+        self, ids: list[int], call: Callable[[int, EnvClient], Awaitable[StepResult[Any]]]
+    ) -> FleetBatchResult:
+        sessions = [self.sessions[i] for i in ids]
+        outs = await asyncio.gather(*(call(k, s) for k, s in enumerate(sessions)), return_exceptions=True)
+        result = FleetBatchResult([], [], {})
+        for i, out in zip(ids, outs, strict=True):
+            if isinstance(out, EnvError):
+                result.errors[i] = out
+            elif isinstance(out, BaseException):
+                raise out
+            else:
+                result.env_ids.append(i)
+                result.results.append(out)
+        return result
+
+    async def reset_batch(
+        self,
+        seeds: Sequence[int] = (),
+        indices: Sequence[int] = (),
+        options: Mapping[str, Any] | None = None,
+        **kw: Any,
+    ) -> FleetBatchResult:
+        """Reset sessions (all open ones by default, by index into :attr:`sessions`), each on
+        its own server, concurrently. ``seeds`` as RFC 0002: none, one ``s`` (the k-th reset
+        session gets ``s + k``), or one per session."""
+        ids = self._chosen(indices)
+        if len(seeds) not in (0, 1, len(ids)):
+            raise ValueError(f"{len(seeds)} seeds for {len(ids)} sessions: give 0, 1 or one per session")
+        per: list[int | None] = (
+            [None] * len(ids)
+            if not seeds
+            else [seeds[0] + k for k in range(len(ids))]
+            if len(seeds) == 1
+            else list(seeds)
+        )
+        return await self._batch(ids, lambda k, s: s.reset(per[k], None, options, **kw))
+
+    async def step_batch(self, actions: Sequence[Any], indices: Sequence[int] = (), **kw: Any) -> FleetBatchResult:
+        """Step sessions (all open ones by default) with one action each, concurrently."""
+        ids = self._chosen(indices)
+        if len(actions) != len(ids):
+            raise ValueError(f"{len(actions)} actions for {len(ids)} sessions")
+        return await self._batch(ids, lambda k, s: s.step(actions[k], **kw))
+
+
+def _discoverer(servers: Servers) -> Callable[[], list[Endpoint]]:
+    def as_endpoints(items: Iterable[str | Endpoint]) -> list[Endpoint]:
+        out = []
+        for k, it in enumerate(items):
+            if isinstance(it, Endpoint):
+                out.append(it)
+            else:
+                scheme, _ = parse_url(it)
+                if scheme != "grpc":
+                    raise ValueError(f"a fleet speaks gRPC: {it!r} is not a grpc:// URL")
+                out.append(Endpoint(f"server-{k}", it if "://" in it else f"grpc://{it}"))
+        return out
+
+    if isinstance(servers, Provider):
+        return servers.endpoints
+    if callable(servers):
+        fn = servers
+        return lambda: as_endpoints(fn())
+    fixed = as_endpoints(servers)
+    return lambda: list(fixed)
+
+
+class SyncFleetClient:
+    """Blocking view of a :class:`FleetClient`: sessions come back as blocking
+    :class:`_SyncSession` objects sharing the fleet client's private event loop."""
+
+    def __init__(self, fleet: FleetClient) -> None:
+        self.fleet = fleet
+        self._cm: AbstractContextManager[BlockingPortal] | None = None
+        self._portal: BlockingPortal | None = None
+
+    def __enter__(self) -> SyncFleetClient:
+        return self.connect()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def connect(self) -> SyncFleetClient:
+        if self._portal is None:
+            self._cm = cm = start_blocking_portal("asyncio")
+            self._portal = portal = cm.__enter__()
+            try:
+                portal.call(self.fleet.connect)
+            except BaseException:
+                cm.__exit__(None, None, None)
+                self._portal = self._cm = None
+                raise
+        return self
+
+    def close(self) -> None:
+        if self._portal is not None and self._cm is not None:
+            try:
+                self._portal.call(self.fleet.close)
+            finally:
+                self._cm.__exit__(None, None, None)
+                self._portal = self._cm = None
+
+    def _run(self, fn: Callable[..., Awaitable[_T]], *args: Any, **kwargs: Any) -> _T:
+        if self._portal is None:
+            raise FailedPrecondition("not connected: use `with fleet.sync() as fleet:` or call connect()")
+        return self._portal.call(functools.partial(fn, *args, **kwargs))
+
+    def open(self, **overrides: Any) -> _SyncSession:
+        return _SyncSession(self, self._run(self.fleet.open, **overrides))
+
+    def open_many(self, n: int, **overrides: Any) -> list[_SyncSession]:
+        return [_SyncSession(self, c) for c in self._run(self.fleet.open_many, n, **overrides)]
+
+    def reset_batch(self, seeds: Sequence[int] = (), indices: Sequence[int] = (), **kw: Any) -> FleetBatchResult:
+        return self._run(self.fleet.reset_batch, seeds, indices, **kw)
+
+    def step_batch(self, actions: Sequence[Any], indices: Sequence[int] = (), **kw: Any) -> FleetBatchResult:
+        return self._run(self.fleet.step_batch, actions, indices, **kw)
+
+    def refresh(self) -> None:
+        self._run(self.fleet.refresh)
+
+    def loads(self) -> dict[str, load_pb2.ServerLoad | None]:
+        return self.fleet.loads()
+
+
+class _SyncSession:
+    """One fleet session, blocking: ``reset``, ``step``, ``state``, ``call_tool``, ``close``."""
+
+    def __init__(self, owner: SyncFleetClient, client: EnvClient) -> None:
+        self._owner, self.client = owner, client
+
+    @property
+    def server(self) -> str:
+        """The URL of the server this session runs on."""
+        srv: _Server = getattr(self.client, "fleet_server")  # noqa: B009
+        return srv.url
+
+    def __getattr__(self, name: str) -> Any:
+        fn = getattr(self.client, name)
+        if not inspect.iscoroutinefunction(fn):
+            return fn
+        return functools.partial(self._owner._run, fn)

@@ -1,0 +1,258 @@
+"""``gymnasium.Env`` and ``gymnasium.vector.VectorEnv`` over an environment server.
+
+:class:`GymEnv` holds one session (a blocking :class:`openenv.EnvClient`); :class:`GymVectorEnv`
+holds ONE vectorised session of N instances (:class:`openenv.VectorEnvClient`), stepped with
+one ``batch_step`` message each way. Spaces come from the advertised TypeSpecs
+(:mod:`openenv.gym.spaces`).
+
+What you may rely on:
+
+* ``reset(seed=s)`` sends seed ``s`` (and seeds ``np_random``, as Gymnasium asks); an unseeded
+  ``reset()`` lets the environment choose, exactly as the vector adapter's autoresets do, so a
+  ``SyncVectorEnv`` of :func:`make` adapters and :func:`make_vec` play the same episodes.
+* ``step`` returns Gymnasium's 5-tuple; a step without a reward (``None`` on the wire) counts as
+  ``0.0`` with ``info["reward_missing"] = True``; ``info`` holds the time step's metadata, its
+  ``reward_breakdown`` (a dict) when the environment has a rubric, and ``step_count``; the
+  episode's id (fresh on every reset, so kept out of ``info``, which Gymnasium wants
+  deterministic) is ``env.episode_id``.
+* ``render()``: ``"rgb_array"`` when the observation is (or holds) an HxWx3/4 ``uint8`` image,
+  ``"ansi"`` when it is (or holds) text; other render modes are refused at construction.
+* The vector env's autoreset mode is Gymnasium's, carried by the protocol's (RFC 0002):
+  ``metadata["autoreset_mode"]`` says which.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium.vector import AutoresetMode
+from gymnasium.vector.utils import batch_space, concatenate, create_empty_array
+
+from openenv.client import EnvClient, SyncEnvClient, VectorEnvClient
+from openenv.gym.spaces import Converter, converter
+from openenv.protocol import StepResult
+
+__all__ = ["GymEnv", "GymVectorEnv", "make", "make_vec"]
+
+_AUTORESET = {
+    AutoresetMode.NEXT_STEP: "next_step",
+    AutoresetMode.SAME_STEP: "same_step",
+    AutoresetMode.DISABLED: "disabled",
+}
+
+
+def _client(cls: type[EnvClient], target: str, **kwargs: Any) -> EnvClient:
+    """A client of ``target``: a URL, or ``docker:IMAGE`` (a container the client owns)."""
+    if target.startswith("docker:"):
+        out: EnvClient = cls.from_docker_image(target[len("docker:") :], **kwargs)
+        return out
+    return cls(target, **kwargs)
+
+
+def _info(r: StepResult[Any]) -> dict[str, Any]:
+    info: dict[str, Any] = dict(r.metadata or {})
+    info["step_count"] = r.step_count
+    if r.reward_breakdown is not None:
+        info["reward_breakdown"] = r.reward_breakdown.to_dict()
+    if r.reward is None:
+        info["reward_missing"] = True
+    return info
+
+
+def _frame_mode(space: gym.Space[Any]) -> tuple[str | None, str | None]:
+    """(render mode, Dict key or None) of the frames an observation space carries."""
+    candidates: list[tuple[str | None, gym.Space[Any]]] = [(None, space)]
+    if isinstance(space, gym.spaces.Dict):
+        candidates += list(space.spaces.items())
+    for key, s in candidates:
+        if isinstance(s, gym.spaces.Box) and s.dtype == np.uint8 and len(s.shape) == 3 and s.shape[-1] in (3, 4):
+            return "rgb_array", key
+    for key, s in candidates:
+        if isinstance(s, gym.spaces.Text) or (
+            isinstance(s, gym.spaces.Sequence) and isinstance(s.feature_space, gym.spaces.Text)
+        ):
+            return "ansi", key
+    return None, None
+
+
+class GymEnv(gym.Env[Any, Any]):
+    """One environment instance as a ``gymnasium.Env`` (see :func:`make`)."""
+
+    def __init__(self, client: EnvClient, *, render_mode: str | None = None, reset_options: Any = None) -> None:
+        self._sync: SyncEnvClient = client.sync().connect()
+        try:
+            info = client.info
+            assert info is not None
+            self.env_info = info
+            self._act: Converter = converter(info.action, info.descriptors, "action")
+            self._obs: Converter = converter(info.observation, info.descriptors, "observation")
+        except BaseException:
+            self._sync.close()
+            raise
+        self.action_space = self._act.space
+        self.observation_space = self._obs.space
+        mode, self._frame_key = _frame_mode(self.observation_space)
+        self.metadata = {"render_modes": [mode] if mode else [], "render_fps": 4}
+        if render_mode is not None and render_mode != mode:
+            self._sync.close()
+            raise ValueError(
+                f"render_mode {render_mode!r} is not offered: {info.name}'s observations "
+                + (f"render as {mode!r}" if mode else "carry no frames or text")
+            )
+        self.render_mode = render_mode
+        self.reset_options = reset_options
+        self._last: Any = None
+        self.episode_id = ""
+        cap = info.capabilities
+        self.spec = None
+        if cap.HasField("reward_min") and cap.HasField("reward_max"):
+            self.reward_range = (cap.reward_min, cap.reward_max)
+
+    @property
+    def client(self) -> SyncEnvClient:
+        """The blocking client of the session (list_tools, state, ... are there)."""
+        return self._sync
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
+        super().reset(seed=seed)
+        opts = dict(options or self.reset_options or {})
+        task_id = opts.pop("task_id", None)
+        r = self._sync.reset(seed, None, opts or None, task_id=None if task_id is None else str(task_id))
+        self._last = self._obs.to_gym(r.observation)
+        self.episode_id = r.episode_id
+        return self._last, _info(r)
+
+    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+        r = self._sync.step(self._act.from_gym(action))
+        self._last = self._obs.to_gym(r.observation)
+        self.episode_id = r.episode_id
+        return self._last, float(r.reward or 0.0), r.terminated, r.truncated, _info(r)
+
+    def render(self) -> Any:
+        if self.render_mode is None or self._last is None:
+            return None
+        frame = self._last if self._frame_key is None else self._last[self._frame_key]
+        if self.render_mode == "ansi":
+            return frame if isinstance(frame, str) else "\n".join(frame)
+        return np.asarray(frame)
+
+    def close(self) -> None:
+        self._sync.close()
+        super().close()
+
+
+class GymVectorEnv(gym.vector.VectorEnv[Any, Any, Any]):
+    """N instances in ONE vectorised session as a ``gymnasium.vector.VectorEnv`` (see :func:`make_vec`)."""
+
+    def __init__(self, client: VectorEnvClient, autoreset_mode: AutoresetMode) -> None:
+        self._sync: SyncEnvClient = client.sync().connect()
+        try:
+            info = client.info
+            assert info is not None
+            self.env_info = info
+            self._act = converter(info.action, info.descriptors, "action")
+            self._obs = converter(info.observation, info.descriptors, "observation")
+        except BaseException:
+            self._sync.close()
+            raise
+        self.num_envs = client.num_envs
+        self.single_action_space = self._act.space
+        self.single_observation_space = self._obs.space
+        self.action_space = batch_space(self.single_action_space, self.num_envs)
+        self.observation_space = batch_space(self.single_observation_space, self.num_envs)
+        self.metadata = {"autoreset_mode": autoreset_mode}
+
+    @property
+    def client(self) -> SyncEnvClient:
+        return self._sync
+
+    def _batch(self, observations: Sequence[Any]) -> Any:
+        items = [self._obs.to_gym(o) for o in observations]
+        out: Any = create_empty_array(self.single_observation_space, self.num_envs)
+        return concatenate(self.single_observation_space, items, out)
+
+    def _infos(self, results: Sequence[StepResult[Any]]) -> dict[str, Any]:
+        infos: dict[str, Any] = {}
+        for i, r in enumerate(results):
+            infos = self._add_info(infos, _info(r), i)
+        return infos
+
+    def reset(
+        self, *, seed: int | Sequence[int] | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Any, dict[str, Any]]:
+        super().reset(seed=seed if seed is None or isinstance(seed, int) else int(seed[0]))
+        if isinstance(seed, int):
+            seeds: list[int] = [seed]
+        elif seed is not None:
+            seeds = [int(s) for s in seed]
+        else:
+            seeds = []
+        opts = dict(options or {})
+        task_ids = opts.pop("task_ids", None) or ([opts.pop("task_id")] if "task_id" in opts else [])
+        b = self._sync.reset_batch((), seeds, options=opts or None, task_ids=[str(t) for t in task_ids])
+        return self._batch(b.observations), self._infos(b.results)
+
+    def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+        single = gym.vector.utils.iterate(self.action_space, actions)
+        b = self._sync.step_batch([self._act.from_gym(a) for a in single])
+        infos = self._infos(b.results)
+        if b.final:  # SAME_STEP: Gymnasium's final_obs / final_info
+            final_obs = np.full(self.num_envs, None, dtype=object)
+            final_info = np.full(self.num_envs, None, dtype=object)
+            mask = np.zeros(self.num_envs, dtype=bool)
+            for i, r in b.final.items():
+                final_obs[i] = self._obs.to_gym(r.observation)
+                final_info[i] = _info(r)
+                mask[i] = True
+            infos["final_obs"], infos["_final_obs"] = final_obs, mask
+            infos["final_info"], infos["_final_info"] = final_info, mask.copy()
+            terminated = np.array(
+                [b.final[i].terminated if i in b.final else r.terminated for i, r in enumerate(b.results)], dtype=bool
+            )
+            truncated = np.array(
+                [b.final[i].truncated if i in b.final else r.truncated for i, r in enumerate(b.results)], dtype=bool
+            )
+            rewards = np.array(
+                [float((b.final[i] if i in b.final else r).reward or 0.0) for i, r in enumerate(b.results)]
+            )
+        else:
+            terminated, truncated = b.terminated, b.truncated
+            rewards = np.nan_to_num(b.rewards, nan=0.0)
+        return self._batch(b.observations), rewards, terminated, truncated, infos
+
+    def close_extras(self, **kwargs: Any) -> None:
+        self._sync.close()
+
+
+def make(
+    target: str,
+    *,
+    render_mode: str | None = None,
+    reset_options: Mapping[str, Any] | None = None,
+    client_class: type[EnvClient] = EnvClient,
+    **handshake: Any,
+) -> GymEnv:
+    """A ``gymnasium.Env`` playing the environment at ``target`` (``grpc://host:port``, an
+    ``http(s)://`` URL of the HTTP side, or ``docker:IMAGE``). ``handshake`` keywords are the
+    client's (``options={...}`` for the environment factory, ``timeout``, ...). Raises
+    :class:`openenv.gym.SpaceError` when a declared type maps to no space."""
+    return GymEnv(_client(client_class, target, **handshake), render_mode=render_mode, reset_options=reset_options)
+
+
+def make_vec(
+    target: str,
+    num_envs: int,
+    *,
+    autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
+    **handshake: Any,
+) -> GymVectorEnv:
+    """A ``gymnasium.vector.VectorEnv`` of ``num_envs`` instances in ONE vectorised session
+    (``batch_reset``/``batch_step``), with Gymnasium's ``autoreset_mode`` (NEXT_STEP by default)
+    carried by the protocol's."""
+    mode = AutoresetMode(autoreset_mode)
+    client = _client(VectorEnvClient, target, num_envs=num_envs, autoreset_mode=_AUTORESET[mode], **handshake)
+    assert isinstance(client, VectorEnvClient)
+    return GymVectorEnv(client, mode)

@@ -1,0 +1,61 @@
+"""A server's live load (RFC 0005): what ``GetLoad`` and ``GET /load`` report.
+
+:class:`LoadMeter` is fed by the sessions (one :meth:`~LoadMeter.record_step` per step) and
+read by :func:`server_load`, which adds the :class:`~openenv.runtime.SessionManager`'s slot
+counts. Reading it never calls the environment, so a fleet client may poll it often.
+"""
+
+from __future__ import annotations
+
+import collections
+import time
+from typing import TYPE_CHECKING
+
+from openenv.v1 import load_pb2
+
+if TYPE_CHECKING:
+    from openenv.runtime.session import SessionManager
+
+__all__ = ["RECENT_STEPS", "LoadMeter", "server_load"]
+
+RECENT_STEPS = 256  # the window of step_latency_p50/p99: recent enough to follow a change of load
+
+
+class LoadMeter:
+    """Step latencies of the last :data:`RECENT_STEPS` steps and the server's counters."""
+
+    def __init__(self) -> None:
+        self.started = time.monotonic()
+        self.steps_total = 0
+        self._recent: collections.deque[float] = collections.deque(maxlen=RECENT_STEPS)
+
+    def record_step(self, seconds: float) -> None:
+        """One step (or batch step) took ``seconds``, as the server saw it."""
+        self.steps_total += 1
+        self._recent.append(seconds)
+
+    def latency_quantiles(self) -> tuple[float, float]:
+        """(p50, p99) of the recent steps in seconds; (0, 0) before any step."""
+        if not self._recent:
+            return 0.0, 0.0
+        ordered = sorted(self._recent)
+        last = len(ordered) - 1
+        return ordered[round(0.5 * last)], ordered[round(0.99 * last)]
+
+
+def server_load(manager: SessionManager) -> load_pb2.ServerLoad:
+    """The live load of the server that owns ``manager``."""
+    meter = manager.load
+    p50, p99 = meter.latency_quantiles()
+    out = load_pb2.ServerLoad(
+        sessions_open=manager.active,
+        max_sessions=manager.runtime.max_sessions,
+        queued_handshakes=manager.handshakes_in_progress,
+        steps_total=meter.steps_total,
+        sessions_opened_total=manager.opened_total,
+        draining=manager.draining,
+    )
+    out.step_latency_p50.FromNanoseconds(int(p50 * 1e9))
+    out.step_latency_p99.FromNanoseconds(int(p99 * 1e9))
+    out.uptime.FromNanoseconds(int((time.monotonic() - meter.started) * 1e9))
+    return out

@@ -1,0 +1,145 @@
+"""The ``ray`` provider on a real local multi-node Ray cluster (``ray.cluster_utils.Cluster``:
+a head and worker raylets on this machine, on loopback only).
+
+The acceptance run of issue 16: 1,000+ sessions across 4 servers on 2 nodes; one node is
+killed; only the sessions of its servers fail (Unavailable, naming their episode); new
+sessions succeed on the survivors; a replacement node joins, Ray restarts the lost servers
+there, and the fleet is back to full capacity.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import os
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+# Without it Ray binds the machine's interface address; tests stay on loopback (GUIDE).
+os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+
+ray = pytest.importorskip("ray")
+from ray.cluster_utils import Cluster  # noqa: E402
+
+import openenv  # noqa: E402
+from openenv.client.health import check_health  # noqa: E402
+from openenv.client.urls import parse_url  # noqa: E402
+from openenv.errors import Unavailable  # noqa: E402
+from openenv.fleet import FleetClient  # noqa: E402
+from openenv.fleet.ray_provider import RayProvider  # noqa: E402
+
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
+
+ECHO = openenv.CallToolAction("echo_message", {"message": "hi"})
+PER_SERVER = 256  # 4 x 256 = 1,024 sessions
+CAPACITY = 300
+WAIT_S = 180.0  # Ray restarts actors on a loaded 2-core machine: generous, polled
+
+
+def _node_args(cpus: int) -> dict[str, Any]:
+    return {
+        "num_cpus": cpus,
+        "object_store_memory": 80 * 1024 * 1024,
+        "include_dashboard": False,
+    }
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Cluster]:
+    c = Cluster(
+        initialize_head=True,
+        head_node_args={**_node_args(0), "node_ip_address": "127.0.0.1"},  # the head runs no server
+    )
+    try:
+        c.add_node(**_node_args(2), node_ip_address="127.0.0.1")
+        c.add_node(**_node_args(2), node_ip_address="127.0.0.1")
+        c.wait_for_nodes()
+        ray.init(address=c.address, namespace="openenv-fleet-test", log_to_driver=False)
+        yield c
+    finally:
+        ray.shutdown()
+        c.shutdown()
+
+
+def _wait(pred: Any, what: str) -> None:
+    deadline = time.monotonic() + WAIT_S
+    while not pred():
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {WAIT_S:g} s waiting for {what}")
+        time.sleep(0.2)
+
+
+async def test_a_ray_fleet_survives_losing_a_node(cluster: Cluster) -> None:
+    provider = RayProvider("echo_env:EchoEnvironment", max_sessions=CAPACITY, num_cpus=1, ready_timeout=WAIT_S)
+    try:
+        endpoints = await asyncio.to_thread(provider.up, 4)
+        assert len(endpoints) == 4
+        by_node = collections.defaultdict(list)
+        for ep in endpoints:
+            by_node[ep.where].append(ep)
+        assert sorted(len(v) for v in by_node.values()) == [2, 2], by_node  # SPREAD over the 2 nodes
+
+        async with FleetClient(provider, client_cls=openenv.ToolEnvClient, refresh_s=0.5) as fleet:
+            sessions = await fleet.open_many(4 * PER_SERVER)
+            placed = collections.Counter(s.fleet_server.url for s in sessions)  # type: ignore[attr-defined]
+            assert sorted(placed.values()) == [PER_SERVER] * 4
+            assert not (await fleet.reset_batch(seeds=[0])).errors
+            batch = await fleet.step_batch([ECHO] * len(sessions))
+            assert not batch.errors and len(batch.results) == 4 * PER_SERVER
+            episodes = {i: r.episode_id for i, r in zip(batch.env_ids, batch.results, strict=True)}
+
+            # Kill one worker node: its raylet and its two servers die at once.
+            victim_node = next(n for n in cluster.worker_nodes if n.node_id[:12] in endpoints[0].where)
+            lost_urls = {ep.url for ep in by_node[endpoints[0].where]}
+            cluster.remove_node(victim_node, allow_graceful=False)
+            # Its workers exit when they notice their raylet is gone: wait for that, not a delay.
+            await asyncio.to_thread(
+                _wait,
+                lambda: all(check_health(parse_url(u)[1], "", 2.0) != "SERVING" for u in lost_urls),
+                "the dead node's servers to stop answering",
+            )
+
+            batch = await fleet.step_batch([ECHO] * len(sessions))
+            lost = {i for i, s in enumerate(fleet.sessions) if s.fleet_server.url in lost_urls}  # type: ignore[attr-defined]
+            assert len(lost) == 2 * PER_SERVER
+            assert set(batch.errors) == lost, "only the sessions of the dead node's servers fail"
+            assert set(batch.env_ids) == set(range(len(sessions))) - lost
+            for i, err in batch.errors.items():
+                assert isinstance(err, Unavailable) and err.fatal
+                assert err.details["episode_id"] == episodes[i] and episodes[i] in err.message
+
+            # New sessions succeed elsewhere meanwhile.
+            for s in [fleet.sessions[i] for i in sorted(lost, reverse=True)]:
+                await s.close()
+            fresh = await fleet.open_many(40)
+            assert {s.fleet_server.url for s in fresh}.isdisjoint(lost_urls)  # type: ignore[attr-defined]
+            for s in fresh:
+                await s.reset()
+                assert (await s.step(ECHO)).reward is not None
+
+            # A replacement node joins; Ray restarts the two servers there; they rejoin.
+            cluster.add_node(**_node_args(2), node_ip_address="127.0.0.1")
+            _wait(lambda: len(provider.endpoints()) == 4, "Ray to restart the lost servers")
+            # (A restarted server may even get its old port back: compare with the survivors.)
+            new_urls = {ep.url for ep in provider.endpoints()} - (set(placed) - lost_urls)
+            assert len(new_urls) == 2
+            await asyncio.wait_for(_rejoined(fleet, new_urls), WAIT_S)
+
+            # Full capacity again: 2 x 256 more sessions fit, on the restarted servers first.
+            more = await fleet.open_many(2 * PER_SERVER)
+            on_new = sum(1 for s in more if s.fleet_server.url in new_urls)  # type: ignore[attr-defined]
+            assert on_new >= 2 * PER_SERVER - 40, "the emptiest (restarted) servers take the new sessions"
+            assert not (await fleet.reset_batch()).errors
+            await fleet.refresh()
+            total = sum(ld.sessions_open for ld in fleet.loads().values() if ld is not None)
+            assert total == len(fleet.sessions) == 2 * PER_SERVER + 40 + 2 * PER_SERVER
+    finally:
+        await asyncio.to_thread(provider.down)
+
+
+async def _rejoined(fleet: FleetClient, urls: set[str]) -> None:
+    while not all(u in fleet.servers and fleet.servers[u].up for u in urls):
+        await asyncio.sleep(0.2)
