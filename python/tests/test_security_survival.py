@@ -31,8 +31,10 @@ class Hang(openenv.Environment):
 
 
 async def _hang_one(url: str) -> None:
-    """Open a session, leave a step hanging past its timeout, and drop the client."""
-    env = openenv.EnvClient(url, connect_timeout=WAIT_S, timeout=WAIT_S)
+    """Open a session, leave a step hanging past its timeout, and drop the client. Not
+    resumable: a dropped resumable session keeps its slot for its grace period (RFC 0006),
+    and here each dropped session must free its slot at once."""
+    env = openenv.EnvClient(url, connect_timeout=WAIT_S, timeout=WAIT_S, resume=False)
     await env.connect()
     try:
         await env.reset()

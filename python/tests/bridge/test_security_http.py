@@ -85,6 +85,29 @@ async def test_a_token_protects_every_route_but_health_and_both_websocket_altern
             assert (await env.call_tool("add", {"a": 2, "b": 2})).data == 4
 
 
+async def test_operator_routes_and_the_playground_need_the_token_and_the_playground_works_under_the_prefix() -> None:
+    async with served(Counter, tokens=TokenSet([TOKEN])) as srv:
+        base = srv.http_url
+        async with httpx.AsyncClient(base_url=base, timeout=WAIT_S, trust_env=False) as http:
+            for path in ("/metrics", "/load", "/web/", "/web/app.js"):
+                assert (await http.get(path)).status_code == 401, path
+                assert (await http.get(path, headers=AUTH)).status_code == 200, path
+            # A browser sends no header on a page load: the /t/<token>/ prefix, kept by the
+            # playground's relative redirect and relative requests.
+            redirect = await http.get(f"/t/{TOKEN}/web")
+            assert redirect.status_code == 307 and redirect.headers["location"] == "web/"
+            page = await http.get(f"/t/{TOKEN}/web/")
+            assert page.status_code == 200 and "text/html" in page.headers["content-type"]
+            for rel in ("schema", "openenv/info"):  # what app.js fetches, relative to /web/
+                assert (await http.get(f"/t/{TOKEN}/{rel}")).status_code == 200
+        assert await _ws_status(f"{base}/t/{TOKEN}/ws".replace("http://", "ws://")) == 101
+
+
+def test_a_metrics_port_beyond_loopback_needs_allow_anonymous() -> None:
+    with pytest.raises(ValueError, match="metrics port"):
+        openenv.Host(Counter, "0.0.0.0", 0, http_port=None, tokens=TokenSet([TOKEN]), metrics_port=0)
+
+
 async def test_a_foreign_origin_or_host_is_refused_with_403_and_listed_ones_are_served() -> None:
     opts = HttpOptions(allowed_origins=("http://trainer-ui.example",), allowed_hosts=("envs.internal",))
     async with served(Counter, http_options=opts) as srv:

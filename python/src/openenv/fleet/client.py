@@ -314,6 +314,8 @@ class FleetClient:
             # server went away is reported at once instead of being waited on for the resume
             # grace period (RFC 0006); pass resume=True to ride out drops of a live server.
             kwargs.setdefault("resume", False)
+            if srv.token:  # the server's token: the session's forks open their own connections with it
+                kwargs["token"] = srv.token
             conn = GrpcConnection(
                 srv.target,
                 url=srv.url,
