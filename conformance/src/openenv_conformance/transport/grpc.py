@@ -162,7 +162,7 @@ class Wire:
         t = self.timeout if timeout is None else timeout
 
         async def call() -> load_pb2.GetLoadResponse:
-            return await self.stub.GetLoad(load_pb2.GetLoadRequest(), timeout=t)
+            return await self.stub.GetLoad(load_pb2.GetLoadRequest(), timeout=t, metadata=self.metadata())
 
         return self.run(call(), t + 1, "GetLoad").load
 
