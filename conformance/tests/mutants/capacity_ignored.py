@@ -5,7 +5,8 @@ from mutants.base import Counter as Env
 from mutants.proxy import Proxy
 
 CAUGHT_BY = "concurrency.capacity"
-COLLATERAL = frozenset({"concurrency.disconnect_frees_slot", "parity.grpc_vs_http", "vector.capacity"})
+# protocol.load: GetLoad reports the server's real capacity (64), not the advertised 2.
+COLLATERAL = frozenset({"concurrency.disconnect_frees_slot", "parity.grpc_vs_http", "vector.capacity", "protocol.load"})
 SERVER_KWARGS = {"max_sessions": 64}
 
 
