@@ -126,6 +126,21 @@ def test_reasoning_gym_reference_answers_score_one(name: str) -> None:
     assert run(load(name), go, client=openenv.ToolEnvClient).reward == 1.0
 
 
+def test_reasoning_gym_item_whose_generator_fails_is_skipped_for_the_next() -> None:
+    """maze's generator fails for item 5843 ("Could not find suitable path cell"): that seed
+    plays item 5844, every time, instead of failing the session (seen in CI as a factory
+    failure when an unseeded session drew such an item)."""
+    from openenv_catalog.importers import reasoning_gym as rg
+
+    with pytest.raises(RuntimeError):
+        rg._dataset("maze", "{}")[5843]
+    maze = rg.load("maze")
+    for _ in range(2):
+        env = maze()
+        env.reset(seed=5843)
+        assert env.index == 5844 and env.entry == rg._dataset("maze", "{}")[5844]
+
+
 def test_textarena_game_is_won_by_playing_it_and_seeds_repeat_the_game() -> None:
     cls = load("textarena:GuessTheNumber-v0")
 
