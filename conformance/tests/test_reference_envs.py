@@ -78,9 +78,12 @@ def test_reference_environment_passes_over_http(env_dir: Path, factory: str | No
         "lifecycle.state_machine",
         "schema.observations",
         "schema.invalid_actions",
-        "parity.grpc_vs_http",
     ):
         assert report.result(cid).status == "pass", (cid, report.result(cid).reason)
+    # An environment that declares itself nondeterministic (coding_env: measured run times;
+    # chess_env: the engine's timing) has its descriptions and tool lists compared only.
+    parity = report.result("parity.grpc_vs_http")
+    assert parity.status == ("skip" if report.declared_nondeterministic else "pass"), parity.reason
     assert report.result("protocol.request_ids").status == "skip"
 
 

@@ -74,6 +74,10 @@ def certify_command(jobs: int, max_examples: int, timeout: float, patterns: tupl
             e, rc, line, data = fut.result()
             click.echo(f"{'ok  ' if rc == 0 else 'FAIL'} {e.name:<44} {line}")
             if rc != 0:
+                # What failed and why, from the report, so a CI log alone is enough to act on.
+                for r in data.get("results", []):
+                    if r.get("status") in ("fail", "error"):
+                        click.echo(f"     {r.get('id')}: {r.get('status')}: {r.get('reason', '')}"[:2000])
                 failed.append(e.name)
                 records.pop(e.name, None)
                 continue

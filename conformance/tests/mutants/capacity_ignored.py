@@ -5,8 +5,8 @@ from mutants.base import Counter as Env
 from mutants.proxy import Proxy
 
 CAUGHT_BY = "concurrency.capacity"
-# protocol.load: GetLoad reports the server's real capacity (64), not the advertised 2.
-COLLATERAL = frozenset({"concurrency.disconnect_frees_slot", "parity.grpc_vs_http", "vector.capacity", "protocol.load"})
+# protocol.load: GetLoad reports the real capacity (64), not the advertised 2 (RFC 0005).
+COLLATERAL = frozenset({"concurrency.disconnect_frees_slot", "parity.grpc_vs_http", "protocol.load", "vector.capacity"})
 SERVER_KWARGS = {"max_sessions": 64}
 
 

@@ -2,8 +2,13 @@
 status ABORTED, the next step FAILED_PRECONDITION until a reset. Here a timed-out step is
 answered DEADLINE_EXCEEDED but the episode keeps running (the runtime's abort is undone).
 
-Deterministic: the step runs in a worker thread and the conformance check gives it 1 µs, so
-every timed step times out, whatever the scheduling."""
+Deterministic: a step sent with a timeout runs in a worker thread that waits until the
+runtime has answered DEADLINE_EXCEEDED (a gate the patched Session.step opens), so it can
+never finish in time, however the threads are scheduled. (It once waited for nothing: on a
+loaded machine a trivial step sometimes beat the check's 1 µs timeout, every time out of six,
+and the check had no timeout to observe.)"""
+
+import threading
 
 import openenv.runtime.session as _session
 from mutants.base import Counter
@@ -13,17 +18,24 @@ from openenv.protocol import EpisodeStatus
 CAUGHT_BY = "lifecycle.timeout_aborts"
 COLLATERAL: frozenset[str] = frozenset()
 
+_GATE_BOUND_S = 60.0  # a gate nobody opens (the step was not timed out after all) stops waiting
+
 _real_step = _session.Session.step
 
 
 async def _step_keeps_running(self, action, timeout=None):
     status = self.status
+    gate = threading.Event() if timeout is not None else None
+    self.env.gate = gate
     try:
         return await _real_step(self, action, timeout)
     except DeadlineExceeded:
         if status == EpisodeStatus.RUNNING:
             self.status = EpisodeStatus.RUNNING  # undo the abort: the broken rule
         raise
+    finally:
+        if gate is not None:
+            gate.set()  # answered: the worker thread may finish (as a straggler)
 
 
 _session.Session.step = _step_keeps_running
@@ -31,3 +43,10 @@ _session.Session.step = _step_keeps_running
 
 class Env(Counter):
     run_in_thread = True  # a step in a worker thread can be outlived by its timeout
+    gate = None
+
+    def step(self, action):
+        gate = self.gate
+        if gate is not None:
+            gate.wait(_GATE_BOUND_S)
+        return super().step(action)

@@ -10,10 +10,10 @@ COLLATERAL: frozenset[str] = frozenset()
 
 
 class Vector(VectorSession):
-    async def reset(self, env_ids, seeds, options):
+    async def reset(self, env_ids, seeds, options, task_ids=()):
         if len(seeds) == 1:
             seeds = [seeds[0]] * len(self._ids(env_ids))
-        return await super().reset(env_ids, seeds, options)
+        return await super().reset(env_ids, seeds, options, task_ids)
 
 
 __all__ = ["Env", "Vector"]

@@ -70,6 +70,9 @@ def _dataset(name: str, config_json: str) -> Any:
     return _rg().create_dataset(name, seed=0, size=SIZE, **json.loads(config_json))
 
 
+_MAX_SKIPS = 32  # items tried after one whose generator fails
+
+
 class ReasoningGymEnvironment(openenv.Environment):
     """Base of imported reasoning-gym datasets (one subclass per dataset, made by :func:`load`)."""
 
@@ -91,8 +94,20 @@ class ReasoningGymEnvironment(openenv.Environment):
 
     def _draw(self, seed: Any) -> None:
         index = (random.randrange(SIZE) if seed is None else int(seed)) % SIZE
+        # Some generators fail for some items (maze: "Could not find suitable path cell after
+        # 1000 attempts"). Such an item is skipped for the next one, so a seed still always
+        # names the same episode and no seed fails.
+        for attempt in range(_MAX_SKIPS):
+            try:
+                self.entry = self.dataset[(index + attempt) % SIZE]
+            except (RuntimeError, ValueError) as e:
+                last: Exception = e
+                continue
+            index = (index + attempt) % SIZE
+            break
+        else:
+            raise openenv.Internal(f"{self.dataset_name}: no item could be generated near item {index}: {last}")
         self.index = index
-        self.entry = self.dataset[index]
         self.score: float | None = None
         self.answer: str | None = None
 
