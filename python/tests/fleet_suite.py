@@ -35,7 +35,8 @@ async def run_fleet_suite(provider: Provider, kill: Callable[[str], None], per_s
         counts = per_server(fleet)
         assert sorted(counts.values()) == [per_server_sessions, per_server_sessions], counts
         for ep in endpoints:
-            load = await asyncio.to_thread(fetch_load, parse_url(ep.url)[1])
+            # A docker fleet's containers each require their own token (RFC 0003): the endpoint has it.
+            load = await asyncio.to_thread(fetch_load, parse_url(ep.url)[1], token=ep.token or None)
             assert load.sessions_open == per_server_sessions and not load.draining
 
         # 2. Vectorised calls over sessions of both servers.

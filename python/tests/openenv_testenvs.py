@@ -11,7 +11,9 @@ class-level, thread-safe), so tests can assert that ``close()`` ran exactly once
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import dataclasses
+import os
 import threading
 import time
 from collections.abc import Mapping
@@ -373,3 +375,34 @@ class Sleeper(Tracked):
             raise TimeoutError("release was never set")
         time.sleep(0.01)
         return "slept"
+
+
+# --------------------------------------------------------------------------- isolation (RFC 0003)
+
+
+class Fragile(openenv.Environment):
+    """Counts steps; the action ``"exit"`` calls ``os._exit``, ``"segv"`` dereferences NULL.
+    Workers of ``--isolation process`` import it from here (by reference)."""
+
+    max_sessions = 4
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        self.n = 0
+
+    def reset(self, *, seed: Any = None, episode_id: Any = None, options: Any = None) -> dict[str, int]:
+        self.n = 0
+        return {"n": 0, "pid": os.getpid()}
+
+    def step(self, action: str) -> dict[str, int]:
+        if action == "exit":
+            os._exit(3)
+        if action == "segv":
+            ctypes.string_at(0)  # SIGSEGV in native code
+        self.n += 1
+        return {"n": self.n, "pid": os.getpid()}
+
+    @openenv.tool
+    def where(self) -> int:
+        """The worker's process id."""
+        return os.getpid()

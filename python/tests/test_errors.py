@@ -298,16 +298,18 @@ async def test_oversized_answer_ends_the_stream_with_resource_exhausted() -> Non
         await wait_until(lambda: srv.manager.active == 0, what="the session to be freed")
 
 
-async def test_answer_over_the_servers_limit_ends_the_stream_with_resource_exhausted() -> None:
-    """The server sends nothing above its own max_message_bytes: an observation that big
-    ends the stream (RESOURCE_EXHAUSTED), frees the session, and the server lives on."""
+async def test_answer_over_the_servers_limit_is_answered_in_band_with_resource_exhausted() -> None:
+    """The server sends nothing above its own max_message_bytes: an observation that big is
+    answered RESOURCE_EXHAUSTED in band (RFC 0003), not fatal; the session and the server
+    live on."""
     limit = 64 * 1024
     async with running(Scripted, max_message_bytes=limit) as srv:
         async with openenv.EnvClient(srv.address) as env:
             await env.reset()
             with pytest.raises(openenv.ResourceExhausted) as exc:
                 await env.step({"op": "big", "n": limit + 1})
-            assert exc.value.fatal
+            assert not exc.value.fatal
+            assert len((await env.step({"op": "big", "n": 10})).observation) == 10
         await wait_released(srv, Scripted)
         async with openenv.EnvClient(srv.address) as env:
             await env.reset()

@@ -259,6 +259,11 @@ def test_typescript_gridworld_advertises_what_the_python_one_does(
             return env.info
 
     ts, py = asyncio.run(info(ts_gridworld)), asyncio.run(info(python_envs["OPENENV_GRIDWORLD_URL"]))
+    # The listener's own guards (RFC 0003) are the Python server's, not the environment's:
+    # the TypeScript server has no handshake deadline and neither requires a token here.
+    assert not ts.capabilities.HasField("handshake_timeout") and py.capabilities.handshake_timeout.seconds == 10
+    assert not ts.capabilities.auth_required and not py.capabilities.auth_required
+    py.capabilities.ClearField("handshake_timeout")
     # The differences are the server's, not the environment's: the TypeScript helper offers
     # snapshots but neither resumable sessions nor forks (RFC 0006), and no GetLoad (RFC 0005).
     assert ts.capabilities.snapshots and py.capabilities.snapshots

@@ -117,6 +117,11 @@ export interface EnvironmentDefinition<A, O, S = undefined, E extends Environmen
   concurrentSessions?: boolean;
   /** Same seed and actions give the same trajectory (default false). */
   deterministic?: boolean;
+  /**
+   * With `deterministic`: reset's seed selects the episode, different seeds give different
+   * episodes for some seeds (RFC 0007, Capabilities.seeded; default false: no claim).
+   */
+  seeded?: boolean;
   floatTolerance?: number;
   /** A step after the end starts a new episode (default false). */
   autoReset?: boolean;

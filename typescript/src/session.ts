@@ -171,6 +171,7 @@ export class Runtime<A, O, S> {
         actionBudget: d.actionBudget ?? 0,
         maxNumEnvs: this.maxNumEnvs > 1 ? this.maxNumEnvs : 0,
         snapshots: d.snapshots ?? false,
+        seeded: d.seeded ?? false,
       },
       rubric: d.rubric,
       metadata: d.metadata !== undefined && Object.keys(d.metadata).length > 0 ? d.metadata : undefined,

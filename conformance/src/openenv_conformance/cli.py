@@ -91,6 +91,11 @@ def _write(path: str, text: str) -> None:
     help="Skip the capacity checks above this many max_sessions.",
 )
 @click.option(
+    "--token",
+    default=None,
+    help="Bearer token for a target that requires one (default: $OPENENV_TOKEN; docker: targets: their own).",
+)
+@click.option(
     "--require-transport",
     type=click.Choice(["grpc", "http"]),
     default=None,
@@ -139,6 +144,7 @@ def certify(
     transport: str | None,
     parity_with: str | None,
     capacity_limit: int,
+    token: str | None,
     require_transport: str | None,
     idle_bound: float,
     strict_rewards: bool,
@@ -167,7 +173,7 @@ def certify(
     if certificate_path and not target.startswith("docker:"):
         raise click.UsageError("--certificate binds a certificate to an image: the target must be docker:IMAGE")
     console = Console(highlight=False, soft_wrap=True)
-    opts = RunOptions(capacity_limit=capacity_limit, idle_bound=idle_bound, strict_rewards=strict_rewards)
+    opts = RunOptions(capacity_limit=capacity_limit, token=token, idle_bound=idle_bound, strict_rewards=strict_rewards)
     try:
         report = run(
             target,

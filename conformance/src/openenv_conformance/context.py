@@ -57,6 +57,8 @@ class RunOptions:
         capacity_limit: the capacity checks skip environments declaring more sessions.
         slot_free_bound: seconds a dropped client may keep holding its session slot.
         concurrency: sessions the isolation check runs side by side.
+        token: the bearer token for targets that require one (RFC 0003; default: the
+            target's own, e.g. a docker: target's generated token, else $OPENENV_TOKEN).
         liveness_bound: seconds within which a session must be answered while another
             session's step runs, and by which a step timeout may be late.
         idle_bound: the idle-reaping check skips environments advertising a longer idle timeout
@@ -72,6 +74,7 @@ class RunOptions:
     capacity_limit: int = 4096
     slot_free_bound: float = 10.0
     concurrency: int = 4
+    token: str | None = None
     liveness_bound: float = 10.0
     idle_bound: float = 30.0
     strict_rewards: bool = False
@@ -157,6 +160,7 @@ class Context:
         self.options = options
         self.target = target
         self.peer_url = peer_url
+        self.token: str | None = getattr(wire, "token", None)
         self._peer: Transport | None = None
         self._peer_info: pb.EnvironmentInfo | None = None
         self.spec = EnvSpec(info)
@@ -195,7 +199,7 @@ class Context:
         if self.peer_url is None:
             return None
         if self._peer is None:
-            self._peer = open_transport(self.peer_url, timeout=self.options.timeout)
+            self._peer = open_transport(self.peer_url, timeout=self.options.timeout, token=self.token)
             self._peer_info = self._peer.get_info()
         assert self._peer_info is not None
         return self._peer, self._peer_info

@@ -6,6 +6,7 @@ import asyncio
 import concurrent.futures
 import dataclasses
 import importlib.metadata
+import os
 import random
 import shlex
 import time
@@ -103,6 +104,12 @@ def _peer_url(tgt: Target, kind: str, t_opts: TargetOptions) -> str | None:
     return next((u for k, u in sorted(tgt.transports().items()) if k != kind), None)
 
 
+def target_token(tgt: Target, options: RunOptions) -> str | None:
+    """The bearer token sent to ``tgt``: the run's, else the target's own (a docker: target's
+    generated one), else ``$OPENENV_TOKEN``."""
+    return options.token or getattr(tgt, "token", None) or os.environ.get("OPENENV_TOKEN") or None
+
+
 def open_context(
     tgt: Target, options: RunOptions, target_options: TargetOptions | None = None, *, ready_timeout: float = 60.0
 ) -> Context:
@@ -111,7 +118,7 @@ def open_context(
     :class:`TargetUnusable`; the context owns the transports (``ctx.close()``)."""
     t_opts = target_options or TargetOptions()
     try:
-        wire = open_transport(tgt.url, timeout=options.timeout)
+        wire = open_transport(tgt.url, timeout=options.timeout, token=target_token(tgt, options))
     except ValueError as e:
         raise TargetUnusable(str(e)) from None
     try:

@@ -44,12 +44,14 @@ ERROR_CODES: dict[str, int] = {
     "INVALID_ARGUMENT": 3,
     "DEADLINE_EXCEEDED": 4,
     "NOT_FOUND": 5,
+    "PERMISSION_DENIED": 7,
     "RESOURCE_EXHAUSTED": 8,
     "FAILED_PRECONDITION": 9,
     "ABORTED": 10,
     "UNIMPLEMENTED": 12,
     "INTERNAL": 13,
     "UNAVAILABLE": 14,
+    "UNAUTHENTICATED": 16,
 }
 
 # =========================================================================== docs/bridge.md
@@ -101,6 +103,8 @@ WS_CODE: dict[str, str | None] = {
     "INTERNAL": "EXECUTION_ERROR",
     "UNAVAILABLE": "SESSION_ERROR",
     "CANCELLED": None,
+    "UNAUTHENTICATED": "SESSION_ERROR",
+    "PERMISSION_DENIED": "SESSION_ERROR",
 }
 
 #: The ``WSErrorCode`` of INTERNAL while the session is being created (the factory raised).

@@ -27,8 +27,8 @@ def main(argv: list[str]) -> None:
     if wire is not None:
         real = openenv.server._Servicer  # the one symbol of the runtime a wire mutant relies on
 
-        def servicer(manager: Any) -> Any:
-            return wire(real(manager))
+        def servicer(manager: Any, *args: Any) -> Any:  # the server's other arguments (handshake deadline)
+            return wire(real(manager, *args))
 
         openenv.server._Servicer = servicer  # type: ignore[assignment,misc]
     backend = getattr(mod, "HttpBackend", None)

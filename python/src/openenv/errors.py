@@ -26,10 +26,16 @@ __all__ = [
     "InvalidAction",
     "InvalidArgument",
     "NotFound",
+    "PermissionDenied",
     "ResourceExhausted",
+    "Unauthenticated",
     "Unavailable",
     "Unimplemented",
 ]
+
+
+MAX_MESSAGE_CHARS = 1024
+"""Error messages are cut to this many characters (plus a note saying how many were cut)."""
 
 
 class ErrorCode(enum.IntEnum):
@@ -39,12 +45,14 @@ class ErrorCode(enum.IntEnum):
     INVALID_ARGUMENT = 3
     DEADLINE_EXCEEDED = 4
     NOT_FOUND = 5
+    PERMISSION_DENIED = 7
     RESOURCE_EXHAUSTED = 8
     FAILED_PRECONDITION = 9
     ABORTED = 10
     UNIMPLEMENTED = 12
     INTERNAL = 13
     UNAVAILABLE = 14
+    UNAUTHENTICATED = 16
 
 
 class EnvError(Exception):
@@ -65,6 +73,10 @@ class EnvError(Exception):
         super().__init__(message)
         if code is not None:
             self.code = ErrorCode(code)
+        if len(message) > MAX_MESSAGE_CHARS:  # messages may quote input: never echo megabytes back
+            cut = len(message) - MAX_MESSAGE_CHARS
+            message = f"{message[:MAX_MESSAGE_CHARS]}... ({cut} more characters cut)"
+            super().__init__(message)
         self.message = message
         self.details = details
         self.fatal = fatal
@@ -85,8 +97,10 @@ class EnvError(Exception):
         if self.details is not None:
             try:
                 value = to_value(self.details)
-            except TypeError:
-                value = to_value(str(self.details))
+            except (TypeError, RecursionError):
+                value = to_value(str(self.details)[:MAX_MESSAGE_CHARS])
+            if value.ByteSize() > 16 * MAX_MESSAGE_CHARS:  # details quoting huge input: cut as text
+                value = to_value(str(self.details)[:MAX_MESSAGE_CHARS] + "... (details cut)")
             st.details.add().Pack(value)
         return st
 
@@ -181,6 +195,18 @@ class Unavailable(EnvError):
     code = ErrorCode.UNAVAILABLE
 
 
+class Unauthenticated(EnvError):
+    """The server requires a bearer token and none (or none it accepts) was given (RFC 0003)."""
+
+    code = ErrorCode.UNAUTHENTICATED
+
+
+class PermissionDenied(EnvError):
+    """The request is not allowed from where it came (e.g. a foreign ``Origin``; RFC 0003)."""
+
+    code = ErrorCode.PERMISSION_DENIED
+
+
 _BY_CODE: dict[ErrorCode, type[EnvError]] = {
     c.code: c
     for c in (
@@ -194,6 +220,8 @@ _BY_CODE: dict[ErrorCode, type[EnvError]] = {
         Unimplemented,
         Internal,
         Unavailable,
+        Unauthenticated,
+        PermissionDenied,
     )
 }
 

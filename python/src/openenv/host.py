@@ -32,7 +32,8 @@ from openenv.runtime.session import (
     Runtime,
     SessionManager,
 )
-from openenv.server import Server
+from openenv.security import TlsConfig, TokenSet, check_bind
+from openenv.server import DEFAULT_HANDSHAKE_TIMEOUT_S, Server
 
 log = logging.getLogger("openenv.host")
 
@@ -99,8 +100,16 @@ class Host:
         max_sessions, max_message_bytes, idle_timeout_s, tools_only, max_num_envs, resume_grace_s: the
             runtime's settings (see :func:`serve`).
         reflection: serve gRPC server reflection.
+        tokens: bearer tokens accepted by both listeners (empty: anonymous; RFC 0003).
+        tls: certificate and key (and optional client CA) of both listeners.
+        allow_anonymous: serve a non-loopback address without a token (refused otherwise).
+        handshake_timeout_s: a gRPC stream silent for longer before its handshake is ended.
+        isolation: ``"thread"`` (default) or ``"process"``: each session's environment in its
+            own worker process, so a crash loses only that session (docs/security.md).
         metrics: count metrics (``/metrics`` on the HTTP side; needs ``prometheus-client``).
-        metrics_port: also serve ``/metrics`` on this port (0: a free one; on ``http_host``).
+        metrics_port: also serve ``/metrics`` on this port (0: a free one; on ``http_host``). That
+            port takes no token: beyond loopback it needs ``allow_anonymous`` (with tokens,
+            scrape the HTTP side's ``/metrics`` with the token instead).
         web: serve the ``/web`` playground (default: only when the HTTP side is on loopback).
     """
 
@@ -119,6 +128,11 @@ class Host:
         tools_only: bool = False,
         max_num_envs: int | None = None,
         reflection: bool = True,
+        tokens: TokenSet | None = None,
+        tls: TlsConfig | None = None,
+        allow_anonymous: bool = False,
+        handshake_timeout_s: float | None = DEFAULT_HANDSHAKE_TIMEOUT_S,
+        isolation: str = "thread",
         resume_grace_s: float = DEFAULT_RESUME_GRACE_S,
         metrics: bool = True,
         metrics_port: int | None = None,
@@ -132,6 +146,13 @@ class Host:
                 http_port = None
         if port is None and http_port is None:
             raise ValueError("nothing to serve: give a gRPC port, an HTTP port or both")
+        tokens = tokens or TokenSet()
+        if port is not None:
+            check_bind(host, tokens, allow_anonymous, "the gRPC listener")
+        if http_port is not None:
+            check_bind(http_host or host, tokens, allow_anonymous, "the HTTP listener")
+        if metrics_port is not None:  # a scrapers' port of its own, without tokens (docs/security.md)
+            check_bind(http_host or host, TokenSet(), allow_anonymous, "the metrics port (it takes no token)")
         self.runtime = Runtime(
             factory,
             max_sessions=max_sessions,
@@ -139,11 +160,13 @@ class Host:
             idle_timeout_s=idle_timeout_s,
             tools_only=tools_only,
             max_num_envs=max_num_envs,
+            isolation=isolation,
             resume_grace_s=resume_grace_s,
         )
         self.manager = SessionManager(self.runtime)
         self.host, self.port, self.http_port = host, port, http_port
         self.http_host, self.http_options = http_host, http_options
+        self.tokens, self.tls = tokens, tls
         self.observer = Observer(metrics, self.runtime.max_sessions)
         self.metrics_port = metrics_port
         self.metrics_url: str | None = None  # http://host:port/metrics with metrics_port
@@ -155,6 +178,9 @@ class Host:
                 host,
                 port,
                 reflection=reflection,
+                tokens=tokens,
+                tls=tls,
+                handshake_timeout_s=handshake_timeout_s,
                 interceptors=[ObservingInterceptor(self.observer, env_clock(self.manager))],
             )
             if port is not None
@@ -171,7 +197,7 @@ class Host:
 
     @property
     def http_url(self) -> str | None:
-        """``http://host:port`` of the HTTP side, when it runs."""
+        """``http(s)://host:port`` of the HTTP side, when it runs."""
         return self.http.url if self.http is not None else None
 
     def describe(self) -> list[str]:
@@ -195,10 +221,13 @@ class Host:
                 await self.grpc.start()
             if self._bridge is not None:
                 b = self._bridge
+                opts = self.http_options or b.HttpOptions()
+                if not opts.tokens:
+                    opts.tokens = self.tokens
+                if opts.tls is None:
+                    opts.tls = self.tls
                 app = b.ObservedApp(b.BridgeApp(b.LocalBackend(self.manager)), self.observer, web=self.web)
-                self.http = await b.HttpServer(
-                    app, self.http_host or self.host, self.http_port, self.http_options
-                ).start()
+                self.http = await b.HttpServer(app, self.http_host or self.host, self.http_port, opts).start()
                 log.info("serving %s over HTTP on %s", self.runtime.env_cls.__name__, self.http.url)
             if self.metrics_port is not None:
                 self._serve_metrics(self.metrics_port)
@@ -335,6 +364,8 @@ def serve(
         web: serve the ``/web`` playground (default: when the HTTP side is on loopback).
         metrics: count metrics (``/metrics``); metrics_port: also serve them on this port.
         ready: called with the started :class:`Host` (instead of printing its addresses).
+        tokens, tls, allow_anonymous, handshake_timeout_s, isolation: who may connect and
+            how sessions are contained (see :class:`Host`; docs/security.md).
     """
     _run(serve_async(factory, host, port, **kwargs))
 
@@ -347,12 +378,20 @@ async def serve_bridge_async(
     options: Any = None,
     connect_timeout: float = 30.0,
     ready: Callable[[Any], Any] | None = None,
+    allow_anonymous: bool = False,
+    token: str | None = None,
+    ca_file: str | None = None,
     web: bool | None = None,
 ) -> None:
     """Serve OpenEnv's HTTP surface for the gRPC environment at ``target`` until SIGTERM/SIGINT
-    (with ``/metrics``, and the ``/web`` playground when ``web``, default: on loopback)."""
+    (with ``/metrics``, and the ``/web`` playground when ``web``, default: on loopback).
+
+    ``options.tokens`` protect the bridge itself; ``token`` and ``ca_file`` are what the
+    bridge presents to, and trusts of, the gRPC server (``grpcs://`` targets)."""
     b = _bridge()
-    backend = await b.RemoteBackend.connect(target, connect_timeout=connect_timeout)
+    options = options or b.HttpOptions()
+    check_bind(host, options.tokens, allow_anonymous, "the bridge")
+    backend = await b.RemoteBackend.connect(target, connect_timeout=connect_timeout, token=token, ca_file=ca_file)
     app = b.ObservedApp(
         b.BridgeApp(backend), Observer(max_sessions=backend.max_sessions), web=is_loopback(host) if web is None else web
     )

@@ -17,7 +17,7 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from openenv.errors import EnvError, FailedPrecondition, Internal, InvalidArgument
+from openenv.errors import EnvError, FailedPrecondition, Internal, InvalidArgument, ResourceExhausted
 from openenv.protocol import PROTOCOL_VERSION, StepResult
 from openenv.runtime.environment import Environment
 from openenv.runtime.load import server_load
@@ -32,6 +32,8 @@ from openenv.runtime.session import (
 from openenv.runtime.session import Session as RuntimeSession  # `Session` is also the servicer's RPC
 from openenv.runtime.tasks import answer_list_tasks, with_task
 from openenv.runtime.vector import VectorSession
+from openenv.security import TlsConfig, TokenSet
+from openenv.security.grpc_guard import GuardInterceptor, Undecodable
 from openenv.v1 import environment_pb2, environment_pb2_grpc, error_pb2, load_pb2
 from openenv.values import from_struct, to_struct
 
@@ -42,6 +44,38 @@ SERVICE_NAME = environment_pb2.DESCRIPTOR.services_by_name["EnvironmentService"]
 __all__ = ["Server", "fill_time_step", "status_of"]
 
 _CLOSE = object()
+
+DEFAULT_HANDSHAKE_TIMEOUT_S = 10.0
+"""A stream that has not sent its handshake within this time ends with DEADLINE_EXCEEDED."""
+
+
+def _decoded(req: Any) -> environment_pb2.SessionRequest:
+    if isinstance(req, Undecodable):
+        raise InvalidArgument(f"undecodable SessionRequest ({req.error})")
+    return cast(environment_pb2.SessionRequest, req)
+
+
+def _bounded_serializer(limit: int) -> Callable[[environment_pb2.SessionResponse], bytes]:
+    """Serialize a SessionResponse once; one larger than the message limit (which would end
+    the whole stream) is replaced by an in-band, non-fatal RESOURCE_EXHAUSTED for the same
+    request (RFC 0003)."""
+
+    def serialize(resp: environment_pb2.SessionResponse) -> bytes:
+        data = resp.SerializeToString()
+        if len(data) <= limit:
+            return data
+        out = environment_pb2.SessionResponse(request_id=resp.request_id)
+        out.error.CopyFrom(
+            status_of(
+                ResourceExhausted(
+                    f"the reply ({resp.WhichOneof('kind')}, {len(data)} bytes) exceeds the {limit}-byte message "
+                    "limit; the request was carried out"
+                )
+            )
+        )
+        return out.SerializeToString()
+
+    return serialize
 
 
 def status_of(err: EnvError) -> error_pb2.Status:
@@ -78,8 +112,9 @@ class _Servicer:
     # Implements every RPC of EnvironmentService (Session, GetInfo, GetLoad), so it does not subclass the
     # generated EnvironmentServiceServicer (untyped: Any to the checker), whose methods only
     # answer UNIMPLEMENTED; add_EnvironmentServiceServicer_to_server takes it as it is.
-    def __init__(self, manager: SessionManager) -> None:
+    def __init__(self, manager: SessionManager, handshake_timeout_s: float | None = None) -> None:
         self.manager = manager
+        self.handshake_timeout_s = handshake_timeout_s
         self.runtime = manager.runtime
         self.info_response = environment_pb2.GetInfoResponse(info=self.runtime.info)
         self.resumes = Resumes.of(manager)
@@ -110,12 +145,17 @@ class _Servicer:
                     task.cancel()
 
         try:
-            first = await context.read()
+            try:
+                first = await asyncio.wait_for(context.read(), self.handshake_timeout_s)
+            except TimeoutError:
+                await context.abort(
+                    grpc.StatusCode.DEADLINE_EXCEEDED, f"no handshake within {self.handshake_timeout_s:g} s"
+                )
             if first is grpc.aio.EOF:
                 return
-            resp = environment_pb2.SessionResponse(request_id=first.request_id)
+            resp = environment_pb2.SessionResponse(request_id=getattr(first, "request_id", 0))
             try:
-                session, entry = await self._handshake(first, resp, task)
+                session, entry = await self._handshake(_decoded(first), resp, task)
             except EnvError as e:
                 e.fatal = True
                 resp.error.CopyFrom(status_of(e))
@@ -132,7 +172,10 @@ class _Servicer:
                     # end of input too, so without one the client may come back.
                     dropped = entry is not None
                     return
-                if entry is not None:  # exactly once: a request re-sent after a drop is answered from the record
+                if isinstance(req, Undecodable):  # answered in band, never recorded (RFC 0003)
+                    resp = environment_pb2.SessionResponse(request_id=req.request_id)
+                    resp.error.CopyFrom(status_of(InvalidArgument(f"undecodable SessionRequest ({req.error})")))
+                elif entry is not None:  # exactly once: a request re-sent after a drop is answered from the record
                     resp = await entry.journal.answer(req, functools.partial(self._answer, session, req))
                 else:
                     resp = await self._answer(session, req)
@@ -169,6 +212,8 @@ class _Servicer:
             await self._dispatch(session, req, resp)
         except EnvError as e:
             resp.error.CopyFrom(status_of(e))
+        except RecursionError:
+            resp.error.CopyFrom(status_of(InvalidArgument("the request is nested too deeply")))
         except Exception as e:
             log.warning("request %s of session %s failed", req.WhichOneof("kind"), session.id, exc_info=True)
             resp.error.CopyFrom(status_of(Internal(f"{type(e).__name__}: {e}")))
@@ -346,7 +391,11 @@ class Server:
     with the runtime's keywords (``max_sessions``, ``idle_timeout_s``, ...); or a
     :class:`SessionManager` shared with other listeners (then the keywords are its own and
     whoever made it drains and shuts it down). ``interceptors`` are ``grpc.aio`` server
-    interceptors (:class:`openenv.Host` adds the metrics/logs/traces one).
+    interceptors (:class:`openenv.Host` adds the metrics/logs/traces one), run outside the
+    listener's own guard. ``tokens``: the bearer tokens every call but health checks needs
+    (RFC 0003); ``tls``: serve ``grpcs``; ``handshake_timeout_s``: how long a stream may stay
+    silent before its handshake; ``isolation``: ``"process"`` runs each session's environment
+    in a worker process.
     """
 
     def __init__(
@@ -363,6 +412,10 @@ class Server:
         reflection: bool = True,
         resume_grace_s: float = DEFAULT_RESUME_GRACE_S,
         interceptors: Sequence[Any] = (),
+        tokens: TokenSet | None = None,
+        tls: TlsConfig | None = None,
+        handshake_timeout_s: float | None = DEFAULT_HANDSHAKE_TIMEOUT_S,
+        isolation: str = "thread",
     ) -> None:
         if isinstance(factory, SessionManager):
             self.manager, self._owns_manager = factory, False
@@ -375,6 +428,7 @@ class Server:
                 tools_only=tools_only,
                 max_num_envs=max_num_envs,
                 resume_grace_s=resume_grace_s,
+                isolation=isolation,
             )
             self.manager, self._owns_manager = SessionManager(runtime), True
         self.runtime = self.manager.runtime
@@ -384,37 +438,65 @@ class Server:
         self.interceptors = list(interceptors)  # grpc.aio server interceptors (e.g. metrics, traces)
         self._server: grpc.aio.Server | None = None
         self.health = health.aio.HealthServicer()
+        self.tokens, self.tls = tokens or TokenSet(), tls
+        self.handshake_timeout_s = handshake_timeout_s or None
+        caps = self.runtime.info.capabilities  # what GetInfo and the handshake tell clients (RFC 0003)
+        caps.auth_required = bool(self.tokens)
+        if self.handshake_timeout_s:
+            caps.handshake_timeout.FromNanoseconds(int(self.handshake_timeout_s * 1e9))
 
     @property
     def address(self) -> str:
-        """``grpc://host:port`` (loopback when bound to all interfaces)."""
+        """``grpc://host:port`` (``grpcs://`` with TLS; loopback when bound to all interfaces)."""
         host = self.host if self.host not in ("0.0.0.0", "::", "") else "127.0.0.1"
         if ":" in host:
             host = f"[{host}]"
-        return f"grpc://{host}:{self.port}"
+        return f"{'grpcs' if self.tls else 'grpc'}://{host}:{self.port}"
 
     async def start(self) -> Server:
         limit = self.runtime.max_message_bytes
+        credentials = self.tls.grpc_credentials() if self.tls is not None else None
         server = grpc.aio.server(
-            interceptors=self.interceptors or None,
+            # The first interceptor is the outermost: the given ones (metrics, logs, traces) see
+            # every call, the guard's refusals included, and wrap the handler the guard shaped
+            # (tolerant request decoding, bounded replies).
+            interceptors=[
+                *self.interceptors,
+                GuardInterceptor(
+                    self.tokens,
+                    tolerant=[f"/{SERVICE_NAME}/Session"],
+                    serializers={f"/{SERVICE_NAME}/Session": _bounded_serializer(limit)},
+                ),
+            ],
             options=[
                 ("grpc.so_reuseport", 0),
                 ("grpc.max_receive_message_length", limit),
                 ("grpc.max_send_message_length", limit),
                 ("grpc.keepalive_permit_without_calls", 1),
+                # Clients may ping every 10 s (ours: 30 s). Ping strikes stay off: gRPC's
+                # own BDP probes during large transfers would count as strikes and the
+                # server would GOAWAY honest clients; a ping costs the server little.
                 ("grpc.http2.min_recv_ping_interval_without_data_ms", 10_000),
                 ("grpc.http2.max_ping_strikes", 0),
-                ("grpc.max_concurrent_streams", 0x7FFFFFFF),
+                # Dead peers are found by the server's own pings, not only by the idle reaper.
+                ("grpc.keepalive_time_ms", 60_000),
+                ("grpc.keepalive_timeout_ms", 20_000),
+                # Streams of one connection: every session has one; silent ones end at the
+                # handshake deadline.
+                ("grpc.max_concurrent_streams", max(128, self.runtime.max_sessions + 16)),
+                ("grpc.max_metadata_size", 16 * 1024),
             ],
         )
-        environment_pb2_grpc.add_EnvironmentServiceServicer_to_server(_Servicer(self.manager), server)
+        servicer = _Servicer(self.manager, self.handshake_timeout_s)
+        environment_pb2_grpc.add_EnvironmentServiceServicer_to_server(servicer, server)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
         if self.reflection:
             reflection.enable_server_reflection(
                 [SERVICE_NAME, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name, reflection.SERVICE_NAME],
                 server,
             )
-        self.port = server.add_insecure_port(f"{self.host}:{self.requested_port}")
+        address = f"{self.host}:{self.requested_port}"
+        self.port = server.add_secure_port(address, credentials) if credentials else server.add_insecure_port(address)
         if not self.port:
             raise RuntimeError(f"cannot bind {self.host}:{self.requested_port}")
         await server.start()

@@ -74,7 +74,8 @@ async def test_openenv_jsonrpc_dialect() -> None:
             )
         ).json()
         assert rpc["error"]["code"] == -32602 and rpc["error"]["data"]["status"] == "NOT_FOUND"
-        assert (await http.post("/mcp", content=b"{oops")).json()["error"]["code"] == -32700
+        bad = await http.post("/mcp", content=b"{oops", headers={"Content-Type": "application/json"})
+        assert bad.json()["error"]["code"] == -32700
         assert (await http.post("/mcp", json={"jsonrpc": "2.0", "id": 4, "method": "x/y"})).json()["error"][
             "code"
         ] == -32601

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[3]
-ECHO_TAG = "openenv-echo-env:pytest"
+ECHO_TAG = os.environ.get("OPENENV_TEST_ECHO_TAG", "openenv-echo-env:pytest")  # helpers on one engine: their own tag
 
 
 def unavailable(reason: str) -> None:

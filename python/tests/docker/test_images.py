@@ -123,6 +123,19 @@ def test_hardened_defaults_and_read_only_root(engine: Any, echo_image: str, mana
         assert health.exit_code == 0 and health.output.decode().strip() == "SERVING"
         assert info["NetworkSettings"]["Ports"]["8000/tcp"][0]["HostIp"] == "127.0.0.1"
         assert _http_health(c.http_url) == {"status": "healthy"}  # the HTTP/WebSocket side on 8000
+        # RFC 0003: the server listens on the container's interfaces, so it requires the token
+        # start_container generated; the restart policy brings a killed server back.
+        assert hc["RestartPolicy"] == {"Name": "on-failure", "MaximumRetryCount": 3}
+        assert c.token and f"OPENENV_TOKEN={c.token}" in info["Config"]["Env"]
+
+        async def anonymous_then_with_token() -> None:
+            with pytest.raises(openenv.Unauthenticated):
+                async with openenv.EnvClient(c.url, token="", connect_timeout=TIMEOUT):
+                    pass
+            async with openenv.EnvClient(c.url, token=c.token) as env:
+                await env.reset()
+
+        asyncio.run(asyncio.wait_for(anonymous_then_with_token(), TIMEOUT))
     assert c.exit_code == 0, f"SIGTERM did not stop the server gracefully:\n{c.logs()}"
     assert "serving EchoEnvironment" in c.logs()
 
@@ -139,7 +152,7 @@ def test_network_none(engine: Any, echo_image: str, managed_names: set[str]) -> 
         assert ifaces == ["lo"]
 
         async def play() -> None:
-            async with EchoEnv(c.url) as env:
+            async with EchoEnv(c.url, token=c.token) as env:
                 await env.reset()
                 for i in range(20):
                     r = await env.call_tool("echo_message", {"message": "x" * i})

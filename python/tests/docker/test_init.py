@@ -106,7 +106,7 @@ def test_init_build_run_certify(scaffolded: Path, engine: Any, base_image: str, 
         managed_names.add(c.name)
 
         async def play() -> None:
-            async with openenv.EnvClient(c.url) as env:
+            async with openenv.EnvClient(c.url, token=c.token) as env:
                 assert env.info is not None and env.info.name == NAME
                 r = await env.reset(seed=3)
                 low, high = 1, 100

@@ -20,6 +20,7 @@ import openenv
 from openenv.client.load import fetch_load, get_load
 from openenv.errors import Unavailable
 from openenv.fleet import FleetClient, LocalProvider
+from openenv.security import TokenSet
 
 pytestmark = pytest.mark.anyio
 
@@ -124,6 +125,25 @@ def test_cli_fleet_up_status_down(tmp_path: Path) -> None:
         assert not Path(f"/proc/{s['pid']}").exists() or "zombie" in Path(f"/proc/{s['pid']}/status").read_text()
 
 
+async def test_get_load_and_get_slash_load_need_the_token_of_a_server_that_requires_one() -> None:
+    httpx = pytest.importorskip("httpx")
+    token = "fleet-test-token"
+    host = openenv.Host(Counter, port=0, http_port=0, tokens=TokenSet([token]))
+    await host.start()
+    try:
+        assert host.address is not None and host.http_url is not None
+        target = host.address.split("://")[1]
+        with pytest.raises(openenv.Unauthenticated):
+            await asyncio.to_thread(fetch_load, target)
+        assert (await asyncio.to_thread(fetch_load, target, token=token)).sessions_open == 0
+        async with httpx.AsyncClient(base_url=host.http_url, trust_env=False) as http:
+            assert (await http.get("/load")).status_code == 401
+            r = await http.get("/load", headers={"Authorization": f"Bearer {token}"})
+            assert r.status_code == 200 and r.json()["sessions_open"] == 0
+    finally:
+        await host.stop(1.0)
+
+
 async def test_the_http_side_reports_the_same_load_on_get_load() -> None:
     """GET /load is GetLoad's JSON twin over the same sessions (HTTP side of one Host)."""
     httpx = pytest.importorskip("httpx")
@@ -138,7 +158,7 @@ async def test_the_http_side_reports_the_same_load_on_get_load() -> None:
                 r = await http.get("/load")
                 assert r.status_code == 200
                 doc = r.json()
-                assert (await http.post("/load")).status_code == 405
+                assert (await http.post("/load", json={})).status_code == 405
             grpc_load = await asyncio.to_thread(fetch_load, host.address.split("://")[1])
         assert doc["sessions_open"] == grpc_load.sessions_open == 1
         assert doc["max_sessions"] == 6 and doc["steps_total"] == "1" and doc["draining"] is False  # uint64: a string

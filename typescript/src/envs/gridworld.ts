@@ -264,6 +264,7 @@ export const gridworld: EnvironmentDefinition<Action, Observation, State> = {
   state: messageType(StateSchema),
   create: (options) => new GridWorld(options),
   deterministic: true,
+  seeded: true, // the seed builds the maze, as in the Python gridworld
   snapshots: true,
   maxEpisodeSteps: 100,
   rewardRange: [round6(STEP_PENALTY - SHAPING), round6(STEP_PENALTY + SHAPING + GOAL_REWARD)],

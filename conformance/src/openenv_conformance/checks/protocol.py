@@ -27,6 +27,7 @@ from openenv_conformance.transport import (
     expect_ok,
     expect_response,
 )
+from openenv_conformance.transport.grpc import Wire
 
 _SPEC = "docs/protocol.md"
 
@@ -461,3 +462,53 @@ def http_endpoints(ctx: Context) -> str | None:
     if len(ids) != 2:
         raise Violation("two sessions got the same session id")
     return None
+
+
+_RFC3 = "docs/rfcs/0003-hardened-listeners.md"
+
+
+@check(
+    "protocol.handshake_deadline",
+    "A Session stream that sends nothing is ended with DEADLINE_EXCEEDED once Capabilities.handshake_timeout "
+    "elapses, and the server serves on",
+    f"{_RFC3}; environment.proto Capabilities.handshake_timeout",
+    requires=(GRPC,),
+    why="gRPC only: the deadline bounds silent Session streams (the HTTP side bounds request heads instead)",
+)
+def handshake_deadline(ctx: Context) -> None:
+    caps = ctx.spec.caps
+    if not caps.HasField("handshake_timeout"):
+        raise CheckSkipped("the server advertises no handshake_timeout")
+    deadline = caps.handshake_timeout.ToNanoseconds() / 1e9
+    if deadline <= 0 or deadline > 60:
+        raise CheckSkipped(f"handshake_timeout {deadline:g} s is outside what the suite waits for (0, 60]")
+    s = ctx.session(handshake=False)
+    end, extra = s.wait_end(deadline + max(ctx.options.timeout, 30.0))
+    if extra:
+        raise Violation(f"a stream that sent nothing was answered: {describe(extra[0])}")
+    if end.code is not grpc.StatusCode.DEADLINE_EXCEEDED:
+        raise Violation(f"a stream that sent nothing ended with {end.code.name}, not DEADLINE_EXCEEDED")
+    ctx.fresh_session_works("a stream ended at the handshake deadline")
+
+
+@check(
+    "protocol.unauthenticated",
+    "When Capabilities.auth_required is set, a Session stream without the bearer token is ended with "
+    "UNAUTHENTICATED before any answer, and no session is opened",
+    f"{_RFC3}; error table UNAUTHENTICATED",
+    requires=(GRPC,),
+    why="gRPC only: the HTTP side answers 401 before the WebSocket opens (no frame to check)",
+)
+def unauthenticated(ctx: Context) -> None:
+    if not ctx.spec.caps.auth_required:
+        raise CheckSkipped("the server requires no token (Capabilities.auth_required is false)")
+    wire = ctx.wire
+    if not isinstance(wire, Wire):
+        raise CheckSkipped("the transport cannot open an anonymous channel")
+    s = ctx.session(handshake=False, channel=wire.new_channel(anonymous=True))
+    answer = s.handshake()
+    if not isinstance(answer, StreamEnd):
+        raise Violation(f"an anonymous handshake was answered: {describe(answer)}")
+    if answer.code is not grpc.StatusCode.UNAUTHENTICATED:
+        raise Violation(f"an anonymous handshake ended with {answer.code.name}, not UNAUTHENTICATED")
+    ctx.fresh_session_works("an anonymous stream")

@@ -91,8 +91,9 @@ def transport_kind(url: str) -> str:
     raise ValueError(f"{url!r}: expected grpc://, http(s):// or ws(s)://")
 
 
-def open_transport(url: str, *, timeout: float = 10.0) -> Transport:
-    """The transport reaching ``url`` (nothing is sent yet)."""
+def open_transport(url: str, *, timeout: float = 10.0, token: str | None = None) -> Transport:
+    """The transport reaching ``url`` (nothing is sent yet); ``token``: the bearer token
+    every call carries (RFC 0003), when the target requires one."""
     if transport_kind(url) == "grpc":
-        return Wire(url, timeout=timeout)
-    return WsWire(url, timeout=timeout)
+        return Wire(url, timeout=timeout, token=token)
+    return WsWire(url, timeout=timeout, token=token)

@@ -68,7 +68,8 @@ class Wire:
 
     kind = "grpc"
 
-    def __init__(self, url: str, *, timeout: float = 10.0) -> None:
+    def __init__(self, url: str, *, timeout: float = 10.0, token: str | None = None) -> None:
+        self.token = token
         scheme, self.address = parse_url(url)
         if scheme != "grpc":
             raise ValueError(f"{url!r}: the wire speaks grpc:// only")
@@ -77,6 +78,7 @@ class Wire:
         self.loop = _thread_loop()
         self._tasks: set[asyncio.Task[Any]] = set()
         self._channels: list[grpc.aio.Channel] = []
+        self._anonymous: set[grpc.aio.Channel] = set()
         self.sessions: list[Session] = []
         self.channel = self.new_channel()
         self.stub = environment_pb2_grpc.EnvironmentServiceStub(self.channel)
@@ -96,8 +98,9 @@ class Wire:
         except TimeoutError:
             raise NoAnswer(f"no answer to {what} within {t:g} s") from None
 
-    def new_channel(self) -> grpc.aio.Channel:
-        """A new connection to the target (its own HTTP/2 connection)."""
+    def new_channel(self, *, anonymous: bool = False) -> grpc.aio.Channel:
+        """A new connection to the target (its own HTTP/2 connection); its calls carry the
+        bearer token, unless ``anonymous``."""
 
         async def make() -> grpc.aio.Channel:
             return grpc.aio.insecure_channel(
@@ -112,7 +115,17 @@ class Wire:
 
         ch = self.run(make())
         self._channels.append(ch)
+        if anonymous:
+            self._anonymous.add(ch)
         return ch
+
+    def metadata(self, channel: grpc.aio.Channel | None = None) -> tuple[tuple[str, str], ...] | None:
+        """The call metadata of a call on ``channel``: the bearer token (RFC 0003), except on
+        anonymous channels. Passed per call (an interceptor would wrap stream calls in async
+        generators that grpc.aio then closes noisily on cancellation)."""
+        if not self.token or (channel is not None and channel in self._anonymous):
+            return None
+        return (("authorization", f"Bearer {self.token}"),)
 
     def close_channel(self, channel: grpc.aio.Channel) -> None:
         """Close a connection at once, cancelling its calls (an abrupt disconnect)."""
@@ -140,7 +153,7 @@ class Wire:
         t = self.timeout if timeout is None else timeout
 
         async def call() -> pb.GetInfoResponse:  # calls are created on the wire's own loop
-            return await self.stub.GetInfo(pb.GetInfoRequest(), timeout=t)
+            return await self.stub.GetInfo(pb.GetInfoRequest(), timeout=t, metadata=self.metadata())
 
         return self.run(call(), t + 1, "GetInfo").info
 
@@ -149,7 +162,7 @@ class Wire:
         t = self.timeout if timeout is None else timeout
 
         async def call() -> load_pb2.GetLoadResponse:
-            return await self.stub.GetLoad(load_pb2.GetLoadRequest(), timeout=t)
+            return await self.stub.GetLoad(load_pb2.GetLoadRequest(), timeout=t, metadata=self.metadata())
 
         return self.run(call(), t + 1, "GetLoad").load
 
@@ -173,7 +186,7 @@ class Wire:
 
         async def ask() -> tuple[list[str], list[bytes]]:
             stub = reflection_pb2_grpc.ServerReflectionStub(self.channel)
-            call = stub.ServerReflectionInfo(timeout=self.timeout)
+            call = stub.ServerReflectionInfo(timeout=self.timeout, metadata=self.metadata())
             await call.write(reflection_pb2.ServerReflectionRequest(list_services=""))
             listed = await call.read()
             await call.write(reflection_pb2.ServerReflectionRequest(file_containing_symbol=symbol))
@@ -204,7 +217,7 @@ class Session(RequestBuilder):
         async def start() -> tuple[Any, asyncio.Task[None]]:
             call = channel.stream_stream(
                 SESSION_METHOD, request_serializer=_serialize, response_deserializer=pb.SessionResponse.FromString
-            )()
+            )(metadata=wire.metadata(channel))
             reader = asyncio.ensure_future(self._read(call))
             wire._tasks.add(reader)
             reader.add_done_callback(wire._tasks.discard)

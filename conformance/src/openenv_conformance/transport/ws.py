@@ -174,7 +174,8 @@ class WsWire:
 
     kind = "http"
 
-    def __init__(self, url: str, *, timeout: float = 10.0) -> None:
+    def __init__(self, url: str, *, timeout: float = 10.0, token: str | None = None) -> None:
+        self.token = token
         self.ws_url, self.http_url = split_url(url)
         self.url = url
         self.timeout = timeout
@@ -182,7 +183,11 @@ class WsWire:
         self.sessions: list[WsSession] = []
         self.extended: bool | None = None  # an openenv server (GET /openenv/info answers); set by get_info
         self.info: pb.EnvironmentInfo | None = None
-        self._http = httpx.Client(timeout=timeout, trust_env=not _loopback(self.http_url))
+        self._http = httpx.Client(
+            timeout=timeout,
+            trust_env=not _loopback(self.http_url),
+            headers={"Authorization": f"Bearer {token}"} if token else None,
+        )
         self.channel = _Channel()
 
     @property
@@ -414,6 +419,8 @@ class WsSession(RequestBuilder):
         }
         if _loopback(url):
             kw["proxy"] = None
+        if self.wire.token:
+            kw["additional_headers"] = {"Authorization": f"Bearer {self.wire.token}"}
 
         async def open_socket() -> ClientConnection:
             return await connect(url, **kw)

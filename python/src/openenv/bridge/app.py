@@ -218,6 +218,7 @@ class BridgeApp:
             "/openapi.json": frames.dumps(_openapi_doc(backend)).encode(),
             "/openenv/info": frames.dumps(self.info_json).encode(),
         }
+        self.browser: Any = None  # the listener's openenv.security.BrowserPolicy, set by HttpServer
         self._mcp_http: Any = None
         self._mcp_lock = asyncio.Lock()
 

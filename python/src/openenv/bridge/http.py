@@ -17,12 +17,16 @@ import asyncio
 import contextlib
 import logging
 import socket
+import ssl
 from collections.abc import Iterator
 from typing import Any
 
 import uvicorn
 
 from openenv.bridge.app import BridgeApp
+from openenv.bridge.guard import Guard
+from openenv.bridge.limits import HttpLimits, protocol_classes
+from openenv.security import BrowserPolicy, TlsConfig, TokenSet
 
 log = logging.getLogger("openenv.bridge")
 
@@ -42,6 +46,13 @@ class HttpOptions:
         ws_ping_timeout: seconds to wait for the pong.
         max_message_bytes: largest WebSocket message accepted.
         ws_compression: negotiate permessage-deflate (off: small frames are cheaper raw).
+        tokens: bearer tokens accepted (empty: anonymous; docs/security.md).
+        tls: certificate and key (and client CA) to serve ``https://``/``wss://``.
+        allowed_origins: browser origins allowed besides the server's own (``"*"``: any).
+        allowed_hosts: ``Host`` names answered besides loopback ones when bound to loopback.
+        limits: request-head size and read deadlines (:class:`~openenv.bridge.limits.HttpLimits`).
+        max_connections: concurrent connections (WebSockets included); 503 beyond.
+        keepalive_timeout_s: an idle keep-alive connection is closed after this long.
     """
 
     def __init__(
@@ -51,14 +62,29 @@ class HttpOptions:
         ws_ping_timeout: float | None = 20.0,
         max_message_bytes: int = 16 * 1024 * 1024,
         ws_compression: bool = False,
+        tokens: TokenSet | None = None,
+        tls: TlsConfig | None = None,
+        allowed_origins: tuple[str, ...] = (),
+        allowed_hosts: tuple[str, ...] = (),
+        limits: HttpLimits | None = None,
+        max_connections: int = 4096,
+        keepalive_timeout_s: float = 5.0,
     ) -> None:
         self.ws_ping_interval = ws_ping_interval or None
         self.ws_ping_timeout = ws_ping_timeout or None
         self.max_message_bytes = max_message_bytes
         self.ws_compression = ws_compression
+        self.tokens = tokens or TokenSet()
+        self.tls = tls
+        self.allowed_origins, self.allowed_hosts = tuple(allowed_origins), tuple(allowed_hosts)
+        self.limits = limits or HttpLimits()
+        self.max_connections = max_connections
+        self.keepalive_timeout_s = keepalive_timeout_s
 
 
-def _uvicorn_server(app: BridgeApp, opts: HttpOptions) -> Any:
+def _uvicorn_server(app: Any, opts: HttpOptions) -> Any:
+    http_protocol, ws_protocol = protocol_classes(opts.limits)
+
     class _Server(uvicorn.Server):
         @contextlib.contextmanager
         def capture_signals(self) -> Iterator[None]:  # the embedding program owns signals
@@ -67,8 +93,8 @@ def _uvicorn_server(app: BridgeApp, opts: HttpOptions) -> Any:
     config = uvicorn.Config(
         app,
         loop="none",
-        http="httptools",
-        ws="websockets-sansio",
+        http=http_protocol,
+        ws=ws_protocol,
         lifespan="on",
         ws_max_size=opts.max_message_bytes,
         ws_ping_interval=opts.ws_ping_interval,
@@ -78,8 +104,22 @@ def _uvicorn_server(app: BridgeApp, opts: HttpOptions) -> Any:
         access_log=False,
         timeout_graceful_shutdown=5,
         server_header=False,
+        limit_concurrency=opts.max_connections,
+        timeout_keep_alive=max(1, round(opts.keepalive_timeout_s)),
+        **_tls_kwargs(opts.tls),
     )
     return _Server(config)
+
+
+def _tls_kwargs(tls: TlsConfig | None) -> dict[str, Any]:
+    if tls is None:
+        return {}
+
+    tls.check()
+    kw: dict[str, Any] = {"ssl_certfile": tls.cert_file, "ssl_keyfile": tls.key_file}
+    if tls.client_ca_file:
+        kw.update(ssl_ca_certs=tls.client_ca_file, ssl_cert_reqs=ssl.CERT_REQUIRED)
+    return kw
 
 
 class HttpServer:
@@ -102,13 +142,15 @@ class HttpServer:
 
     @property
     def url(self) -> str:
-        """``http://host:port`` of the running server (loopback when bound to all interfaces)."""
+        """``http(s)://host:port`` of the running server (loopback when bound to all interfaces)."""
         host = self.host if self.host not in ("0.0.0.0", "::", "") else "127.0.0.1"
         if ":" in host:
             host = f"[{host}]"
-        return f"http://{host}:{self.port}"
+        return f"{'https' if self.options.tls else 'http'}://{host}:{self.port}"
 
     async def start(self) -> HttpServer:
+        if self.options.tls is not None:
+            self.options.tls.check()  # before binding: a bad path fails cleanly
         family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
         sock = socket.socket(family, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -121,7 +163,10 @@ class HttpServer:
         sock.setblocking(False)
         self._sock = sock
         self.port = sock.getsockname()[1]
-        self._server = _uvicorn_server(self.app, self.options)
+        opts = self.options
+        browser = BrowserPolicy(opts.allowed_origins, opts.allowed_hosts, bind_host=self.host)
+        self.app.browser = browser  # the MCP SDK's own DNS-rebinding protection follows it
+        self._server = _uvicorn_server(Guard(self.app, opts.tokens, browser), opts)
         self._task = asyncio.ensure_future(self._run(sock))
         while not self._server.started:
             if self._task.done():

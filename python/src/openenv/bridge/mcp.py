@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from openenv.bridge.asgi import respond
 from openenv.bridge.backend import BackendSession, spawn
+from openenv.bridge.limits import bounded_loads
 from openenv.errors import EnvError
 from openenv.runtime.tools import Tool, ToolResult
 from openenv.wire import frames
@@ -167,6 +168,25 @@ async def _read_body(receive: Any, limit: int) -> bytes:
             return bytes(body)
 
 
+MAX_BATCH = 32
+"""Most requests in one JSON-RPC batch on ``POST /mcp`` (MCP 2025-06-18 removed batching;
+OpenEnv's JSON-RPC keeps it, bounded: RFC 0003)."""
+
+
+def _batch_refusal(batch: list[Any]) -> str | None:
+    """Why a JSON-RPC batch is refused as a whole (None: it is served): more than
+    :data:`MAX_BATCH` requests, or more than one ``openenv/session/create`` (one request
+    must not take every slot of the server)."""
+    if not batch:
+        return "Invalid request: empty batch"
+    if len(batch) > MAX_BATCH:
+        return f"Invalid request: a batch holds at most {MAX_BATCH} requests, got {len(batch)}"
+    creates = sum(1 for r in batch if isinstance(r, dict) and r.get("method") == "openenv/session/create")
+    if creates > 1:
+        return f"Invalid request: at most one openenv/session/create per batch, got {creates}"
+    return None
+
+
 async def serve_mcp_http(app: BridgeApp, scope: dict[str, Any], receive: Any, send: Any) -> None:
     """``/mcp`` over HTTP: route to the MCP SDK or to OpenEnv's JSON-RPC."""
     if _is_streamable(scope):
@@ -183,11 +203,15 @@ async def serve_mcp_http(app: BridgeApp, scope: dict[str, Any], receive: Any, se
         await respond(send, 413, frames.dumps(_error(None, INVALID_REQUEST, "request too large")).encode())
         return
     try:
-        req = frames.loads(body)
+        req = bounded_loads(body)
     except ValueError:
         await respond(send, 200, frames.dumps(_error(None, PARSE_ERROR, "Parse error")).encode())
         return
     if isinstance(req, list):
+        refusal = _batch_refusal(req)
+        if refusal is not None:
+            await respond(send, 200, frames.dumps(_error(None, INVALID_REQUEST, refusal)).encode())
+            return
         out: Any = [await handle_jsonrpc(app, r) for r in req]
     else:
         out = await handle_jsonrpc(app, req)
@@ -225,7 +249,7 @@ async def serve_mcp_ws(app: BridgeApp, scope: dict[str, Any], receive: Any, send
                 return
             raw = msg.get("text") or msg.get("bytes") or b""
             try:
-                req = frames.loads(raw)
+                req = bounded_loads(raw)
             except ValueError as e:
                 out = _error(None, PARSE_ERROR, f"Parse error: {e}")
             else:
@@ -239,6 +263,24 @@ async def serve_mcp_ws(app: BridgeApp, scope: dict[str, Any], receive: Any, send
     finally:
         session.on_terminate(None)
         await asyncio.shield(session.close())
+
+
+def _transport_security(policy: Any) -> Any:
+    """The MCP SDK's DNS-rebinding protection, on when the listener is bound to loopback
+    (RFC 0003): loopback hosts and origins, plus the listed ones. (The guard in front,
+    :mod:`openenv.bridge.guard`, applies the same rules to every route first.)"""
+    from mcp.server.transport_security import TransportSecuritySettings
+
+    if policy is None or not policy.check_host:
+        return None
+    names = ["127.0.0.1", "localhost", "[::1]", *sorted(policy.allowed_hosts)]
+    hosts = [h for n in names for h in (n, f"{n}:*")]
+    origins = [f"{s}://{n}:*" for n in names for s in ("http", "https")]
+    origins += [f"{s}://{n}" for n in names for s in ("http", "https")]
+    if policy.any_origin:  # the SDK has no "any origin": the guard's Host check stands alone
+        return None
+    origins += sorted(policy.allowed_origins)
+    return TransportSecuritySettings(enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=origins)
 
 
 class StreamableMcp:
@@ -264,6 +306,7 @@ class StreamableMcp:
             self.server,
             session_idle_timeout=idle if idle > 0 else None,
             max_sessions=max(1, app.backend.max_sessions) if app.backend.max_sessions else None,
+            security_settings=_transport_security(app.browser),
         )
         self.sessions: dict[str, BackendSession] = {}
         self._stop = asyncio.Event()

@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 import grpc
 
 from openenv.bridge.backend import Backend, BackendSession, call_tool_args
-from openenv.client.grpc import GrpcConnection, channel_ready
+from openenv.client.grpc import GrpcConnection, channel_ready, open_channel, token_metadata
 from openenv.client.load import get_load
 from openenv.client.urls import parse_url
 from openenv.errors import EnvError, Unavailable
@@ -124,8 +124,17 @@ class RemoteSession(BackendSession):
 class RemoteBackend(Backend):
     """Sessions on a remote gRPC environment server."""
 
-    def __init__(self, target: str, info: environment_pb2.EnvironmentInfo, *, connect_timeout: float = 30.0) -> None:
+    def __init__(
+        self,
+        target: str,
+        info: environment_pb2.EnvironmentInfo,
+        *,
+        connect_timeout: float = 30.0,
+        token: str | None = None,
+        ca_file: str | None = None,
+    ) -> None:
         self.target = target
+        self.token, self.ca_file = token, ca_file
         self.info = info
         self.connect_timeout = connect_timeout
         self.action = PayloadJson(info.action, info)
@@ -137,28 +146,36 @@ class RemoteBackend(Backend):
         self._draining = False
 
     @classmethod
-    async def connect(cls, target: str, *, connect_timeout: float = 30.0) -> RemoteBackend:
-        """Fetch the remote environment's description (``GetInfo``) and build the backend."""
+    async def connect(
+        cls, target: str, *, connect_timeout: float = 30.0, token: str | None = None, ca_file: str | None = None
+    ) -> RemoteBackend:
+        """Fetch the remote environment's description (``GetInfo``) and build the backend;
+        ``token`` and ``ca_file`` are sent to / trusted of the remote server."""
         scheme, hostport = parse_url(target)
-        if scheme != "grpc":
-            raise ValueError(f"openenv bridge needs a grpc://HOST:PORT target, got {target!r}")
-        ch = grpc.aio.insecure_channel(hostport)
+        if scheme not in ("grpc", "grpcs"):
+            raise ValueError(f"openenv bridge needs a grpc(s)://HOST:PORT target, got {target!r}")
+        ch = open_channel(hostport, secure=scheme == "grpcs", ca_file=ca_file)
         if not await channel_ready(ch, connect_timeout):
             raise Unavailable(f"cannot reach {target} within {connect_timeout:g} s", fatal=True)
         try:
             resp = await environment_pb2_grpc.EnvironmentServiceStub(ch).GetInfo(
-                environment_pb2.GetInfoRequest(), timeout=connect_timeout
+                environment_pb2.GetInfoRequest(), timeout=connect_timeout, metadata=token_metadata(token)
             )
         except grpc.aio.AioRpcError as e:
+            if e.code() is grpc.StatusCode.UNAUTHENTICATED:
+                raise EnvError.from_code(e.code().value[0], f"GetInfo on {target}: {e.details()}", fatal=True) from e
             raise Unavailable(f"GetInfo on {target} failed: {e.code().name}: {e.details()}", fatal=True) from e
         finally:
             await ch.close()
-        return cls(target, resp.info, connect_timeout=connect_timeout)
+        return cls(target, resp.info, connect_timeout=connect_timeout, token=token, ca_file=ca_file)
 
     async def open(self, options: Mapping[str, object] | None = None, client_name: str = "") -> RemoteSession:
         if self._draining:
             raise Unavailable("the bridge is shutting down", fatal=True)
-        conn = GrpcConnection(parse_url(self.target)[1], url=self.target)
+        scheme, hostport = parse_url(self.target)
+        conn = GrpcConnection(
+            hostport, url=self.target, token=self.token, secure=scheme == "grpcs", ca_file=self.ca_file
+        )
         hs = environment_pb2.HandshakeRequest(
             protocol_version=PROTOCOL_VERSION,
             client_name=f"openenv-bridge/{client_name or 'ws'}",
@@ -186,8 +203,9 @@ class RemoteBackend(Backend):
         """The remote server's own load (GetLoad), when it reports one."""
         if not self.info.capabilities.load_reporting:
             return None
-        async with grpc.aio.insecure_channel(parse_url(self.target)[1]) as ch:
-            return await get_load(ch, self.connect_timeout, target=self.target)
+        scheme, hostport = parse_url(self.target)
+        async with open_channel(hostport, secure=scheme == "grpcs", ca_file=self.ca_file) as ch:
+            return await get_load(ch, self.connect_timeout, target=self.target, token=self.token)
 
     async def stop(self) -> None:
         self._draining = True

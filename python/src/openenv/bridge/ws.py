@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs
 
 from openenv.bridge.backend import BackendSession, call_tool_args
+from openenv.bridge.limits import bounded_loads
 from openenv.bridge.mcp import handle_jsonrpc
 from openenv.errors import EnvError, ErrorCode, Internal, InvalidArgument
 from openenv.wire import frames
@@ -162,7 +163,7 @@ async def serve_ws(app: BridgeApp, scope: dict[str, Any], receive: Any, send: An
 
 async def _loop(app: BridgeApp, session: BackendSession, receive: Any, send: Any) -> bool:
     """Serve frames until the end; True when the server should send the close frame."""
-    dumps, loads = frames.dumps, frames.loads
+    dumps, loads = frames.dumps, bounded_loads
     backend = app.backend
     tool_actions = backend.tool_actions
     while True:

@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from openenv.cli.common import write_ready_file
+from openenv.cli.common import load_security, security_options, split_list, write_ready_file
 from openenv.errors import EnvError
 from openenv.host import serve_bridge
 
@@ -53,6 +53,15 @@ DEFAULT_HTTP_PORT = 8000  # OpenEnv's; Spaces set $PORT
     "--ready-file", type=click.Path(dir_okay=False), default=None, help="Write the bridge's URL here once serving."
 )
 @click.option(
+    "--target-token",
+    default=lambda: os.environ.get("OPENENV_TARGET_TOKEN"),
+    help="Bearer token sent to the gRPC server (default $OPENENV_TARGET_TOKEN).",
+)
+@click.option(
+    "--target-ca", type=click.Path(dir_okay=False), default=None, help="CA of a grpcs:// target's certificate."
+)
+@security_options
+@click.option(
     "--web/--no-web",
     default=None,
     show_default="on when listening on loopback",
@@ -67,6 +76,16 @@ def bridge_command(
     max_message_mb: float,
     connect_timeout: float,
     ready_file: str | None,
+    target_token: str | None,
+    target_ca: str | None,
+    tokens: tuple[str, ...],
+    token_file: str | None,
+    allow_anonymous: bool,
+    tls_cert: str | None,
+    tls_key: str | None,
+    tls_client_ca: str | None,
+    allowed_origins: str,
+    allowed_hosts: str,
     web: bool | None,
 ) -> None:
     """Expose the gRPC environment at TARGET (grpc://HOST:PORT, any language) on OpenEnv's
@@ -75,6 +94,7 @@ def bridge_command(
         from openenv.bridge import HttpOptions  # the http extra
     except ImportError as e:
         raise click.ClickException(f"openenv bridge needs the http extra: pip install 'protoenv[http]' ({e})") from None
+    token_set, tls = load_security(tokens, token_file, tls_cert, tls_key, tls_client_ca)
 
     def ready(server: Any) -> None:
         click.echo(f"bridging {target} on {server.url} (WebSocket {server.url}/ws)", err=True)
@@ -85,8 +105,23 @@ def bridge_command(
         ws_ping_interval=ws_ping_interval,
         ws_ping_timeout=ws_ping_timeout,
         max_message_bytes=int(max_message_mb * 1024 * 1024),
+        tokens=token_set,
+        tls=tls,
+        allowed_origins=split_list(allowed_origins),
+        allowed_hosts=split_list(allowed_hosts),
     )
     try:
-        serve_bridge(target, host, port, options=opts, connect_timeout=connect_timeout, ready=ready, web=web)
+        serve_bridge(
+            target,
+            host,
+            port,
+            options=opts,
+            connect_timeout=connect_timeout,
+            ready=ready,
+            allow_anonymous=allow_anonymous,
+            token=target_token,
+            ca_file=target_ca,
+            web=web,
+        )
     except (EnvError, ValueError, RuntimeError) as e:
         raise click.ClickException(str(e)) from e

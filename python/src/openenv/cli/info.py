@@ -10,6 +10,8 @@ import click
 import grpc
 from google.protobuf import descriptor_pool, json_format
 
+from openenv.client.env import default_token
+from openenv.client.grpc import open_channel, token_metadata
 from openenv.client.urls import parse_url
 from openenv.v1 import environment_pb2, environment_pb2_grpc
 
@@ -19,14 +21,18 @@ __all__ = ["info_command"]
 @click.command("info")
 @click.argument("url")
 @click.option("--json", "as_json", is_flag=True, help="Print the EnvironmentInfo as JSON.")
-def info_command(url: str, as_json: bool) -> None:
-    """Describe the environment served at URL (grpc://host:port)."""
+@click.option("--token", default=None, help="Bearer token for a server that requires one (default: $OPENENV_TOKEN).")
+@click.option("--ca-file", type=click.Path(dir_okay=False), default=None, help="CA of a grpcs:// server.")
+def info_command(url: str, as_json: bool, token: str | None, ca_file: str | None) -> None:
+    """Describe the environment served at URL (grpc(s)://host:port)."""
 
     async def fetch() -> Any:
-        _, target = parse_url(url)
-        async with grpc.aio.insecure_channel(target) as ch:
+        scheme, target = parse_url(url)
+        async with open_channel(target, secure=scheme == "grpcs", ca_file=ca_file) as ch:
             stub = environment_pb2_grpc.EnvironmentServiceStub(ch)
-            return (await stub.GetInfo(environment_pb2.GetInfoRequest(), timeout=10)).info
+            request = environment_pb2.GetInfoRequest()
+            metadata = token_metadata(token if token is not None else default_token(url))
+            return (await stub.GetInfo(request, timeout=10, metadata=metadata)).info
 
     try:
         info = asyncio.run(fetch())

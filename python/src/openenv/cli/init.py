@@ -28,6 +28,8 @@ def init_command(name: str, parent: str, force: bool) -> None:
         root = scaffold(name, parent, force=force)
     except EnvError as e:
         raise click.ClickException(str(e)) from None
+    except OSError as e:  # the directory cannot be written (permissions, a path too long, ...)
+        raise click.ClickException(f"cannot create the environment in {parent}: {e.strerror or e}") from None
     names = _names(name)
     click.echo(f"created {root}")
     click.echo(f"  pip install -e {root}  &&  python -m pytest {root / 'tests'}")

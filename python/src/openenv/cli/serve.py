@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from openenv.cli.common import load_factory, write_ready_file
+from openenv.cli.common import load_factory, load_security, security_options, split_list, write_ready_file
 from openenv.host import DEFAULT, Host, default_http_port, http_available, serve
 
 __all__ = ["serve_command"]
@@ -88,6 +88,21 @@ __all__ = ["serve_command"]
     help="Drop a WebSocket whose pong takes longer (frees half-open sessions).",
 )
 @click.option(
+    "--handshake-timeout",
+    type=float,
+    default=10.0,
+    show_default=True,
+    help="End gRPC streams that have not handshaken within this many seconds (0 disables).",
+)
+@click.option(
+    "--isolation",
+    type=click.Choice(["thread", "process"]),
+    default=lambda: os.environ.get("OPENENV_ISOLATION", "thread"),
+    show_default="thread",
+    help="process: each session's environment in its own worker process (a crash loses only that session).",
+)
+@security_options
+@click.option(
     "--web/--no-web",
     default=None,
     show_default="on when the HTTP side listens on loopback",
@@ -116,14 +131,28 @@ def serve_command(
     http_ready_file: str | None,
     ws_ping_interval: float,
     ws_ping_timeout: float,
+    handshake_timeout: float,
+    isolation: str,
+    tokens: tuple[str, ...],
+    token_file: str | None,
+    allow_anonymous: bool,
+    tls_cert: str | None,
+    tls_key: str | None,
+    tls_client_ca: str | None,
+    allowed_origins: str,
+    allowed_hosts: str,
     web: bool | None,
     metrics_port: int | None,
 ) -> None:
     """Serve TARGET (module:Class) over gRPC and HTTP/WebSocket until SIGTERM, then drain.
 
     The HTTP side (OpenEnv's /ws, /mcp, /health) needs the http extra; without it, and
-    without --http-port, the server runs gRPC only and says so."""
+    without --http-port, the server runs gRPC only and says so.
+
+    With a token (--token, --token-file, $OPENENV_TOKEN) every request but health checks
+    needs it; a non-loopback --host needs one, or --allow-anonymous (docs/security.md)."""
     factory = load_factory(target)
+    token_set, tls = load_security(tokens, token_file, tls_cert, tls_key, tls_client_ca)
 
     def ready(h: Host) -> None:
         for line in h.describe():
@@ -151,6 +180,8 @@ def serve_command(
                     ws_ping_interval=ws_ping_interval,
                     ws_ping_timeout=ws_ping_timeout,
                     max_message_bytes=int(max_message_mb * 1024 * 1024),
+                    allowed_origins=split_list(allowed_origins),
+                    allowed_hosts=split_list(allowed_hosts),
                 ),
             }
     try:
@@ -165,6 +196,11 @@ def serve_command(
             grace_s=grace,
             tools_only=tools_only,
             ready=ready,
+            tokens=token_set,
+            tls=tls,
+            allow_anonymous=allow_anonymous,
+            handshake_timeout_s=handshake_timeout or None,
+            isolation=isolation,
             web=web,
             metrics_port=metrics_port,
             **http,

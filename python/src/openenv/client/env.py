@@ -25,6 +25,12 @@ What you may rely on:
   Spaces, ``openenv serve``'s HTTP side, stock OpenEnv servers) through
   :class:`openenv.client.ws.WsConnection`, with the same API; against a stock OpenEnv
   server, whose frames carry no ids, a client-side timeout ends the session instead.
+* Servers that require a token (RFC 0003, docs/security.md) get ``token=`` (default:
+  ``$OPENENV_TOKEN``; for a ``*.hf.space`` URL also ``$HF_TOKEN``) as
+  ``authorization: Bearer`` metadata or header; a missing or refused one raises
+  :class:`openenv.Unauthenticated`. ``grpcs://``, ``https://`` and ``wss://`` use TLS,
+  verified against ``ca_file=`` (default: the system's CAs); ``client_cert=(cert, key)``
+  answers a server that requires client certificates (mutual TLS).
 * Closing leaves nothing behind: a client closed in a loop that is then closed (one
   ``asyncio.run`` per episode) is safe.
 
@@ -36,6 +42,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import os
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
@@ -45,7 +52,7 @@ from google.protobuf.message import Message
 from openenv.client.connection import Connection
 from openenv.client.grpc import DEFAULT_MAX_MESSAGE_BYTES, GrpcConnection
 from openenv.client.sync import SyncEnvClient
-from openenv.client.urls import WS_SCHEMES, parse_url, scheme_of
+from openenv.client.urls import WS_SCHEMES, is_hf_space, parse_url, scheme_of
 from openenv.client.ws import WsConnection
 from openenv.errors import EnvError, FailedPrecondition
 from openenv.protocol import PROTOCOL_VERSION, EpisodeStatus, SessionState, StepResult
@@ -53,10 +60,19 @@ from openenv.runtime.codec import Codec, codec_for, message_class, tensor_from_p
 from openenv.runtime.rubrics import Score
 from openenv.runtime.tasks import TaskInfo
 from openenv.runtime.tools import CallToolAction, CallToolObservation, Tool, ToolResult
+from openenv.security import TOKEN_ENV
 from openenv.v1 import environment_pb2, payload_pb2, rubric_pb2
 from openenv.values import from_value, to_struct, to_value
 
-__all__ = ["AUTORESET_MODES", "BatchResult", "EnvClient", "ToolEnvClient", "VectorEnvClient", "connect_url"]
+__all__ = [
+    "AUTORESET_MODES",
+    "BatchResult",
+    "EnvClient",
+    "ToolEnvClient",
+    "VectorEnvClient",
+    "connect_url",
+    "default_token",
+]
 
 AUTORESET_MODES = {
     "disabled": environment_pb2.AUTORESET_MODE_DISABLED,
@@ -65,15 +81,50 @@ AUTORESET_MODES = {
 }
 
 
+def default_token(url: str) -> str | None:
+    """The token sent when none is given: ``$OPENENV_TOKEN``; for a Hugging Face Space,
+    else ``$HF_TOKEN`` (private Spaces take it as the bearer token)."""
+    token = os.environ.get(TOKEN_ENV) or None
+    if token is None and is_hf_space(url):
+        token = os.environ.get("HF_TOKEN") or None
+    return token
+
+
 def connect_url(
-    url: str, *, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES, keepalive_s: float = 30.0
+    url: str,
+    *,
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+    keepalive_s: float = 30.0,
+    token: str | None = None,
+    ca_file: str | None = None,
+    client_cert: tuple[str, str] | None = None,
 ) -> Connection:
-    """The connection (not yet open) that speaks to ``url``: gRPC for ``grpc://`` and bare
-    ``host:port``; OpenEnv's WebSocket protocol for ``http(s)://`` and ``ws(s)://``."""
+    """The connection (not yet open) that speaks to ``url``: gRPC for ``grpc(s)://`` and bare
+    ``host:port``; OpenEnv's WebSocket protocol for ``http(s)://`` and ``ws(s)://``.
+    ``token``: the bearer token sent (default :func:`default_token`); ``ca_file``: the CA
+    that signed a TLS server's certificate (default: the system's); ``client_cert``: the
+    (certificate, key) files presented to a server that requires one (mutual TLS)."""
     scheme = scheme_of(url)
+    token = token if token is not None else default_token(url)
     if scheme in WS_SCHEMES:
-        return WsConnection(url, max_message_bytes=max_message_bytes, keepalive_s=keepalive_s)
-    return GrpcConnection(parse_url(url)[1], max_message_bytes=max_message_bytes, keepalive_s=keepalive_s, url=url)
+        return WsConnection(
+            url,
+            max_message_bytes=max_message_bytes,
+            keepalive_s=keepalive_s,
+            token=token,
+            ca_file=ca_file,
+            client_cert=client_cert,
+        )
+    return GrpcConnection(
+        parse_url(url)[1],
+        max_message_bytes=max_message_bytes,
+        keepalive_s=keepalive_s,
+        url=url,
+        token=token,
+        secure=scheme == "grpcs",
+        ca_file=ca_file,
+        client_cert=client_cert,
+    )
 
 
 @dataclasses.dataclass
@@ -126,6 +177,9 @@ class EnvClient:
         num_envs: int = 1,
         autoreset_mode: str = "disabled",
         connection: Connection | None = None,
+        token: str | None = None,
+        ca_file: str | None = None,
+        client_cert: tuple[str, str] | None = None,
         resume: bool = True,
     ) -> None:
         scheme_of(base_url)  # ValueError for a scheme no transport speaks
@@ -139,6 +193,7 @@ class EnvClient:
         self.timeout, self.connect_timeout = timeout, connect_timeout
         self.max_message_bytes, self.keepalive_s = max_message_bytes, keepalive_s
         self.num_envs, self.autoreset_mode = num_envs, mode
+        self.token, self.ca_file, self.client_cert = token, ca_file, client_cert
         self.session_id = ""
         self.info: environment_pb2.EnvironmentInfo | None = None
         self._given = connection
@@ -163,7 +218,12 @@ class EnvClient:
         if self._conn is not None:
             return self
         conn = self._given or connect_url(
-            self.base_url, max_message_bytes=self.max_message_bytes, keepalive_s=self.keepalive_s
+            self.base_url,
+            max_message_bytes=self.max_message_bytes,
+            keepalive_s=self.keepalive_s,
+            token=self.token,
+            ca_file=self.ca_file,
+            client_cert=self.client_cert,
         )
         hs = environment_pb2.HandshakeRequest(
             protocol_version=PROTOCOL_VERSION,

@@ -25,9 +25,33 @@ from openenv.errors import (
     Unavailable,
 )
 from openenv.observability import tracing
+from openenv.security import grpc_channel_credentials
 from openenv.v1 import environment_pb2, environment_pb2_grpc
 
-__all__ = ["GrpcConnection", "channel_ready"]
+__all__ = ["GrpcConnection", "channel_ready", "open_channel", "token_metadata"]
+
+
+def open_channel(
+    target: str,
+    *,
+    secure: bool = False,
+    ca_file: str | None = None,
+    options: list[tuple[str, Any]] | None = None,
+    client_cert: tuple[str, str] | None = None,
+) -> grpc.aio.Channel:
+    """A grpc.aio channel to ``host:port``; ``secure``: TLS, verifying the server against
+    ``ca_file`` (default: gRPC's bundled roots) and presenting ``client_cert`` (certificate
+    and key files) to a server that requires one (mutual TLS)."""
+    if secure:
+        cert, key = client_cert or (None, None)
+        return grpc.aio.secure_channel(target, grpc_channel_credentials(ca_file, cert, key), options=options)
+    return grpc.aio.insecure_channel(target, options=options)
+
+
+def token_metadata(token: str | None) -> tuple[tuple[str, str], ...] | None:
+    """The call metadata carrying ``token`` (RFC 0003), or None without one."""
+    return (("authorization", f"Bearer {token}"),) if token else None
+
 
 DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 END_GRACE_S = 5.0  # how long closing waits for the server to end the stream before cancelling it
@@ -70,13 +94,23 @@ class GrpcConnection:
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
         keepalive_s: float = 30.0,
         url: str | None = None,
+        token: str | None = None,
+        secure: bool = False,
+        ca_file: str | None = None,
+        client_cert: tuple[str, str] | None = None,
         channel: grpc.aio.Channel | None = None,
     ) -> None:
-        """``channel``: an open channel to ``target`` to multiplex this session's stream on
+        """``token``: the bearer token sent with every stream (RFC 0003); ``secure``: TLS,
+        verifying the server against ``ca_file`` and presenting ``client_cert`` (mutual TLS).
+        ``channel``: an open channel to ``target`` to multiplex this session's stream on
         (one HTTP/2 connection for many sessions, as :class:`openenv.fleet.FleetClient` does);
-        its owner closes it. Without it the connection opens and closes a channel of its own."""
+        its owner closes it, and chose its security (``secure``, ``ca_file`` and ``client_cert``
+        then only apply to the channels a resume opens when the shared one is gone). Without it
+        the connection opens and closes a channel of its own."""
         self.target = target
-        self.url = url or f"grpc://{target}"
+        self.client_cert = client_cert
+        self.url = url or f"{'grpcs' if secure else 'grpc'}://{target}"
+        self.token, self.secure, self.ca_file = token, secure, ca_file
         self.max_message_bytes = self._limit = max_message_bytes
         self.keepalive_s = keepalive_s
         self.session_id = ""
@@ -119,17 +153,31 @@ class GrpcConnection:
             ("grpc.http2.max_pings_without_data", 0),
         ]
 
+    def _new_channel(self) -> grpc.aio.Channel:
+        """A channel of this connection's own (TLS and client certificate as configured)."""
+        return open_channel(
+            self.target, secure=self.secure, ca_file=self.ca_file, options=self._options(), client_cert=self.client_cert
+        )
+
+    def _metadata(self, *, trace: bool = False) -> tuple[tuple[str, str], ...] | None:
+        """A stream's metadata: the bearer token (RFC 0003) and, with ``trace``, the caller's
+        trace context."""
+        pairs = list(token_metadata(self.token) or ())
+        if trace:
+            pairs += tracing.inject()
+        return tuple(pairs) or None
+
     async def open(self, handshake: environment_pb2.HandshakeRequest, timeout: float) -> None:
         self._handshake = handshake
         channel = self._shared_channel  # a fleet's: one HTTP/2 channel per server, not ours to close
         if channel is None:
-            channel = grpc.aio.insecure_channel(self.target, options=self._options())
+            channel = self._new_channel()
             if not await channel_ready(channel, timeout):
                 raise Unavailable(f"cannot connect to {self.url} within {timeout:g} s", fatal=True)
         self._channel = channel
         # The caller's trace context (W3C traceparent, with the otel extra) travels in the
-        # stream's metadata: the server's request spans join the caller's trace.
-        self._call = environment_pb2_grpc.EnvironmentServiceStub(channel).Session(metadata=tracing.inject() or None)
+        # stream's metadata beside the token: the server's request spans join the caller's trace.
+        self._call = environment_pb2_grpc.EnvironmentServiceStub(channel).Session(metadata=self._metadata(trace=True))
         self._reader = asyncio.ensure_future(self._read_loop())
         try:
             resp = await self.request(environment_pb2.SessionRequest(handshake=handshake), timeout)
@@ -167,11 +215,11 @@ class GrpcConnection:
         size limit): the server keeps a resumable session for its grace period, so close it
         now through its token. Best effort, bounded."""
         self._may_be_parked = False
-        channel = grpc.aio.insecure_channel(self.target, options=self._options())
+        channel = self._new_channel()
         try:
             if not await channel_ready(channel, END_GRACE_S):
                 return
-            call = environment_pb2_grpc.EnvironmentServiceStub(channel).Session()
+            call = environment_pb2_grpc.EnvironmentServiceStub(channel).Session(metadata=self._metadata())
             hs = environment_pb2.HandshakeRequest(
                 protocol_version=self._handshake.protocol_version, resume_token=self.resume_token
             )
@@ -285,11 +333,11 @@ class GrpcConnection:
             left = deadline - loop.time()
             if left <= 0:
                 break
-            channel = grpc.aio.insecure_channel(self.target, options=self._options())
+            channel = self._new_channel()
             try:
                 if not await channel_ready(channel, min(left, 5.0)):
                     raise Unavailable(f"cannot connect to {self.url}")
-                call = environment_pb2_grpc.EnvironmentServiceStub(channel).Session()
+                call = environment_pb2_grpc.EnvironmentServiceStub(channel).Session(metadata=self._metadata())
                 self._next_id += 1
                 hs = environment_pb2.HandshakeRequest(
                     protocol_version=self._handshake.protocol_version,

@@ -1,6 +1,7 @@
 """Environment URLs: which transport a URL names, and where it points.
 
 * ``grpc://host:port`` (or bare ``host:port``): the protocol's gRPC ``Session`` stream;
+  ``grpcs://host:port``: the same over TLS;
 * ``http(s)://host:port[/prefix]`` and ``ws(s)://...``: OpenEnv's WebSocket protocol on
   ``/ws`` (our servers' HTTP side, ``openenv bridge``, stock OpenEnv servers, Spaces).
 """
@@ -10,9 +11,9 @@ from __future__ import annotations
 import ipaddress
 from urllib.parse import urlparse, urlsplit, urlunsplit
 
-__all__ = ["GRPC_SCHEMES", "WS_SCHEMES", "is_loopback", "parse_url", "scheme_of", "split_url"]
+__all__ = ["GRPC_SCHEMES", "WS_SCHEMES", "is_hf_space", "is_loopback", "parse_url", "scheme_of", "split_url"]
 
-GRPC_SCHEMES = frozenset({"grpc"})
+GRPC_SCHEMES = frozenset({"grpc", "grpcs"})
 WS_SCHEMES = frozenset({"http", "https", "ws", "wss"})
 
 
@@ -23,7 +24,7 @@ def scheme_of(url: str) -> str:
     if scheme not in GRPC_SCHEMES | WS_SCHEMES:
         raise ValueError(
             f"unsupported URL scheme {scheme!r} in {url!r} "
-            "(use grpc://host:port, or http(s)://, ws(s):// for OpenEnv's WebSocket protocol)"
+            "(use grpc(s)://host:port, or http(s)://, ws(s):// for OpenEnv's WebSocket protocol)"
         )
     return scheme
 
@@ -57,6 +58,13 @@ def split_url(base_url: str) -> tuple[str, str]:
     ws = urlunsplit(("wss" if secure else "ws", u.netloc, path + "/ws", u.query, ""))
     http = urlunsplit(("https" if secure else "http", u.netloc, path, "", ""))
     return ws, http
+
+
+def is_hf_space(url: str) -> bool:
+    """True when the URL points at a Hugging Face Space (``*.hf.space``), whose private
+    Spaces take the user's Hugging Face token as the bearer token."""
+    host = (urlsplit(url).hostname or "").lower()
+    return host.endswith(".hf.space")
 
 
 def is_loopback(url: str) -> bool:

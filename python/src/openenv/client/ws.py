@@ -32,11 +32,14 @@ from openenv.errors import (
     DeadlineExceeded,
     EnvError,
     FailedPrecondition,
+    PermissionDenied,
     ResourceExhausted,
+    Unauthenticated,
     Unavailable,
     Unimplemented,
 )
 from openenv.observability import tracing
+from openenv.security import client_ssl_context
 from openenv.v1 import environment_pb2
 from openenv.values import from_struct
 from openenv.wire import frames
@@ -54,6 +57,19 @@ def _require(module: str) -> Any:
         ) from e
 
 
+def _refusal(e: Exception) -> EnvError | None:
+    """UNAUTHENTICATED / PERMISSION_DENIED for a WebSocket upgrade answered 401 / 403."""
+    response = getattr(e, "response", None)
+    status = getattr(response, "status_code", None)
+    if response is None or status not in (401, 403):
+        return None
+    detail = ""
+    with contextlib.suppress(Exception):
+        detail = str(frames.loads(response.body).get("detail", ""))
+    cls = Unauthenticated if status == 401 else PermissionDenied
+    return cls(f"the server refused the connection ({status}){': ' + detail if detail else ''}", fatal=True)
+
+
 class WsConnection:
     """One session over a WebSocket; a :class:`~openenv.client.Connection`."""
 
@@ -64,8 +80,12 @@ class WsConnection:
         max_message_bytes: int = 64 * 1024 * 1024,
         keepalive_s: float | None = 30.0,
         ping_timeout_s: float | None = 20.0,
+        token: str | None = None,
+        ca_file: str | None = None,
+        client_cert: tuple[str, str] | None = None,
     ) -> None:
         self.url = base_url
+        self.token, self.ca_file, self.client_cert = token, ca_file, client_cert
         self.ws_url, self.http_url = split_url(base_url)
         self.max_message_bytes = max_message_bytes
         self.keepalive_s, self.ping_timeout_s = keepalive_s, ping_timeout_s
@@ -113,14 +133,21 @@ class WsConnection:
         }
         if is_loopback(url):
             kw["proxy"] = None
-        trace_headers = tracing.inject()  # the caller's trace context: the server's spans join it
-        if trace_headers:
-            kw["additional_headers"] = trace_headers
+        # The token and the caller's trace context (the server's spans join it) as headers.
+        headers = [("Authorization", f"Bearer {self.token}")] if self.token else []
+        headers += tracing.inject()
+        if headers:
+            kw["additional_headers"] = headers
+        if (self.ca_file or self.client_cert) and self.ws_url.startswith("wss://"):
+            kw["ssl"] = self._ssl()
         try:
             self._ws = await connect(url, **kw)
         except (OSError, TimeoutError) as e:
             raise Unavailable(f"cannot connect to {self.ws_url}: {e}", fatal=True) from e
         except Exception as e:  # websockets' handshake errors (InvalidStatus, InvalidURI, ...)
+            refused = _refusal(e)
+            if refused is not None:
+                raise refused from e
             raise Unavailable(f"cannot open a WebSocket to {self.ws_url}: {type(e).__name__}: {e}", fatal=True) from e
         self._reader = asyncio.ensure_future(self._read_loop())
         try:
@@ -141,12 +168,21 @@ class WsConnection:
             raise
         self._tr = FrameTranslator(self.info, extended=self.extended)
 
+    def _ssl(self) -> Any:
+        cert, key = self.client_cert or (None, None)
+        return client_ssl_context(self.ca_file, cert, key)
+
     async def _stock_info(self, timeout: float) -> environment_pb2.EnvironmentInfo:
         """Describe a stock OpenEnv server from ``/metadata`` and ``/schema`` (best effort)."""
         httpx = _require("httpx")
         md = schema = None
         try:
-            async with httpx.AsyncClient(timeout=timeout, trust_env=not is_loopback(self.http_url)) as http:
+            async with httpx.AsyncClient(
+                timeout=timeout,
+                trust_env=not is_loopback(self.http_url),
+                headers={"Authorization": f"Bearer {self.token}"} if self.token else None,
+                verify=self._ssl() if self.ca_file or self.client_cert else True,
+            ) as http:
                 md = (await http.get(self.http_url + "/metadata")).json()
                 schema = (await http.get(self.http_url + "/schema")).json()
         except Exception:  # noqa: BLE001 - the description is optional; the session works without it

@@ -44,6 +44,7 @@ from __future__ import annotations
 import asyncio
 import os
 import re
+import secrets
 import socket
 import time
 import uuid
@@ -123,6 +124,7 @@ class Container:
         self.url = ""
         self.http_port = 0
         self.http_url = ""  # the HTTP/WebSocket side (port 8000 inside), when the image serves one
+        self.token: str | None = None  # the bearer token the server requires (RFC 0003)
         self.exit_code: int | None = None
         self._forwarders: list[Any] = []
         self._final_logs: str | None = None
@@ -202,6 +204,8 @@ def start_container(
     name: str | None = None,
     command: list[str] | None = None,
     engine: docker.DockerClient | None = None,
+    token: str | None = None,
+    restart: str | None = "on-failure",
     owner: str | None = None,
 ) -> Container:
     """Start IMAGE hardened, wait until gRPC health is SERVING, and return the :class:`Container`.
@@ -218,6 +222,13 @@ def start_container(
         cpus: CPU limit (e.g. 1.5); None for none.
         labels: extra labels (the ``openenv.*`` ones are always set).
         command: override the image's command.
+        token: the bearer token the server requires (``OPENENV_TOKEN`` in the container;
+            RFC 0003). Default: ``env``'s ``OPENENV_TOKEN``, else a new random one. The server
+            listens on the container's interfaces, so it never runs without one; it is on
+            :attr:`Container.token`, and :func:`client_from_image` clients send it.
+        restart: the engine's restart policy: ``"on-failure"`` (default: a server killed by
+            the kernel, e.g. out of memory, comes back, up to 3 times; its sessions are lost
+            and clients see UNAVAILABLE), ``"unless-stopped"``, or None for none.
         owner: the ``openenv.owner`` label (default: this process, so ``openenv cleanup``
             removes the container once the process is gone); a fleet passes its own
             (``fleet:NAME``), which cleanup leaves alone.
@@ -242,16 +253,21 @@ def start_container(
         "openenv.owner": owner or _owner_token(),
         "openenv.image": image,
     }
+    environment = dict(env or {})
+    token = token or environment.get("OPENENV_TOKEN") or secrets.token_urlsafe(24)
+    environment["OPENENV_TOKEN"] = token
     kwargs: dict[str, Any] = {
         "detach": True,
         "name": name or f"openenv-{_slug(env_name)}-{session}",
         "labels": all_labels,
-        "environment": dict(env or {}),
+        "environment": environment,
         "cap_drop": ["ALL"],
         "security_opt": ["no-new-privileges:true"],
     }
     if command is not None:
         kwargs["command"] = command
+    if restart:
+        kwargs["restart_policy"] = {"Name": restart, **({"MaximumRetryCount": 3} if restart == "on-failure" else {})}
     if pids_limit is not None:
         kwargs["pids_limit"] = int(pids_limit)
     if memory is not None:
@@ -271,6 +287,7 @@ def start_container(
     except docker.errors.APIError as e:
         raise Unavailable(f"cannot create a container of {image}: {e.explanation or e}") from None
     c = Container(dc, raw, image=image, session=session, network_none=network_none)
+    c.token = token
     try:
         raw.start()
         raw.reload()
@@ -306,7 +323,9 @@ def start_container(
 
 def _check_running(c: Container, raw: Any) -> None:
     state = raw.attrs["State"]
-    if state["Status"] in ("exited", "dead"):
+    # "restarting": it exited and the restart policy brings it back; before it was ever
+    # ready, that is a failure to start, not something to wait out.
+    if state["Status"] in ("exited", "dead", "restarting") or state.get("Restarting"):
         oom = " (killed: out of memory)" if state.get("OOMKilled") else ""
         raise Unavailable(
             f"container {c.name} of {c.image} exited with code {state['ExitCode']}{oom} before it was ready"
@@ -343,6 +362,7 @@ _CONTAINER_KWARGS = {
     "name",
     "command",
     "engine",
+    "restart",
 }
 
 
@@ -386,6 +406,7 @@ def client_from_image(cls: type[C], image: str, **kwargs: Any) -> C:
     ckw = {k: kwargs.pop(k) for k in list(kwargs) if k in _CONTAINER_KWARGS}
     container = start_container(image, **ckw)
     try:
+        kwargs.setdefault("token", container.token)
         client = _owning(cls)(container.url, **kwargs)
     except BaseException:
         container.stop()

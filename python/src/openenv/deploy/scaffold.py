@@ -38,12 +38,23 @@ _LAYOUT = {
 }
 
 
+MAX_NAME_CHARS = 64
+"""Longest environment name: it becomes a directory, a module, a class, an image tag and file
+names such as ``tests/test_<name>.py`` (file systems cap a name at 255 bytes)."""
+
+
 def _names(raw: str) -> dict[str, str]:
     name = raw.strip().replace("-", "_").lower()
-    if not re.fullmatch(r"[a-z][a-z0-9_]*", name) or keyword.iskeyword(name) or name.endswith("_"):
+    if (
+        not re.fullmatch(r"[a-z][a-z0-9_]*", name, flags=re.ASCII)
+        or len(name) > MAX_NAME_CHARS
+        or keyword.iskeyword(name)
+        or name.endswith("_")
+    ):
+        shown = raw if len(raw) <= 80 else f"{raw[:80]}... ({len(raw)} characters)"
         raise InvalidArgument(
-            f"{raw!r} is not a usable environment name: use lowercase letters, digits and "
-            "underscores, starting with a letter (e.g. my_env)"
+            f"{shown!r} is not a usable environment name: use at most {MAX_NAME_CHARS} lowercase letters, "
+            "digits and underscores, starting with a letter (e.g. my_env)"
         )
     class_name = "".join(part.capitalize() for part in name.split("_") if part)
     dist_name = name.replace("_", "-")

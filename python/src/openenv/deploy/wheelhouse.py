@@ -65,7 +65,9 @@ def _project_files(root: Path) -> list[Path]:
     out: list[Path] = []
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames[:] = sorted(d for d in dirnames if d not in _SKIP_DIRS and not d.endswith(".egg-info"))
-        out += [Path(dirpath, f) for f in sorted(filenames) if not f.endswith((".pyc", ".pyo"))]
+        linked = [d for d in dirnames if os.path.islink(os.path.join(dirpath, d))]  # not descended into
+        dirnames[:] = [d for d in dirnames if d not in linked]
+        out += [Path(dirpath, f) for f in sorted([*filenames, *linked]) if not f.endswith((".pyc", ".pyo"))]
     return out
 
 
@@ -73,15 +75,27 @@ def _tree_hash(root: Path) -> str:
     h = hashlib.sha256()
     for f in _project_files(root):
         h.update(str(f.relative_to(root)).encode() + b"\0")
-        h.update(hashlib.sha256(f.read_bytes()).digest())
+        h.update(os.readlink(f).encode() if f.is_symlink() else hashlib.sha256(f.read_bytes()).digest())
     return h.hexdigest()[:24]
 
 
 def copy_project(src: Path, dst: Path) -> None:
+    """Copy a project's files into a build context. Symlinks are kept as links; one that
+    resolves outside ``src`` is refused (FailedPrecondition): following it would copy files
+    from elsewhere on the machine into the image (RFC 0003)."""
+    root = src.resolve()
     for f in _project_files(src):
         target = dst / f.relative_to(src)
         target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(f, target)
+        if f.is_symlink():
+            if not f.resolve().is_relative_to(root):
+                raise FailedPrecondition(
+                    f"{f} is a symlink to {os.readlink(f)}, outside {src}: the build context holds only the "
+                    "environment's own files (copy the file in, or point the link inside the directory)"
+                )
+            os.symlink(os.readlink(f), target)
+        else:
+            shutil.copy2(f, target)
 
 
 def _run(cmd: list[str], echo: Echo, what: str, env: Mapping[str, str] | None = None) -> None:

@@ -37,20 +37,21 @@ import dataclasses
 import functools
 import inspect
 import itertools
+import os
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, TypeVar
 
-import grpc
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 
 from openenv.client.env import BatchResult, EnvClient
-from openenv.client.grpc import GrpcConnection
+from openenv.client.grpc import GrpcConnection, open_channel
 from openenv.client.load import get_load
 from openenv.client.urls import parse_url
 from openenv.errors import EnvError, ErrorCode, FailedPrecondition, Unavailable
 from openenv.fleet.provider import Endpoint, Provider
 from openenv.protocol import StepResult
+from openenv.security import TOKEN_ENV
 from openenv.v1 import environment_pb2, load_pb2
 
 __all__ = ["FleetBatchResult", "FleetClient", "SyncFleetClient"]
@@ -76,11 +77,15 @@ class _Server:
     """The client's view of one server: its channel, its last load and what this client
     opened and closed there since that load was read."""
 
-    def __init__(self, ep: Endpoint, channel_options: list[tuple[str, Any]]) -> None:
+    def __init__(
+        self, ep: Endpoint, channel_options: list[tuple[str, Any]], token: str | None, ca_file: str | None
+    ) -> None:
         self.endpoint = ep
         self.url = ep.url
-        self.target = parse_url(ep.url)[1]
-        self.channel = grpc.aio.insecure_channel(self.target, options=channel_options)
+        scheme, self.target = parse_url(ep.url)
+        self.secure, self.ca_file = scheme == "grpcs", ca_file
+        self.token = ep.token or token  # the server's own (e.g. a container's), else the fleet's
+        self.channel = open_channel(self.target, secure=self.secure, ca_file=ca_file, options=channel_options)
         self.load: load_pb2.ServerLoad | None = None
         self.up = False
         self.full = False  # refused a handshake (RESOURCE_EXHAUSTED) since the last poll
@@ -183,6 +188,11 @@ class FleetClient:
         self.client_cls = client_cls
         self.refresh_s, self.load_timeout, self.connect_timeout = refresh_s, load_timeout, connect_timeout
         self.client_kwargs = client_kwargs
+        # RFC 0003: servers that require a token get an endpoint's own (a docker provider's
+        # containers), else ``token=`` (default $OPENENV_TOKEN); grpcs:// servers are
+        # verified against ``ca_file=``. Both are also the sessions' client keywords.
+        self._token: str | None = client_kwargs.get("token") or os.environ.get(TOKEN_ENV) or None
+        self._ca_file: str | None = client_kwargs.get("ca_file")
         self.servers: dict[str, _Server] = {}
         self.sessions: list[EnvClient] = []
         self._poller: asyncio.Task[None] | None = None
@@ -240,7 +250,7 @@ class FleetClient:
         for ep in endpoints:
             seen.add(ep.url)
             if ep.url not in self.servers:
-                self.servers[ep.url] = _Server(ep, self._channel_options)
+                self.servers[ep.url] = _Server(ep, self._channel_options, self._token, self._ca_file)
             self.servers[ep.url].listed = True
         for url, srv in list(self.servers.items()):
             if url not in seen:
@@ -254,7 +264,7 @@ class FleetClient:
     async def _poll(self, srv: _Server) -> None:
         base = (srv.opened, srv.closed)
         try:
-            load = await get_load(srv.channel, self.load_timeout, target=srv.url)
+            load = await get_load(srv.channel, self.load_timeout, target=srv.url, token=srv.token)
         except EnvError as e:
             srv.up, srv.error = False, e.message
             return
@@ -304,7 +314,17 @@ class FleetClient:
             # server went away is reported at once instead of being waited on for the resume
             # grace period (RFC 0006); pass resume=True to ride out drops of a live server.
             kwargs.setdefault("resume", False)
-            conn = GrpcConnection(srv.target, url=srv.url, channel=srv.channel)
+            if srv.token:  # the server's token: the session's forks open their own connections with it
+                kwargs["token"] = srv.token
+            conn = GrpcConnection(
+                srv.target,
+                url=srv.url,
+                channel=srv.channel,
+                token=srv.token,
+                secure=srv.secure,
+                ca_file=srv.ca_file,
+                client_cert=kwargs.get("client_cert"),
+            )
             client = _session_class(self.client_cls)(srv.url, connection=conn, **kwargs)
             fs: Any = client
             fs.fleet_server, fs._fleet = srv, self

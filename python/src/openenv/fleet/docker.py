@@ -22,6 +22,7 @@ from openenv.deploy.engine import GRPC_PORT, docker_client
 from openenv.deploy.run import start_container
 from openenv.errors import NotFound
 from openenv.fleet.provider import Endpoint, Progress, Provider, _quiet
+from openenv.security import TOKEN_ENV
 
 __all__ = ["FLEET_LABEL", "DockerProvider"]
 
@@ -124,7 +125,8 @@ class DockerProvider(Provider):
                 continue
             bindings = ((c.attrs.get("NetworkSettings") or {}).get("Ports") or {}).get(f"{GRPC_PORT}/tcp") or []
             if bindings:
-                out.append(Endpoint(c.name, f"grpc://127.0.0.1:{bindings[0]['HostPort']}", f"container {c.id[:12]}"))
+                url = f"grpc://127.0.0.1:{bindings[0]['HostPort']}"
+                out.append(Endpoint(c.name, url, f"container {c.id[:12]}", _container_token(c)))
         return out
 
     def kill(self, name: str) -> None:
@@ -173,3 +175,13 @@ class DockerProvider(Provider):
         p = cls(str(state["image"]), name=str(state["name"]), max_sessions=state.get("max_sessions"))
         p._serial = int(state.get("serial", 0))
         return p
+
+
+def _container_token(c: Any) -> str:
+    """The token a container's server requires: every one has its own (start_container, RFC
+    0003), in its environment, which whoever may inspect the container may read anyway."""
+    for item in (c.attrs.get("Config") or {}).get("Env") or []:
+        key, _, value = str(item).partition("=")
+        if key == TOKEN_ENV:
+            return value
+    return ""

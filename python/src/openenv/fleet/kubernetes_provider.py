@@ -76,7 +76,9 @@ class KubernetesProvider(Provider):
     """Servers of ``image`` as pods of a Deployment, found through a headless Service.
 
     ``context``/``config_file``: the kubeconfig to use (default: in-cluster config when run in
-    a pod, else ``~/.kube/config``). The other keywords are :class:`FleetManifest`'s.
+    a pod, else ``~/.kube/config``). The other keywords are :class:`FleetManifest`'s
+    (``token_secret``: the Secret holding the servers' bearer token; clients then pass the same
+    token to :class:`~openenv.fleet.FleetClient`).
     """
 
     kind = "kubernetes"
@@ -95,6 +97,7 @@ class KubernetesProvider(Provider):
         config_file: str | None = None,
         ready_timeout: float = 300.0,
         api_client: kubernetes.client.ApiClient | None = None,
+        token_secret: str | None = None,
     ) -> None:
         self.spec = FleetManifest(
             image=image,
@@ -104,6 +107,7 @@ class KubernetesProvider(Provider):
             hpa_max_replicas=hpa_max_replicas,
             cpu=cpu,
             memory=memory,
+            token_secret=token_secret,
         )
         self.context, self.config_file = context, config_file
         self.ready_timeout = ready_timeout

@@ -60,6 +60,10 @@ class FleetManifest:
     image_pull_policy: str = "IfNotPresent"
     env: dict[str, str] = dataclasses.field(default_factory=dict)
     grace_s: int = 30
+    #: A Secret (in ``namespace``) whose key ``token`` is the bearer token the servers require
+    #: (``OPENENV_TOKEN``, RFC 0003): pods listen beyond loopback, so the image's server
+    #: refuses to start without a token unless ``env`` sets ``OPENENV_ALLOW_ANONYMOUS=1``.
+    token_secret: str | None = None
 
     def __post_init__(self) -> None:
         if self.replicas < 1:
@@ -87,7 +91,12 @@ class FleetManifest:
                 {"name": "grpc", "containerPort": GRPC_PORT, "protocol": "TCP"},
                 {"name": "http", "containerPort": HTTP_PORT, "protocol": "TCP"},
             ],
-            "env": [{"name": k, "value": v} for k, v in sorted(env.items())],
+            "env": [{"name": k, "value": v} for k, v in sorted(env.items())]
+            + (
+                [{"name": "OPENENV_TOKEN", "valueFrom": {"secretKeyRef": {"name": self.token_secret, "key": "token"}}}]
+                if self.token_secret
+                else []
+            ),
             "readinessProbe": {**probe, "failureThreshold": 1},
             "livenessProbe": {**probe, "failureThreshold": 3, "initialDelaySeconds": 10},
             "startupProbe": {**probe, "failureThreshold": 30, "periodSeconds": 2},

@@ -47,13 +47,16 @@ class Endpoint:
     url: str
     #: Where it runs (a pid, a container id, a Ray node id, a node name), for ``status``.
     where: str = ""
+    #: The bearer token the server requires (RFC 0003; e.g. a docker provider's container's
+    #: own); empty: none, or the fleet client's. Never printed nor written by ``to_json``.
+    token: str = dataclasses.field(default="", repr=False, compare=False)
 
     def to_json(self) -> dict[str, str]:
-        return dataclasses.asdict(self)
+        return {"name": self.name, "url": self.url, "where": self.where}
 
     @classmethod
     def from_json(cls, doc: Mapping[str, Any]) -> Endpoint:
-        return cls(str(doc["name"]), str(doc["url"]), str(doc.get("where", "")))
+        return cls(str(doc["name"]), str(doc["url"]), str(doc.get("where", "")), str(doc.get("token", "")))
 
 
 def _quiet(line: str) -> None:

@@ -34,6 +34,7 @@ import ray.exceptions
 from openenv.errors import DeadlineExceeded, Unavailable
 from openenv.fleet._factory import import_target
 from openenv.fleet.provider import Endpoint, Progress, Provider, _quiet
+from openenv.security import TokenSet
 from openenv.server import Server
 
 __all__ = ["RayProvider"]
@@ -44,10 +45,17 @@ DEFAULT_NAMESPACE = "openenv-fleet"
 class EnvServerActor:
     """One environment server inside a Ray actor process. Its methods are the actor's."""
 
-    def __init__(self, target: str, max_sessions: int | None, idle_timeout_s: float) -> None:
+    def __init__(self, target: str, max_sessions: int | None, idle_timeout_s: float, token: str | None = None) -> None:
         host: str = ray.util.get_node_ip_address()  # type: ignore[no-untyped-call]
         self._loop = asyncio.new_event_loop()
-        self._server = Server(import_target(target), host, 0, max_sessions=max_sessions, idle_timeout_s=idle_timeout_s)
+        self._server = Server(
+            import_target(target),
+            host,
+            0,
+            max_sessions=max_sessions,
+            idle_timeout_s=idle_timeout_s,
+            tokens=TokenSet([token] if token else []),  # RFC 0003: the node's address is reachable
+        )
         started = threading.Event()
         failure: list[BaseException] = []
 
@@ -88,6 +96,9 @@ class RayProvider(Provider):
     this process that connection is used; None starts a local Ray. ``num_cpus`` and
     ``resources`` are each server's resource requests; ``scheduling_strategy`` defaults to
     ``"SPREAD"``; ``max_restarts`` (-1: always) is how often Ray restarts a dead server.
+    ``token``: the bearer token every server requires (RFC 0003; the servers listen on their
+    node's address), carried by the endpoints so a :class:`~openenv.fleet.FleetClient` sends
+    it; None: anonymous servers, for trusted networks.
     """
 
     kind = "ray"
@@ -107,7 +118,9 @@ class RayProvider(Provider):
         max_restarts: int = -1,
         detached: bool = False,
         ready_timeout: float = 120.0,
+        token: str | None = None,
     ) -> None:
+        self.token = token
         self.target, self.address, self.namespace, self.name = target, address, namespace, name
         self.max_sessions, self.idle_timeout_s = max_sessions, idle_timeout_s
         self.num_cpus, self.resources = num_cpus, dict(resources or {})
@@ -140,7 +153,7 @@ class RayProvider(Provider):
             name = f"{self.name}-{self._serial}"
             self._serial += 1
             cls = self._actor_class(name)
-            self._actors[name] = cls.remote(self.target, self.max_sessions, self.idle_timeout_s)
+            self._actors[name] = cls.remote(self.target, self.max_sessions, self.idle_timeout_s, self.token)
             names.append(name)
         return names
 
@@ -191,7 +204,7 @@ class RayProvider(Provider):
                 url, node = ray.get(ref)
             except ray.exceptions.RayError:
                 continue  # dead or restarting
-            out.append(Endpoint(refs[ref], url, f"node {node[:12]}"))
+            out.append(Endpoint(refs[ref], url, f"node {node[:12]}", self.token or ""))
         return sorted(out, key=lambda ep: _serial_of(ep.name))
 
     def heal(self, progress: Progress = _quiet) -> list[Endpoint]:

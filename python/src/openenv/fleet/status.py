@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
+import os
 
 from openenv.client.health import check_health
 from openenv.client.load import fetch_load, load_score
 from openenv.client.urls import parse_url
 from openenv.errors import EnvError
 from openenv.fleet.provider import Endpoint
+from openenv.security import TOKEN_ENV
 from openenv.v1 import load_pb2
 
 __all__ = ["ServerStatus", "fleet_status", "format_table"]
@@ -31,7 +33,7 @@ def _one(ep: Endpoint, timeout: float) -> ServerStatus:
     if health != "SERVING":
         return ServerStatus(ep, health, None)
     try:
-        return ServerStatus(ep, health, fetch_load(target, timeout))
+        return ServerStatus(ep, health, fetch_load(target, timeout, token=ep.token or os.environ.get(TOKEN_ENV)))
     except EnvError as e:
         return ServerStatus(ep, health, None, e.message)
 

@@ -60,6 +60,9 @@ class _Context:
     async def read(self) -> Any:
         req = await self._ctx.read()
         if req is not _EOF:
+            if not isinstance(req, environment_pb2.SessionRequest):  # undecodable bytes (the listener's guard)
+                self._pending[req.request_id] = self._so.begin("undecodable", req.request_id, 0)
+                return req
             kind = req.WhichOneof("kind") or "none"
             if kind == "handshake":
                 self._vector = req.handshake.num_envs > 1

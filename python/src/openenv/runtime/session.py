@@ -35,6 +35,7 @@ from openenv.errors import (
 from openenv.protocol import PROTOCOL_VERSION, EpisodeStatus, SessionState, StepResult
 from openenv.runtime.codec import Codec, codec_for, descriptor_set, to_struct
 from openenv.runtime.environment import Environment
+from openenv.runtime.isolation import ISOLATION_MODES, ProcessEnv
 from openenv.runtime.load import LoadMeter
 from openenv.runtime.rubrics import CREDITS_METADATA_KEY, Rubric
 from openenv.runtime.snapshots import FORMAT, default_key, restore_rubric, rubric_state, seal, verify
@@ -49,6 +50,7 @@ DEFAULT_MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 DEFAULT_IDLE_TIMEOUT_S = 300.0
 DEFAULT_RESUME_GRACE_S = 60.0  # how long a dropped resumable session waits for its client (RFC 0006)
 _CLOSE_TIMEOUT_S = 30.0  # bound on waiting for a still-running call, and on close() itself
+_FACTORY_TIMEOUT_S = 60.0  # bound on creating an environment (a hung constructor)
 
 __all__ = [
     "DEFAULT_IDLE_TIMEOUT_S",
@@ -72,9 +74,12 @@ class Runtime:
         idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S,
         tools_only: bool = False,
         max_num_envs: int | None = None,
+        isolation: str = "thread",
         resume_grace_s: float = DEFAULT_RESUME_GRACE_S,
         snapshot_key: bytes | None = None,
     ) -> None:
+        if isolation not in ISOLATION_MODES:
+            raise ValueError(f"isolation must be one of {ISOLATION_MODES}, not {isolation!r}")
         if isinstance(factory, type):
             env_cls = factory
         else:  # a factory function: build one instance to learn its class
@@ -110,6 +115,13 @@ class Runtime:
         if rubric is not None and not isinstance(rubric, Rubric):
             raise TypeError(f"{env_cls.__name__}.rubric must be an openenv.rubrics.Rubric, got {type(rubric).__name__}")
         self.rubric: Rubric | None = rubric
+        if isolation == "process" and rubric is not None:
+            raise ValueError(f"{env_cls.__name__} has a rubric: --isolation process does not support rubrics yet")
+        self.isolation = isolation
+        # Process isolation: every call goes to the session's worker over a pipe, from a thread.
+        self.run_in_thread = env_cls.run_in_thread or isolation == "process"
+        if isolation == "process":
+            self.is_async = frozenset()
         # RFC 0006: resumable sessions, snapshots (the default hooks, or the class's own).
         self.resume_grace_s = max(0.0, resume_grace_s)
         self.snapshots = bool(env_cls.snapshots) or env_cls.snapshot is not Environment.snapshot
@@ -250,9 +262,8 @@ class Session:
             if timeout is None:  # hot path: no task; cancelling the stream cancels the coroutine
                 return await fn(*args)
             fut: asyncio.Future[Any] = asyncio.ensure_future(fn(*args))
-        elif self.runtime.env_cls.run_in_thread:
-            loop = asyncio.get_running_loop()
-            fut = loop.run_in_executor(self.manager.executor, functools.partial(fn, *args))
+        elif self.runtime.run_in_thread:
+            fut = self.manager.run_in_thread(functools.partial(fn, *args))
         else:
             return fn(*args)
         try:
@@ -283,6 +294,8 @@ class Session:
             raise
         except asyncio.CancelledError:
             raise
+        except RecursionError as e:  # a deeply nested payload (e.g. tool arguments) met a recursive validator
+            raise InvalidArgument("the request is nested too deeply to be validated") from e
         except Exception as e:
             log.warning("environment %s raised in session %s", self.runtime.env_cls.__name__, self.id, exc_info=True)
             raise Internal(f"{type(e).__name__}: {e}") from e
@@ -405,7 +418,7 @@ class Session:
     async def render(self) -> Any:
         """The environment's :meth:`~openenv.Environment.render` of its current state
         (UNIMPLEMENTED when the class has no render hook)."""
-        if type(self.env).render is Environment.render:
+        if self.runtime.env_cls.render is Environment.render:  # the class's: self.env may be a worker's proxy
             raise Unimplemented(f"{self.runtime.env_cls.__name__} has no render hook")
         return await self._guard(self._call(self.env.render, "render" in self.runtime.is_async, what="render"))
 
@@ -429,9 +442,12 @@ class Session:
             raise NotFound(f"unknown tool {name!r}; known tools: {', '.join(tools)}")
         kwargs = td.validate(dict(arguments or {}))
         limit = min((t for t in (timeout, td.timeout_s) if t is not None), default=None)
-        fn = functools.partial(td.fn, self.env, **kwargs)
+        if isinstance(self.env, ProcessEnv):
+            fn, is_async = functools.partial(self.env.call_tool, name, kwargs), False
+        else:
+            fn, is_async = functools.partial(td.fn, self.env, **kwargs), td.is_async
         try:
-            value = await self._call(fn, td.is_async, timeout=limit, what=f"tool {name!r}")
+            value = await self._call(fn, is_async, timeout=limit, what=f"tool {name!r}")
         except EnvError:
             raise
         except Exception as e:  # noqa: BLE001 - a failing tool is a result, as in MCP
@@ -499,8 +515,15 @@ class SessionManager:
         self.sessions: dict[str, Session] = {}
         self.draining = False
         self.opened_total = 0
-        workers = executor_workers or min(64, max(8, runtime.max_sessions))
+        # Threads are started on demand (never more than calls in flight), so a generous
+        # bound costs nothing: every session may hold one call, and as many again may be
+        # calls of closed sessions that never returned (a hung environment; a Python thread
+        # cannot be killed). Beyond that, new sessions are refused at once (UNAVAILABLE)
+        # instead of queueing behind hung calls (RFC 0003).
+        workers = executor_workers or 2 * runtime.max_sessions + 8
         self.executor = concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="openenv-env")
+        self.max_threads = workers
+        self.calls_in_threads = 0  # calls submitted to the executor and not finished
         self._reaper: asyncio.Task[None] | None = None
         self._reserved = 0
         self._closing: set[asyncio.Future[None]] = set()  # close() calls in progress
@@ -533,9 +556,26 @@ class SessionManager:
             raise
         return out
 
+    def run_in_thread(self, fn: Callable[[], _T]) -> asyncio.Future[_T]:
+        """Run ``fn`` on the environment threads, counting it until it returns."""
+        self.calls_in_threads += 1
+        fut = asyncio.get_running_loop().run_in_executor(self.executor, fn)
+
+        def done(_: Any) -> None:
+            self.calls_in_threads -= 1
+
+        fut.add_done_callback(done)
+        return fut
+
     def _check_capacity(self, n: int) -> None:
         if self.draining:
             raise Unavailable("server is shutting down", fatal=True)
+        if self.calls_in_threads + n >= self.max_threads:
+            raise Unavailable(
+                f"{self.calls_in_threads} environment calls are still running (some never returned); "
+                "refusing new sessions until they finish",
+                fatal=True,
+            )
         if self.active + n > self.runtime.max_sessions:
             raise ResourceExhausted(
                 f"server at capacity: {self.active}/{self.runtime.max_sessions} sessions active",
@@ -549,10 +589,17 @@ class SessionManager:
         self._check_capacity(1)
         self._reserved += 1
         try:
-            factory = functools.partial(self.runtime.factory, **dict(options or {}))
+            if self.runtime.isolation == "process":
+                factory: Callable[[], Any] = functools.partial(ProcessEnv, self.runtime.factory, dict(options or {}))
+            else:
+                factory = functools.partial(self.runtime.factory, **dict(options or {}))
             try:
-                if self.runtime.env_cls.run_in_thread:
-                    env = await asyncio.get_running_loop().run_in_executor(self.executor, factory)
+                if self.runtime.run_in_thread:
+                    creating = self.run_in_thread(factory)
+                    done, _ = await asyncio.wait({creating}, timeout=_FACTORY_TIMEOUT_S)
+                    if not done:  # a hung constructor: its thread is abandoned, the handshake answered
+                        raise DeadlineExceeded(f"the environment was not created within {_FACTORY_TIMEOUT_S:g} s")
+                    env = creating.result()
                 else:
                     env = factory()
             except EnvError as e:

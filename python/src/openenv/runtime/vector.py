@@ -35,7 +35,7 @@ class VectorSession:
         self.autoreset_mode = autoreset_mode or DISABLED
         rt = sessions[0].runtime
         # Fast sync environments run inline; threaded or async ones run concurrently.
-        self._inline = not rt.env_cls.run_in_thread and "step" not in rt.is_async
+        self._inline = not rt.run_in_thread and "step" not in rt.is_async
 
     @property
     def num_envs(self) -> int:

@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from google.protobuf import any_pb2 as google_dot_protobuf_dot_any__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16openenv/v1/error.proto\x12\nopenenv.v1\x1a\x19google/protobuf/any.proto\"t\n\x06Status\x12#\n\x04\x63ode\x18\x01 \x01(\x0e\x32\x15.openenv.v1.ErrorCode\x12\x0f\n\x07message\x18\x02 \x01(\t\x12%\n\x07\x64\x65tails\x18\x03 \x03(\x0b\x32\x14.google.protobuf.Any\x12\r\n\x05\x66\x61tal\x18\x04 \x01(\x08*\xd0\x02\n\tErrorCode\x12\x1a\n\x16\x45RROR_CODE_UNSPECIFIED\x10\x00\x12\x18\n\x14\x45RROR_CODE_CANCELLED\x10\x01\x12\x1f\n\x1b\x45RROR_CODE_INVALID_ARGUMENT\x10\x03\x12 \n\x1c\x45RROR_CODE_DEADLINE_EXCEEDED\x10\x04\x12\x18\n\x14\x45RROR_CODE_NOT_FOUND\x10\x05\x12!\n\x1d\x45RROR_CODE_RESOURCE_EXHAUSTED\x10\x08\x12\"\n\x1e\x45RROR_CODE_FAILED_PRECONDITION\x10\t\x12\x16\n\x12\x45RROR_CODE_ABORTED\x10\n\x12\x1c\n\x18\x45RROR_CODE_UNIMPLEMENTED\x10\x0c\x12\x17\n\x13\x45RROR_CODE_INTERNAL\x10\r\x12\x1a\n\x16\x45RROR_CODE_UNAVAILABLE\x10\x0e\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16openenv/v1/error.proto\x12\nopenenv.v1\x1a\x19google/protobuf/any.proto\"t\n\x06Status\x12#\n\x04\x63ode\x18\x01 \x01(\x0e\x32\x15.openenv.v1.ErrorCode\x12\x0f\n\x07message\x18\x02 \x01(\t\x12%\n\x07\x64\x65tails\x18\x03 \x03(\x0b\x32\x14.google.protobuf.Any\x12\r\n\x05\x66\x61tal\x18\x04 \x01(\x08*\x92\x03\n\tErrorCode\x12\x1a\n\x16\x45RROR_CODE_UNSPECIFIED\x10\x00\x12\x18\n\x14\x45RROR_CODE_CANCELLED\x10\x01\x12\x1f\n\x1b\x45RROR_CODE_INVALID_ARGUMENT\x10\x03\x12 \n\x1c\x45RROR_CODE_DEADLINE_EXCEEDED\x10\x04\x12\x18\n\x14\x45RROR_CODE_NOT_FOUND\x10\x05\x12 \n\x1c\x45RROR_CODE_PERMISSION_DENIED\x10\x07\x12!\n\x1d\x45RROR_CODE_RESOURCE_EXHAUSTED\x10\x08\x12\"\n\x1e\x45RROR_CODE_FAILED_PRECONDITION\x10\t\x12\x16\n\x12\x45RROR_CODE_ABORTED\x10\n\x12\x1c\n\x18\x45RROR_CODE_UNIMPLEMENTED\x10\x0c\x12\x17\n\x13\x45RROR_CODE_INTERNAL\x10\r\x12\x1a\n\x16\x45RROR_CODE_UNAVAILABLE\x10\x0e\x12\x1e\n\x1a\x45RROR_CODE_UNAUTHENTICATED\x10\x10\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -33,7 +33,7 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'openenv.v1.error_pb2', _glo
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_ERRORCODE']._serialized_start=184
-  _globals['_ERRORCODE']._serialized_end=520
+  _globals['_ERRORCODE']._serialized_end=586
   _globals['_STATUS']._serialized_start=65
   _globals['_STATUS']._serialized_end=181
 # @@protoc_insertion_point(module_scope)

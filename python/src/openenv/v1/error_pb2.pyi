@@ -15,23 +15,27 @@ class ErrorCode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     ERROR_CODE_INVALID_ARGUMENT: _ClassVar[ErrorCode]
     ERROR_CODE_DEADLINE_EXCEEDED: _ClassVar[ErrorCode]
     ERROR_CODE_NOT_FOUND: _ClassVar[ErrorCode]
+    ERROR_CODE_PERMISSION_DENIED: _ClassVar[ErrorCode]
     ERROR_CODE_RESOURCE_EXHAUSTED: _ClassVar[ErrorCode]
     ERROR_CODE_FAILED_PRECONDITION: _ClassVar[ErrorCode]
     ERROR_CODE_ABORTED: _ClassVar[ErrorCode]
     ERROR_CODE_UNIMPLEMENTED: _ClassVar[ErrorCode]
     ERROR_CODE_INTERNAL: _ClassVar[ErrorCode]
     ERROR_CODE_UNAVAILABLE: _ClassVar[ErrorCode]
+    ERROR_CODE_UNAUTHENTICATED: _ClassVar[ErrorCode]
 ERROR_CODE_UNSPECIFIED: ErrorCode
 ERROR_CODE_CANCELLED: ErrorCode
 ERROR_CODE_INVALID_ARGUMENT: ErrorCode
 ERROR_CODE_DEADLINE_EXCEEDED: ErrorCode
 ERROR_CODE_NOT_FOUND: ErrorCode
+ERROR_CODE_PERMISSION_DENIED: ErrorCode
 ERROR_CODE_RESOURCE_EXHAUSTED: ErrorCode
 ERROR_CODE_FAILED_PRECONDITION: ErrorCode
 ERROR_CODE_ABORTED: ErrorCode
 ERROR_CODE_UNIMPLEMENTED: ErrorCode
 ERROR_CODE_INTERNAL: ErrorCode
 ERROR_CODE_UNAVAILABLE: ErrorCode
+ERROR_CODE_UNAUTHENTICATED: ErrorCode
 
 class Status(_message.Message):
     __slots__ = ("code", "message", "details", "fatal")

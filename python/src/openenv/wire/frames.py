@@ -81,6 +81,8 @@ WS_CODE: dict[ErrorCode, str] = {
     ErrorCode.INTERNAL: "EXECUTION_ERROR",
     ErrorCode.UNAVAILABLE: "SESSION_ERROR",
     ErrorCode.CANCELLED: "SESSION_ERROR",
+    ErrorCode.UNAUTHENTICATED: "SESSION_ERROR",
+    ErrorCode.PERMISSION_DENIED: "SESSION_ERROR",
 }
 
 #: The reverse, for our client talking to stock OpenEnv servers.

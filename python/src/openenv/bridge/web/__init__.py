@@ -42,7 +42,8 @@ async def serve_web(scope: dict[str, Any], send: Any) -> None:
         return
     path = scope["path"]
     if path == "/web":  # relative asset URLs resolve under /web/
-        await send({"type": "http.response.start", "status": 307, "headers": [(b"location", b"/web/")]})
+        # A relative location keeps a /t/<token>/ prefix the guard removed (RFC 0003).
+        await send({"type": "http.response.start", "status": 307, "headers": [(b"location", b"web/")]})
         await send({"type": "http.response.body", "body": b""})
         return
     name = path[len("/web/") :] or "index.html"

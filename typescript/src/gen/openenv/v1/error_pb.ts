@@ -15,7 +15,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file openenv/v1/error.proto.
  */
 export const file_openenv_v1_error: GenFile = /*@__PURE__*/
-  fileDesc("ChZvcGVuZW52L3YxL2Vycm9yLnByb3RvEgpvcGVuZW52LnYxInQKBlN0YXR1cxIjCgRjb2RlGAEgASgOMhUub3BlbmVudi52MS5FcnJvckNvZGUSDwoHbWVzc2FnZRgCIAEoCRIlCgdkZXRhaWxzGAMgAygLMhQuZ29vZ2xlLnByb3RvYnVmLkFueRINCgVmYXRhbBgEIAEoCCrQAgoJRXJyb3JDb2RlEhoKFkVSUk9SX0NPREVfVU5TUEVDSUZJRUQQABIYChRFUlJPUl9DT0RFX0NBTkNFTExFRBABEh8KG0VSUk9SX0NPREVfSU5WQUxJRF9BUkdVTUVOVBADEiAKHEVSUk9SX0NPREVfREVBRExJTkVfRVhDRUVERUQQBBIYChRFUlJPUl9DT0RFX05PVF9GT1VORBAFEiEKHUVSUk9SX0NPREVfUkVTT1VSQ0VfRVhIQVVTVEVEEAgSIgoeRVJST1JfQ09ERV9GQUlMRURfUFJFQ09ORElUSU9OEAkSFgoSRVJST1JfQ09ERV9BQk9SVEVEEAoSHAoYRVJST1JfQ09ERV9VTklNUExFTUVOVEVEEAwSFwoTRVJST1JfQ09ERV9JTlRFUk5BTBANEhoKFkVSUk9SX0NPREVfVU5BVkFJTEFCTEUQDmIGcHJvdG8z", [file_google_protobuf_any]);
+  fileDesc("ChZvcGVuZW52L3YxL2Vycm9yLnByb3RvEgpvcGVuZW52LnYxInQKBlN0YXR1cxIjCgRjb2RlGAEgASgOMhUub3BlbmVudi52MS5FcnJvckNvZGUSDwoHbWVzc2FnZRgCIAEoCRIlCgdkZXRhaWxzGAMgAygLMhQuZ29vZ2xlLnByb3RvYnVmLkFueRINCgVmYXRhbBgEIAEoCCqSAwoJRXJyb3JDb2RlEhoKFkVSUk9SX0NPREVfVU5TUEVDSUZJRUQQABIYChRFUlJPUl9DT0RFX0NBTkNFTExFRBABEh8KG0VSUk9SX0NPREVfSU5WQUxJRF9BUkdVTUVOVBADEiAKHEVSUk9SX0NPREVfREVBRExJTkVfRVhDRUVERUQQBBIYChRFUlJPUl9DT0RFX05PVF9GT1VORBAFEiAKHEVSUk9SX0NPREVfUEVSTUlTU0lPTl9ERU5JRUQQBxIhCh1FUlJPUl9DT0RFX1JFU09VUkNFX0VYSEFVU1RFRBAIEiIKHkVSUk9SX0NPREVfRkFJTEVEX1BSRUNPTkRJVElPThAJEhYKEkVSUk9SX0NPREVfQUJPUlRFRBAKEhwKGEVSUk9SX0NPREVfVU5JTVBMRU1FTlRFRBAMEhcKE0VSUk9SX0NPREVfSU5URVJOQUwQDRIaChZFUlJPUl9DT0RFX1VOQVZBSUxBQkxFEA4SHgoaRVJST1JfQ09ERV9VTkFVVEhFTlRJQ0FURUQQEGIGcHJvdG8z", [file_google_protobuf_any]);
 
 /**
  * An error answer to one request.
@@ -106,6 +106,15 @@ export enum ErrorCode {
   NOT_FOUND = 5,
 
   /**
+   * The caller is authenticated but not allowed to do this: over HTTP, a
+   * request from a foreign Origin or to a Host the server does not answer
+   * for (RFC 0003). Fatal for a session.
+   *
+   * @generated from enum value: ERROR_CODE_PERMISSION_DENIED = 7;
+   */
+  PERMISSION_DENIED = 7,
+
+  /**
    * A capacity or size limit was hit: too many sessions, message too large.
    *
    * @generated from enum value: ERROR_CODE_RESOURCE_EXHAUSTED = 8;
@@ -149,6 +158,15 @@ export enum ErrorCode {
    * @generated from enum value: ERROR_CODE_UNAVAILABLE = 14;
    */
   UNAVAILABLE = 14,
+
+  /**
+   * The server requires a bearer token and the request carried none, or one
+   * it does not accept (gRPC metadata "authorization: Bearer <token>"; HTTP
+   * header "Authorization"; RFC 0003). Fatal for a session.
+   *
+   * @generated from enum value: ERROR_CODE_UNAUTHENTICATED = 16;
+   */
+  UNAUTHENTICATED = 16,
 }
 
 /**

@@ -1,0 +1,211 @@
+"""Bounds on what one HTTP connection may cost before the application sees it (RFC 0003).
+
+uvicorn's ``httptools`` protocol puts no limit on the request line and headers, and no
+deadline on reading them: one anonymous client could send megabytes of headers (each byte
+held in Python objects) or keep thousands of half-sent requests open (slowloris).
+:class:`GuardedHttpProtocol` adds, per connection:
+
+* a cap on the request line plus headers (:attr:`HttpLimits.max_head_bytes`, 16 KiB):
+  414 when the request line alone is over it, else 431; also 431 beyond
+  :attr:`~HttpLimits.max_headers` header lines. The bytes are counted as they arrive,
+  before the parser buffers them, so memory stays bounded;
+* a head deadline (:attr:`~HttpLimits.head_timeout_s`): a connection that has not sent a
+  complete request head within it (including one that sends nothing) gets 408 and is closed;
+* a body deadline (:attr:`~HttpLimits.body_timeout_s`): a request body not complete within
+  it closes the connection (the application sees a disconnect).
+
+Keep-alive idling is uvicorn's ``timeout_keep_alive``; the number of connections its
+``limit_concurrency`` (503 beyond).
+
+:class:`GuardedWsProtocol` bounds the send side of a WebSocket: a send that cannot be
+written within :attr:`~HttpLimits.ws_send_timeout_s` (a peer that does not read, so the
+socket's buffer stays full) aborts the connection, which frees its session; and a missed
+keepalive pong aborts it too (closing gracefully would wait for that same full buffer to
+drain, forever).
+
+:func:`bounded_loads` parses a JSON frame or body only when it holds at most
+:data:`MAX_JSON_CONTAINERS` objects and arrays: 15 MB of ``{}`` would otherwise become
+millions of Python dicts (~30x the bytes in memory) before any validation could refuse them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from typing import Any
+
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+from uvicorn.protocols.utils import ClientDisconnected
+from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
+
+from openenv.wire import frames
+
+__all__ = [
+    "MAX_JSON_CONTAINERS",
+    "GuardedHttpProtocol",
+    "GuardedWsProtocol",
+    "HttpLimits",
+    "bounded_loads",
+    "protocol_classes",
+]
+
+MAX_JSON_CONTAINERS = 100_000
+"""Most JSON objects plus arrays in one frame or body (counted as ``{`` and ``[`` bytes, so
+brackets inside strings count too: a bound, never a miss)."""
+
+
+def bounded_loads(raw: str | bytes) -> Any:
+    """:func:`openenv.wire.frames.loads`, refusing (ValueError) a text with more than
+    :data:`MAX_JSON_CONTAINERS` objects and arrays before parsing it."""
+    if isinstance(raw, str):
+        n = raw.count("{") + raw.count("[")
+    else:
+        n = raw.count(b"{") + raw.count(b"[")
+    if n > MAX_JSON_CONTAINERS:
+        raise ValueError(f"more than {MAX_JSON_CONTAINERS} JSON objects and arrays ({n}): refused unparsed")
+    return frames.loads(raw)
+
+
+@dataclasses.dataclass(frozen=True)
+class HttpLimits:
+    """Per-connection bounds of the HTTP listener (defaults suit any client we know of)."""
+
+    max_head_bytes: int = 16 * 1024
+    max_headers: int = 100
+    head_timeout_s: float = 10.0
+    body_timeout_s: float = 60.0
+    ws_send_timeout_s: float = 20.0
+
+
+_STATUS = {408: b"Request Timeout", 414: b"URI Too Long", 431: b"Request Header Fields Too Large"}
+
+
+class GuardedHttpProtocol(HttpToolsProtocol):
+    """uvicorn's httptools protocol with the bounds of :class:`HttpLimits`."""
+
+    limits = HttpLimits()
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._in_head = True
+        self._head_bytes = 0
+        self._head_lines = 0
+        self._line_len: int | None = None  # length of the request line, once seen
+        self._tail = b""
+        self._head_timer: asyncio.TimerHandle | None = None
+        self._body_timer: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: Any) -> None:
+        super().connection_made(transport)
+        self._arm_head_timer()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._cancel_timers()
+        super().connection_lost(exc)
+
+    def data_received(self, data: bytes) -> None:
+        if self._in_head:
+            if self._head_timer is None:
+                self._arm_head_timer()
+            if not self._count_head(data):
+                return
+        super().data_received(data)
+
+    def _count_head(self, data: bytes) -> bool:
+        """Account ``data`` to the current request head; False when it was refused."""
+        lim = self.limits
+        joined = self._tail + data
+        end = joined.find(b"\r\n\r\n")
+        part = data if end < 0 else joined[len(self._tail) : end + 4]
+        if self._line_len is None and (nl := part.find(b"\n")) >= 0:
+            self._line_len = self._head_bytes + nl
+        self._head_bytes += len(part)
+        self._head_lines += part.count(b"\n")
+        if self._head_bytes > lim.max_head_bytes or self._head_lines > lim.max_headers + 2:
+            long_line = self._line_len is None or self._line_len > lim.max_head_bytes
+            self._refuse(414 if long_line else 431)
+            return False
+        if end < 0:
+            self._tail = joined[-3:]
+        else:
+            self._end_of_head()
+        return True
+
+    def _end_of_head(self) -> None:
+        self._in_head = False
+        self._tail = b""
+        if self._head_timer is not None:
+            self._head_timer.cancel()
+            self._head_timer = None
+
+    def on_headers_complete(self) -> None:
+        super().on_headers_complete()
+        if not (self.parser.should_upgrade() and self._should_upgrade()):
+            self._body_timer = self.loop.call_later(self.limits.body_timeout_s, self._body_timeout)
+
+    def on_message_complete(self) -> None:
+        super().on_message_complete()
+        if self._body_timer is not None:
+            self._body_timer.cancel()
+            self._body_timer = None
+        self._in_head, self._head_bytes, self._head_lines, self._tail = True, 0, 0, b""
+        self._line_len = None
+
+    def _arm_head_timer(self) -> None:
+        self._head_timer = self.loop.call_later(self.limits.head_timeout_s, self._head_timeout)
+
+    def _head_timeout(self) -> None:
+        self._head_timer = None
+        if self._in_head and not self.transport.is_closing():
+            if self._head_bytes:
+                self._refuse(408)
+            else:  # nothing sent at all: no answer owed
+                self.transport.close()
+
+    def _body_timeout(self) -> None:
+        self._body_timer = None
+        if not self.transport.is_closing():
+            self.transport.close()
+
+    def _cancel_timers(self) -> None:
+        for t in (self._head_timer, self._body_timer):
+            if t is not None:
+                t.cancel()
+        self._head_timer = self._body_timer = None
+
+    def _refuse(self, status: int) -> None:
+        self._cancel_timers()
+        if self.transport.is_closing():
+            return
+        body = b'{"detail":"' + _STATUS[status] + b'"}'
+        self.transport.write(
+            b"HTTP/1.1 %d %s\r\ncontent-type: application/json\r\ncontent-length: %d\r\nconnection: close\r\n\r\n%s"
+            % (status, _STATUS[status], len(body), body)
+        )
+        self.transport.close()
+
+
+class GuardedWsProtocol(WebSocketsSansIOProtocol):
+    """uvicorn's websockets-sansio protocol with a bounded send (see the module's text)."""
+
+    limits = HttpLimits()
+
+    async def send(self, message: Any) -> None:
+        if not self.writable.is_set():
+            try:
+                await asyncio.wait_for(self.writable.wait(), self.limits.ws_send_timeout_s)
+            except TimeoutError:
+                self.transport.abort()  # the peer does not read: drop it, free its session
+                raise ClientDisconnected() from None
+        await super().send(message)
+
+    def keepalive_timeout(self) -> None:
+        super().keepalive_timeout()
+        self.transport.abort()  # close() would wait for a full buffer to drain
+
+
+def protocol_classes(limits: HttpLimits) -> tuple[type[GuardedHttpProtocol], type[GuardedWsProtocol]]:
+    """The HTTP and WebSocket protocol classes bound to ``limits`` (uvicorn instantiates them)."""
+    http = type("GuardedHttpProtocol", (GuardedHttpProtocol,), {"limits": limits})
+    ws = type("GuardedWsProtocol", (GuardedWsProtocol,), {"limits": limits})
+    return http, ws

@@ -1,0 +1,117 @@
+"""The gRPC listener's gatekeeper: a server interceptor (RFC 0003).
+
+* Bearer tokens: every call but the health service's needs ``authorization: Bearer
+  <token>`` metadata when a :class:`~openenv.security.TokenSet` is configured; others end
+  with ``UNAUTHENTICATED`` before any handler runs.
+* Undecodable requests: the listed stream methods get a deserializer that does not fail;
+  a message that is not valid protobuf reaches the handler as :class:`Undecodable`, which
+  answers it ``INVALID_ARGUMENT`` in band, instead of the gRPC library ending the stream
+  with UNKNOWN.
+* Replies: a method may get its own response serializer (the server's bounds replies to the
+  message limit while serializing them once).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from typing import Any
+
+import grpc
+from google.protobuf.message import DecodeError
+
+from openenv.security.tokens import TokenSet
+
+__all__ = ["GuardInterceptor", "Undecodable"]
+
+HEALTH_PREFIX = "/grpc.health.v1.Health/"
+
+
+class Undecodable:
+    """A request whose bytes did not parse; ``error`` says why. ``request_id`` is field 1
+    when the bytes start with it (encoders write fields in number order), so the answer
+    can still be matched to its request; else 0."""
+
+    def __init__(self, error: str, request_id: int = 0) -> None:
+        self.error = error
+        self.request_id = request_id
+
+
+def _leading_uint64(data: bytes) -> int:
+    """Field 1 (a varint) when ``data`` starts with it; 0 otherwise."""
+    if not data or data[0] != 0x08:
+        return 0
+    value = shift = 0
+    for b in data[1:11]:
+        value |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return value & 0xFFFFFFFFFFFFFFFF
+        shift += 7
+    return 0
+
+
+def _tolerant(deserialize: Callable[[bytes], Any]) -> Callable[[bytes], Any]:
+    def parse(data: bytes) -> Any:
+        try:
+            return deserialize(data)
+        except (DecodeError, ValueError, RecursionError) as e:
+            return Undecodable(f"{type(e).__name__}: {str(e)[:200]}", _leading_uint64(data))
+
+    return parse
+
+
+class GuardInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
+    """Checks the bearer token of every call (except ``open_prefixes``) and makes the
+    ``tolerant`` methods' request decoding non-fatal."""
+
+    def __init__(
+        self,
+        tokens: TokenSet,
+        *,
+        tolerant: Iterable[str] = (),
+        open_prefixes: tuple[str, ...] = (HEALTH_PREFIX,),
+        serializers: Mapping[str, Callable[[Any], bytes]] | None = None,
+    ) -> None:
+        self.tokens = tokens
+        self.tolerant = frozenset(tolerant)
+        self.serializers = dict(serializers or {})
+        self.open_prefixes = open_prefixes
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+        details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler:
+        method = details.method
+        if self.tokens and not method.startswith(self.open_prefixes):
+            auth = None
+            for key, value in details.invocation_metadata or ():
+                if key == "authorization":
+                    auth = value
+            if not self.tokens.accepts_header(auth):
+                why = "a bearer token is required" if auth is None else "the bearer token is not accepted"
+                return _refusal(await continuation(details), grpc.StatusCode.UNAUTHENTICATED, why)
+        handler = await continuation(details)
+        if handler is not None and method in self.tolerant and handler.request_deserializer is not None:
+            handler = handler._replace(request_deserializer=_tolerant(handler.request_deserializer))
+        if handler is not None and method in self.serializers:
+            handler = handler._replace(response_serializer=self.serializers[method])
+        return handler
+
+
+def _refusal(handler: Any, code: grpc.StatusCode, why: str) -> Any:
+    """A handler of the same shape as ``handler`` that ends the call with ``code``; the
+    request is never decoded."""
+
+    async def abort(request: Any, context: grpc.aio.ServicerContext) -> None:
+        await context.abort(code, why)
+
+    def raw(b: bytes) -> bytes:
+        return b
+
+    if handler is None or (handler.request_streaming and handler.response_streaming):
+        return grpc.stream_stream_rpc_method_handler(abort, request_deserializer=raw)
+    if handler.request_streaming:
+        return grpc.stream_unary_rpc_method_handler(abort, request_deserializer=raw)
+    if handler.response_streaming:
+        return grpc.unary_stream_rpc_method_handler(abort, request_deserializer=raw)
+    return grpc.unary_unary_rpc_method_handler(abort, request_deserializer=raw)
