@@ -14,8 +14,9 @@ from openenv.v1 import environment_pb2
 
 __all__ = ["PROTOCOL_VERSION", "EpisodeStatus", "SessionState", "StepResult"]
 
-PROTOCOL_VERSION = "1.1"
-"""The ``MAJOR.MINOR`` this package speaks (1.0 + RFC 0002 vectorised sessions)."""
+PROTOCOL_VERSION = "1.2"
+"""The ``MAJOR.MINOR`` this package speaks: 1.0, + RFC 0002 vectorised sessions (1.1), + RFCs
+0003-0007 (1.2: hardened listeners, tasks, server load, sessions that survive, strict contract)."""
 
 ObsT = TypeVar("ObsT")
 
