@@ -56,7 +56,7 @@ def chess_container() -> Iterator[Any]:
 def test_stockfish_plays_a_full_game_in_the_image(chess_container: Any) -> None:
     async def main() -> Any:
         rng = random.Random(3)
-        async with openenv.ToolEnvClient(chess_container.url) as env:
+        async with openenv.ToolEnvClient(chess_container.url, token=chess_container.token) as env:
             r = await env.reset(options={"color": "black", "skill": 20, "movetime_ms": 20})
             while not r.terminated:
                 legal = (await env.step(CallToolAction("legal_moves", {}))).observation.result.data

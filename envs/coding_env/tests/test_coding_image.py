@@ -78,8 +78,8 @@ def test_hostile_code_is_contained_inside_the_image(coding_container: Any) -> No
     async def main() -> dict[str, Any]:
         out: dict[str, Any] = {}
         async with (
-            openenv.ToolEnvClient(coding_container.url) as victim,
-            openenv.ToolEnvClient(coding_container.url) as other,
+            openenv.ToolEnvClient(coding_container.url, token=coding_container.token) as victim,
+            openenv.ToolEnvClient(coding_container.url, token=coding_container.token) as other,
         ):
             for name, code in HOSTILE.items():
                 await victim.reset(options={"problem_id": "sum_list"})
