@@ -57,6 +57,18 @@ DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 END_GRACE_S = 5.0  # how long closing waits for the server to end the stream before cancelling it
 # How a stream ends when its connection drops (not a status the server chose): worth a resume.
 _TRANSPORT_CODES = frozenset({14, 1, 13, 2})  # UNAVAILABLE, CANCELLED, INTERNAL, UNKNOWN
+# What grpc's client reports, in place of the server's status, when a call ends while one
+# of its own writes is still in flight (the write fails; the status that ended the call is
+# lost). The server did end the stream, so the session is gone for the same reason a
+# dropped connection loses it: UNAVAILABLE, not a server bug.
+_CORE_WRITE_FAILURE = "Internal error from Core"
+
+
+def stream_end_error(code: grpc.StatusCode, details: str | None) -> EnvError:
+    """The fatal error for a Session stream that ended with ``code`` (not OK)."""
+    if code is grpc.StatusCode.INTERNAL and details == _CORE_WRITE_FAILURE:
+        return Unavailable("the stream ended while a request was being sent (its status was lost)", fatal=True)
+    return EnvError.from_code(code.value[0], details or code.name, fatal=True)
 
 
 async def channel_ready(channel: grpc.aio.Channel, timeout: float) -> bool:
@@ -290,10 +302,10 @@ class GrpcConnection:
                     fut.set_result(resp)
             code = await call.code()
             if code is not grpc.StatusCode.OK:
-                err = EnvError.from_code(code.value[0], await call.details() or code.name, fatal=True)
+                err = stream_end_error(code, await call.details())
                 dropped = True
         except grpc.aio.AioRpcError as e:
-            err = EnvError.from_code(e.code().value[0], e.details() or e.code().name, fatal=True)
+            err = stream_end_error(e.code(), e.details())
             dropped = True
         except asyncio.CancelledError:
             err = FailedPrecondition("the client is closed", fatal=True)

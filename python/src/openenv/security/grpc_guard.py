@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
@@ -98,20 +99,44 @@ class GuardInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         return handler
 
 
-def _refusal(handler: Any, code: grpc.StatusCode, why: str) -> Any:
+#: How long a refusal of a client-streaming call waits for the call's first request
+#: before ending it anyway (a client that sends nothing is refused after this).
+FIRST_REQUEST_WAIT = 5.0
+
+
+def _refusal(handler: Any, code: grpc.StatusCode, why: str, first_request_wait: float = FIRST_REQUEST_WAIT) -> Any:
     """A handler of the same shape as ``handler`` that ends the call with ``code``; the
-    request is never decoded."""
+    request is never decoded.
+
+    A client-streaming call is ended only after its first request arrived (or
+    ``first_request_wait`` seconds passed): grpc's client, when the status of a
+    bidirectional call arrives while its own first write is still in flight, fails that
+    write and reports the call as ``INTERNAL`` ("Internal error from Core") instead of
+    the status the server sent (measured: 12 of 300 anonymous handshakes refused at
+    once). Once the first request has arrived the client's opening writes are done, so
+    it reads the real code."""
 
     async def abort(request: Any, context: grpc.aio.ServicerContext) -> None:
+        await context.abort(code, why)
+
+    async def abort_after_first(requests: Any, context: grpc.aio.ServicerContext) -> None:
+        async def first() -> None:
+            async for _ in requests:
+                return
+
+        try:
+            await asyncio.wait_for(first(), first_request_wait)
+        except (TimeoutError, grpc.RpcError):
+            pass
         await context.abort(code, why)
 
     def raw(b: bytes) -> bytes:
         return b
 
     if handler is None or (handler.request_streaming and handler.response_streaming):
-        return grpc.stream_stream_rpc_method_handler(abort, request_deserializer=raw)
+        return grpc.stream_stream_rpc_method_handler(abort_after_first, request_deserializer=raw)
     if handler.request_streaming:
-        return grpc.stream_unary_rpc_method_handler(abort, request_deserializer=raw)
+        return grpc.stream_unary_rpc_method_handler(abort_after_first, request_deserializer=raw)
     if handler.response_streaming:
         return grpc.unary_stream_rpc_method_handler(abort, request_deserializer=raw)
     return grpc.unary_unary_rpc_method_handler(abort, request_deserializer=raw)
