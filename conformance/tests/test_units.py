@@ -403,3 +403,45 @@ def test_strict_invalid_values_include_coercible_ones_unless_lenient() -> None:
     assert "7" in strict and True in strict
     lenient = _wrong_values({"type": "integer"}, lenient=True)
     assert "7" not in lenient and True not in lenient and None in lenient
+
+
+def test_a_search_that_outlives_its_budget_stops_without_a_false_failure() -> None:
+    """Searches stop when the search budget is spent (a loaded machine spends it sooner). A
+    clock-decided ``hypothesis.reject()`` used to end them, which made a replayed prefix stop
+    drawing earlier than its first run: Hypothesis then raised FlakyStrategyDefinition and
+    the check failed although the target did nothing wrong (seen once in CI)."""
+    import time as _time
+
+    from hypothesis import strategies as st
+    from hypothesis.stateful import rule
+
+    from openenv_conformance.context import Context, ContextMachine, RunOptions
+    from openenv_conformance.transport.base import GRPC
+
+    class NoWire:  # the bodies below talk to no target; cleanup finds no session
+        kind = "grpc"
+        features = frozenset({GRPC})
+        sessions: tuple[object, ...] = ()
+
+    ctx = Context(NoWire(), pb.EnvironmentInfo(), RunOptions(seed=1, search_budget=0.5))  # type: ignore[arg-type]
+    runs: list[int] = []
+
+    def body(x: int) -> None:
+        runs.append(x)
+        _time.sleep(0.02)
+
+    ctx.search(body, max_examples=10_000, x=st.integers(0, 3))  # a small space: prefixes repeat
+    assert 0 < len(runs) < 10_000
+
+    class Machine(ContextMachine):
+        @rule(x=st.integers(0, 3))
+        def step(self, x: int) -> None:
+            runs.append(x)
+            _time.sleep(0.01)
+
+        def finish(self) -> None:
+            pass
+
+    runs.clear()
+    ctx.run_machine(Machine, max_examples=10_000, steps=5)
+    assert 0 < len(runs)
