@@ -111,6 +111,8 @@ class Host:
             port takes no token: beyond loopback it needs ``allow_anonymous`` (with tokens,
             scrape the HTTP side's ``/metrics`` with the token instead).
         web: serve the ``/web`` playground (default: only when the HTTP side is on loopback).
+        max_sessions_per_client: sessions one client address may hold at once over both
+            listeners (0: no limit); beyond it a handshake is refused ``RESOURCE_EXHAUSTED``.
     """
 
     def __init__(
@@ -137,6 +139,7 @@ class Host:
         metrics: bool = True,
         metrics_port: int | None = None,
         web: bool | None = None,
+        max_sessions_per_client: int = 0,
     ) -> None:
         if http_port is DEFAULT:
             if http_available():
@@ -162,6 +165,7 @@ class Host:
             max_num_envs=max_num_envs,
             isolation=isolation,
             resume_grace_s=resume_grace_s,
+            max_sessions_per_client=max_sessions_per_client,
         )
         self.manager = SessionManager(self.runtime)
         self.host, self.port, self.http_port = host, port, http_port
@@ -364,8 +368,8 @@ def serve(
         web: serve the ``/web`` playground (default: when the HTTP side is on loopback).
         metrics: count metrics (``/metrics``); metrics_port: also serve them on this port.
         ready: called with the started :class:`Host` (instead of printing its addresses).
-        tokens, tls, allow_anonymous, handshake_timeout_s, isolation: who may connect and
-            how sessions are contained (see :class:`Host`; docs/security.md).
+        tokens, tls, allow_anonymous, handshake_timeout_s, isolation, max_sessions_per_client:
+            who may connect and how sessions are contained (see :class:`Host`; docs/security.md).
     """
     _run(serve_async(factory, host, port, **kwargs))
 

@@ -23,11 +23,13 @@ from openenv.runtime.environment import Environment
 from openenv.runtime.load import server_load
 from openenv.runtime.resume import Resumable, Resumes
 from openenv.runtime.session import (
+    CLIENT,
     DEFAULT_IDLE_TIMEOUT_S,
     DEFAULT_MAX_MESSAGE_BYTES,
     DEFAULT_RESUME_GRACE_S,
     Runtime,
     SessionManager,
+    client_host,
 )
 from openenv.runtime.session import Session as RuntimeSession  # `Session` is also the servicer's RPC
 from openenv.runtime.tasks import answer_list_tasks, with_task
@@ -126,6 +128,7 @@ class _Servicer:
         return load_pb2.GetLoadResponse(load=server_load(self.manager))
 
     async def Session(self, request_iterator: Any, context: grpc.aio.ServicerContext) -> None:  # noqa: N802
+        CLIENT.set(client_host(context.peer() or ""))  # this RPC's task: sessions counted per client
         session: RuntimeSession | VectorSession | None = None
         entry: Resumable | None = None  # set when the session is resumable (RFC 0006)
         ended: list[EnvError] = []
@@ -416,6 +419,7 @@ class Server:
         tls: TlsConfig | None = None,
         handshake_timeout_s: float | None = DEFAULT_HANDSHAKE_TIMEOUT_S,
         isolation: str = "thread",
+        max_sessions_per_client: int = 0,
     ) -> None:
         if isinstance(factory, SessionManager):
             self.manager, self._owns_manager = factory, False
@@ -429,6 +433,7 @@ class Server:
                 max_num_envs=max_num_envs,
                 resume_grace_s=resume_grace_s,
                 isolation=isolation,
+                max_sessions_per_client=max_sessions_per_client,
             )
             self.manager, self._owns_manager = SessionManager(runtime), True
         self.runtime = self.manager.runtime

@@ -11,7 +11,7 @@ from typing import Any
 
 import httpx
 import pytest
-from bridge_kit import WAIT_S, openenv_serve, served
+from bridge_kit import WAIT_S, Ws, openenv_serve, served, wait_until, ws_url
 from openenv_testenvs import Counter, ToolEnv
 from security_kit import http_exchange, make_pki, read_all, rss_kib, status_of
 
@@ -243,3 +243,34 @@ async def test_wss_with_mutual_tls(tmp_path: Any) -> None:
         with pytest.raises(openenv.Unavailable):  # no client certificate
             async with openenv.EnvClient(url, ca_file=str(pki.ca), connect_timeout=5):
                 pass
+
+
+async def test_one_client_address_holds_at_most_its_share_of_sessions_on_both_listeners() -> None:
+    """``max_sessions_per_client``: sessions are counted per client address over gRPC, /ws and
+    /mcp together; beyond the cap a handshake is refused RESOURCE_EXHAUSTED naming the cap,
+    another address (127.0.0.2, loopback too) is unaffected, and a closed session gives its
+    slot back to its client."""
+    async with served(Counter, max_sessions=64, max_sessions_per_client=3) as srv:
+        grpc_url = srv.address
+        create = {"jsonrpc": "2.0", "id": 1, "method": "openenv/session/create"}
+        async with openenv.EnvClient(grpc_url) as first, Ws(ws_url(srv.http_url)) as second:
+            await first.reset()
+            await second.send({"type": "reset", "data": {}})
+            assert (await second.recv())["type"] == "observation"
+            async with httpx.AsyncClient(base_url=srv.http_url, timeout=WAIT_S, trust_env=False) as http:
+                third = (await http.post("/mcp", json=create)).json()
+                assert "result" in third, third  # the client's third session
+                refused = (await http.post("/mcp", json=create)).json()
+                assert "per client" in refused["error"]["message"], refused
+                with pytest.raises(openenv.ResourceExhausted) as e:
+                    async with openenv.EnvClient(grpc_url):
+                        pass
+                assert "3 per client" in str(e.value)
+                assert srv.manager.per_client == {"127.0.0.1": 3}
+            other = httpx.AsyncHTTPTransport(local_address="127.0.0.2")
+            async with httpx.AsyncClient(base_url=srv.http_url, timeout=WAIT_S, trust_env=False, transport=other) as h2:
+                assert "result" in (await h2.post("/mcp", json=create)).json()  # another client: its own share
+            assert srv.manager.per_client == {"127.0.0.1": 3, "127.0.0.2": 1}
+        await wait_until(lambda: srv.manager.per_client["127.0.0.1"] == 1, what="two closed sessions to free")
+        async with openenv.EnvClient(grpc_url) as again:  # slots come back to their client
+            await again.reset()

@@ -25,6 +25,7 @@ from typing import Any
 from urllib.parse import parse_qsl
 
 from openenv.bridge.asgi import respond
+from openenv.runtime.session import CLIENT
 from openenv.security import BrowserPolicy, TokenSet
 from openenv.wire import frames
 
@@ -61,6 +62,8 @@ class Guard:
         if kind not in ("http", "websocket"):
             await self.app(scope, receive, send)
             return
+        client = scope.get("client")
+        CLIENT.set(str(client[0]) if client else "")  # this connection's task: sessions counted per client
         h = _headers(scope)
         why = self.browser.refusal(_text(h.get(b"host")), _text(h.get(b"origin")))
         if why is not None:

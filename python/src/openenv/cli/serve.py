@@ -101,6 +101,13 @@ __all__ = ["serve_command"]
     show_default="thread",
     help="process: each session's environment in its own worker process (a crash loses only that session).",
 )
+@click.option(
+    "--max-sessions-per-client",
+    type=click.IntRange(min=0),
+    default=lambda: int(os.environ.get("OPENENV_MAX_SESSIONS_PER_CLIENT", "0")),
+    show_default="$OPENENV_MAX_SESSIONS_PER_CLIENT, else 0: no limit",
+    help="Sessions one client address may hold at once, over both listeners (beyond: RESOURCE_EXHAUSTED).",
+)
 @security_options
 @click.option(
     "--web/--no-web",
@@ -133,6 +140,7 @@ def serve_command(
     ws_ping_timeout: float,
     handshake_timeout: float,
     isolation: str,
+    max_sessions_per_client: int,
     tokens: tuple[str, ...],
     token_file: str | None,
     allow_anonymous: bool,
@@ -201,6 +209,7 @@ def serve_command(
             allow_anonymous=allow_anonymous,
             handshake_timeout_s=handshake_timeout or None,
             isolation=isolation,
+            max_sessions_per_client=max_sessions_per_client,
             web=web,
             metrics_port=metrics_port,
             **http,

@@ -9,7 +9,9 @@ on shutdown. See docs/protocol.md for the state machine.
 from __future__ import annotations
 
 import asyncio
+import collections
 import concurrent.futures
+import contextvars
 import functools
 import inspect
 import logging
@@ -53,13 +55,31 @@ _CLOSE_TIMEOUT_S = 30.0  # bound on waiting for a still-running call, and on clo
 _FACTORY_TIMEOUT_S = 60.0  # bound on creating an environment (a hung constructor)
 
 __all__ = [
+    "CLIENT",
     "DEFAULT_IDLE_TIMEOUT_S",
     "DEFAULT_MAX_MESSAGE_BYTES",
     "DEFAULT_RESUME_GRACE_S",
     "Runtime",
     "Session",
     "SessionManager",
+    "client_host",
 ]
+
+#: The network address (host only) of the client on whose behalf the current task works,
+#: set by each listener for the connection it serves; "" when unknown (in-process use).
+#: Sessions are counted per value for ``max_sessions_per_client`` (RFC 0003).
+CLIENT: contextvars.ContextVar[str] = contextvars.ContextVar("openenv_client", default="")
+
+
+def client_host(peer: str) -> str:
+    """The host part of a gRPC peer string (``ipv4:127.0.0.1:5000`` -> ``127.0.0.1``,
+    ``ipv6:[::1]:5000`` -> ``::1``); a Unix socket peer is kept whole."""
+    kind, _, rest = peer.partition(":")
+    if kind == "ipv6" and rest.startswith("["):
+        return rest[1 : rest.find("]")]
+    if kind == "ipv4":
+        return rest.rpartition(":")[0]
+    return peer
 
 
 class Runtime:
@@ -77,6 +97,7 @@ class Runtime:
         isolation: str = "thread",
         resume_grace_s: float = DEFAULT_RESUME_GRACE_S,
         snapshot_key: bytes | None = None,
+        max_sessions_per_client: int = 0,
     ) -> None:
         if isolation not in ISOLATION_MODES:
             raise ValueError(f"isolation must be one of {ISOLATION_MODES}, not {isolation!r}")
@@ -101,6 +122,11 @@ class Runtime:
         if cap < 1:
             raise ValueError("max_sessions must be >= 1")
         self.max_sessions = cap
+        if max_sessions_per_client < 0:
+            raise ValueError("max_sessions_per_client must be >= 0 (0: no per-client limit)")
+        # Sessions one client address may hold at once (0: no limit), so that one client
+        # (a runaway script, a JSON-RPC batch) cannot take every slot (RFC 0003).
+        self.max_sessions_per_client = max_sessions_per_client
         self.max_num_envs = cap if max_num_envs is None else min(max_num_envs, cap)
         self.max_message_bytes = max_message_bytes
         self.idle_timeout_s = idle_timeout_s
@@ -220,6 +246,7 @@ class Session:
         self.env = env
         self.id = uuid.uuid4().hex
         self.client_name = client_name
+        self.client = CLIENT.get()  # the client's address (counted per client by the manager)
         self.episode_id = ""
         self.step_count = 0
         self.status = EpisodeStatus.NOT_STARTED
@@ -528,6 +555,7 @@ class SessionManager:
         self._reserved = 0
         self._closing: set[asyncio.Future[None]] = set()  # close() calls in progress
         self.load = LoadMeter()  # step latencies and counters for GetLoad (runtime.load)
+        self.per_client: collections.Counter[str] = collections.Counter()  # slots held per CLIENT
 
     @property
     def active(self) -> int:
@@ -582,12 +610,22 @@ class SessionManager:
                 details={"active_sessions": self.active, "max_sessions": self.runtime.max_sessions},
                 fatal=True,
             )
+        per_client, client = self.runtime.max_sessions_per_client, CLIENT.get()
+        if per_client and client and self.per_client[client] + n > per_client:
+            raise ResourceExhausted(
+                f"client {client} holds {self.per_client[client]} sessions; this server allows {per_client} per client",
+                details={"client_sessions": self.per_client[client], "max_sessions_per_client": per_client},
+                fatal=True,
+            )
 
     async def open(self, options: Mapping[str, Any] | None = None, client_name: str = "") -> Session:
         """Create a session: RESOURCE_EXHAUSTED at capacity, UNAVAILABLE while draining,
         INTERNAL (fatal) when the factory fails."""
         self._check_capacity(1)
         self._reserved += 1
+        client = CLIENT.get()
+        self.per_client[client] += 1
+        created = False
         try:
             if self.runtime.isolation == "process":
                 factory: Callable[[], Any] = functools.partial(ProcessEnv, self.runtime.factory, dict(options or {}))
@@ -611,16 +649,25 @@ class SessionManager:
             session = Session(self, env, client_name, options)
             self.sessions[session.id] = session
             self.opened_total += 1
+            created = True
             return session
         finally:
             self._reserved -= 1
+            if not created:
+                self._client_left(client)
+
+    def _client_left(self, client: str) -> None:
+        self.per_client[client] -= 1
+        if self.per_client[client] <= 0:
+            del self.per_client[client]
 
     async def release(self, session: Session) -> None:
         """End a session: close its environment exactly once and free its slot."""
         if session.closed:
             return
         session.closed = True
-        self.sessions.pop(session.id, None)
+        if self.sessions.pop(session.id, None) is not None:
+            self._client_left(session.client)
         # Shielded: the transport's task may be cancelled meanwhile (the client cancels its
         # call right after CloseResponse, or disconnects); close() must still run, once.
         closing = asyncio.ensure_future(self._close_env(session))
