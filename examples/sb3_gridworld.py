@@ -29,6 +29,7 @@ import numpy as np
 import torch
 from gymnasium.vector import AutoresetMode
 from stable_baselines3 import PPO
+from stable_baselines3.common.logger import Logger
 from stable_baselines3.common.vec_env import VecEnv
 
 import openenv
@@ -161,6 +162,7 @@ def train(url: str, timesteps: int, out: Path, seed: int = 0, num_envs: int = 16
     try:
         model = PPO("MlpPolicy", venv, n_steps=64, batch_size=256, n_epochs=4, learning_rate=1e-3,
                     ent_coef=0.01, gamma=0.97, seed=seed, verbose=0, device="cpu")  # fmt: skip
+        model.set_logger(Logger(None, []))  # SB3's default logger leaves an empty SB3-* dir in /tmp per run
         model.learn(total_timesteps=timesteps)
         train_returns = venv.episode_returns
     finally:
