@@ -22,6 +22,7 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 
 import openenv
+from openenv.rubrics import ExponentialDiscountingTrajectoryRubric, Rubric, Score, WeightedSum
 from openenv.v1 import tool_pb2
 
 _LOCK = threading.Lock()
@@ -406,3 +407,48 @@ class Fragile(openenv.Environment):
     def where(self) -> int:
         """The worker's process id."""
         return os.getpid()
+
+
+class _SameProcess(Rubric):
+    """1 when the rubric runs in the environment's own process (it reads the instance)."""
+
+    def score(self, action: Any, observation: Any) -> Score:
+        return Score(1.0 if self.env.pid == os.getpid() else 0.0, reason=f"scored in {os.getpid()}")
+
+
+class RatedRace(openenv.Environment):
+    """Steps until ``"win"`` or ``"lose"``; rewarded by a rubric tree that reads the instance
+    (``self.env.pid``: where the rubric runs) and a discounted trajectory rubric (per-episode
+    state: credits, and snapshots carry it). For ``--isolation process``."""
+
+    action_type = str
+    max_sessions = 4
+    snapshots = True
+    rubric = WeightedSum(
+        [
+            _SameProcess(name="same_process"),
+            ExponentialDiscountingTrajectoryRubric(
+                lambda trajectory: 1.0 if trajectory[-1][0] == "win" else -1.0, gamma=0.5, name="episode"
+            ),
+        ],
+        name="reward",
+    )
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        self.pid = os.getpid()
+        self.steps = 0
+
+    def reset(self, *, seed: Any = None, episode_id: Any = None, options: Any = None) -> dict[str, int]:
+        self.steps = 0
+        return {"pid": self.pid}
+
+    def step(self, action: str) -> openenv.StepResult:
+        self.steps += 1
+        return openenv.StepResult({"pid": self.pid, "steps": self.steps}, terminated=action in ("win", "lose"))
+
+    def snapshot(self) -> bytes:
+        return str(self.steps).encode()
+
+    def restore(self, data: bytes) -> None:
+        self.steps = int(data)

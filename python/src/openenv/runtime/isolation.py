@@ -8,8 +8,11 @@ the worker dies, the call raises :class:`~openenv.errors.Unavailable` (fatal): t
 told its session is gone, the session's slot is freed, the server keeps serving. Workers
 start with ``spawn`` (never ``fork``: the server holds gRPC's threads), so the factory must be
 importable by reference (a module-level class or function), and actions, observations and
-tool results must pickle. Environments with a rubric are not supported (the rubric reads the
-instance, which lives in the worker).
+tool results must pickle.
+
+An environment's rubric runs in the worker too, beside the instance it reads (``rubric.env``):
+the session's :class:`WorkerRubric` forwards reset, scoring, snapshot state and close to it,
+so rewards, reward breakdowns, trajectory credits and snapshots are those of thread mode.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from typing import Any
 
 from openenv.errors import Internal, Unavailable
 
-__all__ = ["ISOLATION_MODES", "ProcessEnv"]
+__all__ = ["ISOLATION_MODES", "ProcessEnv", "WorkerRubric"]
 
 ISOLATION_MODES = ("thread", "process")
 """``thread``: environments run in the server process (the default); ``process``: one
@@ -47,6 +50,7 @@ def _worker(conn: Connection, factory: Callable[..., Any], options: Mapping[str,
         return
     _send(conn, "ok", None)
     tools = type(env).tools()
+    rubric = _bound_rubric(env)
     while True:
         try:
             op, args = conn.recv()
@@ -58,6 +62,8 @@ def _worker(conn: Connection, factory: Callable[..., Any], options: Mapping[str,
                 value = _answer(loop, tools[name].fn(env, **kwargs))
             elif op == "reset":
                 value = _answer(loop, env.reset(**args))
+            elif op.startswith("rubric_"):
+                value = _rubric_op(loop, rubric, op, args)
             else:
                 value = _answer(loop, getattr(env, op)(*args))
         except BaseException as e:  # noqa: BLE001 - reported to the server
@@ -65,7 +71,47 @@ def _worker(conn: Connection, factory: Callable[..., Any], options: Mapping[str,
         else:
             _send(conn, "ok", value)
         if op == "close":
+            if rubric is not None:
+                try:
+                    loop.run_until_complete(asyncio.wait_for(rubric.aclose(), _STOP_GRACE_S))
+                except BaseException:  # noqa: BLE001 - the worker ends anyway
+                    pass
             return
+
+
+def _bound_rubric(env: Any) -> Any:
+    """The worker's rubric for ``env``: its own, or the class's cloned, bound to it (as the
+    server does in thread mode); None without one."""
+    from openenv.runtime.rubrics import Rubric
+
+    own = env.__dict__.get("rubric")
+    rubric = own if isinstance(own, Rubric) else getattr(type(env), "rubric", None)
+    if not isinstance(rubric, Rubric):
+        return None
+    if rubric is not own:
+        rubric = rubric.clone()
+    rubric.bind(env)
+    env.rubric = rubric
+    return rubric
+
+
+def _rubric_op(loop: asyncio.AbstractEventLoop, rubric: Any, op: str, args: Any) -> Any:
+    from openenv.runtime.snapshots import restore_rubric, rubric_state
+
+    if rubric is None:
+        raise Internal("the environment has no rubric in its worker")
+    if op == "rubric_reset":
+        return rubric.reset()
+    if op == "rubric_score":
+        action, observation, done = args
+        if rubric.is_async:
+            return loop.run_until_complete(rubric.evaluate(action, observation, done=done))
+        return rubric.evaluate_sync(action, observation, done=done)
+    if op == "rubric_state":
+        return rubric_state(rubric)
+    if op == "rubric_restore":
+        return restore_rubric(rubric, args)
+    raise Internal(f"unknown rubric operation {op!r}")
 
 
 def _send(conn: Connection, kind: str, value: Any) -> None:
@@ -151,3 +197,32 @@ class ProcessEnv:
             if self._proc.is_alive():
                 self._proc.kill()
                 self._proc.join(_STOP_GRACE_S)
+
+
+class WorkerRubric:
+    """The server's handle on a session's rubric living in its :class:`ProcessEnv` worker:
+    what the session calls on a rubric (reset, scoring, snapshot state, close), forwarded.
+    Scoring is synchronous here (an async rubric runs on the worker's own loop)."""
+
+    is_async = False
+
+    def __init__(self, env: ProcessEnv, name: str) -> None:
+        self.env = env
+        self.name = name
+
+    def reset(self) -> None:
+        self.env._call("rubric_reset", ())
+
+    def evaluate_sync(self, action: Any, observation: Any, *, done: bool = False) -> Any:
+        return self.env._call("rubric_score", (action, observation, done))
+
+    def state(self) -> bytes:
+        """The rubric's per-episode state (:func:`~openenv.runtime.snapshots.rubric_state`)."""
+        data: bytes = self.env._call("rubric_state", ())
+        return data
+
+    def restore(self, data: bytes) -> None:
+        self.env._call("rubric_restore", data)
+
+    async def aclose(self) -> None:
+        """Nothing here: the worker closes its rubric when its environment is closed."""

@@ -37,7 +37,7 @@ from openenv.errors import (
 from openenv.protocol import PROTOCOL_VERSION, EpisodeStatus, SessionState, StepResult
 from openenv.runtime.codec import Codec, codec_for, descriptor_set, to_struct
 from openenv.runtime.environment import Environment
-from openenv.runtime.isolation import ISOLATION_MODES, ProcessEnv
+from openenv.runtime.isolation import ISOLATION_MODES, ProcessEnv, WorkerRubric
 from openenv.runtime.load import LoadMeter
 from openenv.runtime.rubrics import CREDITS_METADATA_KEY, Rubric
 from openenv.runtime.snapshots import FORMAT, default_key, restore_rubric, rubric_state, seal, verify
@@ -141,8 +141,6 @@ class Runtime:
         if rubric is not None and not isinstance(rubric, Rubric):
             raise TypeError(f"{env_cls.__name__}.rubric must be an openenv.rubrics.Rubric, got {type(rubric).__name__}")
         self.rubric: Rubric | None = rubric
-        if isolation == "process" and rubric is not None:
-            raise ValueError(f"{env_cls.__name__} has a rubric: --isolation process does not support rubrics yet")
         self.isolation = isolation
         # Process isolation: every call goes to the session's worker over a pipe, from a thread.
         self.run_in_thread = env_cls.run_in_thread or isolation == "process"
@@ -257,8 +255,11 @@ class Session:
         self._straggler: asyncio.Future[Any] | None = None  # work that outlived its timeout
         self._terminate: Callable[[EnvError], None] | None = None
         # The session's own rubric: the class's, cloned (per-session state), bound to env.
-        self.rubric: Rubric | None = None
-        if self.runtime.rubric is not None:
+        self.rubric: Rubric | WorkerRubric | None = None
+        if self.runtime.rubric is not None and isinstance(env, ProcessEnv):  # the worker holds it
+            self.rubric = WorkerRubric(env, self.runtime.rubric.name)
+            self._rubric_async = False
+        elif self.runtime.rubric is not None:
             own = env.__dict__.get("rubric")
             self.rubric = own if isinstance(own, Rubric) else self.runtime.rubric.clone()
             self.rubric.bind(env)
@@ -352,7 +353,7 @@ class Session:
         result = _as_step_result(out)
         result.reward = _check_reward(result.reward)
         if self.rubric is not None:
-            self.rubric.reset()
+            await self._rubric_do(self.rubric.reset, "rubric reset")
         self.episode_id = eid
         self.step_count = 0
         self.status = (
@@ -426,9 +427,8 @@ class Session:
         assert rubric is not None
         done = result.terminated or result.truncated
         remaining = None if timeout is None else max(0.0, timeout - (time.monotonic() - started))
-        fn = functools.partial(
-            rubric.evaluate if self._rubric_async else rubric.evaluate_sync, action, result.observation, done=done
-        )
+        evaluate = rubric.evaluate if self._rubric_async and isinstance(rubric, Rubric) else rubric.evaluate_sync
+        fn = functools.partial(evaluate, action, result.observation, done=done)
         score = await self._call(fn, self._rubric_async, timeout=remaining, what=f"rubric {rubric.name!r}")
         result.reward = score.score
         result.reward_breakdown = score
@@ -503,9 +503,25 @@ class Session:
             step_count=self.step_count,
             status=int(self.status),  # type: ignore[arg-type]  # the stubs type enums as their class
             environment=data,
-            rubric=rubric_state(self.rubric) if self.rubric is not None else b"",
+            rubric=await self._rubric_state(),
         )
         return seal(rt.snapshot_key, snap)
+
+    async def _rubric_do(self, fn: Callable[[], _T], what: str) -> _T:
+        """Run a rubric operation: in the loop, or on the session's thread when the rubric is
+        in a worker process (a pipe round trip must not block the server's loop)."""
+        if isinstance(self.rubric, WorkerRubric):
+            result: _T = await self._call(fn, False, what=what)
+            return result
+        return fn()
+
+    async def _rubric_state(self) -> bytes:
+        rubric = self.rubric
+        if rubric is None:
+            return b""
+        if isinstance(rubric, WorkerRubric):
+            return await self._rubric_do(rubric.state, "rubric state")
+        return rubric_state(rubric)
 
     async def restore(self, snap: environment_pb2.Snapshot) -> None:
         """Replace the session's state with a snapshot's; a refused snapshot changes nothing."""
@@ -522,11 +538,15 @@ class Session:
     async def _restore(self, snap: environment_pb2.Snapshot, status: EpisodeStatus) -> None:
         fn = functools.partial(self.env.restore, snap.environment)
         await self._call(fn, "restore" in self.runtime.is_async, what="restore")
-        if self.rubric is not None:
+        rubric = self.rubric
+        if isinstance(rubric, WorkerRubric):
+            data = snap.rubric
+            await self._rubric_do(functools.partial(rubric.restore, data) if data else rubric.reset, "rubric restore")
+        elif rubric is not None:
             if snap.rubric:
-                restore_rubric(self.rubric, snap.rubric)
+                restore_rubric(rubric, snap.rubric)
             else:
-                self.rubric.reset()
+                rubric.reset()
         self.episode_id, self.step_count, self.status = snap.episode_id, snap.step_count, status
 
     async def close(self) -> None:
