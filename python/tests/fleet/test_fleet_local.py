@@ -165,3 +165,38 @@ async def test_the_http_side_reports_the_same_load_on_get_load() -> None:
         assert doc["step_latency_p50"].endswith("s") and "uptime" in doc
     finally:
         await host.stop(1.0)
+
+
+def test_cli_fleet_up_with_a_token_makes_every_server_require_it(tmp_path: Path) -> None:
+    """`openenv fleet up --token-file F`: every local server requires the token (anonymous
+    sessions refused UNAUTHENTICATED), the token is not written to the fleet's record, and
+    `status` and clients use it from $OPENENV_TOKEN."""
+    token = "fleet-token-for-tests"
+    (tmp_path / "token").write_text(token + "\n")
+    env = {k: v for k, v in os.environ.items() if k != "OPENENV_TOKEN"} | {"OPENENV_FLEET_DIR": str(tmp_path)}
+    cli = [sys.executable, "-m", "openenv.cli", "fleet"]
+
+    def run(*args: str, **extra: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([*cli, *args], env=env | extra, capture_output=True, text=True, timeout=120)
+
+    wrong = run("up", ECHO_TARGET, "--provider", "docker", "--token", token, "--name", "d")
+    assert wrong.returncode != 0 and "each container gets its own token" in wrong.stderr
+    up = run("up", ECHO_TARGET, "--replicas", "2", "--name", "t", "--token-file", str(tmp_path / "token"))
+    assert up.returncode == 0, up.stderr
+    record = (tmp_path / "t.json").read_text()
+    assert token not in record
+    urls = [s["url"] for s in json.loads(record)["servers"]]
+    try:
+        with pytest.raises(openenv.Unauthenticated):
+            with openenv.ToolEnvClient(urls[0], token="").sync():
+                pass
+        with FleetClient(urls, client_cls=openenv.ToolEnvClient, token=token).sync() as fleet:
+            fleet.open_many(2)
+            assert not fleet.reset_batch().errors and not fleet.step_batch([ECHO] * 2).errors
+            anonymous = run("status", "t").stdout.splitlines()[1:]
+            assert all(line.split()[4] == "-" for line in anonymous)  # no load without the token
+            lines = run("status", "t", OPENENV_TOKEN=token).stdout.splitlines()[1:]
+            assert [line.split()[4].split("/")[0] for line in lines] == ["1", "1"], lines
+    finally:
+        down = run("down", "t")
+    assert down.returncode == 0, down.stderr

@@ -82,6 +82,20 @@ def fleet_command() -> None:
 )
 @click.option("--namespace", default="default", show_default=True, help="kubernetes provider: namespace.")
 @click.option("--ready-timeout", type=float, default=120.0, show_default=True)
+@click.option(
+    "--token",
+    default=None,
+    help="local, ray: every server requires this bearer token (RFC 0003). Not recorded: give "
+    "$OPENENV_TOKEN to `status` and to clients.",
+)
+@click.option(
+    "--token-file", type=click.Path(exists=True, dir_okay=False), default=None, help="Read --token from this file."
+)
+@click.option(
+    "--token-secret",
+    default=None,
+    help="kubernetes: the Secret (key `token`) whose value the pods require.",
+)
 def up_command(
     env: str,
     kind: str,
@@ -91,8 +105,24 @@ def up_command(
     ray_address: str,
     namespace: str,
     ready_timeout: float,
+    token: str | None,
+    token_file: str | None,
+    token_secret: str | None,
 ) -> None:
-    """Start REPLICAS servers of ENV: a module:Class (local, ray) or an image (docker, kubernetes)."""
+    """Start REPLICAS servers of ENV: a module:Class (local, ray) or an image (docker, kubernetes).
+
+    Tokens (docs/security.md): a docker fleet's containers each get their own, read back by
+    the provider; local and ray servers require --token when given; kubernetes pods read
+    theirs from --token-secret."""
+    if token_file:
+        token = Path(token_file).read_text().strip() or None
+    if token and kind not in ("local", "ray"):
+        raise click.UsageError(
+            f"--token applies to the local and ray providers; {kind}: "
+            + ("use --token-secret" if kind == "kubernetes" else "each container gets its own token")
+        )
+    if token_secret and kind != "kubernetes":
+        raise click.UsageError("--token-secret applies to the kubernetes provider")
     name = name or _default_name(env)
     path = _fleet_dir() / f"{name}.json"
     if path.exists():
@@ -107,8 +137,12 @@ def up_command(
     if kind == "ray":
         kwargs["address"] = ray_address
         kwargs["detached"] = True
+    if kind in ("local", "ray") and token:
+        kwargs["token"] = token
     if kind == "kubernetes":
         kwargs["namespace"] = namespace
+        if token_secret:
+            kwargs["token_secret"] = token_secret
     if kind == "local":
         kwargs["state_dir"] = str(_fleet_dir() / f"{name}.d")
         os.makedirs(kwargs["state_dir"], exist_ok=True)

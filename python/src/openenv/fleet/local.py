@@ -29,6 +29,7 @@ from typing import Any
 from openenv.client.health import check_health
 from openenv.errors import DeadlineExceeded, NotFound, Unavailable
 from openenv.fleet.provider import Endpoint, Progress, Provider, _quiet
+from openenv.security import TOKEN_ENV
 
 __all__ = ["LocalProvider"]
 
@@ -63,7 +64,9 @@ class LocalProvider(Provider):
 
     ``max_sessions`` is each server's capacity (default: the environment's); ``serve_args``
     are more ``openenv serve`` options; ``env`` adds environment variables; ``cwd`` is where
-    the servers run (``target`` is imported from there too).
+    the servers run (``target`` is imported from there too). ``token``: every server requires
+    it (RFC 0003; given in the servers' environment, not their command line, which any local
+    user can read) and the endpoints carry it; it is not written to :meth:`state`.
     """
 
     kind = "local"
@@ -78,8 +81,10 @@ class LocalProvider(Provider):
         cwd: str | None = None,
         ready_timeout: float = 60.0,
         state_dir: str | None = None,
+        token: str | None = None,
     ) -> None:
         self.target = target
+        self.token = token
         self.max_sessions = max_sessions
         self.serve_args = list(serve_args)
         self.env = dict(env or {})
@@ -109,7 +114,7 @@ class LocalProvider(Provider):
             popen = subprocess.Popen(
                 self._command(ready),
                 cwd=self.cwd,
-                env={**os.environ, **self.env},
+                env={**os.environ, **self.env, **({TOKEN_ENV: self.token} if self.token else {})},
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=subprocess.STDOUT,
@@ -157,7 +162,7 @@ class LocalProvider(Provider):
         return self.endpoints()
 
     def endpoints(self) -> list[Endpoint]:
-        return [Endpoint(p.name, p.url, f"pid {p.pid}") for p in self._procs if p.alive and p.url]
+        return [Endpoint(p.name, p.url, f"pid {p.pid}", self.token or "") for p in self._procs if p.alive and p.url]
 
     def heal(self, progress: Progress = _quiet) -> list[Endpoint]:
         dead = [p for p in self._procs if not p.alive]
