@@ -1,0 +1,310 @@
+"""The harness runner: an agent harness plays tasks of an environment, every model call captured.
+
+For each task, :func:`run_harness`
+
+1. opens a session on the environment (``TARGET``: ``grpc://``, ``http(s)://`` or
+   ``docker:IMAGE``) and resets it to the task (RFC 0004 ``task_id``);
+2. gives the agent an empty workspace directory, the reset observation's text as its prompt,
+   and the environment's tools as ``envtool`` on its ``PATH`` (each call a step of the session:
+   counted, rewarded, recorded);
+3. points the agent at the capture proxy (:mod:`openenv.harness.proxy`), whose episode URL
+   tags every call with the run, episode, session and task, and forwards to ``model_url``;
+4. runs the agent to completion or until ``time_budget_s`` (then its process group is killed);
+5. scores the episode with the environment's rewards (the sum over its steps; ``solved`` when
+   the environment ended it at the top of its reward range) and writes the trace:
+   ``calls.jsonl``, ``steps.jsonl``, ``episodes.jsonl`` (:mod:`openenv.harness.trace`).
+
+``concurrency`` episodes run at once, each with its own session, workspace and proxy URL, on one
+proxy. The proxy and the tool relay listen on loopback only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import stat
+import sys
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from openenv.client import ToolEnvClient
+from openenv.errors import EnvError
+from openenv.harness._asgi import BodyTooLarge, LoopbackServer, Receive, Scope, Send, read_body, send_json
+from openenv.harness.agents import Agent, AgentContext
+from openenv.harness.proxy import CaptureProxy, EpisodeTags
+from openenv.harness.trace import TraceWriter
+from openenv.protocol import StepResult
+from openenv.record.recorder import EpisodeLog
+from openenv.runtime.tools import CallToolAction
+
+__all__ = ["HarnessApp", "run_harness"]
+
+ENVTOOL = Path(__file__).with_name("envtool.py")
+LOG_TAIL = 64 * 1024
+TOOLS_HINT = (
+    "\n\nYour workspace is the current directory. The environment's tools are the command {envtool} "
+    "(also `envtool` on PATH, and in $OPENENV_ENVTOOL): `envtool list` shows them; call one with "
+    "`envtool NAME key=value ...` (`key=@file` passes a file's text), e.g. `envtool submit code=@solution.py`."
+)
+
+
+class _Episode:
+    """One episode's session as the tool relay serves it."""
+
+    def __init__(self, env: ToolEnvClient, log: EpisodeLog, tools: list[dict[str, Any]]) -> None:
+        self.env, self.log, self.tools = env, log, tools
+        self.lock = asyncio.Lock()
+        self.last: StepResult[Any] | None = None
+        self.done = False
+
+    async def call(self, name: str, arguments: Mapping[str, Any]) -> dict[str, Any]:
+        async with self.lock:
+            if self.done:
+                over = [{"type": "text", "text": "the episode is over"}]
+                return {"content": over, "isError": True, "episode_over": True}
+            action = CallToolAction(name, dict(arguments))
+            t0, p0 = time.time(), time.perf_counter()
+            r = await self.env.step(action)
+            self.log.add(r, action, t0, time.perf_counter() - p0, has_action=True)
+            self.last, self.done = r, r.done
+            result = getattr(r.observation, "result", None)
+            out: dict[str, Any] = {"content": [], "isError": False, "episode_over": r.done}
+            if result is not None:
+                out.update(content=list(result.content), isError=bool(result.is_error), data=result.data)
+            return out
+
+
+class HarnessApp:
+    """The runner's loopback server: ``/e/{key}/v1/...`` the capture proxy, ``/e/{key}/tools``
+    the episode's tool relay (OpenEnv's JSON-RPC ``tools/list`` and ``tools/call``)."""
+
+    def __init__(self, proxy: CaptureProxy) -> None:
+        self.proxy = proxy
+        self.episodes: dict[str, _Episode] = {}
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["path"].startswith("/e/") and scope["path"].endswith("/tools"):
+            await self._tools(scope["path"][3:-6], receive, send)
+            return
+        await self.proxy(scope, receive, send)
+
+    async def _tools(self, key: str, receive: Receive, send: Send) -> None:
+        episode = self.episodes.get(key)
+        if episode is None:
+            await send_json(send, 404, {"error": {"code": -32601, "message": "no such episode"}})
+            return
+        try:
+            req = json.loads(await read_body(receive, 8 * 1024 * 1024))
+            method, params = req["method"], req.get("params") or {}
+            rid = req.get("id")
+        except (BodyTooLarge, ValueError, KeyError, TypeError) as e:
+            await send_json(send, 200, {"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": str(e)}})
+            return
+        try:
+            if method == "tools/list":
+                result: Any = {"tools": episode.tools}
+            elif method == "tools/call" and isinstance(params.get("name"), str):
+                args = params.get("arguments") or {}
+                if not isinstance(args, Mapping):
+                    raise ValueError("arguments must be an object")
+                result = await episode.call(params["name"], args)
+            else:
+                raise LookupError(f"unknown method {method!r}")
+        except LookupError as e:
+            await send_json(send, 200, {"jsonrpc": "2.0", "id": rid, "error": {"code": -32601, "message": str(e)}})
+            return
+        except (EnvError, ValueError) as e:
+            await send_json(send, 200, {"jsonrpc": "2.0", "id": rid, "error": {"code": -32602, "message": str(e)}})
+            return
+        await send_json(send, 200, {"jsonrpc": "2.0", "id": rid, "result": _jsonable(result)})
+
+
+def _jsonable(value: Any) -> Any:
+    return json.loads(json.dumps(value, default=str))
+
+
+def _client(target: str, **kwargs: Any) -> ToolEnvClient:
+    if target.startswith("docker:"):
+        out = ToolEnvClient.from_docker_image(target.removeprefix("docker:"), **kwargs)
+        assert isinstance(out, ToolEnvClient)
+        return out
+    return ToolEnvClient(target, **kwargs)
+
+
+def _prompt_text(r: StepResult[Any]) -> str:
+    result = getattr(r.observation, "result", None)
+    if result is not None:
+        return str(result.text)
+    return r.observation if isinstance(r.observation, str) else json.dumps(r.observation, default=str)
+
+
+def _write_envtool(bin_dir: Path) -> None:
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    wrapper = bin_dir / "envtool"
+    wrapper.write_text(f'#!/bin/sh\nexec "{sys.executable}" -I "{ENVTOOL}" "$@"\n', encoding="utf-8")
+    wrapper.chmod(wrapper.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+
+
+def _kill_group(pid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+
+
+def _tail(path: Path) -> str:
+    try:
+        with path.open("rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - LOG_TAIL))
+            return f.read().decode("utf-8", errors="replace")
+    except OSError:
+        return ""
+
+
+async def run_harness(
+    target: str,
+    agent: Agent,
+    tasks: Sequence[str | None],
+    model_url: str,
+    out: str | Path,
+    *,
+    model: str = "default",
+    concurrency: int = 1,
+    time_budget_s: float = 900.0,
+    request_tokens: bool = False,
+    upstream_api_key: str | None = None,
+    client_kwargs: Mapping[str, Any] | None = None,
+    on_episode: Callable[[dict[str, Any]], None] | None = None,
+) -> list[dict[str, Any]]:
+    """Run ``agent`` on each of ``tasks`` (``None``: the environment's default reset) of the
+    environment at ``target``, capturing its calls to ``model_url``; write the trace to the
+    directory ``out`` and return the episode rows (``on_episode`` gets each as it ends)."""
+    if concurrency < 1:
+        raise ValueError("concurrency must be >= 1")
+    if time_budget_s <= 0:
+        raise ValueError("time_budget_s must be > 0")
+    out = Path(out).resolve()
+    writer = TraceWriter(out)
+    run_id = f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
+    proxy = CaptureProxy(model_url, api_key=upstream_api_key, request_tokens=request_tokens)
+    app = HarnessApp(proxy)
+    server = await LoopbackServer(app, "127.0.0.1", 0).start()
+    queue: asyncio.Queue[tuple[int, str | None]] = asyncio.Queue()
+    for item in enumerate(tasks):
+        queue.put_nowait(item)
+    rows: list[dict[str, Any]] = []
+
+    async def play(index: int, task_id: str | None) -> dict[str, Any]:
+        episode_id = f"{run_id}-{index:06d}"
+        key = uuid.uuid4().hex
+        root = out / "workspaces" / episode_id
+        workspace, home, bin_dir = root / "work", root / "agent", root / "bin"
+        for d in (workspace, home):
+            d.mkdir(parents=True, exist_ok=True)
+        _write_envtool(bin_dir)
+        log_path = root / "agent.log"
+        row: dict[str, Any] = {
+            "run_id": run_id, "episode_id": episode_id, "session_id": None, "task_id": task_id,
+            "agent": agent.name, "reward": 0.0, "solved": False, "status": "error", "calls": 0,
+            "agent_exit_code": None, "error": None, "started_at": time.time(), "duration_s": 0.0,
+            "workspace": str(workspace), "log": "",
+        }  # fmt: skip
+        t0 = time.perf_counter()
+        tags = EpisodeTags(writer.add_call, run_id, episode_id, "", task_id, agent.name)
+        elog = EpisodeLog(index, None, task_id, agent.name)
+        try:
+            env = _client(target, **dict(client_kwargs or {}))
+            async with env:
+                info = env.info
+                row["session_id"] = tags.session_id = env.session_id
+                tools = [
+                    {"name": t.name, "description": t.description, "inputSchema": t.input_schema}
+                    for t in await env.list_tools()
+                ]
+                p0, w0 = time.perf_counter(), time.time()
+                first = await env.reset(None, episode_id, task_id=task_id)
+                elog.add(first, None, w0, time.perf_counter() - p0, has_action=False)
+                episode = _Episode(env, elog, tools)
+                episode.done = first.done
+                prompt = _prompt_text(first) + TOOLS_HINT.format(envtool=bin_dir / "envtool")
+                (home / "prompt.txt").write_text(prompt, encoding="utf-8")
+                proxy.register(key, tags)
+                app.episodes[key] = episode
+                ctx = AgentContext(
+                    workspace, home, f"{server.url}/e/{key}/v1", model, prompt, f"{server.url}/e/{key}/tools", bin_dir
+                )
+                try:
+                    launch = agent.launch(ctx)
+                    with log_path.open("wb") as logf:
+                        proc = await asyncio.create_subprocess_exec(
+                            *launch.argv,
+                            cwd=str(launch.cwd),
+                            env=launch.env,
+                            stdin=asyncio.subprocess.DEVNULL,
+                            stdout=logf,
+                            stderr=asyncio.subprocess.STDOUT,
+                            start_new_session=True,
+                        )
+                        try:
+                            row["agent_exit_code"] = await asyncio.wait_for(proc.wait(), time_budget_s)
+                            status = "finished" if episode.done else "unfinished"
+                        except TimeoutError:
+                            status = "timeout"
+                            _kill_group(proc.pid)
+                            row["agent_exit_code"] = await proc.wait()
+                        finally:
+                            _kill_group(proc.pid)  # whatever the agent left running
+                    # The proxy writes a call's row after its last byte reached the agent.
+                    deadline = time.monotonic() + 60
+                    while tags.finished < tags.started and time.monotonic() < deadline:
+                        await asyncio.sleep(0.01)
+                finally:
+                    proxy.unregister(key)
+                    app.episodes.pop(key, None)
+                async with episode.lock:
+                    if status == "timeout" and episode.done:
+                        status = "finished"
+                    steps = elog.finish()
+                    writer.add_steps(steps)
+                    reward = elog.total_reward
+                    caps = info.capabilities if info is not None else None
+                    top = caps.reward_max if caps is not None and caps.HasField("reward_max") else None
+                    last = episode.last
+                    terminated = bool(last is not None and last.terminated)
+                    row.update(
+                        status=status,
+                        reward=reward,
+                        solved=terminated and (reward >= top - 1e-9 if top is not None else reward > 0),
+                    )
+        except Exception as e:  # noqa: BLE001 - one episode's failure is reported in its row; the run goes on
+            row["error"] = f"{type(e).__name__}: {e}"
+            row["status"] = "error"
+        row["calls"] = tags.finished
+        row["duration_s"] = time.perf_counter() - t0
+        row["log"] = _tail(log_path)
+        writer.add_episode(row)
+        return row
+
+    async def worker() -> None:
+        while True:
+            try:
+                index, task_id = queue.get_nowait()
+            except asyncio.QueueEmpty:
+                return
+            row = await play(index, task_id)
+            rows.append(row)
+            if on_episode is not None:
+                on_episode(row)
+
+    try:
+        await asyncio.gather(*(worker() for _ in range(min(concurrency, max(1, len(tasks))))))
+    finally:
+        await server.stop()
+        await proxy.aclose()
+    rows.sort(key=lambda r: str(r["episode_id"]))
+    return rows
