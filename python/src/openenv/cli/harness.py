@@ -10,6 +10,8 @@ from typing import Any
 
 import click
 
+from openenv.client import EnvClient
+
 __all__ = ["harness_command"]
 
 
@@ -28,8 +30,6 @@ def harness_command() -> None:
 
 
 async def _split_tasks(target: str, split: str, limit: int | None) -> list[str]:
-    from openenv.client import EnvClient
-
     async with EnvClient(target) as env:
         tasks = await env.list_tasks(split)
     ids = [t.id for t in tasks]
@@ -127,13 +127,11 @@ def run_command(
 def scripted_model_command(script_path: str, host: str, port: int) -> None:
     """Serve a scripted OpenAI-compatible model (chat completions and responses) playing SCRIPT."""
     harness = _require()
-    from openenv.harness._asgi import serve_in_thread
-
     try:
         script = harness.load_script(script_path)
     except (ValueError, OSError) as e:
         raise click.ClickException(f"{script_path}: {e}") from None
-    server = serve_in_thread(harness.ScriptedModel(script), host, port)
+    server = harness.serve_in_thread(harness.ScriptedModel(script), host, port)
     click.echo(f"scripted model on {server.url}/v1 ({len(script.steps)} steps)", err=True)
     _wait_forever(server)
 
@@ -151,12 +149,10 @@ def proxy_command(
 ) -> None:
     """Serve the capture proxy alone: point any harness at http://HOST:PORT/v1."""
     harness = _require()
-    from openenv.harness._asgi import serve_in_thread
-
     writer = harness.TraceWriter(out)
     tags = harness.EpisodeTags(writer.add_call, episode_id=tag, agent="external")
     app = harness.CaptureProxy(upstream, api_key=upstream_api_key, request_tokens=request_tokens, default=tags)
-    server = serve_in_thread(app, host, port)
+    server = harness.serve_in_thread(app, host, port)
     click.echo(f"capture proxy on {server.url}/v1 -> {upstream}, recording to {out}/calls.jsonl", err=True)
     _wait_forever(server)
 

@@ -11,6 +11,7 @@
 docs/harnesses.md is the guide.
 """
 
+from openenv.harness._asgi import serve_in_thread
 from openenv.harness.agents import (
     AGENTS,
     Agent,
@@ -58,5 +59,6 @@ __all__ = [
     "load_trace",
     "read_trace",
     "run_harness",
+    "serve_in_thread",
     "to_grpo",
 ]

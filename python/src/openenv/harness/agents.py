@@ -83,13 +83,18 @@ def _base_env(ctx: AgentContext) -> dict[str, str]:
     return env
 
 
+#: Where `make venv` installs the npm harnesses (relative to the working directory).
+LOCAL_NPM_BIN = os.path.join(".harness-tools", "node_modules", ".bin")
+
+
 def _find(program: str, override: str | None, install: str) -> str:
     if override:
         if not (os.path.isfile(override) and os.access(override, os.X_OK)):
             raise AgentUnavailable(f"{override} is not an executable file")
         return override
     here = os.path.dirname(sys.executable)  # the same virtual environment's scripts first
-    found = shutil.which(program, path=f"{here}{os.pathsep}{os.environ.get('PATH', '')}")
+    path = os.pathsep.join([here, os.environ.get("PATH", ""), os.path.abspath(LOCAL_NPM_BIN)])
+    found = shutil.which(program, path=path)
     if found is None:
         raise AgentUnavailable(f"{program} is not installed: {install}")
     return found
@@ -152,6 +157,8 @@ class CodexAgent:
                     # kernel features a container may lack.
                     'sandbox_mode = "danger-full-access"',
                     "check_for_update_on_startup = false",
+                    # A login shell re-reads /etc/profile, which resets PATH (and drops envtool).
+                    "allow_login_shell = false",
                     "[analytics]",
                     "enabled = false",
                     "[model_providers.openenv]",

@@ -38,6 +38,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from openenv.record.rows import SCHEMA
+
 __all__ = [
     "CALL_COLUMNS",
     "EPISODE_COLUMNS",
@@ -164,8 +166,6 @@ def load_trace(directory: str | Path) -> Any:
     """A run directory as a ``datasets.DatasetDict`` with splits ``calls``, ``steps`` and
     ``episodes`` (typed by the column lists; needs the ``datasets`` package)."""
     import datasets
-
-    from openenv.record.rows import SCHEMA
 
     t = read_trace(directory)
     out = {

@@ -1,0 +1,276 @@
+"""Agent harnesses for real, offline (docs/harnesses.md): mini-swe-agent (the Python package)
+and Codex CLI (the npm package, installed by `make venv` under .harness-tools/) solve a task
+of the coding environment through `openenv.harness.run_harness`, against a scripted
+OpenAI-compatible model on loopback; the capture proxy records every call with its tokens;
+the environment's reward scores each episode; traces reload losslessly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shlex
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("minisweagent", reason="the harness extra: pip install 'protoenv[harness]'")
+
+import openenv
+from coding_env import CodingEnvironment
+from coding_env.problems import by_id
+from openenv.harness import (
+    CALL_COLUMNS,
+    CaptureProxy,
+    CodexAgent,
+    CommandAgent,
+    EpisodeTags,
+    MiniSweAgent,
+    Script,
+    ScriptedModel,
+    TraceWriter,
+    decode_call,
+    load_trace,
+    read_trace,
+    run_harness,
+    to_grpo,
+)
+from openenv.harness._asgi import serve_in_thread
+
+ROOT = Path(__file__).resolve().parents[3]
+DEADLINE = 600.0
+FIZZBUZZ = by_id("fizzbuzz").reference
+
+
+def _script(finish: dict[str, Any], solution: str = FIZZBUZZ) -> Script:
+    """Write the solution, check it on the examples, submit it, finish (the harness's way)."""
+    return Script(
+        (
+            {"shell": f"cat > solution.py <<'EOF'\n{solution}EOF"},
+            {"shell": '"$OPENENV_ENVTOOL" run_tests code=@solution.py'},
+            {"shell": "envtool submit code=@solution.py"},
+            finish,
+        )
+    )
+
+
+MINI_FINISH = {"shell": "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"}
+CODEX_FINISH = {"text": "Submitted."}
+
+
+def _codex() -> str | None:
+    for candidate in (os.environ.get("OPENENV_CODEX_BIN"), str(ROOT / ".harness-tools/node_modules/.bin/codex")):
+        if candidate and os.access(candidate, os.X_OK):
+            return candidate
+    return None
+
+
+def _harness_run(agent: Any, script: Script, tasks: list[str | None], out: Path, **kw: Any) -> tuple[list[Any], int]:
+    """run_harness over a real coding_env gRPC server and a scripted model, both on loopback;
+    returns the episode rows and how many requests the model served."""
+    model = ScriptedModel(script)
+    served = serve_in_thread(model)
+
+    async def main() -> list[Any]:
+        async with openenv.Server(CodingEnvironment, "127.0.0.1", 0) as srv:
+            return await run_harness(
+                srv.address, agent, tasks, f"{served.url}/v1", out, model="scripted", request_tokens=True, **kw
+            )
+
+    try:
+        return asyncio.run(asyncio.wait_for(main(), DEADLINE)), model.requests
+    finally:
+        served.stop()
+
+
+def _canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def _generated(call: dict[str, Any]) -> str:
+    """What the scripted model generated in a call (the text its token ids encode)."""
+    r = call["response"]
+    if call["api"] == "chat.completions":
+        msg = r["choices"][0]["message"]
+        if msg.get("tool_calls"):
+            fn = msg["tool_calls"][0]["function"]
+            return _canonical({"name": fn["name"], "arguments": json.loads(fn["arguments"])})
+        return str(msg["content"])
+    item = r["output"][0]
+    if item["type"] == "function_call":
+        return _canonical({"name": item["name"], "arguments": json.loads(item["arguments"])})
+    return str(item["content"][0]["text"])
+
+
+def _check_solved_and_failed(rows: list[Any], served: int, out: Path, agent: str) -> None:
+    by_task = {r["task_id"]: r for r in rows}
+    ok, bad = by_task["fizzbuzz"], by_task["sum_list"]
+    assert ok["status"] == "finished" and ok["solved"] and ok["reward"] == 1.0, ok
+    # The same script on another task submits code without the function asked for: 0.
+    assert bad["status"] == "finished" and not bad["solved"] and bad["reward"] == 0.0, bad
+    trace = read_trace(out)
+    calls = [decode_call(c) for c in trace["calls"]]
+    # Every call the model served is in the trace, tagged with its episode, with its tokens.
+    assert len(calls) == served == ok["calls"] + bad["calls"] == 8
+    for r in rows:
+        mine = sorted((c for c in calls if c["episode_id"] == r["episode_id"]), key=lambda c: c["call_index"])
+        assert [c["call_index"] for c in mine] == [0, 1, 2, 3]
+        assert {(c["session_id"], c["task_id"], c["agent"]) for c in mine} == {(r["session_id"], r["task_id"], agent)}
+    for c in calls:
+        assert c["status"] == 200 and c["error"] is None
+        assert bytes(c["completion_token_ids"]).decode() == _generated(c)
+        assert len(c["completion_logprobs"]) == len(c["completion_token_ids"]) > 0
+        assert c["prompt_token_ids"] and c["usage"]
+    # The steps: reset, run_tests, submit per episode, the submit rewarded and final.
+    steps = [s for s in trace["steps"] if s["episode_id"] == ok["episode_id"]]
+    assert [json.loads(s["action"])["tool_name"] for s in steps[1:]] == ["run_tests", "submit"]
+    assert steps[-1]["reward"] == 1.0 and steps[-1]["terminated"] and steps[-1]["final"]
+
+
+def _check_lossless(out: Path) -> None:
+    trace = read_trace(out)
+    ds = load_trace(out)
+    assert ds["calls"].to_list() == [{c: r[c] for c in CALL_COLUMNS} for r in trace["calls"]]
+    assert ds["episodes"].to_list() == trace["episodes"]
+    assert ds["steps"].to_list() == trace["steps"]
+
+
+def test_mini_swe_agent_solves_a_coding_task_and_every_call_is_captured(tmp_path: Path) -> None:
+    rows, served = _harness_run(MiniSweAgent(), _script(MINI_FINISH), ["fizzbuzz", "sum_list"], tmp_path, concurrency=2)
+    _check_solved_and_failed(rows, served, tmp_path, "mini-swe-agent")
+    calls = [decode_call(c) for c in read_trace(tmp_path)["calls"]]
+    assert {c["api"] for c in calls} == {"chat.completions"}
+    for c in calls:  # LiteLLM's chat messages, token for token
+        assert bytes(c["prompt_token_ids"]).decode() == _canonical(c["request"]["messages"])
+        assert c["injected"] == {"return_token_ids": True, "logprobs": True}
+    _check_lossless(tmp_path)
+    grpo = to_grpo(tmp_path)
+    assert len(grpo["prompt_ids"]) == 8
+    assert sorted(grpo["env_reward"]) == [0.0] * 4 + [1.0] * 4
+    assert all(
+        len(i) == len(lp) == len(m)
+        for i, lp, m in zip(grpo["completion_ids"], grpo["logprobs"], grpo["env_mask"], strict=True)
+    )
+
+
+def test_codex_cli_solves_a_coding_task_and_every_streamed_call_is_captured(tmp_path: Path) -> None:
+    codex = _codex()
+    if codex is None:
+        if os.environ.get("CI"):
+            pytest.fail("Codex CLI is not installed: make venv installs it under .harness-tools/")
+        pytest.skip("Codex CLI not installed (make venv installs it under .harness-tools/ when npm is there)")
+    rows, served = _harness_run(
+        CodexAgent(codex), _script(CODEX_FINISH), ["fizzbuzz", "sum_list"], tmp_path, concurrency=2
+    )
+    _check_solved_and_failed(rows, served, tmp_path, "codex")
+    calls = [decode_call(c) for c in read_trace(tmp_path)["calls"]]
+    assert {(c["api"], c["stream"]) for c in calls} == {("responses", True)}
+    _check_lossless(tmp_path)
+
+
+def test_an_agent_past_its_time_budget_is_stopped_and_scores_zero(tmp_path: Path) -> None:
+    rows, served = _harness_run(
+        CommandAgent("sleep 600"), Script(({"text": "unused"},)), ["fizzbuzz"], tmp_path, time_budget_s=2.0
+    )
+    [row] = rows
+    assert row["status"] == "timeout" and row["reward"] == 0.0 and not row["solved"] and row["calls"] == 0
+    assert served == 0
+
+
+def test_a_command_agent_reaches_the_tools_and_bad_tool_calls_fail_cleanly(tmp_path: Path) -> None:
+    cmd = (
+        "envtool list > tools.txt; envtool no_such_tool x=1; echo $? > bad.txt; "
+        "envtool submit; echo $? > missing.txt; "
+        f"printf '%s' {shlex.quote(FIZZBUZZ)} > s.py; envtool submit code=@s.py > submit.txt; "
+        "envtool submit code=@s.py > again.txt; echo $? > again_rc.txt"
+    )
+    [row], _ = _harness_run(CommandAgent(cmd), Script(({"text": "unused"},)), ["fizzbuzz"], tmp_path)
+    work = Path(row["workspace"])
+    assert "submit(code)" in (work / "tools.txt").read_text()
+    assert (work / "bad.txt").read_text().strip() != "0"
+    assert (work / "missing.txt").read_text().strip() != "0"
+    assert json.loads((work / "submit.txt").read_text().split("\n[")[0])["passed"] == 4
+    assert "episode is over" in (work / "again.txt").read_text()
+    assert (work / "again_rc.txt").read_text().strip() == "1"
+    assert row["status"] == "finished" and row["reward"] == 1.0 and row["solved"]
+
+
+def test_the_proxy_passes_streams_through_and_records_both_apis(tmp_path: Path) -> None:
+    import openai
+
+    script = Script(({"text": "héllo, streamed world " * 3},))
+    model = serve_in_thread(ScriptedModel(script))
+    writer = TraceWriter(tmp_path)
+    proxy = serve_in_thread(
+        CaptureProxy(f"{model.url}/v1", request_tokens=True, default=EpisodeTags(writer.add_call, episode_id="e1"))
+    )
+    try:
+        client = openai.OpenAI(base_url=f"{proxy.url}/v1", api_key="unused", max_retries=0)
+        msgs = [{"role": "user", "content": "hi"}]
+        plain = client.chat.completions.create(model="m", messages=msgs)  # type: ignore[arg-type]
+        streamed = "".join(
+            (ch.choices[0].delta.content or "") if ch.choices else ""
+            for ch in client.chat.completions.create(
+                model="m",
+                messages=msgs,
+                stream=True,
+                stream_options={"include_usage": True},  # type: ignore[arg-type]
+            )
+        )
+        resp = client.responses.create(model="m", input="hi")
+        events = list(client.responses.create(model="m", input="hi", stream=True))
+        assert plain.choices[0].message.content == streamed == resp.output_text == script.steps[0]["text"]
+        assert events[-1].type == "response.completed"
+    finally:
+        proxy.stop()
+        model.stop()
+    calls = [decode_call(c) for c in read_trace(tmp_path)["calls"]]
+    assert [(c["api"], c["stream"]) for c in calls] == [
+        ("chat.completions", False), ("chat.completions", True), ("responses", False), ("responses", True),
+    ]  # fmt: skip
+    text = script.steps[0]["text"].encode()
+    for c in calls:
+        assert c["episode_id"] == "e1" and c["status"] == 200
+        assert bytes(c["completion_token_ids"]) == text
+        assert len(c["completion_logprobs"]) == len(text)
+        assert c["ttft_s"] is not None and c["duration_s"] >= c["ttft_s"]
+    # A stream's events add up to what the plain call returns.
+    assert calls[1]["response"]["choices"][0]["message"]["content"] == script.steps[0]["text"]
+    assert calls[1]["usage"] == calls[0]["usage"]
+    assert calls[3]["response"]["output"] == calls[2]["response"]["output"]
+
+
+def test_an_unreachable_upstream_is_a_502_and_still_recorded(tmp_path: Path) -> None:
+    import httpx
+
+    writer = TraceWriter(tmp_path)
+    proxy = serve_in_thread(CaptureProxy("http://127.0.0.1:9/v1", default=EpisodeTags(writer.add_call)))
+    try:
+        r = httpx.post(f"{proxy.url}/v1/chat/completions", json={"model": "m", "messages": []}, timeout=60)
+        bad = httpx.post(f"{proxy.url}/v1/chat/completions", content=b"[not json", timeout=60)
+        unknown = httpx.post(f"{proxy.url}/e/nope/v1/chat/completions", json={}, timeout=60)
+    finally:
+        proxy.stop()
+    assert r.status_code == 502 and "unreachable" in r.json()["error"]["message"]
+    assert bad.status_code == 400 and unknown.status_code == 404
+    [call] = read_trace(tmp_path)["calls"]
+    assert call["status"] == 502 and "unreachable" in call["error"]
+
+
+def test_grpo_episode_mode_joins_calls_whose_prompts_extend_each_other(tmp_path: Path) -> None:
+    w = TraceWriter(tmp_path)
+    base = dict.fromkeys(CALL_COLUMNS)
+    calls = [([1, 2], [3, 4], [-0.1, -0.2]), ([1, 2, 3, 4, 9], [5], [-0.3])]
+    for i, (p, c, lp) in enumerate(calls):
+        tokens = {"prompt_token_ids": p, "completion_token_ids": c, "completion_logprobs": lp}
+        w.add_call({**base, "episode_id": "e", "call_index": i, **tokens})
+    w.add_episode({"episode_id": "e", "reward": 0.5})
+    out = to_grpo(tmp_path, mode="episode")
+    assert out["prompt_ids"] == [[1, 2]] and out["completion_ids"] == [[3, 4, 9, 5]]
+    assert out["env_mask"] == [[1, 1, 0, 1]] and out["logprobs"] == [[-0.1, -0.2, 0.0, -0.3]]
+    assert out["env_reward"] == [0.5]
+    w.add_call({**base, "episode_id": "e", "call_index": 2, "prompt_token_ids": [7], "completion_token_ids": [8]})
+    with pytest.raises(ValueError, match="does not extend"):
+        to_grpo(tmp_path, mode="episode")
