@@ -1,5 +1,5 @@
-"""Agent harnesses for real, offline (docs/harnesses.md): mini-swe-agent (the Python package)
-and Codex CLI (the npm package, installed by `make venv` under .harness-tools/) solve a task
+"""Agent harnesses for real, offline (docs/harnesses.md): mini-swe-agent (the Python package),
+Codex CLI and OpenCode (npm packages, installed by `make venv` under .harness-tools/) solve a task
 of the coding environment through `openenv.harness.run_harness`, against a scripted
 OpenAI-compatible model on loopback; the capture proxy records every call with its tokens;
 the environment's reward scores each episode; traces reload losslessly.
@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import shlex
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,7 @@ from openenv.harness import (
     CommandAgent,
     EpisodeTags,
     MiniSweAgent,
+    OpenCodeAgent,
     Script,
     ScriptedModel,
     TraceWriter,
@@ -57,11 +59,15 @@ def _script(finish: dict[str, Any], solution: str = FIZZBUZZ) -> Script:
 
 
 MINI_FINISH = {"shell": "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"}
-CODEX_FINISH = {"text": "Submitted."}
+TEXT_FINISH = {"text": "Submitted."}  # Codex and OpenCode end their run on a plain message
 
 
-def _codex() -> str | None:
-    for candidate in (os.environ.get("OPENENV_CODEX_BIN"), str(ROOT / ".harness-tools/node_modules/.bin/codex")):
+def _npm_bin(program: str) -> str | None:
+    """An npm harness installed by `make venv` (or named by OPENENV_<PROGRAM>_BIN)."""
+    for candidate in (
+        os.environ.get(f"OPENENV_{program.upper()}_BIN"),
+        str(ROOT / ".harness-tools/node_modules/.bin" / program),
+    ):
         if candidate and os.access(candidate, os.X_OK):
             return candidate
     return None
@@ -104,7 +110,9 @@ def _generated(call: dict[str, Any]) -> str:
     return str(item["content"][0]["text"])
 
 
-def _check_solved_and_failed(rows: list[Any], served: int, out: Path, agent: str) -> None:
+def _check_solved_and_failed(rows: list[Any], served: int, out: Path, agent: str, per_episode: int = 4) -> None:
+    """``per_episode``: the script's 4 turns, plus the harness's own calls (OpenCode asks the
+    model for a session title first: a model call like any other, so it is in the trace)."""
     by_task = {r["task_id"]: r for r in rows}
     ok, bad = by_task["fizzbuzz"], by_task["sum_list"]
     assert ok["status"] == "finished" and ok["solved"] and ok["reward"] == 1.0, ok
@@ -113,10 +121,10 @@ def _check_solved_and_failed(rows: list[Any], served: int, out: Path, agent: str
     trace = read_trace(out)
     calls = [decode_call(c) for c in trace["calls"]]
     # Every call the model served is in the trace, tagged with its episode, with its tokens.
-    assert len(calls) == served == ok["calls"] + bad["calls"] == 8
+    assert len(calls) == served == ok["calls"] + bad["calls"] == 2 * per_episode
     for r in rows:
         mine = sorted((c for c in calls if c["episode_id"] == r["episode_id"]), key=lambda c: c["call_index"])
-        assert [c["call_index"] for c in mine] == [0, 1, 2, 3]
+        assert [c["call_index"] for c in mine] == list(range(per_episode))
         assert {(c["session_id"], c["task_id"], c["agent"]) for c in mine} == {(r["session_id"], r["task_id"], agent)}
     for c in calls:
         assert c["status"] == 200 and c["error"] is None
@@ -137,16 +145,34 @@ def _check_lossless(out: Path) -> None:
     assert ds["steps"].to_list() == trace["steps"]
 
 
+def _run_doc_snippets(trace: Path, here: Path) -> None:
+    """docs/harnesses.md's python blocks, in order, as one script, on this run as runs/r1."""
+    code = "\n".join(re.findall(r"^```python\n(.*?)^```", (ROOT / "docs/harnesses.md").read_text(), re.S | re.M))
+    (here / "runs").mkdir(parents=True)
+    (here / "runs/r1").symlink_to(trace)
+    namespace: dict[str, Any] = {}
+    cwd = os.getcwd()
+    os.chdir(here)
+    try:
+        exec(compile(code, "docs/harnesses.md", "exec"), namespace)
+    finally:
+        os.chdir(cwd)
+    assert len(namespace["examples"]) == 4  # the calls of the solved episode
+    assert namespace["examples"][0]["messages"][-1]["tool_calls"]
+
+
 def test_mini_swe_agent_solves_a_coding_task_and_every_call_is_captured(tmp_path: Path) -> None:
-    rows, served = _harness_run(MiniSweAgent(), _script(MINI_FINISH), ["fizzbuzz", "sum_list"], tmp_path, concurrency=2)
-    _check_solved_and_failed(rows, served, tmp_path, "mini-swe-agent")
-    calls = [decode_call(c) for c in read_trace(tmp_path)["calls"]]
+    out = tmp_path / "run"
+    rows, served = _harness_run(MiniSweAgent(), _script(MINI_FINISH), ["fizzbuzz", "sum_list"], out, concurrency=2)
+    _check_solved_and_failed(rows, served, out, "mini-swe-agent")
+    calls = [decode_call(c) for c in read_trace(out)["calls"]]
     assert {c["api"] for c in calls} == {"chat.completions"}
     for c in calls:  # LiteLLM's chat messages, token for token
         assert bytes(c["prompt_token_ids"]).decode() == _canonical(c["request"]["messages"])
         assert c["injected"] == {"return_token_ids": True, "logprobs": True}
-    _check_lossless(tmp_path)
-    grpo = to_grpo(tmp_path)
+    _check_lossless(out)
+    _run_doc_snippets(out, tmp_path / "docs")
+    grpo = to_grpo(out)
     assert len(grpo["prompt_ids"]) == 8
     assert sorted(grpo["env_reward"]) == [0.0] * 4 + [1.0] * 4
     assert all(
@@ -155,18 +181,24 @@ def test_mini_swe_agent_solves_a_coding_task_and_every_call_is_captured(tmp_path
     )
 
 
-def test_codex_cli_solves_a_coding_task_and_every_streamed_call_is_captured(tmp_path: Path) -> None:
-    codex = _codex()
-    if codex is None:
+@pytest.mark.parametrize(
+    ("program", "agent_class", "api", "per_episode"),
+    [("codex", CodexAgent, "responses", 4), ("opencode", OpenCodeAgent, "chat.completions", 5)],
+)
+def test_an_npm_harness_solves_a_coding_task_and_every_streamed_call_is_captured(
+    program: str, agent_class: Any, api: str, per_episode: int, tmp_path: Path
+) -> None:
+    exe = _npm_bin(program)
+    if exe is None:
         if os.environ.get("CI"):
-            pytest.fail("Codex CLI is not installed: make venv installs it under .harness-tools/")
-        pytest.skip("Codex CLI not installed (make venv installs it under .harness-tools/ when npm is there)")
+            pytest.fail(f"{program} is not installed: make venv installs it under .harness-tools/")
+        pytest.skip(f"{program} not installed (make venv installs it under .harness-tools/ when npm is there)")
     rows, served = _harness_run(
-        CodexAgent(codex), _script(CODEX_FINISH), ["fizzbuzz", "sum_list"], tmp_path, concurrency=2
+        agent_class(exe), _script(TEXT_FINISH), ["fizzbuzz", "sum_list"], tmp_path, concurrency=2
     )
-    _check_solved_and_failed(rows, served, tmp_path, "codex")
+    _check_solved_and_failed(rows, served, tmp_path, program, per_episode)
     calls = [decode_call(c) for c in read_trace(tmp_path)["calls"]]
-    assert {(c["api"], c["stream"]) for c in calls} == {("responses", True)}
+    assert {(c["api"], c["stream"]) for c in calls} == {(api, True)}
     _check_lossless(tmp_path)
 
 

@@ -25,7 +25,7 @@ def _require() -> Any:
 
 @click.group("harness")
 def harness_command() -> None:
-    """Run coding agents (mini-swe-agent, Codex CLI, any command) on an environment's tasks
+    """Run coding agents (mini-swe-agent, Codex CLI, OpenCode, any command) on an environment's tasks
     and record every model call as a training trace."""
 
 
@@ -38,7 +38,7 @@ async def _split_tasks(target: str, split: str, limit: int | None) -> list[str]:
 
 @harness_command.command("run")
 @click.argument("target")
-@click.option("--agent", "agent_spec", required=True, help="mini-swe-agent, codex or command:CMD.")
+@click.option("--agent", "agent_spec", required=True, help="mini-swe-agent, codex, opencode or command:CMD.")
 @click.option("--agent-bin", default=None, help="The agent's program (default: found on PATH).")
 @click.option("--task", "task_ids", multiple=True, help="A task id (RFC 0004); repeat for several.")
 @click.option("--split", default=None, help="Every task of this split (with --limit: the first N).")

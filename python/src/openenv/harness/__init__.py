@@ -2,7 +2,7 @@
 
 * :class:`CaptureProxy`: an OpenAI-compatible proxy (chat completions and responses, streamed or
   not) that forwards to the real endpoint and records every call, tagged with its episode;
-* :func:`run_harness` (``openenv harness run``): mini-swe-agent, Codex CLI or any command solves
+* :func:`run_harness` (``openenv harness run``): mini-swe-agent, Codex CLI, OpenCode or any command solves
   tasks of an environment through the proxy; the environment's reward scores it;
 * the trace format (:mod:`openenv.harness.trace`): :func:`read_trace`, :func:`load_trace`
   (``datasets``), :func:`to_grpo` (the shape of a TRL ``GRPOTrainer`` ``rollout_func``);
@@ -21,6 +21,7 @@ from openenv.harness.agents import (
     CodexAgent,
     CommandAgent,
     MiniSweAgent,
+    OpenCodeAgent,
     agent_from_spec,
 )
 from openenv.harness.proxy import CaptureProxy, EpisodeTags
@@ -49,6 +50,7 @@ __all__ = [
     "CommandAgent",
     "EpisodeTags",
     "MiniSweAgent",
+    "OpenCodeAgent",
     "Script",
     "ScriptedModel",
     "TraceWriter",

@@ -11,6 +11,9 @@ proxy through its own usual base-URL configuration:
 * ``codex``: Codex CLI's ``codex exec`` with a custom model provider (``wire_api =
   "responses"``, ``base_url`` the proxy) in a private ``CODEX_HOME``, approvals off; its shell
   tool runs in the workspace;
+* ``opencode``: ``opencode run`` with an OpenAI-compatible provider (``@ai-sdk/openai-compatible``,
+  bundled) whose ``baseURL`` is the proxy, in a private ``HOME``; its bash tool runs in the
+  workspace;
 * ``command:CMD``: any program, run with ``sh -c CMD``; it finds the endpoint in
   ``OPENAI_BASE_URL``/``OPENAI_API_KEY``/``OPENENV_MODEL`` and the prompt in
   ``OPENENV_PROMPT_FILE``.
@@ -30,7 +33,7 @@ from pathlib import Path
 from typing import Protocol
 
 __all__ = ["AGENTS", "Agent", "AgentContext", "AgentLaunch", "AgentUnavailable", "CodexAgent", "CommandAgent",
-           "MiniSweAgent", "agent_from_spec"]  # fmt: skip
+           "MiniSweAgent", "OpenCodeAgent", "agent_from_spec"]  # fmt: skip
 
 #: The key the harness is given: the proxy needs none, and a real key is the proxy's (--upstream-api-key).
 PLACEHOLDER_KEY = "openenv-harness"
@@ -178,6 +181,45 @@ class CodexAgent:
 
 
 @dataclasses.dataclass
+class OpenCodeAgent:
+    """OpenCode (``npm install opencode-ai``; ``make venv`` installs it locally)."""
+
+    executable: str | None = None
+    name: str = "opencode"
+
+    def launch(self, ctx: AgentContext) -> AgentLaunch:
+        exe = _find("opencode", self.executable or os.environ.get("OPENENV_OPENCODE_BIN"), "npm install opencode-ai")
+        config = {
+            "$schema": "https://opencode.ai/config.json",
+            "provider": {
+                "openenv": {
+                    "npm": "@ai-sdk/openai-compatible",  # bundled with OpenCode: nothing is fetched
+                    "name": "openenv capture proxy",
+                    "options": {"baseURL": ctx.base_url, "apiKey": PLACEHOLDER_KEY},
+                    "models": {ctx.model: {"name": ctx.model}},
+                }
+            },
+            "model": f"openenv/{ctx.model}",
+            "autoupdate": False,
+            "share": "disabled",
+        }
+        path = ctx.home / "opencode.json"
+        path.write_text(json.dumps(config, indent=1), encoding="utf-8")
+        env = _base_env(ctx)
+        home = ctx.home / "home"  # OpenCode keeps its state under HOME/XDG: a private one per episode
+        env.update(
+            OPENCODE_CONFIG=str(path),
+            HOME=str(home),
+            XDG_CONFIG_HOME=str(home / ".config"),
+            XDG_DATA_HOME=str(home / ".local/share"),
+            XDG_CACHE_HOME=str(home / ".cache"),
+            XDG_STATE_HOME=str(home / ".local/state"),
+        )
+        home.mkdir(parents=True, exist_ok=True)
+        return AgentLaunch([exe, "run", "-m", f"openenv/{ctx.model}", ctx.prompt], env, ctx.workspace)
+
+
+@dataclasses.dataclass
 class CommandAgent:
     """Any program: ``sh -c COMMAND`` in the workspace (see the module's text)."""
 
@@ -188,7 +230,7 @@ class CommandAgent:
         return AgentLaunch(["/bin/sh", "-c", self.command], _base_env(ctx), ctx.workspace)
 
 
-AGENTS = ("mini-swe-agent", "codex", "command:CMD")
+AGENTS = ("mini-swe-agent", "codex", "opencode", "command:CMD")
 
 
 def agent_from_spec(spec: str, executable: str | None = None) -> Agent:
@@ -197,6 +239,8 @@ def agent_from_spec(spec: str, executable: str | None = None) -> Agent:
         return MiniSweAgent(executable)
     if spec == "codex":
         return CodexAgent(executable)
+    if spec == "opencode":
+        return OpenCodeAgent(executable)
     if spec.startswith("command:") and spec[8:].strip():
         return CommandAgent(spec[8:])
     raise ValueError(f"unknown agent {spec!r}; one of {', '.join(AGENTS)}")
