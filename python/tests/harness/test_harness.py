@@ -46,12 +46,16 @@ DEADLINE = 600.0
 FIZZBUZZ = by_id("fizzbuzz").reference
 
 
-def _script(finish: dict[str, Any], solution: str = FIZZBUZZ) -> Script:
-    """Write the solution, check it on the examples, submit it, finish (the harness's way)."""
+def _script(finish: dict[str, Any], solution: str = FIZZBUZZ, *, mcp: bool = False) -> Script:
+    """Write the solution, check it on the examples (envtool, or the harness's MCP tool),
+    submit it, finish (the harness's way)."""
+    check: dict[str, Any] = {"shell": '"$OPENENV_ENVTOOL" run_tests code=@solution.py'}
+    if mcp:
+        check = {"mcp": "run_tests", "arguments": {"code": solution}}
     return Script(
         (
             {"shell": f"cat > solution.py <<'EOF'\n{solution}EOF"},
-            {"shell": '"$OPENENV_ENVTOOL" run_tests code=@solution.py'},
+            check,
             {"shell": "envtool submit code=@solution.py"},
             finish,
         )
@@ -158,6 +162,8 @@ def _run_doc_snippets(trace: Path, here: Path) -> None:
     finally:
         os.chdir(cwd)
     assert len(namespace["examples"]) == 4  # the calls of the solved episode
+    for block in re.findall(r"^```json\n(.*?)^```", (ROOT / "docs/harnesses.md").read_text(), re.S | re.M):
+        assert Script.from_json(json.loads(block)).steps  # the example script is one
     assert namespace["examples"][0]["messages"][-1]["tool_calls"]
 
 
@@ -194,11 +200,19 @@ def test_an_npm_harness_solves_a_coding_task_and_every_streamed_call_is_captured
             pytest.fail(f"{program} is not installed: make venv installs it under .harness-tools/")
         pytest.skip(f"{program} not installed (make venv installs it under .harness-tools/ when npm is there)")
     rows, served = _harness_run(
-        agent_class(exe), _script(TEXT_FINISH), ["fizzbuzz", "sum_list"], tmp_path, concurrency=2
+        agent_class(exe), _script(TEXT_FINISH, mcp=True), ["fizzbuzz", "sum_list"], tmp_path, concurrency=2
     )
     _check_solved_and_failed(rows, served, tmp_path, program, per_episode)
     calls = [decode_call(c) for c in read_trace(tmp_path)["calls"]]
     assert {(c["api"], c["stream"]) for c in calls} == {(api, True)}
+    # run_tests went through the harness's MCP client to the episode's MCP server.
+    via_mcp = [c for c in calls if "run_tests" in _generated(c)]
+    assert len(via_mcp) == 2
+    for c in via_mcp:
+        if api == "responses":
+            assert c["response"]["output"][0]["namespace"] == "mcp__openenv"
+        else:
+            assert c["response"]["choices"][0]["message"]["tool_calls"][0]["function"]["name"] == "openenv_run_tests"
     _check_lossless(tmp_path)
 
 

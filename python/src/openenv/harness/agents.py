@@ -19,7 +19,8 @@ proxy through its own usual base-URL configuration:
   ``OPENENV_PROMPT_FILE``.
 
 Every agent gets ``envtool`` on its ``PATH`` (the environment's tools, :mod:`openenv.harness.envtool`)
-and ``OPENENV_TOOLS_URL``.
+and ``OPENENV_TOOLS_URL``; Codex CLI and OpenCode also get the same tools as an MCP server
+(``openenv``: Streamable HTTP, :mod:`openenv.harness.relay`), ``OPENENV_MCP_URL`` for others.
 """
 
 from __future__ import annotations
@@ -56,6 +57,8 @@ class AgentContext:
     tools_url: str
     bin_dir: Path
     """Holds ``envtool``; first on the agent's ``PATH``."""
+    mcp_url: str = ""
+    """The episode's tools as an MCP Streamable HTTP server (empty: none)."""
 
 
 @dataclasses.dataclass
@@ -77,6 +80,7 @@ def _base_env(ctx: AgentContext) -> dict[str, str]:
         PATH=f"{ctx.bin_dir}{os.pathsep}{env.get('PATH', '')}",
         OPENENV_TOOLS_URL=ctx.tools_url,
         OPENENV_ENVTOOL=str(ctx.bin_dir / "envtool"),
+        OPENENV_MCP_URL=ctx.mcp_url,
         OPENAI_BASE_URL=ctx.base_url,
         OPENAI_API_KEY=PLACEHOLDER_KEY,
         OPENENV_MODEL=ctx.model,
@@ -169,6 +173,7 @@ class CodexAgent:
                     f"base_url = {json.dumps(ctx.base_url)}",
                     'env_key = "OPENAI_API_KEY"',
                     'wire_api = "responses"',
+                    *(["[mcp_servers.openenv]", f"url = {json.dumps(ctx.mcp_url)}"] if ctx.mcp_url else []),
                     "",
                 ]
             ),
@@ -200,6 +205,7 @@ class OpenCodeAgent:
                 }
             },
             "model": f"openenv/{ctx.model}",
+            **({"mcp": {"openenv": {"type": "remote", "url": ctx.mcp_url, "enabled": True}}} if ctx.mcp_url else {}),
             "autoupdate": False,
             "share": "disabled",
         }

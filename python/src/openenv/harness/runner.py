@@ -34,16 +34,15 @@ from pathlib import Path
 from typing import Any
 
 from openenv.client import ToolEnvClient
-from openenv.errors import EnvError
-from openenv.harness._asgi import BodyTooLarge, LoopbackServer, Receive, Scope, Send, read_body, send_json
+from openenv.harness._asgi import LoopbackServer
 from openenv.harness.agents import Agent, AgentContext
 from openenv.harness.proxy import CaptureProxy, EpisodeTags
+from openenv.harness.relay import EpisodeTools, HarnessApp
 from openenv.harness.trace import TraceWriter
 from openenv.protocol import StepResult
 from openenv.record.recorder import EpisodeLog
-from openenv.runtime.tools import CallToolAction
 
-__all__ = ["HarnessApp", "run_harness"]
+__all__ = ["run_harness"]
 
 ENVTOOL = Path(__file__).with_name("envtool.py")
 LOG_TAIL = 64 * 1024
@@ -52,81 +51,6 @@ TOOLS_HINT = (
     "(also `envtool` on PATH, and in $OPENENV_ENVTOOL): `envtool list` shows them; call one with "
     "`envtool NAME key=value ...` (`key=@file` passes a file's text), e.g. `envtool submit code=@solution.py`."
 )
-
-
-class _Episode:
-    """One episode's session as the tool relay serves it."""
-
-    def __init__(self, env: ToolEnvClient, log: EpisodeLog, tools: list[dict[str, Any]]) -> None:
-        self.env, self.log, self.tools = env, log, tools
-        self.lock = asyncio.Lock()
-        self.last: StepResult[Any] | None = None
-        self.done = False
-
-    async def call(self, name: str, arguments: Mapping[str, Any]) -> dict[str, Any]:
-        async with self.lock:
-            if self.done:
-                over = [{"type": "text", "text": "the episode is over"}]
-                return {"content": over, "isError": True, "episode_over": True}
-            action = CallToolAction(name, dict(arguments))
-            t0, p0 = time.time(), time.perf_counter()
-            r = await self.env.step(action)
-            self.log.add(r, action, t0, time.perf_counter() - p0, has_action=True)
-            self.last, self.done = r, r.done
-            result = getattr(r.observation, "result", None)
-            out: dict[str, Any] = {"content": [], "isError": False, "episode_over": r.done}
-            if result is not None:
-                out.update(content=list(result.content), isError=bool(result.is_error), data=result.data)
-            return out
-
-
-class HarnessApp:
-    """The runner's loopback server: ``/e/{key}/v1/...`` the capture proxy, ``/e/{key}/tools``
-    the episode's tool relay (OpenEnv's JSON-RPC ``tools/list`` and ``tools/call``)."""
-
-    def __init__(self, proxy: CaptureProxy) -> None:
-        self.proxy = proxy
-        self.episodes: dict[str, _Episode] = {}
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope["path"].startswith("/e/") and scope["path"].endswith("/tools"):
-            await self._tools(scope["path"][3:-6], receive, send)
-            return
-        await self.proxy(scope, receive, send)
-
-    async def _tools(self, key: str, receive: Receive, send: Send) -> None:
-        episode = self.episodes.get(key)
-        if episode is None:
-            await send_json(send, 404, {"error": {"code": -32601, "message": "no such episode"}})
-            return
-        try:
-            req = json.loads(await read_body(receive, 8 * 1024 * 1024))
-            method, params = req["method"], req.get("params") or {}
-            rid = req.get("id")
-        except (BodyTooLarge, ValueError, KeyError, TypeError) as e:
-            await send_json(send, 200, {"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": str(e)}})
-            return
-        try:
-            if method == "tools/list":
-                result: Any = {"tools": episode.tools}
-            elif method == "tools/call" and isinstance(params.get("name"), str):
-                args = params.get("arguments") or {}
-                if not isinstance(args, Mapping):
-                    raise ValueError("arguments must be an object")
-                result = await episode.call(params["name"], args)
-            else:
-                raise LookupError(f"unknown method {method!r}")
-        except LookupError as e:
-            await send_json(send, 200, {"jsonrpc": "2.0", "id": rid, "error": {"code": -32601, "message": str(e)}})
-            return
-        except (EnvError, ValueError) as e:
-            await send_json(send, 200, {"jsonrpc": "2.0", "id": rid, "error": {"code": -32602, "message": str(e)}})
-            return
-        await send_json(send, 200, {"jsonrpc": "2.0", "id": rid, "result": _jsonable(result)})
-
-
-def _jsonable(value: Any) -> Any:
-    return json.loads(json.dumps(value, default=str))
 
 
 def _client(target: str, **kwargs: Any) -> ToolEnvClient:
@@ -193,7 +117,12 @@ async def run_harness(
     run_id = f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
     proxy = CaptureProxy(model_url, api_key=upstream_api_key, request_tokens=request_tokens)
     app = HarnessApp(proxy)
-    server = await LoopbackServer(app, "127.0.0.1", 0).start()
+    await app.start()
+    try:
+        server = await LoopbackServer(app, "127.0.0.1", 0).start()
+    except BaseException:
+        await app.stop()
+        raise
     queue: asyncio.Queue[tuple[int, str | None]] = asyncio.Queue()
     for item in enumerate(tasks):
         queue.put_nowait(item)
@@ -229,14 +158,21 @@ async def run_harness(
                 p0, w0 = time.perf_counter(), time.time()
                 first = await env.reset(None, episode_id, task_id=task_id)
                 elog.add(first, None, w0, time.perf_counter() - p0, has_action=False)
-                episode = _Episode(env, elog, tools)
+                episode = EpisodeTools(env, elog, tools)
                 episode.done = first.done
                 prompt = _prompt_text(first) + TOOLS_HINT.format(envtool=bin_dir / "envtool")
                 (home / "prompt.txt").write_text(prompt, encoding="utf-8")
                 proxy.register(key, tags)
                 app.episodes[key] = episode
                 ctx = AgentContext(
-                    workspace, home, f"{server.url}/e/{key}/v1", model, prompt, f"{server.url}/e/{key}/tools", bin_dir
+                    workspace,
+                    home,
+                    f"{server.url}/e/{key}/v1",
+                    model,
+                    prompt,
+                    f"{server.url}/e/{key}/tools",
+                    bin_dir,
+                    f"{server.url}/e/{key}/mcp",
                 )
                 try:
                     launch = agent.launch(ctx)
@@ -305,6 +241,7 @@ async def run_harness(
         await asyncio.gather(*(worker() for _ in range(min(concurrency, max(1, len(tasks))))))
     finally:
         await server.stop()
+        await app.stop()
         await proxy.aclose()
     rows.sort(key=lambda r: str(r["episode_id"]))
     return rows

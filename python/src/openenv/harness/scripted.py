@@ -13,6 +13,9 @@ A step is one of
   ``shell_command`` ``{"command": CMD}`` or ``shell`` ``{"command": ["bash", "-lc", CMD]}`` as
   Codex CLI; ``bash`` as OpenCode);
 * ``{"tool": NAME, "arguments": {...}}``: a call of a named tool;
+* ``{"mcp": NAME, "arguments": {...}}``: a call of the MCP tool ``NAME`` as the harness names
+  it (the offered tool called ``NAME`` or ending in ``__NAME`` / ``_NAME``: Codex's
+  ``mcp__SERVER__NAME``, OpenCode's ``SERVER_NAME``);
 * ``{"text": "..."}``: a plain assistant message (a harness ends its run on it).
 
 Token data, as a vLLM server returns it when asked: the "tokenizer" is the UTF-8 bytes of the
@@ -50,10 +53,10 @@ class Script:
         if not self.steps:
             raise ValueError("a script needs at least one step")
         for i, s in enumerate(self.steps):
-            kinds = [k for k in ("shell", "tool", "text") if k in s]
+            kinds = [k for k in ("shell", "tool", "mcp", "text") if k in s]
             if len(kinds) != 1:
-                raise ValueError(f"step {i}: exactly one of shell, tool or text, got {sorted(s)}")
-            if "tool" in s and not isinstance(s.get("arguments", {}), Mapping):
+                raise ValueError(f"step {i}: exactly one of shell, tool, mcp or text, got {sorted(s)}")
+            if not isinstance(s.get("arguments", {}), Mapping):
                 raise ValueError(f"step {i}: arguments must be an object")
 
     @classmethod
@@ -91,6 +94,8 @@ class _Reply:
     text: str | None = None
     call_name: str | None = None
     call_args: str | None = None
+    namespace: str | None = None
+    """The Responses namespace of the called tool (Codex's MCP servers), if any."""
 
     @property
     def generated(self) -> str:
@@ -101,10 +106,15 @@ class _Reply:
 
 
 def _tool_names(tools: Sequence[Any]) -> dict[str, Any]:
-    """Function tool name -> its parameters schema, for both APIs' tool shapes."""
+    """Function tool name -> its parameters schema, for both APIs' tool shapes. The tools of a
+    Responses ``namespace`` tool (Codex's MCP servers) are named ``NAMESPACE__NAME``."""
     out: dict[str, Any] = {}
     for t in tools or ():
         if not isinstance(t, Mapping):
+            continue
+        if t.get("type") == "namespace" and isinstance(t.get("tools"), list):
+            for inner_name, params in _tool_names(t["tools"]).items():
+                out[f"{t.get('name')}__{inner_name}"] = params
             continue
         inner = t.get("function")
         fn: Mapping[str, Any] = inner if isinstance(inner, Mapping) else t
@@ -112,6 +122,15 @@ def _tool_names(tools: Sequence[Any]) -> dict[str, Any]:
         if isinstance(name, str):
             out[name] = fn.get("parameters") or {}
     return out
+
+
+def _mcp_name(name: str, tools: Mapping[str, Any]) -> str:
+    if name in tools:
+        return name
+    found = sorted((t for t in tools if t.endswith(f"__{name}") or t.endswith(f"_{name}")), key=len)
+    if not found:
+        raise LookupError(f"the request offers no MCP tool {name!r} (tools: {sorted(tools)})")
+    return found[0]
 
 
 def _shell_call(command: str, tools: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
@@ -134,7 +153,7 @@ class ScriptedModel:
         self.script = script
         self.requests = 0
 
-    def _reply(self, turn: int, tools: Mapping[str, Any]) -> _Reply:
+    def _reply(self, turn: int, tools: Mapping[str, Any], namespaces: Mapping[str, str] | None = None) -> _Reply:
         steps = self.script.steps
         step: Mapping[str, Any] = (
             steps[turn] if turn < len(steps) else next((s for s in reversed(steps) if "text" in s), {"text": ""})
@@ -148,7 +167,16 @@ class ScriptedModel:
                 return _Reply(text=f"[scripted model] {e}")
             return _Reply(call_name=name, call_args=json.dumps(args))
         arguments: Mapping[str, Any] = step.get("arguments") or {}
-        return _Reply(call_name=str(step["tool"]), call_args=json.dumps(dict(arguments)))
+        name = str(step.get("tool") or "")
+        if "mcp" in step:
+            try:
+                name = _mcp_name(str(step["mcp"]), tools)
+            except LookupError as e:
+                return _Reply(text=f"[scripted model] {e}")
+            ns = (namespaces or {}).get(name)
+            if ns is not None:
+                return _Reply(call_name=name[len(ns) + 2 :], call_args=json.dumps(dict(arguments)), namespace=ns)
+        return _Reply(call_name=name, call_args=json.dumps(dict(arguments)))
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -274,7 +302,14 @@ class ScriptedModel:
                 or (it.get("role") == "assistant" and it.get("type", "message") == "message")
             )
         )
-        reply = self._reply(turn, _tool_names(req.get("tools") or []))
+        offered = req.get("tools") or []
+        namespaces = {
+            f"{t.get('name')}__{name}": str(t.get("name"))
+            for t in offered
+            if isinstance(t, Mapping) and t.get("type") == "namespace" and isinstance(t.get("tools"), list)
+            for name in _tool_names(t["tools"])
+        }
+        reply = self._reply(turn, _tool_names(offered), namespaces)
         prompt_ids = byte_tokens(_canonical({"instructions": req.get("instructions"), "input": items}))
         ids = byte_tokens(reply.generated)
         rid = "resp_" + hashlib.sha1(f"{_canonical(items)}|{turn}".encode()).hexdigest()[:24]
@@ -294,6 +329,8 @@ class ScriptedModel:
                 "type": "function_call", "id": f"fc_{rid[5:]}", "call_id": f"call_{rid[5:17]}", "status": "completed",
                 "name": reply.call_name, "arguments": reply.call_args,
             }  # fmt: skip
+            if reply.namespace is not None:
+                item["namespace"] = reply.namespace
         usage = {
             "input_tokens": len(prompt_ids),
             "input_tokens_details": {"cached_tokens": 0},
