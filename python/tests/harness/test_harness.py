@@ -320,3 +320,100 @@ def test_grpo_episode_mode_joins_calls_whose_prompts_extend_each_other(tmp_path:
     w.add_call({**base, "episode_id": "e", "call_index": 2, "prompt_token_ids": [7], "completion_token_ids": [8]})
     with pytest.raises(ValueError, match="does not extend"):
         to_grpo(tmp_path, mode="episode")
+
+
+AGENT_PROGRAM = """
+import json, os, subprocess, urllib.request
+prompt = open(os.environ["OPENENV_PROMPT_FILE"]).read()
+body = {"model": os.environ["OPENENV_MODEL"], "messages": [{"role": "user", "content": prompt}]}
+req = urllib.request.Request(
+    os.environ["OPENAI_BASE_URL"] + "/chat/completions", json.dumps(body).encode(),
+    {"content-type": "application/json", "authorization": "Bearer " + os.environ["OPENAI_API_KEY"]},
+)
+code = json.load(urllib.request.urlopen(req, timeout=120))["choices"][0]["message"]["content"]
+open("solution.py", "w").write(code)
+subprocess.run(["envtool", "submit", "code=@solution.py"], check=True)
+"""
+
+
+def _serve_coding_env() -> tuple[str, Any]:
+    """A coding_env gRPC server on loopback in a thread of its own; returns (address, stop)."""
+    import threading
+
+    server, loop, started = (
+        openenv.Server(CodingEnvironment, "127.0.0.1", 0),
+        asyncio.new_event_loop(),
+        threading.Event(),
+    )
+
+    def run() -> None:
+        loop.run_until_complete(server.start())
+        started.set()
+        loop.run_forever()
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    assert started.wait(60)
+
+    def stop() -> None:
+        asyncio.run_coroutine_threadsafe(server.stop(), loop).result(60)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(60)
+
+    return server.address, stop
+
+
+def _first_line(proc: Any, deadline_s: float = 60.0) -> str:
+    import select
+    import time
+
+    end = time.monotonic() + deadline_s
+    while time.monotonic() < end:
+        ready, _, _ = select.select([proc.stderr], [], [], 1.0)
+        if ready:
+            return str(proc.stderr.readline())
+        assert proc.poll() is None, proc.stderr.read()
+    raise AssertionError("no output within the deadline")
+
+
+def test_the_cli_serves_the_scripted_model_and_runs_a_command_agent(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    openenv_cli = [sys.executable, "-m", "openenv.cli"]
+    (tmp_path / "script.json").write_text(json.dumps({"steps": [{"text": FIZZBUZZ}]}))
+    (tmp_path / "agent.py").write_text(AGENT_PROGRAM)
+    address, stop = _serve_coding_env()
+    model = subprocess.Popen(
+        [*openenv_cli, "harness", "scripted-model", "--script", str(tmp_path / "script.json"), "--port", "0"],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        url = _first_line(model).split(" on ")[1].split()[0]
+        run = [*openenv_cli, "harness", "run", address, "--task", "fizzbuzz", "--model-url", url]
+        run += ["--out", str(tmp_path / "out"), "--request-tokens", "--time-budget", "300"]
+        done = subprocess.run(
+            [*run, "--agent", f"command:{sys.executable} {tmp_path / 'agent.py'}"],
+            capture_output=True,
+            text=True,
+            timeout=DEADLINE,
+        )
+        assert done.returncode == 0, done.stderr
+        assert json.loads(done.stdout.splitlines()[-1])["solved"] == 1
+        assert "[1/1] fizzbuzz finished reward=1.000 solved=True calls=1" in done.stderr
+        [call] = read_trace(tmp_path / "out")["calls"]
+        assert bytes(call["completion_token_ids"]).decode() == FIZZBUZZ
+        bad = subprocess.run([*run, "--agent", "nope"], capture_output=True, text=True, timeout=DEADLINE)
+        assert bad.returncode == 2 and "unknown agent 'nope'" in bad.stderr
+        missing = subprocess.run(
+            [*run, "--agent", "codex", "--agent-bin", str(tmp_path / "no-such-codex")],
+            capture_output=True,
+            text=True,
+            timeout=DEADLINE,
+        )
+        assert missing.returncode == 1 and "is not an executable file" in missing.stderr
+    finally:
+        model.terminate()
+        model.wait(60)
+        stop()

@@ -71,6 +71,10 @@ class AgentLaunch:
 class Agent(Protocol):
     name: str
 
+    def check(self) -> None:
+        """Raise :class:`AgentUnavailable` when the agent's program is missing (before a run)."""
+        ...
+
     def launch(self, ctx: AgentContext) -> AgentLaunch: ...
 
 
@@ -116,6 +120,9 @@ class MiniSweAgent:
     command_timeout_s: int = 120
     name: str = "mini-swe-agent"
 
+    def check(self) -> None:
+        _find("mini", self.executable, "pip install 'protoenv[harness]'")
+
     def launch(self, ctx: AgentContext) -> AgentLaunch:
         exe = _find("mini", self.executable, "pip install 'protoenv[harness]'")
         config = {
@@ -149,8 +156,14 @@ class CodexAgent:
     executable: str | None = None
     name: str = "codex"
 
+    def check(self) -> None:
+        self._exe()
+
+    def _exe(self) -> str:
+        return _find("codex", self.executable or os.environ.get("OPENENV_CODEX_BIN"), "npm install @openai/codex")
+
     def launch(self, ctx: AgentContext) -> AgentLaunch:
-        exe = _find("codex", self.executable or os.environ.get("OPENENV_CODEX_BIN"), "npm install @openai/codex")
+        exe = self._exe()
         home = ctx.home / "codex"
         home.mkdir(parents=True, exist_ok=True)
         (home / "config.toml").write_text(
@@ -192,8 +205,14 @@ class OpenCodeAgent:
     executable: str | None = None
     name: str = "opencode"
 
+    def check(self) -> None:
+        self._exe()
+
+    def _exe(self) -> str:
+        return _find("opencode", self.executable or os.environ.get("OPENENV_OPENCODE_BIN"), "npm install opencode-ai")
+
     def launch(self, ctx: AgentContext) -> AgentLaunch:
-        exe = _find("opencode", self.executable or os.environ.get("OPENENV_OPENCODE_BIN"), "npm install opencode-ai")
+        exe = self._exe()
         config = {
             "$schema": "https://opencode.ai/config.json",
             "provider": {
@@ -231,6 +250,9 @@ class CommandAgent:
 
     command: str
     name: str = "command"
+
+    def check(self) -> None:
+        pass
 
     def launch(self, ctx: AgentContext) -> AgentLaunch:
         return AgentLaunch(["/bin/sh", "-c", self.command], _base_env(ctx), ctx.workspace)

@@ -324,7 +324,7 @@ class CaptureProxy:
         except httpx.HTTPError as e:
             await send_json(send, 502, {"error": {"message": f"upstream unreachable: {e}", "type": "upstream_error"}})
             return
-        await send_json_raw(send, r.status_code, r.headers.multi_items(), r.content)
+        await _send_raw(send, r.status_code, r.headers.multi_items(), r.content)
 
     async def _forward_call(
         self, api: str, tags: EpisodeTags, url: str, headers: list[tuple[str, str]], body: bytes, send: Send
@@ -417,7 +417,7 @@ class CaptureProxy:
         return {**request, **injected}, injected
 
 
-async def send_json_raw(send: Send, status: int, headers: list[tuple[str, str]], body: bytes) -> None:
+async def _send_raw(send: Send, status: int, headers: list[tuple[str, str]], body: bytes) -> None:
     head = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in headers if k.lower() not in _DROP_RESPONSE]
     head.append((b"content-length", str(len(body)).encode()))
     await send({"type": "http.response.start", "status": status, "headers": head})

@@ -112,6 +112,7 @@ async def run_harness(
         raise ValueError("concurrency must be >= 1")
     if time_budget_s <= 0:
         raise ValueError("time_budget_s must be > 0")
+    agent.check()  # a missing program fails the run before any session opens
     out = Path(out).resolve()
     writer = TraceWriter(out)
     run_id = f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
