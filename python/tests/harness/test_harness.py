@@ -380,6 +380,8 @@ def test_the_cli_serves_the_scripted_model_and_runs_a_command_agent(tmp_path: Pa
     import subprocess
     import sys
 
+    import httpx
+
     openenv_cli = [sys.executable, "-m", "openenv.cli"]
     (tmp_path / "script.json").write_text(json.dumps({"steps": [{"text": FIZZBUZZ}]}))
     (tmp_path / "agent.py").write_text(AGENT_PROGRAM)
@@ -413,6 +415,25 @@ def test_the_cli_serves_the_scripted_model_and_runs_a_command_agent(tmp_path: Pa
             timeout=DEADLINE,
         )
         assert missing.returncode == 1 and "is not an executable file" in missing.stderr
+        # The proxy alone, for a harness run by hand: its calls go to OUT/calls.jsonl.
+        by_hand_args = ["--upstream", url, "--port", "0", "--out", str(tmp_path / "p"), "--tag", "by-hand"]
+        proxy = subprocess.Popen(
+            [*openenv_cli, "harness", "proxy", *by_hand_args],
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            base = _first_line(proxy).split(" on ")[1].split()[0]
+            body = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": True}
+            with httpx.stream("POST", f"{base}/chat/completions", json=body, timeout=60) as r:
+                streamed = r.read().decode()
+            assert streamed.endswith("data: [DONE]\n\n")
+        finally:
+            proxy.terminate()
+            proxy.wait(60)
+        [by_hand] = [decode_call(c) for c in read_trace(tmp_path / "p")["calls"]]
+        assert by_hand["episode_id"] == "by-hand" and by_hand["stream"]
+        assert by_hand["response"]["choices"][0]["message"]["content"] == FIZZBUZZ
     finally:
         model.terminate()
         model.wait(60)

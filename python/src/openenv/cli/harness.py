@@ -158,10 +158,15 @@ def proxy_command(
 
 
 def _wait_forever(server: Any) -> None:
+    """Serve until SIGINT or SIGTERM, then stop gracefully (calls in flight finish and are
+    recorded)."""
+    import signal
     import threading
 
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
     try:
-        threading.Event().wait()
+        stop.wait()
     except KeyboardInterrupt:
         pass
     finally:

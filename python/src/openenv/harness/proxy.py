@@ -21,6 +21,7 @@ cannot be reached is a 502 with an OpenAI-shaped error. Either way the call is r
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import dataclasses
 import json
@@ -346,10 +347,12 @@ class CaptureProxy:
         status = 502
         error: str | None = None
         response: Any = None
+        opened = False  # the response head went to the harness
         try:
-            async with self._http().stream(
-                "POST", url, headers=[(k, v) for k, v in headers if k.lower() != "content-type"], json=sent
-            ) as r:
+            # The harness's bytes go upstream unchanged unless token requests were added.
+            content = json.dumps(sent).encode() if injected else body
+            out = [(k, v) for k, v in headers if k.lower() != "content-type"] + [("content-type", "application/json")]
+            async with self._http().stream("POST", url, headers=out, content=content) as r:
                 status = r.status_code
                 out_headers = [(k, v) for k, v in r.headers.multi_items() if k.lower() not in _DROP_RESPONSE]
                 await send(
@@ -359,6 +362,7 @@ class CaptureProxy:
                         "headers": [(k.encode("latin-1"), v.encode("latin-1")) for k, v in out_headers],
                     }
                 )
+                opened = True
                 is_sse = "text/event-stream" in r.headers.get("content-type", "")
                 parser = _SseParser()
                 raw = bytearray()
@@ -367,7 +371,6 @@ class CaptureProxy:
                         ttft = time.perf_counter() - t0
                     (parser.feed if is_sse else raw.extend)(chunk)
                     await send({"type": "http.response.body", "body": chunk, "more_body": True})
-                await send({"type": "http.response.body", "body": b"", "more_body": False})
                 if is_sse:
                     parser.close()
                     response = assemble_stream(api, parser.events)
@@ -379,10 +382,7 @@ class CaptureProxy:
                 if status >= 400:
                     error = f"upstream status {status}"
         except httpx.HTTPError as e:
-            error = f"upstream unreachable: {e}"
-            if ttft is None:  # nothing sent to the harness yet
-                with contextlib.suppress(Exception):
-                    await send_json(send, 502, {"error": {"message": error, "type": "upstream_error"}})
+            error = f"upstream unreachable: {e}" if not opened else f"upstream failed mid-answer: {e}"
         except Exception as e:  # noqa: BLE001 - the harness went away mid-answer: the call is still recorded
             error = f"{type(e).__name__}: {e}"
         prompt_ids, ids, lps = token_data(api, response)
@@ -397,9 +397,15 @@ class CaptureProxy:
             "started_at": started, "ttft_s": ttft, "duration_s": time.perf_counter() - t0,
         }  # fmt: skip
         try:
-            tags.sink(row)
+            # Written before the response ends: a call the harness saw complete is in the trace.
+            await asyncio.to_thread(tags.sink, row)
         finally:
             tags.finished += 1
+            with contextlib.suppress(Exception):  # the harness may have gone
+                if opened:
+                    await send({"type": "http.response.body", "body": b"", "more_body": False})
+                else:
+                    await send_json(send, 502, {"error": {"message": error, "type": "upstream_error"}})
 
     def _with_token_requests(self, api: str, request: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
         if not self.request_tokens:
