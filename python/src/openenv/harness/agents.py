@@ -234,6 +234,15 @@ class OpenCodeAgent:
         home = ctx.home / "home"  # OpenCode keeps its state under HOME/XDG: a private one per episode
         env.update(
             OPENCODE_CONFIG=str(path),
+            # Nothing from the network, the user's or the project's setup: the run is what we configure.
+            OPENCODE_DISABLE_AUTOUPDATE="1",
+            OPENCODE_DISABLE_MODELS_FETCH="1",
+            OPENCODE_DISABLE_LSP_DOWNLOAD="1",
+            OPENCODE_DISABLE_DEFAULT_PLUGINS="1",
+            OPENCODE_DISABLE_SHARE="1",
+            OPENCODE_DISABLE_CLAUDE_CODE="1",
+            OPENCODE_DISABLE_EXTERNAL_SKILLS="1",
+            OPENCODE_DISABLE_PROJECT_CONFIG="1",
             HOME=str(home),
             XDG_CONFIG_HOME=str(home / ".config"),
             XDG_DATA_HOME=str(home / ".local/share"),
