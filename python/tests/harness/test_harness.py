@@ -147,6 +147,7 @@ def _check_lossless(out: Path) -> None:
     assert ds["calls"].to_list() == [{c: r[c] for c in CALL_COLUMNS} for r in trace["calls"]]
     assert ds["episodes"].to_list() == trace["episodes"]
     assert ds["steps"].to_list() == trace["steps"]
+    assert ds["runs"].to_list() == trace["runs"]
 
 
 def _run_doc_snippets(trace: Path, here: Path) -> None:
@@ -177,6 +178,9 @@ def test_mini_swe_agent_solves_a_coding_task_and_every_call_is_captured(tmp_path
         assert bytes(c["prompt_token_ids"]).decode() == _canonical(c["request"]["messages"])
         assert c["injected"] == {"return_token_ids": True, "logprobs": True}
     _check_lossless(out)
+    [run] = read_trace(out)["runs"]
+    assert run["agent"] == "mini-swe-agent" and run["tasks"] == ["fizzbuzz", "sum_list"] and run["concurrency"] == 2
+    assert {r["run_id"] for r in rows} == {run["run_id"]}
     _run_doc_snippets(out, tmp_path / "docs")
     grpo = to_grpo(out)
     assert len(grpo["prompt_ids"]) == 8

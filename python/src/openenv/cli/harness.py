@@ -73,7 +73,7 @@ def run_command(
     upstream_api_key: str | None,
 ) -> None:
     """Run an agent on tasks of the environment at TARGET (grpc://, http(s)://, docker:IMAGE)
-    through the capture proxy; write calls.jsonl, steps.jsonl and episodes.jsonl to --out."""
+    through the capture proxy; write the trace (runs, calls, steps, episodes .jsonl) to --out."""
     harness = _require()
     try:
         agent = harness.agent_from_spec(agent_spec, agent_bin)

@@ -12,7 +12,7 @@ For each task, :func:`run_harness`
 4. runs the agent to completion or until ``time_budget_s`` (then its process group is killed);
 5. scores the episode with the environment's rewards (the sum over its steps; ``solved`` when
    the environment ended it at the top of its reward range) and writes the trace:
-   ``calls.jsonl``, ``steps.jsonl``, ``episodes.jsonl`` (:mod:`openenv.harness.trace`).
+   ``runs.jsonl``, ``calls.jsonl``, ``steps.jsonl``, ``episodes.jsonl`` (:mod:`openenv.harness.trace`).
 
 ``concurrency`` episodes run at once, each with its own session, workspace and proxy URL, on one
 proxy. The proxy and the tool relay listen on loopback only.
@@ -75,6 +75,15 @@ def _write_envtool(bin_dir: Path) -> None:
     wrapper.chmod(wrapper.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
 
 
+def _version() -> str:
+    import importlib.metadata
+
+    try:
+        return importlib.metadata.version("protoenv")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
+
+
 def _kill_group(pid: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, signal.SIGKILL)
@@ -116,6 +125,13 @@ async def run_harness(
     out = Path(out).resolve()
     writer = TraceWriter(out)
     run_id = f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
+    writer.add_run(
+        {
+            "run_id": run_id, "target": target, "agent": agent.name, "model": model, "model_url": model_url,
+            "tasks": list(tasks), "concurrency": concurrency, "time_budget_s": time_budget_s,
+            "request_tokens": request_tokens, "started_at": time.time(), "protoenv": _version(),
+        }
+    )  # fmt: skip
     proxy = CaptureProxy(model_url, api_key=upstream_api_key, request_tokens=request_tokens)
     app = HarnessApp(proxy)
     await app.start()

@@ -1,4 +1,4 @@
-"""The harness trace format: a run directory of three JSONL files.
+"""The harness trace format: a run directory of four JSONL files.
 
 ``calls.jsonl``, one row per model call the capture proxy forwarded (:data:`CALL_COLUMNS`):
 
@@ -16,6 +16,10 @@ first response byte), ``duration_s``.
 ``steps.jsonl``: the episode's environment steps in the rollout record format of
 :mod:`openenv.record.rows` (the reset, every tool call the agent made, with rewards), so the
 loaders of ``openenv collect`` read it too.
+
+``runs.jsonl``, one row per run (:data:`RUN_COLUMNS`): ``run_id``, ``target``, ``agent``,
+``model``, ``model_url``, ``tasks``, ``concurrency``, ``time_budget_s``, ``request_tokens``,
+``started_at``, ``protoenv`` (the version that wrote it).
 
 ``episodes.jsonl``, one row per episode (:data:`EPISODE_COLUMNS`): ``run_id``, ``episode_id``,
 ``session_id``, ``task_id``, ``agent``, ``reward`` (the environment's return), ``solved``,
@@ -44,6 +48,7 @@ __all__ = [
     "CALL_COLUMNS",
     "EPISODE_COLUMNS",
     "JSON_CALL_COLUMNS",
+    "RUN_COLUMNS",
     "TraceWriter",
     "decode_call",
     "load_trace",
@@ -67,7 +72,13 @@ EPISODE_COLUMNS = (
 )  # fmt: skip
 """The columns of ``episodes.jsonl``."""
 
-CALLS, STEPS, EPISODES = "calls.jsonl", "steps.jsonl", "episodes.jsonl"
+RUN_COLUMNS = (
+    "run_id", "target", "agent", "model", "model_url", "tasks", "concurrency", "time_budget_s", "request_tokens",
+    "started_at", "protoenv",
+)  # fmt: skip
+"""The columns of ``runs.jsonl``."""
+
+CALLS, STEPS, EPISODES, RUNS = "calls.jsonl", "steps.jsonl", "episodes.jsonl", "runs.jsonl"
 
 
 def decode_call(row: Mapping[str, Any]) -> dict[str, Any]:
@@ -109,6 +120,10 @@ class TraceWriter:
         with self._lock:
             _append(self.directory / STEPS, rows)
 
+    def add_run(self, row: Mapping[str, Any]) -> None:
+        with self._lock:
+            _append(self.directory / RUNS, [{c: row.get(c) for c in RUN_COLUMNS}])
+
     def add_episode(self, row: Mapping[str, Any]) -> None:
         with self._lock:
             _append(self.directory / EPISODES, [{c: row.get(c) for c in EPISODE_COLUMNS}])
@@ -131,10 +146,11 @@ def _read_jsonl(path: Path) -> list[dict[str, Any]]:
 
 
 def read_trace(directory: str | Path) -> dict[str, list[dict[str, Any]]]:
-    """A run directory as plain rows: ``{"calls": [...], "steps": [...], "episodes": [...]}``
-    (JSON columns left as text; :func:`decode_call` parses a call row)."""
+    """A run directory as plain rows: ``{"calls": [...], "steps": [...], "episodes": [...],
+    "runs": [...]}`` (JSON columns left as text; :func:`decode_call` parses a call row)."""
     d = Path(directory)
-    return {"calls": _read_jsonl(d / CALLS), "steps": _read_jsonl(d / STEPS), "episodes": _read_jsonl(d / EPISODES)}
+    files = {"calls": CALLS, "steps": STEPS, "episodes": EPISODES, "runs": RUNS}
+    return {name: _read_jsonl(d / f) for name, f in files.items()}
 
 
 def _call_features() -> Any:
@@ -162,9 +178,20 @@ def _episode_features() -> Any:
     return datasets.Features({c: kinds.get(c, datasets.Value("string")) for c in EPISODE_COLUMNS})
 
 
+def _run_features() -> Any:
+    import datasets
+
+    kinds = {
+        "tasks": datasets.Sequence(datasets.Value("string")), "concurrency": datasets.Value("int64"),
+        "time_budget_s": datasets.Value("float64"), "request_tokens": datasets.Value("bool"),
+        "started_at": datasets.Value("float64"),
+    }  # fmt: skip
+    return datasets.Features({c: kinds.get(c, datasets.Value("string")) for c in RUN_COLUMNS})
+
+
 def load_trace(directory: str | Path) -> Any:
-    """A run directory as a ``datasets.DatasetDict`` with splits ``calls``, ``steps`` and
-    ``episodes`` (typed by the column lists; needs the ``datasets`` package)."""
+    """A run directory as a ``datasets.DatasetDict`` with splits ``calls``, ``steps``,
+    ``episodes`` and ``runs`` (typed by the column lists; needs the ``datasets`` package)."""
     import datasets
 
     t = read_trace(directory)
@@ -178,6 +205,9 @@ def load_trace(directory: str | Path) -> Any:
         ),
         "episodes": datasets.Dataset.from_list(
             [{c: r.get(c) for c in EPISODE_COLUMNS} for r in t["episodes"]], features=_episode_features()
+        ),
+        "runs": datasets.Dataset.from_list(
+            [{c: r.get(c) for c in RUN_COLUMNS} for r in t["runs"]], features=_run_features()
         ),
     }
     return datasets.DatasetDict(out)
