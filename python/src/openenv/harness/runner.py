@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib.metadata
 import json
 import os
 import signal
@@ -76,8 +77,6 @@ def _write_envtool(bin_dir: Path) -> None:
 
 
 def _version() -> str:
-    import importlib.metadata
-
     try:
         return importlib.metadata.version("protoenv")
     except importlib.metadata.PackageNotFoundError:
@@ -212,7 +211,7 @@ async def run_harness(
                             row["agent_exit_code"] = await proc.wait()
                         finally:
                             _kill_group(proc.pid)  # whatever the agent left running
-                    # The proxy writes a call's row after its last byte reached the agent.
+                    # Calls still in flight (an agent killed mid-answer) are recorded when they end.
                     deadline = time.monotonic() + 60
                     while tags.finished < tags.started and time.monotonic() < deadline:
                         await asyncio.sleep(0.01)
