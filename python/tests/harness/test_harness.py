@@ -122,6 +122,9 @@ def _check_solved_and_failed(rows: list[Any], served: int, out: Path, agent: str
     assert ok["status"] == "finished" and ok["solved"] and ok["reward"] == 1.0, ok
     # The same script on another task submits code without the function asked for: 0.
     assert bad["status"] == "finished" and not bad["solved"] and bad["reward"] == 0.0, bad
+    for r in rows:  # each agent worked in its own workspace
+        assert (Path(r["workspace"]) / "solution.py").read_text() == FIZZBUZZ
+    assert not (ROOT / "solution.py").exists() and not (Path.cwd() / "solution.py").exists()
     trace = read_trace(out)
     calls = [decode_call(c) for c in trace["calls"]]
     # Every call the model served is in the trace, tagged with its episode, with its tokens.

@@ -89,6 +89,8 @@ def _base_env(ctx: AgentContext) -> dict[str, str]:
         OPENAI_API_KEY=PLACEHOLDER_KEY,
         OPENENV_MODEL=ctx.model,
         OPENENV_PROMPT_FILE=str(ctx.home / "prompt.txt"),
+        # Programs that read PWD rather than their working directory (OpenCode) work there too.
+        PWD=str(ctx.workspace),
         NO_COLOR="1",
     )
     return env
