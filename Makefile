@@ -10,10 +10,17 @@ PY := $(BIN)/python
 PROJECTS := python $(patsubst %/,%,$(sort $(dir $(wildcard conformance/pyproject.toml catalog/pyproject.toml envs/*/pyproject.toml))))
 STAMP := $(VENV)/.installed
 export GRPC_VERBOSITY ?= ERROR
+# Codex CLI and OpenCode (npm packages, pinned) in a local prefix for the agent-harness tests
+# and runs (docs/harnesses.md): `openenv harness run --agent codex|opencode` finds them in
+# .harness-tools/node_modules/.bin/.
+HARNESS_TOOLS := .harness-tools
+HARNESS_STAMP := $(HARNESS_TOOLS)/.installed
+CODEX_VERSION := 0.169.0
+OPENCODE_VERSION := 1.18.33
 
 .PHONY: venv demo test test-stress check-core-install generate lint typecheck fmt bench clean
 
-venv: $(STAMP)
+venv: $(STAMP) $(HARNESS_STAMP)
 
 $(STAMP): $(foreach p,$(PROJECTS),$(p)/pyproject.toml) Makefile
 	@test -n "$(PYTHON)" || { echo "error: Python 3.11+ is required (python3.11, python3.12 or python3.13 on PATH)"; exit 1; }
@@ -24,6 +31,12 @@ $(STAMP): $(foreach p,$(PROJECTS),$(p)/pyproject.toml) Makefile
 	$(PY) -m pip install -q torch==2.13.0
 	$(PY) -m pip install -q -e 'python[dev]' $(foreach p,$(filter-out python catalog,$(PROJECTS)),-e $(p)) -e 'catalog[all]'
 	@touch $@
+
+$(HARNESS_STAMP): Makefile
+	@if command -v npm >/dev/null 2>&1; then \
+	  npm install --prefix $(HARNESS_TOOLS) --no-audit --no-fund --loglevel=error \
+	    @openai/codex@$(CODEX_VERSION) opencode-ai@$(OPENCODE_VERSION) && touch $@; \
+	else echo "npm not found: Codex CLI and OpenCode not installed (their harness tests skip outside CI)"; fi
 
 demo: venv
 	$(PY) tools/demo.py

@@ -32,6 +32,7 @@ OPTIONAL_EXTRA_IMPORTS = {
     ("openenv.cli.serve", "openenv.bridge"),
     ("openenv.cli.bridge", "openenv.bridge"),
     ("openenv.cli.collect", "openenv.record"),  # the collect extra
+    ("openenv.cli.harness", "openenv.harness"),  # the harness extra
     ("openenv.client.env", "openenv.deploy.run"),
     ("openenv.runtime.codec", "openenv.runtime.betterproto"),
 }

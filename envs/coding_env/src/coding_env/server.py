@@ -70,6 +70,16 @@ class CodingEnvironment(openenv.Environment):
         "tasks": len(PROBLEMS),
     }
     limits: ClassVar[Limits] = Limits()
+    # RFC 0004: the problems as tasks (id = problem id), so harness runs and trainers name a
+    # task with reset(task_id="fizzbuzz") like any environment's.
+    task_splits: ClassVar[dict[str, str]] = {
+        "train": "the training problems",
+        "test": "every fourth problem, held out",
+    }
+
+    @classmethod
+    def list_tasks(cls, split: str) -> list[openenv.TaskInfo]:
+        return [openenv.TaskInfo(p.id, split, {"entry_point": p.entry_point}) for p in PROBLEMS if p.split == split]
 
     def __init__(self, **options: Any) -> None:
         super().__init__(**options)
@@ -79,8 +89,9 @@ class CodingEnvironment(openenv.Environment):
     @staticmethod
     def _pick(seed: Any, options: Mapping[str, Any]) -> Problem:
         try:
-            if options.get("problem_id") is not None:
-                return by_id(str(options["problem_id"]))
+            for key in ("task_id", "problem_id"):
+                if options.get(key) is not None:
+                    return by_id(str(options[key]))
             return sample(None if seed is None else int(seed), options.get("split"))
         except (TypeError, ValueError, KeyError) as e:
             raise openenv.InvalidArgument(f"bad task options: {e}") from None

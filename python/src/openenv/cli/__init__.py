@@ -32,6 +32,7 @@ _COMMANDS: dict[str, str] = {
     "play": "openenv.cli.play:play_command",
     "collect": "openenv.cli.collect:collect_command",
     "fleet": "openenv.cli.fleet:fleet_command",
+    "harness": "openenv.cli.harness:harness_command",
 }
 
 

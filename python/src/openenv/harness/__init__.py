@@ -1,0 +1,66 @@
+"""Agent harnesses against environments, every model call captured (``pip install 'protoenv[harness]'``).
+
+* :class:`CaptureProxy`: an OpenAI-compatible proxy (chat completions and responses, streamed or
+  not) that forwards to the real endpoint and records every call, tagged with its episode;
+* :func:`run_harness` (``openenv harness run``): mini-swe-agent, Codex CLI, OpenCode or any command solves
+  tasks of an environment through the proxy; the environment's reward scores it;
+* the trace format (:mod:`openenv.harness.trace`): :func:`read_trace`, :func:`load_trace`
+  (``datasets``), :func:`to_grpo` (the shape of a TRL ``GRPOTrainer`` ``rollout_func``);
+* :class:`ScriptedModel` (``openenv harness scripted-model``): deterministic replies, for tests.
+
+docs/harnesses.md is the guide.
+"""
+
+from openenv.harness._asgi import serve_in_thread
+from openenv.harness.agents import (
+    AGENTS,
+    Agent,
+    AgentContext,
+    AgentLaunch,
+    AgentUnavailable,
+    CodexAgent,
+    CommandAgent,
+    MiniSweAgent,
+    OpenCodeAgent,
+    agent_from_spec,
+)
+from openenv.harness.proxy import CaptureProxy, EpisodeTags
+from openenv.harness.runner import run_harness
+from openenv.harness.scripted import Script, ScriptedModel, byte_tokens, load_script
+from openenv.harness.trace import (
+    CALL_COLUMNS,
+    EPISODE_COLUMNS,
+    TraceWriter,
+    decode_call,
+    load_trace,
+    read_trace,
+    to_grpo,
+)
+
+__all__ = [
+    "AGENTS",
+    "CALL_COLUMNS",
+    "EPISODE_COLUMNS",
+    "Agent",
+    "AgentContext",
+    "AgentLaunch",
+    "AgentUnavailable",
+    "CaptureProxy",
+    "CodexAgent",
+    "CommandAgent",
+    "EpisodeTags",
+    "MiniSweAgent",
+    "OpenCodeAgent",
+    "Script",
+    "ScriptedModel",
+    "TraceWriter",
+    "agent_from_spec",
+    "byte_tokens",
+    "decode_call",
+    "load_script",
+    "load_trace",
+    "read_trace",
+    "run_harness",
+    "serve_in_thread",
+    "to_grpo",
+]

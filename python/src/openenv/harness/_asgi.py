@@ -1,0 +1,188 @@
+"""A small ASGI toolkit for the harness's loopback servers (proxy, scripted model, tool relay).
+
+:class:`LoopbackServer` runs an ASGI app on uvicorn inside the caller's event loop (``await
+start()`` binds, port 0 picks a free one); :func:`serve_in_thread` runs one in a thread of its
+own for synchronous callers (tests, the CLI). The helpers read a request body and write JSON or
+Server-Sent Events, which is all these servers speak.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import socket
+import threading
+from collections.abc import Awaitable, Callable, Iterator, MutableMapping
+from typing import Any
+
+import uvicorn
+
+__all__ = ["LoopbackServer", "read_body", "send_json", "serve_in_thread", "sse_start"]
+
+Scope = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
+Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
+
+#: Requests larger than this are refused (413): a prompt with its history is far smaller.
+MAX_BODY = 64 * 1024 * 1024
+
+
+class BodyTooLarge(Exception):
+    pass
+
+
+async def read_body(receive: Receive, limit: int = MAX_BODY) -> bytes:
+    """The whole request body (raises :class:`BodyTooLarge` past ``limit``)."""
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            break
+        body = message.get("body", b"")
+        size += len(body)
+        if size > limit:
+            raise BodyTooLarge(f"request body over {limit} bytes")
+        chunks.append(body)
+        if not message.get("more_body", False):
+            break
+    return b"".join(chunks)
+
+
+async def send_json(send: Send, status: int, payload: Any, headers: list[tuple[bytes, bytes]] | None = None) -> None:
+    body = json.dumps(payload).encode()
+    head = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), *(headers or [])]
+    await send({"type": "http.response.start", "status": status, "headers": head})
+    await send({"type": "http.response.body", "body": body})
+
+
+async def sse_start(send: Send, status: int = 200) -> None:
+    head = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]
+    await send({"type": "http.response.start", "status": status, "headers": head})
+
+
+def _config(app: Any) -> uvicorn.Config:
+    return uvicorn.Config(
+        app,
+        loop="none",
+        lifespan="off",
+        log_config=None,
+        access_log=False,
+        server_header=False,
+        timeout_graceful_shutdown=5,
+    )
+
+
+class _Server(uvicorn.Server):
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:  # the embedding program owns signals
+        yield
+
+
+class LoopbackServer:
+    """An ASGI app on uvicorn in the current event loop, bound to ``host:port``."""
+
+    def __init__(self, app: Any, host: str = "127.0.0.1", port: int = 0) -> None:
+        self.app, self.host, self.requested_port = app, host, port
+        self.port: int | None = None
+        self._server: _Server | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._sock: socket.socket | None = None
+
+    @property
+    def url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
+
+    async def start(self) -> LoopbackServer:
+        family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((self.host, self.requested_port))
+        except OSError as e:
+            sock.close()
+            raise RuntimeError(f"cannot bind {self.host}:{self.requested_port}: {e.strerror or e}") from e
+        sock.listen(512)
+        sock.setblocking(False)
+        self._sock, self.port = sock, sock.getsockname()[1]
+        self._server = server = _Server(_config(self.app))
+        self._task = asyncio.ensure_future(server.serve(sockets=[sock]))
+        while not server.started:
+            if self._task.done():
+                raise RuntimeError(f"server failed to start: {self._task.exception()}")
+            await asyncio.sleep(0.005)
+        return self
+
+    async def stop(self) -> None:
+        if self._server is None:
+            return
+        self._server.should_exit = True
+        if self._task is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(asyncio.shield(self._task), 10)
+            if not self._task.done():
+                self._server.force_exit = True
+                self._task.cancel()
+                await asyncio.gather(self._task, return_exceptions=True)
+        if self._sock is not None:
+            self._sock.close()
+        self._server = self._task = self._sock = None
+
+    async def __aenter__(self) -> LoopbackServer:
+        return await self.start()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+
+class ThreadServer:
+    """A :class:`LoopbackServer` running in a thread with its own event loop."""
+
+    def __init__(self, app: Any, host: str = "127.0.0.1", port: int = 0) -> None:
+        self.server = LoopbackServer(app, host, port)
+        self._loop = asyncio.new_event_loop()
+        self._ready = threading.Event()
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="openenv-harness-server", daemon=True)
+
+    @property
+    def url(self) -> str:
+        return self.server.url
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self._loop)
+        try:
+            self._loop.run_until_complete(self.server.start())
+        except BaseException as e:  # noqa: BLE001 - reported to the starting thread
+            self._error = e
+            self._ready.set()
+            return
+        self._ready.set()
+        self._loop.run_forever()
+        self._loop.run_until_complete(self.server.stop())
+        self._loop.close()
+
+    def start(self) -> ThreadServer:
+        self._thread.start()
+        self._ready.wait()
+        if self._error is not None:
+            raise RuntimeError(f"server failed to start: {self._error}") from self._error
+        return self
+
+    def stop(self) -> None:
+        if self._thread.is_alive():
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(30)
+
+    def __enter__(self) -> ThreadServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def serve_in_thread(app: Any, host: str = "127.0.0.1", port: int = 0) -> ThreadServer:
+    """Start ``app`` on ``host:port`` in a background thread; ``.url``, ``.stop()``."""
+    return ThreadServer(app, host, port).start()
