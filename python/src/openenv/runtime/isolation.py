@@ -26,6 +26,8 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from openenv.errors import Internal, Unavailable
+from openenv.runtime.rubrics import Rubric
+from openenv.runtime.snapshots import restore_rubric, rubric_state
 
 __all__ = ["ISOLATION_MODES", "ProcessEnv", "WorkerRubric"]
 
@@ -82,8 +84,6 @@ def _worker(conn: Connection, factory: Callable[..., Any], options: Mapping[str,
 def _bound_rubric(env: Any) -> Any:
     """The worker's rubric for ``env``: its own, or the class's cloned, bound to it (as the
     server does in thread mode); None without one."""
-    from openenv.runtime.rubrics import Rubric
-
     own = env.__dict__.get("rubric")
     rubric = own if isinstance(own, Rubric) else getattr(type(env), "rubric", None)
     if not isinstance(rubric, Rubric):
@@ -96,8 +96,6 @@ def _bound_rubric(env: Any) -> Any:
 
 
 def _rubric_op(loop: asyncio.AbstractEventLoop, rubric: Any, op: str, args: Any) -> Any:
-    from openenv.runtime.snapshots import restore_rubric, rubric_state
-
     if rubric is None:
         raise Internal("the environment has no rubric in its worker")
     if op == "rubric_reset":
