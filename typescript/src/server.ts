@@ -7,15 +7,22 @@
  * reference server (openenv.server): one stream is one session, requests are answered
  * one at a time in arrival order, errors travel in band as `SessionResponse.error`, and
  * events that answer no request (idle reaping, drain) end the stream with a gRPC status.
+ *
+ * The listener's guards are those of RFC 0003 (docs/security.md): bearer tokens on every
+ * call but health checks (`tokens`, refused with UNAUTHENTICATED before any handler runs),
+ * a handshake deadline for silent Session streams (`handshakeTimeoutMs`, DEADLINE_EXCEEDED),
+ * and no anonymous listener on a non-loopback address unless `allowAnonymous`.
  */
 
 import { create, type JsonObject, type MessageInitShape } from "@bufbuild/protobuf";
-import type { Duration } from "@bufbuild/protobuf/wkt";
+import { DurationSchema, type Duration } from "@bufbuild/protobuf/wkt";
 import * as grpc from "@grpc/grpc-js";
 import { ReflectionService } from "@grpc/reflection";
 import { HealthImplementation, service as healthService } from "grpc-health-check";
+import { TokenSet, checkBind, tokenGuard } from "./auth.js";
 import type { EnvironmentDefinition } from "./environment.js";
 import {
+  DeadlineExceeded,
   EnvError,
   FailedPrecondition,
   InvalidArgument,
@@ -56,7 +63,25 @@ export interface ServerOptions extends RuntimeOptions {
   port?: number;
   /** Serve gRPC reflection (default true). */
   reflection?: boolean;
+  /**
+   * Accepted bearer tokens (RFC 0003): with one or more, every call but the health
+   * service's needs `authorization: Bearer <token>` metadata, else it ends with
+   * UNAUTHENTICATED and no session is opened (`Capabilities.auth_required`). Not read from
+   * the environment here: `TokenSet.load()` (or the CLI) adds `$OPENENV_TOKEN`.
+   */
+  tokens?: TokenSet | Iterable<string>;
+  /** Serve a non-loopback host without a token (refused otherwise; default false). */
+  allowAnonymous?: boolean;
+  /**
+   * A Session stream that has not sent its first request (the handshake) within this
+   * many ms ends with DEADLINE_EXCEEDED (`Capabilities.handshake_timeout`; default
+   * 10 000; 0 disables).
+   */
+  handshakeTimeoutMs?: number;
 }
+
+/** Default of {@link ServerOptions.handshakeTimeoutMs}: 10 s. */
+export const DEFAULT_HANDSHAKE_TIMEOUT_MS = 10_000;
 
 const SNAKE: Record<string, string> = {
   listTools: "list_tools", callTool: "call_tool", batchReset: "batch_reset", batchStep: "batch_step",
@@ -64,6 +89,11 @@ const SNAKE: Record<string, string> = {
 
 function durationMs(d: Duration | undefined): number | undefined {
   return d === undefined ? undefined : Number(d.seconds) * 1000 + d.nanos / 1e6;
+}
+
+function durationOf(ms: number): Duration {
+  const whole = Math.floor(ms / 1000);
+  return create(DurationSchema, { seconds: BigInt(whole), nanos: Math.round((ms - whole * 1000) * 1e6) });
 }
 
 function majorOf(version: string): number {
@@ -89,12 +119,26 @@ export class Server<A, O, S = undefined> {
   private readonly requestedPort: number;
   private grpcServer: grpc.Server | undefined;
   private readonly health = new HealthImplementation({ "": "NOT_SERVING", [SERVICE_NAME]: "NOT_SERVING" });
+  /** The accepted bearer tokens (empty: anonymous access). */
+  readonly tokens: TokenSet;
+  /** The handshake deadline in ms (0: none). */
+  readonly handshakeTimeoutMs: number;
 
   constructor(definition: EnvironmentDefinition<A, O, S>, private readonly options: ServerOptions = {}) {
     this.runtime = new Runtime(definition, options);
     this.manager = new SessionManager(this.runtime);
     this.host = options.host ?? "127.0.0.1";
     this.requestedPort = options.port ?? 50051;
+    const tokens = options.tokens ?? [];
+    this.tokens = tokens instanceof TokenSet ? tokens : new TokenSet(tokens);
+    const deadline = options.handshakeTimeoutMs ?? DEFAULT_HANDSHAKE_TIMEOUT_MS;
+    if (!(deadline >= 0 && Number.isFinite(deadline))) {
+      throw new Error(`handshakeTimeoutMs must be a finite number >= 0, got ${deadline}`);
+    }
+    this.handshakeTimeoutMs = deadline;
+    const caps = this.runtime.info.capabilities!; // what GetInfo and the handshake tell clients (RFC 0003)
+    caps.authRequired = this.tokens.size > 0;
+    caps.handshakeTimeout = deadline > 0 ? durationOf(deadline) : undefined;
   }
 
   /** `grpc://host:port` of the running server. */
@@ -105,7 +149,11 @@ export class Server<A, O, S = undefined> {
 
   /** Bind, start serving and report SERVING. */
   async start(): Promise<this> {
-    const server = new grpc.Server(serverOptions(this.runtime.maxMessageBytes));
+    checkBind(this.host, this.tokens, this.options.allowAnonymous ?? false);
+    const server = new grpc.Server({
+      ...serverOptions(this.runtime.maxMessageBytes),
+      interceptors: [tokenGuard(this.tokens)],
+    });
     server.addService(environmentServiceDefinition, {
       Session: (call: Call) => this.session(call),
       GetInfo: (_call: unknown, callback: grpc.sendUnaryData<GetInfoResponse>) => {
@@ -169,6 +217,15 @@ export class Server<A, O, S = undefined> {
     let first = true;
     let ended = false;
     let chain: Promise<void> = Promise.resolve();
+    // The handshake deadline (RFC 0003): a stream silent for that long ends DEADLINE_EXCEEDED.
+    const limit = this.handshakeTimeoutMs;
+    let deadline: NodeJS.Timeout | undefined = limit > 0
+      ? setTimeout(() => terminate(new DeadlineExceeded(`no handshake within ${limit / 1000} s`)), limit)
+      : undefined;
+    const arrived = (): void => {
+      clearTimeout(deadline);
+      deadline = undefined;
+    };
 
     const release = async (): Promise<void> => {
       if (session !== undefined) {
@@ -241,13 +298,21 @@ export class Server<A, O, S = undefined> {
         console.error("openenv: session stream failed:", e);
       });
     };
-    call.on("data", (req: SessionRequest) => enqueue(() => handle(req)));
-    call.on("end", () => enqueue(finish)); // half-close: answer what was sent, then end OK
+    call.on("data", (req: SessionRequest) => {
+      arrived();
+      enqueue(() => handle(req));
+    });
+    call.on("end", () => { // half-close: answer what was sent, then end OK
+      arrived();
+      enqueue(finish);
+    });
     call.on("cancelled", () => {
+      arrived();
       ended = true;
       enqueue(release);
     });
     call.on("error", () => {
+      arrived();
       ended = true;
       enqueue(release);
     });
