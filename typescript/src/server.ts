@@ -11,7 +11,9 @@
  * The listener's guards are those of RFC 0003 (docs/security.md): bearer tokens on every
  * call but health checks (`tokens`, refused with UNAUTHENTICATED before any handler runs),
  * a handshake deadline for silent Session streams (`handshakeTimeoutMs`, DEADLINE_EXCEEDED),
- * and no anonymous listener on a non-loopback address unless `allowAnonymous`.
+ * no anonymous listener on a non-loopback address unless `allowAnonymous`, and requests whose
+ * bytes do not decode answered INVALID_ARGUMENT in band (fatal as the first request) instead
+ * of ending the stream.
  */
 
 import { create, type JsonObject, type MessageInitShape } from "@bufbuild/protobuf";
@@ -33,6 +35,7 @@ import {
 import {
   EnvironmentService,
   GetInfoResponseSchema,
+  SessionRequestSchema,
   SessionResponseSchema,
   type GetInfoResponse,
   type SessionRequest,
@@ -54,6 +57,7 @@ import {
   type RuntimeOptions,
   type StateOutcome,
 } from "./session.js";
+import { strictFromBinary } from "./wire.js";
 
 /** Where and how to serve. */
 export interface ServerOptions extends RuntimeOptions {
@@ -104,10 +108,48 @@ function majorOf(version: string): number {
   return Number(m[1]);
 }
 
+/** A request whose bytes did not decode: why, and its id when the bytes start with field 1. */
+class Undecodable {
+  constructor(readonly error: string, readonly requestId: bigint) {}
+}
+
+/** Field 1 (a varint) when `data` starts with it; 0 otherwise (encoders write fields in number order). */
+function leadingUint64(data: Uint8Array): bigint {
+  if (data[0] !== 0x08) {
+    return 0n;
+  }
+  let value = 0n;
+  for (let i = 1; i < Math.min(data.length, 11); i++) {
+    value |= BigInt(data[i]! & 0x7f) << BigInt(7 * (i - 1));
+    if ((data[i]! & 0x80) === 0) {
+      return BigInt.asUintN(64, value);
+    }
+  }
+  return 0n;
+}
+
+function decodeRequest(data: Uint8Array): SessionRequest | Undecodable {
+  try {
+    return strictFromBinary(SessionRequestSchema, data);
+  } catch (e) {
+    return new Undecodable(`${e instanceof Error ? e.message : String(e)}`.slice(0, 200), leadingUint64(data));
+  }
+}
+
+/**
+ * The service as registered: Session requests arrive as bytes and are decoded by the
+ * handler, so that undecodable ones are answered in band (grpc-js would end the stream with
+ * INTERNAL) and a call the token guard refuses is never decoded at all.
+ */
+const servedDefinition: grpc.ServiceDefinition = {
+  ...environmentServiceDefinition,
+  Session: { ...environmentServiceDefinition.Session, requestDeserialize: (b: Buffer) => b },
+};
+
 type AnySession<A, O, S> = Session<A, O, S> | VectorSession<A, O, S>;
 /** The answer of one request (a SessionResponse.kind), and whether the stream ends after it. */
 type Answer = { kind: MessageInitShape<typeof SessionResponseSchema>["kind"]; close?: boolean };
-type Call = grpc.ServerDuplexStream<SessionRequest, SessionResponse>;
+type Call = grpc.ServerDuplexStream<Buffer, SessionResponse>;
 
 /** An environment server on @grpc/grpc-js. `await start()`, then `await stop()`. */
 export class Server<A, O, S = undefined> {
@@ -154,7 +196,7 @@ export class Server<A, O, S = undefined> {
       ...serverOptions(this.runtime.maxMessageBytes),
       interceptors: [tokenGuard(this.tokens)],
     });
-    server.addService(environmentServiceDefinition, {
+    server.addService(servedDefinition, {
       Session: (call: Call) => this.session(call),
       GetInfo: (_call: unknown, callback: grpc.sendUnaryData<GetInfoResponse>) => {
         callback(null, create(GetInfoResponseSchema, { info: this.runtime.info }));
@@ -252,12 +294,21 @@ export class Server<A, O, S = undefined> {
       void release();
     };
 
-    const handle = async (req: SessionRequest): Promise<void> => {
+    const handle = async (req: SessionRequest | Undecodable): Promise<void> => {
       if (ended) {
         return; // requests after close or a fatal error are never answered
       }
       const answer = (kind: Answer["kind"]): SessionResponse =>
         create(SessionResponseSchema, { requestId: req.requestId, kind });
+      if (req instanceof Undecodable) { // in band, never dispatched; it ends only a session not yet open
+        const err = new InvalidArgument(`undecodable SessionRequest (${req.error})`, { fatal: first });
+        write(answer({ case: "error", value: statusOf(err) }));
+        if (first) {
+          first = false;
+          await finish();
+        }
+        return;
+      }
       if (first) {
         first = false;
         try {
@@ -298,8 +349,9 @@ export class Server<A, O, S = undefined> {
         console.error("openenv: session stream failed:", e);
       });
     };
-    call.on("data", (req: SessionRequest) => {
+    call.on("data", (data: Buffer) => {
       arrived();
+      const req = decodeRequest(data);
       enqueue(() => handle(req));
     });
     call.on("end", () => { // half-close: answer what was sent, then end OK

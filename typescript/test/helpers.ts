@@ -87,6 +87,11 @@ export class RawSession {
     this.call.write(toBinary(SessionRequestSchema, create(SessionRequestSchema, req)));
   }
 
+  /** Write bytes as one request message, whatever they hold. */
+  sendBytes(bytes: Uint8Array): void {
+    this.call.write(bytes);
+  }
+
   /** Half-close the request side. */
   halfClose(): void {
     this.call.end();

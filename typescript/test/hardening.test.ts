@@ -1,7 +1,7 @@
 /**
  * The TypeScript server's listener guards (RFC 0003, docs/security.md) over real loopback
- * gRPC: bearer tokens on every call but health checks, the handshake deadline, and no
- * anonymous listener on a non-loopback address. Every wait is a polled condition with a
+ * gRPC: bearer tokens on every call but health checks, the handshake deadline, no
+ * anonymous listener on a non-loopback address, and undecodable requests answered in band. Every wait is a polled condition with a
  * generous bound; nothing asserts how long anything took.
  */
 
@@ -19,7 +19,7 @@ import { TOKEN_ENV, TokenSet, bearerToken, checkBind, isLoopbackHost } from "../
 import { EnvClient, tokenMetadata } from "../src/client.js";
 import type { EnvironmentDefinition } from "../src/environment.js";
 import { gridworld } from "../src/envs/gridworld.js";
-import { Unauthenticated } from "../src/errors.js";
+import { ErrorCode, Unauthenticated } from "../src/errors.js";
 import { Move, ActionSchema } from "../src/gen/gridworld/v1/gridworld_pb.js";
 import { GetInfoRequestSchema, type GetInfoResponse } from "../src/gen/openenv/v1/environment_pb.js";
 import { environmentServiceDefinition, parseUrl } from "../src/grpc.js";
@@ -29,6 +29,7 @@ import { HANDSHAKE, RawSession, waitUntil, withServer } from "./helpers.js";
 /** Every wait of this file is bounded by this (a loaded 2-core machine; never a timing assertion). */
 const WAIT = 60_000;
 const TOKEN = "tok-A_1.x";
+const bytes = (...b: number[]): Uint8Array => new Uint8Array(b);
 const OTHER = "tok-B~2";
 
 /** The gridworld, counting the environments it creates (a refused call must create none). */
@@ -256,6 +257,57 @@ describe("the handshake deadline (RFC 0003)", () => {
     });
     assert.throws(() => new Server(gridworld, { handshakeTimeoutMs: -1 }), /handshakeTimeoutMs/);
   });
+});
+
+describe("undecodable requests (RFC 0003)", () => {
+  it("answers them INVALID_ARGUMENT in band with their request id: fatal first, not fatal later", () =>
+    withServer(gridworld, {}, async (server) => {
+      const first = new RawSession(server.address);
+      try {
+        first.sendBytes(bytes(0x08, 0x05, 0x12, 0x09, 0x0a)); // request_id 5, then a truncated handshake
+        const resp = await first.recv(WAIT);
+        assert.equal(resp?.requestId, 5n);
+        assert.equal(resp?.kind.case, "error");
+        assert.equal(resp.kind.value.code, ErrorCode.INVALID_ARGUMENT);
+        assert.match(resp.kind.value.message, /^undecodable SessionRequest \(premature EOF\)$/);
+        assert.equal(resp.kind.value.fatal, true);
+        assert.equal((await first.ended(WAIT)).code, grpc.status.OK);
+      } finally {
+        first.close();
+      }
+      const s = new RawSession(server.address);
+      try {
+        s.send({ requestId: 1n, kind: HANDSHAKE });
+        assert.equal((await s.recv(WAIT))?.kind.case, "handshake");
+        s.sendBytes(bytes(0x08, 0x07, 0x12, 0x04, 0x0a, 0x02, 0xc3, 0x28)); // id 7, handshake.protocol_version not UTF-8
+        s.sendBytes(bytes(0xff, 0xff)); // no id at all
+        s.send({ requestId: 8n, kind: { case: "reset", value: { seed: 1n } } });
+        const bad = await s.recv(WAIT);
+        assert.equal(bad?.requestId, 7n);
+        assert.equal(bad?.kind.case, "error");
+        assert.deepEqual([bad.kind.value.code, bad.kind.value.fatal], [ErrorCode.INVALID_ARGUMENT, false]);
+        assert.match(bad.kind.value.message, /UTF-8/);
+        const worse = await s.recv(WAIT);
+        assert.equal(worse?.requestId, 0n);
+        assert.equal(worse?.kind.case === "error" && worse.kind.value.code, ErrorCode.INVALID_ARGUMENT);
+        const ok = await s.recv(WAIT);
+        assert.deepEqual([ok?.requestId, ok?.kind.case], [8n, "reset"], "the session goes on");
+      } finally {
+        s.close();
+      }
+    }));
+
+  it("refuses undecodable bytes without a token UNAUTHENTICATED, never decoding them", () =>
+    withServer(gridworld, { tokens: [TOKEN] }, async (server) => {
+      const s = new RawSession(server.address);
+      try {
+        s.sendBytes(bytes(0xff, 0xff, 0xff));
+        assert.equal(await s.recv(WAIT), undefined);
+        assert.equal((await s.ended(WAIT)).code, grpc.status.UNAUTHENTICATED);
+      } finally {
+        s.close();
+      }
+    }));
 });
 
 describe("listening beyond loopback (RFC 0003)", () => {
