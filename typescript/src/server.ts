@@ -193,7 +193,7 @@ export class Server<A, O, S = undefined> {
   async start(): Promise<this> {
     checkBind(this.host, this.tokens, this.options.allowAnonymous ?? false);
     const server = new grpc.Server({
-      ...serverOptions(this.runtime.maxMessageBytes),
+      ...serverOptions(this.runtime.maxMessageBytes, this.runtime.maxSessions),
       interceptors: [tokenGuard(this.tokens)],
     });
     server.addService(servedDefinition, {

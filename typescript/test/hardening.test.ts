@@ -310,6 +310,22 @@ describe("undecodable requests (RFC 0003)", () => {
     }));
 });
 
+describe("connection bounds (RFC 0003)", () => {
+  it("lets one connection open max_sessions + 16 streams (at least 128), as its HTTP/2 settings say", async () => {
+    const { connect } = await import("node:http2");
+    const advertised = (url: string): Promise<number | undefined> => new Promise((resolve, reject) => {
+      const session = connect(`http://${parseUrl(url)}`);
+      session.once("remoteSettings", (settings) => {
+        resolve(settings.maxConcurrentStreams);
+        session.close();
+      });
+      session.once("error", reject);
+    });
+    await withServer(gridworld, { maxSessions: 4 }, async (server) => assert.equal(await advertised(server.address), 128));
+    await withServer(gridworld, { maxSessions: 300 }, async (server) => assert.equal(await advertised(server.address), 316));
+  });
+});
+
 describe("listening beyond loopback (RFC 0003)", () => {
   it("refuses to start on a non-loopback host without a token unless anonymous access is asked for", async () => {
     for (const host of ["0.0.0.0", "::", "192.0.2.7"]) {
