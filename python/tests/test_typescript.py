@@ -107,6 +107,9 @@ def _serving(args: list[str], tmp: Path, name: str, env: dict[str, str] | None =
         log.close()
 
 
+PY_TOKEN = "py-listener-token"
+
+
 @pytest.fixture(scope="module")
 def python_envs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
     """The Python reference environments, served by ``openenv serve`` subprocesses."""
@@ -115,8 +118,16 @@ def python_envs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, 
     with (
         _serving([openenv_cli, "serve", "echo_env.server:EchoEnvironment"], tmp, "echo") as echo,
         _serving([openenv_cli, "serve", "gridworld.server:GridWorldEnvironment"], tmp, "gridworld") as grid,
+        _serving(
+            [openenv_cli, "serve", "echo_env.server:EchoEnvironment", "--token", PY_TOKEN], tmp, "echo-secured"
+        ) as secured,
     ):
-        yield {"OPENENV_ECHO_URL": echo, "OPENENV_GRIDWORLD_URL": grid}
+        yield {
+            "OPENENV_ECHO_URL": echo,
+            "OPENENV_GRIDWORLD_URL": grid,
+            "OPENENV_SECURED_URL": secured,
+            "OPENENV_SECURED_TOKEN": PY_TOKEN,
+        }
 
 
 @pytest.fixture(scope="module")
@@ -172,7 +183,7 @@ def ts_gridworld_with_token(node: str, tmp_path_factory: pytest.TempPathFactory)
 
 def test_typescript_suite_against_python_environments(node: str, python_envs: dict[str, str]) -> None:
     """node --test: the TS client against Python echo_env and gridworld (tools, episodes,
-    pipelining, errors, vectorised sessions) and the TS server helper in process."""
+    pipelining, errors, vectorised sessions, a bearer token) and the TS server helper in process."""
     suites = sorted(str(p.relative_to(TS_ROOT)) for p in (TS_ROOT / "dist" / "test").glob("*.test.js"))
     assert suites, "no compiled TypeScript test suites in typescript/dist/test"
     r = _run([node, "--test", *suites], 300, env={**os.environ, **python_envs})
