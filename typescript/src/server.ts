@@ -16,7 +16,7 @@
  * of ending the stream.
  */
 
-import { create, type JsonObject, type MessageInitShape } from "@bufbuild/protobuf";
+import { create, toBinary, type JsonObject, type MessageInitShape } from "@bufbuild/protobuf";
 import { DurationSchema, type Duration } from "@bufbuild/protobuf/wkt";
 import * as grpc from "@grpc/grpc-js";
 import { ReflectionService } from "@grpc/reflection";
@@ -28,6 +28,7 @@ import {
   EnvError,
   FailedPrecondition,
   InvalidArgument,
+  ResourceExhausted,
   internalError,
   statusOf,
   Unimplemented,
@@ -137,14 +138,41 @@ function decodeRequest(data: Uint8Array): SessionRequest | Undecodable {
 }
 
 /**
+ * Serialize a SessionResponse once; one larger than the message limit (which would end the
+ * whole stream) is replaced by an in-band, non-fatal RESOURCE_EXHAUSTED for the same request
+ * (RFC 0003).
+ */
+function boundedSerializer(limit: number): (resp: SessionResponse) => Buffer {
+  return (resp) => {
+    const data = toBinary(SessionResponseSchema, resp);
+    if (data.length <= limit) {
+      return Buffer.from(data.buffer, data.byteOffset, data.length);
+    }
+    const kind = (resp.kind.case ?? "nothing").replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`);
+    const err = new ResourceExhausted(
+      `the reply (${kind}, ${data.length} bytes) exceeds the ${limit}-byte message limit; the request was carried out`);
+    return Buffer.from(toBinary(SessionResponseSchema, create(SessionResponseSchema, {
+      requestId: resp.requestId, kind: { case: "error", value: statusOf(err) },
+    })));
+  };
+}
+
+/**
  * The service as registered: Session requests arrive as bytes and are decoded by the
  * handler, so that undecodable ones are answered in band (grpc-js would end the stream with
- * INTERNAL) and a call the token guard refuses is never decoded at all.
+ * INTERNAL) and a call the token guard refuses is never decoded at all; replies are bounded
+ * to `limit` bytes.
  */
-const servedDefinition: grpc.ServiceDefinition = {
-  ...environmentServiceDefinition,
-  Session: { ...environmentServiceDefinition.Session, requestDeserialize: (b: Buffer) => b },
-};
+function servedDefinition(limit: number): grpc.ServiceDefinition {
+  return {
+    ...environmentServiceDefinition,
+    Session: {
+      ...environmentServiceDefinition.Session,
+      requestDeserialize: (b: Buffer) => b,
+      responseSerialize: boundedSerializer(limit),
+    },
+  };
+}
 
 type AnySession<A, O, S> = Session<A, O, S> | VectorSession<A, O, S>;
 /** The answer of one request (a SessionResponse.kind), and whether the stream ends after it. */
@@ -196,7 +224,7 @@ export class Server<A, O, S = undefined> {
       ...serverOptions(this.runtime.maxMessageBytes, this.runtime.maxSessions),
       interceptors: [tokenGuard(this.tokens)],
     });
-    server.addService(servedDefinition, {
+    server.addService(servedDefinition(this.runtime.maxMessageBytes), {
       Session: (call: Call) => this.session(call),
       GetInfo: (_call: unknown, callback: grpc.sendUnaryData<GetInfoResponse>) => {
         callback(null, create(GetInfoResponseSchema, { info: this.runtime.info }));

@@ -19,7 +19,8 @@ import { TOKEN_ENV, TokenSet, bearerToken, checkBind, isLoopbackHost } from "../
 import { EnvClient, tokenMetadata } from "../src/client.js";
 import type { EnvironmentDefinition } from "../src/environment.js";
 import { gridworld } from "../src/envs/gridworld.js";
-import { ErrorCode, Unauthenticated } from "../src/errors.js";
+import { jsonType } from "../src/codec.js";
+import { ErrorCode, ResourceExhausted, Unauthenticated } from "../src/errors.js";
 import { Move, ActionSchema } from "../src/gen/gridworld/v1/gridworld_pb.js";
 import { GetInfoRequestSchema, type GetInfoResponse } from "../src/gen/openenv/v1/environment_pb.js";
 import { environmentServiceDefinition, parseUrl } from "../src/grpc.js";
@@ -306,6 +307,34 @@ describe("undecodable requests (RFC 0003)", () => {
         assert.equal((await s.ended(WAIT)).code, grpc.status.UNAUTHENTICATED);
       } finally {
         s.close();
+      }
+    }));
+});
+
+describe("replies over the message limit (RFC 0003)", () => {
+  /** Observations of as many characters as the action asks for. */
+  const sized: EnvironmentDefinition<number, string> = {
+    name: "sized",
+    action: jsonType<number>({ type: "integer", minimum: 0 }),
+    observation: jsonType<string>({ type: "string" }),
+    create: () => ({
+      reset: () => ({ observation: "" }),
+      step: (n: number) => ({ observation: "x".repeat(n), reward: 1 }),
+    }),
+  };
+
+  it("answers them RESOURCE_EXHAUSTED in band, not fatal, the request carried out", () =>
+    withServer(sized, { maxMessageBytes: 64 * 1024 }, async (server) => {
+      const env = await EnvClient.connect<number, string>(server.address);
+      try {
+        await env.reset();
+        await assert.rejects(env.step(100_000), (e: unknown) => e instanceof ResourceExhausted && !e.fatal &&
+          /^the reply \(step, 1000\d\d bytes\) exceeds the 65536-byte message limit; the request was carried out$/.test(e.message));
+        assert.equal((await env.state()).stepCount, 1, "the step was taken");
+        const ok = await env.step(10);
+        assert.deepEqual([ok.observation, ok.stepCount], ["x".repeat(10), 2]);
+      } finally {
+        await env.close();
       }
     }));
 });
