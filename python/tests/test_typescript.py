@@ -7,7 +7,8 @@
 * The TypeScript gridworld and echo, served from Node (``openenv-ts serve gridworld|echo``),
   are driven by the Python clients (the gridworld by ``openenv.EnvClient``, the echo by
   echo_env's typed ``EchoEnv``), checked for health and reflection, and certified by
-  ``openenv certify`` unchanged.
+  ``openenv certify`` unchanged, also when served with a bearer token (RFC 0003): then
+  grpcio clients without it are refused UNAUTHENTICATED every time, never INTERNAL.
 
 Needs Node.js >= 20 and npm on PATH: in CI (env ``CI`` set) their absence fails these
 tests; elsewhere it skips them. ``npm ci`` runs once when typescript/node_modules is
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import re
 import shutil
@@ -40,7 +42,7 @@ from echo_env import CallToolAction, EchoEnv
 from gridworld import maze
 from gridworld.v1 import gridworld_pb2
 from openenv.errors import FailedPrecondition, InvalidArgument, NotFound, ResourceExhausted, Unimplemented
-from openenv.v1 import environment_pb2, payload_pb2
+from openenv.v1 import environment_pb2, environment_pb2_grpc, payload_pb2
 
 TS_ROOT = REPO_ROOT / "typescript"
 BIN = Path(sys.executable).parent
@@ -76,8 +78,9 @@ def node() -> str:
 
 
 @contextlib.contextmanager
-def _serving(args: list[str], tmp: Path, name: str) -> Iterator[str]:
-    """Start a server subprocess that writes its URL to --ready-file; yield the URL."""
+def _serving(args: list[str], tmp: Path, name: str, env: dict[str, str] | None = None) -> Iterator[str]:
+    """Start a server subprocess that writes its URL to --ready-file; yield the URL.
+    ``env``: variables set for the server (on top of this process's)."""
     ready = tmp / f"{name}.addr"
     log = (tmp / f"{name}.log").open("w")
     proc = subprocess.Popen(
@@ -85,7 +88,7 @@ def _serving(args: list[str], tmp: Path, name: str) -> Iterator[str]:
         cwd=REPO_ROOT,
         stdout=log,
         stderr=subprocess.STDOUT,
-        env={**os.environ, "GRPC_VERBOSITY": "ERROR"},
+        env={**os.environ, "GRPC_VERBOSITY": "ERROR", **(env or {})},
     )
     try:
         deadline = time.monotonic() + WAIT_S
@@ -104,6 +107,9 @@ def _serving(args: list[str], tmp: Path, name: str) -> Iterator[str]:
         log.close()
 
 
+PY_TOKEN = "py-listener-token"
+
+
 @pytest.fixture(scope="module")
 def python_envs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
     """The Python reference environments, served by ``openenv serve`` subprocesses."""
@@ -112,8 +118,16 @@ def python_envs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, 
     with (
         _serving([openenv_cli, "serve", "echo_env.server:EchoEnvironment"], tmp, "echo") as echo,
         _serving([openenv_cli, "serve", "gridworld.server:GridWorldEnvironment"], tmp, "gridworld") as grid,
+        _serving(
+            [openenv_cli, "serve", "echo_env.server:EchoEnvironment", "--token", PY_TOKEN], tmp, "echo-secured"
+        ) as secured,
     ):
-        yield {"OPENENV_ECHO_URL": echo, "OPENENV_GRIDWORLD_URL": grid}
+        yield {
+            "OPENENV_ECHO_URL": echo,
+            "OPENENV_GRIDWORLD_URL": grid,
+            "OPENENV_SECURED_URL": secured,
+            "OPENENV_SECURED_TOKEN": PY_TOKEN,
+        }
 
 
 @pytest.fixture(scope="module")
@@ -129,9 +143,37 @@ def ts_gridworld(node: str, tmp_path_factory: pytest.TempPathFactory) -> Iterato
 
 @pytest.fixture(scope="module")
 def ts_echo(node: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """The TypeScript echo environment (tools) served from Node."""
+    """The TypeScript echo environment (tools) served from Node (a short handshake deadline,
+    which certification waits out once)."""
     with _serving(
-        [node, str(TS_ROOT / "dist" / "src" / "cli.js"), "serve", "echo"], tmp_path_factory.mktemp("ts-echo"), "ts-echo"
+        [node, str(TS_ROOT / "dist" / "src" / "cli.js"), "serve", "echo", "--handshake-timeout", "2"],
+        tmp_path_factory.mktemp("ts-echo"),
+        "ts-echo",
+    ) as url:
+        yield url
+
+
+TS_TOKEN = "ts-listener-token"
+
+
+@pytest.fixture(scope="module")
+def ts_gridworld_with_token(node: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The TypeScript gridworld requiring a bearer token (given once by flag, once in the
+    environment: both accepted), with a 3 s handshake deadline."""
+    with _serving(
+        [
+            node,
+            str(TS_ROOT / "dist" / "src" / "cli.js"),
+            "serve",
+            "gridworld",
+            "--token",
+            TS_TOKEN,
+            "--handshake-timeout",
+            "3",
+        ],
+        tmp_path_factory.mktemp("ts-gridworld-token"),
+        "ts-gridworld-token",
+        env={"OPENENV_TOKEN": "ts-second-token"},
     ) as url:
         yield url
 
@@ -141,7 +183,7 @@ def ts_echo(node: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str
 
 def test_typescript_suite_against_python_environments(node: str, python_envs: dict[str, str]) -> None:
     """node --test: the TS client against Python echo_env and gridworld (tools, episodes,
-    pipelining, errors, vectorised sessions) and the TS server helper in process."""
+    pipelining, errors, vectorised sessions, a bearer token) and the TS server helper in process."""
     suites = sorted(str(p.relative_to(TS_ROOT)) for p in (TS_ROOT / "dist" / "test").glob("*.test.js"))
     assert suites, "no compiled TypeScript test suites in typescript/dist/test"
     r = _run([node, "--test", *suites], 300, env={**os.environ, **python_envs})
@@ -259,11 +301,9 @@ def test_typescript_gridworld_advertises_what_the_python_one_does(
             return env.info
 
     ts, py = asyncio.run(info(ts_gridworld)), asyncio.run(info(python_envs["OPENENV_GRIDWORLD_URL"]))
-    # The listener's own guards (RFC 0003) are the Python server's, not the environment's:
-    # the TypeScript server has no handshake deadline and neither requires a token here.
-    assert not ts.capabilities.HasField("handshake_timeout") and py.capabilities.handshake_timeout.seconds == 10
+    # The listeners' guards (RFC 0003) have the same defaults: a 10 s handshake deadline, no token on loopback.
+    assert ts.capabilities.handshake_timeout.seconds == py.capabilities.handshake_timeout.seconds == 10
     assert not ts.capabilities.auth_required and not py.capabilities.auth_required
-    py.capabilities.ClearField("handshake_timeout")
     # The differences are the server's, not the environment's: the TypeScript helper offers
     # snapshots but neither resumable sessions nor forks (RFC 0006), and no GetLoad (RFC 0005).
     assert ts.capabilities.snapshots and py.capabilities.snapshots
@@ -358,18 +398,22 @@ def test_typescript_server_ends_the_stream_on_an_oversized_message(node: str, tm
 # --------------------------------------------------------------------------- certification
 
 
-@pytest.mark.parametrize("env_fixture", ["ts_gridworld", "ts_echo"])
-def test_openenv_certify_passes_on_typescript_environments(
-    env_fixture: str, tmp_path: Path, request: pytest.FixtureRequest
-) -> None:
-    """`openenv certify` (conformance/), unchanged, against environments served from Node:
-    the gridworld (typed messages) and the echo (tools)."""
+def _require_certify() -> None:
     import importlib.metadata
 
     if "certify" not in {ep.name for ep in importlib.metadata.entry_points(group="openenv.cli")}:
         if os.environ.get("CI"):
             pytest.fail("openenv certify is not installed (conformance/ must be installed by `make venv`)")
         pytest.skip("openenv certify is not installed (conformance/)")
+
+
+@pytest.mark.parametrize("env_fixture", ["ts_gridworld", "ts_echo"])
+def test_openenv_certify_passes_on_typescript_environments(
+    env_fixture: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """`openenv certify` (conformance/), unchanged, against environments served from Node:
+    the gridworld (typed messages) and the echo (tools)."""
+    _require_certify()
     url = request.getfixturevalue(env_fixture)
     report = tmp_path / "report.json"
     r = subprocess.run(
@@ -381,3 +425,79 @@ def test_openenv_certify_passes_on_typescript_environments(
     )
     assert r.returncode == 0, f"certify failed:\n{r.stdout[-8000:]}\n{r.stderr[-4000:]}"
     assert "CERTIFIED" in r.stdout and report.exists()
+    results = {c["id"]: c["status"] for c in json.loads(report.read_text())["results"]}
+    assert results["protocol.handshake_deadline"] == "pass", results
+    assert results["protocol.unauthenticated"] == "skip", "no token: nothing to refuse"
+
+
+def test_openenv_certify_passes_on_the_typescript_gridworld_with_a_token(
+    ts_gridworld_with_token: str, tmp_path: Path
+) -> None:
+    """`openenv certify --token` against the TypeScript server requiring a token: the RFC 0003
+    checks run (an anonymous handshake is refused UNAUTHENTICATED; a silent stream ends at the
+    advertised handshake deadline) and everything else passes through the token."""
+    _require_certify()
+    report = tmp_path / "report.json"
+    env = {k: v for k, v in os.environ.items() if k != "OPENENV_TOKEN"}
+    r = subprocess.run(
+        [str(BIN / "openenv"), "certify", ts_gridworld_with_token, "--token", TS_TOKEN, "--report", str(report)],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        cwd=tmp_path,
+        env=env,
+    )
+    assert r.returncode == 0, f"certify failed:\n{r.stdout[-8000:]}\n{r.stderr[-4000:]}"
+    assert "CERTIFIED" in r.stdout
+    results = {c["id"]: c["status"] for c in json.loads(report.read_text())["results"]}
+    assert results["protocol.unauthenticated"] == "pass", results
+    assert results["protocol.handshake_deadline"] == "pass", results
+    # Without the token the run cannot even describe the target.
+    r = subprocess.run(
+        [str(BIN / "openenv"), "certify", ts_gridworld_with_token],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+        env=env,
+    )
+    assert r.returncode != 0 and "UNAUTHENTICATED" in (r.stdout + r.stderr).upper(), r.stdout[-3000:] + r.stderr[-2000:]
+
+
+def test_python_clients_are_refused_unauthenticated_by_the_typescript_server_every_time(
+    ts_gridworld_with_token: str,
+) -> None:
+    """grpcio (C-core) reports INTERNAL ("Internal error from Core") when a bidirectional call
+    ends while its first write is in flight; the TypeScript server ends a refused Session only
+    after its first request arrived, so 150 anonymous handshakes in a row, each on a fresh
+    channel, all read UNAUTHENTICATED (refusing at once misreported about 1 in 25)."""
+    target = ts_gridworld_with_token.removeprefix("grpc://")
+
+    async def main() -> None:
+        outcomes: dict[str, int] = {}
+        for i in range(150):
+            try:
+                async with openenv.EnvClient(
+                    ts_gridworld_with_token, token="" if i % 2 else "wrong", connect_timeout=WAIT_S
+                ):
+                    outcomes["answered"] = outcomes.get("answered", 0) + 1
+            except openenv.EnvError as e:
+                name = type(e).__name__
+                outcomes[name] = outcomes.get(name, 0) + 1
+        assert outcomes == {"Unauthenticated": 150}
+        for token in (TS_TOKEN, "ts-second-token"):  # the flag's token and $OPENENV_TOKEN's
+            async with openenv.EnvClient(ts_gridworld_with_token, token=token) as env:
+                assert env.info.capabilities.auth_required
+                assert env.info.capabilities.handshake_timeout.seconds == 3
+                r = await env.reset(seed=5)
+                assert (await env.step(_action(_shortest_path(r.observation)[0]))).step_count == 1
+        async with grpc.aio.insecure_channel(target) as ch:
+            with pytest.raises(grpc.aio.AioRpcError) as rpc:  # GetInfo is guarded too
+                await environment_pb2_grpc.EnvironmentServiceStub(ch).GetInfo(
+                    environment_pb2.GetInfoRequest(), timeout=WAIT_S
+                )
+            assert rpc.value.code() is grpc.StatusCode.UNAUTHENTICATED
+            health = await health_pb2_grpc.HealthStub(ch).Check(health_pb2.HealthCheckRequest(), timeout=WAIT_S)
+            assert health.status == health_pb2.HealthCheckResponse.SERVING  # health stays open
+
+    asyncio.run(main())

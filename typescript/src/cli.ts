@@ -4,8 +4,13 @@
  *
  *   openenv-ts serve gridworld --port 0 --ready-file /tmp/addr     (or: serve echo [--tools-only])
  *   openenv-ts serve ./my-env.js --export myEnv      (an ES module exporting a definition)
- *   openenv-ts info grpc://127.0.0.1:50051 [--json]
- *   openenv-ts play grpc://127.0.0.1:50051 --episodes 3 --seed 7 --max-steps 50
+ *   openenv-ts serve gridworld --host 0.0.0.0 --token-file tokens.txt   (RFC 0003, docs/security.md)
+ *   openenv-ts info grpc://127.0.0.1:50051 [--json] [--token T]
+ *   openenv-ts play grpc://127.0.0.1:50051 --episodes 3 --seed 7 --max-steps 50 [--token T]
+ *
+ * `serve` accepts the bearer tokens of `--token` (repeatable), `--token-file` (one per
+ * line) and `$OPENENV_TOKEN` (comma-separated); `info` and `play` send `--token`, else
+ * `$OPENENV_TOKEN`.
  *
  * `play` drives any environment with the example actions it advertises (cycled in a
  * seeded order) and prints one JSON line per episode; it is a smoke test of the client.
@@ -21,6 +26,7 @@ import type { EnvironmentDefinition } from "./environment.js";
 import { echo } from "./envs/echo.js";
 import { gridworld, SplitMix64 } from "./envs/gridworld.js";
 import { EnvironmentInfoSchema } from "./gen/openenv/v1/environment_pb.js";
+import { TokenSet } from "./auth.js";
 import { serve } from "./server.js";
 
 const BUILTIN: Record<string, EnvironmentDefinition<never, never, never>> = {
@@ -55,11 +61,20 @@ async function serveCommand(args: string[]): Promise<void> {
       grace: { type: "string", default: "10" },
       export: { type: "string", default: "default" },
       "tools-only": { type: "boolean", default: false },
+      token: { type: "string", multiple: true, default: [] },
+      "token-file": { type: "string" },
+      "allow-anonymous": { type: "boolean", default: ["1", "true", "yes"].includes(process.env.OPENENV_ALLOW_ANONYMOUS ?? "") },
+      "handshake-timeout": { type: "string", default: "10" },
     },
   });
   const target = positionals[0];
   if (target === undefined) {
     throw new Error("usage: openenv-ts serve TARGET (gridworld, echo, or a path to an ES module)");
+  }
+  const tokens = TokenSet.load(values.token, values["token-file"]);
+  const handshakeTimeout = Number(values["handshake-timeout"]);
+  if (!(handshakeTimeout >= 0 && Number.isFinite(handshakeTimeout))) {
+    throw new Error(`--handshake-timeout takes seconds >= 0 (0 disables), got ${values["handshake-timeout"]}`);
   }
   const def = await load(target, values.export!);
   const readyFile = values["ready-file"];
@@ -71,8 +86,12 @@ async function serveCommand(args: string[]): Promise<void> {
     maxMessageBytes: Math.floor(Number(values["max-message-mb"]) * 1024 * 1024),
     graceMs: Number(values.grace) * 1000,
     toolsOnly: values["tools-only"],
+    tokens,
+    allowAnonymous: values["allow-anonymous"],
+    handshakeTimeoutMs: handshakeTimeout * 1000,
     ready: (server) => {
-      process.stderr.write(`serving ${def.name} on ${server.address}\n`);
+      const auth = tokens.size > 0 ? ` (bearer token required, ${tokens.size} accepted)` : "";
+      process.stderr.write(`serving ${def.name} on ${server.address}${auth}\n`);
       if (readyFile !== undefined) {
         writeFileSync(readyFile + ".tmp", server.address);
         renameSync(readyFile + ".tmp", readyFile);
@@ -82,8 +101,10 @@ async function serveCommand(args: string[]): Promise<void> {
 }
 
 async function infoCommand(args: string[]): Promise<void> {
-  const { values, positionals } = parseArgs({ args, allowPositionals: true, options: { json: { type: "boolean" } } });
-  const env = await EnvClient.connect(positionals[0] ?? "", { clientName: "openenv-ts info" });
+  const { values, positionals } = parseArgs({
+    args, allowPositionals: true, options: { json: { type: "boolean" }, token: { type: "string" } },
+  });
+  const env = await EnvClient.connect(positionals[0] ?? "", { clientName: "openenv-ts info", token: values.token });
   try {
     // The advertised descriptors resolve the `google.protobuf.Any` examples of typed environments.
     const info = toJson(EnvironmentInfoSchema, env.info, { useProtoFieldName: true, registry: env.registry }) as Record<
@@ -108,9 +129,10 @@ async function playCommand(args: string[]): Promise<void> {
       episodes: { type: "string", default: "1" },
       seed: { type: "string", default: "0" },
       "max-steps": { type: "string", default: "50" },
+      token: { type: "string" },
     },
   });
-  const env = await EnvClient.connect(positionals[0] ?? "", { clientName: "openenv-ts play" });
+  const env = await EnvClient.connect(positionals[0] ?? "", { clientName: "openenv-ts play", token: values.token });
   try {
     const examples = env.info.action?.examples ?? [];
     if (examples.length === 0) {

@@ -18,11 +18,15 @@
  *   subclasses, `code` = google.rpc.Code); `fatal` ones mean the session is over.
  * - Typed observations (`Payload.message`) are decoded with the descriptors the server
  *   advertises: no precompiled stubs are needed.
+ * - A `token` (default `$OPENENV_TOKEN`) travels as `authorization: Bearer <token>`
+ *   metadata on every call (RFC 0003); a server that refuses it ends the session with
+ *   {@link Unauthenticated}.
  */
 
 import { create, toBinary, type JsonObject, type JsonValue, type MessageInitShape, type Registry } from "@bufbuild/protobuf";
 import { DurationSchema, type Duration } from "@bufbuild/protobuf/wkt";
 import * as grpc from "@grpc/grpc-js";
+import { TOKEN_ENV } from "./auth.js";
 import {
   decodePayload,
   encodeValue,
@@ -105,6 +109,20 @@ export interface ClientOptions {
   numEnvs?: number;
   /** Autoreset mode of a vectorised session. */
   autoresetMode?: AutoresetMode;
+  /**
+   * Bearer token for a server that requires one (RFC 0003), sent as `authorization:
+   * Bearer <token>` metadata on every call; default `$OPENENV_TOKEN`. An empty string sends none.
+   */
+  token?: string;
+}
+
+/** The call metadata carrying `token` (RFC 0003); empty without one. */
+export function tokenMetadata(token: string | undefined): grpc.Metadata {
+  const md = new grpc.Metadata();
+  if (token) {
+    md.set("authorization", `Bearer ${token}`);
+  }
+  return md;
 }
 
 /** Per-call options. */
@@ -172,7 +190,8 @@ export class EnvClient<A = unknown, O = AnyValue, S = AnyValue> {
     const call = this.client.makeBidiStreamRequest<Uint8Array, SessionResponse>(
       environmentServiceDefinition.Session.path,
       environmentServiceDefinition.Session.requestSerialize as (m: Uint8Array) => Buffer,
-      environmentServiceDefinition.Session.responseDeserialize as (b: Buffer) => SessionResponse);
+      environmentServiceDefinition.Session.responseDeserialize as (b: Buffer) => SessionResponse,
+      tokenMetadata(this.opts.token ?? process.env[TOKEN_ENV]));
     this.call = call;
     call.on("data", (resp: SessionResponse) => {
       const waiter = this.pending.get(resp.requestId);

@@ -49,6 +49,7 @@ import {
 import { InvalidArgument } from "./errors.js";
 import { SchemaValidator } from "./tools.js";
 import { file_openenv_v1_environment } from "./gen/openenv/v1/environment_pb.js";
+import { strictFromBinary } from "./wire.js";
 import {
   DType,
   PayloadKind,
@@ -340,7 +341,7 @@ export function messageType<Desc extends DescMessage>(schema: Desc): PayloadCode
         throw new InvalidArgument(`expected type ${schema.typeName}, got ${any.typeUrl || "no type"}`);
       }
       try {
-        return fromBinary(schema, any.value);
+        return strictFromBinary(schema, any.value); // refuses what the reference parser refuses
       } catch (e) {
         throw new InvalidArgument(`undecodable ${schema.typeName} bytes: ${e instanceof Error ? e.message : String(e)}`);
       }

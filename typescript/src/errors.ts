@@ -84,6 +84,10 @@ export class Aborted extends errorClass(ErrorCode.ABORTED) {}
 export class Internal extends errorClass(ErrorCode.INTERNAL) {}
 /** The server is shutting down or cannot serve. */
 export class Unavailable extends errorClass(ErrorCode.UNAVAILABLE) {}
+/** A token is required and the call carried none, or one the server does not accept (RFC 0003). */
+export class Unauthenticated extends errorClass(ErrorCode.UNAUTHENTICATED) {}
+/** The request is not allowed from where it came (RFC 0003). */
+export class PermissionDenied extends errorClass(ErrorCode.PERMISSION_DENIED) {}
 
 const BY_CODE: ReadonlyMap<number, ErrorClass> = new Map<number, ErrorClass>([
   [ErrorCode.CANCELLED, Cancelled],
@@ -96,6 +100,8 @@ const BY_CODE: ReadonlyMap<number, ErrorClass> = new Map<number, ErrorClass>([
   [ErrorCode.UNIMPLEMENTED, Unimplemented],
   [ErrorCode.INTERNAL, Internal],
   [ErrorCode.UNAVAILABLE, Unavailable],
+  [ErrorCode.UNAUTHENTICATED, Unauthenticated],
+  [ErrorCode.PERMISSION_DENIED, PermissionDenied],
 ]);
 
 /** The wire form of an error (details packed as a `google.protobuf.Value`). */

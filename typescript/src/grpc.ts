@@ -62,13 +62,20 @@ export function fileDescriptorProtos(service: DescService): Buffer[] {
   return withDependencies([service.file]).map((f) => Buffer.from(toBinary(FileDescriptorProtoSchema, plainFileProto(f))));
 }
 
-/** Server channel arguments: message limits and keepalive policy of the protocol. */
-export function serverOptions(maxMessageBytes: number): ChannelOptions {
+/**
+ * Server channel arguments: message limits and keepalive policy of the protocol, and the
+ * stream bound of RFC 0003 (as the Python server): every session holds one stream, so a
+ * connection may open `maxSessions + 16` (at least 128); silent ones end at the handshake
+ * deadline. Dead peers are found by the server's own keepalive pings.
+ */
+export function serverOptions(maxMessageBytes: number, maxSessions = 0): ChannelOptions {
   return {
     "grpc.max_receive_message_length": maxMessageBytes,
     "grpc.max_send_message_length": maxMessageBytes,
     "grpc.keepalive_permit_without_calls": 1,
-    "grpc.max_concurrent_streams": 0x7fffffff,
+    "grpc.keepalive_time_ms": 60_000,
+    "grpc.keepalive_timeout_ms": 20_000,
+    "grpc.max_concurrent_streams": Math.max(128, maxSessions + 16),
   };
 }
 

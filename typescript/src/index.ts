@@ -4,13 +4,14 @@
  * {@link serve}) so environments can be written in TypeScript.
  */
 
+export { TOKEN_ENV, TokenSet, bearerToken, checkBind, isLoopbackHost } from "./auth.js";
 export * from "./codec.js";
 export * from "./client.js";
 export * from "./environment.js";
 export * from "./errors.js";
 export { PROTOCOL_VERSION, SERVICE_NAME, parseUrl, serviceDefinition, environmentServiceDefinition } from "./grpc.js";
 export { Runtime, Session, SessionManager, VectorSession, type RuntimeOptions } from "./session.js";
-export { Server, serve, type ServeOptions, type ServerOptions } from "./server.js";
+export { DEFAULT_HANDSHAKE_TIMEOUT_MS, Server, serve, type ServeOptions, type ServerOptions } from "./server.js";
 export * from "./tools.js";
 export { gridworld, GridWorld } from "./envs/gridworld.js";
 export { echo, Echo } from "./envs/echo.js";

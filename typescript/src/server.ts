@@ -7,18 +7,28 @@
  * reference server (openenv.server): one stream is one session, requests are answered
  * one at a time in arrival order, errors travel in band as `SessionResponse.error`, and
  * events that answer no request (idle reaping, drain) end the stream with a gRPC status.
+ *
+ * The listener's guards are those of RFC 0003 (docs/security.md): bearer tokens on every
+ * call but health checks (`tokens`, refused with UNAUTHENTICATED before any handler runs),
+ * a handshake deadline for silent Session streams (`handshakeTimeoutMs`, DEADLINE_EXCEEDED),
+ * no anonymous listener on a non-loopback address unless `allowAnonymous`, and requests whose
+ * bytes do not decode answered INVALID_ARGUMENT in band (fatal as the first request) instead
+ * of ending the stream.
  */
 
-import { create, type JsonObject, type MessageInitShape } from "@bufbuild/protobuf";
-import type { Duration } from "@bufbuild/protobuf/wkt";
+import { create, toBinary, type JsonObject, type MessageInitShape } from "@bufbuild/protobuf";
+import { DurationSchema, type Duration } from "@bufbuild/protobuf/wkt";
 import * as grpc from "@grpc/grpc-js";
 import { ReflectionService } from "@grpc/reflection";
 import { HealthImplementation, service as healthService } from "grpc-health-check";
+import { TokenSet, checkBind, tokenGuard } from "./auth.js";
 import type { EnvironmentDefinition } from "./environment.js";
 import {
+  DeadlineExceeded,
   EnvError,
   FailedPrecondition,
   InvalidArgument,
+  ResourceExhausted,
   internalError,
   statusOf,
   Unimplemented,
@@ -26,6 +36,7 @@ import {
 import {
   EnvironmentService,
   GetInfoResponseSchema,
+  SessionRequestSchema,
   SessionResponseSchema,
   type GetInfoResponse,
   type SessionRequest,
@@ -47,6 +58,7 @@ import {
   type RuntimeOptions,
   type StateOutcome,
 } from "./session.js";
+import { strictFromBinary } from "./wire.js";
 
 /** Where and how to serve. */
 export interface ServerOptions extends RuntimeOptions {
@@ -56,7 +68,25 @@ export interface ServerOptions extends RuntimeOptions {
   port?: number;
   /** Serve gRPC reflection (default true). */
   reflection?: boolean;
+  /**
+   * Accepted bearer tokens (RFC 0003): with one or more, every call but the health
+   * service's needs `authorization: Bearer <token>` metadata, else it ends with
+   * UNAUTHENTICATED and no session is opened (`Capabilities.auth_required`). Not read from
+   * the environment here: `TokenSet.load()` (or the CLI) adds `$OPENENV_TOKEN`.
+   */
+  tokens?: TokenSet | Iterable<string>;
+  /** Serve a non-loopback host without a token (refused otherwise; default false). */
+  allowAnonymous?: boolean;
+  /**
+   * A Session stream that has not sent its first request (the handshake) within this
+   * many ms ends with DEADLINE_EXCEEDED (`Capabilities.handshake_timeout`; default
+   * 10 000; 0 disables).
+   */
+  handshakeTimeoutMs?: number;
 }
+
+/** Default of {@link ServerOptions.handshakeTimeoutMs}: 10 s. */
+export const DEFAULT_HANDSHAKE_TIMEOUT_MS = 10_000;
 
 const SNAKE: Record<string, string> = {
   listTools: "list_tools", callTool: "call_tool", batchReset: "batch_reset", batchStep: "batch_step",
@@ -64,6 +94,11 @@ const SNAKE: Record<string, string> = {
 
 function durationMs(d: Duration | undefined): number | undefined {
   return d === undefined ? undefined : Number(d.seconds) * 1000 + d.nanos / 1e6;
+}
+
+function durationOf(ms: number): Duration {
+  const whole = Math.floor(ms / 1000);
+  return create(DurationSchema, { seconds: BigInt(whole), nanos: Math.round((ms - whole * 1000) * 1e6) });
 }
 
 function majorOf(version: string): number {
@@ -74,10 +109,75 @@ function majorOf(version: string): number {
   return Number(m[1]);
 }
 
+/** A request whose bytes did not decode: why, and its id when the bytes start with field 1. */
+class Undecodable {
+  constructor(readonly error: string, readonly requestId: bigint) {}
+}
+
+/** Field 1 (a varint) when `data` starts with it; 0 otherwise (encoders write fields in number order). */
+function leadingUint64(data: Uint8Array): bigint {
+  if (data[0] !== 0x08) {
+    return 0n;
+  }
+  let value = 0n;
+  for (let i = 1; i < Math.min(data.length, 11); i++) {
+    value |= BigInt(data[i]! & 0x7f) << BigInt(7 * (i - 1));
+    if ((data[i]! & 0x80) === 0) {
+      return BigInt.asUintN(64, value);
+    }
+  }
+  return 0n;
+}
+
+function decodeRequest(data: Uint8Array): SessionRequest | Undecodable {
+  try {
+    return strictFromBinary(SessionRequestSchema, data);
+  } catch (e) {
+    return new Undecodable(`${e instanceof Error ? e.message : String(e)}`.slice(0, 200), leadingUint64(data));
+  }
+}
+
+/**
+ * Serialize a SessionResponse once; one larger than the message limit (which would end the
+ * whole stream) is replaced by an in-band, non-fatal RESOURCE_EXHAUSTED for the same request
+ * (RFC 0003).
+ */
+function boundedSerializer(limit: number): (resp: SessionResponse) => Buffer {
+  return (resp) => {
+    const data = toBinary(SessionResponseSchema, resp);
+    if (data.length <= limit) {
+      return Buffer.from(data.buffer, data.byteOffset, data.length);
+    }
+    const kind = (resp.kind.case ?? "nothing").replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`);
+    const err = new ResourceExhausted(
+      `the reply (${kind}, ${data.length} bytes) exceeds the ${limit}-byte message limit; the request was carried out`);
+    return Buffer.from(toBinary(SessionResponseSchema, create(SessionResponseSchema, {
+      requestId: resp.requestId, kind: { case: "error", value: statusOf(err) },
+    })));
+  };
+}
+
+/**
+ * The service as registered: Session requests arrive as bytes and are decoded by the
+ * handler, so that undecodable ones are answered in band (grpc-js would end the stream with
+ * INTERNAL) and a call the token guard refuses is never decoded at all; replies are bounded
+ * to `limit` bytes.
+ */
+function servedDefinition(limit: number): grpc.ServiceDefinition {
+  return {
+    ...environmentServiceDefinition,
+    Session: {
+      ...environmentServiceDefinition.Session,
+      requestDeserialize: (b: Buffer) => b,
+      responseSerialize: boundedSerializer(limit),
+    },
+  };
+}
+
 type AnySession<A, O, S> = Session<A, O, S> | VectorSession<A, O, S>;
 /** The answer of one request (a SessionResponse.kind), and whether the stream ends after it. */
 type Answer = { kind: MessageInitShape<typeof SessionResponseSchema>["kind"]; close?: boolean };
-type Call = grpc.ServerDuplexStream<SessionRequest, SessionResponse>;
+type Call = grpc.ServerDuplexStream<Buffer, SessionResponse>;
 
 /** An environment server on @grpc/grpc-js. `await start()`, then `await stop()`. */
 export class Server<A, O, S = undefined> {
@@ -89,12 +189,26 @@ export class Server<A, O, S = undefined> {
   private readonly requestedPort: number;
   private grpcServer: grpc.Server | undefined;
   private readonly health = new HealthImplementation({ "": "NOT_SERVING", [SERVICE_NAME]: "NOT_SERVING" });
+  /** The accepted bearer tokens (empty: anonymous access). */
+  readonly tokens: TokenSet;
+  /** The handshake deadline in ms (0: none). */
+  readonly handshakeTimeoutMs: number;
 
   constructor(definition: EnvironmentDefinition<A, O, S>, private readonly options: ServerOptions = {}) {
     this.runtime = new Runtime(definition, options);
     this.manager = new SessionManager(this.runtime);
     this.host = options.host ?? "127.0.0.1";
     this.requestedPort = options.port ?? 50051;
+    const tokens = options.tokens ?? [];
+    this.tokens = tokens instanceof TokenSet ? tokens : new TokenSet(tokens);
+    const deadline = options.handshakeTimeoutMs ?? DEFAULT_HANDSHAKE_TIMEOUT_MS;
+    if (!(deadline >= 0 && Number.isFinite(deadline))) {
+      throw new Error(`handshakeTimeoutMs must be a finite number >= 0, got ${deadline}`);
+    }
+    this.handshakeTimeoutMs = deadline;
+    const caps = this.runtime.info.capabilities!; // what GetInfo and the handshake tell clients (RFC 0003)
+    caps.authRequired = this.tokens.size > 0;
+    caps.handshakeTimeout = deadline > 0 ? durationOf(deadline) : undefined;
   }
 
   /** `grpc://host:port` of the running server. */
@@ -105,8 +219,12 @@ export class Server<A, O, S = undefined> {
 
   /** Bind, start serving and report SERVING. */
   async start(): Promise<this> {
-    const server = new grpc.Server(serverOptions(this.runtime.maxMessageBytes));
-    server.addService(environmentServiceDefinition, {
+    checkBind(this.host, this.tokens, this.options.allowAnonymous ?? false);
+    const server = new grpc.Server({
+      ...serverOptions(this.runtime.maxMessageBytes, this.runtime.maxSessions),
+      interceptors: [tokenGuard(this.tokens)],
+    });
+    server.addService(servedDefinition(this.runtime.maxMessageBytes), {
       Session: (call: Call) => this.session(call),
       GetInfo: (_call: unknown, callback: grpc.sendUnaryData<GetInfoResponse>) => {
         callback(null, create(GetInfoResponseSchema, { info: this.runtime.info }));
@@ -169,6 +287,15 @@ export class Server<A, O, S = undefined> {
     let first = true;
     let ended = false;
     let chain: Promise<void> = Promise.resolve();
+    // The handshake deadline (RFC 0003): a stream silent for that long ends DEADLINE_EXCEEDED.
+    const limit = this.handshakeTimeoutMs;
+    let deadline: NodeJS.Timeout | undefined = limit > 0
+      ? setTimeout(() => terminate(new DeadlineExceeded(`no handshake within ${limit / 1000} s`)), limit)
+      : undefined;
+    const arrived = (): void => {
+      clearTimeout(deadline);
+      deadline = undefined;
+    };
 
     const release = async (): Promise<void> => {
       if (session !== undefined) {
@@ -195,12 +322,21 @@ export class Server<A, O, S = undefined> {
       void release();
     };
 
-    const handle = async (req: SessionRequest): Promise<void> => {
+    const handle = async (req: SessionRequest | Undecodable): Promise<void> => {
       if (ended) {
         return; // requests after close or a fatal error are never answered
       }
       const answer = (kind: Answer["kind"]): SessionResponse =>
         create(SessionResponseSchema, { requestId: req.requestId, kind });
+      if (req instanceof Undecodable) { // in band, never dispatched; it ends only a session not yet open
+        const err = new InvalidArgument(`undecodable SessionRequest (${req.error})`, { fatal: first });
+        write(answer({ case: "error", value: statusOf(err) }));
+        if (first) {
+          first = false;
+          await finish();
+        }
+        return;
+      }
       if (first) {
         first = false;
         try {
@@ -241,13 +377,22 @@ export class Server<A, O, S = undefined> {
         console.error("openenv: session stream failed:", e);
       });
     };
-    call.on("data", (req: SessionRequest) => enqueue(() => handle(req)));
-    call.on("end", () => enqueue(finish)); // half-close: answer what was sent, then end OK
+    call.on("data", (data: Buffer) => {
+      arrived();
+      const req = decodeRequest(data);
+      enqueue(() => handle(req));
+    });
+    call.on("end", () => { // half-close: answer what was sent, then end OK
+      arrived();
+      enqueue(finish);
+    });
     call.on("cancelled", () => {
+      arrived();
       ended = true;
       enqueue(release);
     });
     call.on("error", () => {
+      arrived();
       ended = true;
       enqueue(release);
     });

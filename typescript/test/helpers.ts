@@ -55,12 +55,13 @@ export class RawSession {
   private waiters: (() => void)[] = [];
   end: StreamEnd | undefined;
 
-  constructor(url: string) {
+  /** `metadata`: sent with the call (e.g. `authorization`); none by default. */
+  constructor(url: string, metadata: grpc.Metadata = new grpc.Metadata()) {
     const Ctor = grpc.makeGenericClientConstructor(environmentServiceDefinition, "EnvironmentService");
     this.client = new Ctor(parseUrl(url), grpc.credentials.createInsecure());
     this.call = this.client.makeBidiStreamRequest<Uint8Array, SessionResponse>(
       environmentServiceDefinition.Session.path, (b: Uint8Array) => Buffer.from(b),
-      environmentServiceDefinition.Session.responseDeserialize as (b: Buffer) => SessionResponse);
+      environmentServiceDefinition.Session.responseDeserialize as (b: Buffer) => SessionResponse, metadata);
     this.call.on("data", (r: SessionResponse) => {
       this.queue.push(r);
       this.wake();
@@ -86,14 +87,19 @@ export class RawSession {
     this.call.write(toBinary(SessionRequestSchema, create(SessionRequestSchema, req)));
   }
 
+  /** Write bytes as one request message, whatever they hold. */
+  sendBytes(bytes: Uint8Array): void {
+    this.call.write(bytes);
+  }
+
   /** Half-close the request side. */
   halfClose(): void {
     this.call.end();
   }
 
   /** The next response, or undefined when the stream ended first. */
-  async recv(): Promise<SessionResponse | undefined> {
-    const deadline = Date.now() + WAIT_MS;
+  async recv(waitMs = WAIT_MS): Promise<SessionResponse | undefined> {
+    const deadline = Date.now() + waitMs;
     while (this.queue.length === 0 && this.end === undefined) {
       if (Date.now() > deadline) {
         throw new Error("no response within the wait bound");
@@ -107,8 +113,8 @@ export class RawSession {
   }
 
   /** Wait for the end of the stream. */
-  async ended(): Promise<StreamEnd> {
-    await waitUntil(() => this.end !== undefined, "the end of the stream");
+  async ended(waitMs = WAIT_MS): Promise<StreamEnd> {
+    await waitUntil(() => this.end !== undefined, "the end of the stream", waitMs);
     return this.end!;
   }
 

@@ -3,7 +3,9 @@
  *
  * The servers are started by python/tests/test_typescript.py, which passes their URLs
  * in OPENENV_ECHO_URL (echo_env.server:EchoEnvironment) and OPENENV_GRIDWORLD_URL
- * (gridworld.server:GridWorldEnvironment). Without them these tests are skipped.
+ * (gridworld.server:GridWorldEnvironment), and OPENENV_SECURED_URL with
+ * OPENENV_SECURED_TOKEN for an echo_env that requires that bearer token (RFC 0003).
+ * Without them these tests are skipped.
  */
 
 import assert from "node:assert/strict";
@@ -11,7 +13,7 @@ import { describe, it } from "node:test";
 import { create, isMessage } from "@bufbuild/protobuf";
 import { EnvClient } from "../src/client.js";
 import { EpisodeStatus } from "../src/gen/openenv/v1/environment_pb.js";
-import { FailedPrecondition, InvalidArgument, NotFound } from "../src/errors.js";
+import { FailedPrecondition, InvalidArgument, NotFound, Unauthenticated } from "../src/errors.js";
 import { ActionSchema, Move, ObservationSchema, type Action, type Observation } from "../src/gen/gridworld/v1/gridworld_pb.js";
 import { CallToolRequestSchema, CallToolResponseSchema, type CallToolResponse } from "../src/gen/openenv/v1/tool_pb.js";
 import { bestMove } from "./helpers.js";
@@ -20,6 +22,9 @@ const ECHO = process.env.OPENENV_ECHO_URL;
 const GRID = process.env.OPENENV_GRIDWORLD_URL;
 const skipEcho = ECHO ? false : "OPENENV_ECHO_URL is not set (python/tests/test_typescript.py sets it)";
 const skipGrid = GRID ? false : "OPENENV_GRIDWORLD_URL is not set (python/tests/test_typescript.py sets it)";
+const SECURED = process.env.OPENENV_SECURED_URL;
+const SECURED_TOKEN = process.env.OPENENV_SECURED_TOKEN;
+const skipSecured = SECURED && SECURED_TOKEN ? false : "OPENENV_SECURED_URL/_TOKEN are not set (python/tests/test_typescript.py sets them)";
 
 const echo = (message: string) => create(CallToolRequestSchema, { name: "echo_message", arguments: { message } });
 
@@ -63,6 +68,22 @@ describe("TypeScript client, Python echo_env", () => {
       const st = await env.state();
       assert.equal(st.stepCount, 6);
       assert.deepEqual(st.state, { echoed: 6 });
+    } finally {
+      await env.close();
+    }
+  });
+});
+
+describe("TypeScript client, Python server requiring a token (RFC 0003)", () => {
+  it("is refused UNAUTHENTICATED without the token or with another, and served with it", { skip: skipSecured }, async () => {
+    for (const token of ["", "not-the-token"]) {
+      await assert.rejects(EnvClient.connect(SECURED!, { token }), (e: unknown) => e instanceof Unauthenticated && e.fatal);
+    }
+    const env = await EnvClient.connect(SECURED!, { token: SECURED_TOKEN! });
+    try {
+      assert.equal(env.info.capabilities?.authRequired, true);
+      await env.reset();
+      assert.equal((await env.callTool("echo_message", { message: "x" })).structuredContent?.result, "x");
     } finally {
       await env.close();
     }
