@@ -35,6 +35,7 @@ CODECS = str(ROOT / "tools" / "bench" / "codecs.py")
 MICRO_LABEL = "codec encode+decode per message, gridworld pb2 vs betterproto2"
 GRIDWORLD_PB2 = "gridworld, pb2 types (upb), sequential"
 GRIDWORLD_BP = "gridworld, betterproto2 types, sequential"
+H2 = "ours on grpclib (client and server)"  # rows of the grpclib engine; their client runs it too
 BRIDGE_ENVS = ROOT / "python" / "tests" / "bridge"
 ENV = {**os.environ, "GRPC_VERBOSITY": "ERROR", "PYTHONPATH": f"{ROOT}{os.pathsep}{BRIDGE_ENVS}"}
 sys.path.insert(0, str(ROOT))
@@ -111,11 +112,13 @@ def http_server(cmd: list[str]) -> Iterator[tuple[str, int]]:
             yield Path(ready).read_text().strip(), pid
 
 
-def client(kind: str, scenario: str, url: str, duration: float, k: int | None = None) -> dict[str, Any]:
+def client(
+    kind: str, scenario: str, url: str, duration: float, k: int | None = None, engine: str = "grpcio"
+) -> dict[str, Any]:
     cmd = [PY, CLIENT, "--kind", kind, "--scenario", scenario, "--url", url, "--duration", str(duration)]
     if k is not None:
         cmd += ["--k", str(k)]
-    out = subprocess.run(cmd, capture_output=True, text=True, env=ENV, timeout=600)
+    out = subprocess.run(cmd, capture_output=True, text=True, env={**ENV, "OPENENV_ENGINE": engine}, timeout=600)
     if out.returncode != 0:
         return {"error": out.stderr.strip().splitlines()[-1] if out.stderr.strip() else "failed"}
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -157,6 +160,9 @@ def main() -> int:
         "openenv-async": "async_counter_app",
         "openenv-tools": "echo_app",
         "bridge-tools": [*http[:4], "tools.bench.envs:ToolEcho", *http[4:], "--http-ready-file"],
+        # The grpclib engine (openenv.engines), the same servers: `--engine grpclib`.
+        "sync-grpclib": [*_serve_cmd("bridge_envs:BenchCounter"), "--engine", "grpclib"],
+        "async-grpclib": [*_serve_cmd("bridge_envs:AsyncBenchCounter"), "--engine", "grpclib"],
         "tools": _serve_cmd("tools.bench.envs:ToolEcho"),
         "big": _serve_cmd("tools.bench.envs:BigObs"),
         "image": _serve_cmd("tools.bench.envs:Image"),
@@ -172,6 +178,12 @@ def main() -> int:
         ("ours, async env, pipelined k=16", "async", "ours", "pipelined", 16),
         ("ours, sync env, batched N=64", "sync", "ours", "batched", 64),
         ("ours, async env, batched N=64", "async", "ours", "batched", 64),
+        (f"{H2}, sync env, sequential", "sync-grpclib", "ours", "seq", None),
+        (f"{H2}, async env, sequential", "async-grpclib", "ours", "seq", None),
+        (f"{H2}, sync env, pipelined k=16", "sync-grpclib", "ours", "pipelined", 16),
+        (f"{H2}, async env, pipelined k=16", "async-grpclib", "ours", "pipelined", 16),
+        (f"{H2}, async env, batched N=64", "async-grpclib", "ours", "batched", 64),
+        ("grpcio client, grpclib server, async env, sequential", "async-grpclib", "ours", "seq", None),
         ("ours, tool call as a step", "tools", "ours", "tools", None),
         ("stock OpenEnv, MCP tool call as a step (WebSocket)", "openenv-tools", "ws", "tools", None),
         ("ours bridge, tool call as a step (WebSocket)", "bridge-tools", "ws", "tools", None),
@@ -211,7 +223,7 @@ def main() -> int:
                 ctx = server(cmd)
             with ctx as (url, _pid):
                 for label, _, kind, scenario, k in rows:
-                    r = client(kind, scenario, url, ns.duration, k)
+                    r = client(kind, scenario, url, ns.duration, k, "grpclib" if label.startswith(H2) else "grpcio")
                     results[label].append(r)
                     print(
                         f"[{rep + 1}/{ns.repeats}] {label}: "

@@ -22,6 +22,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from openenv.engines import DEFAULT_ENGINE, server_class
 from openenv.observability import Observer
 from openenv.observability.grpc import ObservingInterceptor, env_clock
 from openenv.runtime.environment import Environment
@@ -111,6 +112,8 @@ class Host:
             port takes no token: beyond loopback it needs ``allow_anonymous`` (with tokens,
             scrape the HTTP side's ``/metrics`` with the token instead).
         web: serve the ``/web`` playground (default: only when the HTTP side is on loopback).
+        engine: the library of the gRPC listener, ``"grpcio"`` (default) or ``"grpclib"``
+            (:mod:`openenv.engines`; same protocol, docs/performance.md).
     """
 
     def __init__(
@@ -137,6 +140,7 @@ class Host:
         metrics: bool = True,
         metrics_port: int | None = None,
         web: bool | None = None,
+        engine: str = DEFAULT_ENGINE,
     ) -> None:
         if http_port is DEFAULT:
             if http_available():
@@ -173,7 +177,7 @@ class Host:
         self._metrics_server: Any = None
         self.web = is_loopback(http_host or host) if web is None else web
         self.grpc: Server | None = (
-            Server(
+            server_class(engine)(
                 self.manager,
                 host,
                 port,

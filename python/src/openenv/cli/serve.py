@@ -101,6 +101,14 @@ __all__ = ["serve_command"]
     show_default="thread",
     help="process: each session's environment in its own worker process (a crash loses only that session).",
 )
+@click.option(
+    "--engine",
+    type=click.Choice(["grpcio", "grpclib"]),
+    default=lambda: os.environ.get("OPENENV_ENGINE", "grpcio"),
+    show_default="$OPENENV_ENGINE, else grpcio",
+    help="Library of the gRPC listener: grpcio (grpc.aio, the reference) or grpclib (the grpclib extra; "
+    "same protocol, docs/performance.md).",
+)
 @security_options
 @click.option(
     "--web/--no-web",
@@ -133,6 +141,7 @@ def serve_command(
     ws_ping_timeout: float,
     handshake_timeout: float,
     isolation: str,
+    engine: str,
     tokens: tuple[str, ...],
     token_file: str | None,
     allow_anonymous: bool,
@@ -201,9 +210,10 @@ def serve_command(
             allow_anonymous=allow_anonymous,
             handshake_timeout_s=handshake_timeout or None,
             isolation=isolation,
+            engine=engine,
             web=web,
             metrics_port=metrics_port,
             **http,
         )
-    except (TypeError, ValueError, RuntimeError) as e:
+    except (TypeError, ValueError, RuntimeError, ImportError) as e:
         raise click.ClickException(str(e)) from e

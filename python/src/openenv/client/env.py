@@ -64,6 +64,9 @@ from openenv.security import TOKEN_ENV
 from openenv.v1 import environment_pb2, payload_pb2, rubric_pb2
 from openenv.values import from_value, to_struct, to_value
 
+ENGINE_ENV = "OPENENV_ENGINE"
+"""The gRPC engine of clients (and of ``openenv serve``) when none is given: grpcio or grpclib."""
+
 __all__ = [
     "AUTORESET_MODES",
     "BatchResult",
@@ -98,9 +101,12 @@ def connect_url(
     token: str | None = None,
     ca_file: str | None = None,
     client_cert: tuple[str, str] | None = None,
+    engine: str | None = None,
 ) -> Connection:
     """The connection (not yet open) that speaks to ``url``: gRPC for ``grpc(s)://`` and bare
     ``host:port``; OpenEnv's WebSocket protocol for ``http(s)://`` and ``ws(s)://``.
+    ``engine``: the gRPC library, ``"grpcio"`` (grpc.aio, the default) or ``"grpclib"`` (the
+    grpclib extra; the same protocol); default ``$OPENENV_ENGINE``, else grpcio.
     ``token``: the bearer token sent (default :func:`default_token`); ``ca_file``: the CA
     that signed a TLS server's certificate (default: the system's); ``client_cert``: the
     (certificate, key) files presented to a server that requires one (mutual TLS)."""
@@ -115,7 +121,19 @@ def connect_url(
             ca_file=ca_file,
             client_cert=client_cert,
         )
-    return GrpcConnection(
+    engine = engine or os.environ.get(ENGINE_ENV) or "grpcio"
+    if engine not in ("grpcio", "grpclib"):
+        raise ValueError(f"unknown gRPC engine {engine!r}: expected grpcio or grpclib")
+    connection_cls: type[GrpcConnection] = GrpcConnection
+    if engine == "grpclib":
+        try:
+            from openenv.client.grpclib import GrpclibConnection
+        except ImportError as e:
+            raise ImportError(
+                f"the grpclib engine needs the grpclib extra: pip install 'protoenv[grpclib]' ({e})"
+            ) from e
+        connection_cls = GrpclibConnection
+    return connection_cls(
         parse_url(url)[1],
         max_message_bytes=max_message_bytes,
         keepalive_s=keepalive_s,
@@ -157,7 +175,8 @@ class EnvClient:
     """An async session with one environment server (one environment instance).
 
     ``num_envs > 1`` opens a vectorised session (see :class:`VectorEnvClient`, which is
-    the explicit way to ask for one).
+    the explicit way to ask for one). ``engine``: the gRPC library of ``grpc://`` URLs,
+    ``"grpcio"`` (default) or ``"grpclib"`` (see :func:`connect_url`).
     """
 
     action_type: ClassVar[Any] = None
@@ -181,6 +200,7 @@ class EnvClient:
         ca_file: str | None = None,
         client_cert: tuple[str, str] | None = None,
         resume: bool = True,
+        engine: str | None = None,
     ) -> None:
         scheme_of(base_url)  # ValueError for a scheme no transport speaks
         if num_envs < 1:
@@ -204,6 +224,7 @@ class EnvClient:
         self._state_codec: Codec | None = codec_for(self.state_type) if self.state_type is not None else None
         self._classes: dict[str, type[Message]] = {}
         self.resume = resume
+        self.engine = engine  # the gRPC library (connect_url); None: $OPENENV_ENGINE, else grpcio
         self._attach_token = ""  # a fork's token: connect() reattaches that session
 
     # ------------------------------------------------------------------ lifecycle
@@ -224,6 +245,7 @@ class EnvClient:
             token=self.token,
             ca_file=self.ca_file,
             client_cert=self.client_cert,
+            engine=self.engine,
         )
         hs = environment_pb2.HandshakeRequest(
             protocol_version=PROTOCOL_VERSION,
