@@ -32,6 +32,7 @@ ROOT = Path(__file__).resolve().parents[2]
 PY = sys.executable
 CLIENT = str(ROOT / "tools" / "bench" / "client.py")
 CODECS = str(ROOT / "tools" / "bench" / "codecs.py")
+HANDOFF = str(ROOT / "tools" / "bench" / "handoff.py")
 MICRO_LABEL = "codec encode+decode per message, gridworld pb2 vs betterproto2"
 GRIDWORLD_PB2 = "gridworld, pb2 types (upb), sequential"
 GRIDWORLD_BP = "gridworld, betterproto2 types, sequential"
@@ -239,6 +240,18 @@ def main() -> int:
         )
         micro = json.loads(out.stdout.strip().splitlines()[-1])
 
+    handoff: dict[str, float] = {}
+    if not ns.only or "hand-off" in ns.only:  # sync environments' thread hand-off (tools/bench/handoff.py)
+        out = subprocess.run(
+            [PY, HANDOFF, "--repeats", str(ns.repeats)],
+            capture_output=True,
+            text=True,
+            env=ENV,
+            timeout=600,
+            check=True,
+        )
+        handoff = json.loads(out.stdout.strip().splitlines()[-1])
+
     memory: dict[str, Any] = {}
     with server(servers["sync"]) as (url, pid):
         time.sleep(0.5)
@@ -290,7 +303,9 @@ def main() -> int:
     out = Path(ns.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "bench.json").write_text(
-        json.dumps({"meta": meta, "table": table, "memory": memory, "codec_micro": micro}, indent=2)
+        json.dumps(
+            {"meta": meta, "table": table, "memory": memory, "codec_micro": micro, "handoff_us": handoff}, indent=2
+        )
     )
     lines = [
         f"Machine: {meta['machine']}; {meta['repeats']} alternating repeats of {meta['duration_s']} s, "
@@ -310,6 +325,13 @@ def main() -> int:
         f"Memory: idle server RSS {memory['idle_server_rss_mib']:.1f} MiB; "
         f"{memory['sessions']} idle sessions add {memory['per_idle_session_kib']:.1f} KiB each.",
     ]
+    if handoff:
+        lines += [
+            "",
+            f"Sync environment hand-off, one call to a worker thread and back (µs, median of {ns.repeats}): "
+            + "; ".join(f"{k} {v:.1f}" for k, v in handoff.items())
+            + f" (EnvThreads / run_in_executor = {handoff['EnvThreads'] / handoff['run_in_executor']:.2f}).",
+        ]
     by_label = {row["scenario"]: row for row in table}
     if GRIDWORLD_PB2 in by_label and GRIDWORLD_BP in by_label:
         lines += [
