@@ -44,9 +44,8 @@ import copy
 import dataclasses
 import os
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
-import numpy as np
 from google.protobuf.message import Message
 
 from openenv.client.connection import Connection
@@ -56,7 +55,7 @@ from openenv.client.urls import WS_SCHEMES, is_hf_space, parse_url, scheme_of
 from openenv.client.ws import WsConnection
 from openenv.errors import EnvError, FailedPrecondition
 from openenv.protocol import PROTOCOL_VERSION, EpisodeStatus, SessionState, StepResult
-from openenv.runtime.codec import Codec, codec_for, message_class, tensor_from_proto, tensor_to_proto
+from openenv.runtime.codec import Codec, codec_for, is_ndarray, message_class, tensor_from_proto, tensor_to_proto
 from openenv.runtime.rubrics import Score
 from openenv.runtime.tasks import TaskInfo
 from openenv.runtime.tools import CallToolAction, CallToolObservation, Tool, ToolResult
@@ -66,6 +65,9 @@ from openenv.values import from_value, to_struct, to_value
 
 ENGINE_ENV = "OPENENV_ENGINE"
 """The gRPC engine of clients (and of ``openenv serve``) when none is given: grpcio or grpclib."""
+
+if TYPE_CHECKING:
+    import numpy as np
 
 __all__ = [
     "AUTORESET_MODES",
@@ -160,14 +162,20 @@ class BatchResult:
     @property
     def rewards(self) -> np.ndarray:
         """Rewards as float64 (NaN where a step had no reward)."""
+        import numpy as np
+
         return np.array([np.nan if r.reward is None else r.reward for r in self.results], dtype=np.float64)
 
     @property
     def terminated(self) -> np.ndarray:
+        import numpy as np
+
         return np.array([r.terminated for r in self.results], dtype=bool)
 
     @property
     def truncated(self) -> np.ndarray:
+        import numpy as np
+
         return np.array([r.truncated for r in self.results], dtype=bool)
 
 
@@ -323,7 +331,7 @@ class EnvClient:
             out.message.Pack(action)
         elif hasattr(action, "__openenv_proto__"):
             out.message.Pack(action.to_proto())
-        elif isinstance(action, np.ndarray):
+        elif is_ndarray(action):
             tensor_to_proto(action, out.tensor)
         else:
             to_value(action, out.json)

@@ -13,12 +13,11 @@ import functools
 import inspect
 import logging
 import math
+import sys
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar
-
-import numpy as np
 
 from openenv.errors import (
     DeadlineExceeded,
@@ -203,7 +202,10 @@ def _check_reward(r: Any) -> float | None:
         return None
     if isinstance(r, bool):
         return float(r)
-    if isinstance(r, (int, float, np.integer, np.floating)):
+    if isinstance(r, (int, float)):
+        return float(r)
+    np = sys.modules.get("numpy")  # a NumPy number exists only once NumPy is imported
+    if np is not None and isinstance(r, (np.integer, np.floating)):
         return float(r)
     raise TypeError(f"reward must be a number or None, got {type(r).__name__}")
 
