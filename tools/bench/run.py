@@ -223,6 +223,7 @@ def main() -> int:
         plan = [p for p in plan if ns.only in p[0] or "ceiling" in p[0]]
     results: dict[str, list[dict[str, Any]]] = {label: [] for label, *_ in plan}
     t_start = time.time()
+    load_start = os.getloadavg()[0]
     for rep in range(ns.repeats):  # alternate: every system once per repeat
         for name, cmd in servers.items():
             rows = [p for p in plan if p[1] == name]
@@ -320,6 +321,8 @@ def main() -> int:
         "duration_s": ns.duration,
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "wall_s": round(time.time() - t_start),
+        # Other work on the machine during the run (1-minute load average at the start and end).
+        "load_avg": [round(load_start, 2), round(os.getloadavg()[0], 2)],
     }
     out = Path(ns.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -338,7 +341,7 @@ def main() -> int:
     )
     lines = [
         f"Machine: {meta['machine']}; {meta['repeats']} alternating repeats of {meta['duration_s']} s, "
-        f"medians; {meta['date']}.",
+        f"medians; {meta['date']}; load average {meta['load_avg'][0]} at the start, {meta['load_avg'][1]} at the end.",
         "",
         "| scenario | steps/s (median) | x ceiling | p50 ms | p99 ms | errors | runs |",
         "| --- | ---: | ---: | ---: | ---: | ---: | --- |",

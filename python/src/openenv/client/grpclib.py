@@ -100,6 +100,7 @@ class _Call:
         )
         self._limit = limit
         self._started: asyncio.Future[None] | None = None
+        self._open = False  # the request headers went out: the hot path skips _start
         self._headers_read = False
         self._code: grpc.StatusCode | None = None
         self._details = ""
@@ -116,6 +117,7 @@ class _Call:
                 self._started.exception()  # retrieved: raised to this caller and to the others
                 raise self._failed(e) from None
             self._started.set_result(None)
+            self._open = True
         else:
             await asyncio.shield(self._started)
 
@@ -134,7 +136,8 @@ class _Call:
         return cast(BaseException, _rpc_error(self._code, self._details))
 
     async def write(self, message: environment_pb2.SessionRequest) -> None:
-        await self._start()
+        if not self._open:
+            await self._start()
         if self._code is not None:
             raise _rpc_error(self._code, self._details)
         try:
@@ -143,7 +146,8 @@ class _Call:
             raise self._failed(e) from None
 
     async def read(self) -> Any:
-        await self._start()
+        if not self._open:
+            await self._start()
         try:
             if not self._headers_read:
                 await self._stream.recv_initial_metadata()
