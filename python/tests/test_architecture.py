@@ -34,6 +34,8 @@ OPTIONAL_EXTRA_IMPORTS = {
     ("openenv.cli.collect", "openenv.record"),  # the collect extra
     ("openenv.client.env", "openenv.deploy.run"),
     ("openenv.runtime.codec", "openenv.runtime.betterproto"),
+    ("openenv.engines", "openenv.engines.grpclib_server"),  # the grpclib extra
+    ("openenv.client.env", "openenv.client.grpclib"),  # the grpclib extra
 }
 
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from openenv.server import Server
+
 __all__ = ["DEFAULT_ENGINE", "ENGINES", "server_class"]
 
 ENGINES = ("grpcio", "grpclib")
@@ -21,8 +23,6 @@ def server_class(engine: str) -> Any:
     """The listener class of ``engine`` (one of :data:`ENGINES`); ValueError otherwise, and
     ImportError naming the extra when the engine's library is not installed."""
     if engine == "grpcio":
-        from openenv.server import Server
-
         return Server
     if engine == "grpclib":
         try:
