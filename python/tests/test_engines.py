@@ -53,7 +53,7 @@ async def test_a_session_works_across_engines_in_order_with_pipelining(
 ) -> None:
     env_cls.reset_counts()
     async with serving(server_engine, env_cls) as srv:
-        async with openenv.EnvClient(srv.address, engine=client_engine, options={"tag": "t"}) as env:
+        async with openenv.EnvClient(srv.address, grpc_engine=client_engine, options={"tag": "t"}) as env:
             assert env.info is not None and env.info.name
             assert (await env.reset(seed=10)).observation == {"total": 10, "tag": "t"}
             r = await env.step({"delta": 5})
@@ -105,10 +105,10 @@ async def test_the_grpclib_listener_requires_its_token_on_every_call_but_health(
         for engine in ("grpcio", "grpclib"):
             for token in ("", "wrong"):
                 with pytest.raises(openenv.Unauthenticated) as e:
-                    async with openenv.EnvClient(srv.address, token=token, engine=engine, connect_timeout=WAIT_S):
+                    async with openenv.EnvClient(srv.address, token=token, grpc_engine=engine, connect_timeout=WAIT_S):
                         pass
                 assert e.value.code == ErrorCode.UNAUTHENTICATED
-            async with openenv.EnvClient(srv.address, token=TOKEN, engine=engine) as env:
+            async with openenv.EnvClient(srv.address, token=TOKEN, grpc_engine=engine) as env:
                 assert (await env.reset(seed=3)).observation["total"] == 3
         assert srv.manager.opened_total == 2  # the refused handshakes never opened a session
         async with grpc.aio.insecure_channel(f"127.0.0.1:{srv.port}") as ch:
@@ -147,10 +147,10 @@ async def test_the_grpclib_listener_answers_undecodable_bytes_in_band_and_refuse
 
 async def test_the_grpclib_client_reports_a_refused_connection_and_a_server_ended_stream() -> None:
     with pytest.raises(openenv.Unavailable):
-        async with openenv.EnvClient("grpc://127.0.0.1:9", engine="grpclib", connect_timeout=2.0):
+        async with openenv.EnvClient("grpc://127.0.0.1:9", grpc_engine="grpclib", connect_timeout=2.0):
             pass
     async with serving("grpcio") as srv:
-        async with openenv.EnvClient(srv.address, engine="grpclib", resume=False) as env:
+        async with openenv.EnvClient(srv.address, grpc_engine="grpclib", resume=False) as env:
             await env.reset()
             await srv.stop(1.0)  # the server drains: it ends the session's stream
             with pytest.raises(openenv.EnvError) as e:
@@ -166,10 +166,10 @@ async def test_tls_works_with_the_grpclib_engine_on_both_sides(tmp_path: Any) ->
         assert srv.address.startswith("grpcs://")
         url = f"grpcs://localhost:{srv.port}"
         for engine in ("grpclib", "grpcio"):
-            async with openenv.EnvClient(url, ca_file=str(pki.ca), engine=engine) as env:
+            async with openenv.EnvClient(url, ca_file=str(pki.ca), grpc_engine=engine) as env:
                 assert (await env.reset(seed=2)).observation["total"] == 2
             with pytest.raises(openenv.Unavailable):  # a CA that signed nothing here
-                async with openenv.EnvClient(url, ca_file=str(pki.other_ca), engine=engine, connect_timeout=2.0):
+                async with openenv.EnvClient(url, ca_file=str(pki.other_ca), grpc_engine=engine, connect_timeout=2.0):
                     pass
 
 
@@ -177,4 +177,4 @@ def test_an_unknown_engine_is_refused_with_the_choices() -> None:
     with pytest.raises(ValueError, match="grpclib"):
         server_class("quic")
     with pytest.raises(ValueError, match="grpclib"):
-        connect_url("grpc://127.0.0.1:1", engine="quic")
+        connect_url("grpc://127.0.0.1:1", grpc_engine="quic")

@@ -95,7 +95,7 @@ async def first_step(url: str, proto: str, engine: str) -> None:
     if proto == "grpc":
         import openenv
 
-        async with openenv.EnvClient(url, engine=engine) as c:
+        async with openenv.EnvClient(url, grpc_engine=engine) as c:
             await c.reset()
             await c.step({"delta": 1})
         return

@@ -103,11 +103,11 @@ def connect_url(
     token: str | None = None,
     ca_file: str | None = None,
     client_cert: tuple[str, str] | None = None,
-    engine: str | None = None,
+    grpc_engine: str | None = None,
 ) -> Connection:
     """The connection (not yet open) that speaks to ``url``: gRPC for ``grpc(s)://`` and bare
     ``host:port``; OpenEnv's WebSocket protocol for ``http(s)://`` and ``ws(s)://``.
-    ``engine``: the gRPC library, ``"grpcio"`` (grpc.aio, the default) or ``"grpclib"`` (the
+    ``grpc_engine``: the gRPC library, ``"grpcio"`` (grpc.aio, the default) or ``"grpclib"`` (the
     grpclib extra; the same protocol); default ``$OPENENV_ENGINE``, else grpcio.
     ``token``: the bearer token sent (default :func:`default_token`); ``ca_file``: the CA
     that signed a TLS server's certificate (default: the system's); ``client_cert``: the
@@ -123,7 +123,7 @@ def connect_url(
             ca_file=ca_file,
             client_cert=client_cert,
         )
-    engine = engine or os.environ.get(ENGINE_ENV) or "grpcio"
+    engine = grpc_engine or os.environ.get(ENGINE_ENV) or "grpcio"
     if engine not in ("grpcio", "grpclib"):
         raise ValueError(f"unknown gRPC engine {engine!r}: expected grpcio or grpclib")
     connection_cls: type[GrpcConnection] = GrpcConnection
@@ -183,7 +183,7 @@ class EnvClient:
     """An async session with one environment server (one environment instance).
 
     ``num_envs > 1`` opens a vectorised session (see :class:`VectorEnvClient`, which is
-    the explicit way to ask for one). ``engine``: the gRPC library of ``grpc://`` URLs,
+    the explicit way to ask for one). ``grpc_engine``: the gRPC library of ``grpc://`` URLs,
     ``"grpcio"`` (default) or ``"grpclib"`` (see :func:`connect_url`).
     """
 
@@ -208,7 +208,7 @@ class EnvClient:
         ca_file: str | None = None,
         client_cert: tuple[str, str] | None = None,
         resume: bool = True,
-        engine: str | None = None,
+        grpc_engine: str | None = None,
     ) -> None:
         scheme_of(base_url)  # ValueError for a scheme no transport speaks
         if num_envs < 1:
@@ -232,7 +232,9 @@ class EnvClient:
         self._state_codec: Codec | None = codec_for(self.state_type) if self.state_type is not None else None
         self._classes: dict[str, type[Message]] = {}
         self.resume = resume
-        self.engine = engine  # the gRPC library (connect_url); None: $OPENENV_ENGINE, else grpcio
+        # The gRPC library (connect_url); None: $OPENENV_ENGINE, else grpcio. (Not `engine`:
+        # from_docker_image passes that one to the container engine.)
+        self.grpc_engine = grpc_engine
         self._attach_token = ""  # a fork's token: connect() reattaches that session
 
     # ------------------------------------------------------------------ lifecycle
@@ -253,7 +255,7 @@ class EnvClient:
             token=self.token,
             ca_file=self.ca_file,
             client_cert=self.client_cert,
-            engine=self.engine,
+            grpc_engine=self.grpc_engine,
         )
         hs = environment_pb2.HandshakeRequest(
             protocol_version=PROTOCOL_VERSION,

@@ -1,4 +1,4 @@
-"""The gRPC transport on grpclib (pure-Python HTTP/2 on the event loop): ``EnvClient(url, engine="grpclib")``.
+"""The gRPC transport on grpclib (pure-Python HTTP/2 on the event loop): ``EnvClient(url, grpc_engine="grpclib")``.
 
 :class:`GrpclibConnection` is :class:`~openenv.client.grpc.GrpcConnection` (the same ids,
 pipelining, timeouts, resumption and closing) over a grpclib stream instead of a grpc.aio
