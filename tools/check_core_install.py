@@ -101,6 +101,16 @@ def main() -> int:
         if "http extra" not in err:
             raise SystemExit(f"openenv serve without the http extra must say it serves gRPC only; stderr:\n{err}")
         print("core install: `openenv serve` serves gRPC only and says why")
+        r = subprocess.run(  # the grpclib engine is an extra: asking for it fails at once, naming it
+            [str(venv / "bin" / "openenv"), "serve", "tools.bench.envs:SyncEcho", "--port", "0", "--engine", "grpclib"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        if r.returncode == 0 or "protoenv[grpclib]" not in r.stderr or "Traceback" in r.stderr:
+            raise SystemExit(f"openenv serve --engine grpclib without the extra must fail naming it; got:\n{r.stderr}")
+        print("core install: `openenv serve --engine grpclib` fails alone, naming protoenv[grpclib]")
         for command, extra in (("build", "protoenv[docker]"),):
             r = subprocess.run(
                 [str(venv / "bin" / "openenv"), command, "--help"], cwd=ROOT, capture_output=True, text=True

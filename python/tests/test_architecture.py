@@ -35,6 +35,8 @@ OPTIONAL_EXTRA_IMPORTS = {
     ("openenv.cli.harness", "openenv.harness"),  # the harness extra
     ("openenv.client.env", "openenv.deploy.run"),
     ("openenv.runtime.codec", "openenv.runtime.betterproto"),
+    ("openenv.engines", "openenv.engines.grpclib_server"),  # the grpclib extra
+    ("openenv.client.env", "openenv.client.grpclib"),  # the grpclib extra
 }
 
 

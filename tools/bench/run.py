@@ -32,9 +32,12 @@ ROOT = Path(__file__).resolve().parents[2]
 PY = sys.executable
 CLIENT = str(ROOT / "tools" / "bench" / "client.py")
 CODECS = str(ROOT / "tools" / "bench" / "codecs.py")
+HANDOFF = str(ROOT / "tools" / "bench" / "handoff.py")
+COLDSTART = str(ROOT / "tools" / "bench" / "coldstart.py")
 MICRO_LABEL = "codec encode+decode per message, gridworld pb2 vs betterproto2"
 GRIDWORLD_PB2 = "gridworld, pb2 types (upb), sequential"
 GRIDWORLD_BP = "gridworld, betterproto2 types, sequential"
+H2 = "ours on grpclib (client and server)"  # rows of the grpclib engine; their client runs it too
 BRIDGE_ENVS = ROOT / "python" / "tests" / "bridge"
 ENV = {**os.environ, "GRPC_VERBOSITY": "ERROR", "PYTHONPATH": f"{ROOT}{os.pathsep}{BRIDGE_ENVS}"}
 sys.path.insert(0, str(ROOT))
@@ -111,11 +114,13 @@ def http_server(cmd: list[str]) -> Iterator[tuple[str, int]]:
             yield Path(ready).read_text().strip(), pid
 
 
-def client(kind: str, scenario: str, url: str, duration: float, k: int | None = None) -> dict[str, Any]:
+def client(
+    kind: str, scenario: str, url: str, duration: float, k: int | None = None, engine: str = "grpcio"
+) -> dict[str, Any]:
     cmd = [PY, CLIENT, "--kind", kind, "--scenario", scenario, "--url", url, "--duration", str(duration)]
     if k is not None:
         cmd += ["--k", str(k)]
-    out = subprocess.run(cmd, capture_output=True, text=True, env=ENV, timeout=600)
+    out = subprocess.run(cmd, capture_output=True, text=True, env={**ENV, "OPENENV_ENGINE": engine}, timeout=600)
     if out.returncode != 0:
         return {"error": out.stderr.strip().splitlines()[-1] if out.stderr.strip() else "failed"}
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -140,6 +145,14 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help="1 repeat, short runs, small C (smoke test)")
     ap.add_argument("--out", default=str(ROOT / "reports"))
     ap.add_argument("--only", default="", help="run only scenarios whose label contains this text")
+    ap.add_argument(
+        "--compare",
+        metavar="BASELINE.json",
+        default=None,
+        help="compare with an earlier reports/bench.json: rows whose ratio to the ceiling fell by more than "
+        "--tolerance are flagged as regressions (exit status 1)",
+    )
+    ap.add_argument("--tolerance", type=float, default=0.10, help="regression threshold for --compare (0.10: 10%%)")
     ns = ap.parse_args()
     if ns.quick:
         ns.repeats, ns.duration = 1, 0.5
@@ -157,6 +170,9 @@ def main() -> int:
         "openenv-async": "async_counter_app",
         "openenv-tools": "echo_app",
         "bridge-tools": [*http[:4], "tools.bench.envs:ToolEcho", *http[4:], "--http-ready-file"],
+        # The grpclib engine (openenv.engines), the same servers: `--engine grpclib`.
+        "sync-grpclib": [*_serve_cmd("bridge_envs:BenchCounter"), "--engine", "grpclib"],
+        "async-grpclib": [*_serve_cmd("bridge_envs:AsyncBenchCounter"), "--engine", "grpclib"],
         "tools": _serve_cmd("tools.bench.envs:ToolEcho"),
         "big": _serve_cmd("tools.bench.envs:BigObs"),
         "image": _serve_cmd("tools.bench.envs:Image"),
@@ -172,6 +188,15 @@ def main() -> int:
         ("ours, async env, pipelined k=16", "async", "ours", "pipelined", 16),
         ("ours, sync env, batched N=64", "sync", "ours", "batched", 64),
         ("ours, async env, batched N=64", "async", "ours", "batched", 64),
+        ("ours, async env, batched N=256", "async", "ours", "batched", 256),
+        ("ours, async env, batched N=1024", "async", "ours", "batched", 1024),
+        (f"{H2}, sync env, sequential", "sync-grpclib", "ours", "seq", None),
+        (f"{H2}, async env, sequential", "async-grpclib", "ours", "seq", None),
+        (f"{H2}, sync env, pipelined k=16", "sync-grpclib", "ours", "pipelined", 16),
+        (f"{H2}, async env, pipelined k=16", "async-grpclib", "ours", "pipelined", 16),
+        (f"{H2}, async env, batched N=64", "async-grpclib", "ours", "batched", 64),
+        (f"{H2}, async env, batched N=1024", "async-grpclib", "ours", "batched", 1024),
+        ("grpcio client, grpclib server, async env, sequential", "async-grpclib", "ours", "seq", None),
         ("ours, tool call as a step", "tools", "ours", "tools", None),
         ("stock OpenEnv, MCP tool call as a step (WebSocket)", "openenv-tools", "ws", "tools", None),
         ("ours bridge, tool call as a step (WebSocket)", "bridge-tools", "ws", "tools", None),
@@ -198,6 +223,7 @@ def main() -> int:
         plan = [p for p in plan if ns.only in p[0] or "ceiling" in p[0]]
     results: dict[str, list[dict[str, Any]]] = {label: [] for label, *_ in plan}
     t_start = time.time()
+    load_start = os.getloadavg()[0]
     for rep in range(ns.repeats):  # alternate: every system once per repeat
         for name, cmd in servers.items():
             rows = [p for p in plan if p[1] == name]
@@ -211,7 +237,7 @@ def main() -> int:
                 ctx = server(cmd)
             with ctx as (url, _pid):
                 for label, _, kind, scenario, k in rows:
-                    r = client(kind, scenario, url, ns.duration, k)
+                    r = client(kind, scenario, url, ns.duration, k, "grpclib" if label.startswith(H2) else "grpcio")
                     results[label].append(r)
                     print(
                         f"[{rep + 1}/{ns.repeats}] {label}: "
@@ -226,6 +252,27 @@ def main() -> int:
             [PY, CODECS, "--repeats", str(ns.repeats)], capture_output=True, text=True, env=ENV, timeout=600, check=True
         )
         micro = json.loads(out.stdout.strip().splitlines()[-1])
+
+    handoff: dict[str, float] = {}
+    if not ns.only or "hand-off" in ns.only:  # sync environments' thread hand-off (tools/bench/handoff.py)
+        out = subprocess.run(
+            [PY, HANDOFF, "--repeats", str(ns.repeats)],
+            capture_output=True,
+            text=True,
+            env=ENV,
+            timeout=600,
+            check=True,
+        )
+        handoff = json.loads(out.stdout.strip().splitlines()[-1])
+
+    coldstart: dict[str, Any] = {}
+    if not ns.only or "cold start" in ns.only:  # process start -> first step, idle RSS, density (coldstart.py)
+        cmd = [PY, COLDSTART, "--repeats", str(ns.repeats), "--sessions", str(idle_n)]
+        done = subprocess.run(cmd, capture_output=True, text=True, env=ENV, timeout=1800)
+        if done.returncode == 0:
+            coldstart = json.loads(done.stdout.strip().splitlines()[-1])
+        else:
+            print(f"cold start bench failed: {done.stderr[-2000:]}", file=sys.stderr)
 
     memory: dict[str, Any] = {}
     with server(servers["sync"]) as (url, pid):
@@ -274,15 +321,27 @@ def main() -> int:
         "duration_s": ns.duration,
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "wall_s": round(time.time() - t_start),
+        # Other work on the machine during the run (1-minute load average at the start and end).
+        "load_avg": [round(load_start, 2), round(os.getloadavg()[0], 2)],
     }
     out = Path(ns.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "bench.json").write_text(
-        json.dumps({"meta": meta, "table": table, "memory": memory, "codec_micro": micro}, indent=2)
+        json.dumps(
+            {
+                "meta": meta,
+                "table": table,
+                "memory": memory,
+                "codec_micro": micro,
+                "handoff_us": handoff,
+                "coldstart": coldstart,
+            },
+            indent=2,
+        )
     )
     lines = [
         f"Machine: {meta['machine']}; {meta['repeats']} alternating repeats of {meta['duration_s']} s, "
-        f"medians; {meta['date']}.",
+        f"medians; {meta['date']}; load average {meta['load_avg'][0]} at the start, {meta['load_avg'][1]} at the end.",
         "",
         "| scenario | steps/s (median) | x ceiling | p50 ms | p99 ms | errors | runs |",
         "| --- | ---: | ---: | ---: | ---: | ---: | --- |",
@@ -298,6 +357,27 @@ def main() -> int:
         f"Memory: idle server RSS {memory['idle_server_rss_mib']:.1f} MiB; "
         f"{memory['sessions']} idle sessions add {memory['per_idle_session_kib']:.1f} KiB each.",
     ]
+    if handoff:
+        lines += [
+            "",
+            f"Sync environment hand-off, one call to a worker thread and back (µs, median of {ns.repeats}): "
+            + "; ".join(f"{k} {v:.1f}" for k, v in handoff.items())
+            + f" (EnvThreads / run_in_executor = {handoff['EnvThreads'] / handoff['run_in_executor']:.2f}).",
+        ]
+    if coldstart:
+        lines += [
+            "",
+            f"Cold start and density (medians of {ns.repeats}; idle sessions: {idle_n}, each opened and reset):",
+            "",
+            "| system | start -> ready s | start -> first step s | idle RSS MiB | RSS per idle session KiB |",
+            "| --- | ---: | ---: | ---: | ---: |",
+        ]
+        for c in coldstart.values():
+            per = f"{c['per_session_kib']:.1f}" if "per_session_kib" in c else ""
+            lines.append(
+                f"| {c['label']} | {c['start_to_ready_s']:.2f} | {c['start_to_first_step_s']:.2f} | "
+                f"{c['idle_rss_mib']:.1f} | {per} |"
+            )
     by_label = {row["scenario"]: row for row in table}
     if GRIDWORLD_PB2 in by_label and GRIDWORLD_BP in by_label:
         lines += [
@@ -327,9 +407,42 @@ def main() -> int:
         done = subprocess.run([*fleet_cmd, *(["--quick"] if ns.quick else [])], env=ENV, timeout=1800)
         if done.returncode == 0:
             lines += ["", *(out / "fleet.md").read_text().splitlines()]
+    status = 0
+    if ns.compare:
+        regressions, compared = compare(json.loads(Path(ns.compare).read_text()), table, ns.tolerance)
+        lines += [
+            "",
+            f"Compared with {ns.compare} (ratios to each run's own ceiling; tolerance {ns.tolerance:.0%}):",
+            "",
+        ]
+        lines += compared
+        if regressions:
+            lines += ["", f"**{len(regressions)} regression(s) over {ns.tolerance:.0%}**: " + "; ".join(regressions)]
+            status = 1
+        else:
+            lines += ["", f"No regression over {ns.tolerance:.0%}."]
     (out / "bench.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
-    return 0
+    return status
+
+
+def compare(baseline: dict[str, Any], table: list[dict[str, Any]], tolerance: float) -> tuple[list[str], list[str]]:
+    """Rows of both runs, compared by their ratio to their own run's ceiling (absolute steps/s
+    move with the machine's load; the ratio much less). A row whose ratio fell by more than
+    ``tolerance`` is a regression."""
+    before = {row["scenario"]: row for row in baseline.get("table", [])}
+    lines = ["| scenario | baseline x ceiling | now x ceiling | change |", "| --- | ---: | ---: | ---: |"]
+    regressions = []
+    for row in table:
+        old = before.get(row["scenario"])
+        if old is None or not old.get("vs_ceiling") or row["vs_ceiling"] != row["vs_ceiling"]:
+            continue
+        change = row["vs_ceiling"] / old["vs_ceiling"] - 1
+        flag = " **regression**" if change < -tolerance else ""
+        if flag:
+            regressions.append(f"{row['scenario']} {change:+.0%}")
+        lines.append(f"| {row['scenario']} | {old['vs_ceiling']:.2f} | {row['vs_ceiling']:.2f} | {change:+.0%}{flag} |")
+    return regressions, lines
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from openenv.engines import DEFAULT_ENGINE, server_class
 from openenv.observability import Observer
 from openenv.observability.grpc import ObservingInterceptor, env_clock
 from openenv.runtime.environment import Environment
@@ -113,6 +114,8 @@ class Host:
         web: serve the ``/web`` playground (default: only when the HTTP side is on loopback).
         max_sessions_per_client: sessions one client address may hold at once over both
             listeners (0: no limit); beyond it a handshake is refused ``RESOURCE_EXHAUSTED``.
+        engine: the library of the gRPC listener, ``"grpcio"`` (default) or ``"grpclib"``
+            (:mod:`openenv.engines`; same protocol, docs/performance.md).
     """
 
     def __init__(
@@ -140,6 +143,7 @@ class Host:
         metrics_port: int | None = None,
         web: bool | None = None,
         max_sessions_per_client: int = 0,
+        engine: str = DEFAULT_ENGINE,
     ) -> None:
         if http_port is DEFAULT:
             if http_available():
@@ -177,7 +181,7 @@ class Host:
         self._metrics_server: Any = None
         self.web = is_loopback(http_host or host) if web is None else web
         self.grpc: Server | None = (
-            Server(
+            server_class(engine)(
                 self.manager,
                 host,
                 port,

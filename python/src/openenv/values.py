@@ -7,10 +7,10 @@ up to 2**53); numpy scalars and arrays, dataclasses and pydantic models go in as
 from __future__ import annotations
 
 import dataclasses
+import sys
 from collections.abc import Mapping
 from typing import Any
 
-import numpy as np
 from google.protobuf import struct_pb2
 
 __all__ = ["from_struct", "from_value", "to_struct", "to_value"]
@@ -42,10 +42,9 @@ def to_value(obj: Any, out: struct_pb2.Value | None = None) -> struct_pb2.Value:
         lst.SetInParent()
         for x in obj:
             to_value(x, lst.values.add())
-    elif isinstance(obj, np.generic):
-        to_value(obj.item(), v)
-    elif isinstance(obj, np.ndarray):
-        to_value(obj.tolist(), v)
+    elif (np := sys.modules.get("numpy")) is not None and isinstance(obj, np.generic | np.ndarray):
+        # (no NumPy value exists before NumPy is imported: the runtime does not import it)
+        to_value(obj.item() if isinstance(obj, np.generic) else obj.tolist(), v)
     elif dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         to_value(dataclasses.asdict(obj), v)
     elif hasattr(obj, "model_dump"):

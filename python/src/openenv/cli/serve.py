@@ -108,6 +108,14 @@ __all__ = ["serve_command"]
     show_default="$OPENENV_MAX_SESSIONS_PER_CLIENT, else 0: no limit",
     help="Sessions one client address may hold at once, over both listeners (beyond: RESOURCE_EXHAUSTED).",
 )
+@click.option(
+    "--engine",
+    type=click.Choice(["grpcio", "grpclib"]),
+    default=lambda: os.environ.get("OPENENV_ENGINE", "grpcio"),
+    show_default="$OPENENV_ENGINE, else grpcio",
+    help="Library of the gRPC listener: grpcio (grpc.aio, the reference) or grpclib (the grpclib extra; "
+    "same protocol, docs/performance.md).",
+)
 @security_options
 @click.option(
     "--web/--no-web",
@@ -141,6 +149,7 @@ def serve_command(
     handshake_timeout: float,
     isolation: str,
     max_sessions_per_client: int,
+    engine: str,
     tokens: tuple[str, ...],
     token_file: str | None,
     allow_anonymous: bool,
@@ -210,9 +219,10 @@ def serve_command(
             handshake_timeout_s=handshake_timeout or None,
             isolation=isolation,
             max_sessions_per_client=max_sessions_per_client,
+            engine=engine,
             web=web,
             metrics_port=metrics_port,
             **http,
         )
-    except (TypeError, ValueError, RuntimeError) as e:
+    except (TypeError, ValueError, RuntimeError, ImportError) as e:
         raise click.ClickException(str(e)) from e

@@ -44,9 +44,8 @@ import copy
 import dataclasses
 import os
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
-import numpy as np
 from google.protobuf.message import Message
 
 from openenv.client.connection import Connection
@@ -56,13 +55,19 @@ from openenv.client.urls import WS_SCHEMES, is_hf_space, parse_url, scheme_of
 from openenv.client.ws import WsConnection
 from openenv.errors import EnvError, FailedPrecondition
 from openenv.protocol import PROTOCOL_VERSION, EpisodeStatus, SessionState, StepResult
-from openenv.runtime.codec import Codec, codec_for, message_class, tensor_from_proto, tensor_to_proto
+from openenv.runtime.codec import Codec, codec_for, is_ndarray, message_class, tensor_from_proto, tensor_to_proto
 from openenv.runtime.rubrics import Score
 from openenv.runtime.tasks import TaskInfo
 from openenv.runtime.tools import CallToolAction, CallToolObservation, Tool, ToolResult
 from openenv.security import TOKEN_ENV
 from openenv.v1 import environment_pb2, payload_pb2, rubric_pb2
 from openenv.values import from_value, to_struct, to_value
+
+ENGINE_ENV = "OPENENV_ENGINE"
+"""The gRPC engine of clients (and of ``openenv serve``) when none is given: grpcio or grpclib."""
+
+if TYPE_CHECKING:
+    import numpy as np
 
 __all__ = [
     "AUTORESET_MODES",
@@ -98,9 +103,12 @@ def connect_url(
     token: str | None = None,
     ca_file: str | None = None,
     client_cert: tuple[str, str] | None = None,
+    grpc_engine: str | None = None,
 ) -> Connection:
     """The connection (not yet open) that speaks to ``url``: gRPC for ``grpc(s)://`` and bare
     ``host:port``; OpenEnv's WebSocket protocol for ``http(s)://`` and ``ws(s)://``.
+    ``grpc_engine``: the gRPC library, ``"grpcio"`` (grpc.aio, the default) or ``"grpclib"`` (the
+    grpclib extra; the same protocol); default ``$OPENENV_ENGINE``, else grpcio.
     ``token``: the bearer token sent (default :func:`default_token`); ``ca_file``: the CA
     that signed a TLS server's certificate (default: the system's); ``client_cert``: the
     (certificate, key) files presented to a server that requires one (mutual TLS)."""
@@ -115,7 +123,19 @@ def connect_url(
             ca_file=ca_file,
             client_cert=client_cert,
         )
-    return GrpcConnection(
+    engine = grpc_engine or os.environ.get(ENGINE_ENV) or "grpcio"
+    if engine not in ("grpcio", "grpclib"):
+        raise ValueError(f"unknown gRPC engine {engine!r}: expected grpcio or grpclib")
+    connection_cls: type[GrpcConnection] = GrpcConnection
+    if engine == "grpclib":
+        try:
+            from openenv.client.grpclib import GrpclibConnection
+        except ImportError as e:
+            raise ImportError(
+                f"the grpclib engine needs the grpclib extra: pip install 'protoenv[grpclib]' ({e})"
+            ) from e
+        connection_cls = GrpclibConnection
+    return connection_cls(
         parse_url(url)[1],
         max_message_bytes=max_message_bytes,
         keepalive_s=keepalive_s,
@@ -142,14 +162,20 @@ class BatchResult:
     @property
     def rewards(self) -> np.ndarray:
         """Rewards as float64 (NaN where a step had no reward)."""
+        import numpy as np
+
         return np.array([np.nan if r.reward is None else r.reward for r in self.results], dtype=np.float64)
 
     @property
     def terminated(self) -> np.ndarray:
+        import numpy as np
+
         return np.array([r.terminated for r in self.results], dtype=bool)
 
     @property
     def truncated(self) -> np.ndarray:
+        import numpy as np
+
         return np.array([r.truncated for r in self.results], dtype=bool)
 
 
@@ -157,7 +183,8 @@ class EnvClient:
     """An async session with one environment server (one environment instance).
 
     ``num_envs > 1`` opens a vectorised session (see :class:`VectorEnvClient`, which is
-    the explicit way to ask for one).
+    the explicit way to ask for one). ``grpc_engine``: the gRPC library of ``grpc://`` URLs,
+    ``"grpcio"`` (default) or ``"grpclib"`` (see :func:`connect_url`).
     """
 
     action_type: ClassVar[Any] = None
@@ -181,6 +208,7 @@ class EnvClient:
         ca_file: str | None = None,
         client_cert: tuple[str, str] | None = None,
         resume: bool = True,
+        grpc_engine: str | None = None,
     ) -> None:
         scheme_of(base_url)  # ValueError for a scheme no transport speaks
         if num_envs < 1:
@@ -204,6 +232,9 @@ class EnvClient:
         self._state_codec: Codec | None = codec_for(self.state_type) if self.state_type is not None else None
         self._classes: dict[str, type[Message]] = {}
         self.resume = resume
+        # The gRPC library (connect_url); None: $OPENENV_ENGINE, else grpcio. (Not `engine`:
+        # from_docker_image passes that one to the container engine.)
+        self.grpc_engine = grpc_engine
         self._attach_token = ""  # a fork's token: connect() reattaches that session
 
     # ------------------------------------------------------------------ lifecycle
@@ -224,6 +255,7 @@ class EnvClient:
             token=self.token,
             ca_file=self.ca_file,
             client_cert=self.client_cert,
+            grpc_engine=self.grpc_engine,
         )
         hs = environment_pb2.HandshakeRequest(
             protocol_version=PROTOCOL_VERSION,
@@ -301,7 +333,7 @@ class EnvClient:
             out.message.Pack(action)
         elif hasattr(action, "__openenv_proto__"):
             out.message.Pack(action.to_proto())
-        elif isinstance(action, np.ndarray):
+        elif is_ndarray(action):
             tensor_to_proto(action, out.tensor)
         else:
             to_value(action, out.json)

@@ -171,6 +171,15 @@ class GrpcConnection:
             self.target, secure=self.secure, ca_file=self.ca_file, options=self._options(), client_cert=self.client_cert
         )
 
+    async def _channel_ready(self, channel: Any, timeout: float) -> bool:
+        """Wait until ``channel`` is connected (False, and the channel closed, on timeout).
+        The engine's hook, as are :meth:`_new_channel` and :meth:`_open_call`."""
+        return await channel_ready(channel, timeout)
+
+    def _open_call(self, channel: Any, metadata: tuple[tuple[str, str], ...] | None) -> Any:
+        """A ``Session`` stream on ``channel`` (not started: it starts with its first write)."""
+        return environment_pb2_grpc.EnvironmentServiceStub(channel).Session(metadata=metadata)
+
     def _metadata(self, *, trace: bool = False) -> tuple[tuple[str, str], ...] | None:
         """A stream's metadata: the bearer token (RFC 0003) and, with ``trace``, the caller's
         trace context."""
@@ -184,12 +193,12 @@ class GrpcConnection:
         channel = self._shared_channel  # a fleet's: one HTTP/2 channel per server, not ours to close
         if channel is None:
             channel = self._new_channel()
-            if not await channel_ready(channel, timeout):
+            if not await self._channel_ready(channel, timeout):
                 raise Unavailable(f"cannot connect to {self.url} within {timeout:g} s", fatal=True)
         self._channel = channel
         # The caller's trace context (W3C traceparent, with the otel extra) travels in the
         # stream's metadata beside the token: the server's request spans join the caller's trace.
-        self._call = environment_pb2_grpc.EnvironmentServiceStub(channel).Session(metadata=self._metadata(trace=True))
+        self._call = self._open_call(channel, self._metadata(trace=True))
         self._reader = asyncio.ensure_future(self._read_loop())
         try:
             resp = await self.request(environment_pb2.SessionRequest(handshake=handshake), timeout)
@@ -229,9 +238,9 @@ class GrpcConnection:
         self._may_be_parked = False
         channel = self._new_channel()
         try:
-            if not await channel_ready(channel, END_GRACE_S):
+            if not await self._channel_ready(channel, END_GRACE_S):
                 return
-            call = environment_pb2_grpc.EnvironmentServiceStub(channel).Session(metadata=self._metadata())
+            call = self._open_call(channel, self._metadata())
             hs = environment_pb2.HandshakeRequest(
                 protocol_version=self._handshake.protocol_version, resume_token=self.resume_token
             )
@@ -347,9 +356,9 @@ class GrpcConnection:
                 break
             channel = self._new_channel()
             try:
-                if not await channel_ready(channel, min(left, 5.0)):
+                if not await self._channel_ready(channel, min(left, 5.0)):
                     raise Unavailable(f"cannot connect to {self.url}")
-                call = environment_pb2_grpc.EnvironmentServiceStub(channel).Session(metadata=self._metadata())
+                call = self._open_call(channel, self._metadata())
                 self._next_id += 1
                 hs = environment_pb2.HandshakeRequest(
                     protocol_version=self._handshake.protocol_version,

@@ -19,7 +19,7 @@ from openenv.observability.observer import Observer, Pending, SessionObserver
 from openenv.runtime.session import SessionManager
 from openenv.v1 import environment_pb2
 
-__all__ = ["ObservingInterceptor", "env_clock"]
+__all__ = ["ObservingInterceptor", "env_clock", "observe_context"]
 
 SESSION_METHOD = "/openenv.v1.EnvironmentService/Session"
 _EOF = grpc.aio.EOF
@@ -101,6 +101,14 @@ class _Context:
             for env_id, ts in zip(br.env_ids, br.time_steps, strict=False):
                 so.time_step(env_id, ts.reward, ts.step_count, ts.terminated, ts.truncated)
         so.end(p, code, resp.ByteSize(), episode_id)
+
+
+def observe_context(interceptor: ObservingInterceptor, context: Any, metadata: Any) -> tuple[Any, Callable[[], None]]:
+    """For listeners that are not grpc.aio (the grpclib engine): ``context`` (``read``/``write``
+    of one ``Session`` stream) observed as ``interceptor`` observes grpc.aio's, and the callable
+    that ends the observation when the stream is over."""
+    so = interceptor.observer.session("grpc", trace_headers=metadata)
+    return _Context(context, so, interceptor.clock), so.close
 
 
 class ObservingInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]  # grpc is untyped here

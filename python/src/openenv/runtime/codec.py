@@ -17,18 +17,22 @@ so the step loop only encodes and decodes. A declaration may be:
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
+import sys
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Protocol, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 
-import numpy as np
 from google.protobuf import any_pb2, descriptor, descriptor_pb2, json_format, message_factory
 from google.protobuf.message import DecodeError, Message
 
 from openenv.errors import InvalidArgument
 from openenv.v1 import payload_pb2
 from openenv.values import from_struct, from_value, to_struct, to_value
+
+if TYPE_CHECKING:
+    import numpy as np
 
 __all__ = [
     "Codec",
@@ -44,45 +48,70 @@ __all__ = [
 
 # --------------------------------------------------------------------------- tensors
 
-_DTYPES: dict[payload_pb2.DType, np.dtype] = {
-    payload_pb2.D_TYPE_BOOL: np.dtype("bool"),
-    payload_pb2.D_TYPE_INT8: np.dtype("<i1"),
-    payload_pb2.D_TYPE_UINT8: np.dtype("<u1"),
-    payload_pb2.D_TYPE_INT16: np.dtype("<i2"),
-    payload_pb2.D_TYPE_UINT16: np.dtype("<u2"),
-    payload_pb2.D_TYPE_INT32: np.dtype("<i4"),
-    payload_pb2.D_TYPE_UINT32: np.dtype("<u4"),
-    payload_pb2.D_TYPE_INT64: np.dtype("<i8"),
-    payload_pb2.D_TYPE_UINT64: np.dtype("<u8"),
-    payload_pb2.D_TYPE_FLOAT16: np.dtype("<f2"),
-    payload_pb2.D_TYPE_FLOAT32: np.dtype("<f4"),
-    payload_pb2.D_TYPE_FLOAT64: np.dtype("<f8"),
+# NumPy is imported on first use of a tensor, not with the runtime: a server whose types hold
+# no tensors never loads it (~15 MiB of its idle RSS; docs/performance.md, cold start).
+_DTYPE_NAMES: dict[payload_pb2.DType, str] = {
+    payload_pb2.D_TYPE_BOOL: "bool",
+    payload_pb2.D_TYPE_INT8: "<i1",
+    payload_pb2.D_TYPE_UINT8: "<u1",
+    payload_pb2.D_TYPE_INT16: "<i2",
+    payload_pb2.D_TYPE_UINT16: "<u2",
+    payload_pb2.D_TYPE_INT32: "<i4",
+    payload_pb2.D_TYPE_UINT32: "<u4",
+    payload_pb2.D_TYPE_INT64: "<i8",
+    payload_pb2.D_TYPE_UINT64: "<u8",
+    payload_pb2.D_TYPE_FLOAT16: "<f2",
+    payload_pb2.D_TYPE_FLOAT32: "<f4",
+    payload_pb2.D_TYPE_FLOAT64: "<f8",
 }
-_DTYPE_CODES: dict[str, payload_pb2.DType] = {d.name: code for code, d in _DTYPES.items()}
+
+
+@functools.cache
+def _dtypes() -> dict[payload_pb2.DType, np.dtype[Any]]:
+    import numpy as np
+
+    return {code: np.dtype(name) for code, name in _DTYPE_NAMES.items()}
+
+
+@functools.cache
+def _dtype_codes() -> dict[str, payload_pb2.DType]:
+    return {d.name: code for code, d in _dtypes().items()}
+
+
+def is_ndarray(value: Any) -> bool:
+    """Whether ``value`` is a NumPy array, without importing NumPy (none exists before it is)."""
+    np = sys.modules.get("numpy")
+    return np is not None and isinstance(value, np.ndarray)
 
 
 def dtype_code(dtype: Any) -> payload_pb2.DType:
     """The ``openenv.v1.DType`` of a NumPy dtype (or its name)."""
+    import numpy as np
+
     try:
-        return _DTYPE_CODES[np.dtype(dtype).name]
+        return _dtype_codes()[np.dtype(dtype).name]
     except (KeyError, TypeError) as e:
         raise TypeError(f"unsupported tensor dtype {dtype!r}") from e
 
 
 def tensor_to_proto(arr: Any, out: payload_pb2.Tensor | None = None) -> payload_pb2.Tensor:
     """Pack an array-like into a ``Tensor`` (one copy, into the message)."""
+    import numpy as np
+
     a = np.asarray(arr)
     code = dtype_code(a.dtype)
     t = payload_pb2.Tensor() if out is None else out
     t.dtype = code
     t.shape[:] = a.shape
-    t.data = np.ascontiguousarray(a, dtype=_DTYPES[code]).tobytes()
+    t.data = np.ascontiguousarray(a, dtype=_dtypes()[code]).tobytes()
     return t
 
 
 def tensor_from_proto(t: payload_pb2.Tensor) -> np.ndarray:
     """View a ``Tensor`` as a read-only NumPy array without copying its bytes."""
-    dt = _DTYPES.get(t.dtype)
+    import numpy as np
+
+    dt = _dtypes().get(t.dtype)
     if dt is None:
         raise InvalidArgument(f"tensor has invalid dtype {t.dtype}")
     shape = tuple(t.shape)
@@ -219,7 +248,7 @@ class Codec:
         p = payload_pb2.Payload() if out is None else out
         if isinstance(value, Message):
             p.message.Pack(value)
-        elif isinstance(value, np.ndarray):
+        elif is_ndarray(value):
             tensor_to_proto(value, p.tensor)
         else:
             to_value(value, p.json)
@@ -240,7 +269,7 @@ class Codec:
         """A JSON-able form of ``value`` (for JSON transports)."""
         if isinstance(value, Message):
             return json_format.MessageToDict(value)
-        if isinstance(value, np.ndarray):
+        if is_ndarray(value):
             return value.tolist()
         return json.loads(json.dumps(value, default=_json_default)) if not _plain(value) else value
 
@@ -270,9 +299,10 @@ def _plain(v: Any) -> bool:
 
 
 def _json_default(o: Any) -> Any:
-    if isinstance(o, np.generic):
+    np = sys.modules.get("numpy")  # no NumPy value exists before NumPy is imported
+    if np is not None and isinstance(o, np.generic):
         return o.item()
-    if isinstance(o, np.ndarray):
+    if np is not None and isinstance(o, np.ndarray):
         return o.tolist()
     if dataclasses.is_dataclass(o) and not isinstance(o, type):
         return dataclasses.asdict(o)
@@ -389,9 +419,11 @@ class TensorCodec(Codec):
 
     def __init__(self, spec: TensorSpec) -> None:
         self.declared = self.tspec = spec
-        self.dtype = _DTYPES[dtype_code(spec.dtype)]
+        self.dtype = _dtypes()[dtype_code(spec.dtype)]
 
     def encode(self, value: Any, out: payload_pb2.Payload | None = None) -> payload_pb2.Payload:
+        import numpy as np
+
         p = payload_pb2.Payload() if out is None else out
         tensor_to_proto(np.asarray(value, dtype=self.dtype), p.tensor)
         return p
@@ -414,6 +446,8 @@ class TensorCodec(Codec):
         return arr
 
     def from_json(self, obj: Any) -> Any:
+        import numpy as np
+
         try:
             arr = np.asarray(obj, dtype=self.dtype)
         except (TypeError, ValueError) as e:

@@ -10,18 +10,16 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import concurrent.futures
 import contextvars
 import functools
 import inspect
 import logging
 import math
+import sys
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar
-
-import numpy as np
 
 from openenv.errors import (
     DeadlineExceeded,
@@ -42,6 +40,7 @@ from openenv.runtime.load import LoadMeter
 from openenv.runtime.rubrics import CREDITS_METADATA_KEY, Rubric
 from openenv.runtime.snapshots import FORMAT, default_key, restore_rubric, rubric_state, seal, verify
 from openenv.runtime.tasks import TaskCatalog
+from openenv.runtime.threads import EnvThreads
 from openenv.runtime.tools import CallToolAction, CallToolObservation, Tool, ToolResult
 from openenv.v1 import environment_pb2
 
@@ -227,7 +226,10 @@ def _check_reward(r: Any) -> float | None:
         return None
     if isinstance(r, bool):
         return float(r)
-    if isinstance(r, (int, float, np.integer, np.floating)):
+    if isinstance(r, (int, float)):
+        return float(r)
+    np = sys.modules.get("numpy")  # a NumPy number exists only once NumPy is imported
+    if np is not None and isinstance(r, (np.integer, np.floating)):
         return float(r)
     raise TypeError(f"reward must be a number or None, got {type(r).__name__}")
 
@@ -568,7 +570,7 @@ class SessionManager:
         # cannot be killed). Beyond that, new sessions are refused at once (UNAVAILABLE)
         # instead of queueing behind hung calls (RFC 0003).
         workers = executor_workers or 2 * runtime.max_sessions + 8
-        self.executor = concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="openenv-env")
+        self.threads = EnvThreads(workers, "openenv-env")  # a light hand-off per call (runtime.threads)
         self.max_threads = workers
         self.calls_in_threads = 0  # calls submitted to the executor and not finished
         self._reaper: asyncio.Task[None] | None = None
@@ -607,7 +609,7 @@ class SessionManager:
     def run_in_thread(self, fn: Callable[[], _T]) -> asyncio.Future[_T]:
         """Run ``fn`` on the environment threads, counting it until it returns."""
         self.calls_in_threads += 1
-        fut = asyncio.get_running_loop().run_in_executor(self.executor, fn)
+        fut = self.threads.submit(fn)
 
         def done(_: Any) -> None:
             self.calls_in_threads -= 1
@@ -751,4 +753,4 @@ class SessionManager:
             await self.release(s)
         if self._closing:  # close() calls still running for sessions whose streams went away
             await asyncio.wait(set(self._closing), timeout=2 * _CLOSE_TIMEOUT_S)
-        self.executor.shutdown(wait=False, cancel_futures=True)
+        self.threads.shutdown()

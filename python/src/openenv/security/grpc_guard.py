@@ -22,7 +22,7 @@ from google.protobuf.message import DecodeError
 
 from openenv.security.tokens import TokenSet
 
-__all__ = ["GuardInterceptor", "Undecodable"]
+__all__ = ["GuardInterceptor", "Undecodable", "tolerant_parse"]
 
 HEALTH_PREFIX = "/grpc.health.v1.Health/"
 
@@ -50,7 +50,9 @@ def _leading_uint64(data: bytes) -> int:
     return 0
 
 
-def _tolerant(deserialize: Callable[[bytes], Any]) -> Callable[[bytes], Any]:
+def tolerant_parse(deserialize: Callable[[bytes], Any]) -> Callable[[bytes], Any]:
+    """``deserialize``, returning :class:`Undecodable` for bytes that do not parse (any engine)."""
+
     def parse(data: bytes) -> Any:
         try:
             return deserialize(data)
@@ -93,7 +95,7 @@ class GuardInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
                 return _refusal(await continuation(details), grpc.StatusCode.UNAUTHENTICATED, why)
         handler = await continuation(details)
         if handler is not None and method in self.tolerant and handler.request_deserializer is not None:
-            handler = handler._replace(request_deserializer=_tolerant(handler.request_deserializer))
+            handler = handler._replace(request_deserializer=tolerant_parse(handler.request_deserializer))
         if handler is not None and method in self.serializers:
             handler = handler._replace(response_serializer=self.serializers[method])
         return handler

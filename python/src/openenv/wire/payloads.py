@@ -16,12 +16,11 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
 from google.protobuf import descriptor_pb2, descriptor_pool, json_format
 from google.protobuf.message import Message
 
 from openenv.errors import InvalidArgument
-from openenv.runtime.codec import _DTYPES, message_class, tensor_from_proto, tensor_to_proto
+from openenv.runtime.codec import _dtypes, message_class, tensor_from_proto, tensor_to_proto
 from openenv.v1 import environment_pb2, payload_pb2, tool_pb2
 from openenv.values import from_value, to_value
 
@@ -99,7 +98,7 @@ class PayloadJson:
         self.message_type = spec.message_type
         self._info = info
         self._cls: type[Message] | None = None
-        self.dtype = _DTYPES.get(spec.tensor.dtype) if spec.HasField("tensor") else None
+        self.dtype = _dtypes().get(spec.tensor.dtype) if spec.HasField("tensor") else None
         self._classes: dict[str, type[Message]] = {}
 
     def cls(self, name: str | None = None) -> type[Message]:
@@ -139,6 +138,8 @@ class PayloadJson:
                 raise InvalidArgument(f"invalid {self.message_type}: {e}") from None
             out.message.Pack(msg)
         elif self.kind == payload_pb2.PAYLOAD_KIND_TENSOR:
+            import numpy as np
+
             try:
                 arr = np.asarray(value, dtype=self.dtype)
             except (TypeError, ValueError) as e:

@@ -11,8 +11,6 @@ from __future__ import annotations
 import base64
 from typing import Any
 
-import numpy as np
-
 from openenv.errors import InvalidArgument
 
 __all__ = ["render_to_json"]
@@ -32,6 +30,8 @@ def render_to_json(value: Any) -> dict[str, Any]:
         if raw.startswith(_PNG):
             return {"mime": "image/png", "data": base64.b64encode(raw).decode()}
         raise InvalidArgument("render returned bytes that are not a PNG image")
+    import numpy as np  # on first render of an image, not with the bridge
+
     arr = np.asarray(value)
     if arr.ndim == 3 and arr.shape[2] in (3, 4) and arr.size:
         if arr.dtype != np.uint8:

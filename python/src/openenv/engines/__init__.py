@@ -1,0 +1,35 @@
+"""gRPC engines: which library carries the protocol's gRPC listener.
+
+``grpcio`` (grpc.aio; the reference engine and the default) is :class:`openenv.server.Server`;
+``grpclib`` (pure-Python HTTP/2 on the event loop; the ``grpclib`` extra) is
+:class:`~openenv.engines.grpclib_server.GrpclibServer`. Both speak the same wire protocol and
+pass the same certification; docs/performance.md measures them side by side.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from openenv.server import Server
+
+__all__ = ["DEFAULT_ENGINE", "ENGINES", "server_class"]
+
+ENGINES = ("grpcio", "grpclib")
+DEFAULT_ENGINE = "grpcio"
+GRPCLIB_EXTRA = "the grpclib engine needs the grpclib extra: pip install 'protoenv[grpclib]'"
+
+
+def server_class(engine: str) -> Any:
+    """The listener class of ``engine`` (one of :data:`ENGINES`); ValueError otherwise, and
+    ImportError naming the extra when the engine's library is not installed."""
+    if engine == "grpcio":
+        return Server
+    if engine == "grpclib":
+        try:
+            from openenv.engines.grpclib_server import GrpclibServer
+        except ImportError as e:
+            if (e.name or "").partition(".")[0] not in ("grpclib", "h2", "hpack", "hyperframe", "multidict"):
+                raise
+            raise ImportError(f"{GRPCLIB_EXTRA} ({e})") from e
+        return GrpclibServer
+    raise ValueError(f"unknown gRPC engine {engine!r}: expected one of {', '.join(ENGINES)}")
