@@ -91,3 +91,22 @@ def test_render_draws_the_current_position_as_svg() -> None:
         assert after.startswith("<svg") and after != start  # a pawn moved (and the engine answered)
     finally:
         env.close()
+
+
+def test_close_never_blocks_or_raises_whatever_the_engine_did() -> None:
+    """close() returns at once and leaves no Stockfish behind: after a game, twice in a row,
+    and when the engine process already died (python-chess's quit() raised then, and could
+    wait forever on an engine loop that was ending: a CI run hung in close())."""
+    for kill_first in (False, True):
+        env = ChessEnvironment()
+        env.reset(seed=1, options={"color": "white"})
+        env.move("e4")  # the engine answers: it runs
+        engine = env._engine
+        assert engine is not None
+        pid = engine.transport.get_pid()
+        if kill_first:
+            os.kill(pid, 9)
+            engine.returncode.result(timeout=30)  # python-chess saw it die
+        env.close()
+        env.close()  # idempotent
+        assert engine.returncode.result(timeout=30) is not None  # the process is gone (reaped)
