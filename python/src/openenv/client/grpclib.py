@@ -25,13 +25,14 @@ from openenv.client.grpc import GrpcConnection
 from openenv.security import client_ssl_context
 from openenv.v1 import environment_pb2
 
-__all__ = ["GrpclibConnection", "recv_bounded"]
+__all__ = ["GrpclibConnection", "RawCodec", "recv_bounded"]
 
 SESSION_PATH = "/openenv.v1.EnvironmentService/Session"
 
 
-class _RawCodec(CodecBase):
-    """Messages travel as bytes: the connection encodes and decodes them itself."""
+class RawCodec(CodecBase):
+    """Messages travel as bytes: each side encodes and decodes them itself (the client its
+    requests and answers; the grpclib server decodes tolerantly and encodes bounded)."""
 
     __content_subtype__ = "proto"
 
@@ -227,7 +228,7 @@ class GrpclibConnection(GrpcConnection):
             cert, key = self.client_cert or (None, None)
             ssl = client_ssl_context(self.ca_file, cert, key)
             ssl.set_alpn_protocols(["h2"])
-        return _Channel(Channel(host.strip("[]"), int(port), codec=_RawCodec(), ssl=ssl, config=self._config()))
+        return _Channel(Channel(host.strip("[]"), int(port), codec=RawCodec(), ssl=ssl, config=self._config()))
 
     async def _channel_ready(self, channel: Any, timeout: float) -> bool:
         return await channel.ready(timeout)  # type: ignore[no-any-return]

@@ -26,14 +26,13 @@ from grpc_health.v1 import health_pb2
 from grpc_reflection.v1alpha import reflection_pb2
 from grpc_reflection.v1alpha._async import ReflectionServicer
 from grpclib.const import Cardinality, Handler, Status
-from grpclib.encoding.base import CodecBase
 from grpclib.exceptions import GRPCError
 from grpclib.protocol import H2Protocol
 from grpclib.server import Server as H2Server
 from grpclib.server import Stream as _Stream
 from h2.settings import SettingCodes
 
-from openenv.client.grpclib import recv_bounded
+from openenv.client.grpclib import RawCodec, recv_bounded
 from openenv.observability.grpc import ObservingInterceptor, observe_context
 from openenv.runtime.load import server_load
 from openenv.security.grpc_guard import HEALTH_PREFIX, tolerant_parse
@@ -42,7 +41,7 @@ from openenv.v1 import environment_pb2, load_pb2
 
 __all__ = ["GrpclibServer"]
 
-Stream = _Stream[bytes, bytes]  # a call of the listener: messages travel as bytes (_RawCodec)
+Stream = _Stream[bytes, bytes]  # a call of the listener: messages travel as bytes (RawCodec)
 
 log = logging.getLogger("openenv.server")
 
@@ -51,18 +50,6 @@ _REFLECTION_SERVICE = reflection_pb2.DESCRIPTOR.services_by_name["ServerReflecti
 FIRST_REQUEST_WAIT = 5.0
 """How long a refused client-streaming call waits for its first request before it is ended anyway."""
 _EOF = grpc.aio.EOF  # what the servicer's context.read() returns at the end of input (as on grpc.aio)
-
-
-class _RawCodec(CodecBase):
-    """Messages travel as bytes: the handlers decode (tolerantly) and encode (bounded) themselves."""
-
-    __content_subtype__ = "proto"
-
-    def encode(self, message: Any, message_type: Any) -> bytes:
-        return bytes(message)
-
-    def decode(self, data: bytes, message_type: Any) -> bytes:
-        return data
 
 
 class _Context:
@@ -270,7 +257,7 @@ class GrpclibServer(Server):
             _http2_max_pings_without_data=0,
         )
         server = _Listener(
-            [self], codec=_RawCodec(), config=config, max_streams=max(128, self.runtime.max_sessions + 16)
+            [self], codec=RawCodec(), config=config, max_streams=max(128, self.runtime.max_sessions + 16)
         )
         ssl = None
         if self.tls is not None:
