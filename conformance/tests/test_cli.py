@@ -153,3 +153,60 @@ def test_python_api_works_from_async_code() -> None:
         return report.exit_code
 
     assert asyncio.run(main()) == 0
+
+
+def _children_serving(parent: int) -> list[int]:
+    """Pids of `openenv serve` processes whose parent is ``parent``."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                cmdline = f.read().split(b"\0")
+        except (OSError, IndexError, ValueError):
+            continue
+        if ppid == parent and b"serve" in cmdline:
+            found.append(int(entry))
+    return found
+
+
+def _gone(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"  # exited, not yet reaped
+    except OSError:
+        return True
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_a_certifier_killed_with_sigkill_leaves_no_server_behind() -> None:
+    import signal
+    import time
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(TESTS_DIR), os.environ.get("PYTHONPATH")]))}
+    certifier = subprocess.Popen(
+        [sys.executable, "-m", "openenv.cli", "certify", "python:echo_env.server:EchoEnvironment", "--seed", "5"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=env,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        servers: list[int] = []
+        while not servers and certifier.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+            servers = _children_serving(certifier.pid)
+        assert servers, "the certifier never started its server"
+    finally:
+        certifier.kill()
+        certifier.wait()
+    deadline = time.monotonic() + 60
+    while not all(_gone(p) for p in servers) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    left = [p for p in servers if not _gone(p)]
+    for p in left:  # do not leak it into the rest of the run, then fail
+        os.kill(p, signal.SIGKILL)
+    assert not left, f"servers {left} outlived the SIGKILLed certifier"

@@ -180,6 +180,7 @@ class ProcessTarget(Target):
         self.spec = spec
         self.urls = {}
         self.proc_returncode: int | None = None  # the exit status, once stopped
+        self._lifeline = -1
         self._dir = tempfile.TemporaryDirectory(prefix="openenv-certify-")
         ready = os.path.join(self._dir.name, "ready")
         http_file = os.path.join(self._dir.name, "http-ready")
@@ -191,6 +192,11 @@ class ProcessTarget(Target):
         env.update(opts.env or {})
         self._log = open(self._log_path, "wb")
         self.argv = argv(ready, http_file) if http_ready else argv(ready)
+        # The server's lifeline (openenv.host.PARENT_FD_ENV): it holds the read end and shuts
+        # down when this process is gone, even by SIGKILL. The write end is not inheritable,
+        # so no other child keeps it open.
+        lifeline, self._lifeline = os.pipe()
+        env["OPENENV_PARENT_FD"] = str(lifeline)
         try:
             self.proc: subprocess.Popen[bytes] | None = subprocess.Popen(
                 self.argv,
@@ -200,10 +206,13 @@ class ProcessTarget(Target):
                 cwd=cwd,
                 env=env,
                 start_new_session=True,
+                pass_fds=(lifeline,),
             )
         except OSError as e:
             self._cleanup()
             raise TargetUnusable(f"cannot start {self.argv[0]}: {e}") from None
+        finally:
+            os.close(lifeline)
         deadline = time.monotonic() + opts.ready_timeout
         while not os.path.exists(ready):
             if self.proc.poll() is not None:
@@ -258,6 +267,9 @@ class ProcessTarget(Target):
     def _cleanup(self) -> None:
         if not self._log.closed:
             self._log.close()
+        if self._lifeline >= 0:
+            os.close(self._lifeline)
+            self._lifeline = -1
 
 
 class PythonTarget(ProcessTarget):

@@ -298,6 +298,7 @@ async def _until_signalled(waiter: Any, then: Callable[[], Any]) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         with contextlib.suppress(NotImplementedError, RuntimeError):  # not the main thread
             loop.add_signal_handler(sig, stop.set)
+    _watch_parent(loop, stop)
     tasks = {asyncio.ensure_future(waiter), asyncio.ensure_future(stop.wait())}
     try:
         await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
@@ -306,6 +307,40 @@ async def _until_signalled(waiter: Any, then: Callable[[], Any]) -> None:
         for t in tasks:
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+
+
+PARENT_FD_ENV = "OPENENV_PARENT_FD"
+"""Names an inherited pipe's read end: the server drains and exits, as on SIGTERM, when the
+pipe's other end closes, i.e. when the process that started it is gone, however it ended.
+``openenv certify`` sets it, so a certifier killed with SIGKILL leaves no server behind (a
+parent-death signal would not do: Linux sends it when the *thread* that forked exits)."""
+
+
+def _watch_parent(loop: asyncio.AbstractEventLoop, stop: asyncio.Event) -> None:
+    raw = os.environ.pop(PARENT_FD_ENV, "")  # popped: not a promise to the server's own children
+    if not raw:
+        return
+    try:
+        fd = int(raw)
+        os.set_blocking(fd, False)
+    except (ValueError, OSError) as e:
+        log.warning("ignoring $%s=%r: %s", PARENT_FD_ENV, raw, e)
+        return
+
+    def readable() -> None:
+        try:
+            data = os.read(fd, 4096)
+        except BlockingIOError:
+            return
+        except OSError:
+            data = b""
+        if not data:  # EOF: every write end is closed, so the parent is gone
+            loop.remove_reader(fd)
+            os.close(fd)
+            log.warning("the parent process is gone ($%s closed): shutting down", PARENT_FD_ENV)
+            stop.set()
+
+    loop.add_reader(fd, readable)
 
 
 def _say(lines: list[str]) -> None:

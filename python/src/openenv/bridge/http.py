@@ -13,12 +13,8 @@ is a raw ASGI callable, so no framework work is added per frame.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
-import socket
 import ssl
-from collections.abc import Iterator
 from typing import Any
 
 import uvicorn
@@ -26,6 +22,7 @@ import uvicorn
 from openenv.bridge.app import BridgeApp
 from openenv.bridge.guard import Guard
 from openenv.bridge.limits import HttpLimits, protocol_classes
+from openenv.bridge.listener import UvicornListener
 from openenv.security import BrowserPolicy, TlsConfig, TokenSet
 
 log = logging.getLogger("openenv.bridge")
@@ -82,15 +79,9 @@ class HttpOptions:
         self.keepalive_timeout_s = keepalive_timeout_s
 
 
-def _uvicorn_server(app: Any, opts: HttpOptions) -> Any:
+def _uvicorn_config(app: Any, opts: HttpOptions) -> uvicorn.Config:
     http_protocol, ws_protocol = protocol_classes(opts.limits)
-
-    class _Server(uvicorn.Server):
-        @contextlib.contextmanager
-        def capture_signals(self) -> Iterator[None]:  # the embedding program owns signals
-            yield
-
-    config = uvicorn.Config(
+    return uvicorn.Config(
         app,
         loop="none",
         http=http_protocol,
@@ -108,7 +99,6 @@ def _uvicorn_server(app: Any, opts: HttpOptions) -> Any:
         timeout_keep_alive=max(1, round(opts.keepalive_timeout_s)),
         **_tls_kwargs(opts.tls),
     )
-    return _Server(config)
 
 
 def _tls_kwargs(tls: TlsConfig | None) -> dict[str, Any]:
@@ -136,9 +126,7 @@ class HttpServer:
         self.host, self.requested_port = host, port
         self.options = options or HttpOptions()
         self.port: int | None = None
-        self._server: Any = None
-        self._task: asyncio.Task[None] | None = None
-        self._sock: socket.socket | None = None
+        self._listener: UvicornListener | None = None
 
     @property
     def url(self) -> str:
@@ -151,50 +139,20 @@ class HttpServer:
     async def start(self) -> HttpServer:
         if self.options.tls is not None:
             self.options.tls.check()  # before binding: a bad path fails cleanly
-        family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
-        sock = socket.socket(family, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind((self.host, self.requested_port))
-        except OSError as e:
-            sock.close()
-            raise RuntimeError(f"cannot bind HTTP {self.host}:{self.requested_port}: {e.strerror or e}") from e
-        sock.listen(2048)
-        sock.setblocking(False)
-        self._sock = sock
-        self.port = sock.getsockname()[1]
         opts = self.options
         browser = BrowserPolicy(opts.allowed_origins, opts.allowed_hosts, bind_host=self.host)
         self.app.browser = browser  # the MCP SDK's own DNS-rebinding protection follows it
-        self._server = _uvicorn_server(Guard(self.app, opts.tokens, browser), opts)
-        self._task = asyncio.ensure_future(self._run(sock))
-        while not self._server.started:
-            if self._task.done():
-                exc = self._task.exception()
-                raise RuntimeError(f"HTTP server failed to start: {exc}") from exc
-            await asyncio.sleep(0.005)
+        listener = UvicornListener(
+            _uvicorn_config(Guard(self.app, opts.tokens, browser), opts), self.host, self.requested_port
+        )
+        await listener.start("HTTP ")
+        self._listener, self.port = listener, listener.port
         return self
 
-    async def _run(self, sock: socket.socket) -> None:
-        try:
-            await self._server.serve(sockets=[sock])
-        except SystemExit as e:  # uvicorn exits on a startup failure
-            raise RuntimeError(f"uvicorn exited ({e.code})") from None
-
     async def stop(self) -> None:
-        if self._server is None:
-            return
-        self._server.should_exit = True
-        if self._task is not None:
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(asyncio.shield(self._task), 10)
-            if not self._task.done():
-                self._server.force_exit = True
-                self._task.cancel()
-                await asyncio.gather(self._task, return_exceptions=True)
-        if self._sock is not None:
-            self._sock.close()
-        self._server = self._task = self._sock = None
+        listener, self._listener = self._listener, None
+        if listener is not None:
+            await listener.stop()
 
     async def __aenter__(self) -> HttpServer:
         return await self.start()

@@ -9,14 +9,14 @@ Server-Sent Events, which is all these servers speak.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
-import socket
 import threading
-from collections.abc import Awaitable, Callable, Iterator, MutableMapping
+from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
 import uvicorn
+
+from openenv.bridge.listener import UvicornListener
 
 __all__ = ["LoopbackServer", "read_body", "send_json", "serve_in_thread", "sse_start"]
 
@@ -74,21 +74,14 @@ def _config(app: Any) -> uvicorn.Config:
     )
 
 
-class _Server(uvicorn.Server):
-    @contextlib.contextmanager
-    def capture_signals(self) -> Iterator[None]:  # the embedding program owns signals
-        yield
-
-
 class LoopbackServer:
-    """An ASGI app on uvicorn in the current event loop, bound to ``host:port``."""
+    """An ASGI app on uvicorn in the current event loop, bound to ``host:port`` (the HTTP
+    side's :class:`~openenv.bridge.listener.UvicornListener`, with a plain config)."""
 
     def __init__(self, app: Any, host: str = "127.0.0.1", port: int = 0) -> None:
         self.app, self.host, self.requested_port = app, host, port
         self.port: int | None = None
-        self._server: _Server | None = None
-        self._task: asyncio.Task[None] | None = None
-        self._sock: socket.socket | None = None
+        self._listener: UvicornListener | None = None
 
     @property
     def url(self) -> str:
@@ -96,39 +89,15 @@ class LoopbackServer:
         return f"http://{host}:{self.port}"
 
     async def start(self) -> LoopbackServer:
-        family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
-        sock = socket.socket(family, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind((self.host, self.requested_port))
-        except OSError as e:
-            sock.close()
-            raise RuntimeError(f"cannot bind {self.host}:{self.requested_port}: {e.strerror or e}") from e
-        sock.listen(512)
-        sock.setblocking(False)
-        self._sock, self.port = sock, sock.getsockname()[1]
-        self._server = server = _Server(_config(self.app))
-        self._task = asyncio.ensure_future(server.serve(sockets=[sock]))
-        while not server.started:
-            if self._task.done():
-                raise RuntimeError(f"server failed to start: {self._task.exception()}")
-            await asyncio.sleep(0.005)
+        listener = UvicornListener(_config(self.app), self.host, self.requested_port, backlog=512)
+        await listener.start()
+        self._listener, self.port = listener, listener.port
         return self
 
     async def stop(self) -> None:
-        if self._server is None:
-            return
-        self._server.should_exit = True
-        if self._task is not None:
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(asyncio.shield(self._task), 10)
-            if not self._task.done():
-                self._server.force_exit = True
-                self._task.cancel()
-                await asyncio.gather(self._task, return_exceptions=True)
-        if self._sock is not None:
-            self._sock.close()
-        self._server = self._task = self._sock = None
+        listener, self._listener = self._listener, None
+        if listener is not None:
+            await listener.stop()
 
     async def __aenter__(self) -> LoopbackServer:
         return await self.start()
