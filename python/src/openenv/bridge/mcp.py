@@ -283,6 +283,41 @@ def _transport_security(policy: Any) -> Any:
     return TransportSecuritySettings(enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=origins)
 
 
+class ManagerTask:
+    """The lifetime of an SDK ``StreamableHTTPSessionManager`` (its ``run()`` context) held
+    open in a task of the running loop, as a start/stop pair for servers that are not an
+    ASGI lifespan."""
+
+    def __init__(self, manager: Any) -> None:
+        self.manager = manager
+        self._stop = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        """Returns once the manager runs; raises its failure if it cannot start."""
+        ready = asyncio.Event()
+
+        async def run() -> None:
+            async with self.manager.run():
+                ready.set()
+                await self._stop.wait()
+
+        self._task = asyncio.ensure_future(run())
+        waiter = asyncio.ensure_future(ready.wait())
+        await asyncio.wait({waiter, self._task}, return_when=asyncio.FIRST_COMPLETED)
+        if self._task.done():
+            waiter.cancel()
+            self._task.result()  # raises the failure
+            raise RuntimeError("the MCP session manager stopped")
+
+    async def stop(self, timeout_s: float) -> None:
+        """Ends the manager's run (its sessions end), waiting up to ``timeout_s``."""
+        self._stop.set()
+        if self._task is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._task, timeout_s)
+
+
 class StreamableMcp:
     """MCP Streamable HTTP on the official SDK; one environment session per MCP session."""
 
@@ -309,30 +344,13 @@ class StreamableMcp:
             security_settings=_transport_security(app.browser),
         )
         self.sessions: dict[str, BackendSession] = {}
-        self._stop = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
+        self._running = ManagerTask(self.manager)
 
     async def start(self) -> None:
-        ready = asyncio.Event()
-
-        async def run() -> None:
-            async with self.manager.run():
-                ready.set()
-                await self._stop.wait()
-
-        self._task = asyncio.ensure_future(run())
-        waiter = asyncio.ensure_future(ready.wait())
-        await asyncio.wait({waiter, self._task}, return_when=asyncio.FIRST_COMPLETED)
-        if self._task.done():
-            waiter.cancel()
-            self._task.result()  # raises the failure
-            raise RuntimeError("the MCP session manager stopped")
+        await self._running.start()
 
     async def stop(self) -> None:
-        self._stop.set()
-        if self._task is not None:
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(self._task, 5)
+        await self._running.stop(5)
         for sid in list(self.sessions):
             await self._drop(sid)
 

@@ -15,12 +15,12 @@ counted, rewarded and recorded, one at a time; after the episode ends every call
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import time
 from collections.abc import Mapping
 from typing import Any
 
+from openenv.bridge.mcp import ManagerTask
 from openenv.client import ToolEnvClient
 from openenv.errors import EnvError
 from openenv.harness._asgi import BodyTooLarge, Receive, Scope, Send, read_body, send_json
@@ -148,30 +148,13 @@ class EpisodeMcp:
         self.manager = StreamableHTTPSessionManager(
             server, stateless=True, json_response=True, security_settings=security
         )
-        self._stop = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
+        self._running = ManagerTask(self.manager)
 
     async def start(self) -> None:
-        ready = asyncio.Event()
-
-        async def run() -> None:
-            async with self.manager.run():
-                ready.set()
-                await self._stop.wait()
-
-        self._task = asyncio.ensure_future(run())
-        waiter = asyncio.ensure_future(ready.wait())
-        await asyncio.wait({waiter, self._task}, return_when=asyncio.FIRST_COMPLETED)
-        if self._task.done():
-            waiter.cancel()
-            self._task.result()
-            raise RuntimeError("the MCP session manager stopped")
+        await self._running.start()
 
     async def stop(self) -> None:
-        self._stop.set()
-        if self._task is not None:
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(self._task, 10)
+        await self._running.stop(10)
 
     async def handle(self, key: str, scope: Scope, receive: Receive, send: Send) -> None:
         if key not in self.episodes:
