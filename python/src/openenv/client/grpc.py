@@ -237,6 +237,7 @@ class GrpcConnection:
         now through its token. Best effort, bounded."""
         self._may_be_parked = False
         channel = self._new_channel()
+        call: Any = None
         try:
             if not await self._channel_ready(channel, END_GRACE_S):
                 return
@@ -246,11 +247,18 @@ class GrpcConnection:
             )
             self._next_id += 1
             await call.write(environment_pb2.SessionRequest(request_id=self._next_id, handshake=hs))
-            self._next_id += 1
-            await call.write(
-                environment_pb2.SessionRequest(request_id=self._next_id, close=environment_pb2.CloseRequest())
-            )
-            await call.done_writing()
+            # Wait for the handshake's answer before writing anything else: a session that is
+            # not there (reaped, already released) is refused with a fatal error and the server
+            # ends the stream, and a write racing that end is what leaves gRPC owing this loop
+            # a completion after it closes (python/tests/test_event_loops.py).
+            resp = await asyncio.wait_for(call.read(), END_GRACE_S)
+            if resp is not grpc.aio.EOF and resp.WhichOneof("kind") == "handshake":
+                self._next_id += 1
+                await call.write(
+                    environment_pb2.SessionRequest(request_id=self._next_id, close=environment_pb2.CloseRequest())
+                )
+            if not call.done():
+                await call.done_writing()
 
             async def drain() -> None:
                 while await call.read() is not grpc.aio.EOF:
@@ -258,10 +266,11 @@ class GrpcConnection:
 
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(drain(), END_GRACE_S)
-            call.cancel()
-        except (grpc.aio.AioRpcError, asyncio.InvalidStateError):
+        except (grpc.aio.AioRpcError, asyncio.InvalidStateError, TimeoutError):
             pass
         finally:
+            if call is not None:
+                call.cancel()  # a no-op once the server ended the stream, as it does above
             await channel.close()
 
     async def abort(self) -> None:
