@@ -172,6 +172,16 @@ def main() -> int:
         "bridge-tools": [*http[:4], "tools.bench.envs:ToolEcho", *http[4:], "--http-ready-file"],
         # The grpclib engine (openenv.engines), the same servers: `--engine grpclib`.
         "sync-grpclib": [*_serve_cmd("bridge_envs:BenchCounter"), "--engine", "grpclib"],
+        # Sync hooks always on the worker threads (inline execution off, openenv.runtime.inline).
+        "sync-threads": [*_serve_cmd("bridge_envs:BenchCounter"), "--inline-threshold-us", "0"],
+        "bridge-sync-threads": [
+            *http[:4],
+            "bridge_envs:BenchCounter",
+            *http[4:],
+            "--inline-threshold-us",
+            "0",
+            "--http-ready-file",
+        ],
         "async-grpclib": [*_serve_cmd("bridge_envs:AsyncBenchCounter"), "--engine", "grpclib"],
         "tools": _serve_cmd("tools.bench.envs:ToolEcho"),
         "big": _serve_cmd("tools.bench.envs:BigObs"),
@@ -184,6 +194,7 @@ def main() -> int:
         ("raw grpc.aio bidi echo (ceiling)", "raw", "raw", "seq", None),
         ("ours, sync env, sequential", "sync", "ours", "seq", None),
         ("ours, async env, sequential", "async", "ours", "seq", None),
+        ("ours, sync env (threads only), sequential", "sync-threads", "ours", "seq", None),
         ("ours, sync env, pipelined k=16", "sync", "ours", "pipelined", 16),
         ("ours, async env, pipelined k=16", "async", "ours", "pipelined", 16),
         ("ours, sync env, batched N=64", "sync", "ours", "batched", 64),
@@ -204,6 +215,7 @@ def main() -> int:
         ("stock OpenEnv, async env, sequential (WebSocket)", "openenv-async", "ws", "seq", None),
         ("ours bridge, sync env, sequential (WebSocket)", "bridge-sync", "ws", "seq", None),
         ("ours bridge, async env, sequential (WebSocket)", "bridge-async", "ws", "seq", None),
+        ("ours bridge, sync env (threads only), sequential (WebSocket)", "bridge-sync-threads", "ws", "seq", None),
         ("stock OpenEnv, sync env, 64 sessions (WebSocket)", "openenv-sync", "ws", "concurrent", 64),
         ("stock OpenEnv, async env, 64 sessions (WebSocket)", "openenv-async", "ws", "concurrent", 64),
         ("ours bridge, sync env, 64 sessions (WebSocket)", "bridge-sync", "ws", "concurrent", 64),
