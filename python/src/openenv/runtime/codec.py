@@ -568,13 +568,10 @@ class PydanticCodec(Codec):
         self.adapter = TypeAdapter(pydantic_compatible(tp))
         schema = self.adapter.json_schema()
         self._schema = closed_schema(schema) if strict else schema
+        # The full JSON Schema validator is built on first need: small flat actions never need
+        # it (_exact_flat), and an idle server need not import jsonschema (docs/performance.md).
         self._validator: Any = None
-        self._flat: dict[str, type | tuple[type, ...]] | None = None
-        if strict:
-            import jsonschema
-
-            self._validator = jsonschema.Draft202012Validator(self._schema)
-            self._flat = _flat_object(self._schema)
+        self._flat: dict[str, type | tuple[type, ...]] | None = _flat_object(self._schema) if strict else None
         self._required = frozenset(self._schema.get("required", ()))
 
     def encode(self, value: Any, out: payload_pb2.Payload | None = None) -> payload_pb2.Payload:
@@ -595,7 +592,11 @@ class PydanticCodec(Codec):
     def from_json(self, obj: Any) -> Any:
         from pydantic import ValidationError
 
-        if self._validator is not None and not self._exact_flat(obj):
+        if self.strict and not self._exact_flat(obj):
+            if self._validator is None:
+                import jsonschema
+
+                self._validator = jsonschema.Draft202012Validator(self._schema)
             # Unknown fields first: a misspelled field is reported by its name, not only as
             # the required field it left missing.
             errors = sorted(
