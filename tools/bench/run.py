@@ -144,7 +144,11 @@ def main() -> int:
     ap.add_argument("--duration", type=float, default=2.0)
     ap.add_argument("--quick", action="store_true", help="1 repeat, short runs, small C (smoke test)")
     ap.add_argument("--out", default=str(ROOT / "reports"))
-    ap.add_argument("--only", default="", help="run only scenarios whose label contains this text")
+    ap.add_argument(
+        "--only",
+        default="",
+        help="run only scenarios whose label contains this text (several: separated by '|')",
+    )
     ap.add_argument(
         "--compare",
         metavar="BASELINE.json",
@@ -232,7 +236,8 @@ def main() -> int:
     ]
 
     if ns.only:
-        plan = [p for p in plan if ns.only in p[0] or "ceiling" in p[0]]
+        wanted = [w for w in ns.only.split("|") if w]
+        plan = [p for p in plan if any(w in p[0] for w in wanted) or "ceiling" in p[0]]
     results: dict[str, list[dict[str, Any]]] = {label: [] for label, *_ in plan}
     t_start = time.time()
     load_start = os.getloadavg()[0]

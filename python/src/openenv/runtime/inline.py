@@ -9,18 +9,25 @@ pure-Python code runs in it. So the runtime times every sync call and runs a hoo
 event loop while it is consistently fast:
 
 * **Going inline.** Each hook (per server and environment class, keyed by hook name: ``step``,
-  ``reset``, ``tool 'name'``, ``rubric 'name'``, ...) starts on the threads. Its time *in the
-  thread* (the call itself, not the hop) is measured; after :data:`PROBE_CALLS` consecutive calls
-  each under the threshold, its next calls run inline. One call at or over the threshold restarts
-  the count: a hook that is slow even now and then (more often than once in 16 calls) stays on the
-  threads.
-* **Reverting.** Every inline call is timed too. The first one at or over the threshold sends the
+  ``reset``, ``tool 'name'``, ``rubric 'name'``, ...) starts on the threads. Each call's time *in
+  the thread* (the call itself, not the hop) is measured: it is fast when its CPU time is under
+  the threshold and its wall time under :data:`WALL_FACTOR` times the threshold. CPU time,
+  because a thread's wall time includes waiting for the GIL while the loop (busy with other
+  sessions) holds it, which a call inline would not wait; the wall bound, because a call that
+  waits (I/O, a sleep, a lock) uses no CPU but would hold the loop. After :data:`PROBE_CALLS`
+  consecutive fast calls, the hook's next calls run inline. One call that is not fast restarts
+  the count: a hook that is slow even now and then (more often than once in 16 calls) stays on
+  the threads.
+* **Reverting.** Every inline call is timed the same way. The first one that is not fast sends the
   hook back to the threads at once (so a hook that became slow stalls the loop once, for one
   call), and doubles the number of fast threaded calls needed before it is tried inline again
   (16, 32, ... up to 16 * 2**10): a hook that is fast most of the time but slow now and then is
   re-probed ever more rarely. After :data:`DECAY_CALLS` consecutive fast inline calls the
   doubling is undone by one step, so a rare hiccup (a GC pause, the process descheduled on a
-  loaded machine) is forgotten.
+  loaded machine) is forgotten. CPU time here too, so that the process being descheduled on a
+  loaded machine in the middle of a call does not count against the hook; a hook that starts
+  waiting (a wall time over the bound) reverts as well. A call during which the garbage
+  collector ran is not measured either way (the pause is the collector's).
 * **Deadlines.** A call with a timeout (a step's deadline, a tool's ``timeout_s``) runs inline only
   when the timeout is at least :data:`DEADLINE_FACTOR` times the threshold (50 ms for the default
   50 µs): an inline call cannot be interrupted, so it is chosen only when far below any deadline.
@@ -48,15 +55,18 @@ The threshold: :attr:`openenv.Environment.inline_threshold_s` (per class), else 
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 from typing import Any
 
 __all__ = [
     "DEADLINE_FACTOR",
+    "GC_RUNS",
     "DECAY_CALLS",
     "DEFAULT_THRESHOLD_S",
     "MAX_STRIKES",
     "PROBE_CALLS",
+    "WALL_FACTOR",
     "HookTimes",
     "InlinePolicy",
     "run_inline",
@@ -72,9 +82,27 @@ MAX_STRIKES = 10
 """Reverts double the probe count up to ``PROBE_CALLS << MAX_STRIKES`` calls."""
 DECAY_CALLS = 1024
 """Consecutive fast inline calls that undo one doubling."""
+WALL_FACTOR = 100
+"""A threaded call counts as fast when its CPU time is under the threshold and its wall time
+under ``WALL_FACTOR * threshold`` (5 ms for the default)."""
 DEADLINE_FACTOR = 1000
 """A call with a timeout runs inline only when ``timeout >= DEADLINE_FACTOR * threshold``."""
 ENV_VAR = "OPENENV_INLINE_THRESHOLD_US"
+
+
+#: Garbage collections finished in this process (a one-item list: read without a call). A call
+#: during which the collector ran is not measured: the pause is the collector's, which would have
+#: run wherever the allocation that triggered it happened.
+GC_RUNS = [0]
+
+
+def _count_collection(phase: str, info: dict[str, Any]) -> None:
+    if phase == "stop":
+        GC_RUNS[0] += 1
+
+
+if _count_collection not in gc.callbacks:
+    gc.callbacks.append(_count_collection)
 
 
 def server_threshold_s(value_s: float | None = None) -> float:
@@ -123,6 +151,7 @@ class InlinePolicy:
             raise ValueError("an inline policy needs a threshold > 0 (0 means: never inline, no policy)")
         self.threshold_s = threshold_s
         self.min_timeout_s = threshold_s * DEADLINE_FACTOR
+        self.max_wall_s = threshold_s * WALL_FACTOR
         self.hooks: dict[str, HookTimes] = {}
 
     def hook(self, name: str) -> HookTimes:
@@ -131,20 +160,26 @@ class InlinePolicy:
             h = self.hooks[name] = HookTimes()
         return h
 
-    def threaded(self, h: HookTimes, seconds: float | None) -> None:
-        """Record a threaded call's own time (None: unknown, e.g. it outlived its timeout)."""
+    def threaded(self, h: HookTimes, seconds: float | None, cpu_seconds: float = 0.0, collected: bool = False) -> None:
+        """Record a threaded call's wall and CPU time (None: unknown, e.g. it outlived its timeout;
+        ``collected``: the garbage collector ran meanwhile, so the times say nothing)."""
         h.thread_calls += 1
-        if seconds is not None and seconds < self.threshold_s:
+        if collected:
+            return
+        if seconds is not None and cpu_seconds < self.threshold_s and seconds < self.max_wall_s:
             h.fast += 1
             if h.fast >= h.needed:
                 h.inline, h.streak = True, 0
         else:
             h.fast = 0
 
-    def ran_inline(self, h: HookTimes, seconds: float) -> None:
-        """Record an inline call's time: at or over the threshold, the hook goes back to the threads."""
+    def ran_inline(self, h: HookTimes, seconds: float, cpu_seconds: float, collected: bool = False) -> None:
+        """Record an inline call's wall and CPU time: when it was not fast, the hook goes back to
+        the threads (unless the garbage collector ran meanwhile: then the times say nothing)."""
         h.inline_calls += 1
-        if seconds < self.threshold_s:
+        if collected:
+            return
+        if cpu_seconds < self.threshold_s and seconds < self.max_wall_s:
             h.streak += 1
             if h.streak >= DECAY_CALLS and h.strikes:
                 h.strikes -= 1

@@ -35,7 +35,7 @@ from openenv.errors import (
 from openenv.protocol import PROTOCOL_VERSION, EpisodeStatus, SessionState, StepResult
 from openenv.runtime.codec import Codec, codec_for, descriptor_set, to_struct
 from openenv.runtime.environment import Environment
-from openenv.runtime.inline import HookTimes, InlinePolicy, run_inline, server_threshold_s
+from openenv.runtime.inline import GC_RUNS, HookTimes, InlinePolicy, run_inline, server_threshold_s
 from openenv.runtime.isolation import ISOLATION_MODES, ProcessEnv, WorkerRubric
 from openenv.runtime.load import LoadMeter
 from openenv.runtime.rubrics import CREDITS_METADATA_KEY, Rubric
@@ -227,13 +227,14 @@ def _close_quietly(env: Any) -> None:
         log.exception("closing the probe instance failed")
 
 
-def _timed(took: list[float], fn: Callable[..., _T], *args: Any) -> _T:
-    """``fn(*args)`` on a worker thread, its own duration appended to ``took`` (runtime.inline)."""
-    t0 = time.perf_counter()
+def _timed(took: list[Any], fn: Callable[..., _T], *args: Any) -> _T:
+    """``fn(*args)`` on a worker thread; its wall and CPU time, and whether the garbage collector
+    ran meanwhile, appended to ``took`` (runtime.inline)."""
+    t0, c0, g0 = time.perf_counter(), time.thread_time(), GC_RUNS[0]
     try:
         return fn(*args)
     finally:
-        took.append(time.perf_counter() - t0)
+        took += (time.perf_counter() - t0, time.thread_time() - c0, GC_RUNS[0] != g0)
 
 
 def _as_step_result(value: Any) -> StepResult[Any]:
@@ -319,9 +320,9 @@ class Session:
                 hook = policy.hook(what or fn.__name__)
                 if hook.inline and (timeout is None or timeout >= policy.min_timeout_s):
                     return self._inline(policy, hook, fn, args, timeout, what)
-                took: list[float] = []
+                took: list[Any] = []
                 fut = self.manager.run_in_thread(functools.partial(_timed, took, fn, *args))
-                fut.add_done_callback(lambda _: policy.threaded(hook, took[0] if took else None))
+                fut.add_done_callback(lambda _: policy.threaded(hook, *took) if took else policy.threaded(hook, None))
         else:
             return fn(*args)
         try:
@@ -351,12 +352,12 @@ class Session:
     ) -> Any:
         """One sync call on the loop's thread, timed (runtime.inline): a slow one sends the hook back
         to the threads; one that overran its timeout is answered as a threaded one would be."""
-        t0 = time.perf_counter()
+        t0, c0, g0 = time.perf_counter(), time.thread_time(), GC_RUNS[0]
         try:
             value = run_inline(fn, *args)
         finally:
             took = time.perf_counter() - t0
-            policy.ran_inline(hook, took)
+            policy.ran_inline(hook, took, time.thread_time() - c0, GC_RUNS[0] != g0)
         if timeout is not None and took > timeout:
             raise DeadlineExceeded(f"{what or fn.__name__} did not finish within {timeout:g} s")
         return value
