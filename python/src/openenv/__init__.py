@@ -57,6 +57,10 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'openenv' has no attribute {name!r}")
 
 
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | _CLIENT_NAMES)
+
+
 _compat.install()  # the 0.1 module paths, for one minor version
 
 __all__ = [
