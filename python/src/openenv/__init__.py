@@ -49,9 +49,9 @@ _CLIENT_NAMES = frozenset({"BatchResult", "EnvClient", "SyncEnvClient", "ToolEnv
 
 def __getattr__(name: str) -> Any:
     if name in _CLIENT_NAMES:
-        from openenv import client
+        import openenv.client
 
-        value = getattr(client, name)
+        value = getattr(openenv.client, name)
         globals()[name] = value
         return value
     raise AttributeError(f"module 'openenv' has no attribute {name!r}")
