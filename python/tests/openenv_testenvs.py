@@ -150,6 +150,9 @@ class Scripted(Tracked):
     ``{"op": "big", "n": n}``: observation of ``n`` characters (a small request, a big answer).
     """
 
+    # "block" waits for the test (another party), so steps must stay on the worker threads even
+    # after a run of fast ones (openenv.runtime.inline: such hooks opt out).
+    inline_threshold_s = 0.0
     gate: ClassVar[threading.Event] = threading.Event()
     entered: ClassVar[threading.Event] = threading.Event()
     overlaps: ClassVar[int] = 0  # close() called while a step of the same instance still ran
@@ -359,6 +362,7 @@ class Sleeper(Tracked):
     """
 
     run_in_thread = True
+    inline_threshold_s = 0.0  # a barrier between sessions: never on the loop (openenv.runtime.inline)
     barrier: ClassVar[threading.Barrier] = threading.Barrier(1)
     release: ClassVar[threading.Event] = threading.Event()
     in_step: ClassVar[int] = 0  # steps past the barrier, waiting for release

@@ -37,6 +37,7 @@ OPTIONAL_EXTRA_IMPORTS = {
     ("openenv.runtime.codec", "openenv.runtime.betterproto"),
     ("openenv.engines", "openenv.engines.grpclib_server"),  # the grpclib extra
     ("openenv.client.env", "openenv.client.grpclib"),  # the grpclib extra
+    ("openenv", "openenv.client"),  # on first use: a server never needs it (idle RSS, test_lazy_imports.py)
 }
 
 

@@ -3,6 +3,8 @@ and the JSON Schemas derived from message descriptors."""
 
 from __future__ import annotations
 
+import collections
+import enum
 import math
 from typing import Any
 
@@ -77,6 +79,53 @@ def test_json_values_round_trip_through_the_wire(x: Any) -> None:
 def test_structs_round_trip(d: dict[str, Any]) -> None:
     s = struct_pb2.Struct.FromString(to_struct(d).SerializeToString())
     assert same(from_struct(s), expected(d))
+
+
+@SETTINGS
+@given(json_values)
+def test_values_encode_as_protobufs_own_json_parser_does(x: Any) -> None:
+    """to_value's fast paths against an independent encoder (json_format.ParseDict), byte for byte."""
+    ours = to_value(x).SerializeToString(deterministic=True)
+    assert ours == json_format.ParseDict(x, struct_pb2.Value()).SerializeToString(deterministic=True)
+    assert from_value(struct_pb2.Value.FromString(ours)) == json_format.MessageToDict(struct_pb2.Value.FromString(ours))
+
+
+class Color(enum.IntEnum):
+    RED = 1
+
+
+class Name(str):
+    pass
+
+
+@pytest.mark.parametrize(
+    ("value", "back"),
+    [
+        (True, True),  # a bool is not a number, either way
+        (1, 1),
+        (1.0, 1),
+        (-0.0, 0),
+        (2**53 + 2, float(2**53 + 2)),
+        (Color.RED, 1),  # subclasses of the JSON types take the general path, with the same result
+        (Name("n"), "n"),
+        (collections.OrderedDict(a=1, b=[None]), {"a": 1, "b": [None]}),
+        ((1, (True, "x")), [1, [True, "x"]]),
+        ({}, {}),
+        ([], []),
+        ({"a": {"b": {"c": [{}, [], ""]}}}, {"a": {"b": {"c": [{}, [], ""]}}}),
+    ],
+)
+def test_subclasses_and_edge_values_round_trip(value: Any, back: Any) -> None:
+    assert same(from_value(struct_pb2.Value.FromString(to_value(value).SerializeToString())), back)
+    if isinstance(value, dict):
+        assert same(from_struct(struct_pb2.Struct.FromString(to_struct(value).SerializeToString())), back)
+
+
+def test_numbers_beyond_a_double_are_refused() -> None:
+    with pytest.raises((OverflowError, ValueError)):
+        to_value(2**1100)
+    with pytest.raises(TypeError, match="keys must be strings"):
+        to_struct({1: 2})  # type: ignore[dict-item]
 
 
 def test_integral_numbers_decode_as_int() -> None:

@@ -13,6 +13,7 @@ from openenv_testenvs import Counter
 from openenv_testkit import WAIT_S, running
 
 import openenv
+from openenv.runtime.inline import PROBE_CALLS
 from openenv.runtime.threads import EnvThreads
 
 pytestmark = pytest.mark.anyio
@@ -78,5 +79,7 @@ async def test_a_sync_environment_steps_in_worker_threads_and_stays_in_order() -
         await env.reset(seed=0)
         results = await asyncio.gather(*(env.step({"delta": 1}) for _ in range(30)))
         assert [r.observation["total"] for r in results] == list(range(1, 31))
-        assert threading.get_ident() not in seen
+        # The first calls of a hook always run on the threads; a hook measured consistently fast
+        # may then move onto the loop (openenv.runtime.inline, test_inline.py), still in order.
+        assert threading.get_ident() not in seen[:PROBE_CALLS]
         assert srv.manager.threads.threads >= 1

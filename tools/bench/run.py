@@ -144,7 +144,11 @@ def main() -> int:
     ap.add_argument("--duration", type=float, default=2.0)
     ap.add_argument("--quick", action="store_true", help="1 repeat, short runs, small C (smoke test)")
     ap.add_argument("--out", default=str(ROOT / "reports"))
-    ap.add_argument("--only", default="", help="run only scenarios whose label contains this text")
+    ap.add_argument(
+        "--only",
+        default="",
+        help="run only scenarios whose label contains this text (several: separated by '|')",
+    )
     ap.add_argument(
         "--compare",
         metavar="BASELINE.json",
@@ -172,6 +176,16 @@ def main() -> int:
         "bridge-tools": [*http[:4], "tools.bench.envs:ToolEcho", *http[4:], "--http-ready-file"],
         # The grpclib engine (openenv.engines), the same servers: `--engine grpclib`.
         "sync-grpclib": [*_serve_cmd("bridge_envs:BenchCounter"), "--engine", "grpclib"],
+        # Sync hooks always on the worker threads (inline execution off, openenv.runtime.inline).
+        "sync-threads": [*_serve_cmd("bridge_envs:BenchCounter"), "--inline-threshold-us", "0"],
+        "bridge-sync-threads": [
+            *http[:4],
+            "bridge_envs:BenchCounter",
+            *http[4:],
+            "--inline-threshold-us",
+            "0",
+            "--http-ready-file",
+        ],
         "async-grpclib": [*_serve_cmd("bridge_envs:AsyncBenchCounter"), "--engine", "grpclib"],
         "tools": _serve_cmd("tools.bench.envs:ToolEcho"),
         "big": _serve_cmd("tools.bench.envs:BigObs"),
@@ -184,6 +198,7 @@ def main() -> int:
         ("raw grpc.aio bidi echo (ceiling)", "raw", "raw", "seq", None),
         ("ours, sync env, sequential", "sync", "ours", "seq", None),
         ("ours, async env, sequential", "async", "ours", "seq", None),
+        ("ours, sync env (threads only), sequential", "sync-threads", "ours", "seq", None),
         ("ours, sync env, pipelined k=16", "sync", "ours", "pipelined", 16),
         ("ours, async env, pipelined k=16", "async", "ours", "pipelined", 16),
         ("ours, sync env, batched N=64", "sync", "ours", "batched", 64),
@@ -204,6 +219,7 @@ def main() -> int:
         ("stock OpenEnv, async env, sequential (WebSocket)", "openenv-async", "ws", "seq", None),
         ("ours bridge, sync env, sequential (WebSocket)", "bridge-sync", "ws", "seq", None),
         ("ours bridge, async env, sequential (WebSocket)", "bridge-async", "ws", "seq", None),
+        ("ours bridge, sync env (threads only), sequential (WebSocket)", "bridge-sync-threads", "ws", "seq", None),
         ("stock OpenEnv, sync env, 64 sessions (WebSocket)", "openenv-sync", "ws", "concurrent", 64),
         ("stock OpenEnv, async env, 64 sessions (WebSocket)", "openenv-async", "ws", "concurrent", 64),
         ("ours bridge, sync env, 64 sessions (WebSocket)", "bridge-sync", "ws", "concurrent", 64),
@@ -220,7 +236,8 @@ def main() -> int:
     ]
 
     if ns.only:
-        plan = [p for p in plan if ns.only in p[0] or "ceiling" in p[0]]
+        wanted = [w for w in ns.only.split("|") if w]
+        plan = [p for p in plan if any(w in p[0] for w in wanted) or "ceiling" in p[0]]
     results: dict[str, list[dict[str, Any]]] = {label: [] for label, *_ in plan}
     t_start = time.time()
     load_start = os.getloadavg()[0]

@@ -8,8 +8,9 @@ Environment authors subclass :class:`Environment` and call :func:`serve`; traine
 <- ``host`` <- ``deploy`` <- ``cli``.
 """
 
+from typing import TYPE_CHECKING, Any
+
 from openenv import _compat, rubrics  # Rubric, WeightedSum, Sequential, Gate, TrajectoryRubric, LLMJudge, ...
-from openenv.client import BatchResult, EnvClient, SyncEnvClient, ToolEnvClient, VectorEnvClient
 from openenv.errors import (
     Aborted,
     Cancelled,
@@ -35,7 +36,30 @@ from openenv.runtime.tasks import TaskInfo
 from openenv.runtime.tools import CallToolAction, CallToolObservation, Tool, ToolResult, tool
 from openenv.server import Server
 
+if TYPE_CHECKING:
+    from openenv.client import BatchResult, EnvClient, SyncEnvClient, ToolEnvClient, VectorEnvClient
+
 __version__ = "0.2.0"
+
+# The client side is imported on first use: a server process (``openenv serve``) never needs
+# it, and its modules (WebSocket, anyio, ...) are memory an idle server would hold for nothing
+# (docs/performance.md, idle RSS; python/tests/test_lazy_imports.py guards it).
+_CLIENT_NAMES = frozenset({"BatchResult", "EnvClient", "SyncEnvClient", "ToolEnvClient", "VectorEnvClient"})
+
+
+def __getattr__(name: str) -> Any:
+    if name in _CLIENT_NAMES:
+        import openenv.client
+
+        value = getattr(openenv.client, name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'openenv' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | _CLIENT_NAMES)
+
 
 _compat.install()  # the 0.1 module paths, for one minor version
 

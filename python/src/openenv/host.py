@@ -116,6 +116,9 @@ class Host:
             listeners (0: no limit); beyond it a handshake is refused ``RESOURCE_EXHAUSTED``.
         engine: the library of the gRPC listener, ``"grpcio"`` (default) or ``"grpclib"``
             (:mod:`openenv.engines`; same protocol, docs/performance.md).
+        inline_threshold_s: sync hooks measured consistently faster than this run on the event
+            loop instead of a worker thread (0: never; default ``$OPENENV_INLINE_THRESHOLD_US``,
+            else 50 µs; :mod:`openenv.runtime.inline`).
     """
 
     def __init__(
@@ -144,6 +147,7 @@ class Host:
         web: bool | None = None,
         max_sessions_per_client: int = 0,
         engine: str = DEFAULT_ENGINE,
+        inline_threshold_s: float | None = None,
     ) -> None:
         if http_port is DEFAULT:
             if http_available():
@@ -170,6 +174,7 @@ class Host:
             isolation=isolation,
             resume_grace_s=resume_grace_s,
             max_sessions_per_client=max_sessions_per_client,
+            inline_threshold_s=inline_threshold_s,
         )
         self.manager = SessionManager(self.runtime)
         self.host, self.port, self.http_port = host, port, http_port
@@ -409,6 +414,7 @@ def serve(
         ready: called with the started :class:`Host` (instead of printing its addresses).
         tokens, tls, allow_anonymous, handshake_timeout_s, isolation, max_sessions_per_client:
             who may connect and how sessions are contained (see :class:`Host`; docs/security.md).
+        inline_threshold_s: sync hooks measured faster run on the event loop (see :class:`Host`).
     """
     _run(serve_async(factory, host, port, **kwargs))
 

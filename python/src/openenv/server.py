@@ -398,7 +398,8 @@ class Server:
     listener's own guard. ``tokens``: the bearer tokens every call but health checks needs
     (RFC 0003); ``tls``: serve ``grpcs``; ``handshake_timeout_s``: how long a stream may stay
     silent before its handshake; ``isolation``: ``"process"`` runs each session's environment
-    in a worker process.
+    in a worker process; ``inline_threshold_s``: sync hooks measured faster run on the event
+    loop (0: never; default ``$OPENENV_INLINE_THRESHOLD_US`` or 50 µs; :mod:`openenv.runtime.inline`).
     """
 
     def __init__(
@@ -420,6 +421,7 @@ class Server:
         handshake_timeout_s: float | None = DEFAULT_HANDSHAKE_TIMEOUT_S,
         isolation: str = "thread",
         max_sessions_per_client: int = 0,
+        inline_threshold_s: float | None = None,
     ) -> None:
         if isinstance(factory, SessionManager):
             self.manager, self._owns_manager = factory, False
@@ -434,6 +436,7 @@ class Server:
                 resume_grace_s=resume_grace_s,
                 isolation=isolation,
                 max_sessions_per_client=max_sessions_per_client,
+                inline_threshold_s=inline_threshold_s,
             )
             self.manager, self._owns_manager = SessionManager(runtime), True
         self.runtime = self.manager.runtime

@@ -21,10 +21,30 @@ _MAX_EXACT_INT = 2**53
 def to_value(obj: Any, out: struct_pb2.Value | None = None) -> struct_pb2.Value:
     """Convert a JSON-like Python object into a ``google.protobuf.Value``."""
     v = struct_pb2.Value() if out is None else out
-    if obj is None:
+    t = type(obj)
+    # Exact built-in types first (the hot path of every step); subclasses and the rest below.
+    if t is dict:
+        fields = v.struct_value.fields
+        if not obj:
+            v.struct_value.SetInParent()
+        for k, x in obj.items():
+            if type(k) is not str and not isinstance(k, str):
+                raise TypeError(f"JSON object keys must be strings, got {type(k).__name__}")
+            to_value(x, fields[k])
+    elif t is str:
+        v.string_value = obj
+    elif t is int or t is float:
+        v.number_value = obj
+    elif obj is None:
         v.null_value = struct_pb2.NULL_VALUE
     elif obj is True or obj is False:
         v.bool_value = obj
+    elif t is list:
+        lst = v.list_value
+        lst.SetInParent()
+        values = lst.values
+        for x in obj:
+            to_value(x, values.add())
     elif isinstance(obj, str):
         v.string_value = obj
     elif isinstance(obj, (int, float)):
@@ -57,15 +77,17 @@ def to_value(obj: Any, out: struct_pb2.Value | None = None) -> struct_pb2.Value:
 def from_value(v: struct_pb2.Value) -> Any:
     """Convert a ``google.protobuf.Value`` into plain Python (integral numbers as int)."""
     kind = v.WhichOneof("kind")
-    if kind == "string_value":
-        return v.string_value
     if kind == "number_value":
         n = v.number_value
         if n.is_integer() and -_MAX_EXACT_INT <= n <= _MAX_EXACT_INT:
             return int(n)
         return n
     if kind == "struct_value":
-        return {k: from_value(x) for k, x in v.struct_value.fields.items()}
+        # Keys then indexing: upb's map has no C items(); the ABC's items() costs 3x (measured).
+        fields = v.struct_value.fields
+        return {k: from_value(fields[k]) for k in fields}
+    if kind == "string_value":
+        return v.string_value
     if kind == "list_value":
         return [from_value(x) for x in v.list_value.values]
     if kind == "bool_value":
@@ -79,7 +101,7 @@ def to_struct(obj: Mapping[str, Any] | None, out: struct_pb2.Struct | None = Non
     if obj:
         fields = s.fields
         for k, x in obj.items():
-            if not isinstance(k, str):
+            if type(k) is not str and not isinstance(k, str):
                 raise TypeError(f"JSON object keys must be strings, got {type(k).__name__}")
             to_value(x, fields[k])
     return s
@@ -87,4 +109,5 @@ def to_struct(obj: Mapping[str, Any] | None, out: struct_pb2.Struct | None = Non
 
 def from_struct(s: struct_pb2.Struct) -> dict[str, Any]:
     """Convert a ``google.protobuf.Struct`` into a dict."""
-    return {k: from_value(x) for k, x in s.fields.items()}
+    fields = s.fields
+    return {k: from_value(fields[k]) for k in fields}

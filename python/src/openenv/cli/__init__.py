@@ -10,14 +10,17 @@ distributions add commands through the ``openenv.cli`` entry-point group (e.g.
 from __future__ import annotations
 
 import importlib
-import importlib.metadata
 import logging
 import os
 import re
+from typing import TYPE_CHECKING
 
 import click
 
 from openenv.observability.logs import configure_logging
+
+if TYPE_CHECKING:
+    import importlib.metadata
 
 _COMMANDS: dict[str, str] = {
     "serve": "openenv.cli.serve:serve_command",
@@ -43,6 +46,8 @@ def _extra_providing(module: str) -> str | None:
     """The extra of this distribution whose requirements bring the missing top-level
     ``module`` (read from the installed metadata, so it cannot drift from pyproject.toml).
     A missing module is not installed, so its distribution is assumed to share its name."""
+    import importlib.metadata  # here: a server (openenv serve) never needs it
+
     wanted = re.sub(r"[-_.]+", "-", module.split(".")[0]).lower()
     extras = []
     for requirement in importlib.metadata.requires("protoenv") or []:
@@ -53,6 +58,8 @@ def _extra_providing(module: str) -> str | None:
 
 
 def _entry_points() -> dict[str, importlib.metadata.EntryPoint]:
+    import importlib.metadata
+
     return {ep.name: ep for ep in importlib.metadata.entry_points(group="openenv.cli")}
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import importlib
-import importlib.metadata
 import os
 import sys
 from typing import Any
@@ -143,6 +142,8 @@ def split_list(value: str) -> tuple[str, ...]:
 
 def _imported(spec: str) -> Any:
     source, _, ident = spec[len("import:") :].partition(":")
+    import importlib.metadata  # here: serving a module:Class target never needs it
+
     importers = {ep.name: ep for ep in importlib.metadata.entry_points(group="openenv.importers")}
     if source not in importers:
         known = ", ".join(sorted(importers)) or "none (pip install protoenv-catalog)"

@@ -109,6 +109,14 @@ __all__ = ["serve_command"]
     help="Sessions one client address may hold at once, over both listeners (beyond: RESOURCE_EXHAUSTED).",
 )
 @click.option(
+    "--inline-threshold-us",
+    type=click.FloatRange(min=0),
+    default=None,
+    show_default="$OPENENV_INLINE_THRESHOLD_US, else 50",
+    help="Sync environment hooks measured consistently faster than this many microseconds run on the "
+    "event loop instead of a worker thread (0: never; docs/performance.md).",
+)
+@click.option(
     "--engine",
     type=click.Choice(["grpcio", "grpclib"]),
     default=lambda: os.environ.get("OPENENV_ENGINE", "grpcio"),
@@ -149,6 +157,7 @@ def serve_command(
     handshake_timeout: float,
     isolation: str,
     max_sessions_per_client: int,
+    inline_threshold_us: float | None,
     engine: str,
     tokens: tuple[str, ...],
     token_file: str | None,
@@ -201,6 +210,9 @@ def serve_command(
                     allowed_hosts=split_list(allowed_hosts),
                 ),
             }
+    # Metrics nobody can scrape (no HTTP side, no metrics port) are not counted: an idle server
+    # then need not import prometheus-client, and requests skip the counting.
+    scrapeable = metrics_port is not None or http["http_port"] not in (None, DEFAULT)
     try:
         serve(
             factory,
@@ -219,9 +231,11 @@ def serve_command(
             handshake_timeout_s=handshake_timeout or None,
             isolation=isolation,
             max_sessions_per_client=max_sessions_per_client,
+            inline_threshold_s=None if inline_threshold_us is None else inline_threshold_us * 1e-6,
             engine=engine,
             web=web,
             metrics_port=metrics_port,
+            metrics=scrapeable,
             **http,
         )
     except (TypeError, ValueError, RuntimeError, ImportError) as e:

@@ -61,7 +61,7 @@ from openenv.runtime.tasks import TaskInfo
 from openenv.runtime.tools import CallToolAction, CallToolObservation, Tool, ToolResult
 from openenv.security import TOKEN_ENV
 from openenv.v1 import environment_pb2, payload_pb2, rubric_pb2
-from openenv.values import from_value, to_struct, to_value
+from openenv.values import from_struct, from_value, to_struct, to_value
 
 ENGINE_ENV = "OPENENV_ENGINE"
 """The gRPC engine of clients (and of ``openenv serve``) when none is given: grpcio or grpclib."""
@@ -364,7 +364,7 @@ class EnvClient:
             reward=ts.reward if ts.HasField("reward") else None,
             terminated=ts.terminated,
             truncated=ts.truncated,
-            metadata={k: from_value(v) for k, v in ts.metadata.fields.items()},
+            metadata=from_struct(ts.metadata),
             reward_breakdown=Score.from_proto(ts.reward_breakdown) if ts.HasField("reward_breakdown") else None,
             episode_id=ts.episode_id,
             step_count=ts.step_count,

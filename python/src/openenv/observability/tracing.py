@@ -13,6 +13,8 @@ OpenTelemetry is imported on first use, so ``openenv --help`` never pays for it.
 
 from __future__ import annotations
 
+import os
+import sys
 import time
 from collections.abc import Iterable, Mapping
 from types import SimpleNamespace
@@ -22,6 +24,7 @@ __all__ = ["available", "extract", "finish_span", "inject", "start_span"]
 
 _otel: Any = None  # the API's modules once imported; False when the extra is missing
 _tracers: dict[int, Any] = {}  # id(provider) -> its tracer
+_PROVIDER_ENV = "OTEL_PYTHON_TRACER_PROVIDER"  # the API loads this provider on first use when set
 
 
 def _api() -> Any:
@@ -40,6 +43,10 @@ def _api() -> Any:
 def _tracer() -> Any:
     """The tracer of the configured provider; None when no SDK provider is set (the API's
     default proxy records nothing)."""
+    if _otel is None and "opentelemetry.trace" not in sys.modules and not os.environ.get(_PROVIDER_ENV):
+        # Nothing imported the API, so nobody set a provider (nor named one to load): no span
+        # to record, and an idle server need not import OpenTelemetry (docs/performance.md).
+        return None
     api = _api()
     if not api:
         return None

@@ -561,20 +561,18 @@ class PydanticCodec(Codec):
     kind = payload_pb2.PAYLOAD_KIND_JSON
 
     def __init__(self, tp: Any, *, strict: bool = True) -> None:
-        from pydantic import TypeAdapter
+        from pydantic import TypeAdapter, ValidationError
 
+        self._validation_error = ValidationError
         self.declared = tp
         self.strict = strict
         self.adapter = TypeAdapter(pydantic_compatible(tp))
         schema = self.adapter.json_schema()
         self._schema = closed_schema(schema) if strict else schema
+        # The full JSON Schema validator is built on first need: small flat actions never need
+        # it (_exact_flat), and an idle server need not import jsonschema (docs/performance.md).
         self._validator: Any = None
-        self._flat: dict[str, type | tuple[type, ...]] | None = None
-        if strict:
-            import jsonschema
-
-            self._validator = jsonschema.Draft202012Validator(self._schema)
-            self._flat = _flat_object(self._schema)
+        self._flat: dict[str, type | tuple[type, ...]] | None = _flat_object(self._schema) if strict else None
         self._required = frozenset(self._schema.get("required", ()))
 
     def encode(self, value: Any, out: payload_pb2.Payload | None = None) -> payload_pb2.Payload:
@@ -593,9 +591,11 @@ class PydanticCodec(Codec):
         return self.adapter.dump_python(value, mode="json", warnings=False)
 
     def from_json(self, obj: Any) -> Any:
-        from pydantic import ValidationError
+        if self.strict and not self._exact_flat(obj):
+            if self._validator is None:
+                import jsonschema
 
-        if self._validator is not None and not self._exact_flat(obj):
+                self._validator = jsonschema.Draft202012Validator(self._schema)
             # Unknown fields first: a misspelled field is reported by its name, not only as
             # the required field it left missing.
             errors = sorted(
@@ -606,7 +606,7 @@ class PydanticCodec(Codec):
                 raise _schema_error(errors)
         try:
             return self.adapter.validate_python(obj)
-        except ValidationError as e:
+        except self._validation_error as e:  # (an import statement per call costs ~1 us)
             details = json.loads(e.json(include_url=False, include_input=False))
             first = details[0] if details else {}
             where = ".".join(str(x) for x in first.get("loc", ()))

@@ -23,7 +23,8 @@ What you may rely on:
   options as keyword arguments; ``close()`` is called exactly once when the session
   ends (close request, disconnect, cancellation, idle timeout or shutdown).
 * Calls to one instance never overlap. Sync methods run in a worker thread (off the
-  event loop) unless ``run_in_thread = False``; ``async def`` methods run on the loop.
+  event loop) unless ``run_in_thread = False`` or they are measured consistently fast
+  (``inline_threshold_s``); ``async def`` methods run on the loop.
 * The runtime validates actions against ``action_type`` before ``step`` sees them,
   counts steps, assigns episode ids, refuses steps before reset or after the end, and
   truncates at ``max_episode_steps``. ``state()`` only returns the environment-specific
@@ -195,11 +196,25 @@ class Environment:
     ``DEADLINE_EXCEEDED`` while the step still runs (the next call to the instance waits for it).
     False: directly on the event loop, which saves a thread hop per call for hooks that are fast
     and never block; a slow hook then stalls every session of the process, and timeouts cannot
-    interrupt it.
+    interrupt it. With True, hooks measured consistently fast run on the loop too, until one
+    call is slow (:attr:`inline_threshold_s`).
 
     It applies to the factory (``__init__``), :meth:`reset`, :meth:`step`, :meth:`state`,
     :meth:`close`, sync tools and sync rubrics. ``async def`` hooks always run on the event
     loop, and so do :meth:`finish_tool_step` and :meth:`reward`.
+    """
+    inline_threshold_s: ClassVar[float | None] = None
+    """With :attr:`run_in_thread` True: the time under which a sync hook may run directly on the
+    event loop instead of a worker thread (:mod:`openenv.runtime.inline`).
+
+    The runtime times each sync hook; one whose last 16 calls all took less than this runs
+    inline from then on, and goes back to the threads as soon as one call takes longer (the
+    hand-off to a thread costs more than a call of a few microseconds). ``None`` (the default):
+    the server's threshold (``openenv serve --inline-threshold-us``, default 50 µs). ``0``:
+    never inline, every sync call on a worker thread, which hooks that may block waiting for
+    another session or for the server (a barrier, a condition, a queue between sessions) need:
+    inline, such a wait would hold the event loop the other side needs. A server threshold of 0
+    turns inline execution off for every class.
     """
     example_actions: ClassVar[Sequence[Any]] = ()
     """Valid actions (values of :attr:`action_type`), advertised as ``EnvironmentInfo.action.examples``.

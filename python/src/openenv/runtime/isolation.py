@@ -19,15 +19,16 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import multiprocessing
 import threading
 from collections.abc import Callable, Mapping
-from multiprocessing.connection import Connection
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from openenv.errors import Internal, Unavailable
 from openenv.runtime.rubrics import Rubric
 from openenv.runtime.snapshots import restore_rubric, rubric_state
+
+if TYPE_CHECKING:
+    from multiprocessing.connection import Connection
 
 __all__ = ["ISOLATION_MODES", "ProcessEnv", "WorkerRubric"]
 
@@ -130,6 +131,8 @@ class ProcessEnv:
     """
 
     def __init__(self, factory: Callable[..., Any], options: Mapping[str, Any]) -> None:
+        import multiprocessing  # here: servers without process isolation never need it
+
         ctx = multiprocessing.get_context("spawn")
         self._conn, child = ctx.Pipe()
         self._proc = ctx.Process(target=_worker, args=(child, factory, dict(options)), daemon=True)

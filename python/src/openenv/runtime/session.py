@@ -35,6 +35,7 @@ from openenv.errors import (
 from openenv.protocol import PROTOCOL_VERSION, EpisodeStatus, SessionState, StepResult
 from openenv.runtime.codec import Codec, codec_for, descriptor_set, to_struct
 from openenv.runtime.environment import Environment
+from openenv.runtime.inline import GC_RUNS, HookTimes, InlinePolicy, run_inline, server_threshold_s
 from openenv.runtime.isolation import ISOLATION_MODES, ProcessEnv, WorkerRubric
 from openenv.runtime.load import LoadMeter
 from openenv.runtime.rubrics import CREDITS_METADATA_KEY, Rubric
@@ -97,6 +98,7 @@ class Runtime:
         resume_grace_s: float = DEFAULT_RESUME_GRACE_S,
         snapshot_key: bytes | None = None,
         max_sessions_per_client: int = 0,
+        inline_threshold_s: float | None = None,
     ) -> None:
         if isolation not in ISOLATION_MODES:
             raise ValueError(f"isolation must be one of {ISOLATION_MODES}, not {isolation!r}")
@@ -145,6 +147,14 @@ class Runtime:
         self.run_in_thread = env_cls.run_in_thread or isolation == "process"
         if isolation == "process":
             self.is_async = frozenset()
+        # Fast sync hooks run inline, decided by their measured time (runtime.inline); never for
+        # process isolation (a call is a pipe round trip) nor for classes that opt out.
+        threshold = server_threshold_s(inline_threshold_s)
+        if threshold and env_cls.inline_threshold_s is not None:
+            threshold = env_cls.inline_threshold_s
+        self.inline = (
+            InlinePolicy(threshold) if threshold > 0 and env_cls.run_in_thread and isolation != "process" else None
+        )
         # RFC 0006: resumable sessions, snapshots (the default hooks, or the class's own).
         self.resume_grace_s = max(0.0, resume_grace_s)
         self.snapshots = bool(env_cls.snapshots) or env_cls.snapshot is not Environment.snapshot
@@ -215,6 +225,16 @@ def _close_quietly(env: Any) -> None:
             r.close()  # a coroutine we cannot await here; the probe instance held nothing yet
     except Exception:
         log.exception("closing the probe instance failed")
+
+
+def _timed(took: list[Any], fn: Callable[..., _T], *args: Any) -> _T:
+    """``fn(*args)`` on a worker thread; its wall and CPU time, and whether the garbage collector
+    ran meanwhile, appended to ``took`` (runtime.inline)."""
+    t0, c0, g0 = time.perf_counter(), time.thread_time(), GC_RUNS[0]
+    try:
+        return fn(*args)
+    finally:
+        took += (time.perf_counter() - t0, time.thread_time() - c0, GC_RUNS[0] != g0)
 
 
 def _as_step_result(value: Any) -> StepResult[Any]:
@@ -293,7 +313,16 @@ class Session:
                 return await fn(*args)
             fut: asyncio.Future[Any] = asyncio.ensure_future(fn(*args))
         elif self.runtime.run_in_thread:
-            fut = self.manager.run_in_thread(functools.partial(fn, *args))
+            policy = self.runtime.inline
+            if policy is None:
+                fut = self.manager.run_in_thread(functools.partial(fn, *args))
+            else:  # timed: fast hooks run inline (runtime.inline)
+                hook = policy.hook(what or fn.__name__)
+                if hook.inline and (timeout is None or timeout >= policy.min_timeout_s):
+                    return self._inline(policy, hook, fn, args, timeout, what)
+                took: list[Any] = []
+                fut = self.manager.run_in_thread(functools.partial(_timed, took, fn, *args))
+                fut.add_done_callback(lambda _: policy.threaded(hook, *took) if took else policy.threaded(hook, None))
         else:
             return fn(*args)
         try:
@@ -311,6 +340,27 @@ class Session:
             self._straggler = fut
             raise DeadlineExceeded(f"{what or fn.__name__} did not finish within {timeout:g} s")
         return fut.result()
+
+    def _inline(
+        self,
+        policy: InlinePolicy,
+        hook: HookTimes,
+        fn: Callable[..., Any],
+        args: tuple[Any, ...],
+        timeout: float | None,
+        what: str,
+    ) -> Any:
+        """One sync call on the loop's thread, timed (runtime.inline): a slow one sends the hook back
+        to the threads; one that overran its timeout is answered as a threaded one would be."""
+        t0, c0, g0 = time.perf_counter(), time.thread_time(), GC_RUNS[0]
+        try:
+            value = run_inline(fn, *args)
+        finally:
+            took = time.perf_counter() - t0
+            policy.ran_inline(hook, took, time.thread_time() - c0, GC_RUNS[0] != g0)
+        if timeout is not None and took > timeout:
+            raise DeadlineExceeded(f"{what or fn.__name__} did not finish within {timeout:g} s")
+        return value
 
     async def _guard(self, coro: Awaitable[_T]) -> _T:
         """Run one request: map environment exceptions to INTERNAL, track activity."""

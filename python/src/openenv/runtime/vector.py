@@ -10,7 +10,8 @@ fast environments. Each instance keeps its own state machine; the autoreset mode
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping, Sequence
+import contextvars
+from collections.abc import Callable, Coroutine, Generator, Mapping, Sequence
 from typing import Any
 
 from openenv.errors import EnvError, FailedPrecondition, InvalidArgument
@@ -66,7 +67,7 @@ class VectorSession:
             for i, a in zip(ids, args, strict=True):
                 out.append(await self._tag(fn(i, a), i))
             return out
-        return list(await asyncio.gather(*(self._tag(fn(i, a), i) for i, a in zip(ids, args, strict=True))))
+        return await _gather_eagerly([self._tag(fn(i, a), i) for i, a in zip(ids, args, strict=True)])
 
     @staticmethod
     async def _tag(coro: Any, env_id: int) -> Any:
@@ -127,3 +128,72 @@ class VectorSession:
         if env_id >= self.num_envs:
             raise InvalidArgument(f"env id {env_id} out of range: this session has {self.num_envs} instances")
         return await self.sessions[env_id].state()
+
+
+async def _gather_eagerly(coros: list[Coroutine[Any, Any, Any]]) -> list[Any]:
+    """``asyncio.gather(*coros)``, without a task for the coroutines that finish without waiting.
+
+    Each coroutine's first step runs here, in order (as gather's tasks would run theirs, in
+    its own copy of the context); one that completes (an async environment that awaits nothing,
+    a sync call run inline or already answered) costs no task. The others continue as tasks,
+    gathered. The outcome is gather's: the results in order, or the first exception (one
+    raised in a first step comes before any task's); instances still running keep running, as
+    gather's children do. What differs: ``asyncio.current_task()`` in a first step is the
+    caller's task. This is the eager task start of Python 3.12 (``asyncio.eager_task_factory``),
+    for one call and on 3.11.
+    """
+    results: list[Any] = [None] * len(coros)
+    pending: list[tuple[int, asyncio.Task[Any]]] = []
+    error: BaseException | None = None
+    for k, coro in enumerate(coros):
+        ctx = contextvars.copy_context()
+        try:
+            yielded = ctx.run(coro.send, None)
+        except StopIteration as done:
+            results[k] = done.value
+        except BaseException as e:  # noqa: BLE001 - gather's outcome: the first exception
+            if error is None:
+                error = e
+        else:
+            task = asyncio.get_running_loop().create_task(_Started(coro, yielded).run(), context=ctx)
+            pending.append((k, task))
+    if error is not None:
+        if pending:  # they go on, as gather's children would; their outcomes are retrieved
+            asyncio.gather(*(t for _, t in pending), return_exceptions=True)
+        raise error
+    if pending:
+        for (k, _), value in zip(pending, await asyncio.gather(*(t for _, t in pending)), strict=True):
+            results[k] = value
+    return results
+
+
+class _Started:
+    """The rest of a coroutine whose first step ran by hand, suspended on ``yielded`` (a future
+    it awaits, or None for a bare yield): awaiting this drives it as its own task would."""
+
+    __slots__ = ("coro", "yielded")
+
+    def __init__(self, coro: Coroutine[Any, Any, Any], yielded: Any) -> None:
+        self.coro, self.yielded = coro, yielded
+
+    async def run(self) -> Any:
+        return await self
+
+    def __await__(self) -> Generator[Any, Any, Any]:
+        coro, yielded = self.coro, self.yielded
+        while True:
+            try:
+                sent = yield yielded
+            except GeneratorExit:
+                coro.close()
+                raise
+            except BaseException as e:  # noqa: BLE001 - thrown into the task (cancellation): the coroutine's
+                try:
+                    yielded = coro.throw(e)
+                except StopIteration as done:
+                    return done.value
+                continue
+            try:
+                yielded = coro.send(sent)
+            except StopIteration as done:
+                return done.value
