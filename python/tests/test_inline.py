@@ -20,7 +20,7 @@ import pytest
 from openenv_testkit import running
 
 import openenv
-from openenv.runtime.inline import PROBE_CALLS, WALL_FACTOR, InlinePolicy
+from openenv.runtime.inline import INLINE_WALL_FACTOR, PROBE_CALLS, WALL_FACTOR, InlinePolicy
 from openenv.runtime.session import Runtime
 
 pytestmark = pytest.mark.anyio
@@ -212,3 +212,21 @@ async def test_a_short_deadline_keeps_the_call_on_a_thread() -> None:
         assert _on_loop(await _inline_then(env, {}, step_timeout=30.0))  # far above it: inline
         with pytest.raises(openenv.DeadlineExceeded):  # a slow step under a deadline: on a thread
             await env.step({"sleep": 0.5}, step_timeout=0.05)
+
+
+def test_a_hook_that_waits_briefly_goes_inline_at_most_once_per_probe() -> None:
+    """A hook waiting on fast I/O (wall time between the inline and the threaded bounds, no CPU)
+    passes the lenient threaded test, then its first inline call sends it back: the loop never
+    serialises such waits. (The policy's arithmetic alone: times are given, not measured.)"""
+    policy = InlinePolicy(THRESHOLD_S)
+    wait_s = (INLINE_WALL_FACTOR + 1) * THRESHOLD_S
+    assert wait_s < policy.max_wall_s  # fast enough for the threaded test ...
+    hook = policy.hook("step")
+    for _ in range(PROBE_CALLS):
+        policy.threaded(hook, wait_s, cpu_seconds=THRESHOLD_S / 10)
+    assert hook.inline
+    policy.ran_inline(hook, wait_s, cpu_seconds=THRESHOLD_S / 10)  # ... not for the loop
+    assert not hook.inline and hook.reverts == 1 and hook.needed == 2 * PROBE_CALLS
+    hook.inline = True
+    policy.ran_inline(hook, THRESHOLD_S / 2, cpu_seconds=THRESHOLD_S / 10)  # a truly fast call stays inline
+    assert hook.inline and hook.reverts == 1

@@ -26,7 +26,8 @@ event loop while it is consistently fast:
   doubling is undone by one step, so a rare hiccup (a GC pause, the process descheduled on a
   loaded machine) is forgotten. CPU time here too, so that the process being descheduled on a
   loaded machine in the middle of a call does not count against the hook; a hook that starts
-  waiting (a wall time over the bound) reverts as well. A call during which the garbage
+  waiting (a wall time over :data:`INLINE_WALL_FACTOR` times the threshold, stricter than the
+  threaded bound) reverts as well. A call during which the garbage
   collector ran is not measured either way (the pause is the collector's).
 * **Deadlines.** A call with a timeout (a step's deadline, a tool's ``timeout_s``) runs inline only
   when the timeout is at least :data:`DEADLINE_FACTOR` times the threshold (50 ms for the default
@@ -61,9 +62,10 @@ from typing import Any
 
 __all__ = [
     "DEADLINE_FACTOR",
-    "GC_RUNS",
     "DECAY_CALLS",
     "DEFAULT_THRESHOLD_S",
+    "GC_RUNS",
+    "INLINE_WALL_FACTOR",
     "MAX_STRIKES",
     "PROBE_CALLS",
     "WALL_FACTOR",
@@ -84,7 +86,15 @@ DECAY_CALLS = 1024
 """Consecutive fast inline calls that undo one doubling."""
 WALL_FACTOR = 100
 """A threaded call counts as fast when its CPU time is under the threshold and its wall time
-under ``WALL_FACTOR * threshold`` (5 ms for the default)."""
+under ``WALL_FACTOR * threshold`` (5 ms for the default): lenient, because a thread's wall time
+includes waiting for the GIL."""
+INLINE_WALL_FACTOR = 20
+"""An inline call counts as fast when its CPU time is under the threshold and its wall time under
+``INLINE_WALL_FACTOR * threshold`` (1 ms for the default): strict, because on the loop's thread
+wall time is the call's own, and a hook that waits on I/O (a database, a service) must not
+serialise every session's waits on the loop. Such a hook can pass the threaded test and go
+inline; its first inline call sends it back (one wait of at most a few ms on the loop, ever
+rarer as its strikes double)."""
 DEADLINE_FACTOR = 1000
 """A call with a timeout runs inline only when ``timeout >= DEADLINE_FACTOR * threshold``."""
 ENV_VAR = "OPENENV_INLINE_THRESHOLD_US"
@@ -152,6 +162,7 @@ class InlinePolicy:
         self.threshold_s = threshold_s
         self.min_timeout_s = threshold_s * DEADLINE_FACTOR
         self.max_wall_s = threshold_s * WALL_FACTOR
+        self.max_inline_wall_s = threshold_s * INLINE_WALL_FACTOR
         self.hooks: dict[str, HookTimes] = {}
 
     def hook(self, name: str) -> HookTimes:
@@ -179,7 +190,7 @@ class InlinePolicy:
         h.inline_calls += 1
         if collected:
             return
-        if cpu_seconds < self.threshold_s and seconds < self.max_wall_s:
+        if cpu_seconds < self.threshold_s and seconds < self.max_inline_wall_s:
             h.streak += 1
             if h.streak >= DECAY_CALLS and h.strikes:
                 h.strikes -= 1
