@@ -208,8 +208,6 @@ class GrpclibConnection(GrpcConnection):
     """:class:`~openenv.client.grpc.GrpcConnection` on grpclib (see the module docstring).
     Takes the same arguments but ``channel`` (a shared grpc.aio channel cannot carry it)."""
 
-    _gather_before_write = True  # a grpclib write only buffers: pipelined requests join at one yield
-
     def __init__(self, target: str, **kwargs: Any) -> None:
         if kwargs.get("channel") is not None:
             raise ValueError("the grpclib engine opens its own connection: a shared grpc.aio channel cannot carry it")
