@@ -144,7 +144,9 @@ def main() -> int:
     ap.add_argument("--duration", type=float, default=2.0)
     ap.add_argument("--quick", action="store_true", help="1 repeat, short runs, small C (smoke test)")
     ap.add_argument("--out", default=str(ROOT / "reports"))
-    ap.add_argument("--only", default="", help="run only scenarios whose label contains this text (alternatives separated by |)")
+    ap.add_argument(
+        "--only", default="", help="run only scenarios whose label contains this text (alternatives separated by |)"
+    )
     ap.add_argument(
         "--compare",
         metavar="BASELINE.json",

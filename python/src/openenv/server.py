@@ -19,8 +19,8 @@ from grpc_reflection.v1alpha import reflection
 
 from openenv.errors import EnvError, FailedPrecondition, Internal, InvalidArgument, ResourceExhausted
 from openenv.protocol import PROTOCOL_VERSION, StepResult
-from openenv.runtime.environment import Environment
 from openenv.runtime import pipelined
+from openenv.runtime.environment import Environment
 from openenv.runtime.load import server_load
 from openenv.runtime.resume import Resumable, Resumes
 from openenv.runtime.session import (
