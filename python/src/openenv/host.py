@@ -26,6 +26,7 @@ from openenv.engines import DEFAULT_ENGINE, server_class
 from openenv.observability import Observer
 from openenv.observability.grpc import ObservingInterceptor, env_clock
 from openenv.runtime.environment import Environment
+from openenv.runtime.pipelined import DEFAULT_MAX_PIPELINED_REQUESTS
 from openenv.runtime.session import (
     DEFAULT_IDLE_TIMEOUT_S,
     DEFAULT_MAX_MESSAGE_BYTES,
@@ -116,6 +117,8 @@ class Host:
             listeners (0: no limit); beyond it a handshake is refused ``RESOURCE_EXHAUSTED``.
         engine: the library of the gRPC listener, ``"grpcio"`` (default) or ``"grpclib"``
             (:mod:`openenv.engines`; same protocol, docs/performance.md).
+        max_pipelined_requests: the most requests one pipelined message may carry (RFC 0009;
+            0: not offered, clients send each request alone).
     """
 
     def __init__(
@@ -144,6 +147,7 @@ class Host:
         web: bool | None = None,
         max_sessions_per_client: int = 0,
         engine: str = DEFAULT_ENGINE,
+        max_pipelined_requests: int = DEFAULT_MAX_PIPELINED_REQUESTS,
     ) -> None:
         if http_port is DEFAULT:
             if http_available():
@@ -190,6 +194,7 @@ class Host:
                 tls=tls,
                 handshake_timeout_s=handshake_timeout_s,
                 interceptors=[ObservingInterceptor(self.observer, env_clock(self.manager))],
+                max_pipelined_requests=max_pipelined_requests,
             )
             if port is not None
             else None

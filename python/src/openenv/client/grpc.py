@@ -350,7 +350,7 @@ class GrpcConnection:
         rid = resp.request_id
         if rid in self._in_flight:  # the last answer to a message: the held requests may go
             self._in_flight.discard(rid)
-            if self._outbox and not self._held() and not self._write_lock.locked():
+            if self._outbox and not self._held() and not self._write_lock.locked() and self._flusher_idle():
                 self._flusher = asyncio.ensure_future(self._flush_locked())
         if self._batch_of_last:  # a pipelined message answered one message per request
             batch = self._batch_of_last.pop(rid, None)
@@ -490,9 +490,13 @@ class GrpcConnection:
                     await self._write_failed(rids, e)
                     return
         except asyncio.CancelledError:  # this caller went away: the others' requests still go out
-            if self._outbox and self._ended is None:
+            if self._outbox and self._ended is None and self._flusher_idle():
                 self._flusher = asyncio.ensure_future(self._flush_locked())
             raise
+
+    def _flusher_idle(self) -> bool:
+        """No flush task is pending (one that is sends whatever is queued when it runs)."""
+        return self._flusher is None or self._flusher.done()
 
     async def _flush_locked(self) -> None:
         async with self._write_lock:
