@@ -154,11 +154,9 @@ async def test_a_close_inside_stops_the_rest_and_ends_the_stream_after_the_answe
 
 async def test_answers_too_big_for_one_message_come_one_per_message_in_order() -> None:
     limit = 4096
-    async with serving(max_message_bytes=limit) as srv, RawSession(target(srv)) as s:
-        await opened(s)
-        # 40 state answers (each ~60 bytes) fit; 40 step answers with a long tag do not together.
-        tag_session = RawSession(target(srv))
-        async with tag_session as t:
+    async with serving(max_message_bytes=limit) as srv:
+        # 40 step answers, each carrying a 200-character tag, do not fit 4 KiB together.
+        async with RawSession(target(srv)) as t:
             hs = environment_pb2.HandshakeRequest(protocol_version="1.0")
             hs.options.update({"tag": "x" * 200})
             await t.send(SessionRequest(request_id=1, handshake=hs))

@@ -6,8 +6,9 @@ coalesced (RFC 0009) when the server offers it: a request goes out at once when 
 message awaits its answer (lock-step use waits for nothing, and there is no timer); requests
 issued while one does are held until that answer arrives, then go out together as one
 ``pipelined`` message. The server applies a session's requests strictly in order, so a held
-request would not have started earlier anyway; it pays one trip from client to server. Closing ends the stream the
-way the protocol does (close request, half-close, read to the end) so that every gRPC
+request would not have started earlier anyway; it pays one trip from client to server.
+
+Closing ends the stream the way the protocol does (close request, half-close, read to the end) so that every gRPC
 operation completes on this event loop before ``close`` returns: a loop closed right after
 (``asyncio.run`` per episode) is owed nothing (see python/tests/test_event_loops.py).
 """
@@ -154,7 +155,8 @@ class GrpcConnection:
         self._unanswered: dict[int, environment_pb2.SessionRequest] = {}  # what a resume re-sends
         self._resuming: asyncio.Task[None] | None = None
         self._may_be_parked = False  # the stream broke: the server may be keeping the session
-        # RFC 0009: requests queued behind a write in flight, and what the server allows per message.
+        # RFC 0009: requests waiting to go out (behind a write, or a message awaiting its answer),
+        # and what the server allows per message.
         self._outbox: collections.deque[tuple[environment_pb2.SessionRequest, int]] = collections.deque()
         self._max_pipelined = 0  # 0/1: one message per request (the server does not offer pipelined)
         self._flusher: asyncio.Task[None] | None = None
