@@ -116,6 +116,14 @@ __all__ = ["serve_command"]
     help="Library of the gRPC listener: grpcio (grpc.aio, the reference) or grpclib (the grpclib extra; "
     "same protocol, docs/performance.md).",
 )
+@click.option(
+    "--max-pipelined-requests",
+    type=click.IntRange(min=0),
+    default=256,
+    show_default=True,
+    help="The most requests one pipelined gRPC message may carry (RFC 0009); 0: not offered, clients send "
+    "each request alone.",
+)
 @security_options
 @click.option(
     "--web/--no-web",
@@ -150,6 +158,7 @@ def serve_command(
     isolation: str,
     max_sessions_per_client: int,
     engine: str,
+    max_pipelined_requests: int,
     tokens: tuple[str, ...],
     token_file: str | None,
     allow_anonymous: bool,
@@ -220,6 +229,7 @@ def serve_command(
             isolation=isolation,
             max_sessions_per_client=max_sessions_per_client,
             engine=engine,
+            max_pipelined_requests=max_pipelined_requests,
             web=web,
             metrics_port=metrics_port,
             **http,
