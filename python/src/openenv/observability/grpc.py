@@ -52,7 +52,9 @@ class _Context:
         self._so = so
         self._clock = clock
         self._pending: dict[int, Pending] = {}
-        self._envelopes: dict[int, list[int]] = {}  # a pipelined message's id -> its requests' ids (RFC 0009)
+        # A pipelined message's id -> its requests' ids (RFC 0009). An entry whose answers went out
+        # one message each (too big together) stays until the stream ends: rare, and per stream.
+        self._envelopes: dict[int, list[int]] = {}
         self._vector = False
 
     def __getattr__(self, name: str) -> Any:
