@@ -107,3 +107,16 @@ def test_mutant_is_caught_by_its_check(name: str) -> None:
     assert not unexpected, {r.id: r.reason for r in report.results if r.id in unexpected}
     errors = [r for r in report.results if r.status == "error"]
     assert not errors, [(r.id, r.reason) for r in errors]
+
+
+def test_the_pipelined_messages_check_runs_only_where_the_capability_is_advertised() -> None:
+    """RFC 0009: a server without Capabilities.pipelined_requests is never sent one; the check
+    skips there, and passes on the same server offering it."""
+    checks = ["protocol.pipelined_messages"]
+    with mutant_target("control_no_pipelined") as target:
+        without = certify(target, run_options=OPTIONS, checks=checks).result("protocol.pipelined_messages")
+    assert without.status == "skip" and "pipelined_requests" in without.reason, (without.status, without.reason)
+    for name in ("base", "control_pipelined_limit_three"):
+        with mutant_target(name) as target:
+            offered = certify(target, run_options=OPTIONS, checks=checks).result("protocol.pipelined_messages")
+        assert offered.status == "pass", (name, offered.reason)

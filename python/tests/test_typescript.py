@@ -305,13 +305,16 @@ def test_typescript_gridworld_advertises_what_the_python_one_does(
     assert ts.capabilities.handshake_timeout.seconds == py.capabilities.handshake_timeout.seconds == 10
     assert not ts.capabilities.auth_required and not py.capabilities.auth_required
     # The differences are the server's, not the environment's: the TypeScript helper offers
-    # snapshots but neither resumable sessions nor forks (RFC 0006), and no GetLoad (RFC 0005).
+    # snapshots but neither resumable sessions nor forks (RFC 0006), no GetLoad (RFC 0005) and
+    # no pipelined messages (RFC 0009: clients send it one message per request).
     assert ts.capabilities.snapshots and py.capabilities.snapshots
     assert not ts.capabilities.HasField("resume_grace") and ts.capabilities.max_forks == 0
     assert py.capabilities.load_reporting and not ts.capabilities.load_reporting
+    assert py.capabilities.pipelined_requests and not ts.capabilities.pipelined_requests
     py.capabilities.ClearField("resume_grace")
     py.capabilities.max_forks = 0
     py.capabilities.load_reporting = False
+    py.capabilities.pipelined_requests, py.capabilities.max_pipelined_requests = False, 0
     for field in ("action", "observation", "state", "descriptors", "capabilities"):
         assert getattr(ts, field) == getattr(py, field), field
     assert (ts.name, py.name) == ("gridworld_ts", "gridworld")

@@ -329,6 +329,7 @@ def main() -> int:
                 "errors": sum(r.get("errors", 0) for r in runs) + sum(1 for r in runs if r.get("error")),
                 "vs_ceiling": sps / ceiling,
                 "runs": [round(r["steps_per_s"]) for r in runs if "steps_per_s" in r],
+                "requests_per_message": median_of(runs, "requests_per_message"),
             }
         )
     meta = {
@@ -402,6 +403,9 @@ def main() -> int:
             f"gridworld over gRPC, betterproto2 types / pb2 types (same run): "
             f"{by_label[GRIDWORLD_BP]['steps_per_s'] / by_label[GRIDWORLD_PB2]['steps_per_s']:.2f}x steps/s.",
         ]
+    pipelining = pipelined_ratios(by_label)
+    if pipelining:
+        lines += ["", "Pipelined k=16 (coalesced, RFC 0009) against sequential rows of the same run:", "", *pipelining]
     if micro:
         lines += [
             "",
@@ -441,6 +445,26 @@ def main() -> int:
     (out / "bench.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     return status
+
+
+def pipelined_ratios(by_label: dict[str, dict[str, Any]]) -> list[str]:
+    """Each pipelined k=16 row's steps/s over stock OpenEnv's and our own sequential rows of the
+    same env kind (issue 19's target: >= 3x OpenEnv sequential), and requests per message."""
+    out = []
+    for label, row in by_label.items():
+        if "pipelined k=16" not in label:
+            continue
+        kind = "sync" if "sync env" in label and "async env" not in label else "async"
+        ours_seq = label.replace("pipelined k=16", "sequential")
+        parts = []
+        for base in (f"stock OpenEnv, {kind} env, sequential (WebSocket)", ours_seq):
+            if base in by_label and by_label[base]["steps_per_s"]:
+                parts.append(f"{row['steps_per_s'] / by_label[base]['steps_per_s']:.2f}x {base}")
+        if row.get("requests_per_message"):
+            parts.append(f"{row['requests_per_message']:.1f} requests per message")
+        if parts:
+            out.append(f"- {label}: " + "; ".join(parts))
+    return out
 
 
 def compare(baseline: dict[str, Any], table: list[dict[str, Any]], tolerance: float) -> tuple[list[str], list[str]]:

@@ -26,6 +26,7 @@ from openenv.engines import DEFAULT_ENGINE, server_class
 from openenv.observability import Observer
 from openenv.observability.grpc import ObservingInterceptor, env_clock
 from openenv.runtime.environment import Environment
+from openenv.runtime.pipelined import DEFAULT_MAX_PIPELINED_REQUESTS
 from openenv.runtime.session import (
     DEFAULT_IDLE_TIMEOUT_S,
     DEFAULT_MAX_MESSAGE_BYTES,
@@ -119,6 +120,8 @@ class Host:
         inline_threshold_s: sync hooks measured consistently faster than this run on the event
             loop instead of a worker thread (0: never; default ``$OPENENV_INLINE_THRESHOLD_US``,
             else 50 µs; :mod:`openenv.runtime.inline`).
+        max_pipelined_requests: the most requests one pipelined message may carry (RFC 0009;
+            0: not offered, clients send each request alone).
     """
 
     def __init__(
@@ -148,6 +151,7 @@ class Host:
         max_sessions_per_client: int = 0,
         engine: str = DEFAULT_ENGINE,
         inline_threshold_s: float | None = None,
+        max_pipelined_requests: int = DEFAULT_MAX_PIPELINED_REQUESTS,
     ) -> None:
         if http_port is DEFAULT:
             if http_available():
@@ -195,6 +199,7 @@ class Host:
                 tls=tls,
                 handshake_timeout_s=handshake_timeout_s,
                 interceptors=[ObservingInterceptor(self.observer, env_clock(self.manager))],
+                max_pipelined_requests=max_pipelined_requests,
             )
             if port is not None
             else None

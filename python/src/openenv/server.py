@@ -19,6 +19,7 @@ from grpc_reflection.v1alpha import reflection
 
 from openenv.errors import EnvError, FailedPrecondition, Internal, InvalidArgument, ResourceExhausted
 from openenv.protocol import PROTOCOL_VERSION, StepResult
+from openenv.runtime import pipelined
 from openenv.runtime.environment import Environment
 from openenv.runtime.load import server_load
 from openenv.runtime.resume import Resumable, Resumes
@@ -178,6 +179,13 @@ class _Servicer:
                 if isinstance(req, Undecodable):  # answered in band, never recorded (RFC 0003)
                     resp = environment_pb2.SessionResponse(request_id=req.request_id)
                     resp.error.CopyFrom(status_of(InvalidArgument(f"undecodable SessionRequest ({req.error})")))
+                elif req.HasField("pipelined"):  # several requests in one message (RFC 0009)
+                    answers, over = await self._answer_pipelined(session, entry, req)
+                    for resp in answers:
+                        await context.write(resp)
+                    if over:
+                        return
+                    continue
                 elif entry is not None:  # exactly once: a request re-sent after a drop is answered from the record
                     resp = await entry.journal.answer(req, functools.partial(self._answer, session, req))
                 else:
@@ -205,6 +213,31 @@ class _Servicer:
                     await entry.journal.settle()
             if session is not None:
                 await session.close()
+
+    async def _answer_pipelined(
+        self,
+        session: RuntimeSession | VectorSession,
+        entry: Resumable | None,
+        req: environment_pb2.SessionRequest,
+    ) -> tuple[list[environment_pb2.SessionResponse], bool]:
+        """The answers to a pipelined message (runtime.pipelined), each request answered as
+        if it had come alone (from the record, for a resumable session)."""
+
+        async def one(item: environment_pb2.SessionRequest) -> environment_pb2.SessionResponse:
+            if entry is not None:
+                return await entry.journal.answer(item, functools.partial(self._answer, session, item))
+            return await self._answer(session, item)
+
+        caps = self.runtime.info.capabilities
+        load = self.manager.load
+        load.pipelined_messages += 1
+        load.pipelined_requests += len(req.pipelined.requests)
+        return await pipelined.answer(
+            req,
+            one,
+            max_requests=caps.max_pipelined_requests if caps.pipelined_requests else 0,
+            max_message_bytes=self.runtime.max_message_bytes,
+        )
 
     async def _answer(
         self, session: RuntimeSession | VectorSession, req: environment_pb2.SessionRequest
@@ -399,7 +432,10 @@ class Server:
     (RFC 0003); ``tls``: serve ``grpcs``; ``handshake_timeout_s``: how long a stream may stay
     silent before its handshake; ``isolation``: ``"process"`` runs each session's environment
     in a worker process; ``inline_threshold_s``: sync hooks measured faster run on the event
-    loop (0: never; default ``$OPENENV_INLINE_THRESHOLD_US`` or 50 µs; :mod:`openenv.runtime.inline`).
+    loop (0: never; default ``$OPENENV_INLINE_THRESHOLD_US`` or 50 µs; :mod:`openenv.runtime.inline`);
+    ``max_pipelined_requests``: the most requests one pipelined message
+    may carry (RFC 0009; 0: pipelined messages are not accepted, clients send requests one by
+    one).
     """
 
     def __init__(
@@ -422,6 +458,7 @@ class Server:
         isolation: str = "thread",
         max_sessions_per_client: int = 0,
         inline_threshold_s: float | None = None,
+        max_pipelined_requests: int = pipelined.DEFAULT_MAX_PIPELINED_REQUESTS,
     ) -> None:
         if isinstance(factory, SessionManager):
             self.manager, self._owns_manager = factory, False
@@ -450,6 +487,8 @@ class Server:
         self.handshake_timeout_s = handshake_timeout_s or None
         caps = self.runtime.info.capabilities  # what GetInfo and the handshake tell clients (RFC 0003)
         caps.auth_required = bool(self.tokens)
+        caps.pipelined_requests = max_pipelined_requests > 0  # RFC 0009
+        caps.max_pipelined_requests = max(0, max_pipelined_requests)
         if self.handshake_timeout_s:
             caps.handshake_timeout.FromNanoseconds(int(self.handshake_timeout_s * 1e9))
 

@@ -173,3 +173,28 @@ async def test_vectorised_sessions_count_each_instance_episode() -> None:
     assert value(samples, "openenv_episodes_total", transport="grpc", outcome="truncated") == 1
     assert value(samples, "openenv_episode_return_sum", transport="grpc") == 1 + 3 + 2 + 4
     assert value(samples, "openenv_episode_length_steps_sum", transport="grpc") == 4
+
+
+@pytest.mark.parametrize("engine", ["grpcio", "grpclib"])
+async def test_metrics_count_each_request_of_a_pipelined_message(engine: str) -> None:
+    """RFC 0009: requests coalesced into one message are counted one by one, as if sent alone."""
+    async with served(Counter, engine=engine) as host:
+        url = host.http_url
+        assert url is not None and host.address is not None
+        async with openenv.EnvClient(host.address, grpc_engine=engine) as env:
+            await env.reset(seed=0)
+            deltas = [1] * 20 + [2000] + [1] * 11  # one refused in the middle
+            results = await asyncio.wait_for(
+                asyncio.gather(*(env.step({"delta": d}) for d in deltas), return_exceptions=True), WAIT_S
+            )
+            assert sum(isinstance(r, openenv.InvalidArgument) for r in results) == 1
+        assert host.manager.load.pipelined_messages >= 1  # they did travel coalesced
+        samples = await wait_for_value(url, "openenv_sessions_open", 0, transport="grpc")
+
+    def requests(kind: str, code: str = "OK") -> float:
+        return value(samples, "openenv_requests_total", transport="grpc", kind=kind, code=code)
+
+    assert requests("step") == 31
+    assert requests("step", "INVALID_ARGUMENT") == 1
+    assert requests("pipelined") == 0  # the message itself is no request
+    assert value(samples, "openenv_request_duration_seconds_count", transport="grpc", kind="step") == 32

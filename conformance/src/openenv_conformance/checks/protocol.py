@@ -239,6 +239,127 @@ def pipelining(ctx: Context) -> None:
             raise Violation(f"state pipelined after {accepted} accepted steps shows step_count {st2.step_count}")
 
 
+_RFC_PIPELINED = "docs/rfcs/0009-pipelined-requests.md"
+
+
+@check(
+    "protocol.pipelined_messages",
+    "A pipelined message's requests are applied in order and answered in one message, in order, each under "
+    "its own id (errors in place: a nested message, a request with no kind); an empty or oversized one is "
+    "refused whole (non-fatal, nothing applied)",
+    f"{_RFC_PIPELINED}; proto PipelinedRequests",
+    requires=(GRPC,),
+    why="gRPC only: pipelined messages are a SessionRequest kind; OpenEnv's JSON protocol has no such frame",
+)
+def pipelined_messages(ctx: Context) -> str | None:
+    caps = ctx.spec.caps
+    if not caps.pipelined_requests:
+        raise CheckSkipped("the server does not offer pipelined messages (Capabilities.pipelined_requests unset)")
+    limit = caps.max_pipelined_requests
+    if limit < 1:
+        raise Violation("Capabilities.pipelined_requests is set but max_pipelined_requests is 0")
+    actions = []
+    if ctx.spec.sim and ctx.actions.valid() is not None:
+        try:
+            actions = ctx.accepted_actions(2)  # before opening the session: capacity may be 1
+        except CheckSkipped:
+            pass  # order is still checked with state requests
+    _ = ctx.tools
+    s = ctx.session()
+    items: list[pb.SessionRequest] = []
+
+    def add(**kind: Any) -> None:
+        items.append(pb.SessionRequest(request_id=2000 + 7 * len(items), **kind))
+
+    read = {"state": pb.StateRequest()} if ctx.spec.sim else {"list_tools": tool_pb2.ListToolsRequest()}
+    if ctx.spec.sim:
+        add(state=pb.StateRequest())
+        add(reset=pb.ResetRequest(episode_id="pipelined-message-1"))
+        add(state=pb.StateRequest())
+        for a in actions:
+            add(step=pb.StepRequest(action=a.payload))
+        add(state=pb.StateRequest())
+    bad_at = len(items)
+    add()  # no kind: INVALID_ARGUMENT in its place
+    nested = pb.SessionRequest(request_id=2000 + 7 * len(items))
+    nested.pipelined.requests.add(request_id=1999, **read)
+    items.append(nested)  # nested: INVALID_ARGUMENT in its place, its request not applied
+    while len(items) < bad_at + 8:
+        add(**read)
+    answers: list[pb.SessionResponse] = []
+    for first in range(0, len(items), limit):  # in messages of at most the server's limit
+        chunk, mid = items[first : first + limit], 1800 + first
+        msg = pb.SessionRequest(request_id=mid)
+        msg.pipelined.requests.extend(chunk)
+        if not s.send(msg):
+            raise Violation("the stream did not accept a pipelined message")
+        resp = expect_response(s.recv(), "pipelined", f"a pipelined message of {len(chunk)} requests")
+        if resp.request_id != mid:
+            raise Violation(f"the pipelined answer carries request_id {resp.request_id}, not the message's {mid}")
+        answers += resp.pipelined.responses
+    sent, got = [r.request_id for r in items], [r.request_id for r in answers]
+    if got != sent:
+        raise Violation(f"pipelined answers carry request ids {got}; the requests, in order, were {sent}")
+    for i, (req, ans) in enumerate(zip(items, answers, strict=True)):
+        k = ans.WhichOneof("kind")
+        if i < bad_at and k not in (req.WhichOneof("kind"), "error"):
+            raise Violation(f"pipelined request #{i} ({req.WhichOneof('kind')}) answered with a {k} answer")
+    expect_error(answers[bad_at], "INVALID_ARGUMENT", "a pipelined request with no kind", fatal=False)
+    expect_error(answers[bad_at + 1], "INVALID_ARGUMENT", "a pipelined message nested in another", fatal=False)
+    for i in range(bad_at + 2, len(items)):
+        expect_response(answers[i], next(iter(read)), f"pipelined request #{i} after the refused ones")
+    if ctx.spec.sim:
+        expect_ok(answers[0], "state", "state before reset (pipelined)")
+        ts = expect_ok(answers[1], "reset", "reset (pipelined)").time_step
+        st = expect_ok(answers[2], "state", "state after the reset (pipelined)")
+        if st.episode_id != "pipelined-message-1" or st.step_count != 0:
+            raise Violation(
+                f"state after reset(episode_id='pipelined-message-1') in the same pipelined message shows "
+                f"episode {st.episode_id!r}, step_count {st.step_count}: requests were not applied in order"
+            )
+        accepted, ended = 0, ts.terminated or ts.truncated
+        for j in range(len(actions)):
+            r = answers[3 + j]
+            if r.WhichOneof("kind") == "step" and not ended:
+                accepted += 1
+                ended = r.step.time_step.terminated or r.step.time_step.truncated
+        st2 = expect_ok(answers[3 + len(actions)], "state", "state after the steps (pipelined)")
+        if st2.step_count != accepted:
+            raise Violation(
+                f"state after {accepted} accepted steps in the same pipelined message shows step_count "
+                f"{st2.step_count}: requests were not applied in order"
+            )
+    # Refused whole, nothing lost: an empty message, and one over the limit (when it fits the size limit).
+    if not s.send(pb.SessionRequest(request_id=1901, pipelined=pb.PipelinedRequests())):
+        raise Violation("the stream did not accept an empty pipelined message")
+    empty = s.recv()
+    expect_error(empty, "INVALID_ARGUMENT", "an empty pipelined message", fatal=False)
+    if isinstance(empty, pb.SessionResponse) and empty.request_id != 1901:
+        raise Violation(f"the refusal of an empty pipelined message carries request_id {empty.request_id}, not 1901")
+    note = None
+    over = pb.SessionRequest(request_id=1902)
+    for i in range(limit + 1):
+        over.pipelined.requests.add(request_id=3000 + i, **read)
+    if over.ByteSize() <= caps.max_message_bytes:
+        s.send(over)
+        refused = s.recv()
+        expect_error(
+            refused, "RESOURCE_EXHAUSTED", f"a pipelined message of {limit + 1} requests (limit {limit})", fatal=False
+        )
+        if isinstance(refused, pb.SessionResponse) and refused.request_id != 1902:
+            raise Violation(f"the refusal of an oversized pipelined message carries request_id {refused.request_id}")
+    else:
+        note = f"max_pipelined_requests + 1 requests exceed the message size limit: the limit of {limit} not probed"
+    s.send(pb.SessionRequest(request_id=1903, **read))
+    after = expect_response(s.recv(), next(iter(read)), "a request after the refused pipelined messages")
+    if after.request_id != 1903:
+        raise Violation(
+            f"after the refused pipelined messages the next answer carries request_id {after.request_id}, not 1903: "
+            "a refused message's requests were answered"
+        )
+    return note
+
+
 @check(
     "protocol.health",
     'grpc.health.v1 reports SERVING for the server ("") and for openenv.v1.EnvironmentService',

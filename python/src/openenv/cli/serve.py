@@ -124,6 +124,14 @@ __all__ = ["serve_command"]
     help="Library of the gRPC listener: grpcio (grpc.aio, the reference) or grpclib (the grpclib extra; "
     "same protocol, docs/performance.md).",
 )
+@click.option(
+    "--max-pipelined-requests",
+    type=click.IntRange(min=0),
+    default=256,
+    show_default=True,
+    help="The most requests one pipelined gRPC message may carry (RFC 0009); 0: not offered, clients send "
+    "each request alone.",
+)
 @security_options
 @click.option(
     "--web/--no-web",
@@ -159,6 +167,7 @@ def serve_command(
     max_sessions_per_client: int,
     inline_threshold_us: float | None,
     engine: str,
+    max_pipelined_requests: int,
     tokens: tuple[str, ...],
     token_file: str | None,
     allow_anonymous: bool,
@@ -233,6 +242,7 @@ def serve_command(
             max_sessions_per_client=max_sessions_per_client,
             inline_threshold_s=None if inline_threshold_us is None else inline_threshold_us * 1e-6,
             engine=engine,
+            max_pipelined_requests=max_pipelined_requests,
             web=web,
             metrics_port=metrics_port,
             metrics=scrapeable,

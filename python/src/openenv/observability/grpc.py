@@ -52,6 +52,9 @@ class _Context:
         self._so = so
         self._clock = clock
         self._pending: dict[int, Pending] = {}
+        # A pipelined message's id -> its requests' ids (RFC 0009). An entry whose answers went out
+        # one message each (too big together) stays until the stream ends: rare, and per stream.
+        self._envelopes: dict[int, list[int]] = {}
         self._vector = False
 
     def __getattr__(self, name: str) -> Any:
@@ -67,11 +70,33 @@ class _Context:
             if kind == "handshake":
                 self._vector = req.handshake.num_envs > 1
                 self._so.client_name = req.handshake.client_name
-            self._pending[req.request_id] = self._so.begin(kind, req.request_id, req.ByteSize())
+            if kind == "pipelined":  # each request inside is observed as if it had come alone
+                items = req.pipelined.requests
+                self._envelopes[req.request_id] = [item.request_id for item in items]
+                for item in items:
+                    item_kind = item.WhichOneof("kind") or "none"
+                    self._pending[item.request_id] = self._so.begin(item_kind, item.request_id, item.ByteSize())
+            else:
+                self._pending[req.request_id] = self._so.begin(kind, req.request_id, req.ByteSize())
         return req
 
     async def write(self, resp: environment_pb2.SessionResponse) -> None:
         await self._ctx.write(resp)
+        if self._envelopes:
+            items = self._envelopes.pop(resp.request_id, None)
+            if items is not None:  # the answer to a pipelined message: each of its answers in turn
+                if resp.WhichOneof("kind") == "pipelined":
+                    for answer in resp.pipelined.responses:
+                        self._observe(answer)
+                else:  # refused as a whole: that error ends each of its requests
+                    for rid in items:
+                        refused = environment_pb2.SessionResponse(request_id=rid)
+                        refused.error.CopyFrom(resp.error)
+                        self._observe(refused)
+                return
+        self._observe(resp)
+
+    def _observe(self, resp: environment_pb2.SessionResponse) -> None:
         p = self._pending.pop(resp.request_id, None)
         if p is None:
             return

@@ -27,6 +27,10 @@ class LoadMeter:
     def __init__(self) -> None:
         self.started = time.monotonic()
         self.steps_total = 0
+        # Pipelined messages (RFC 0009) received and the requests they carried: how much a
+        # server's clients coalesce (a ratio near 1 means they pipeline little).
+        self.pipelined_messages = 0
+        self.pipelined_requests = 0
         self._recent: collections.deque[float] = collections.deque(maxlen=RECENT_STEPS)
 
     def record_step(self, seconds: float) -> None:
