@@ -43,6 +43,9 @@ _session.Session.step = _step_keeps_running
 
 class Env(Counter):
     run_in_thread = True  # a step in a worker thread can be outlived by its timeout
+    # Never inline (openenv.runtime.inline): the step waits for the runtime's answer, which an
+    # inline step would block; the documented opt-out for a hook that waits on the server.
+    inline_threshold_s = 0.0
     gate = None
 
     def step(self, action):
