@@ -22,9 +22,10 @@ from openenv_conformance.runner import certify
 pytestmark = pytest.mark.timing
 
 SEED = 20261129
-# Small searches keep the whole file within a couple of minutes; the bound on freeing a
-# dropped client's slot is shortened so the leaking mutant does not wait 10 s per probe.
-OPTIONS = RunOptions(seed=SEED, max_examples=20, slot_free_bound=4.0)
+# Small searches keep the whole file within a couple of minutes. The bound on freeing a dropped
+# client's slot keeps its default (10 s) here: healthy servers must meet it on a loaded machine;
+# the leaking mutant shortens it for itself (its RUN_OPTIONS), so it does not wait 10 s per probe.
+OPTIONS = RunOptions(seed=SEED, max_examples=20)
 
 
 def test_there_are_enough_mutants_each_naming_a_real_check() -> None:

@@ -202,13 +202,16 @@ async def test_an_inline_hooks_exception_is_the_requests_and_the_session_goes_on
 
 
 async def test_a_short_deadline_keeps_the_call_on_a_thread() -> None:
-    policy = InlinePolicy(THRESHOLD_S)
-    assert policy.min_timeout_s == pytest.approx(1.0)  # DEADLINE_FACTOR x the threshold
-    async with running(Where, inline_threshold_s=THRESHOLD_S) as srv, openenv.EnvClient(srv.address) as env:
+    # A 10 ms threshold: the threaded step below then has a 5 s deadline (a trivial step must
+    # meet it on a worker thread, which a loaded machine can deschedule for a good while).
+    threshold_s = 10 * THRESHOLD_S
+    policy = InlinePolicy(threshold_s)
+    assert policy.min_timeout_s == pytest.approx(10.0)  # DEADLINE_FACTOR x the threshold
+    async with running(Where, inline_threshold_s=threshold_s) as srv, openenv.EnvClient(srv.address) as env:
         await env.reset()
         await _until_inline(env)
         # under 1000x the threshold: on a thread whatever the hook's state
-        assert _on_thread((await env.step({}, step_timeout=0.5)).observation)
+        assert _on_thread((await env.step({}, step_timeout=5.0)).observation)
         assert _on_loop(await _inline_then(env, {}, step_timeout=30.0))  # far above it: inline
         with pytest.raises(openenv.DeadlineExceeded):  # a slow step under a deadline: on a thread
             await env.step({"sleep": 0.5}, step_timeout=0.05)

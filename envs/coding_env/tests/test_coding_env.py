@@ -151,7 +151,12 @@ def test_hostile_code_is_contained_and_the_sessions_carry_on(name: str) -> None:
     hostile, good, after = run(go, sessions=2)
     res = hostile.observation.result.data
     assert res["exit_code"] != 0 or res["timed_out"], res
-    assert good.reward == 1.0 and after.reward == 1.0
+    # Correctness, not reward == 1.0: the reward has a wall-time penalty (beyond 4 s), and the
+    # good submission runs beside up to 10 s of hostile code on a machine that may be loaded.
+    for r in (good, after):
+        data = r.observation.result.data
+        assert data["passed"] == data["total"] > 0 and not data["timed_out"], data
+        assert r.reward is not None and r.reward >= 0.9
     assert not os.path.exists("/tmp/coding-env-escape")
 
 

@@ -86,7 +86,7 @@ def test_hostile_code_is_contained_inside_the_image(coding_container: Any) -> No
                 await other.reset(options={"problem_id": "sum_list"})
                 hostile, ok = await asyncio.gather(_call(victim, "run_python", code), _call(other, "submit", good))
                 after = await _call(victim, "submit", good)
-                out[name] = (hostile.observation.result.data, ok.reward, after.reward)
+                out[name] = (hostile.observation.result.data, ok, after)
             out["state"] = await victim.state()
         return out
 
@@ -94,7 +94,12 @@ def test_hostile_code_is_contained_inside_the_image(coding_container: Any) -> No
     state = out.pop("state")
     for name, (res, ok, after) in out.items():
         assert res["exit_code"] != 0 or res["timed_out"], (name, res)
-        assert ok == 1.0 and after == 1.0, name
+        # Correctness, not reward == 1.0: the reward has a wall-time penalty (beyond 4 s), and the
+        # good submission runs beside up to 10 s of hostile code on a machine that may be loaded.
+        for r in (ok, after):
+            data = r.observation.result.data
+            assert data["passed"] == data["total"] > 0 and not data["timed_out"], (name, data)
+            assert r.reward is not None and r.reward >= 0.9, name
     assert coding_container.status == "running"
     layers = state.state["isolation"]
     assert any(layer.startswith("landlock") for layer in layers) and "seccomp" in layers, layers

@@ -43,9 +43,14 @@ def _capacity(ctx: Context) -> int:
 
 def _open_many(ctx: Context, n: int, channel: grpc.aio.Channel | None = None) -> tuple[list[SessionLike], list]:
     """Send ``n`` handshakes at once: (sessions, their answers)."""
-    sessions = [ctx.wire.session(channel) for _ in range(n)]
-    for s in sessions:
+    sessions = []
+    for _ in range(n):
+        # Each stream's handshake goes out as soon as the stream exists, not after all ``n`` are
+        # created: a server's handshake deadline runs from the stream's headers, and creating 1,024
+        # streams first takes seconds on a loaded machine (a 2 s deadline then refused the first).
+        s = ctx.wire.session(channel)
         s.send(s.request(handshake=pb.HandshakeRequest(protocol_version="1.0", client_name="openenv-certify")))
+        sessions.append(s)
     answers = []
     for s in sessions:
         r = s.recv()

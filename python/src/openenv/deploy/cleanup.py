@@ -36,7 +36,9 @@ def list_containers(engine: docker.DockerClient | None = None) -> list[ManagedCo
     """Every container carrying ``openenv.managed=true``, running or not."""
     dc = engine or docker_client()
     out = []
-    for c in dc.containers.list(all=True, filters={"label": f"{MANAGED_LABEL}=true"}):
+    # ignore_removed: docker-py lists ids, then inspects each; a container removed in between
+    # (another client's auto-removed container, a concurrent cleanup) is skipped, not an error.
+    for c in dc.containers.list(all=True, filters={"label": f"{MANAGED_LABEL}=true"}, ignore_removed=True):
         labels = c.labels or {}
         bindings = ((c.attrs.get("NetworkSettings") or {}).get("Ports") or {}).get(f"{GRPC_PORT}/tcp") or []
         url = f"grpc://{bindings[0]['HostIp']}:{bindings[0]['HostPort']}" if bindings else ""

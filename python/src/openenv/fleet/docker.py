@@ -67,7 +67,9 @@ class DockerProvider(Provider):
         return self._engine
 
     def _containers(self, all_states: bool = False) -> list[Any]:
-        found = self.engine.containers.list(all=all_states, filters={"label": f"{FLEET_LABEL}={self.name}"})
+        found = self.engine.containers.list(  # ignore_removed: one removed while being listed is gone
+            all=all_states, filters={"label": f"{FLEET_LABEL}={self.name}"}, ignore_removed=True
+        )
         return sorted(found, key=lambda c: int((c.labels or {}).get(f"{FLEET_LABEL}.replica", "0")))
 
     def _start(self, n: int, progress: Progress, total: int) -> None:

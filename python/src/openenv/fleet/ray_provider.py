@@ -157,8 +157,10 @@ class RayProvider(Provider):
             names.append(name)
         return names
 
-    def _wait(self, names: list[str], progress: Progress, total: int) -> None:
+    def _wait(self, names: list[str], progress: Progress, total: int) -> list[Endpoint]:
+        """Wait (up to ``ready_timeout``) until each named server answers; their endpoints."""
         refs = {self._actors[n].endpoint.remote(): n for n in names}
+        out = []
         deadline = time.monotonic() + self.ready_timeout
         done = 0
         pending = list(refs)
@@ -177,6 +179,8 @@ class RayProvider(Provider):
                     raise Unavailable(f"Ray server {refs[ref]} failed to start: {e}") from None
                 done += 1
                 progress(f"server {done}/{total} {refs[ref]} serving at {url} (node {node[:12]})")
+                out.append(Endpoint(refs[ref], url, f"node {node[:12]}", self.token or ""))
+        return sorted(out, key=lambda ep: _serial_of(ep.name))
 
     def up(self, replicas: int, progress: Progress = _quiet) -> list[Endpoint]:
         if replicas < 1:
@@ -185,12 +189,17 @@ class RayProvider(Provider):
         progress(f"starting {replicas} Ray actor server(s) of {self.target}")
         names = self._create(replicas)
         try:
-            self._wait(names, progress, replicas)
+            # The endpoints the wait saw, not a fresh endpoints() call: that one leaves out a
+            # server slower to answer than its short timeout, which a loaded cluster can be.
+            fresh = self._wait(names, progress, replicas)
         except BaseException:
             for n in names:
                 ray.kill(self._actors.pop(n), no_restart=True)
             raise
-        return self.endpoints()
+        if len(self._actors) == len(fresh):
+            return fresh
+        earlier = [ep for ep in self.endpoints() if ep.name not in set(names)]
+        return sorted(fresh + earlier, key=lambda ep: _serial_of(ep.name))
 
     def endpoints(self, timeout: float = 2.0) -> list[Endpoint]:
         """The servers that answer now; one being restarted by Ray is left out until it runs."""
