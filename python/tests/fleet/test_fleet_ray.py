@@ -51,7 +51,15 @@ def _node_args(cpus: int) -> dict[str, Any]:
 def cluster() -> Iterator[Cluster]:
     c = Cluster(
         initialize_head=True,
-        head_node_args={**_node_args(0), "node_ip_address": "127.0.0.1"},  # the head runs no server
+        head_node_args={
+            **_node_args(0),
+            "node_ip_address": "127.0.0.1",  # the head runs no server
+            # The GCS declares a raylet dead after missing its health checks (default: 5 missed,
+            # 3 s apart). A replacement raylet starting on a loaded 2-core machine missed them in
+            # CI and was marked dead, so Ray never restarted the lost servers. 10 misses (~30 s;
+            # the removed node also takes that long to be declared dead) and a 10 s check timeout.
+            "_system_config": {"health_check_failure_threshold": 10, "health_check_timeout_ms": 10000},
+        },
     )
     try:
         c.add_node(**_node_args(2), node_ip_address="127.0.0.1")
