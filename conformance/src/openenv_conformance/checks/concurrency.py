@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import contextlib
 import time
-from collections.abc import Iterator, Sequence
-from typing import Any
 
 import grpc
 from hypothesis import strategies as st
 
 from openenv.v1 import environment_pb2 as pb
 from openenv_conformance.canonical import canonical, diff, trajectory
+from openenv_conformance.checks._connections import end_all, own_connection
 from openenv_conformance.context import Context
 from openenv_conformance.errors import CheckSkipped, Violation
 from openenv_conformance.model import EpisodeModel
@@ -44,49 +42,6 @@ def _capacity(ctx: Context) -> int:
     return cap
 
 
-def _end_all(sessions: Sequence[SessionLike], timeout: float) -> None:
-    """End ``sessions`` politely and all at once: every close request and half-close is sent
-    before any end is awaited (``timeout`` seconds for all of them), and only a stream that has
-    not ended by then is cancelled.
-
-    Why not cancel them: each cancelled stream is an HTTP/2 RST_STREAM, and servers guarding
-    against "rapid reset" floods end the whole connection after about a thousand of them in
-    quick succession (nghttp2, inside Node's http2 and so grpc-js, answers GOAWAY
-    INTERNAL_ERROR), failing every stream just started on it. Why not one by one: a round trip
-    per session at capacity scale takes seconds on a loaded machine."""
-    live = [s for s in sessions if s.end is None]
-    for s in live:
-        if s.opened:
-            s.send(s.request(close=pb.CloseRequest()))
-        s.half_close()
-    deadline = time.monotonic() + timeout
-    for s in live:
-        try:
-            s.wait_end(max(0.01, deadline - time.monotonic()))
-        except Violation:
-            pass
-    for s in sessions:
-        s.cancel()  # a no-op on the wire for a stream that has ended; forgets the session
-
-
-@contextlib.contextmanager
-def _own_connection(ctx: Context) -> Iterator[Any]:
-    """A connection of the check's own for capacity-scale work, closed when the check ends.
-
-    A check opening max_sessions streams (up to the suite's capacity limit, 1,024) keeps
-    them off the connection every other check shares: whatever the server does to a
-    connection carrying that many streams and their ends (a GOAWAY, a flow-control stall)
-    then stays with this check, which reports it, instead of failing the next check's
-    streams. Sessions left open on it are ended politely before the connection closes."""
-    before = set(map(id, ctx.wire.sessions))
-    channel = ctx.wire.new_channel()
-    try:
-        yield channel
-    finally:
-        _end_all([s for s in ctx.wire.sessions if id(s) not in before], min(10.0, ctx.options.timeout))
-        ctx.wire.close_channel(channel)
-
-
 def _open_many(ctx: Context, n: int, channel: grpc.aio.Channel | None = None) -> tuple[list[SessionLike], list]:
     """Send ``n`` handshakes at once: (sessions, their answers)."""
     sessions = []
@@ -115,7 +70,7 @@ def _fill(ctx: Context, cap: int, channel: grpc.aio.Channel | None = None) -> li
         if len(opened) == cap:
             return sessions
         refused = [a for s, a in zip(sessions, answers, strict=True) if not s.opened]
-        _end_all(sessions, min(10.0, ctx.options.timeout))
+        end_all(sessions, min(10.0, ctx.options.timeout))
         if time.monotonic() > deadline:
             raise Violation(
                 f"only {len(opened)} of max_sessions={cap} sessions could be opened (first refusal: "
@@ -206,7 +161,7 @@ def isolation(ctx: Context) -> None:
 )
 def capacity(ctx: Context) -> None:
     cap = _capacity(ctx)
-    with _own_connection(ctx) as channel:
+    with own_connection(ctx) as channel:
         sessions = _fill(ctx, cap, channel)
         extra = ctx.wire.session(channel)
         resp = extra.handshake()
@@ -242,7 +197,7 @@ def disconnect_frees_slot(ctx: Context) -> None:
         victim = ctx.session(channel=channel)
         if ctx.spec.sim:
             expect_ok(victim.reset(), "reset", "reset")
-        with _own_connection(ctx) as fill:
+        with own_connection(ctx) as fill:
             if cap > 1:
                 _fill(ctx, cap - 1, fill)
             probe = ctx.wire.session()
