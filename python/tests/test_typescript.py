@@ -19,13 +19,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -408,6 +411,101 @@ def _require_certify() -> None:
         if os.environ.get("CI"):
             pytest.fail("openenv certify is not installed (conformance/ must be installed by `make venv`)")
         pytest.skip("openenv certify is not installed (conformance/)")
+
+
+@dataclasses.dataclass
+class _H2Connection:
+    """What one HTTP/2 connection carried: streams the client opened (HEADERS frames), its
+    RST_STREAM frames, and the error codes of the server's GOAWAY frames."""
+
+    streams: int = 0
+    resets: int = 0
+    goaways: list[int] = dataclasses.field(default_factory=list)
+
+
+class _FrameCountingProxy:
+    """A loopback TCP proxy for cleartext HTTP/2 (gRPC) that reads the frame headers going
+    through it and counts, per connection, what :class:`_H2Connection` records."""
+
+    def __init__(self, upstream: str) -> None:
+        host, port = upstream.removeprefix("grpc://").rsplit(":", 1)
+        self._upstream = (host, int(port))
+        self.connections: list[_H2Connection] = []
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.url = f"grpc://127.0.0.1:{self._listener.getsockname()[1]}"
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return
+            server = socket.create_connection(self._upstream)
+            for sock in (client, server):  # no Nagle delay on a request/answer protocol
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            conn = _H2Connection()
+            self.connections.append(conn)
+            threading.Thread(target=self._pump, args=(client, server, conn, True), daemon=True).start()
+            threading.Thread(target=self._pump, args=(server, client, conn, False), daemon=True).start()
+
+    @staticmethod
+    def _pump(src: socket.socket, dst: socket.socket, conn: _H2Connection, from_client: bool) -> None:
+        buf = bytearray()
+        preface = 24 if from_client else 0  # the client's connection preface precedes its frames
+        try:
+            while data := src.recv(1 << 16):
+                dst.sendall(data)
+                buf += data
+                if preface:
+                    n = min(preface, len(buf))
+                    del buf[:n]
+                    preface -= n
+                while len(buf) >= 9 and len(buf) >= 9 + (length := int.from_bytes(buf[:3], "big")):
+                    kind, payload = buf[3], bytes(buf[9 : 9 + length])
+                    del buf[: 9 + length]
+                    if from_client and kind == 0x1:
+                        conn.streams += 1
+                    elif from_client and kind == 0x3:
+                        conn.resets += 1
+                    elif not from_client and kind == 0x7:
+                        conn.goaways.append(int.from_bytes(payload[4:8], "big"))
+        except OSError:
+            pass
+        finally:
+            for sock in (src, dst):
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
+
+    def close(self) -> None:
+        self._listener.close()
+
+
+def test_certify_keeps_capacity_scale_streams_off_the_shared_connection(ts_echo: str, tmp_path: Path) -> None:
+    """The capacity checks open max_sessions (1,024) streams on a connection of their own, and
+    end them politely: Node's HTTP/2 (nghttp2) answers a burst of about 1,000 stream resets
+    on one connection with GOAWAY INTERNAL_ERROR, which once failed the stream a later check
+    had just started on the connection all checks shared (UNAVAILABLE "Stream removed")."""
+    _require_certify()
+    proxy = _FrameCountingProxy(ts_echo)
+    try:
+        checks = ["concurrency.capacity", "concurrency.disconnect_frees_slot", "vector.batch_matches_sequential"]
+        r = subprocess.run(
+            [str(BIN / "openenv"), "certify", proxy.url, "--seed", "1", *(f"--check={c}" for c in checks)],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            cwd=tmp_path,
+        )
+        assert r.returncode == 0, f"certify failed:\n{r.stdout[-8000:]}\n{r.stderr[-4000:]}"
+        seen = list(proxy.connections)
+    finally:
+        proxy.close()
+    # Each capacity-scale fill (1,024 and 1,023 streams) has a connection of its own: no
+    # connection carries two of them (before, the shared one carried all three: 3,000+).
+    assert max(c.streams for c in seen) <= 1024 + 16, seen
+    assert sum(c.streams >= 1000 for c in seen) == 3, seen
+    assert all(not c.goaways for c in seen), f"the server sent GOAWAY (error codes per connection): {seen}"
 
 
 @pytest.mark.parametrize("env_fixture", ["ts_gridworld", "ts_echo"])

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from openenv.v1 import environment_pb2 as pb
 from openenv_conformance.canonical import canonical, diff, trajectory
+from openenv_conformance.checks._connections import end_all, own_connection
 from openenv_conformance.context import Context
 from openenv_conformance.errors import CheckSkipped, Violation
 from openenv_conformance.model import EpisodeModel
@@ -69,8 +70,7 @@ def _fill(ctx: Context, cap: int, channel: grpc.aio.Channel | None = None) -> li
         if len(opened) == cap:
             return sessions
         refused = [a for s, a in zip(sessions, answers, strict=True) if not s.opened]
-        for s in sessions:
-            s.shutdown(timeout=1.0)
+        end_all(sessions, min(10.0, ctx.options.timeout))
         if time.monotonic() > deadline:
             raise Violation(
                 f"only {len(opened)} of max_sessions={cap} sessions could be opened (first refusal: "
@@ -161,24 +161,27 @@ def isolation(ctx: Context) -> None:
 )
 def capacity(ctx: Context) -> None:
     cap = _capacity(ctx)
-    sessions = _fill(ctx, cap)
-    extra = ctx.wire.session()
-    resp = extra.handshake()
-    if extra.opened:
-        more, _ = _open_many(ctx, min(cap, 16))
-        accepted = 1 + sum(s.opened for s in more)
-        raise Violation(f"a handshake beyond max_sessions={cap} was accepted ({accepted} more sessions opened)")
-    expect_error(resp, "RESOURCE_EXHAUSTED", f"a handshake with {cap} of max_sessions={cap} sessions open", fatal=True)
-    end, _ = extra.wait_end()
-    if not isinstance(end, StreamEnd):
-        raise Violation("the refused handshake's stream did not end")
-    info = ctx.wire.get_info()
-    if info.name != ctx.info.name:
-        raise Violation("GetInfo at capacity described another environment")
-    victim = sessions[0]
-    expect_ok(victim.close(), "close", "close at capacity")
-    victim.wait_end()
-    _handshake_within(ctx, "after one of the sessions at capacity was closed")
+    with own_connection(ctx) as channel:
+        sessions = _fill(ctx, cap, channel)
+        extra = ctx.wire.session(channel)
+        resp = extra.handshake()
+        if extra.opened:
+            more, _ = _open_many(ctx, min(cap, 16), channel)
+            accepted = 1 + sum(s.opened for s in more)
+            raise Violation(f"a handshake beyond max_sessions={cap} was accepted ({accepted} more sessions opened)")
+        expect_error(
+            resp, "RESOURCE_EXHAUSTED", f"a handshake with {cap} of max_sessions={cap} sessions open", fatal=True
+        )
+        end, _ = extra.wait_end()
+        if not isinstance(end, StreamEnd):
+            raise Violation("the refused handshake's stream did not end")
+        info = ctx.wire.get_info()
+        if info.name != ctx.info.name:
+            raise Violation("GetInfo at capacity described another environment")
+        victim = sessions[0]
+        expect_ok(victim.close(), "close", "close at capacity")
+        victim.wait_end()
+        _handshake_within(ctx, "after one of the sessions at capacity was closed")
 
 
 @check(
@@ -194,16 +197,16 @@ def disconnect_frees_slot(ctx: Context) -> None:
         victim = ctx.session(channel=channel)
         if ctx.spec.sim:
             expect_ok(victim.reset(), "reset", "reset")
-        others = _fill(ctx, cap - 1) if cap > 1 else []
-        probe = ctx.wire.session()
-        expect_error(probe.handshake(), "RESOURCE_EXHAUSTED", "a handshake at capacity", fatal=True)
-        if how == "a cancelled stream":
-            victim.cancel()
-        else:
-            ctx.wire.close_channel(channel)
-        _handshake_within(ctx, f"after {how} at capacity")
-        for s in others:
-            s.shutdown(timeout=1.0)
+        with own_connection(ctx) as fill:
+            if cap > 1:
+                _fill(ctx, cap - 1, fill)
+            probe = ctx.wire.session()
+            expect_error(probe.handshake(), "RESOURCE_EXHAUSTED", "a handshake at capacity", fatal=True)
+            if how == "a cancelled stream":
+                victim.cancel()
+            else:
+                ctx.wire.close_channel(channel)
+            _handshake_within(ctx, f"after {how} at capacity")
 
 
 # --------------------------------------------------------------------------- RFC 0007

@@ -9,11 +9,13 @@ gRPC only (OpenEnv's JSON protocol has no batches).
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from hypothesis import strategies as st
 
 from openenv.v1 import environment_pb2 as pb
 from openenv_conformance.canonical import canonical, canonical_time_step, diff
+from openenv_conformance.checks._connections import own_connection
 from openenv_conformance.context import Context
 from openenv_conformance.errors import CheckSkipped, Violation
 from openenv_conformance.model import HEX_ID, status_name
@@ -35,11 +37,14 @@ def _max_envs(ctx: Context) -> int:
     return m
 
 
-def _vector(ctx: Context, n: int, mode: pb.AutoresetMode = pb.AUTORESET_MODE_UNSPECIFIED) -> SessionLike:
-    """An open vectorised session of ``n`` instances (retrying while earlier slots are freed)."""
+def _vector(
+    ctx: Context, n: int, mode: pb.AutoresetMode = pb.AUTORESET_MODE_UNSPECIFIED, channel: Any = None
+) -> SessionLike:
+    """An open vectorised session of ``n`` instances (retrying while earlier slots are freed),
+    on ``channel`` (default: the wire's shared one)."""
     deadline = time.monotonic() + ctx.options.slot_free_bound
     while True:
-        s = ctx.wire.session()
+        s = ctx.wire.session(channel)
         resp = s.handshake(num_envs=n, autoreset_mode=mode)
         if s.opened:
             return s
@@ -383,30 +388,32 @@ def capacity(ctx: Context) -> str | None:
         return "max_sessions is not declared: instance counting was not checked"
     if cap > ctx.options.capacity_limit:
         raise CheckSkipped(f"max_sessions {cap} is above the suite's capacity limit ({ctx.options.capacity_limit})")
-    held: list[tuple[SessionLike, int]] = []
-    left = cap
-    while left >= 2:
-        k = min(m, left)
-        held.append((_vector(ctx, k), k))
-        left -= k
-    if left == 1:
-        held.append((ctx.session(), 1))
-    sizes = [k for _, k in held]
-    for n, what in ((0, "a plain handshake"), (2, "a handshake with num_envs=2")):
-        probe = ctx.wire.session()
-        resp = probe.handshake(num_envs=n)
-        if probe.opened:
-            raise Violation(
-                f"{what} was accepted with max_sessions={cap} instances held by sessions of {sizes} "
-                "instances: each instance must count against max_sessions"
-            )
-        expect_error(resp, "RESOURCE_EXHAUSTED", f"{what} with every slot held by vectorised sessions", fatal=True)
-        probe.wait_end()
-    victim, k = held[0]
-    expect_ok(victim.close(), "close", "close of a vectorised session")
-    victim.wait_end()
-    if k >= 2:
-        _vector(ctx, k).shutdown()  # retries while the freed slots are released
+    # max_sessions / max_num_envs streams: on a connection of the check's own (see own_connection)
+    with own_connection(ctx) as channel:
+        held: list[tuple[SessionLike, int]] = []
+        left = cap
+        while left >= 2:
+            k = min(m, left)
+            held.append((_vector(ctx, k, channel=channel), k))
+            left -= k
+        if left == 1:
+            held.append((ctx.session(channel=channel), 1))
+        sizes = [k for _, k in held]
+        for n, what in ((0, "a plain handshake"), (2, "a handshake with num_envs=2")):
+            probe = ctx.wire.session()
+            resp = probe.handshake(num_envs=n)
+            if probe.opened:
+                raise Violation(
+                    f"{what} was accepted with max_sessions={cap} instances held by sessions of {sizes} "
+                    "instances: each instance must count against max_sessions"
+                )
+            expect_error(resp, "RESOURCE_EXHAUSTED", f"{what} with every slot held by vectorised sessions", fatal=True)
+            probe.wait_end()
+        victim, k = held[0]
+        expect_ok(victim.close(), "close", "close of a vectorised session")
+        victim.wait_end()
+        if k >= 2:
+            _vector(ctx, k).shutdown()  # retries while the freed slots are released
     return None
 
 
