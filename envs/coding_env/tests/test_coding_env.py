@@ -14,9 +14,10 @@ from typing import Any
 import pytest
 
 import openenv
-from coding_env import PROBLEMS, CodingEnvironment, Sandbox, probe
-from coding_env.problems import by_id, grade
+from coding_env import PROBLEMS, CodingEnvironment, Sandbox
+from coding_env.problems import by_id
 from openenv import CallToolAction
+from openenv.sandbox import check
 
 TIMEOUT = 120.0
 
@@ -47,21 +48,21 @@ def test_the_catalog_ships_at_least_30_problems_with_splits_and_hidden_tests() -
 
 
 def test_every_reference_solution_passes_its_hidden_tests_in_the_sandbox() -> None:
-    box = Sandbox()
-    try:
+    with Sandbox(secrets=CodingEnvironment.secrets()) as box:
         for p in PROBLEMS:
-            r = box.call_cases(p.reference, p.entry_point, p.hidden)
-            assert all(grade(p, p.hidden, r.cases)), (p.id, r)
-    finally:
-        box.close()
+            assert p.reference is not None
+            r = box.call_function(p.reference, p.entry_point, [c.args for c in p.hidden])
+            assert all(p.grade(p.hidden, r.cases)), (p.id, r)
 
 
 def test_the_machine_gives_every_required_isolation_layer() -> None:
-    layers = probe()
-    for required in ("rlimits", "not-dumpable", "no-new-privs", "landlock", "seccomp"):
+    layers = check(secrets=CodingEnvironment.secrets())
+    for required in ("user-namespace", "pid-namespace", "network-namespace", "minimal-root", "disk-quota", "memory"):
+        assert any(layer.startswith(required) for layer in layers), layers
+    for required in ("rlimits", "not-dumpable", "no-new-privs", "landlock", "seccomp", "no-user-namespaces"):
         assert any(layer.startswith(required) for layer in layers), layers
     if os.geteuid() == 0:
-        assert "unprivileged-user" in layers and "netns" in layers
+        assert "unprivileged-uid" in layers
 
 
 @pytest.mark.parametrize(
@@ -102,7 +103,7 @@ def test_run_python_and_run_tests_report_output_and_examples_without_ending_the_
         first = await env.reset(seed=3)
         pid = first.metadata["problem_id"]
         a = await call(env, "run_python", "import sys\nprint('out')\nprint('err', file=sys.stderr)\nsys.exit(3)")
-        b = await call(env, "run_tests", by_id(pid).reference)
+        b = await call(env, "run_tests", by_id(pid).reference or "")
         return pid, a, b
 
     pid, a, tests_step = run(go)
@@ -126,11 +127,10 @@ HOSTILE = {
     "fork-bomb": "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n",
     "memory-bomb": "x = []\nwhile True:\n    x.append(bytearray(10**7))\n",
     "infinite-loop": "while True:\n    pass\n",
-    "write-outside": "open('/tmp/coding-env-escape', 'w').write('x')\n",
+    "write-outside": "open('/tmp/coding-env-escape', 'w').write('x')\nopen('/usr/lib/coding-env-escape', 'w')\n",
     "socket-inet": "import socket\nsocket.create_connection(('127.0.0.1', 1), timeout=1)\n",
     "kill-parent": "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\n",
     "kill-everyone": "import os, signal\nos.kill(-1, signal.SIGKILL)\n",
-    "escape-group": "import os\nos.setsid()\n",
     "output-flood": "import sys\nwhile True:\n    sys.stdout.write('x' * 65536)\n",
     "fill-disk": "f = open('big', 'wb')\nwhile True:\n    f.write(b'x' * 65536)\n",
 }
@@ -160,6 +160,42 @@ def test_hostile_code_is_contained_and_the_sessions_carry_on(name: str) -> None:
     assert not os.path.exists("/tmp/coding-env-escape")
 
 
+def _alive_with(marker: str) -> list[int]:
+    out = []
+    for pid in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if marker.encode() in f.read():
+                    out.append(int(pid))
+        except (OSError, ValueError):
+            pass
+    return out
+
+
+def test_processes_started_by_a_call_do_not_outlive_it() -> None:
+    """A new session, a double fork and a background sleep: all gone when the call returns."""
+    marker = "1000.4242"
+    code = (
+        "import os, subprocess\nos.setsid()\n"
+        f"subprocess.Popen(['sleep', '{marker}'], start_new_session=True)\n"
+        f"if os.fork() == 0:\n    os.setsid()\n    os.execvp('sleep', ['sleep', '{marker}'])\n"
+        "print('spawned')\n"
+    )
+
+    async def go(env: Any) -> Any:
+        await env.reset(seed=0)
+        first = await call(env, "run_python", code)
+        alive = _alive_with(marker)
+        seen = await call(env, "run_python", "import os\nprint(sum(p.isdigit() for p in os.listdir('/proc')))")
+        return first, alive, seen
+
+    first, alive, seen = run(go)
+    assert first.observation.result.data["stdout"] == "spawned\n"
+    assert alive == [], alive
+    # In the next call the sandbox holds its supervisor and the call's process, nothing else.
+    assert seen.observation.result.data["stdout"] == "2\n"
+
+
 def test_a_session_cannot_read_another_sessions_files() -> None:
     async def go(a: Any, b: Any) -> Any:
         await a.reset(seed=0)
@@ -167,12 +203,16 @@ def test_a_session_cannot_read_another_sessions_files() -> None:
         r = await call(a, "run_python", "import os\nopen('secret.txt', 'w').write('s3cret')\nprint(os.getcwd())")
         where = r.observation.result.data["stdout"].strip()
         probe = (
-            f"import os\nfor p in ({where + '/secret.txt'!r}, {os.path.dirname(where)!r}):\n"
-            "    try:\n        print(open(p).read() if p.endswith('.txt') else os.listdir(p))\n"
-            "    except OSError as e:\n        print(type(e).__name__)\n"
+            f"import os\ntry:\n    print(open({where + '/secret.txt'!r}).read())\n"
+            "except OSError as e:\n    print(type(e).__name__)\nprint(os.listdir('.'))\n"
         )
-        return where, await call(b, "run_python", probe)
+        return (
+            where,
+            await call(a, "run_python", "print(open('secret.txt').read())"),
+            await call(b, "run_python", probe),
+        )
 
-    _, r = run(go, sessions=2)
-    out = r.observation.result.data["stdout"]
-    assert "s3cret" not in out and out.split() == ["PermissionError", "PermissionError"], out
+    where, mine, other = run(go, sessions=2)
+    assert mine.observation.result.data["stdout"] == "s3cret\n"  # the workspace persists within the episode
+    out = other.observation.result.data["stdout"]
+    assert "s3cret" not in out and out.split("\n")[:2] == ["FileNotFoundError", "[]"], (where, out)

@@ -1,86 +1,29 @@
 """The shipped problems: small Python functions, each with public examples and hidden tests.
 
-Each :class:`Problem` names the function to write (``entry_point``), shows a few example
-calls (``public``) and keeps ``hidden`` cases for grading. Expected values are computed from
-the shipped reference solution (trusted code, run in this process once) so the data holds
-inputs only; they never enter the sandbox. Splits: ``train`` and ``test`` (every fourth).
+Each is a :class:`coding_env.tasks.Task` whose expected values come from its reference
+solution (trusted code, run in the server, never in the sandbox); the data holds inputs only.
+Splits: ``train`` and ``test`` (every fourth).
 """
 
 # ruff: noqa: E501  (the reference solutions are data: one string per problem)
 from __future__ import annotations
 
 import dataclasses
-import functools
-import math
-from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["PROBLEMS", "SPLITS", "Problem", "by_id", "grade", "sample"]
+from coding_env.tasks import Case, Task, TaskSet
+
+__all__ = ["PROBLEMS", "SPLITS", "Problem", "by_id", "sample"]
+
+#: The former name of :class:`coding_env.tasks.Task`.
+Problem = Task
 
 
-@dataclasses.dataclass(frozen=True)
-class Problem:
-    id: str
-    prompt: str
-    entry_point: str
-    reference: str
-    public: tuple[tuple[Any, ...], ...]
-    hidden: tuple[tuple[Any, ...], ...]
-    split: str = "train"
+def _p(pid: str, entry: str, prompt: str, reference: str, public: list[Any], hidden: list[Any]) -> Task:
+    def wrap(cs: list[Any]) -> tuple[Case, ...]:
+        return tuple(Case(c if isinstance(c, tuple) else (c,)) for c in cs)
 
-    @functools.cached_property
-    def _fn(self) -> Any:
-        ns: dict[str, Any] = {}
-        exec(compile(self.reference, f"<reference {self.id}>", "exec"), ns)  # trusted, shipped code
-        return ns[self.entry_point]
-
-    def expected(self, args: Sequence[Any]) -> Any:
-        """The reference's answer for ``args``, JSON-shaped like the sandbox's reports."""
-        import copy
-
-        return _plain(self._fn(*copy.deepcopy(list(args))))
-
-    def statement(self) -> str:
-        examples = "\n".join(
-            f"    {self.entry_point}({', '.join(map(repr, a))}) == {self.expected(a)!r}" for a in self.public
-        )
-        return f"{self.prompt}\n\nWrite a Python function `{self.entry_point}`. Examples:\n{examples}"
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, (tuple, list)):
-        return [_plain(v) for v in value]
-    if isinstance(value, (set, frozenset)):
-        return sorted((_plain(v) for v in value), key=repr)
-    if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
-    return value
-
-
-def same(got: Any, want: Any) -> bool:
-    """Equality of JSON-shaped values, floats within 1e-6 (relative or absolute)."""
-    if isinstance(want, float) and isinstance(got, (int, float)) and not isinstance(got, bool):
-        return math.isclose(got, want, rel_tol=1e-6, abs_tol=1e-6)
-    if isinstance(want, list) and isinstance(got, list):
-        return len(got) == len(want) and all(same(g, w) for g, w in zip(got, want, strict=True))
-    if isinstance(want, dict) and isinstance(got, dict):
-        return got.keys() == want.keys() and all(same(got[k], want[k]) for k in want)
-    return type(got) is type(want) and bool(got == want)
-
-
-def grade(problem: Problem, cases: Sequence[Sequence[Any]], records: Sequence[dict[str, Any]]) -> list[bool]:
-    """Which cases passed, from the sandbox's per-case records (a missing record fails)."""
-    by_case = {r["case"]: r for r in records if isinstance(r.get("case"), int)}
-    out = []
-    for i, args in enumerate(cases):
-        r = by_case.get(i)
-        out.append(r is not None and "value" in r and same(r["value"], problem.expected(args)))
-    return out
-
-
-def _p(pid: str, entry: str, prompt: str, reference: str, public: list[Any], hidden: list[Any]) -> Problem:
-    wrap = lambda cs: tuple(c if isinstance(c, tuple) else (c,) for c in cs)  # noqa: E731
-    return Problem(pid, prompt, entry, reference.strip() + "\n", wrap(public), wrap(hidden))
+    return Task(pid, prompt, entry, wrap(public), wrap(hidden), reference=reference.strip() + "\n")
 
 
 _RAW = [
@@ -366,25 +309,15 @@ _RAW = [
     ),
 ]
 
-PROBLEMS: tuple[Problem, ...] = tuple(
-    dataclasses.replace(p, split="test" if i % 4 == 3 else "train") for i, p in enumerate(_RAW)
-)
-SPLITS = ("train", "test")
-_BY_ID = {p.id: p for p in PROBLEMS}
+PROBLEMS = TaskSet(dataclasses.replace(p, split="test" if i % 4 == 3 else "train") for i, p in enumerate(_RAW))
+SPLITS = PROBLEMS.splits
 
 
-def by_id(pid: str) -> Problem:
-    try:
-        return _BY_ID[pid]
-    except KeyError:
-        raise KeyError(f"no problem {pid!r}; known: {', '.join(sorted(_BY_ID))}") from None
+def by_id(pid: str) -> Task:
+    """The shipped problem ``pid`` (KeyError naming the known ones otherwise)."""
+    return PROBLEMS.by_id(pid)
 
 
-def sample(seed: int | None, split: str | None = None) -> Problem:
+def sample(seed: int | None, split: str | None = None) -> Task:
     """The problem for ``seed`` (the same on every machine) among ``split`` (all by default)."""
-    import random
-
-    pool = [p for p in PROBLEMS if split is None or p.split == split]
-    if not pool:
-        raise ValueError(f"unknown split {split!r}; splits: {', '.join(SPLITS)}")
-    return random.Random(seed).choice(pool)
+    return PROBLEMS.sample(seed, split)

@@ -7,30 +7,50 @@ Every step is a tool call (:class:`openenv.CallToolAction`):
 * ``run_tests(code)``: the public examples, each with the expected and the actual value;
 * ``submit(code)``: runs the hidden tests and ends the episode (terminated).
 
-All code runs in :class:`coding_env.sandbox.Sandbox`: a fresh confined process per call, in
-the session's private directory (files persist between calls of one episode). The reward is
-:mod:`coding_env.rubric`. ``reset(seed=...)`` picks the problem deterministically;
-``options={"problem_id": ...}`` or ``{"split": "train"|"test"}`` narrow it.
+Code runs in an :class:`openenv.sandbox.Sandbox`: ``run_python`` and ``run_tests`` in the
+session's (its workspace's files persist within an episode, and are wiped at reset);
+``submit`` in a fresh one of its own, discarded after grading, so nothing a graded run sees or
+writes reaches the agent but the number of hidden cases passed. The reward is
+:mod:`coding_env.rubric`. ``reset(seed=...)`` picks the task deterministically;
+``options={"task_id": ...}`` (or ``"problem_id"``) or ``{"split": "train"|"test"}`` narrow it.
+
+The tasks are :data:`coding_env.problems.PROBLEMS`, those of ``$CODING_ENV_TASKS`` (a task file,
+:func:`coding_env.tasks.load_tasks`) when set, or a subclass's: :meth:`CodingEnvironment.with_tasks`.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
-from collections.abc import Mapping
+import os
+from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import Any, ClassVar
 
 import openenv
-from coding_env.problems import PROBLEMS, Problem, by_id, grade, sample
+from coding_env.problems import PROBLEMS
 from coding_env.rubric import build_rubric
-from coding_env.sandbox import Limits, RunResult, Sandbox, SandboxUnavailable
+from coding_env.tasks import Task, TaskSet, load_tasks
+from openenv.sandbox import FunctionResult, Limits, RunResult, Sandbox, SandboxUnavailable, check
 
 MAX_STEPS = 20
 MAX_CODE_CHARS = 50_000
+TASKS_ENV = "CODING_ENV_TASKS"
 INSTRUCTIONS = (
     "Tools: run_python(code) runs a script; run_tests(code) checks your function on the examples; "
     "submit(code) grades it on hidden tests and ends the episode."
 )
+_PACKAGE_DIR = str(Path(__file__).resolve().parent)
+
+
+def _sandboxed(*, grades: bool = False, output: str | None = "stdout") -> dict[str, Any]:
+    """The tool annotation that declares a tool running submitted code (RFC 0010)."""
+    spec: dict[str, Any] = {"language": "python", "argument": "code"}
+    if output:
+        spec["output"] = output
+    if grades:
+        spec["grades"] = True
+    return {"openenv/sandbox": spec}
 
 
 @dataclasses.dataclass
@@ -43,16 +63,21 @@ class Submission:
     timed_out_loading: bool
 
 
+def _default_tasks() -> TaskSet:
+    path = os.environ.get(TASKS_ENV, "").strip()
+    return load_tasks(path) if path else PROBLEMS
+
+
 class CodingEnvironment(openenv.Environment):
-    """Python problems graded by hidden unit tests, with code run in a confined sandbox."""
+    """Python problems graded by hidden unit tests, with code run in a sandbox."""
 
     name = "coding_env"
-    version = "0.1.0"
+    version = "0.2.0"
     description = (
-        "Write a Python function; run code and example tests in a sandbox (no network, limited "
-        "CPU/memory/files/processes, private directory); graded by hidden unit tests."
+        "Write a Python function; run code and example tests in a sandbox (private view of the machine, no "
+        "network, bounded time, memory, processes and disk); graded by hidden unit tests."
     )
-    # Seeds pick the problem on every machine, but tool results carry measured run times:
+    # Seeds pick the task on every machine, but tool results carry measured run times:
     # trajectories are not bit-for-bit repeatable, so the environment does not claim it.
     deterministic = False
     max_episode_steps = MAX_STEPS
@@ -67,37 +92,71 @@ class CodingEnvironment(openenv.Environment):
     metadata: ClassVar[dict[str, Any]] = {
         "author": "openenv",
         "documentation_url": "envs/coding_env/README.md",
-        "tasks": len(PROBLEMS),
     }
     limits: ClassVar[Limits] = Limits()
-    # RFC 0004: the problems as tasks (id = problem id), so harness runs and trainers name a
-    # task with reset(task_id="fizzbuzz") like any environment's.
-    task_splits: ClassVar[dict[str, str]] = {
-        "train": "the training problems",
-        "test": "every fourth problem, held out",
-    }
+    #: The tasks (:class:`coding_env.tasks.TaskSet`); see :meth:`with_tasks`.
+    tasks: ClassVar[TaskSet] = _default_tasks()
+    task_splits: ClassVar[dict[str, str]] = {s: f"the {s} tasks" for s in tasks.splits}
+
+    @classmethod
+    def with_tasks(
+        cls, tasks: TaskSet | Iterable[Task] | str | os.PathLike[str], *, name: str | None = None
+    ) -> type[CodingEnvironment]:
+        """A subclass serving ``tasks``: a :class:`TaskSet`, tasks, or a task file's path.
+
+        Every expected value is computed (and every task checked) here, so a bad task fails
+        when the class is made, not in an episode."""
+        if isinstance(tasks, (str, os.PathLike)):
+            taskset = load_tasks(tasks)
+        elif isinstance(tasks, TaskSet):
+            taskset = tasks
+        else:
+            taskset = TaskSet(tasks)
+        taskset.check()
+        attrs = {
+            "tasks": taskset,
+            "task_splits": {s: f"the {s} tasks" for s in taskset.splits},
+            "__module__": cls.__module__,
+            "__qualname__": f"{cls.__qualname__}.with_tasks",
+        }
+        if name:
+            attrs["name"] = name
+        return type(f"{cls.__name__}WithTasks", (cls,), attrs)
+
+    @classmethod
+    def secrets(cls) -> list[str]:
+        """What submitted code must never see: this package (the shipped tasks and their
+        references) and the task files."""
+        return [_PACKAGE_DIR, *cls.tasks.sources]
+
+    @classmethod
+    def preflight(cls) -> None:
+        """Refuse to serve where code cannot be confined as required (before any session)."""
+        try:
+            check(secrets=cls.secrets())
+        except SandboxUnavailable as e:
+            raise RuntimeError(f"{cls.__name__} cannot run submitted code safely on this machine: {e}") from None
 
     @classmethod
     def list_tasks(cls, split: str) -> list[openenv.TaskInfo]:
-        return [openenv.TaskInfo(p.id, split, {"entry_point": p.entry_point}) for p in PROBLEMS if p.split == split]
+        return [openenv.TaskInfo(t.id, split, {"entry_point": t.entry_point}) for t in cls.tasks if t.split == split]
 
     def __init__(self, **options: Any) -> None:
         super().__init__(**options)
-        self.sandbox = Sandbox(self.limits)
+        self.sandbox = Sandbox(self.limits, secrets=self.secrets())
         self._start(self._pick(options.get("seed"), options))
 
-    @staticmethod
-    def _pick(seed: Any, options: Mapping[str, Any]) -> Problem:
+    def _pick(self, seed: Any, options: Mapping[str, Any]) -> Task:
         try:
             for key in ("task_id", "problem_id"):
                 if options.get(key) is not None:
-                    return by_id(str(options[key]))
-            return sample(None if seed is None else int(seed), options.get("split"))
+                    return self.tasks.by_id(str(options[key]))
+            return self.tasks.sample(None if seed is None else int(seed), options.get("split"))
         except (TypeError, ValueError, KeyError) as e:
             raise openenv.InvalidArgument(f"bad task options: {e}") from None
 
-    def _start(self, problem: Problem) -> None:
-        self.problem = problem
+    def _start(self, task: Task) -> None:
+        self.problem = task
         self.steps = 0
         self.submission: Submission | None = None
 
@@ -105,6 +164,7 @@ class CodingEnvironment(openenv.Environment):
         self, *, seed: int | None = None, episode_id: str | None = None, options: Mapping[str, Any] | None = None
     ) -> openenv.StepResult:
         self._start(self._pick(seed, options or {}))
+        self._exec(self.sandbox.clear)  # a new episode starts with an empty workspace
         text = f"{self.problem.statement()}\n\n{INSTRUCTIONS}"
         obs = openenv.CallToolObservation("", openenv.ToolResult([{"type": "text", "text": text}]))
         return openenv.StepResult(
@@ -119,12 +179,12 @@ class CodingEnvironment(openenv.Environment):
     def close(self) -> None:
         self.sandbox.close()
 
-    def _exec(self, fn: Any, *args: Any) -> RunResult:
+    @staticmethod
+    def _exec(fn: Any, *args: Any) -> Any:
         try:
-            result: RunResult = fn(*args)
+            return fn(*args)
         except SandboxUnavailable as e:
             raise RuntimeError(f"the sandbox cannot run code safely on this machine: {e}") from None
-        return result
 
     @staticmethod
     def _check(code: str) -> None:
@@ -136,7 +196,7 @@ class CodingEnvironment(openenv.Environment):
         """The problem statement, with example calls."""
         return self.problem.statement()
 
-    @openenv.tool(timeout_s=60.0)
+    @openenv.tool(timeout_s=60.0, annotations=_sandboxed())
     def run_python(self, code: str) -> dict[str, Any]:
         """Run a Python script in the sandbox.
 
@@ -144,9 +204,10 @@ class CodingEnvironment(openenv.Environment):
             code: the script; its stdout and stderr are returned (each at most 64 KiB).
         """
         self._check(code)
-        return self._exec(self.sandbox.run, code).to_dict()
+        r: RunResult = self._exec(self.sandbox.run, code)
+        return r.to_dict()
 
-    @openenv.tool(timeout_s=60.0)
+    @openenv.tool(timeout_s=60.0, annotations=_sandboxed())
     def run_tests(self, code: str) -> dict[str, Any]:
         """Check a solution on the public examples.
 
@@ -154,10 +215,10 @@ class CodingEnvironment(openenv.Environment):
             code: Python source defining the function the problem names.
         """
         self._check(code)
-        cases = self.problem.public
-        r = self._exec(self.sandbox.call_cases, code, self.problem.entry_point, cases)
-        ok = grade(self.problem, cases, r.cases)
-        got = {c["case"]: c for c in r.cases}
+        task = self.problem
+        cases = task.public
+        r: FunctionResult = self._exec(self.sandbox.call_function, code, task.entry_point, [c.args for c in cases])
+        ok = task.grade(cases, r.cases)
         return {
             "passed": sum(ok),
             "total": len(cases),
@@ -167,17 +228,17 @@ class CodingEnvironment(openenv.Environment):
             "stderr": r.stderr,
             "cases": [
                 {
-                    "args": list(args),
-                    "expected": self.problem.expected(args),
-                    "got": got.get(i, {}).get("value"),
-                    "error": got.get(i, {}).get("error"),
+                    "args": list(c.args),
+                    "expected": task.expected(c),
+                    "got": got.value,
+                    "error": got.error,
                     "passed": ok[i],
                 }
-                for i, args in enumerate(cases)
+                for i, (c, got) in enumerate(zip(cases, r.cases, strict=True))
             ],
         }
 
-    @openenv.tool(timeout_s=60.0)
+    @openenv.tool(timeout_s=60.0, annotations=_sandboxed(grades=True, output=None))
     def submit(self, code: str) -> dict[str, Any]:
         """Grade a solution on the hidden tests; this ends the episode.
 
@@ -185,13 +246,21 @@ class CodingEnvironment(openenv.Environment):
             code: Python source defining the function the problem names.
         """
         self._check(code)
-        cases = self.problem.hidden
-        r = self._exec(self.sandbox.call_cases, code, self.problem.entry_point, cases)
-        passed = sum(grade(self.problem, cases, r.cases))
+        task = self.problem
+        # A sandbox of its own, discarded after: what the graded run reads or writes never
+        # reaches the session's workspace, and its output is not returned.
+        with Sandbox(self.limits, secrets=self.secrets()) as grader:
+            r: FunctionResult = self._exec(grader.call_function, code, task.entry_point, [c.args for c in task.hidden])
+        passed = sum(task.grade(task.hidden, r.cases))
         self.submission = Submission(
-            code, passed, len(cases), r.time_s, r.load_error, r.timed_out and not r.cases and r.load_error is None
+            code,
+            passed,
+            len(task.hidden),
+            r.time_s,
+            r.load_error,
+            r.timed_out and not any(c.answered for c in r.cases) and r.load_error is None,
         )
-        return {"passed": passed, "total": len(cases), "load_error": r.load_error, "timed_out": r.timed_out}
+        return {"passed": passed, "total": len(task.hidden), "load_error": r.load_error, "timed_out": r.timed_out}
 
     def finish_tool_step(
         self, action: openenv.CallToolAction, observation: openenv.CallToolObservation
