@@ -1,6 +1,7 @@
-"""The coding environment inside its image, on a real Docker engine: the server runs as the
-image's unprivileged user, Docker's seccomp profile forbids namespaces, and the hostile
-programs are still contained while another session is served.
+"""The coding environment inside its image, on a real Docker engine, as start_container runs
+it: the server runs as the image's unprivileged user, the container gets the sandbox's
+security options (openenv.sandbox.container_security_options), the sandbox has every layer,
+and the hostile programs are contained while another session is served.
 
 Needs a Docker engine (skipped with the reason without one, required when CI is set). The
 image is the one ``make images`` builds (``openenv-coding-env:0.1.0``), built here offline
@@ -60,7 +61,10 @@ HOSTILE = {
     "fork-bomb": "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n",
     "memory-bomb": "x = []\nwhile True:\n    x.append(bytearray(10**7))\n",
     "infinite-loop": "while True:\n    pass\n",
-    "write-outside": "open('/tmp/escape', 'w').write('x')\n",
+    "write-outside": "open('/usr/lib/escape', 'w').write('x')\n",
+    "read-the-server": "import os\nprint(os.listdir('/opt/openenv'))\n",
+    "docker-socket": "import socket\ns = socket.socket(socket.AF_UNIX)\ns.connect('/var/run/docker.sock')\n",
+    "nested-userns": "import ctypes\nassert ctypes.CDLL(None).unshare(0x10000000 | 0x20000000) == 0\n",
     "socket-inet": "import socket\nsocket.create_connection(('127.0.0.1', 50051), timeout=1)\n",
     "kill-parent": "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\n",
     "kill-server": "import os, signal\nos.kill(1, signal.SIGKILL)\n",
@@ -102,5 +106,7 @@ def test_hostile_code_is_contained_inside_the_image(coding_container: Any) -> No
             assert r.reward is not None and r.reward >= 0.9, name
     assert coding_container.status == "running"
     layers = state.state["isolation"]
-    assert any(layer.startswith("landlock") for layer in layers) and "seccomp" in layers, layers
-    assert "netns" not in layers  # Docker's seccomp profile forbids namespaces: the other layers hold
+    for name in ("user-namespace", "pid-namespace", "network-namespace", "minimal-root", "disk-quota", "memory"):
+        assert any(layer.startswith(name) for layer in layers), (name, layers)
+    for name in ("no-user-namespaces", "rlimits", "no-capabilities", "landlock", "seccomp"):
+        assert any(layer.startswith(name) for layer in layers), (name, layers)

@@ -36,6 +36,7 @@ _COMMANDS: dict[str, str] = {
     "collect": "openenv.cli.collect:collect_command",
     "fleet": "openenv.cli.fleet:fleet_command",
     "harness": "openenv.cli.harness:harness_command",
+    "sandbox": "openenv.cli.sandbox:sandbox_command",
 }
 
 

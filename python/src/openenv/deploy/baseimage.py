@@ -38,7 +38,8 @@ __all__ = ["DEFAULT_BASE_TAG", "DEFAULT_SUITE", "AptSource", "apt_mirror", "apt_
 
 DEFAULT_SUITE = "bookworm"
 DEFAULT_BASE_TAG = f"openenv-base:{DEFAULT_SUITE}"
-PACKAGES = ("python3", "python3-venv", "ca-certificates")
+# bubblewrap: the sandbox of environments that run submitted code (openenv.sandbox).
+PACKAGES = ("python3", "python3-venv", "ca-certificates", "bubblewrap")
 # Debian's release names and aliases, to tell a Debian archive from other apt sources.
 _DEBIAN_SUITES = re.compile(
     r"^(buster|bullseye|bookworm|trixie|forky|duke|sid|oldoldstable|oldstable|stable|testing|unstable)"
@@ -147,7 +148,8 @@ def ensure_base_image(
 ) -> str:
     """Make sure the debootstrapped base image ``tag`` exists; return its image id.
 
-    Skips all work when the image exists (unless ``force``). Otherwise debootstraps into a
+    Skips all work when the image exists with today's package list (unless ``force``); one
+    built with another list (an older release of this package) is rebuilt. Otherwise debootstraps into a
     temporary directory (about 45 s and 275 MB), imports it with ``docker import`` and
     removes the directory.
 
@@ -160,8 +162,12 @@ def ensure_base_image(
     if not force:
         try:
             image = dc.images.get(tag)
-            _say(echo, f"base image {tag} exists ({image.short_id}); nothing to do")
-            return str(image.id)
+            have = (image.labels or {}).get("openenv.base.packages", "")
+            if have == ",".join(PACKAGES):
+                _say(echo, f"base image {tag} exists ({image.short_id}); nothing to do")
+                return str(image.id)
+            want = ",".join(PACKAGES)
+            _say(echo, f"base image {tag} has packages [{have or 'unrecorded'}], not [{want}]: rebuilding")
         except docker.errors.ImageNotFound:
             pass
     if os.geteuid() != 0:
@@ -180,7 +186,7 @@ def ensure_base_image(
             "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
             "ENV LANG=C.UTF-8",
             f'LABEL org.opencontainers.image.title="openenv-base" openenv.base.suite="{suite}" '
-            f'openenv.base.python="{python}"',
+            f'openenv.base.python="{python}" openenv.base.packages="{",".join(PACKAGES)}"',
             'CMD ["python3"]',
         ]
         repo, _, version = tag.rpartition(":") if ":" in tag.rsplit("/", 1)[-1] else (tag, "", "latest")

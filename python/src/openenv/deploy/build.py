@@ -14,7 +14,7 @@ import docker
 import docker.errors
 
 from openenv.deploy.baseimage import DEFAULT_BASE_TAG, ensure_base_image
-from openenv.deploy.engine import GRPC_PORT, Echo, docker_client
+from openenv.deploy.engine import GRPC_PORT, SANDBOX_LABEL, Echo, docker_client
 from openenv.deploy.project import EnvProject, runtime_source
 from openenv.deploy.wheelhouse import Target, build_wheelhouse, copy_project
 from openenv.errors import FailedPrecondition, Internal
@@ -76,7 +76,9 @@ def _link_or_copy(src: Path, dst: Path) -> None:
 
 def image_labels(env: EnvProject, base_image: str) -> dict[str, str]:
     """The labels of an environment image (docs/images.md)."""
+    sandbox = {SANDBOX_LABEL: "bubblewrap"} if env.sandbox else {}
     return {
+        **sandbox,
         "org.opencontainers.image.title": f"openenv-{env.name}",
         "org.opencontainers.image.version": env.version,
         "org.opencontainers.image.description": env.description,

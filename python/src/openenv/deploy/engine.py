@@ -10,11 +10,23 @@ import docker.errors
 
 from openenv.errors import Unavailable
 
-__all__ = ["GRPC_PORT", "HTTP_PORT", "MANAGED_LABEL", "Echo", "docker_client", "engine_available", "quiet"]
+__all__ = [
+    "GRPC_PORT",
+    "HTTP_PORT",
+    "MANAGED_LABEL",
+    "SANDBOX_LABEL",
+    "Echo",
+    "docker_client",
+    "engine_available",
+    "quiet",
+]
 
 GRPC_PORT = 50051
 HTTP_PORT = 8000  # the HTTP/WebSocket side (OpenEnv's port)
 MANAGED_LABEL = "openenv.managed"
+#: Set on images whose environment runs submitted code in openenv.sandbox ([tool.openenv]
+#: sandbox = true): start_container gives their containers the sandbox's security options.
+SANDBOX_LABEL = "openenv.sandbox"
 
 Echo = Callable[[str], None]
 """Receives progress lines."""

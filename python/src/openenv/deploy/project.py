@@ -25,6 +25,7 @@ class EnvProject:
     version: str
     factory: str  # "module:Class", from [tool.openenv] factory
     description: str = ""
+    sandbox: bool = False  # [tool.openenv] sandbox: it runs submitted code in openenv.sandbox
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> EnvProject:
@@ -50,7 +51,12 @@ class EnvProject:
             raise FailedPrecondition(
                 f'{py}: [tool.openenv] factory = "module:Class" is required (what the image serves)'
             )
-        return cls(p, canonical_name(project["name"]), project["version"], factory, project.get("description", ""))
+        sandbox = data.get("tool", {}).get("openenv", {}).get("sandbox", False)
+        if not isinstance(sandbox, bool):
+            raise FailedPrecondition(f"{py}: [tool.openenv] sandbox must be true or false")
+        return cls(
+            p, canonical_name(project["name"]), project["version"], factory, project.get("description", ""), sandbox
+        )
 
     @property
     def image_tag(self) -> str:

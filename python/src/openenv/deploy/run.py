@@ -26,7 +26,10 @@ What you may rely on:
   ``with`` block ends). If the container exits or does not become ready, the container is
   removed and the error carries its logs.
 * Hardened defaults: every capability dropped, ``no-new-privileges``, a pids limit, a memory
-  limit (no extra swap), a read-only root filesystem with a tmpfs on /tmp; ``network_none``
+  limit (no extra swap), a read-only root filesystem with a tmpfs on /tmp. An image labelled
+  ``openenv.sandbox`` (its environment runs submitted code, ``[tool.openenv] sandbox = true``)
+  also gets the sandbox's security options: a seccomp profile that lets bubblewrap create its
+  namespaces, an unmasked /proc (:func:`openenv.sandbox.container_security_options`); ``network_none``
   gives the container no network at all (the port is then reached through its network
   namespace, see :mod:`openenv.netns`).
 * Every container carries ``openenv.managed=true``, ``openenv.env``, ``openenv.session``
@@ -57,9 +60,10 @@ import docker.errors
 
 from openenv.client import EnvClient
 from openenv.client.health import check_health
-from openenv.deploy.engine import GRPC_PORT, HTTP_PORT, MANAGED_LABEL, docker_client
+from openenv.deploy.engine import GRPC_PORT, HTTP_PORT, MANAGED_LABEL, SANDBOX_LABEL, docker_client
 from openenv.deploy.netns import NetnsForwarder
 from openenv.errors import DeadlineExceeded, EnvError, NotFound, Unavailable
+from openenv.sandbox import container_security_options
 
 __all__ = ["Container", "client_from_image", "owner_alive", "start_container"]
 
@@ -99,6 +103,31 @@ def owner_alive(token: str) -> bool | None:
 
 def _slug(s: str) -> str:
     return re.sub(r"[^a-zA-Z0-9_.-]+", "-", s).strip("-.") or "env"
+
+
+def _sandbox_options(dc: docker.DockerClient) -> list[str]:
+    """The security options of an image labelled ``openenv.sandbox``, but for ``systempaths``
+    (:func:`_create`: the API spells it as empty masked and read-only path lists)."""
+    try:
+        security = dc.info().get("SecurityOptions") or []
+    except docker.errors.APIError:
+        security = []
+    opts = container_security_options(apparmor=any("apparmor" in str(o) for o in security))
+    return [o for o in opts if not o.startswith("systempaths=")]
+
+
+def _create(dc: docker.DockerClient, image: str, kwargs: dict[str, Any], *, unmasked_proc: bool) -> Any:
+    """``containers.create``; with ``unmasked_proc``, ``--security-opt systempaths=unconfined``
+    (which the Docker CLI turns into empty ``MaskedPaths``/``ReadonlyPaths`` and docker-py does
+    not expose: its own argument conversion, then the low-level create)."""
+    if not unmasked_proc:
+        return dc.containers.create(image, **kwargs)
+    from docker.models.containers import _create_container_args
+
+    create_kwargs = _create_container_args({**kwargs, "image": image, "version": dc.api._version})
+    create_kwargs["host_config"].update(MaskedPaths=[], ReadonlyPaths=[])
+    resp = dc.api.create_container(**create_kwargs)
+    return dc.containers.get(resp["Id"])
 
 
 def _health_serving(target: str, timeout: float) -> bool:
@@ -264,6 +293,9 @@ def start_container(
         "cap_drop": ["ALL"],
         "security_opt": ["no-new-privileges:true"],
     }
+    sandboxed = bool((img.labels or {}).get(SANDBOX_LABEL))
+    if sandboxed:
+        kwargs["security_opt"] += _sandbox_options(dc)
     if command is not None:
         kwargs["command"] = command
     if restart:
@@ -283,7 +315,7 @@ def start_container(
     else:
         kwargs["ports"] = {f"{GRPC_PORT}/tcp": ("127.0.0.1", None), f"{HTTP_PORT}/tcp": ("127.0.0.1", None)}
     try:
-        raw = dc.containers.create(image, **kwargs)
+        raw = _create(dc, image, kwargs, unmasked_proc=sandboxed)
     except docker.errors.APIError as e:
         raise Unavailable(f"cannot create a container of {image}: {e.explanation or e}") from None
     c = Container(dc, raw, image=image, session=session, network_none=network_none)

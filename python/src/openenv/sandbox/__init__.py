@@ -35,6 +35,8 @@ What you may rely on, on every machine where a sandbox starts (else
 * As root, the sandbox runs as a uid of its own, never root outside.
 
 :func:`check` is the start-up check an environment runs once (``Environment.preflight``).
+:func:`container_security_options` are what a container needs to host sandboxes
+(``openenv.deploy.start_container`` passes them to images labelled ``openenv.sandbox``).
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ from openenv.sandbox._box import (
     SandboxError,
     SandboxUnavailable,
 )
+from openenv.sandbox._container import container_security_options, seccomp_profile
 
 __all__ = [
     "ALLOW_MISSING_ENV",
@@ -64,6 +67,8 @@ __all__ = [
     "SandboxError",
     "SandboxUnavailable",
     "check",
+    "container_security_options",
+    "seccomp_profile",
 ]
 
 

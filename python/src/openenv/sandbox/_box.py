@@ -785,7 +785,7 @@ class _Exchange:
             msg = json.loads(line)
             if not isinstance(msg, dict):
                 raise ValueError
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested past the parser's depth
             self._give_up()
             return
         if self.loaded is None:
@@ -816,7 +816,8 @@ def _explain(err: str) -> str:
         return (
             f"the sandbox cannot create user namespaces here ({err.strip()}). In a container, run it with the "
             "sandbox's security options (openenv.deploy.start_container does; by hand: docker run --security-opt "
-            "seccomp=<profile from `openenv sandbox-profile`> --security-opt systempaths=unconfined); on a host, "
+            "seccomp=<the file `openenv sandbox seccomp-profile` prints> --security-opt systempaths=unconfined); "
+            "on a host, "
             "allow unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1 or "
             "user.max_user_namespaces > 0; on Ubuntu, AppArmor's restriction must allow bwrap)."
         )

@@ -32,6 +32,8 @@ __all__ = ["Interpreter", "View", "bwrap_path", "find_interpreter", "view_for"]
 SANDBOX_UID = 1000
 WORKSPACE = "/workspace"
 OPENENV_DIR = "/.openenv"
+#: What the sandbox mounts of its own: no host directory may be mounted over or below these.
+_OWN = ("/tmp", WORKSPACE, "/box", "/dev", "/proc", OPENENV_DIR, "/etc")
 _SYSTEM_DIRS = ("/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32")
 _ETC_FILES = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/localtime", "/etc/os-release")
 _ETC_DIRS = ("/etc/ld.so.conf.d", "/etc/alternatives")
@@ -82,7 +84,8 @@ class View:
 
 def bwrap_path() -> str | None:
     """The bubblewrap binary (``$OPENENV_BWRAP`` or ``bwrap`` on PATH), if any."""
-    return os.environ.get("OPENENV_BWRAP") or shutil.which("bwrap")
+    path = os.environ.get("OPENENV_BWRAP") or shutil.which("bwrap")
+    return path if path and os.access(path, os.X_OK) else None
 
 
 def _reachable(path: str, uid: int | None) -> bool:
@@ -157,7 +160,11 @@ def view_for(interp: Interpreter, hide: Sequence[str] = (), readable: Sequence[s
     for p in (interp.prefix, exe_dir, *interp.stdlib):
         if not _under(p, roots):
             roots.add(interp.prefix if _under(p, [interp.prefix]) else p)
-    roots.update(os.path.realpath(r) for r in readable)
+    for r in readable:
+        real = os.path.realpath(r)
+        if _under(real, _OWN) or any(_under(o, [real]) for o in _OWN):
+            raise ValueError(f"{r!r} cannot be mounted: it overlaps the sandbox's own {', '.join(_OWN)}")
+        roots.add(real)
     hidden: set[str] = set()
     for root in roots:
         for pattern in _PACKAGE_DIRS:
