@@ -34,6 +34,7 @@ CLIENT = str(ROOT / "tools" / "bench" / "client.py")
 CODECS = str(ROOT / "tools" / "bench" / "codecs.py")
 HANDOFF = str(ROOT / "tools" / "bench" / "handoff.py")
 COLDSTART = str(ROOT / "tools" / "bench" / "coldstart.py")
+SANDBOX = str(ROOT / "tools" / "bench" / "sandbox.py")
 MICRO_LABEL = "codec encode+decode per message, gridworld pb2 vs betterproto2"
 GRIDWORLD_PB2 = "gridworld, pb2 types (upb), sequential"
 GRIDWORLD_BP = "gridworld, betterproto2 types, sequential"
@@ -291,6 +292,16 @@ def main() -> int:
         else:
             print(f"cold start bench failed: {done.stderr[-2000:]}", file=sys.stderr)
 
+    sandbox: dict[str, Any] = {}
+    if not ns.only or "sandbox" in ns.only:  # a sandboxed call, before/after openenv.sandbox (sandbox.py)
+        done = subprocess.run(
+            [PY, SANDBOX, "--repeats", str(ns.repeats)], capture_output=True, text=True, env=ENV, timeout=1800
+        )
+        if done.returncode == 0:
+            sandbox = json.loads(done.stdout.strip().splitlines()[-1])
+        else:
+            print(f"sandbox bench failed: {done.stderr[-2000:]}", file=sys.stderr)
+
     memory: dict[str, Any] = {}
     with server(servers["sync"]) as (url, pid):
         time.sleep(0.5)
@@ -353,6 +364,7 @@ def main() -> int:
                 "codec_micro": micro,
                 "handoff_us": handoff,
                 "coldstart": coldstart,
+                "sandbox": sandbox,
             },
             indent=2,
         )
@@ -396,6 +408,15 @@ def main() -> int:
                 f"| {c['label']} | {c['start_to_ready_s']:.2f} | {c['start_to_first_step_s']:.2f} | "
                 f"{c['idle_rss_mib']:.1f} | {per} |"
             )
+    if sandbox:
+        lines += [
+            "",
+            f"A sandboxed call (medians of {ns.repeats}; code runs `sum(range(1000))`):",
+            "",
+            "| system | ms per call | x bare interpreter |",
+            "| --- | ---: | ---: |",
+            *(f"| {name} | {v['ms_per_call']:.1f} | {v['vs_bare']:.2f} |" for name, v in sandbox.items()),
+        ]
     by_label = {row["scenario"]: row for row in table}
     if GRIDWORLD_PB2 in by_label and GRIDWORLD_BP in by_label:
         lines += [

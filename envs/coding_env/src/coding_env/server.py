@@ -72,7 +72,7 @@ class CodingEnvironment(openenv.Environment):
     """Python problems graded by hidden unit tests, with code run in a sandbox."""
 
     name = "coding_env"
-    version = "0.2.0"
+    version = "0.1.0"
     description = (
         "Write a Python function; run code and example tests in a sandbox (private view of the machine, no "
         "network, bounded time, memory, processes and disk); graded by hidden unit tests."
