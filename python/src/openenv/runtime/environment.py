@@ -31,18 +31,21 @@ What you may rely on:
   part; episode id, step count and status are added by the runtime.
 * Raise :class:`openenv.InvalidAction` for an action you reject; any other exception
   becomes an INTERNAL error for that request and never ends the session or the server.
+* Snapshot bytes are untrusted input, sealed or not: the default ``restore`` reads them
+  with a restricted loader that imports, calls or changes nothing beyond value types, your
+  package's classes and ``snapshot_globals`` (``INVALID_ARGUMENT`` otherwise, nothing changed).
 """
 
 from __future__ import annotations
 
 import inspect
-import pickle
 import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from openenv.errors import Unimplemented
+from openenv.errors import InvalidArgument, Unimplemented
 from openenv.protocol import StepResult
+from openenv.runtime import snapshots as _snapshots
 from openenv.runtime.tools import CallToolAction, CallToolObservation, ToolDef, collect_tools
 
 if TYPE_CHECKING:
@@ -238,9 +241,36 @@ class Environment:
     """
     snapshots: ClassVar[bool] = False
     """Offer snapshot, restore and fork (RFC 0006, ``Capabilities.snapshots``) with the default
-    :meth:`snapshot` and :meth:`restore`, which pickle the instance's attributes. Overriding
-    :meth:`snapshot` offers them too, whatever this says. Default: False (those requests answer
-    ``UNIMPLEMENTED``).
+    :meth:`snapshot` and :meth:`restore`, which pickle the instance's attributes within
+    :attr:`snapshot_globals`' rules. Overriding :meth:`snapshot` offers them too, whatever this
+    says. Default: False (those requests answer ``UNIMPLEMENTED``).
+    """
+    snapshot_globals: ClassVar[Sequence[Any]] = ()
+    """More classes and functions a snapshot of this class may name, beyond the default ones.
+
+    What you can rely on: the default :meth:`restore` (and the runtime, for the rubric's state)
+    reads a snapshot's pickle with a restricted loader (:func:`openenv.runtime.snapshots.loads`),
+    on every path (restore, fork, ``--isolation process`` workers). However the snapshot is
+    sealed, that loader never imports a module, calls a function or changes a class that is
+    not admitted; a snapshot naming anything else is refused with ``INVALID_ARGUMENT`` before
+    the session changes, and the session and the server go on. Admitted by default: builtin
+    and standard-library value types (numbers, strings, containers, ``collections``,
+    ``datetime``, ``decimal``, ``fractions``, ``random.Random``, ``uuid``, ``pathlib``, compiled
+    ``re`` patterns, ...), numpy arrays, dtypes, scalars and random generators, the runtime's
+    value types (``Score``, ``CallToolAction``, ...; ``openenv.runtime.snapshots.SAFE_GLOBALS``
+    lists them all), and every **class** defined in an already imported module of the
+    top-level package (or module) of this class and of its bases (not ``openenv`` nor the
+    standard library): your dataclasses, enums, named tuples, protobuf messages.
+
+    Add what else your state holds: ``"module:qualname"`` (one class or function, e.g.
+    ``"ipaddress:IPv4Address"``), the class or function itself, or ``"package"`` (every class
+    defined in it). Without it, the default :meth:`snapshot` answers ``UNIMPLEMENTED`` naming
+    what it would need, and a rubric attribute holding it is left out of the rubric's state
+    (as configuration). Whoever holds the snapshot key can make a restore construct any
+    admitted class with arguments of their choosing: admit only value types, never a class whose
+    constructor or ``__setstate__`` acts (starts a process, opens a path, runs a command), and
+    keep such classes out of your environment's own package if it uses the default hooks.
+    Checked when the server starts (a malformed entry is an error).
     """
     task_splits: ClassVar[Mapping[str, str] | Sequence[str]] = ()
     """The environment's task splits (RFC 0004): split name -> description (or just the names),
@@ -388,13 +418,21 @@ class Environment:
         included: the certifier checks that a restored session reproduces the original one.
 
         The default pickles the instance's attributes (except ``rubric``, which the runtime
-        handles); when one does not pickle (an open file, a subprocess, a socket) it raises
-        ``UNIMPLEMENTED`` naming it. Override both hooks to capture such state another way
-        (e.g. a workspace as a tar archive, a game as its move list).
+        handles) with :func:`openenv.runtime.snapshots.dumps`. When one does not pickle (an open
+        file, a subprocess, a socket), or holds a class or function that :meth:`restore` would
+        refuse (see :attr:`snapshot_globals`), it raises ``UNIMPLEMENTED`` naming it. Override
+        both hooks to capture such state another way (e.g. a workspace as a tar archive, a game
+        as its move list).
         """
         state = {k: v for k, v in vars(self).items() if k != "rubric"}
         try:
-            return pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL)
+            return _snapshots.dumps(state, type(self))
+        except _snapshots.RefusedGlobal as e:
+            raise Unimplemented(
+                f"{type(self).__name__} cannot be snapshotted by default: its state holds {e.name}, which a "
+                f"restore would refuse to load; add it to {type(self).__name__}.snapshot_globals, or override "
+                "snapshot() and restore()"
+            ) from e
         except Exception as e:
             raise Unimplemented(
                 f"{type(self).__name__} cannot be snapshotted by default: its state does not pickle "
@@ -403,11 +441,21 @@ class Environment:
 
     def restore(self, data: bytes) -> None:
         """Make this instance's state the one :meth:`snapshot` returned as ``data`` (on this
-        instance or another of the same class and version). ``data`` comes from a snapshot this
-        server sealed. The default replaces the instance's attributes (except ``rubric``) with
-        the pickled ones.
+        instance or another of the same class and version).
+
+        ``data`` comes from a snapshot sealed with this server's key, but a key is shared by a
+        fleet and may leak: treat ``data`` as untrusted input, and raise
+        :class:`openenv.InvalidArgument` for bytes you cannot accept (a refused restore must
+        change nothing). The default replaces the instance's attributes (except ``rubric``) with
+        the pickled ones, read with :func:`openenv.runtime.snapshots.loads`: it never imports or
+        calls anything :attr:`snapshot_globals` does not admit, refusing such a snapshot with
+        ``INVALID_ARGUMENT`` before it changes anything. An override that still pickles should
+        read with ``openenv.runtime.snapshots.loads(data, type(self))``, never ``pickle.loads``.
         """
-        state = pickle.loads(data)
+        state = _snapshots.loads(data, type(self))
+        if not (isinstance(state, dict) and all(isinstance(k, str) for k in state)):
+            raise InvalidArgument("the snapshot's environment state is not a dictionary of attributes")
+        state.pop("rubric", None)
         keep = {k: v for k, v in vars(self).items() if k == "rubric"}
         vars(self).clear()
         vars(self).update(state)

@@ -66,7 +66,7 @@ def _worker(conn: Connection, factory: Callable[..., Any], options: Mapping[str,
             elif op == "reset":
                 value = _answer(loop, env.reset(**args))
             elif op.startswith("rubric_"):
-                value = _rubric_op(loop, rubric, op, args)
+                value = _rubric_op(loop, rubric, type(env), op, args)
             else:
                 value = _answer(loop, getattr(env, op)(*args))
         except BaseException as e:  # noqa: BLE001 - reported to the server
@@ -96,7 +96,7 @@ def _bound_rubric(env: Any) -> Any:
     return rubric
 
 
-def _rubric_op(loop: asyncio.AbstractEventLoop, rubric: Any, op: str, args: Any) -> Any:
+def _rubric_op(loop: asyncio.AbstractEventLoop, rubric: Any, env_cls: type, op: str, args: Any) -> Any:
     if rubric is None:
         raise Internal("the environment has no rubric in its worker")
     if op == "rubric_reset":
@@ -107,9 +107,10 @@ def _rubric_op(loop: asyncio.AbstractEventLoop, rubric: Any, op: str, args: Any)
             return loop.run_until_complete(rubric.evaluate(action, observation, done=done))
         return rubric.evaluate_sync(action, observation, done=done)
     if op == "rubric_state":
-        return rubric_state(rubric)
+        return rubric_state(rubric, env_cls)
     if op == "rubric_restore":
-        return restore_rubric(rubric, args)
+        data, check_only = args
+        return restore_rubric(rubric, data, env_cls, check_only=check_only)
     raise Internal(f"unknown rubric operation {op!r}")
 
 
@@ -222,8 +223,10 @@ class WorkerRubric:
         data: bytes = self.env._call("rubric_state", ())
         return data
 
-    def restore(self, data: bytes) -> None:
-        self.env._call("rubric_restore", data)
+    def restore(self, data: bytes, *, check_only: bool = False) -> None:
+        """Put back the rubric's state (:func:`~openenv.runtime.snapshots.restore_rubric`, in the
+        worker); ``check_only``: only check that it would be put back."""
+        self.env._call("rubric_restore", (data, check_only))
 
     async def aclose(self) -> None:
         """Nothing here: the worker closes its rubric when its environment is closed."""

@@ -39,7 +39,16 @@ from openenv.runtime.inline import GC_RUNS, HookTimes, InlinePolicy, run_inline,
 from openenv.runtime.isolation import ISOLATION_MODES, ProcessEnv, WorkerRubric
 from openenv.runtime.load import LoadMeter
 from openenv.runtime.rubrics import CREDITS_METADATA_KEY, Rubric
-from openenv.runtime.snapshots import FORMAT, default_key, restore_rubric, rubric_state, seal, verify
+from openenv.runtime.snapshots import (
+    FORMAT,
+    apply_rubric_state,
+    default_key,
+    load_rubric_state,
+    policy,
+    rubric_state,
+    seal,
+    verify,
+)
 from openenv.runtime.tasks import TaskCatalog
 from openenv.runtime.threads import EnvThreads
 from openenv.runtime.tools import CallToolAction, CallToolObservation, Tool, ToolResult
@@ -160,6 +169,8 @@ class Runtime:
         self.snapshots = bool(env_cls.snapshots) or env_cls.snapshot is not Environment.snapshot
         self.max_forks = self.max_sessions if self.snapshots else 0
         self.snapshot_key = snapshot_key or default_key()
+        if self.snapshots:
+            policy(env_cls)  # a malformed snapshot_globals fails here, when the server starts
         self.tasks: TaskCatalog | None = TaskCatalog.of(env_cls)  # RFC 0004
         self.info = self._build_info()
 
@@ -573,7 +584,7 @@ class Session:
             return b""
         if isinstance(rubric, WorkerRubric):
             return await self._rubric_do(rubric.state, "rubric state")
-        return rubric_state(rubric)
+        return rubric_state(rubric, self.runtime.env_cls)
 
     async def restore(self, snap: environment_pb2.Snapshot) -> None:
         """Replace the session's state with a snapshot's; a refused snapshot changes nothing."""
@@ -588,15 +599,23 @@ class Session:
         await self._guard(self._restore(snap, status))
 
     async def _restore(self, snap: environment_pb2.Snapshot, status: EpisodeStatus) -> None:
+        # The rubric's part is read (and checked against the tree) before anything changes, so a
+        # snapshot refused for it changes nothing; the default environment hook reads its own
+        # part before changing anything too. Both are read by the restricted loader.
+        rubric, data = self.rubric, snap.rubric
+        nodes: list[dict[str, Any]] | None = None
+        if isinstance(rubric, WorkerRubric) and data:
+            await self._rubric_do(functools.partial(rubric.restore, data, check_only=True), "rubric check")
+        elif rubric is not None and data:
+            nodes = load_rubric_state(data, self.runtime.env_cls)
+            apply_rubric_state(rubric, nodes, check_only=True)
         fn = functools.partial(self.env.restore, snap.environment)
         await self._call(fn, "restore" in self.runtime.is_async, what="restore")
-        rubric = self.rubric
         if isinstance(rubric, WorkerRubric):
-            data = snap.rubric
             await self._rubric_do(functools.partial(rubric.restore, data) if data else rubric.reset, "rubric restore")
         elif rubric is not None:
-            if snap.rubric:
-                restore_rubric(rubric, snap.rubric)
+            if nodes is not None:
+                apply_rubric_state(rubric, nodes)
             else:
                 rubric.reset()
         self.episode_id, self.step_count, self.status = snap.episode_id, snap.step_count, status
