@@ -31,7 +31,7 @@ import openenv
 from coding_env.problems import PROBLEMS
 from coding_env.rubric import build_rubric
 from coding_env.tasks import Task, TaskSet, load_tasks
-from openenv.sandbox import FunctionResult, Limits, RunResult, Sandbox, SandboxUnavailable, check
+from openenv.sandbox import FunctionResult, Limits, RunResult, Sandbox, SandboxUnavailable
 
 MAX_STEPS = 20
 MAX_CODE_CHARS = 50_000
@@ -130,12 +130,22 @@ class CodingEnvironment(openenv.Environment):
         return [_PACKAGE_DIR, *cls.tasks.sources]
 
     @classmethod
+    def new_sandbox(cls) -> Sandbox:
+        """A sandbox for a session, or for one graded run: :attr:`limits`, every required
+        layer, :meth:`secrets` checked invisible. Override to change its limits, layers or view
+        (the start-up check uses it too)."""
+        return Sandbox(cls.limits, secrets=cls.secrets())
+
+    @classmethod
     def preflight(cls) -> None:
         """Refuse to serve where code cannot be confined as required (before any session)."""
         try:
-            check(secrets=cls.secrets())
+            with cls.new_sandbox() as box:
+                r = box.run("pass")
         except SandboxUnavailable as e:
             raise RuntimeError(f"{cls.__name__} cannot run submitted code safely on this machine: {e}") from None
+        if r.exit_code != 0:
+            raise RuntimeError(f"{cls.__name__}: an empty program failed in the sandbox: {r.stderr[-500:]}")
 
     @classmethod
     def list_tasks(cls, split: str) -> list[openenv.TaskInfo]:
@@ -143,7 +153,7 @@ class CodingEnvironment(openenv.Environment):
 
     def __init__(self, **options: Any) -> None:
         super().__init__(**options)
-        self.sandbox = Sandbox(self.limits, secrets=self.secrets())
+        self.sandbox = self.new_sandbox()
         self._start(self._pick(options.get("seed"), options))
 
     def _pick(self, seed: Any, options: Mapping[str, Any]) -> Task:
@@ -249,7 +259,7 @@ class CodingEnvironment(openenv.Environment):
         task = self.problem
         # A sandbox of its own, discarded after: what the graded run reads or writes never
         # reaches the session's workspace, and its output is not returned.
-        with Sandbox(self.limits, secrets=self.secrets()) as grader:
+        with self.new_sandbox() as grader:
             r: FunctionResult = self._exec(grader.call_function, code, task.entry_point, [c.args for c in task.hidden])
         passed = sum(task.grade(task.hidden, r.cases))
         self.submission = Submission(

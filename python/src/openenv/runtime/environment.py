@@ -484,6 +484,18 @@ class Environment:
         return StepResult(observation=observation, reward=self.reward(action, observation))
 
     @classmethod
+    def preflight(cls) -> None:
+        """Check, once when a server starts, that this machine can serve the environment; raise
+        (any exception; ``RuntimeError`` with a message saying what is missing and how to get it)
+        to refuse to start, before any session. ``openenv serve`` prints the message and exits 1.
+
+        For what a session would otherwise discover too late: a tool, a device, a model, a
+        sandbox (coding_env checks here that submitted code can be confined as required, and
+        that its answers are invisible to that code: ``openenv.sandbox.check``). Called in the
+        server's process, whatever the isolation mode. Default: nothing to check.
+        """
+
+    @classmethod
     def list_tasks(cls, split: str) -> Sequence[Any]:
         """The tasks of ``split`` (one of :attr:`task_splits`), in a stable order: values of
         :class:`openenv.TaskInfo` (id, metadata a policy may see) or plain ids. Ids are unique

@@ -119,6 +119,7 @@ class Runtime:
             _close_quietly(probe)
         if not (isinstance(env_cls, type) and issubclass(env_cls, Environment)):
             raise TypeError(f"{env_cls!r} is not an openenv.Environment subclass")
+        env_cls.preflight()  # what this machine lacks for it: refuse to start, before any session
         self.factory = factory
         self.env_cls = env_cls
         cap = env_cls.max_sessions if max_sessions is None else max_sessions

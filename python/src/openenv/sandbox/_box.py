@@ -316,7 +316,7 @@ class Sandbox:
                 sock.close()  # the supervisor reads EOF and exits: the namespace dies with it
         if proc is not None:
             try:
-                proc.wait(timeout=2)
+                _wait(proc, 2.0)
             except subprocess.TimeoutExpired:
                 if init:
                     with contextlib.suppress(OSError):
@@ -610,6 +610,21 @@ class Sandbox:
 
 class _SpawnFailed(Exception):
     pass
+
+
+def _wait(proc: subprocess.Popen[bytes], timeout: float) -> None:
+    """``proc.wait(timeout)`` woken by the exit itself (Popen polls with sleeps up to 50 ms)."""
+    try:
+        fd = os.pidfd_open(proc.pid)
+    except OSError:  # already reaped, or no pidfd
+        proc.wait(timeout)
+        return
+    try:
+        if not select.select([fd], [], [], timeout)[0]:
+            raise subprocess.TimeoutExpired(proc.args, timeout)
+    finally:
+        os.close(fd)
+    proc.wait()
 
 
 def _as_user(uid: int, python: str) -> list[str]:
