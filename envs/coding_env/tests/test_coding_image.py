@@ -110,3 +110,28 @@ def test_hostile_code_is_contained_inside_the_image(coding_container: Any) -> No
         assert any(layer.startswith(name) for layer in layers), (name, layers)
     for name in ("no-user-namespaces", "rlimits", "no-capabilities", "landlock", "seccomp"):
         assert any(layer.startswith(name) for layer in layers), (name, layers)
+
+
+def test_the_image_run_without_the_sandboxs_options_refuses_to_start(coding_container: Any) -> None:
+    """A plain ``docker run`` (Docker's default seccomp profile, masked /proc): the server exits
+    at once saying what is missing and how to get it, and never runs code in a weaker sandbox."""
+    import docker
+
+    engine = docker.from_env()
+    c = engine.containers.run(
+        coding_container.image,
+        detach=True,
+        environment={"OPENENV_TOKEN": "t"},
+        cap_drop=["ALL"],
+        security_opt=["no-new-privileges:true"],
+        read_only=True,
+        tmpfs={"/tmp": "rw,size=64m"},
+    )
+    try:
+        status = c.wait(timeout=120)
+        logs = c.logs().decode(errors="replace")
+    finally:
+        c.remove(force=True)
+        engine.close()
+    assert status["StatusCode"] == 1, logs
+    assert "cannot run submitted code safely" in logs and "--security-opt" in logs, logs
