@@ -129,6 +129,8 @@ class RunResult:
         timed_out: the wall-clock limit ended it.
         killed: ``"memory"`` when the memory limit ended it, else None.
         isolation: the layers in force.
+        peak_memory_bytes: the most resident memory the call's processes held together, as
+            sampled every 10 ms (None without the memory watchdog).
     """
 
     stdout: str
@@ -138,6 +140,7 @@ class RunResult:
     timed_out: bool
     killed: str | None
     isolation: list[str]
+    peak_memory_bytes: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -713,6 +716,7 @@ class _Exchange:
             "time_s": float(done.get("time_s") or 0.0),
             "timed_out": bool(done.get("timed_out")),
             "killed": done.get("killed"),
+            "peak_memory_bytes": done.get("memory_peak"),
             "isolation": self.isolation + [x for x in done.get("layers") or [] if x not in self.isolation],
         }
         if self.cases is None:
