@@ -54,7 +54,13 @@ export type Tool = Message<"openenv.v1.Tool"> & {
   outputSchema?: JsonObject | undefined;
 
   /**
-   * Optional MCP tool annotations (title, readOnlyHint, ...).
+   * Optional MCP tool annotations (title, readOnlyHint, ...). The key
+   * "openenv/sandbox" declares a tool that runs code an agent submitted: an
+   * object with "language" ("python"; "shell" reserved), "argument" (the
+   * string argument holding the code), optionally "output" (the key of
+   * structured_content holding what the program printed) and "grades" (true:
+   * the episode's reward depends on it). See docs/protocol.md §6 and
+   * docs/rfcs/0010-sandboxed-code-tools.md.
    *
    * @generated from field: google.protobuf.Struct annotations = 5;
    */
