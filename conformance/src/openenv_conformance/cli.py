@@ -20,6 +20,30 @@ from openenv_conformance.targets import TargetOptions
 __all__ = ["certify", "verify_certificate"]
 
 
+_SIZE_UNITS = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+
+
+class _Size(click.ParamType):
+    """A size in bytes: ``1073741824``, ``512M``, ``2G``, ``2GiB`` (powers of 1024)."""
+
+    name = "SIZE"
+
+    def convert(self, value: object, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        if isinstance(value, int):
+            return value
+        text = str(value).strip().upper().removesuffix("IB").removesuffix("B")
+        unit = 1
+        if text and text[-1] in _SIZE_UNITS:
+            unit, text = _SIZE_UNITS[text[-1]], text[:-1]
+        try:
+            n = float(text)
+        except ValueError:
+            self.fail(f"{value!r} is not a size (e.g. 2G, 512M, 1073741824)", param, ctx)
+        if n <= 0:
+            self.fail(f"{value!r}: a size must be positive", param, ctx)
+        return int(n * unit)
+
+
 def _write(path: str, text: str) -> None:
     p = Path(path)
     if p.parent and not p.parent.exists():
@@ -115,6 +139,42 @@ def _write(path: str, text: str) -> None:
     help="Reward-sanity findings (rewards.trivial_max) fail the run instead of warning.",
 )
 @click.option(
+    "--sandbox-memory-bound",
+    type=_Size(),
+    default="2G",
+    show_default=True,
+    help="Level sandbox: memory the processes of one call of submitted code may hold at once.",
+)
+@click.option(
+    "--sandbox-disk-bound",
+    type=_Size(),
+    default="1G",
+    show_default=True,
+    help="Level sandbox: bytes a session's submitted code may hold on disk.",
+)
+@click.option(
+    "--sandbox-files-bound",
+    type=click.IntRange(1),
+    default=100_000,
+    show_default=True,
+    help="Level sandbox: files a session's submitted code may hold.",
+)
+@click.option(
+    "--sandbox-timeout",
+    type=click.FloatRange(min=1.0),
+    default=60.0,
+    show_default=True,
+    help="Level sandbox: seconds a call of submitted code may take to answer (its own limits must end it first).",
+)
+@click.option(
+    "--sandbox-secret",
+    "sandbox_secrets",
+    multiple=True,
+    metavar="NAME|PATH",
+    help="Level sandbox: a name (a path component) or an absolute path submitted code must not read, beside the "
+    "environment's package (repeatable).",
+)
+@click.option(
     "--certificate",
     "certificate_path",
     type=click.Path(dir_okay=False),
@@ -148,6 +208,11 @@ def certify(
     require_transport: str | None,
     idle_bound: float,
     strict_rewards: bool,
+    sandbox_memory_bound: int,
+    sandbox_disk_bound: int,
+    sandbox_files_bound: int,
+    sandbox_timeout: float,
+    sandbox_secrets: tuple[str, ...],
     certificate_path: str | None,
     signing_key: str | None,
     list_checks: bool,
@@ -173,7 +238,17 @@ def certify(
     if certificate_path and not target.startswith("docker:"):
         raise click.UsageError("--certificate binds a certificate to an image: the target must be docker:IMAGE")
     console = Console(highlight=False, soft_wrap=True)
-    opts = RunOptions(capacity_limit=capacity_limit, token=token, idle_bound=idle_bound, strict_rewards=strict_rewards)
+    opts = RunOptions(
+        capacity_limit=capacity_limit,
+        token=token,
+        idle_bound=idle_bound,
+        strict_rewards=strict_rewards,
+        sandbox_memory_bound=sandbox_memory_bound,
+        sandbox_disk_bound=sandbox_disk_bound,
+        sandbox_files_bound=sandbox_files_bound,
+        sandbox_timeout=sandbox_timeout,
+        sandbox_secrets=tuple(sandbox_secrets),
+    )
     try:
         report = run(
             target,

@@ -64,6 +64,14 @@ class RunOptions:
         idle_bound: the idle-reaping check skips environments advertising a longer idle timeout
             (it waits that long).
         strict_rewards: reward-sanity findings (``rewards.trivial_max``) fail instead of warn.
+        sandbox_memory_bound: bytes the processes of one call of submitted code may hold at
+            once (``sandbox.memory``).
+        sandbox_disk_bound: bytes a session's submitted code may hold on disk (``sandbox.disk``).
+        sandbox_files_bound: files a session's submitted code may hold (``sandbox.disk``).
+        sandbox_timeout: seconds a call of submitted code may take to answer (the tool's own
+            limits must end it first).
+        sandbox_secrets: more names (a path component) and absolute paths that submitted code
+            must not read (``sandbox.answer_key``), beside the environment's package.
     """
 
     seed: int | None = None
@@ -78,6 +86,11 @@ class RunOptions:
     liveness_bound: float = 10.0
     idle_bound: float = 30.0
     strict_rewards: bool = False
+    sandbox_memory_bound: int = 2 << 30
+    sandbox_disk_bound: int = 1 << 30
+    sandbox_files_bound: int = 100_000
+    sandbox_timeout: float = 60.0
+    sandbox_secrets: tuple[str, ...] = ()
 
 
 def _example_of(e: BaseException) -> str | None:

@@ -35,6 +35,7 @@ LEVELS: tuple[str, ...] = (
     "vector",
     "sessions",
     "parity",
+    "sandbox",
     "robustness",
 )
 

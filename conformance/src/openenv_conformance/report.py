@@ -80,6 +80,10 @@ class Report:
     #: targets); ``image_id`` is the engine's id of the image the container started from.
     image_digest: str = ""
     image_id: str = ""
+    #: The run's options that bound what the checks accept (the ``sandbox`` level's bounds,
+    #: when it ran: ``sandbox_memory_bound``, ``sandbox_disk_bound``, ``sandbox_files_bound``,
+    #: ``sandbox_timeout``, ``sandbox_secrets``).
+    options: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     # -- verdict
 
@@ -231,6 +235,8 @@ class Report:
         ]
         if self.declared_nondeterministic:
             lines.append("- The environment declares itself **nondeterministic**: determinism was not certified.")
+        if self.options:
+            lines.append("- Options: " + ", ".join(f"{k} {v}" for k, v in self.options.items()))
         if self.unusable is not None:
             lines += ["", "## Why the target is unusable", "", "```", self.unusable, "```"]
         if self.results:

@@ -245,6 +245,14 @@ def certify(
         levels=sorted({c.level for c in selected}, key=LEVELS.index),
         required_transport=require_transport or "",
     )
+    if any(c.level == "sandbox" for c in selected):
+        report.options = {
+            "sandbox_memory_bound": opts.sandbox_memory_bound,
+            "sandbox_disk_bound": opts.sandbox_disk_bound,
+            "sandbox_files_bound": opts.sandbox_files_bound,
+            "sandbox_timeout": opts.sandbox_timeout,
+            "sandbox_secrets": list(opts.sandbox_secrets),
+        }
     t_start = time.monotonic()
     t_opts = target_options or TargetOptions()
     owned = isinstance(target, str)

@@ -62,7 +62,7 @@ from openenv.client.urls import split_url
 from openenv.errors import EnvError, Unimplemented
 from openenv.v1 import environment_pb2 as pb
 from openenv.v1 import error_pb2, rubric_pb2, tool_pb2
-from openenv.values import from_struct, to_value
+from openenv.values import from_struct, to_struct, to_value
 from openenv.wire.frames import FrameTranslator, Outgoing, info_from_stock, parse_hello
 from openenv.wire.jsontext import dumps, loads
 from openenv.wire.payloads import parse_info
@@ -699,6 +699,9 @@ class WsSession(RequestBuilder):
         for t, pt in zip(data["result"]["tools"], out.tools, strict=True):
             if not t.get("inputSchema", t.get("input_schema")):
                 pt.ClearField("input_schema")
+            notes = t.get("annotations")
+            if isinstance(notes, dict) and notes and not pt.HasField("annotations"):
+                to_struct(notes, pt.annotations)  # MCP's Tool.annotations (RFC 0010 reads them)
 
     # -- requests
 
