@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import importlib
+import inspect
 import sys
+import tomllib
 from pathlib import Path
 
 TESTS_DIR = Path(__file__).resolve().parent
 ROOT = TESTS_DIR.parents[1]
-_NOT_MUTANTS = {"__init__", "__main__", "base", "proxy", "reaping"}
+_NOT_MUTANTS = {"__init__", "__main__", "base", "proxy", "reaping", "sandboxlib"}
 
 
 def mutant_names() -> list[str]:
@@ -43,3 +45,40 @@ def mutant_target(name: str, transport: str = "grpc"):  # -> ProcessTarget
 
 def mutant_module(name: str):
     return importlib.import_module(f"mutants.{name}")
+
+
+def reference_factories() -> list[tuple[Path, str | None]]:
+    """Every environment in envs/ (its directory) with its ``[tool.openenv] factory`` (None
+    when it declares none: :func:`factory_of` finds it)."""
+    out = []
+    for pp in sorted((ROOT / "envs").glob("*/pyproject.toml")):
+        data = tomllib.loads(pp.read_text())
+        out.append((pp.parent, data.get("tool", {}).get("openenv", {}).get("factory")))
+    return out
+
+
+def factory_of(env_dir: Path, factory: str | None) -> str | None:
+    """``factory``, else the single ``openenv.Environment`` subclass defined in ``<package>.server``."""
+    if factory:
+        return factory
+    import openenv
+
+    for server in sorted(env_dir.glob("src/*/server.py")):
+        module = f"{server.parent.name}.server"
+        mod = importlib.import_module(module)
+        classes = [
+            c
+            for _, c in inspect.getmembers(mod, inspect.isclass)
+            if issubclass(c, openenv.Environment) and c.__module__ == module
+        ]
+        if len(classes) == 1:
+            return f"{module}:{classes[0].__name__}"
+    return None
+
+
+def runs_code(factory: str) -> bool:
+    """Whether the environment ``module:Class`` declares a tool running submitted code (its
+    tools' annotations carry ``openenv/sandbox``, RFC 0010)."""
+    module, _, name = factory.partition(":")
+    cls = getattr(importlib.import_module(module), name)
+    return any("openenv/sandbox" in (t.descriptor.annotations or {}) for t in cls.tools().values())

@@ -11,12 +11,13 @@ depends on scheduling. The file is marked ``timing`` and stressed by ``make test
 from __future__ import annotations
 
 import dataclasses
+import os
 
 import pytest
 from conformance_testlib import control_names, mutant_module, mutant_names, mutant_target
 
 from openenv_conformance.context import RunOptions
-from openenv_conformance.registry import all_checks
+from openenv_conformance.registry import LEVELS, all_checks
 from openenv_conformance.runner import certify
 
 pytestmark = pytest.mark.timing
@@ -28,16 +29,39 @@ SEED = 20261129
 OPTIONS = RunOptions(seed=SEED, max_examples=20)
 
 
+def _needs(name: str) -> None:
+    """Skip a mutant that cannot be built here (the sandbox mutants wrap coding_env)."""
+    if name.startswith("typed_"):
+        pytest.importorskip("gridworld", reason="the typed mutants wrap the gridworld reference environment")
+    if name.startswith("sandbox_"):
+        pytest.importorskip("coding_env", reason="the sandbox mutants wrap the coding_env reference environment")
+
+
 def test_there_are_enough_mutants_each_naming_a_real_check() -> None:
     names = mutant_names()
     assert len(names) >= 12, names
     ids = {c.id for c in all_checks()}
     for name in names:
+        if name.startswith("sandbox_"):
+            pytest.importorskip("coding_env", reason="the sandbox mutants wrap the coding_env reference environment")
         mod = mutant_module(name)
         assert mod.__doc__ and "Rule broken" in mod.__doc__, f"{name}: say which rule it breaks"
         assert mod.CAUGHT_BY in ids, f"{name}: CAUGHT_BY {mod.CAUGHT_BY!r} is not a check id"
         assert set(mod.COLLATERAL) <= ids, f"{name}: unknown ids in COLLATERAL"
         assert mod.CAUGHT_BY not in mod.COLLATERAL
+        levels = getattr(mod, "LEVELS", LEVELS)
+        assert set(levels) <= set(LEVELS), f"{name}: unknown LEVELS {levels}"
+        assert mod.CAUGHT_BY.split(".")[0] in levels, f"{name}: its check's level is not among its LEVELS"
+
+
+def test_every_sandbox_check_has_a_mutant() -> None:
+    """Each check of the sandbox level (RFC 0010) catches a sandbox with one layer removed."""
+    caught = set()
+    for name in mutant_names():
+        if name.startswith("sandbox_"):
+            pytest.importorskip("coding_env", reason="the sandbox mutants wrap the coding_env reference environment")
+            caught.add(mutant_module(name).CAUGHT_BY)
+    assert caught == {c.id for c in all_checks() if c.level == "sandbox"}
 
 
 @pytest.mark.slow
@@ -92,12 +116,13 @@ def test_http_side_mutant_is_caught_from_either_side() -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize("name", mutant_names())
 def test_mutant_is_caught_by_its_check(name: str) -> None:
-    if name.startswith("typed_"):
-        pytest.importorskip("gridworld", reason="the typed mutants wrap the gridworld reference environment")
+    _needs(name)
     mod = mutant_module(name)
+    if getattr(mod, "REQUIRES_ROOT", False) and os.geteuid() != 0:
+        pytest.skip(f"{name} can only be built as root (see its docstring)")
     options = dataclasses.replace(OPTIONS, **getattr(mod, "RUN_OPTIONS", {}))
     with mutant_target(name) as target:
-        report = certify(target, run_options=options)
+        report = certify(target, levels=getattr(mod, "LEVELS", None), run_options=options)
     assert report.unusable is None, report.unusable
     failed = set(report.failed_ids())
     caught = report.result(mod.CAUGHT_BY)

@@ -2,45 +2,34 @@
 
 Environments are discovered from ``envs/*/pyproject.toml``: the factory is
 ``[tool.openenv] factory = "module:Class"``, or, when an environment does not declare it,
-the single ``openenv.Environment`` subclass defined in ``<package>.server``."""
+the single ``openenv.Environment`` subclass defined in ``<package>.server``.
+
+The ``sandbox`` level (RFC 0010) is left to test_sandbox_level.py, which certifies it, over
+both transports, for every environment here that runs submitted code, and checks that it
+skips for one that does not."""
 
 from __future__ import annotations
 
 import importlib
-import inspect
-import tomllib
 from pathlib import Path
 
 import pytest
-from conformance_testlib import ROOT
+from conformance_testlib import factory_of, reference_factories
 
+from openenv_conformance.registry import LEVELS
 from openenv_conformance.runner import certify
 from openenv_conformance.targets import TargetOptions
 
+#: Every level but sandbox (its own file certifies it).
+NOT_SANDBOX = [lv for lv in LEVELS if lv != "sandbox"]
+
 
 def _fallback_factory(env_dir: Path) -> str | None:
-    import openenv
-
-    for server in sorted(env_dir.glob("src/*/server.py")):
-        module = f"{server.parent.name}.server"
-        mod = importlib.import_module(module)
-        classes = [
-            c
-            for _, c in inspect.getmembers(mod, inspect.isclass)
-            if issubclass(c, openenv.Environment) and c.__module__ == module
-        ]
-        if len(classes) == 1:
-            return f"{module}:{classes[0].__name__}"
-    return None
+    return factory_of(env_dir, None)
 
 
 def reference_envs() -> list:
-    out = []
-    for pp in sorted((ROOT / "envs").glob("*/pyproject.toml")):
-        data = tomllib.loads(pp.read_text())
-        factory = data.get("tool", {}).get("openenv", {}).get("factory")
-        out.append(pytest.param(pp.parent, factory, id=pp.parent.name))
-    return out
+    return [pytest.param(d, f, id=d.name) for d, f in reference_factories()]
 
 
 @pytest.mark.slow
@@ -51,7 +40,7 @@ def test_reference_environment_passes_every_check(env_dir: Path, factory: str | 
         f'{env_dir.name}: declare [tool.openenv] factory = "module:Class" in its pyproject.toml '
         "(or define a single Environment subclass in <package>.server)"
     )
-    report = certify(f"python:{factory}", seed=20261129)
+    report = certify(f"python:{factory}", levels=NOT_SANDBOX, seed=20261129)
     assert report.unusable is None, f"{report.unusable}\n{report.logs}"
     bad = [(r.id, r.status, r.reason, r.example) for r in report.results if r.status in ("fail", "error")]
     assert not bad, bad
@@ -68,7 +57,9 @@ def test_reference_environment_passes_over_http(env_dir: Path, factory: str | No
     `openenv serve`), compared with its gRPC side by the parity check."""
     factory = factory or _fallback_factory(env_dir)
     assert factory
-    report = certify(f"python:{factory}", seed=20261129, target_options=TargetOptions(transport="http"))
+    report = certify(
+        f"python:{factory}", levels=NOT_SANDBOX, seed=20261129, target_options=TargetOptions(transport="http")
+    )
     assert report.unusable is None, f"{report.unusable}\n{report.logs}"
     bad = [(r.id, r.status, r.reason, r.example) for r in report.results if r.status in ("fail", "error")]
     assert not bad, bad
@@ -95,7 +86,12 @@ def test_reference_tool_environment_passes_in_tools_only_mode(env_dir: Path, fac
     module, _, name = factory.partition(":")
     if not getattr(importlib.import_module(module), name).tools():
         pytest.skip(f"{env_dir.name} has no tools: tools-only mode does not apply")
-    report = certify(f"python:{factory}", seed=20261129, target_options=TargetOptions(serve_args=["--tools-only"]))
+    report = certify(
+        f"python:{factory}",
+        levels=NOT_SANDBOX,
+        seed=20261129,
+        target_options=TargetOptions(serve_args=["--tools-only"]),
+    )
     bad = [(r.id, r.status, r.reason) for r in report.results if r.status in ("fail", "error")]
     assert report.exit_code == 0, bad or report.unusable
     assert report.result("lifecycle.tools_only").status == "pass"

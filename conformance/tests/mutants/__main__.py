@@ -5,7 +5,9 @@ and the URL of its HTTP side (OpenEnv's JSON protocol) to HTTP_READY_FILE.
 A mutant module may replace one piece of the runtime: ``Wire`` wraps the gRPC servicer
 (``openenv.server._Servicer``), ``HttpBackend`` replaces the HTTP side's backend
 (``openenv.bridge.LocalBackend``, read by ``openenv.Host``), ``Vector`` the vectorised session
-(``openenv.server.VectorSession``)."""
+(``openenv.server.VectorSession``); ``setup()``, when defined, is called first (a mutant that
+changes the runtime's internals does it there, in its own server process only: importing the
+module, as the tests do, changes nothing)."""
 
 from __future__ import annotations
 
@@ -23,6 +25,9 @@ def main(argv: list[str]) -> None:
     name, ready_file, *rest = argv
     http_file = rest[0] if rest else ""
     mod = importlib.import_module(name)
+    setup = getattr(mod, "setup", None)
+    if setup is not None:
+        setup()
     wire = getattr(mod, "Wire", None)
     if wire is not None:
         real = openenv.server._Servicer  # the one symbol of the runtime a wire mutant relies on
