@@ -323,11 +323,15 @@ class DockerTarget(Target):
         # The image is resolved to its content-addressed id first and the container started from
         # that id: the digest a certificate records is the image that ran, even if the tag moves.
         self.image_digest = self.image_id = ""
+        #: The image's labels (``openenv.factory`` names what it serves: the sandbox level
+        #: looks for that package from inside the image's sandboxes).
+        self.labels: dict[str, str] = {}
         try:
             import docker
 
             resolved = docker.from_env().images.get(image)
             self.image_id, self.image_digest = str(resolved.id), content_digest(resolved.attrs)
+            self.labels = dict(resolved.labels or {})
         except Exception as e:  # noqa: BLE001 - whatever the engine says, the target is unusable
             raise TargetUnusable(f"cannot resolve image {image!r}: {type(e).__name__}: {e}") from None
         try:

@@ -568,6 +568,8 @@ def grader_forgery(ctx: Context) -> str:
 
 
 def _server_ports(ctx: Context) -> list[int]:
+    """The server's ports: those of its URLs and, for an image, those it listens on inside
+    its container (its ``openenv.*.port`` labels)."""
     ports = []
     for url in (ctx.wire.url, ctx.peer_url or "", *getattr(ctx.target, "urls", {}).values()):
         try:
@@ -576,6 +578,10 @@ def _server_ports(ctx: Context) -> list[int]:
             port = None
         if port:
             ports.append(port)
+    labels = getattr(ctx.target, "labels", None) or {}
+    for key in ("openenv.grpc.port", "openenv.http.port"):
+        if str(labels.get(key, "")).isdigit():
+            ports.append(int(labels[key]))
     return list(dict.fromkeys(ports))
 
 
