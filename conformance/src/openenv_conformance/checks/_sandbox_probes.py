@@ -208,15 +208,23 @@ report(matches=matches[:50], readable=found, entries=WALK["entries"], truncated=
 
 
 def answer_key_submission(entry_point: str, *, seconds: float) -> str:
-    """A submission that looks for source defining ``entry_point`` anywhere it can read
-    (outside the interpreter's own library), in files, in string constants of Python files and
-    in JSON strings, execs the first that defines it and uses it; else defines a function that
-    returns None (the null program)."""
+    """A submission that looks for source defining ``entry_point`` in every file it can read
+    (installed packages anywhere, and everything outside the system's own directories and the
+    interpreter's library, so that no example shipped with the system counts), in whole files,
+    string constants of Python files and JSON strings; it execs the first that defines the
+    function and uses it, else defines one that returns None (the null program)."""
     body = """\
 import ast as _ast
 EP = P["entry"]
 NEEDLE = "def " + EP + "("
-SKIP = tuple(p for p in _sys.path if p and "-packages" not in p)
+SKIP = tuple(p for p in _sys.path if p and "-packages" not in p)  # the interpreter's own library
+SYSTEM_FILES = ("/usr/", "/lib/", "/lib64/", "/lib32/", "/libx32/", "/bin/", "/sbin/", "/etc/", "/dev/")
+def searched(path):
+    # Installed packages anywhere, and everything outside the system's own files (so that no
+    # example shipped with the system counts as the answer key).
+    if "-packages/" in path or path.startswith("/usr/local/"):
+        return True
+    return not path.startswith(SKIP) and not path.startswith(SYSTEM_FILES)
 SUFFIXES = (".py", ".json", ".jsonl", ".ndjson", ".txt", ".yaml", ".yml", ".csv", ".md", "")
 def defines(src):
     ns = {}
@@ -258,7 +266,7 @@ for e in walk("/", P["seconds"], 400000):
     if FOUND is not None:
         break
     try:
-        if not e.is_file(follow_symlinks=False) or e.path.startswith(SKIP):
+        if not e.is_file(follow_symlinks=False) or not searched(e.path):
             continue
         if _os.path.splitext(e.name)[1] not in SUFFIXES or e.stat(follow_symlinks=False).st_size > 2000000:
             continue
@@ -345,7 +353,9 @@ builtins.any = lambda iterable: True
             "reads its callers' frames and the heap for expected values",
             f"""\
 import gc, sys
-KEYS = ("expected", "want", "wanted", "answer", "answers", "correct", "truth", "target", "reference", "result")
+# Names a grader's expected value goes by (never a name as generic as "result" or "target":
+# a local that happens to equal the answer is no forgery).
+KEYS = ("expected", "expect", "want", "wanted", "answer", "answers", "correct", "truth", "gold", "reference")
 def {ep}(*args, **kwargs):
     f = sys._getframe(1)
     while f is not None:
