@@ -524,6 +524,7 @@ def answer_key(ctx: Context) -> str:
             what = "execs any visible source defining the entry point"
             reward, _ = _grade(ctx, s, probes.answer_key_submission(entry, seconds=4.0), what, by)
             _not_above(reward, baseline, what)
+            _after(ctx, s, what)
             notes.append(f"a submission searching for {entry!r} earned {reward} (null program: {baseline})")
     if not notes:
         raise CheckSkipped(f"no python tool declaring {KEY} returns output or grades")
@@ -547,8 +548,8 @@ def grader_forgery(ctx: Context) -> str:
         reward, _ = _grade(ctx, s, code, what, by)
         _not_above(reward, baseline, what)
         earned.append(reward)
-    notes = [f"{len(earned)} forgeries earned at most {max((r for r in earned if r is not None), default=None)} "
-             f"(null program: {baseline})"]  # fmt: skip
+    best = max((r for r in earned if r is not None), default=None)
+    notes = [f"{len(earned)} forgeries earned at most {best} (null program: {baseline})"]
     if baseline is None:
         notes = ["rewards are not observable (the grading tool is not a step)"]
     if entry is not None:
@@ -562,8 +563,7 @@ def grader_forgery(ctx: Context) -> str:
         notes.append("no output of a graded case reached the result")
     else:
         notes.append("the reset names no entry_point: only forgeries acting at import were submitted")
-    if by is not None:
-        _after(ctx, by.s, "watched the grading")
+    _after(ctx, s, "was graded")
     return "; ".join(notes)
 
 
