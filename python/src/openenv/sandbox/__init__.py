@@ -27,8 +27,8 @@ What you may rely on, on every machine where a sandbox starts (else
   processes together, processes and threads (counted in the sandbox's own user namespace, so
   no other session or server thread counts), open files; per session: bytes and files on disk.
 * **Nothing outlives a call**: when its first process ends or a limit is reached, every
-  process of the call is killed, every SysV IPC object removed, ``/tmp`` and ``/dev/shm``
-  emptied.
+  process of the call is killed, ``/tmp`` and ``/dev/shm`` emptied; SysV IPC is refused (and
+  what a call made where that was allowed is removed).
 * **Grading the code cannot forge**: :meth:`Sandbox.call_function` sends each case's
   arguments only after the previous answer, with a nonce the answer must echo; expected values
   never enter the sandbox (compare in the server).

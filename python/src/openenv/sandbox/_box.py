@@ -66,6 +66,7 @@ _HERE = Path(__file__).resolve().parent
 _START_TIMEOUT_S = 60.0
 _GRACE_S = 15.0  # beyond a call's wall time, before the server gives up on its supervisor
 _MAX_ANSWER = 4 * 1024 * 1024  # one function call's answer line
+_DRAIN_S = 2.0  # after a call: how long its output pipes may take to reach their end
 
 
 class SandboxUnavailable(Unavailable):
@@ -700,10 +701,9 @@ class _Exchange:
                             raise SandboxError("the sandbox's supervisor died")
                     else:
                         self._read(fd)
-            # Everything of the call is dead: drain what is left in the pipes.
-            for fd in (self.out_r, self.err_r, self.results_r):
-                while fd in self.open:
-                    self._read(fd)
+            # Everything of the call is dead: drain what is left in the pipes, bounded (a
+            # process the kill missed could hold a pipe open; never spin on it).
+            self._drain(time.monotonic() + _DRAIN_S)
         finally:
             for fd in list(self.open):
                 self._close(fd)
@@ -723,6 +723,20 @@ class _Exchange:
             return RunResult(**common)
         answers = self.answers + [CaseResult()] * (len(self.cases) - len(self.answers))
         return FunctionResult(**common, load_error=self.load_error, cases=answers)
+
+    def _drain(self, deadline: float) -> None:
+        """Read the output pipes to their end, or until ``deadline``; then close them."""
+        pipes = [fd for fd in (self.out_r, self.err_r, self.results_r) if fd in self.open]
+        while pipes:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            ready, _, _ = select.select(pipes, [], [], left)
+            for fd in ready:
+                self._read(fd)
+            pipes = [fd for fd in pipes if fd in self.open]
+        for fd in pipes:
+            self._close(fd)
 
     # -- writing
 

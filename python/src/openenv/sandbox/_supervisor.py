@@ -15,7 +15,9 @@ one JSON object; file descriptors travel beside it (``SCM_RIGHTS``). The server 
   results pipes): fork the call's process, confine it (:mod:`_confine`) and run the code; watch
   its wall time and the resident memory of all its processes together; when the call's process
   ends, or a limit is reached, kill every process of the call (``kill(-1)`` from PID 1 reaches
-  the whole namespace), empty ``/tmp`` and ``/dev/shm``; answer ``done``.
+  the whole namespace), remove the SysV IPC objects of its namespace (seccomp refuses creating
+  them; this holds where that layer is allowed to be missing), empty ``/tmp`` and ``/dev/shm``;
+  answer ``done``.
 * ``wipe``: empty the workspace (a new episode); ``usage``: the box's bytes and files in use.
 
 Hidden test inputs never pass through here: they go from the server to the call's process on
@@ -341,6 +343,23 @@ def _kill_all(main_pid: int, namespaces: bool) -> None:
             time.sleep(0.001)
 
 
+def _remove_ipc() -> None:
+    """Remove every SysV IPC object of the sandbox's IPC namespace. Seccomp refuses creating
+    them; this holds where that layer was allowed to be missing."""
+    buf = ctypes.create_string_buffer(512)
+    for info_cmd, stat_cmd, kind in ((14, 13, "shm"), (19, 18, "sem"), (12, 11, "msg")):  # *_INFO, *_STAT
+        ctl = {"shm": libc.shmctl, "sem": libc.semctl, "msg": libc.msgctl}[kind]
+
+        def call(ident: int, cmd: int, arg: Any, ctl: Any = ctl, kind: str = kind) -> int:
+            return int(ctl(ident, 0, cmd, arg) if kind == "sem" else ctl(ident, cmd, arg))
+
+        top = call(0, info_cmd, buf)
+        for idx in range(max(top, -1) + 1):
+            ident = call(idx, stat_cmd, buf)
+            if ident >= 0:
+                call(ident, 0, None)  # IPC_RMID
+
+
 def _empty(path: str) -> None:
     """Remove everything below ``path`` (not following symlinks), keeping ``path``."""
     try:
@@ -415,6 +434,7 @@ def run_call(req: dict[str, Any], fds: list[int], namespaces: bool) -> dict[str,
     if status is None:  # killed above: its status is the kill
         status = signal.SIGKILL
     if namespaces:
+        _remove_ipc()
         _empty("/tmp")
         _empty("/dev/shm")
     exit_code = os.waitstatus_to_exitcode(status) if hasattr(os, "waitstatus_to_exitcode") else status
