@@ -89,13 +89,14 @@ class CodingEnvironment(openenv.Environment):
         openenv.CallToolAction("run_tests", {"code": "def f(x):\n    return x\n"}),
         openenv.CallToolAction("submit", {"code": "def f(x):\n    return x\n"}),
     )
-    metadata: ClassVar[dict[str, Any]] = {
-        "author": "openenv",
-        "documentation_url": "envs/coding_env/README.md",
-    }
     limits: ClassVar[Limits] = Limits()
     #: The tasks (:class:`coding_env.tasks.TaskSet`); see :meth:`with_tasks`.
     tasks: ClassVar[TaskSet] = _default_tasks()
+    metadata: ClassVar[dict[str, Any]] = {
+        "author": "openenv",
+        "documentation_url": "envs/coding_env/README.md",
+        "tasks": len(tasks),
+    }
     task_splits: ClassVar[dict[str, str]] = {s: f"the {s} tasks" for s in tasks.splits}
 
     @classmethod
@@ -115,6 +116,7 @@ class CodingEnvironment(openenv.Environment):
         taskset.check()
         attrs = {
             "tasks": taskset,
+            "metadata": {**cls.metadata, "tasks": len(taskset)},
             "task_splits": {s: f"the {s} tasks" for s in taskset.splits},
             "__module__": cls.__module__,
             "__qualname__": f"{cls.__qualname__}.with_tasks",
