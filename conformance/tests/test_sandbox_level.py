@@ -7,10 +7,18 @@ layer removed; the units below show the declaration's rules and the probes' repo
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
 
 import pytest
 from conformance_testlib import factory_of, reference_factories, runs_code
 
+import openenv
 from openenv.v1 import tool_pb2
 from openenv.values import to_struct
 from openenv_conformance.checks import _sandbox_probes as probes
@@ -88,6 +96,52 @@ def _tool(annotation: object, *, schema: dict | None = None, output_schema: dict
         to_struct(output_schema, t.output_schema)
     to_struct({KEY: annotation}, t.annotations)
     return t
+
+
+NOBODY = 65534
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(
+    os.geteuid() != 0 or not os.path.exists("/usr/bin/python3"), reason="becoming another user needs root"
+)
+def test_a_server_run_by_an_ordinary_user_certifies_at_the_sandbox_level() -> None:
+    """The non-root developer's mode: coding_env served by ``nobody`` (the system's Python, the
+    checkout's sources) passes the whole level, whose probes then share that uid with the
+    server outside the sandbox."""
+    pytest.importorskip("coding_env")
+    import coding_env
+
+    site = next(p for p in sys.path if p.endswith("site-packages") and os.path.isdir(os.path.join(p, "grpc")))
+    src = [str(Path(openenv.__file__).resolve().parents[1]), str(Path(coding_env.__file__).resolve().parents[1])]
+    work = Path(tempfile.mkdtemp(prefix="openenv-nonroot-", dir="/var/tmp"))
+    os.chmod(work, 0o777)
+    ready = work / "ready"
+    env = {"PATH": "/usr/bin:/bin", "HOME": "/tmp", "GRPC_VERBOSITY": "ERROR", "PYTHONPATH": ":".join([*src, site])}
+    serve = ["/usr/bin/python3", "-s", "-m", "openenv.cli", "serve", "coding_env.server:CodingEnvironment"]
+    serve += ["--port", "0", "--no-http", "--ready-file", str(ready)]
+    proc = subprocess.Popen(
+        ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", *serve],
+        env=env,
+        cwd="/",
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not (ready.exists() and ready.read_text().strip()):
+            assert proc.poll() is None and time.monotonic() < deadline, (
+                proc.stderr.read().decode()[-3000:] if proc.stderr else ""
+            )
+            time.sleep(0.05)
+        report = certify(ready.read_text().strip(), levels=["sandbox"], seed=SEED)
+    finally:
+        proc.terminate()
+        proc.wait(30)
+        shutil.rmtree(work, ignore_errors=True)
+    assert report.unusable is None, report.unusable
+    bad = {r.id: (r.status, r.reason) for r in report.results if r.status != "pass"}
+    assert not bad, bad
 
 
 def test_a_well_formed_declaration_has_no_problem() -> None:
