@@ -244,7 +244,10 @@ class Host:
                     opts.tokens = self.tokens
                 if opts.tls is None:
                     opts.tls = self.tls
-                app = b.ObservedApp(b.BridgeApp(b.LocalBackend(self.manager)), self.observer, web=self.web)
+                if opts.max_message_bytes is None:  # both listeners bound messages alike
+                    opts.max_message_bytes = self.runtime.max_message_bytes
+                bridge = b.BridgeApp(b.LocalBackend(self.manager), max_message_bytes=opts.max_message_bytes)
+                app = b.ObservedApp(bridge, self.observer, web=self.web)
                 self.http = await b.HttpServer(app, self.http_host or self.host, self.http_port, opts).start()
                 log.info("serving %s over HTTP on %s", self.runtime.env_cls.__name__, self.http.url)
             if self.metrics_port is not None:
@@ -408,7 +411,8 @@ def serve(
         http_host: interface of the HTTP side (default: ``host``).
         http_options: an :class:`openenv.bridge.HttpOptions` (keepalive, message size).
         max_sessions: capacity (default: the class's ``max_sessions``).
-        max_message_bytes: largest message accepted and sent (default 16 MiB).
+        max_message_bytes: largest message accepted and sent, on every listener (default 4 MiB:
+            docs/security.md, "What one message may cost").
         idle_timeout_s: sessions idle for longer are closed (default 300; 0 disables).
         resume_grace_s: how long a resumable session whose connection dropped waits for its
             client to come back (RFC 0006; default 60; 0: no resumption).
@@ -446,8 +450,12 @@ async def serve_bridge_async(
     options = options or b.HttpOptions()
     check_bind(host, options.tokens, allow_anonymous, "the bridge")
     backend = await b.RemoteBackend.connect(target, connect_timeout=connect_timeout, token=token, ca_file=ca_file)
+    if options.max_message_bytes is None:
+        options.max_message_bytes = DEFAULT_MAX_MESSAGE_BYTES
     app = b.ObservedApp(
-        b.BridgeApp(backend), Observer(max_sessions=backend.max_sessions), web=is_loopback(host) if web is None else web
+        b.BridgeApp(backend, max_message_bytes=options.max_message_bytes),
+        Observer(max_sessions=backend.max_sessions),
+        web=is_loopback(host) if web is None else web,
     )
     server = b.HttpServer(app, host, b.DEFAULT_HTTP_PORT if port is None else port, options)
     await server.start()

@@ -39,6 +39,7 @@ from openenv.security import TlsConfig, TokenSet
 from openenv.security.grpc_guard import GuardInterceptor, Undecodable
 from openenv.v1 import environment_pb2, environment_pb2_grpc, error_pb2, load_pb2
 from openenv.values import from_struct, to_struct
+from openenv.wire.jsontext import least_size
 
 log = logging.getLogger("openenv.server")
 
@@ -54,7 +55,7 @@ DEFAULT_HANDSHAKE_TIMEOUT_S = 10.0
 
 def _decoded(req: Any) -> environment_pb2.SessionRequest:
     if isinstance(req, Undecodable):
-        raise InvalidArgument(f"undecodable SessionRequest ({req.error})")
+        raise InvalidArgument(req.describe("SessionRequest"))
     return cast(environment_pb2.SessionRequest, req)
 
 
@@ -168,6 +169,7 @@ class _Servicer:
             session.on_terminate(terminate)
             if entry is not None:
                 entry.on_takeover = take_over
+            first = None  # a request's message goes before its answer is sent (peak memory per message)
             await context.write(resp)
             while True:
                 req = await context.read()
@@ -178,9 +180,10 @@ class _Servicer:
                     return
                 if isinstance(req, Undecodable):  # answered in band, never recorded (RFC 0003)
                     resp = environment_pb2.SessionResponse(request_id=req.request_id)
-                    resp.error.CopyFrom(status_of(InvalidArgument(f"undecodable SessionRequest ({req.error})")))
+                    resp.error.CopyFrom(status_of(InvalidArgument(req.describe("SessionRequest"))))
                 elif req.HasField("pipelined"):  # several requests in one message (RFC 0009)
                     answers, over = await self._answer_pipelined(session, entry, req)
+                    req = None
                     for resp in answers:
                         await context.write(resp)
                     if over:
@@ -189,7 +192,9 @@ class _Servicer:
                 elif entry is not None:  # exactly once: a request re-sent after a drop is answered from the record
                     resp = await entry.journal.answer(req, functools.partial(self._answer, session, req))
                 else:
-                    resp = await self._answer(session, req)
+                    owned, req = [req], None  # handed over: freed once decoded, before the reply is built
+                    resp = await self._answer(session, owned)
+                req = None
                 await context.write(resp)
                 kind = resp.WhichOneof("kind")
                 if kind == "close" or (kind == "error" and resp.error.fatal):
@@ -240,18 +245,27 @@ class _Servicer:
         )
 
     async def _answer(
-        self, session: RuntimeSession | VectorSession, req: environment_pb2.SessionRequest
+        self,
+        session: RuntimeSession | VectorSession,
+        req: environment_pb2.SessionRequest | list[environment_pb2.SessionRequest],
     ) -> environment_pb2.SessionResponse:
-        """The answer to one request (an error answer when it fails)."""
-        resp = environment_pb2.SessionResponse(request_id=req.request_id)
+        """The answer to one request (an error answer when it fails). A request handed over
+        in a one-item list is taken out of it: its message (upb's arena: the whole request)
+        is then dropped as soon as its payload is decoded, before the environment runs and
+        the reply is built, so the two never take memory at once."""
+        owned = req if isinstance(req, list) else [req]
+        first = owned[0]
+        resp = environment_pb2.SessionResponse(request_id=first.request_id)
+        kind = first.WhichOneof("kind")
+        del first, req
         try:
-            await self._dispatch(session, req, resp)
+            await self._dispatch(session, owned, resp)
         except EnvError as e:
             resp.error.CopyFrom(status_of(e))
         except RecursionError:
             resp.error.CopyFrom(status_of(InvalidArgument("the request is nested too deeply")))
         except Exception as e:
-            log.warning("request %s of session %s failed", req.WhichOneof("kind"), session.id, exc_info=True)
+            log.warning("request %s of session %s failed", kind, session.id, exc_info=True)
             resp.error.CopyFrom(status_of(Internal(f"{type(e).__name__}: {e}")))
         return resp
 
@@ -303,9 +317,10 @@ class _Servicer:
     async def _dispatch(
         self,
         session: RuntimeSession | VectorSession,
-        req: environment_pb2.SessionRequest,
+        owned: list[environment_pb2.SessionRequest],
         resp: environment_pb2.SessionResponse,
     ) -> Any:
+        req = owned.pop()  # the only reference when the caller handed it over (_answer)
         kind = req.WhichOneof("kind")
         rt = self.runtime
         if isinstance(session, VectorSession):
@@ -315,6 +330,7 @@ class _Servicer:
             session._require_sim("step")  # UNIMPLEMENTED in tools-only mode comes before a bad payload (§3.5)
             action = rt.action_codec.decode(st.action)
             timeout = st.timeout.ToNanoseconds() / 1e9 if st.HasField("timeout") else None
+            del st, req  # decoded: the request's message goes
             before = session.status
             result = await session.step(action, timeout)
             try:
@@ -325,7 +341,9 @@ class _Servicer:
         elif kind == "reset":
             r = req.reset
             options = with_task(rt.tasks, r.task_id, from_struct(r.options))  # RFC 0004
-            result = await session.reset(r.seed if r.HasField("seed") else None, r.episode_id or None, options)
+            seed, episode_id = r.seed if r.HasField("seed") else None, r.episode_id or None
+            del r, req  # decoded: the request's message goes
+            result = await session.reset(seed, episode_id, options)
             fill_time_step(resp.reset.time_step, result, rt)
         elif kind == "state":
             s = await session.state()
@@ -341,8 +359,18 @@ class _Servicer:
         elif kind == "call_tool":
             c = req.call_tool
             timeout = c.timeout.ToNanoseconds() / 1e9 if c.HasField("timeout") else None
-            tool_result = await session.call_tool(c.name, from_struct(c.arguments), timeout)
-            resp.call_tool.name = c.name
+            name, arguments = c.name, from_struct(c.arguments)
+            del c, req  # decoded: the request's message goes
+            tool_result = await session.call_tool(name, arguments, timeout)
+            del arguments
+            limit = rt.max_message_bytes
+            least = least_size((tool_result.content, tool_result.structured_content), limit)
+            if least > limit:  # refused before it is built and serialized (the serializer would refuse it)
+                raise ResourceExhausted(
+                    f"the reply (call_tool, over {least} bytes) exceeds the {limit}-byte message limit; "
+                    "the request was carried out"
+                )
+            resp.call_tool.name = name
             tool_result.to_proto(resp.call_tool.result)
         elif kind == "snapshot":
             resp.snapshot.snapshot.CopyFrom(await session.snapshot())
@@ -418,6 +446,12 @@ class _Servicer:
 
 
 _GRPC_CODES = {c.value[0]: c for c in grpc.StatusCode}
+
+
+def max_streams(max_sessions: int) -> int:
+    """Concurrent streams one connection may open: a stream per session and 16 for unary calls
+    (at least 128): a client multiplexing all its sessions on one connection is never made to wait."""
+    return max(128, max_sessions + 16)
 
 
 class Server:
@@ -502,6 +536,8 @@ class Server:
 
     async def start(self) -> Server:
         limit = self.runtime.max_message_bytes
+        streams = max_streams(self.runtime.max_sessions)
+        pending = max(3000, 4 * streams)
         credentials = self.tls.grpc_credentials() if self.tls is not None else None
         server = grpc.aio.server(
             # The first interceptor is the outermost: the given ones (metrics, logs, traces) see
@@ -511,7 +547,7 @@ class Server:
                 *self.interceptors,
                 GuardInterceptor(
                     self.tokens,
-                    tolerant=[f"/{SERVICE_NAME}/Session"],
+                    tolerant={f"/{SERVICE_NAME}/Session": environment_pb2.SessionRequest.DESCRIPTOR},
                     serializers={f"/{SERVICE_NAME}/Session": _bounded_serializer(limit)},
                 ),
             ],
@@ -530,7 +566,23 @@ class Server:
                 ("grpc.keepalive_timeout_ms", 20_000),
                 # Streams of one connection: every session has one; silent ones end at the
                 # handshake deadline.
-                ("grpc.max_concurrent_streams", max(128, self.runtime.max_sessions + 16)),
+                ("grpc.max_concurrent_streams", streams),
+                # ... counted as HTTP/2 counts them (open streams), as clients do: they queue a
+                # stream beyond the limit until one ends. gRPC's default also counts streams
+                # that ended but whose call the server has not released yet, and refuses new
+                # ones with RST_STREAM REFUSED_STREAM while the count is over: under a burst
+                # of refused handshakes, a third of the streams beyond capacity ended REFUSED
+                # (UNAVAILABLE) or INTERNAL instead of RESOURCE_EXHAUSTED (measured).
+                ("grpc.http.overload_protection", 0),
+                # Calls the server has not picked up yet: gRPC refuses them beyond a bound (by
+                # default at random from 1,000, all beyond 3,000), an immediate status the
+                # stock client reads as INTERNAL when its first write is in flight. One bound
+                # instead: four connections' worth of streams (and at least gRPC's 3,000). It
+                # also bounds what a stream flood (HTTP/2 "rapid reset") may make the server
+                # hold: 4 x 100,000 reset streams cost 138 MiB at the default capacity (105 MiB
+                # with gRPC's defaults; docs/security.md).
+                ("grpc.server.max_pending_requests", pending),
+                ("grpc.server.max_pending_requests_hard_limit", pending),
                 ("grpc.max_metadata_size", 16 * 1024),
             ],
         )

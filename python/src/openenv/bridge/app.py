@@ -39,6 +39,7 @@ from openenv.bridge.mcp import StreamableMcp, serve_mcp_http, serve_mcp_ws
 from openenv.bridge.ws import serve_ws
 from openenv.errors import EnvError, FailedPrecondition, InvalidArgument
 from openenv.protocol import PROTOCOL_VERSION
+from openenv.runtime.session import DEFAULT_MAX_MESSAGE_BYTES
 from openenv.values import from_struct
 from openenv.wire import frames
 from openenv.wire.payloads import info_to_json
@@ -204,10 +205,18 @@ def _openapi_doc(backend: Backend) -> dict[str, Any]:
 
 
 class BridgeApp:
-    """ASGI application serving a :class:`Backend` on OpenEnv's HTTP surface."""
+    """ASGI application serving a :class:`Backend` on OpenEnv's HTTP surface.
 
-    def __init__(self, backend: Backend) -> None:
+    ``max_message_bytes``: the largest request body and reply (default: the backend's
+    advertised ``max_message_bytes``); a larger reply is answered with an in-band
+    ``RESOURCE_EXHAUSTED`` error (RFC 0003), as the gRPC listener does.
+    """
+
+    def __init__(self, backend: Backend, *, max_message_bytes: int | None = None) -> None:
         self.backend = backend
+        self.max_message_bytes = (
+            max_message_bytes or backend.info.capabilities.max_message_bytes or DEFAULT_MAX_MESSAGE_BYTES
+        )
         self.registry = SessionRegistry(backend)
         self.protocol_version = backend.info.protocol_version or PROTOCOL_VERSION
         self.info_json = info_to_json(backend.info)

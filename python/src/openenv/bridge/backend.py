@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 
 from google.protobuf import json_format
 
+from openenv.bridge.limits import bounded_loads
 from openenv.errors import EnvError, Internal, InvalidArgument, Unimplemented
 from openenv.protocol import StepResult
 from openenv.runtime.codec import AdaptedCodec, Codec, MessageCodec, TensorCodec
@@ -28,7 +29,7 @@ from openenv.runtime.session import Session, SessionManager
 from openenv.runtime.tools import CallToolAction, Tool, ToolResult
 from openenv.v1 import environment_pb2, load_pb2, payload_pb2
 from openenv.wire.frames import JsonStep
-from openenv.wire.jsontext import dumps, loads
+from openenv.wire.jsontext import dumps
 from openenv.wire.payloads import CALL_TOOL, message_to_json
 from openenv.wire.render import render_to_json
 
@@ -47,9 +48,9 @@ def call_tool_args(data: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
     args = data.get("arguments") or {}
     if isinstance(args, str):
         try:
-            args = loads(args)
-        except ValueError:
-            raise InvalidArgument("call_tool 'arguments' is a string that is not JSON") from None
+            args = bounded_loads(args)
+        except ValueError as e:
+            raise InvalidArgument(f"call_tool 'arguments' is a string that is not JSON ({e})") from None
     if not isinstance(args, dict):
         raise InvalidArgument("call_tool 'arguments' must be an object")
     return name, args

@@ -23,6 +23,7 @@ from openenv.bridge.app import BridgeApp
 from openenv.bridge.guard import Guard
 from openenv.bridge.limits import HttpLimits, protocol_classes
 from openenv.bridge.listener import UvicornListener
+from openenv.runtime.session import DEFAULT_MAX_MESSAGE_BYTES
 from openenv.security import BrowserPolicy, TlsConfig, TokenSet
 
 log = logging.getLogger("openenv.bridge")
@@ -41,7 +42,10 @@ class HttpOptions:
             disables); a peer that does not answer within ``ws_ping_timeout`` is dropped,
             which frees a half-open session's slot.
         ws_ping_timeout: seconds to wait for the pong.
-        max_message_bytes: largest WebSocket message accepted.
+        max_message_bytes: largest message accepted and sent: a WebSocket message, a
+            ``POST /mcp`` body, and any reply (a larger one is answered with an in-band
+            ``RESOURCE_EXHAUSTED`` error). Default: the server's ``max_message_bytes``
+            (:class:`openenv.Host`), else :data:`~openenv.runtime.session.DEFAULT_MAX_MESSAGE_BYTES`.
         ws_compression: negotiate permessage-deflate (off: small frames are cheaper raw).
         tokens: bearer tokens accepted (empty: anonymous; docs/security.md).
         tls: certificate and key (and client CA) to serve ``https://``/``wss://``.
@@ -57,7 +61,7 @@ class HttpOptions:
         *,
         ws_ping_interval: float | None = 20.0,
         ws_ping_timeout: float | None = 20.0,
-        max_message_bytes: int = 16 * 1024 * 1024,
+        max_message_bytes: int | None = None,
         ws_compression: bool = False,
         tokens: TokenSet | None = None,
         tls: TlsConfig | None = None,
@@ -87,7 +91,7 @@ def _uvicorn_config(app: Any, opts: HttpOptions) -> uvicorn.Config:
         http=http_protocol,
         ws=ws_protocol,
         lifespan="on",
-        ws_max_size=opts.max_message_bytes,
+        ws_max_size=opts.max_message_bytes or DEFAULT_MAX_MESSAGE_BYTES,
         ws_ping_interval=opts.ws_ping_interval,
         ws_ping_timeout=opts.ws_ping_timeout,
         ws_per_message_deflate=opts.ws_compression,

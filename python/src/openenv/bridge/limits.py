@@ -25,7 +25,9 @@ drain, forever).
 
 :func:`bounded_loads` parses a JSON frame or body only when it holds at most
 :data:`MAX_JSON_CONTAINERS` objects and arrays: 15 MB of ``{}`` would otherwise become
-millions of Python dicts (~30x the bytes in memory) before any validation could refuse them.
+millions of Python dicts (~30x the bytes in memory) before any validation could refuse them;
+and at most one value, key or string per 8 bytes (:func:`openenv.runtime.granularity.json_refusal`):
+15 MB of ``"a",`` would become 4 million strings (~25x).
 """
 
 from __future__ import annotations
@@ -38,16 +40,26 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from uvicorn.protocols.utils import ClientDisconnected
 from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
 
+from openenv.runtime.granularity import json_refusal
 from openenv.wire import frames
 
 __all__ = [
     "MAX_JSON_CONTAINERS",
+    "PARSED",
+    "UNPARSED",
     "GuardedHttpProtocol",
     "GuardedWsProtocol",
     "HttpLimits",
     "bounded_loads",
+    "check_json",
     "protocol_classes",
 ]
+
+PARSED = "openenv.frame"
+"""Key of a ``websocket.receive`` message holding its frame, already parsed by :func:`bounded_loads`
+(the observing middleware parses each ``/ws`` frame once for itself and the bridge)."""
+UNPARSED = "openenv.frame_error"
+"""Key of a ``websocket.receive`` message holding why :func:`bounded_loads` refused its text."""
 
 MAX_JSON_CONTAINERS = 100_000
 """Most JSON objects plus arrays in one frame or body (counted as ``{`` and ``[`` bytes, so
@@ -55,15 +67,24 @@ brackets inside strings count too: a bound, never a miss)."""
 
 
 def bounded_loads(raw: str | bytes) -> Any:
-    """:func:`openenv.wire.frames.loads`, refusing (ValueError) a text with more than
-    :data:`MAX_JSON_CONTAINERS` objects and arrays before parsing it."""
+    """:func:`openenv.wire.frames.loads`, refusing (ValueError) before parsing it a text with
+    more than :data:`MAX_JSON_CONTAINERS` objects and arrays, or too fine-grained
+    (:func:`openenv.runtime.granularity.json_refusal`)."""
+    check_json(raw)
+    return frames.loads(raw)
+
+
+def check_json(raw: str | bytes) -> None:
+    """Raise ValueError when :func:`bounded_loads` would refuse ``raw`` unparsed."""
     if isinstance(raw, str):
         n = raw.count("{") + raw.count("[")
     else:
         n = raw.count(b"{") + raw.count(b"[")
     if n > MAX_JSON_CONTAINERS:
         raise ValueError(f"more than {MAX_JSON_CONTAINERS} JSON objects and arrays ({n}): refused unparsed")
-    return frames.loads(raw)
+    why = json_refusal(raw)
+    if why is not None:
+        raise ValueError(why)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -29,8 +29,8 @@ from typing import TYPE_CHECKING, Any
 
 from openenv.bridge.asgi import respond
 from openenv.bridge.backend import BackendSession, spawn
-from openenv.bridge.limits import bounded_loads
-from openenv.errors import EnvError
+from openenv.bridge.limits import bounded_loads, check_json
+from openenv.errors import EnvError, ResourceExhausted
 from openenv.runtime.tools import Tool, ToolResult
 from openenv.wire import frames
 from openenv.wire.jsonrpc import (
@@ -43,6 +43,7 @@ from openenv.wire.jsonrpc import (
 )
 from openenv.wire.jsonrpc import error as _error
 from openenv.wire.jsonrpc import error_of as _rpc_error
+from openenv.wire.jsontext import dumpb, least_size
 
 if TYPE_CHECKING:
     from openenv.bridge.app import BridgeApp
@@ -168,6 +169,27 @@ async def _read_body(receive: Any, limit: int) -> bytes:
             return bytes(body)
 
 
+def _json_refusal(body: bytes) -> str | None:
+    """Why a JSON body is refused unparsed (:func:`openenv.bridge.limits.bounded_loads`'s bounds)."""
+    try:
+        check_json(body)
+    except ValueError as e:
+        return str(e)
+    return None
+
+
+def _replay(body: bytes, receive: Any) -> Any:
+    """``receive`` that first hands out the already read ``body``, then the connection's events."""
+    pending = [{"type": "http.request", "body": body, "more_body": False}]
+
+    async def replayed() -> Any:
+        if pending:
+            return pending.pop()
+        return await receive()
+
+    return replayed
+
+
 MAX_BATCH = 32
 """Most requests in one JSON-RPC batch on ``POST /mcp`` (MCP 2025-06-18 removed batching;
 OpenEnv's JSON-RPC keeps it, bounded: RFC 0003)."""
@@ -195,8 +217,9 @@ async def serve_mcp_http(app: BridgeApp, scope: dict[str, Any], receive: Any, se
             return
         await (await app.mcp_http()).handle(scope, receive, send)
         return
+    limit = app.max_message_bytes
     try:
-        body = await _read_body(receive, 16 * 1024 * 1024)
+        body = await _read_body(receive, limit)
     except ConnectionError:
         return
     except ValueError:
@@ -207,6 +230,7 @@ async def serve_mcp_http(app: BridgeApp, scope: dict[str, Any], receive: Any, se
     except ValueError:
         await respond(send, 200, frames.dumps(_error(None, PARSE_ERROR, "Parse error")).encode())
         return
+    del body
     if isinstance(req, list):
         refusal = _batch_refusal(req)
         if refusal is not None:
@@ -215,7 +239,39 @@ async def serve_mcp_http(app: BridgeApp, scope: dict[str, Any], receive: Any, se
         out: Any = [await handle_jsonrpc(app, r) for r in req]
     else:
         out = await handle_jsonrpc(app, req)
-    await respond(send, 200, frames.dumps(out).encode())
+    req = None
+    await respond(send, 200, bounded_reply(out, limit))
+
+
+def _too_large(rid: Any, size: int, limit: int) -> dict[str, Any]:
+    err = ResourceExhausted(
+        f"the reply (at least {size} bytes) exceeds the {limit}-byte message limit; the request was carried out"
+    )
+    return _rpc_error(rid, err)
+
+
+def bounded_reply(out: Any, limit: int) -> bytes:
+    """The JSON text of a JSON-RPC answer (or batch of answers), at most ``limit`` bytes: an
+    answer that would exceed it is replaced by a ``RESOURCE_EXHAUSTED`` error for its id (the
+    request was carried out), as the gRPC listener answers a reply over the message limit."""
+    least = least_size(out, limit)  # a tool's text result is there three times: known before encoding it
+    if not isinstance(out, list) and least > limit:
+        return dumpb(_too_large(out.get("id") if isinstance(out, dict) else None, least, limit))
+    body = dumpb(out)
+    if len(body) <= limit:
+        return body
+    if not isinstance(out, list):
+        return dumpb(_too_large(out.get("id") if isinstance(out, dict) else None, len(body), limit))
+    del body
+    items = [dumpb(x) for x in out]
+    total = sum(len(x) for x in items) + len(items) + 1
+    for i in sorted(range(len(items)), key=lambda i: -len(items[i])):  # the largest answers go first
+        if total <= limit:
+            break
+        x = out[i]
+        items[i] = dumpb(_too_large(x.get("id") if isinstance(x, dict) else None, len(items[i]), limit))
+        total = sum(len(x) for x in items) + len(items) + 1
+    return b"[" + b",".join(items) + b"]"
 
 
 async def serve_mcp_ws(app: BridgeApp, scope: dict[str, Any], receive: Any, send: Any) -> None:
@@ -248,13 +304,18 @@ async def serve_mcp_ws(app: BridgeApp, scope: dict[str, Any], receive: Any, send
             if msg["type"] != "websocket.receive":
                 return
             raw = msg.get("text") or msg.get("bytes") or b""
+            del msg
+            out: Any
             try:
                 req = bounded_loads(raw)
             except ValueError as e:
                 out = _error(None, PARSE_ERROR, f"Parse error: {e}")
             else:
+                del raw  # the request's text goes once parsed
                 out = await handle_jsonrpc(app, req, session=session)
-            await send({"type": "websocket.send", "text": frames.dumps(out)})
+                req = None
+            await send({"type": "websocket.send", "text": bounded_reply(out, app.max_message_bytes).decode()})
+            out = None
     except asyncio.CancelledError:
         if not ended.is_set():
             raise
@@ -342,6 +403,7 @@ class StreamableMcp:
             session_idle_timeout=idle if idle > 0 else None,
             max_sessions=max(1, app.backend.max_sessions) if app.backend.max_sessions else None,
             security_settings=_transport_security(app.browser),
+            max_request_body_size=app.max_message_bytes,
         )
         self.sessions: dict[str, BackendSession] = {}
         self._running = ManagerTask(self.manager)
@@ -355,6 +417,21 @@ class StreamableMcp:
             await self._drop(sid)
 
     async def handle(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["method"] == "POST":
+            # The body is read here (within the message limit, as the SDK would), and refused
+            # unparsed when too fine-grained for its size (RFC 0003), before the SDK parses it.
+            try:
+                body = await _read_body(receive, self.app.max_message_bytes)
+            except ConnectionError:
+                return
+            except ValueError:
+                await respond(send, 413, frames.dumps(_error(None, INVALID_REQUEST, "request too large")).encode())
+                return
+            why = _json_refusal(body)
+            if why is not None:
+                await respond(send, 400, frames.dumps(_error(None, PARSE_ERROR, f"Parse error: {why}")).encode())
+                return
+            receive = _replay(body, receive)
         await self.manager.handle_request(scope, receive, send)
         if scope["method"] == "DELETE":
             sid = _headers(scope).get(b"mcp-session-id")
@@ -407,6 +484,16 @@ class StreamableMcp:
         wire: dict[str, Any] = {"content": result.content, "isError": result.is_error}
         if result.structured_content is not None:
             wire["structuredContent"] = result.structured_content
+        limit = self.app.max_message_bytes
+        size = least_size(wire, limit)
+        if size <= limit:
+            size = len(dumpb(wire))
+        if size > limit:  # as the other listeners answer a reply over the message limit (RFC 0003)
+            raise self._mcp_error(
+                ResourceExhausted(
+                    f"the reply ({size} bytes) exceeds the {limit}-byte message limit; the request was carried out"
+                )
+            )
         return self.types.CallToolResult.model_validate(wire)
 
     async def _session_or_raise(self, ctx: Any) -> tuple[BackendSession, bool]:

@@ -16,6 +16,7 @@ from collections import deque
 from typing import Any
 
 from openenv.bridge.asgi import respond
+from openenv.bridge.limits import PARSED, UNPARSED, bounded_loads
 from openenv.bridge.web import serve_web
 from openenv.observability import CONTENT_TYPE, Observer
 from openenv.observability.observer import Pending
@@ -44,12 +45,8 @@ def _nbytes(text: str | bytes) -> int:
     return len(text)
 
 
-def _request_kind(raw: Any) -> tuple[str, Any]:
-    """(kind, id) of a ``/ws`` frame; ``invalid`` when it is not a JSON object."""
-    try:
-        frame = loads(raw)
-    except ValueError:
-        return "invalid", None
+def _request_kind(frame: Any) -> tuple[str, Any]:
+    """(kind, id) of a parsed ``/ws`` frame; ``invalid`` when it is not a JSON object."""
     if type(frame) is not dict:
         return "invalid", None
     typ = frame.get("type")
@@ -137,7 +134,7 @@ class ObservedApp:
                 if not msg.get("more_body"):
                     method = "invalid"
                     try:
-                        doc = loads(bytes(body))
+                        doc = bounded_loads(bytes(body))
                         if type(doc) is dict and isinstance(doc.get("method"), str):
                             method = doc["method"][:60]
                         elif type(doc) is list:
@@ -186,7 +183,15 @@ class ObservedApp:
                 raw = msg.get("text")
                 if raw is None:
                     raw = msg.get("bytes") or b""
-                kind, rid = _request_kind(raw)
+                # Parsed once, within the bridge's bounds, for both of us: the frame (or why it
+                # is not one) travels on to openenv.bridge.ws with the message.
+                try:
+                    frame = msg[PARSED] = bounded_loads(raw)
+                    kind, rid = _request_kind(frame)
+                except ValueError as e:
+                    msg[UNPARSED] = str(e)
+                    kind, rid = "invalid", None
+                frame = None
                 p = so.begin(kind, rid, _nbytes(raw))
                 if kind == "close":
                     so.end(p)

@@ -30,10 +30,11 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs
 
 from openenv.bridge.backend import BackendSession, call_tool_args
-from openenv.bridge.limits import bounded_loads
+from openenv.bridge.limits import PARSED, UNPARSED, bounded_loads
 from openenv.bridge.mcp import handle_jsonrpc
-from openenv.errors import EnvError, ErrorCode, Internal, InvalidArgument
+from openenv.errors import EnvError, ErrorCode, Internal, InvalidArgument, ResourceExhausted
 from openenv.wire import frames
+from openenv.wire.jsontext import dumpb, least_size
 
 if TYPE_CHECKING:
     from openenv.bridge.app import BridgeApp
@@ -163,23 +164,22 @@ async def serve_ws(app: BridgeApp, scope: dict[str, Any], receive: Any, send: An
 
 async def _loop(app: BridgeApp, session: BackendSession, receive: Any, send: Any) -> bool:
     """Serve frames until the end; True when the server should send the close frame."""
-    dumps, loads = frames.dumps, bounded_loads
+    dumps = frames.dumps
     backend = app.backend
     tool_actions = backend.tool_actions
+    limit = app.max_message_bytes
     while True:
         msg = await receive()
         if msg["type"] != "websocket.receive":
             return False  # websocket.disconnect
-        raw = msg.get("text")
-        if raw is None:
-            raw = msg.get("bytes") or b""
         try:
-            frame = loads(raw)
+            frame = _frame(msg)
         except ValueError as e:
             await send(
                 {"type": "websocket.send", "text": dumps(frames.protocol_error(f"Invalid JSON: {e}", "INVALID_JSON"))}
             )
             continue
+        del msg  # the request's text goes once parsed (peak memory per message)
         if type(frame) is not dict:
             await send(
                 {
@@ -205,25 +205,21 @@ async def _loop(app: BridgeApp, session: BackendSession, receive: Any, send: Any
                         "Invalid message", details=[{"type": "missing", "loc": ["data"], "msg": "Field required"}]
                     )
                 data = frame["data"]
-                if tool_actions and type(data) is dict:
-                    kind = data.get("type")
-                    if kind == "list_tools":
-                        tools = await session.list_tools()
-                        obs = {
-                            "tools": [
-                                {"name": t.name, "description": t.description, "input_schema": t.input_schema}
-                                for t in tools
-                            ]
-                        }
-                        reply = frames.observation_frame(frames.JsonStep(obs), rid)
-                        await send({"type": "websocket.send", "text": dumps(reply)})
-                        continue
-                    if kind == "call_tool" and rid is None:
-                        reply = await _tool_step(session, data, _timeout(frame))
-                        await send({"type": "websocket.send", "text": dumps(reply)})
-                        continue
-                ts = await session.step(data, _timeout(frame) if "timeout_s" in frame else None)
-                reply = frames.observation_frame(ts, rid)
+                kind = data.get("type") if tool_actions and type(data) is dict else None
+                if kind == "list_tools":
+                    tools = await session.list_tools()
+                    obs = {
+                        "tools": [
+                            {"name": t.name, "description": t.description, "input_schema": t.input_schema}
+                            for t in tools
+                        ]
+                    }
+                    reply = frames.observation_frame(frames.JsonStep(obs), rid)
+                elif kind == "call_tool" and rid is None:
+                    reply = await _tool_step(session, data, _timeout(frame))
+                else:
+                    ts = await session.step(data, _timeout(frame) if "timeout_s" in frame else None)
+                    reply = frames.observation_frame(ts, rid)
             elif typ == "reset":
                 seed, episode_id, opts = _reset_args(frame.get("data"))
                 reply = frames.observation_frame(await session.reset(seed, episode_id, opts), rid)
@@ -265,12 +261,48 @@ async def _loop(app: BridgeApp, session: BackendSession, receive: Any, send: Any
         except Exception as e:  # one failed request never ends the connection
             log.warning("bridge request %r failed", typ, exc_info=True)
             reply = frames.error_frame(Internal(f"{type(e).__name__}: {e}"), rid)
+        frame = data = None  # the request's and the reply's objects go before the reply's text is sent
+        text = _reply_text(reply, rid, typ, limit)
+        del reply
+        await send({"type": "websocket.send", "text": text})
+        del text
+
+
+def _frame(msg: dict[str, Any]) -> Any:
+    """The parsed frame of a ``websocket.receive`` message (parsed by the observing middleware
+    when there is one; ValueError when it is not JSON or refused unparsed)."""
+    if PARSED in msg:
+        return msg.pop(PARSED)
+    if UNPARSED in msg:
+        raise ValueError(msg[UNPARSED])
+    raw = msg.get("text")
+    if raw is None:
+        raw = msg.get("bytes") or b""
+    return bounded_loads(raw)
+
+
+def _reply_text(reply: Any, rid: Any, typ: Any, limit: int) -> str:
+    """The text of a reply: an in-band ``INTERNAL`` error when it cannot be encoded, and a
+    non-fatal ``RESOURCE_EXHAUSTED`` one when it is larger than the message limit (the
+    request was carried out), as the gRPC listener answers (RFC 0003)."""
+    dumps = frames.dumps
+    size = least_size(reply, limit)  # a tool's text result is there three times: known before encoding it
+    over = f"over {size}"
+    if size <= limit:
         try:
-            text = dumps(reply)
+            body = dumpb(reply)  # bytes first: an oversized reply is never copied into a str
         except Exception as e:  # an answer that cannot be encoded never ends the connection
             log.warning("bridge reply to %r cannot be encoded", typ, exc_info=True)
-            text = dumps(frames.error_frame(Internal(f"the answer cannot be encoded: {type(e).__name__}: {e}"), rid))
-        await send({"type": "websocket.send", "text": text})
+            return dumps(frames.error_frame(Internal(f"the answer cannot be encoded: {type(e).__name__}: {e}"), rid))
+        if len(body) <= limit:
+            return body.decode()
+        over = str(len(body))
+        del body
+    what = typ if isinstance(typ, str) else "request"
+    err = ResourceExhausted(
+        f"the reply to {what[:40]} ({over} bytes) exceeds the {limit}-byte message limit; the request was carried out"
+    )
+    return dumps(frames.error_frame(err, rid))
 
 
 async def _tool_step(session: BackendSession, data: dict[str, Any], timeout: float | None) -> dict[str, Any]:

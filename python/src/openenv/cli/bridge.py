@@ -45,7 +45,13 @@ DEFAULT_HTTP_PORT = 8000  # OpenEnv's; Spaces set $PORT
     show_default=True,
     help="Drop a WebSocket whose pong takes longer (frees half-open sessions).",
 )
-@click.option("--max-message-mb", type=float, default=16.0, show_default=True, help="Largest WebSocket message.")
+@click.option(
+    "--max-message-mb",
+    type=float,
+    default=4.0,
+    show_default=True,
+    help="Largest message accepted and sent: a WebSocket message, a POST /mcp body, a reply (docs/security.md).",
+)
 @click.option(
     "--connect-timeout", type=float, default=30.0, show_default=True, help="How long to wait for the gRPC server."
 )

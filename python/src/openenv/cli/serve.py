@@ -49,7 +49,14 @@ __all__ = ["serve_command"]
     show_default=True,
     help="Keep a resumable session whose connection dropped this many seconds for its client (0: no resumption).",
 )
-@click.option("--max-message-mb", type=float, default=16.0, show_default=True, help="Largest message.")
+@click.option(
+    "--max-message-mb",
+    type=float,
+    default=4.0,
+    show_default=True,
+    help="Largest message accepted and sent, on every listener; a larger reply is an in-band RESOURCE_EXHAUSTED. "
+    "Each message may cost up to ~10x its size to parse (docs/security.md).",
+)
 @click.option("--grace", type=float, default=10.0, show_default=True, help="Drain time on SIGTERM.")
 @click.option("--tools-only", is_flag=True, help="Production mode: only tools are reachable.")
 @click.option(

@@ -36,7 +36,7 @@ from openenv.client.grpclib import RawCodec, recv_bounded
 from openenv.observability.grpc import ObservingInterceptor, observe_context
 from openenv.runtime.load import server_load
 from openenv.security.grpc_guard import HEALTH_PREFIX, tolerant_parse
-from openenv.server import SERVICE_NAME, Server, _bounded_serializer, _Servicer
+from openenv.server import SERVICE_NAME, Server, _bounded_serializer, _Servicer, max_streams
 from openenv.v1 import environment_pb2, load_pb2
 
 __all__ = ["GrpclibServer"]
@@ -59,7 +59,8 @@ class _Context:
         self._stream = stream
         self._limit = limit
         self._serialize = serialize
-        self._parse = tolerant_parse(environment_pb2.SessionRequest.FromString)
+        request = environment_pb2.SessionRequest
+        self._parse = tolerant_parse(request.FromString, request.DESCRIPTOR)  # RFC 0003: in band, never fatal
 
     async def read(self) -> Any:
         data = await recv_bounded(self._stream._stream, self._limit)
@@ -256,9 +257,7 @@ class GrpclibServer(Server):
             _keepalive_permit_without_calls=True,
             _http2_max_pings_without_data=0,
         )
-        server = _Listener(
-            [self], codec=RawCodec(), config=config, max_streams=max(128, self.runtime.max_sessions + 16)
-        )
+        server = _Listener([self], codec=RawCodec(), config=config, max_streams=max_streams(self.runtime.max_sessions))
         ssl = None
         if self.tls is not None:
             ssl = self.tls.server_ssl_context()

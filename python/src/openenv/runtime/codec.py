@@ -28,6 +28,7 @@ from google.protobuf import any_pb2, descriptor, descriptor_pb2, json_format, me
 from google.protobuf.message import DecodeError, Message
 
 from openenv.errors import InvalidArgument
+from openenv.runtime.granularity import protobuf_refusal
 from openenv.v1 import payload_pb2
 from openenv.values import from_struct, from_value, to_struct, to_value
 
@@ -345,8 +346,12 @@ class MessageCodec(Codec):
         if not any_msg.type_url.endswith(self._type_url_suffix):
             raise InvalidArgument(f"expected type {self.full_name}, got {any_msg.type_url or 'no type'}")
         msg = self.cls()
+        value = any_msg.value
+        too_fine = protobuf_refusal(value, _descriptor_of(self.cls))  # before upb materialises it
+        if too_fine is not None:
+            raise InvalidArgument(too_fine)
         try:
-            msg.ParseFromString(any_msg.value)
+            msg.ParseFromString(value)
         except DecodeError as e:
             raise InvalidArgument(f"undecodable {self.full_name} bytes: {e}") from None
         return msg

@@ -57,7 +57,7 @@ from openenv.v1 import environment_pb2
 log = logging.getLogger("openenv.session")
 _T = TypeVar("_T")
 
-DEFAULT_MAX_MESSAGE_BYTES = 16 * 1024 * 1024
+DEFAULT_MAX_MESSAGE_BYTES = 4 * 1024 * 1024  # gRPC's own default; docs/security.md, "What one message may cost"
 DEFAULT_IDLE_TIMEOUT_S = 300.0
 DEFAULT_RESUME_GRACE_S = 60.0  # how long a dropped resumable session waits for its client (RFC 0006)
 _CLOSE_TIMEOUT_S = 30.0  # bound on waiting for a still-running call, and on close() itself

@@ -6,7 +6,9 @@
 * Undecodable requests: the listed stream methods get a deserializer that does not fail;
   a message that is not valid protobuf reaches the handler as :class:`Undecodable`, which
   answers it ``INVALID_ARGUMENT`` in band, instead of the gRPC library ending the stream
-  with UNKNOWN.
+  with UNKNOWN. So does a message too fine-grained to parse (more nested messages and
+  strings than :func:`openenv.runtime.granularity.element_budget` allows): it is refused
+  before upb materialises it.
 * Replies: a method may get its own response serializer (the server's bounds replies to the
   message limit while serializing them once).
 """
@@ -20,6 +22,7 @@ from typing import Any
 import grpc
 from google.protobuf.message import DecodeError
 
+from openenv.runtime.granularity import protobuf_refusal
 from openenv.security.tokens import TokenSet
 
 __all__ = ["GuardInterceptor", "Undecodable", "tolerant_parse"]
@@ -28,13 +31,18 @@ HEALTH_PREFIX = "/grpc.health.v1.Health/"
 
 
 class Undecodable:
-    """A request whose bytes did not parse; ``error`` says why. ``request_id`` is field 1
-    when the bytes start with it (encoders write fields in number order), so the answer
-    can still be matched to its request; else 0."""
+    """A request whose bytes did not parse, or were not parsed (``too_fine``); ``error`` says
+    why. ``request_id`` is field 1 when the bytes start with it (encoders write fields in
+    number order), so the answer can still be matched to its request; else 0."""
 
-    def __init__(self, error: str, request_id: int = 0) -> None:
+    def __init__(self, error: str, request_id: int = 0, *, too_fine: bool = False) -> None:
         self.error = error
         self.request_id = request_id
+        self.too_fine = too_fine
+
+    def describe(self, what: str) -> str:
+        """The answer's message for a ``what`` request."""
+        return self.error if self.too_fine else f"undecodable {what} ({self.error})"
 
 
 def _leading_uint64(data: bytes) -> int:
@@ -50,10 +58,16 @@ def _leading_uint64(data: bytes) -> int:
     return 0
 
 
-def tolerant_parse(deserialize: Callable[[bytes], Any]) -> Callable[[bytes], Any]:
-    """``deserialize``, returning :class:`Undecodable` for bytes that do not parse (any engine)."""
+def tolerant_parse(deserialize: Callable[[bytes], Any], descriptor: Any = None) -> Callable[[bytes], Any]:
+    """``deserialize``, returning :class:`Undecodable` for bytes that do not parse (any engine)
+    and, given the message's ``descriptor``, for bytes too fine-grained to parse
+    (:func:`openenv.runtime.granularity.protobuf_refusal`), which are not parsed."""
 
     def parse(data: bytes) -> Any:
+        if descriptor is not None:
+            why = protobuf_refusal(data, descriptor)
+            if why is not None:
+                return Undecodable(why, _leading_uint64(data), too_fine=True)
         try:
             return deserialize(data)
         except (DecodeError, ValueError, RecursionError) as e:
@@ -64,18 +78,19 @@ def tolerant_parse(deserialize: Callable[[bytes], Any]) -> Callable[[bytes], Any
 
 class GuardInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
     """Checks the bearer token of every call (except ``open_prefixes``) and makes the
-    ``tolerant`` methods' request decoding non-fatal."""
+    ``tolerant`` methods' request decoding non-fatal (given as a mapping, method -> the
+    request's descriptor, too fine-grained requests are refused unparsed as well)."""
 
     def __init__(
         self,
         tokens: TokenSet,
         *,
-        tolerant: Iterable[str] = (),
+        tolerant: Iterable[str] | Mapping[str, Any] = (),
         open_prefixes: tuple[str, ...] = (HEALTH_PREFIX,),
         serializers: Mapping[str, Callable[[Any], bytes]] | None = None,
     ) -> None:
         self.tokens = tokens
-        self.tolerant = frozenset(tolerant)
+        self.tolerant: dict[str, Any] = dict(tolerant) if isinstance(tolerant, Mapping) else dict.fromkeys(tolerant)
         self.serializers = dict(serializers or {})
         self.open_prefixes = open_prefixes
 
@@ -95,7 +110,8 @@ class GuardInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
                 return _refusal(await continuation(details), grpc.StatusCode.UNAUTHENTICATED, why)
         handler = await continuation(details)
         if handler is not None and method in self.tolerant and handler.request_deserializer is not None:
-            handler = handler._replace(request_deserializer=tolerant_parse(handler.request_deserializer))
+            parse = tolerant_parse(handler.request_deserializer, self.tolerant[method])
+            handler = handler._replace(request_deserializer=parse)
         if handler is not None and method in self.serializers:
             handler = handler._replace(response_serializer=self.serializers[method])
         return handler
