@@ -232,6 +232,23 @@ async def test_the_official_mcp_client_works_with_a_token() -> None:
             assert not r.is_error and r.structured_content == {"result": 7}
 
 
+async def test_the_mcp_sdks_own_dns_rebinding_protection_is_configured_behind_the_observing_layer() -> None:
+    """The guard checks Host and Origin first; the SDK's own protection is the second line,
+    configured from the listener's policy also when the app is wrapped (metrics, playground):
+    a setting made on the wrapper reached the wrapper only."""
+    from mcp.client.session import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+
+    async with served(ToolEnv) as srv:
+        app = srv.http.app
+        assert type(app).__name__ == "ObservedApp" and app.app.browser is not None
+        async with streamable_http_client(srv.http_url + "/mcp") as (read, write), ClientSession(read, write) as mcp:
+            await mcp.initialize()
+        settings = app.app._mcp_http.manager.security_settings
+        assert settings is not None and settings.enable_dns_rebinding_protection
+        assert "127.0.0.1:*" in settings.allowed_hosts
+
+
 async def test_wss_with_mutual_tls(tmp_path: Any) -> None:
     pki = make_pki(tmp_path)
     tls = TlsConfig(str(pki.server_cert), str(pki.server_key), str(pki.ca))

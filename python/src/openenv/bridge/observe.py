@@ -78,6 +78,16 @@ class ObservedApp:
     def __getattr__(self, name: str) -> Any:  # backend, registry, aclose, ... of the wrapped app
         return getattr(self.app, name)
 
+    @property
+    def browser(self) -> Any:
+        """The wrapped app's browser policy: set here, it is set there (the MCP SDK's own
+        DNS-rebinding protection is configured from it)."""
+        return self.app.browser
+
+    @browser.setter
+    def browser(self, policy: Any) -> None:
+        self.app.browser = policy
+
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         kind = scope["type"]
         if kind == "websocket" and scope["path"] == "/ws" and self.observer is not None:
