@@ -55,7 +55,7 @@ def test_coding_env_is_among_the_environments_that_run_code() -> None:
 @pytest.mark.parametrize("factory", _code_envs())
 def test_an_environment_running_code_certifies_at_the_sandbox_level(factory: str, transport: str) -> None:
     """Every check runs (none skips) and passes; over HTTP the declaration may come from the
-    gRPC side with a warning (the HTTP side's MCP tool list drops annotations today)."""
+    gRPC side with a warning (an HTTP side that drops annotations; openenv serve's keeps them)."""
     report = certify(
         f"python:{factory}", levels=["sandbox"], seed=SEED, target_options=TargetOptions(transport=transport)
     )

@@ -7,6 +7,7 @@ import pytest
 from bridge_envs import BenchCounter
 from bridge_kit import WAIT_S, Ws, served
 
+import openenv
 from echo_env import EchoEnvironment
 
 pytestmark = pytest.mark.anyio
@@ -121,3 +122,36 @@ async def test_mcp_websocket_and_env_without_tools() -> None:
     ):
         rpc = (await http.post("/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"})).json()
         assert rpc["error"]["code"] == -32603 and "does not support MCP" in rpc["error"]["message"]
+
+
+class _Annotated(EchoEnvironment):
+    """Echo, plus a tool that declares it runs code (RFC 0010) and a read-only hint."""
+
+    @openenv.tool(annotations={"readOnlyHint": True, "openenv/sandbox": {"language": "python", "argument": "code"}})
+    def run_code(self, code: str) -> str:
+        """Pretend to run code."""
+        return code
+
+
+async def test_tool_annotations_reach_every_listener() -> None:
+    """A tool's annotations, MCP's hints and this project's keys alike, reach gRPC clients,
+    /ws, /mcp's JSON-RPC and the official MCP client (there the openenv/ keys are in the
+    tool's _meta: the SDK's ToolAnnotations keeps only the hints MCP names)."""
+    from mcp.client.session import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+
+    want = {"readOnlyHint": True, "openenv/sandbox": {"language": "python", "argument": "code"}}
+    async with served(_Annotated) as srv:
+        for url in (srv.address, srv.http_url):
+            async with openenv.ToolEnvClient(url) as env:
+                tools = {t.name: t for t in await env.list_tools()}
+                assert tools["run_code"].annotations == want, url
+        async with httpx.AsyncClient(base_url=srv.http_url, timeout=WAIT_S, trust_env=False) as http:
+            r = await http.post("/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}})
+            listed = {t["name"]: t for t in r.json()["result"]["tools"]}
+            assert listed["run_code"]["annotations"] == want
+        async with streamable_http_client(srv.http_url + "/mcp") as (read, write), ClientSession(read, write) as mcp:
+            await mcp.initialize()
+            tool = next(t for t in (await mcp.list_tools()).tools if t.name == "run_code")
+            assert tool.annotations is not None and tool.annotations.read_only_hint is True
+            assert tool.meta == {"openenv/sandbox": want["openenv/sandbox"]}

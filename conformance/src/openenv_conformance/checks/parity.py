@@ -87,6 +87,7 @@ def _tools(wire: Transport) -> list[dict[str, Any]]:
             "description": t.description,
             "input_schema": from_struct(t.input_schema),
             "output_schema": from_struct(t.output_schema) if t.HasField("output_schema") else None,
+            "annotations": from_struct(t.annotations) if t.HasField("annotations") else None,
         }
         for t in listed.tools
     ]

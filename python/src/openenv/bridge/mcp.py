@@ -56,11 +56,31 @@ DEFAULT_MCP_VERSION = "2025-06-18"
 
 
 def mcp_tool(t: Tool) -> dict[str, Any]:
-    """A tool descriptor as MCP's ``Tool`` (camelCase wire form)."""
+    """A tool descriptor as MCP's ``Tool`` (camelCase wire form), annotations included (those
+    MCP names, and this project's, e.g. ``openenv/sandbox``, RFC 0010)."""
     d: dict[str, Any] = {"name": t.name, "description": t.description, "inputSchema": t.input_schema}
     if t.output_schema is not None:
         d["outputSchema"] = t.output_schema
+    if t.annotations:
+        d["annotations"] = dict(t.annotations)
     return d
+
+
+def sdk_tool(types: Any, t: Tool) -> Any:
+    """:func:`mcp_tool` as the MCP SDK's ``Tool``. Its ``ToolAnnotations`` keeps only the hints
+    MCP names: the others (``openenv/...``) go to the tool's ``_meta``, where MCP puts a
+    tool's extension metadata, and :func:`openenv.wire.frames.tools_from_json` reads them back."""
+    d = mcp_tool(t)
+    annotations = d.pop("annotations", None) or {}
+    known = set(types.ToolAnnotations.model_fields) | {f.alias for f in types.ToolAnnotations.model_fields.values()}
+    hints = {k: v for k, v in annotations.items() if k in known}
+    extra = {k: v for k, v in annotations.items() if k not in known}
+    tool = types.Tool.model_validate(d)
+    if hints:
+        tool.annotations = types.ToolAnnotations.model_validate(hints)
+    if extra:
+        tool.meta = {**(tool.meta or {}), **extra}
+    return tool
 
 
 def mcp_result(r: ToolResult) -> dict[str, Any]:
@@ -470,7 +490,7 @@ class StreamableMcp:
         finally:
             if temp:
                 await s.close()
-        return self.types.ListToolsResult.model_validate({"tools": [mcp_tool(t) for t in tools]})
+        return self.types.ListToolsResult(tools=[sdk_tool(self.types, t) for t in tools])
 
     async def _call_tool(self, ctx: Any, params: Any) -> Any:
         s, temp = await self._session_or_raise(ctx)

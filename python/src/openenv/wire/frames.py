@@ -426,7 +426,7 @@ def tool_result_from_json(obj: Any) -> ToolResult:
 
 def tools_from_json(tools: Any) -> tool_pb2.ListToolsResponse:
     """MCP ``Tool`` descriptors (``inputSchema`` or OpenEnv's ``input_schema``) as a
-    ``ListToolsResponse``."""
+    ``ListToolsResponse``, with their annotations (and the ``openenv/...`` keys of ``_meta``)."""
     out = tool_pb2.ListToolsResponse()
     for t in tools or []:
         if not isinstance(t, dict):
@@ -436,6 +436,12 @@ def tools_from_json(tools: Any) -> tool_pb2.ListToolsResponse:
         osch = t.get("outputSchema", t.get("output_schema"))
         if osch:
             to_struct(osch, pt.output_schema)
+        annotations = dict(t["annotations"]) if isinstance(t.get("annotations"), dict) else {}
+        meta = t.get("_meta")
+        if isinstance(meta, dict):  # this project's annotations, where the MCP SDK puts them
+            annotations.update({k: v for k, v in meta.items() if k.startswith("openenv/")})
+        if annotations:
+            to_struct(annotations, pt.annotations)
     return out
 
 
