@@ -139,3 +139,26 @@ class AdmittedHosts(Hosts):
 
     name = "admitted_hosts"
     snapshot_globals = ("ipaddress:IPv4Address",)
+
+
+class Judged(openenv.Environment):
+    """A counter graded by an LLM judge whose API key and URL are the server's secrets; it
+    snapshots with the default hooks (the judge is never called by these tests)."""
+
+    name = "judged"
+    snapshots = True
+    rubric = openenv.rubrics.LLMJudge(
+        "Rate {action}.",
+        base_url="http://judge.invalid/v1",
+        model="judge",
+        api_key="sk-the-servers-secret",
+        headers={"X-Org": "the-servers-org"},
+    )
+
+    def reset(self, *, seed: int | None = None, episode_id: str | None = None, options: Any = None) -> Any:
+        self.total = 0
+        return openenv.StepResult(self.total, reward=0.0)
+
+    def step(self, action: Any) -> Any:
+        self.total += int(action)
+        return openenv.StepResult(self.total, reward=0.0)

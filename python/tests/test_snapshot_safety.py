@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from openenv_snapshot_envs import AdmittedHosts, Entry, Hosts, Ledger, Side
+from openenv_snapshot_envs import AdmittedHosts, Entry, Hosts, Judged, Ledger, Side
 from openenv_testkit import running, wait_until
 
 import openenv
@@ -183,6 +183,23 @@ async def test_a_forged_rubric_state_is_refused_and_changes_nothing(tmp_path: Pa
         r = await env.step(0)  # the trajectory rubric still has its one step: discounted credits
         assert r.terminated and r.metadata[openenv.rubrics.CREDITS_METADATA_KEY] == {"episode": [0.5, 1.0]}
         assert srv.manager.active == 1
+
+
+async def test_a_judges_key_never_travels_in_a_snapshot_and_a_restore_cannot_redirect_it() -> None:
+    """A snapshot goes to clients: the judge's API key, headers and URL (configuration,
+    ``Rubric.snapshot_config``) are not in it; a forged rubric state that sets the URL (which
+    would send the server's key elsewhere) is refused and changes nothing."""
+    async with running(Judged) as srv, openenv.EnvClient(srv.address) as env:
+        await env.reset(seed=1)
+        snap = await env.snapshot()
+        for secret in (b"sk-the-servers-secret", b"the-servers-org", b"judge.invalid"):
+            assert secret not in snap.SerializeToString(), secret
+        nodes = snapshots.load_rubric_state(snap.rubric, Judged)
+        evil = [{**nodes[0], "url": "http://attacker.invalid/steal"}]
+        forged = _forge(snap, rubric=pickle.dumps(evil))
+        with pytest.raises(openenv.InvalidArgument, match="configuration"):
+            await env.restore(forged)
+        await env.restore(snap)  # its own snapshot still restores
 
 
 async def test_process_isolation_workers_refuse_a_snapshot_that_would_run_code(tmp_path: Path) -> None:

@@ -433,6 +433,11 @@ def _state_value(value: Any, rules: SnapshotPolicy) -> bool:
     return True
 
 
+def _config(node: Any) -> frozenset[str]:
+    """The node's configuration attributes (``Rubric.snapshot_config``): never captured, never set."""
+    return frozenset(getattr(type(node), "snapshot_config", ()))
+
+
 def rubric_state(rubric: Any, env_cls: type) -> bytes:
     """The per-episode state of a rubric tree of an ``env_cls`` session: each node's attributes
     (scores, trajectories), by position in the tree, as :func:`dumps` writes them. Wiring (the
@@ -441,7 +446,11 @@ def rubric_state(rubric: Any, env_cls: type) -> bytes:
     admit) are configuration, equal in every session of the environment, and left out."""
     rules = policy(env_cls)
     nodes = [
-        {k: v for k, v in vars(node).items() if k not in _RUBRIC_SKIP and _state_value(v, rules)}
+        {
+            k: v
+            for k, v in vars(node).items()
+            if k not in _RUBRIC_SKIP and k not in _config(node) and _state_value(v, rules)
+        }
         for _, node in rubric.walk()
     ]
     return _dump(nodes, rules, no_rubrics=True)
@@ -465,6 +474,10 @@ def apply_rubric_state(rubric: Any, nodes: list[dict[str, Any]], *, check_only: 
     tree = [node for _, node in rubric.walk()]
     if len(nodes) != len(tree):
         raise InvalidArgument(f"the snapshot's rubric has {len(nodes)} nodes; this environment's has {len(tree)}")
+    for node, attrs in zip(tree, nodes, strict=True):
+        named = sorted(set(attrs) & _config(node))
+        if named:  # never in a snapshot this server made: a forged one, naming configuration
+            raise InvalidArgument(f"the snapshot's rubric state sets configuration of {node.name!r}: {named}")
     if check_only:
         return
     for node, attrs in zip(tree, nodes, strict=True):

@@ -120,6 +120,11 @@ class Rubric:
     """
 
     kind: ClassVar[str] = "leaf"
+    snapshot_config: ClassVar[frozenset[str]] = frozenset({"name", "description", "weight", "minimum", "maximum"})
+    """Attributes that are configuration, not per-episode state: a snapshot never carries them
+    and a restore that names one is refused (RFC 0006). A subclass holding secrets or
+    endpoints (an API key, a URL) lists them here, with its base's:
+    ``snapshot_config = Rubric.snapshot_config | {"url", "api_key"}``."""
     name: str = ""
     description: str = ""
     weight: float = 1.0

@@ -92,6 +92,13 @@ class LLMJudge(Rubric):
         self._client: Any = None
         self._client_loop: Any = None
 
+    # Configuration, never in a snapshot: the key and headers are secrets (a snapshot goes to
+    # clients), and a restore naming the URL would send them elsewhere.
+    snapshot_config = Rubric.snapshot_config | {
+        "prompt", "url", "model", "system_prompt", "api_key", "api_key_env", "score_pattern", "scale",
+        "temperature", "max_tokens", "timeout_s", "fallback_score", "headers", "extra_body",
+    }  # fmt: skip
+
     def params(self) -> dict[str, Any]:
         p: dict[str, Any] = {"model": self.model, "scale": list(self.scale), "temperature": self.temperature}
         if self.fallback_score is not None:
