@@ -57,7 +57,7 @@ async function serveCommand(args: string[]): Promise<void> {
       "max-sessions": { type: "string" },
       "max-num-envs": { type: "string" },
       "idle-timeout": { type: "string", default: "300" },
-      "max-message-mb": { type: "string", default: "16" },
+      "max-message-mb": { type: "string", default: "4" },
       grace: { type: "string", default: "10" },
       export: { type: "string", default: "default" },
       "tools-only": { type: "boolean", default: false },

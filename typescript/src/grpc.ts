@@ -13,8 +13,8 @@ import { plainFileProto, withDependencies } from "./codec.js";
 
 /** The protocol version this binding speaks. */
 export const PROTOCOL_VERSION = "1.1";
-/** Default of `Capabilities.max_message_bytes`: 16 MiB. */
-export const DEFAULT_MAX_MESSAGE_BYTES = 16 * 1024 * 1024;
+/** Default of `Capabilities.max_message_bytes`: 4 MiB, as the Python server (docs/security.md, "What one message may cost"). */
+export const DEFAULT_MAX_MESSAGE_BYTES = 4 * 1024 * 1024;
 /** Default session idle timeout: 300 s. */
 export const DEFAULT_IDLE_TIMEOUT_MS = 300_000;
 /** Full name of the environment service. */

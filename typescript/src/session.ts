@@ -50,7 +50,7 @@ const SNAPSHOT_FORMAT = 1;
 export interface RuntimeOptions {
   /** Capacity (default: the definition's `maxSessions`, else 64). */
   maxSessions?: number;
-  /** Largest message accepted and sent (default 16 MiB). */
+  /** Largest message accepted and sent (default 4 MiB). */
   maxMessageBytes?: number;
   /** Sessions idle for longer are ended with DEADLINE_EXCEEDED (default 300 s; 0 disables). */
   idleTimeoutMs?: number;

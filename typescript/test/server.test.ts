@@ -71,7 +71,7 @@ describe("TypeScript gridworld served by the TypeScript server helper", () => {
         assert.ok(info.descriptors?.file.some((f) => f.name === "gridworld/v1/gridworld.proto"));
         assert.equal(info.capabilities?.deterministic, true);
         assert.equal(info.capabilities?.maxEpisodeSteps, 100n);
-        assert.equal(info.capabilities?.maxMessageBytes, BigInt(16 * 1024 * 1024));
+        assert.equal(info.capabilities?.maxMessageBytes, BigInt(4 * 1024 * 1024));
         const schema = info.observation?.jsonSchema as { $defs: Record<string, unknown> };
         assert.ok("gridworld.v1.Observation" in schema.$defs);
         assert.match(env.sessionId, /^[0-9a-f]{32}$/);
