@@ -292,15 +292,31 @@ def test_a_submission_that_cheats_scores_no_more_than_an_empty_one(name: str) ->
     assert not any(f"LEAK {i}" in text for i in hidden_inputs)
 
 
-def test_a_graded_run_leaves_nothing_for_the_next_episode() -> None:
-    """submit writes what it sees to its workspace; the next episode finds nothing."""
-    spy = "import os\ndef sum_list(xs):\n    open('/workspace/seen', 'a').write(repr(xs))\n    return 0\n"
+def test_a_graded_run_leaves_nothing_for_a_later_call() -> None:
+    """The graded code writes what it sees to the workspace, /tmp and /dev/shm and leaves a
+    process behind; a side call right after the (terminated) episode, and the next episode,
+    find nothing of it."""
+    spy = (
+        "import os, subprocess\n"
+        "def sum_list(xs):\n"
+        "    for d in ('/workspace', '/tmp', '/dev/shm'):\n"
+        "        open(d + '/seen', 'a').write(repr(xs))\n"
+        "    subprocess.Popen(['sleep', '77'], start_new_session=True)\n"
+        "    return 0\n"
+    )
+    look = (
+        "import os\n"
+        "print(os.listdir('/workspace'), os.listdir('/tmp'), os.listdir('/dev/shm'), "
+        "sum(p.isdigit() for p in os.listdir('/proc')))"
+    )
 
     async def go(env: Any) -> Any:
         await env.reset(options={"problem_id": "sum_list"})
         await call(env, "submit", spy)
+        side = await env.call_tool("run_python", {"code": look})  # a side call: the episode is over
         await env.reset(options={"problem_id": "sum_list"})
-        return await call(env, "run_python", "import os\nprint(os.listdir('/workspace'))")
+        return side, await call(env, "run_python", look)
 
-    r = run(go)
-    assert r.observation.result.data["stdout"] == "[]\n"
+    side, later = run(go)
+    assert side.data["stdout"] == "[] [] [] 2\n", side.data
+    assert later.observation.result.data["stdout"] == "[] [] [] 2\n"

@@ -923,22 +923,27 @@ report(survivors=found)
     return _program({"markers": markers}, body)
 
 
-def fork_bomb(*, comm: str) -> str:
-    """A fork bomb named ``comm`` that keeps trying (sleeping 50 ms after a refused fork)
-    until the sandbox ends the call. Its output goes to /dev/null: it prints nothing, and the
-    call's pipes end with the call even where its processes do not."""
+def fork_bomb(*, comm: str, hold: float = 3.0) -> str:
+    """A fork bomb named ``comm``: every process keeps forking (sleeping 50 ms after a refused
+    fork); the first one leaves after ``hold`` seconds, which ends the call, and the sandbox must
+    then end the others (or the wall-clock limit ends it all, if shorter). Its output goes to
+    /dev/null: it prints nothing, and the call's pipes end with the call even where its
+    processes do not."""
     body = """\
 set_comm(P["comm"])
 _null = _os.open("/dev/null", _os.O_RDWR)
 for _fd in (0, 1, 2):
     _os.dup2(_null, _fd)
+_first, _end = _os.getpid(), _time.monotonic() + P["hold"]
 while True:
+    if _os.getpid() == _first and _time.monotonic() > _end:
+        _os._exit(0)
     try:
         _os.fork()
     except OSError:
         _time.sleep(0.05)
 """
-    return _program({"comm": comm}, _LIBC, body)
+    return _program({"comm": comm, "hold": hold}, _LIBC, body)
 
 
 def holder(*, ready: str, cap: int, hold: float) -> str:

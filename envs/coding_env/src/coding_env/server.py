@@ -7,10 +7,11 @@ Every step is a tool call (:class:`openenv.CallToolAction`):
 * ``run_tests(code)``: the public examples, each with the expected and the actual value;
 * ``submit(code)``: runs the hidden tests and ends the episode (terminated).
 
-Code runs in an :class:`openenv.sandbox.Sandbox`: ``run_python`` and ``run_tests`` in the
-session's (its workspace's files persist within an episode, and are wiped at reset);
-``submit`` in a fresh one of its own, discarded after grading, so nothing a graded run sees or
-writes reaches the agent but the number of hidden cases passed. The reward is
+Code runs in the session's :class:`openenv.sandbox.Sandbox` (its workspace's files persist
+within an episode; every call's processes and temporary files end with the call). ``submit``
+grades there too, returns only the number of hidden cases passed (and the load error, raised
+before any hidden case is sent), and empties the workspace after, so nothing the graded run saw
+or wrote reaches a later call; reset empties it too. The reward is
 :mod:`coding_env.rubric`. ``reset(seed=...)`` picks the task deterministically;
 ``options={"task_id": ...}`` (or ``"problem_id"``) or ``{"split": "train"|"test"}`` narrow it.
 
@@ -133,9 +134,9 @@ class CodingEnvironment(openenv.Environment):
 
     @classmethod
     def new_sandbox(cls) -> Sandbox:
-        """A sandbox for a session, or for one graded run: :attr:`limits`, every required
-        layer, :meth:`secrets` checked invisible. Override to change its limits, layers or view
-        (the start-up check uses it too)."""
+        """A session's sandbox: :attr:`limits`, every required layer, :meth:`secrets` checked
+        invisible. Override to change its limits, layers or view (the start-up check uses it
+        too)."""
         return Sandbox(cls.limits, secrets=cls.secrets())
 
     @classmethod
@@ -259,10 +260,16 @@ class CodingEnvironment(openenv.Environment):
         """
         self._check(code)
         task = self.problem
-        # A sandbox of its own, discarded after: what the graded run reads or writes never
-        # reaches the session's workspace, and its output is not returned.
-        with self.new_sandbox() as grader:
-            r: FunctionResult = self._exec(grader.call_function, code, task.entry_point, [c.args for c in task.hidden])
+        # In the session's sandbox (a call like any other: its processes, /tmp and /dev/shm end
+        # with it), its output not returned; then the workspace is emptied, so nothing the graded
+        # run saw or wrote is there for a later call (a side call after the episode, the next
+        # episode).
+        try:
+            r: FunctionResult = self._exec(
+                self.sandbox.call_function, code, task.entry_point, [c.args for c in task.hidden]
+            )
+        finally:
+            self._exec(self.sandbox.clear)
         passed = sum(task.grade(task.hidden, r.cases))
         self.submission = Submission(
             code,
