@@ -2,12 +2,13 @@
 the tests directory as the working directory). Writes the server's grpc:// URL to READY_FILE
 and the URL of its HTTP side (OpenEnv's JSON protocol) to HTTP_READY_FILE.
 
-A mutant module may replace one piece of the runtime: ``Wire`` wraps the gRPC servicer
-(``openenv.server._Servicer``), ``HttpBackend`` replaces the HTTP side's backend
-(``openenv.bridge.LocalBackend``, read by ``openenv.Host``), ``Vector`` the vectorised session
-(``openenv.server.VectorSession``); ``setup()``, when defined, is called first (a mutant that
-changes the runtime's internals does it there, in its own server process only: importing the
-module, as the tests do, changes nothing)."""
+A mutant module may replace one piece of the runtime: ``Wire`` wraps the protocol engine
+(``openenv.engine.Engine``, so a wire mutant is seen on every transport the engine serves),
+``HttpBackend`` replaces the HTTP side's backend (``openenv.bridge.LocalBackend``, read by
+``openenv.Host``), ``Vector`` the vectorised session (``openenv.engine._engine.VectorSession``);
+``setup()``, when defined, is called first (a mutant that changes the runtime's internals does
+it there, in its own server process only: importing the module, as the tests do, changes
+nothing)."""
 
 from __future__ import annotations
 
@@ -17,8 +18,9 @@ import sys
 from typing import Any
 
 import openenv.bridge
+import openenv.engine
+import openenv.engine._engine
 import openenv.host
-import openenv.server
 
 
 def main(argv: list[str]) -> None:
@@ -30,18 +32,18 @@ def main(argv: list[str]) -> None:
         setup()
     wire = getattr(mod, "Wire", None)
     if wire is not None:
-        real = openenv.server._Servicer  # the one symbol of the runtime a wire mutant relies on
+        real = openenv.engine.Engine  # the one symbol of the runtime a wire mutant relies on
 
-        def servicer(manager: Any, *args: Any) -> Any:  # the server's other arguments (handshake deadline)
-            return wire(real(manager, *args))
+        def engine(manager: Any, *args: Any, **kwargs: Any) -> Any:  # the server's other arguments
+            return wire(real(manager, *args, **kwargs))
 
-        openenv.server._Servicer = servicer  # type: ignore[assignment,misc]
+        openenv.engine.Engine = engine  # type: ignore[assignment,misc]
     backend = getattr(mod, "HttpBackend", None)
     if backend is not None:
         openenv.bridge.LocalBackend = backend  # type: ignore[misc]  # read by Host.start
     vector = getattr(mod, "Vector", None)
     if vector is not None:
-        openenv.server.VectorSession = vector  # type: ignore[misc]
+        openenv.engine._engine.VectorSession = vector  # type: ignore[misc]
 
     def write(path: str, text: str) -> None:
         tmp = path + ".tmp"

@@ -11,7 +11,7 @@ SERVER_KWARGS = {"max_sessions": 64}
 
 
 class Wire(Proxy):
-    def info(self, info):
+    def info_of(self, info):
         info.info.capabilities.max_sessions = 2
         return info
 

@@ -9,7 +9,7 @@ COLLATERAL = frozenset({"parity.grpc_vs_http"})
 
 
 class Wire(Proxy):
-    def info(self, info):
+    def info_of(self, info):
         out = type(info)()
         out.CopyFrom(info)
         out.info.description = "something else"

@@ -10,7 +10,7 @@ COLLATERAL: frozenset[str] = frozenset()
 
 
 class Wire(Proxy):
-    def load(self, load):
+    def load_of(self, load):
         load.load.sessions_open = 0
         load.load.sessions_opened_total = 0
         return load

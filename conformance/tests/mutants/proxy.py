@@ -1,8 +1,9 @@
-"""A wrapper of the runtime's servicer that can rewrite requests and answers on the wire.
+"""A wrapper of the runtime's protocol engine that can rewrite requests and answers on the wire
+(whatever the transport: gRPC on either engine, the binary WebSocket, the in-process connection).
 
 Wire mutants subclass :class:`Proxy` and override :meth:`request` (what the real servicer
 reads), :meth:`answer` (what the client gets; return a list of answers to write, in
-order) or :meth:`info` (what GetInfo returns). Everything else is the real runtime.
+order) or :meth:`info_of` (what GetInfo returns). Everything else is the real runtime.
 """
 
 from __future__ import annotations
@@ -10,14 +11,11 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-import grpc
-
 from openenv.v1 import environment_pb2 as pb
-from openenv.v1 import environment_pb2_grpc
 
 
 class _Stream:
-    """The servicer's view of one Session stream: the real context, filtered."""
+    """The engine's view of one Session stream: the transport's stream, filtered."""
 
     def __init__(self, proxy: Proxy, context: Any) -> None:
         self.proxy, self.context = proxy, context
@@ -36,16 +34,16 @@ class _Stream:
                 await self.pending.put(e)
                 return
             await self.pending.put(req)
-            if req is grpc.aio.EOF:
+            if req is None:
                 return
 
     async def read(self) -> Any:
         if self.ended:
-            return grpc.aio.EOF
+            return None
         req = await self.pending.get()
         if isinstance(req, Exception):
             raise req
-        if req is grpc.aio.EOF:
+        if req is None:
             for out in self.proxy.flush(self):
                 await self.context.write(out)
             return req
@@ -53,19 +51,25 @@ class _Stream:
         self.last = req
         return req
 
-    async def write(self, resp: pb.SessionResponse) -> None:
+    async def write(self, resp: pb.SessionResponse, *encoded: Any) -> None:
         await self.proxy.before_answer(self, self.last, resp)
         for out in self.proxy.answer(self, self.last, resp):
-            await self.context.write(out)
+            # A translating transport's encoded time step goes with the answer it belongs to.
+            await self.context.write(out, *encoded) if out is resp else await self.context.write(out)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.context, name)
 
 
-class Proxy(environment_pb2_grpc.EnvironmentServiceServicer):
+class Proxy:
+    """Stands for the engine (``openenv.engine.Engine``): what it does not override is the real one's."""
+
     def __init__(self, inner: Any) -> None:
         self.inner = inner
         self.manager = inner.manager
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
 
     # -- overridables
 
@@ -80,10 +84,10 @@ class Proxy(environment_pb2_grpc.EnvironmentServiceServicer):
     async def before_answer(self, stream: _Stream, req: pb.SessionRequest | None, resp: pb.SessionResponse) -> None:
         """Runs before :meth:`answer` (e.g. to wait, bounded, for the client's next request)."""
 
-    def info(self, info: pb.GetInfoResponse) -> pb.GetInfoResponse:
+    def info_of(self, info: pb.GetInfoResponse) -> pb.GetInfoResponse:
         return info
 
-    def load(self, load: Any) -> Any:
+    def load_of(self, load: Any) -> Any:
         """What GetLoad returns (an ``openenv.v1.GetLoadResponse``)."""
         return load
 
@@ -94,18 +98,18 @@ class Proxy(environment_pb2_grpc.EnvironmentServiceServicer):
     async def disconnected(self, stream: _Stream) -> None:
         """The client went away (the stream was cancelled)."""
 
-    # -- the service
+    # -- the engine
 
-    async def GetInfo(self, request: Any, context: Any) -> pb.GetInfoResponse:  # noqa: N802
-        return self.info(await self.inner.GetInfo(request, context))
+    def info(self) -> pb.GetInfoResponse:
+        return self.info_of(self.inner.info())
 
-    async def GetLoad(self, request: Any, context: Any) -> Any:  # noqa: N802
-        return self.load(await self.inner.GetLoad(request, context))
+    def load(self) -> Any:
+        return self.load_of(self.inner.load())
 
-    async def Session(self, request_iterator: Any, context: Any) -> None:  # noqa: N802
+    async def serve(self, context: Any) -> None:
         stream = _Stream(self, context)
         try:
-            await self.inner.Session(request_iterator, stream)
+            await self.inner.serve(stream)
         except asyncio.CancelledError:
             await asyncio.shield(self.disconnected(stream))
             raise

@@ -1,10 +1,11 @@
 """The gRPC listener on grpclib (pure-Python HTTP/2 on asyncio): ``openenv serve --engine grpclib``.
 
-The same wire protocol and the same servicer as :class:`openenv.server.Server` (grpc.aio, the
-reference engine): ``EnvironmentService`` (``Session``, ``GetInfo``, ``GetLoad``),
-``grpc.health.v1.Health`` and server reflection; the same bearer tokens (RFC 0003), message
-limit, in-band answers to undecodable requests, bounded replies, handshake deadline, TLS and
-observation (metrics, access logs, traces). What differs is the machinery under the servicer:
+The same wire protocol and the same protocol engine (:class:`openenv.engine.Engine`) as
+:class:`openenv.server.Server` (grpc.aio, the reference listener): ``EnvironmentService``
+(``Session``, ``GetInfo``, ``GetLoad``), ``grpc.health.v1.Health`` and server reflection;
+the same bearer tokens (RFC 0003), message limit, in-band answers to undecodable requests,
+bounded replies, handshake deadline, TLS and observation (metrics, access logs, traces).
+What differs is the machinery under the engine:
 grpclib runs HTTP/2 on the event loop itself, so a message costs no hop through grpc's
 completion-queue thread (docs/performance.md measures both engines side by side).
 
@@ -18,7 +19,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, NoReturn
 
 import grpc
 from google.protobuf.message import DecodeError
@@ -33,11 +34,12 @@ from grpclib.server import Stream as _Stream
 from h2.settings import SettingCodes
 
 from openenv.client.grpclib import RawCodec, recv_bounded
+from openenv.engine import Incoming, bounded_serializer, tolerant_parse
+from openenv.errors import ErrorCode
 from openenv.observability.grpc import ObservingInterceptor, observe_context
-from openenv.runtime.load import server_load
-from openenv.security.grpc_guard import HEALTH_PREFIX, tolerant_parse
-from openenv.server import SERVICE_NAME, Server, _bounded_serializer, _Servicer, max_streams
-from openenv.v1 import environment_pb2, load_pb2
+from openenv.security.grpc_guard import HEALTH_PREFIX
+from openenv.server import SERVICE_NAME, Server, max_streams
+from openenv.v1 import environment_pb2
 
 __all__ = ["GrpclibServer"]
 
@@ -49,11 +51,11 @@ _HEALTH_SERVICE = health_pb2.DESCRIPTOR.services_by_name["Health"].full_name
 _REFLECTION_SERVICE = reflection_pb2.DESCRIPTOR.services_by_name["ServerReflection"].full_name
 FIRST_REQUEST_WAIT = 5.0
 """How long a refused client-streaming call waits for its first request before it is ended anyway."""
-_EOF = grpc.aio.EOF  # what the servicer's context.read() returns at the end of input (as on grpc.aio)
 
 
 class _Context:
-    """What :class:`openenv.server._Servicer` needs of a grpc.aio servicer context, over a grpclib stream."""
+    """A grpclib ``Session`` call as the engine's :class:`~openenv.engine.Stream` (and, for the
+    observing wrapper, a context with grpc.aio's ``invocation_metadata``)."""
 
     def __init__(self, stream: Stream, limit: int, serialize: Callable[[Any], bytes]) -> None:
         self._stream = stream
@@ -62,18 +64,21 @@ class _Context:
         request = environment_pb2.SessionRequest
         self._parse = tolerant_parse(request.FromString, request.DESCRIPTOR)  # RFC 0003: in band, never fatal
 
-    async def read(self) -> Any:
+    async def read(self) -> Incoming:
         data = await recv_bounded(self._stream._stream, self._limit)
-        return _EOF if data is None else self._parse(data)
+        return None if data is None else self._parse(data)
 
     async def write(self, resp: environment_pb2.SessionResponse) -> None:
         await self._stream.send_message(self._serialize(resp))
 
-    async def abort(self, code: grpc.StatusCode, details: str = "") -> None:
-        raise GRPCError(Status(code.value[0]), details)
+    async def abort(self, code: ErrorCode | grpc.StatusCode, details: str = "") -> NoReturn:
+        number = code.value[0] if isinstance(code, grpc.StatusCode) else int(code)
+        raise GRPCError(Status(number), details)
 
-    def invocation_metadata(self) -> tuple[tuple[str, str], ...]:
-        return tuple((k, v) for k, v in (self._stream.metadata or {}).items() if isinstance(v, str))
+    def metadata(self) -> tuple[tuple[str, str], ...]:
+        return _metadata_pairs(self._stream)
+
+    invocation_metadata = metadata  # grpc.aio's name (observe_context reads it)
 
     def peer(self) -> str:
         """The client's address in grpc.aio's form (``ipv4:HOST:PORT``, ``ipv6:[HOST]:PORT``)."""
@@ -132,12 +137,8 @@ class GrpclibServer(Server):
 
     def _refusal(self, stream: Stream) -> str | None:
         """Why this call is refused (RFC 0003: a bearer token), or None."""
-        if not self.tokens:
-            return None
         auth = stream.metadata.get("authorization") if stream.metadata is not None else None
-        if self.tokens.accepts_header(auth if isinstance(auth, str) else None):
-            return None
-        return "a bearer token is required" if auth is None else "the bearer token is not accepted"
+        return self._engine.refusal(auth if isinstance(auth, str) else None)
 
     def _guarded(
         self, func: Callable[[Stream], Awaitable[None]], streaming: bool
@@ -165,7 +166,7 @@ class GrpclibServer(Server):
             context, close = observe_context(obs, context, _metadata_pairs(stream))
             closers.append(close)
         try:
-            await self._servicer.Session(None, context)
+            await self._engine.serve(context)
         finally:
             for close in closers:
                 close()
@@ -175,10 +176,10 @@ class GrpclibServer(Server):
         await stream.send_message(answer().SerializeToString())
 
     async def _get_info(self, stream: Stream) -> None:
-        await self._unary(stream, lambda: self._servicer.info_response)
+        await self._unary(stream, self._engine.info)
 
     async def _get_load(self, stream: Stream) -> None:
-        await self._unary(stream, lambda: load_pb2.GetLoadResponse(load=server_load(self.manager)))
+        await self._unary(stream, self._engine.load)
 
     def _health_status(self, data: bytes | None) -> tuple[str, int | None]:
         try:
@@ -245,8 +246,8 @@ class GrpclibServer(Server):
     async def start(self) -> GrpclibServer:
         from grpclib.config import Configuration
 
-        self._bounded = _bounded_serializer(self.runtime.max_message_bytes)
-        self._servicer = _Servicer(self.manager, self.handshake_timeout_s)
+        self._bounded = bounded_serializer(self.runtime.max_message_bytes)
+        self._engine = self._make_engine()
         self._reflector = ReflectionServicer(
             [SERVICE_NAME, _HEALTH_SERVICE, _REFLECTION_SERVICE] if self.reflection else []
         )

@@ -22,11 +22,22 @@ of the message (about 10x for the densest admitted). The counts are cheap:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from google.protobuf.descriptor import FieldDescriptor
+from google.protobuf.message import DecodeError
 
-__all__ = ["ELEMENT_BYTES", "MIN_ELEMENTS", "element_budget", "elements", "json_refusal", "protobuf_refusal"]
+__all__ = [
+    "ELEMENT_BYTES",
+    "MIN_ELEMENTS",
+    "Undecodable",
+    "element_budget",
+    "elements",
+    "json_refusal",
+    "protobuf_refusal",
+    "tolerant_parse",
+]
 
 ELEMENT_BYTES = 8
 """Bytes of message per element, on average, below which a message is too fine-grained."""
@@ -213,3 +224,49 @@ def json_refusal(text: Any) -> str | None:
         f"the {size}-byte JSON text holds more than {budget} values, keys and strings (at most one per "
         f"{ELEMENT_BYTES} bytes, or {MIN_ELEMENTS}): refused unparsed, it would cost too much memory"
     )
+
+
+class Undecodable:
+    """A request whose bytes did not parse, or were not parsed (``too_fine``); ``error`` says
+    why. ``request_id`` is field 1 when the bytes start with it (encoders write fields in
+    number order), so the answer can still be matched to its request; else 0."""
+
+    def __init__(self, error: str, request_id: int = 0, *, too_fine: bool = False) -> None:
+        self.error = error
+        self.request_id = request_id
+        self.too_fine = too_fine
+
+    def describe(self, what: str) -> str:
+        """The answer's message for a ``what`` request."""
+        return self.error if self.too_fine else f"undecodable {what} ({self.error})"
+
+
+def _leading_uint64(data: bytes) -> int:
+    """Field 1 (a varint) when ``data`` starts with it; 0 otherwise."""
+    if not data or data[0] != 0x08:
+        return 0
+    value = shift = 0
+    for b in data[1:11]:
+        value |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return value & 0xFFFFFFFFFFFFFFFF
+        shift += 7
+    return 0
+
+
+def tolerant_parse(deserialize: Callable[[bytes], Any], descriptor: Any = None) -> Callable[[bytes], Any]:
+    """``deserialize``, returning :class:`Undecodable` for bytes that do not parse (any engine)
+    and, given the message's ``descriptor``, for bytes too fine-grained to parse
+    (:func:`openenv.runtime.granularity.protobuf_refusal`), which are not parsed."""
+
+    def parse(data: bytes) -> Any:
+        if descriptor is not None:
+            why = protobuf_refusal(data, descriptor)
+            if why is not None:
+                return Undecodable(why, _leading_uint64(data), too_fine=True)
+        try:
+            return deserialize(data)
+        except (DecodeError, ValueError, RecursionError) as e:
+            return Undecodable(f"{type(e).__name__}: {str(e)[:200]}", _leading_uint64(data))
+
+    return parse

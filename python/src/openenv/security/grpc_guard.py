@@ -20,60 +20,13 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 import grpc
-from google.protobuf.message import DecodeError
 
-from openenv.runtime.granularity import protobuf_refusal
+from openenv.runtime.granularity import Undecodable, tolerant_parse
 from openenv.security.tokens import TokenSet
 
-__all__ = ["GuardInterceptor", "Undecodable", "tolerant_parse"]
+__all__ = ["GuardInterceptor", "Undecodable", "tolerant_parse"]  # the last two: from runtime.granularity
 
 HEALTH_PREFIX = "/grpc.health.v1.Health/"
-
-
-class Undecodable:
-    """A request whose bytes did not parse, or were not parsed (``too_fine``); ``error`` says
-    why. ``request_id`` is field 1 when the bytes start with it (encoders write fields in
-    number order), so the answer can still be matched to its request; else 0."""
-
-    def __init__(self, error: str, request_id: int = 0, *, too_fine: bool = False) -> None:
-        self.error = error
-        self.request_id = request_id
-        self.too_fine = too_fine
-
-    def describe(self, what: str) -> str:
-        """The answer's message for a ``what`` request."""
-        return self.error if self.too_fine else f"undecodable {what} ({self.error})"
-
-
-def _leading_uint64(data: bytes) -> int:
-    """Field 1 (a varint) when ``data`` starts with it; 0 otherwise."""
-    if not data or data[0] != 0x08:
-        return 0
-    value = shift = 0
-    for b in data[1:11]:
-        value |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return value & 0xFFFFFFFFFFFFFFFF
-        shift += 7
-    return 0
-
-
-def tolerant_parse(deserialize: Callable[[bytes], Any], descriptor: Any = None) -> Callable[[bytes], Any]:
-    """``deserialize``, returning :class:`Undecodable` for bytes that do not parse (any engine)
-    and, given the message's ``descriptor``, for bytes too fine-grained to parse
-    (:func:`openenv.runtime.granularity.protobuf_refusal`), which are not parsed."""
-
-    def parse(data: bytes) -> Any:
-        if descriptor is not None:
-            why = protobuf_refusal(data, descriptor)
-            if why is not None:
-                return Undecodable(why, _leading_uint64(data), too_fine=True)
-        try:
-            return deserialize(data)
-        except (DecodeError, ValueError, RecursionError) as e:
-            return Undecodable(f"{type(e).__name__}: {str(e)[:200]}", _leading_uint64(data))
-
-    return parse
 
 
 class GuardInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]

@@ -1,0 +1,31 @@
+"""The protocol engine: ``openenv.v1.EnvironmentService`` for any transport.
+
+One :class:`Engine` serves an environment's sessions; every listener is an adapter that turns
+its transport into :class:`Stream`\\ s (gRPC on grpc.aio or grpclib, the binary WebSocket,
+OpenEnv's JSON ``/ws`` by translation, the in-process connection of :mod:`openenv.testing`).
+A new transport implements :class:`Stream` (read, write, abort, peer, metadata) and calls
+:meth:`Engine.serve`; it checks :meth:`Engine.refusal` first when it carries tokens.
+"""
+
+from openenv.engine._engine import (
+    DEFAULT_HANDSHAKE_TIMEOUT_S,
+    Engine,
+    bounded_serializer,
+    fill_time_step,
+    status_of,
+)
+from openenv.engine._stream import Incoming, Prepared, Stream
+from openenv.runtime.granularity import Undecodable, tolerant_parse
+
+__all__ = [
+    "DEFAULT_HANDSHAKE_TIMEOUT_S",
+    "Engine",
+    "Incoming",
+    "Prepared",
+    "Stream",
+    "Undecodable",
+    "bounded_serializer",
+    "fill_time_step",
+    "status_of",
+    "tolerant_parse",
+]

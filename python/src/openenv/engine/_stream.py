@@ -1,0 +1,67 @@
+"""What the engine needs of a transport: one session stream (read, write, abort, peer, metadata)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Any, NoReturn, Protocol, runtime_checkable
+
+from openenv.errors import ErrorCode
+from openenv.runtime.granularity import Undecodable
+from openenv.v1 import environment_pb2
+
+__all__ = ["Incoming", "Prepared", "Stream"]
+
+
+@dataclasses.dataclass(slots=True)
+class Prepared:
+    """A request whose payload the transport has already decoded into a Python value.
+
+    A translator from another encoding (OpenEnv's JSON frames) sends ``request`` with its kind
+    and scalar fields set and the payload left empty, plus ``action``: the action of a ``step``
+    as the environment takes it, or the arguments of a ``call_tool`` as a dict. The engine then
+    skips the protobuf payload (the decoded-JSON path costs no protobuf round trip)."""
+
+    request: environment_pb2.SessionRequest
+    action: Any = None
+
+
+Incoming = environment_pb2.SessionRequest | Undecodable | Prepared | None
+"""What :meth:`Stream.read` returns: a request, bytes that did not decode (answered
+``INVALID_ARGUMENT`` in band), a prepared request, or None at the end of the client's input."""
+
+
+@runtime_checkable
+class Stream(Protocol):
+    """One ``Session`` stream, as a transport carries it (gRPC call, WebSocket, in-process queue).
+
+    The engine calls :meth:`read` and :meth:`write` from one task, never concurrently with
+    themselves; :meth:`abort` ends the stream with a status (it raises, as grpc.aio's does) and
+    is the last call. A transport may also define ``encode_result(result) -> Any``: the engine
+    then calls it on the ``StepResult`` of every ``reset`` and ``step`` of a single session, in
+    place of encoding the time step into the response, and passes what it returns to
+    ``write(response, encoded)`` (a JSON translator builds its frame from Python values). An
+    exception it raises makes the step not count, as a failed protobuf encoding does.
+    """
+
+    async def read(self) -> Incoming:
+        """The next request, or None when the client has no more (half-close, disconnect)."""
+        ...
+
+    async def write(self, response: environment_pb2.SessionResponse) -> None:
+        """Send one response (in request order)."""
+        ...
+
+    async def abort(self, code: ErrorCode, message: str) -> NoReturn:
+        """End the stream with a status instead of a response (handshake deadline, session
+        ended by the server, taken over by a resumed stream)."""
+        ...
+
+    def peer(self) -> str:
+        """The client's address in gRPC's form (``ipv4:HOST:PORT``, ``ipv6:[HOST]:PORT``,
+        ``unix:PATH``), or ``""``; sessions are counted per client host."""
+        ...
+
+    def metadata(self) -> Sequence[tuple[str, str]]:
+        """The stream's request metadata (headers), lower-case keys."""
+        ...
