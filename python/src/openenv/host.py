@@ -22,6 +22,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from openenv.engine import Engine
 from openenv.engines import DEFAULT_ENGINE, server_class
 from openenv.observability import Observer
 from openenv.observability.grpc import ObservingInterceptor, env_clock
@@ -203,6 +204,10 @@ class Host:
             )
             if port is not None
             else None
+        )
+        #: The protocol engine every listener of this host serves (one pool of sessions).
+        self.engine: Engine = (
+            self.grpc.engine if self.grpc is not None else Engine(self.manager, handshake_timeout_s, tokens=tokens)
         )
         self.http: Any = None  # openenv.bridge.HttpServer once started
         self._bridge = _bridge() if http_port is not None else None

@@ -139,9 +139,9 @@ class Server:
         inline_threshold_s: float | None = None,
         max_pipelined_requests: int = pipelined.DEFAULT_MAX_PIPELINED_REQUESTS,
     ) -> None:
-        self.engine: Engine | None = None  # made at start (after the capabilities are final), or given
+        given: Engine | None = None
         if isinstance(factory, Engine):
-            self.engine = factory
+            given = factory
             self.manager, self._owns_manager = factory.manager, False
         elif isinstance(factory, SessionManager):
             self.manager, self._owns_manager = factory, False
@@ -174,12 +174,8 @@ class Server:
         caps.max_pipelined_requests = max(0, max_pipelined_requests)
         if self.handshake_timeout_s:
             caps.handshake_timeout.FromNanoseconds(int(self.handshake_timeout_s * 1e9))
-
-    def _make_engine(self) -> Engine:
-        """The engine this listener serves (made once the capabilities are final, or the one given)."""
-        if self.engine is None:
-            self.engine = _engine_module.Engine(self.manager, self.handshake_timeout_s, tokens=self.tokens)
-        return self.engine
+        #: The protocol engine this listener serves (shared with the HTTP side by openenv.Host).
+        self.engine: Engine = given or _engine_module.Engine(self.manager, self.handshake_timeout_s, tokens=self.tokens)
 
     @property
     def address(self) -> str:
@@ -241,7 +237,7 @@ class Server:
                 ("grpc.max_metadata_size", 16 * 1024),
             ],
         )
-        servicer = _Servicer(self._make_engine())
+        servicer = _Servicer(self.engine)
         environment_pb2_grpc.add_EnvironmentServiceServicer_to_server(servicer, server)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
         if self.reflection:

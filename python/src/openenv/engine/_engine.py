@@ -135,14 +135,17 @@ class Engine:
         self.handshake_timeout_s = handshake_timeout_s or None
         self.tokens = tokens or TokenSet()
         self.runtime = manager.runtime
-        self.info_response = environment_pb2.GetInfoResponse(info=self.runtime.info)
+        self._info: environment_pb2.GetInfoResponse | None = None
         self.resumes = Resumes.of(manager)
 
     # ------------------------------------------------------------------ unary calls
 
     def info(self) -> environment_pb2.GetInfoResponse:
-        """The answer to ``GetInfo`` (the same object every time: do not modify it)."""
-        return self.info_response
+        """The answer to ``GetInfo``: the runtime's info as it is at the first call (listeners
+        set their capabilities before they serve); the same object every time: do not modify it."""
+        if self._info is None:
+            self._info = environment_pb2.GetInfoResponse(info=self.runtime.info)
+        return self._info
 
     def load(self) -> load_pb2.GetLoadResponse:
         """The answer to ``GetLoad`` (RFC 0005), measured now."""

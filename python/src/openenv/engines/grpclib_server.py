@@ -247,7 +247,7 @@ class GrpclibServer(Server):
         from grpclib.config import Configuration
 
         self._bounded = bounded_serializer(self.runtime.max_message_bytes)
-        self._engine = self._make_engine()
+        self._engine = self.engine
         self._reflector = ReflectionServicer(
             [SERVICE_NAME, _HEALTH_SERVICE, _REFLECTION_SERVICE] if self.reflection else []
         )
