@@ -22,6 +22,9 @@ from openenv_conformance.targets import TargetOptions
 
 #: Every level but sandbox (its own file certifies it).
 NOT_SANDBOX = [lv for lv in LEVELS if lv != "sandbox"]
+#: The servers' handshake deadline: the runtime's, not the environment's, and
+#: protocol.handshake_deadline waits it out (10 s at the default, 3 s here).
+SERVE_ARGS = ["--handshake-timeout=3"]
 
 
 def _fallback_factory(env_dir: Path) -> str | None:
@@ -40,7 +43,9 @@ def test_reference_environment_passes_every_check(env_dir: Path, factory: str | 
         f'{env_dir.name}: declare [tool.openenv] factory = "module:Class" in its pyproject.toml '
         "(or define a single Environment subclass in <package>.server)"
     )
-    report = certify(f"python:{factory}", levels=NOT_SANDBOX, seed=20261129)
+    report = certify(
+        f"python:{factory}", levels=NOT_SANDBOX, seed=20261129, target_options=TargetOptions(serve_args=SERVE_ARGS)
+    )
     assert report.unusable is None, f"{report.unusable}\n{report.logs}"
     bad = [(r.id, r.status, r.reason, r.example) for r in report.results if r.status in ("fail", "error")]
     assert not bad, bad
@@ -58,7 +63,10 @@ def test_reference_environment_passes_over_http(env_dir: Path, factory: str | No
     factory = factory or _fallback_factory(env_dir)
     assert factory
     report = certify(
-        f"python:{factory}", levels=NOT_SANDBOX, seed=20261129, target_options=TargetOptions(transport="http")
+        f"python:{factory}",
+        levels=NOT_SANDBOX,
+        seed=20261129,
+        target_options=TargetOptions(transport="http", serve_args=SERVE_ARGS),
     )
     assert report.unusable is None, f"{report.unusable}\n{report.logs}"
     bad = [(r.id, r.status, r.reason, r.example) for r in report.results if r.status in ("fail", "error")]
@@ -90,7 +98,7 @@ def test_reference_tool_environment_passes_in_tools_only_mode(env_dir: Path, fac
         f"python:{factory}",
         levels=NOT_SANDBOX,
         seed=20261129,
-        target_options=TargetOptions(serve_args=["--tools-only"]),
+        target_options=TargetOptions(serve_args=["--tools-only", *SERVE_ARGS]),
     )
     bad = [(r.id, r.status, r.reason) for r in report.results if r.status in ("fail", "error")]
     assert report.exit_code == 0, bad or report.unusable

@@ -41,11 +41,14 @@ def catalog_command(ctx: click.Context, as_json: bool) -> None:
     click.echo(f"{len(items)} environments, {sum(1 for e in items if e.certified)} certified")
 
 
-def _certify_one(e: Entry, max_examples: int, timeout: float) -> tuple[Entry, int, str, dict[str, Any]]:
+def _certify_one(
+    e: Entry, max_examples: int, timeout: float, handshake_timeout: float
+) -> tuple[Entry, int, str, dict[str, Any]]:
     with tempfile.TemporaryDirectory(prefix="openenv-catalog-") as tmp:
         report = Path(tmp) / "report.json"
         argv = [sys.executable, "-m", "openenv.cli", "certify", f"python:{e.target}", "--max-examples"]
         argv += [str(max_examples), "--report", str(report), "--timeout", str(timeout)]
+        argv += [f"--serve-arg=--handshake-timeout={handshake_timeout:g}"]
         proc = subprocess.run(argv, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=1800)
         data = json.loads(report.read_text()) if report.exists() else {}
     tail = [line for line in proc.stdout.splitlines() if "CERTIFIED" in line]
@@ -56,9 +59,20 @@ def _certify_one(e: Entry, max_examples: int, timeout: float) -> tuple[Entry, in
 @click.option("--jobs", "-j", type=click.IntRange(1), default=2, show_default=True, help="Certifications at once.")
 @click.option("--max-examples", type=click.IntRange(1), default=10, show_default=True, help="Examples per search.")
 @click.option("--timeout", type=float, default=30.0, show_default=True, help="Seconds to wait for any one answer.")
+@click.option(
+    "--handshake-timeout",
+    type=click.FloatRange(1.0, 60.0),
+    default=3.0,
+    show_default=True,
+    # The deadline is the runtime's, not the environment's: protocol.handshake_deadline checks
+    # that the server keeps the one it advertises, and waits for it (10 s at the default).
+    help="The servers' handshake deadline (`openenv serve --handshake-timeout`), which one check waits out.",
+)
 @click.option("--only", "patterns", multiple=True, metavar="PATTERN", help="Names to certify (shell pattern).")
 @click.option("--write", is_flag=True, help="Record the results in the catalog's certified.json.")
-def certify_command(jobs: int, max_examples: int, timeout: float, patterns: tuple[str, ...], write: bool) -> None:
+def certify_command(
+    jobs: int, max_examples: int, timeout: float, handshake_timeout: float, patterns: tuple[str, ...], write: bool
+) -> None:
     """Certify every catalog environment (python: targets, servers on loopback), in parallel.
 
     Exit status 1 when any environment is not certified; the count is printed last."""
@@ -69,7 +83,7 @@ def certify_command(jobs: int, max_examples: int, timeout: float, patterns: tupl
     failed: list[str] = []
     today = datetime.datetime.now(datetime.UTC).date().isoformat()
     with concurrent.futures.ThreadPoolExecutor(jobs) as pool:
-        futures = [pool.submit(_certify_one, e, max_examples, timeout) for e in items]
+        futures = [pool.submit(_certify_one, e, max_examples, timeout, handshake_timeout) for e in items]
         for fut in concurrent.futures.as_completed(futures):
             e, rc, line, data = fut.result()
             click.echo(f"{'ok  ' if rc == 0 else 'FAIL'} {e.name:<44} {line}")
