@@ -186,6 +186,23 @@ def test_textarena_sessions_keep_their_own_generators() -> None:
     assert run(cls, alone) == run(cls, interleaved, sessions=2)
 
 
+def test_textarena_lights_out_starts_when_its_scramble_leaves_every_light_off() -> None:
+    """TextArena's LightsOut divides by the lights its scramble left on: after reset(seed=778176),
+    the generator's next scramble leaves none (found by the certifier). The game is drawn again,
+    and a seed still gives one game."""
+    cls = load("textarena:LightsOut-v0")
+
+    async def play(env: Any) -> Any:
+        await env.reset(seed=778176)
+        after = await env.reset()  # this scramble alone leaves every light off
+        again = [(await env.reset(seed=s)).observation for s in (1, 1)]
+        return after, again
+
+    after, again = run(cls, play)
+    assert "lights out" in after.observation.lower()
+    assert again[0] == again[1]
+
+
 def test_verifiers_says_why_it_cannot_be_imported() -> None:
     with pytest.raises(ImporterUnavailable, match="mcp"):
         load("verifiers:gsm8k")

@@ -27,6 +27,8 @@ from openenv_catalog.importers import ImporterUnavailable
 
 __all__ = ["CURATED", "TextArenaEnvironment", "load"]
 
+_RESET_ATTEMPTS = 8
+
 CURATED = (
     "GuessTheNumber-v0",
     "Minesweeper-v0",
@@ -103,8 +105,17 @@ class TextArenaEnvironment(openenv.Environment):
             self._py_rng = random.Random(seed).getstate()
             self._np_rng = np.random.RandomState(seed % 2**32).get_state()
         with self._own_generators():
-            self.env = _ta().make(self.game_id)  # fresh: TextArena's wrappers keep history across resets
-            self.env.reset(num_players=1, seed=seed)
+            for attempt in range(_RESET_ATTEMPTS):
+                self.env = _ta().make(self.game_id)  # fresh: TextArena's wrappers keep history across resets
+                try:
+                    self.env.reset(num_players=1, seed=seed)
+                    break
+                except ZeroDivisionError:
+                    # TextArena's LightsOut (0.7) divides by the lights its scramble left on, which
+                    # may be none (about 1 reset in 10^4): the game is drawn again from the
+                    # generator's next state, so a seed still gives one game.
+                    if attempt == _RESET_ATTEMPTS - 1:
+                        raise
             _, obs = self.env.get_observation()
         self.done = False
         return openenv.StepResult(_text(obs), metadata={"game": self.game_id})
