@@ -42,13 +42,15 @@ def catalog_command(ctx: click.Context, as_json: bool) -> None:
 
 
 def _certify_one(
-    e: Entry, max_examples: int, timeout: float, handshake_timeout: float
+    e: Entry, max_examples: int, timeout: float, handshake_timeout: float, seed: int | None
 ) -> tuple[Entry, int, str, dict[str, Any]]:
     with tempfile.TemporaryDirectory(prefix="openenv-catalog-") as tmp:
         report = Path(tmp) / "report.json"
         argv = [sys.executable, "-m", "openenv.cli", "certify", f"python:{e.target}", "--max-examples"]
         argv += [str(max_examples), "--report", str(report), "--timeout", str(timeout)]
         argv += [f"--serve-arg=--handshake-timeout={handshake_timeout:g}"]
+        if seed is not None:
+            argv += ["--seed", str(seed)]
         proc = subprocess.run(argv, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=1800)
         data = json.loads(report.read_text()) if report.exists() else {}
     tail = [line for line in proc.stdout.splitlines() if "CERTIFIED" in line]
@@ -68,10 +70,22 @@ def _certify_one(
     # that the server keeps the one it advertises, and waits for it (10 s at the default).
     help="The servers' handshake deadline (`openenv serve --handshake-timeout`), which one check waits out.",
 )
+@click.option(
+    "--seed",
+    type=click.IntRange(0),
+    default=None,
+    help="The suite's seed for every environment (CI fixes one, so that a run is repeatable); random by default.",
+)
 @click.option("--only", "patterns", multiple=True, metavar="PATTERN", help="Names to certify (shell pattern).")
 @click.option("--write", is_flag=True, help="Record the results in the catalog's certified.json.")
 def certify_command(
-    jobs: int, max_examples: int, timeout: float, handshake_timeout: float, patterns: tuple[str, ...], write: bool
+    jobs: int,
+    max_examples: int,
+    timeout: float,
+    handshake_timeout: float,
+    seed: int | None,
+    patterns: tuple[str, ...],
+    write: bool,
 ) -> None:
     """Certify every catalog environment (python: targets, servers on loopback), in parallel.
 
@@ -83,7 +97,7 @@ def certify_command(
     failed: list[str] = []
     today = datetime.datetime.now(datetime.UTC).date().isoformat()
     with concurrent.futures.ThreadPoolExecutor(jobs) as pool:
-        futures = [pool.submit(_certify_one, e, max_examples, timeout, handshake_timeout) for e in items]
+        futures = [pool.submit(_certify_one, e, max_examples, timeout, handshake_timeout, seed) for e in items]
         for fut in concurrent.futures.as_completed(futures):
             e, rc, line, data = fut.result()
             click.echo(f"{'ok  ' if rc == 0 else 'FAIL'} {e.name:<44} {line}")
