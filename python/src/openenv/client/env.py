@@ -216,7 +216,8 @@ class BaseEnvClient:
         grpc_engine: str | None = None,
         connection_options: ConnectionOptions | None = None,
     ) -> None:
-        scheme_of(base_url)  # ValueError for a scheme no transport speaks
+        if connection is None:  # else the URL only names the server (an in-process one has none)
+            scheme_of(base_url)  # ValueError for a scheme no transport speaks
         if num_envs < 1:
             raise ValueError("num_envs must be >= 1")
         mode = AUTORESET_MODES.get(autoreset_mode)

@@ -29,10 +29,12 @@ class SyncEnvClient:
     A method the wrapped client does not have (``reset`` of a vectorised session) raises
     ``FailedPrecondition``."""
 
-    def __init__(self, client: BaseEnvClient) -> None:
+    def __init__(self, client: BaseEnvClient, *, portal: BlockingPortal | None = None) -> None:
+        """``portal``: an anyio blocking portal of your own whose loop runs the client (its
+        owner closes it, after this client); without it, connecting starts a private one."""
         self.client = client
         self._cm: AbstractContextManager[BlockingPortal] | None = None
-        self._portal: BlockingPortal | None = None
+        self._portal: BlockingPortal | None = portal
 
     def __enter__(self) -> SyncEnvClient:
         return self.connect()
@@ -50,10 +52,12 @@ class SyncEnvClient:
                 cm.__exit__(None, None, None)
                 self._portal = self._cm = None
                 raise
+        elif self.client.connection is None:  # a given portal (a fork's is its parent's: connected)
+            self._portal.call(self.client.connect)
         return self
 
     def close(self) -> None:
-        if self._portal is not None and self._cm is None:  # a fork: it borrows its parent's loop
+        if self._portal is not None and self._cm is None:  # a borrowed loop (a fork's, a given portal)
             try:
                 self._portal.call(self.client.close)
             finally:
