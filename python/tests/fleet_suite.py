@@ -22,7 +22,7 @@ WAIT_S = 60.0  # servers are processes or containers on a loaded machine: genero
 
 
 def per_server(fleet: FleetClient) -> collections.Counter[str]:
-    return collections.Counter(s.fleet_server.url for s in fleet.sessions)  # type: ignore[attr-defined]
+    return collections.Counter(fleet.server_of(s) for s in fleet.sessions)
 
 
 async def run_fleet_suite(provider: Provider, kill: Callable[[str], None], per_server_sessions: int = 12) -> None:
@@ -50,7 +50,7 @@ async def run_fleet_suite(provider: Provider, kill: Callable[[str], None], per_s
         victim = endpoints[0]
         kill(victim.name)
         batch = await fleet.step_batch([ECHO] * len(sessions))
-        lost = {i for i, s in enumerate(fleet.sessions) if s.fleet_server.url == victim.url}  # type: ignore[attr-defined]
+        lost = {i for i, s in enumerate(fleet.sessions) if fleet.server_of(s) == victim.url}
         assert set(batch.errors) == lost and len(lost) == per_server_sessions
         assert set(batch.env_ids) == set(range(len(sessions))) - lost
         for i, err in batch.errors.items():
@@ -61,7 +61,7 @@ async def run_fleet_suite(provider: Provider, kill: Callable[[str], None], per_s
         for s in [fleet.sessions[i] for i in sorted(lost, reverse=True)]:
             await s.close()
         fresh = await fleet.open_many(4)
-        assert {s.fleet_server.url for s in fresh} == {endpoints[1].url}  # type: ignore[attr-defined]
+        assert {fleet.server_of(s) for s in fresh} == {endpoints[1].url}
 
         # 5. A replacement rejoins and, being the emptiest, takes the next sessions.
         healed = await asyncio.to_thread(provider.heal)
@@ -69,7 +69,7 @@ async def run_fleet_suite(provider: Provider, kill: Callable[[str], None], per_s
         (newcomer,) = [ep for ep in healed if ep.url != endpoints[1].url]
         await wait_until(lambda: newcomer.url in fleet.servers and fleet.servers[newcomer.url].up, WAIT_S, "rejoin")
         more = await fleet.open_many(4)
-        assert {s.fleet_server.url for s in more} == {newcomer.url}  # type: ignore[attr-defined]
+        assert {fleet.server_of(s) for s in more} == {newcomer.url}
         await more[0].reset()
         r = await more[0].step(ECHO)
         assert r.reward is not None

@@ -66,6 +66,29 @@ async def running(factory: Any, **kwargs: Any) -> AsyncIterator[openenv.Server]:
         await asyncio.wait_for(srv.stop(1.0), WAIT_S + 5)
 
 
+TRANSPORTS = ("grpc", "inprocess")
+"""The client transports that behaviour tests run over (``@pytest.mark.parametrize("transport", TRANSPORTS)``)."""
+
+
+@contextlib.asynccontextmanager
+async def serving(transport: str, factory: Any, **kwargs: Any) -> AsyncIterator[tuple[Any, Callable[..., Any]]]:
+    """``factory`` served over ``transport``: (its SessionManager, a maker of unconnected clients
+    ``make(client_cls=EnvClient, **client_kwargs)``). ``grpc``: a real gRPC server on a port;
+    ``inprocess``: :class:`openenv.testing.InProcessServer` (the same engine, no socket)."""
+    if transport == "grpc":
+        async with running(factory, **kwargs) as srv:
+
+            def make(client_cls: Any = openenv.EnvClient, **kw: Any) -> Any:
+                return client_cls(srv.address, **kw)
+
+            yield srv.manager, make
+    else:
+        from openenv.testing import InProcessServer
+
+        async with InProcessServer(factory, **kwargs) as server:
+            yield server.manager, server.client
+
+
 def target(server: openenv.Server) -> str:
     """host:port of a server, for raw channels."""
     return f"127.0.0.1:{server.port}"

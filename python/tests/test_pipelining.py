@@ -1,5 +1,6 @@
 """Request/response pairing (docs/protocol.md §4): ids echoed, answers in request order,
-pipelining, and client-side timeouts that never desync the stream."""
+pipelining, and client-side timeouts that never desync the stream. The client's tests run
+over gRPC and over the in-process connection (openenv.testing): the same guarantees."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import random
 
 import pytest
 from openenv_testenvs import Counter, Scripted
-from openenv_testkit import WAIT_S, RawSession, running, target, wait_released
+from openenv_testkit import TRANSPORTS, WAIT_S, RawSession, running, serving, target, wait_released
 
 import openenv
 from openenv.v1 import environment_pb2, payload_pb2
@@ -75,9 +76,10 @@ async def test_repeated_request_ids_are_echoed_not_interpreted() -> None:
                     assert (await s.recv()).request_id == rid
 
 
-async def test_client_gather_pipelines_steps_in_call_order() -> None:
-    async with running(Counter) as srv:
-        async with openenv.EnvClient(srv.address) as env:
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_client_gather_pipelines_steps_in_call_order(transport: str) -> None:
+    async with serving(transport, Counter) as (_, make):
+        async with make() as env:
             await env.reset(seed=0)
             n = 200
             results = await asyncio.wait_for(
@@ -91,9 +93,10 @@ async def test_client_gather_pipelines_steps_in_call_order() -> None:
             assert st.step_count == n and st.state["history"] == list(range(1, n + 1))
 
 
-async def test_mixed_concurrent_calls_each_get_their_own_answer() -> None:
-    async with running(Counter) as srv:
-        async with openenv.EnvClient(srv.address) as env:
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_mixed_concurrent_calls_each_get_their_own_answer(transport: str) -> None:
+    async with serving(transport, Counter) as (_, make):
+        async with make() as env:
             await env.reset()
             calls = []
             for i in range(30):
@@ -108,9 +111,10 @@ async def test_mixed_concurrent_calls_each_get_their_own_answer() -> None:
                     assert r.step_count == i // 2
 
 
-async def test_client_side_timeout_does_not_desync_later_calls() -> None:
-    async with running(Scripted) as srv:
-        async with openenv.EnvClient(srv.address) as env:
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_client_side_timeout_does_not_desync_later_calls(transport: str) -> None:
+    async with serving(transport, Scripted) as (_, make):
+        async with make() as env:
             await env.reset()
             with pytest.raises(openenv.DeadlineExceeded) as exc:
                 # the environment blocks until the test opens the gate: the client gives up first
@@ -126,11 +130,12 @@ async def test_client_side_timeout_does_not_desync_later_calls() -> None:
             assert r.observation == [1, 2] and r.step_count == 3
 
 
-async def test_client_side_timeout_many_in_flight() -> None:
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_client_side_timeout_many_in_flight(transport: str) -> None:
     """Several requests time out while queued behind a blocked one; every later call
     still receives its own answer."""
-    async with running(Scripted) as srv:
-        async with openenv.EnvClient(srv.address) as env:
+    async with serving(transport, Scripted) as (_, make):
+        async with make() as env:
             await env.reset()
             blocked = asyncio.ensure_future(env.step({"op": "block"}, timeout=0.05))
             queued = [asyncio.ensure_future(env.step({"op": "echo", "value": i}, timeout=0.05)) for i in range(5)]

@@ -75,7 +75,7 @@ async def test_a_fleet_of_servers_that_require_tokens_places_sessions_with_them(
         servers = [f"grpc://{target(a)}", Endpoint("b", f"grpc://{target(b)}", token="other")]
         async with FleetClient(servers, token=TOKEN) as fleet:
             sessions = [await fleet.open() for _ in range(4)]
-            assert {s.fleet_server.url for s in sessions} == {f"grpc://{target(a)}", f"grpc://{target(b)}"}  # type: ignore[attr-defined]
+            assert {fleet.server_of(s) for s in sessions} == {f"grpc://{target(a)}", f"grpc://{target(b)}"}
             for s in sessions:
                 assert (await s.reset(seed=2)).observation["total"] == 2
             assert all(load is not None for load in fleet.loads().values())

@@ -27,7 +27,7 @@ from openenv.deploy.build import build_image
 from openenv.deploy.cleanup import list_containers
 from openenv.deploy.engine import MANAGED_LABEL
 from openenv.deploy.project import EnvProject
-from openenv.deploy.run import start_container
+from openenv.deploy.run import container_of, start_container
 from openenv.errors import DeadlineExceeded, FailedPrecondition, NotFound, Unavailable
 
 pytestmark = pytest.mark.docker
@@ -76,7 +76,9 @@ def test_episode_through_a_client_that_owns_its_container(engine: Any, echo_imag
     async def main() -> str:
         env = EchoEnv.from_docker_image(echo_image)
         assert isinstance(env, EchoEnv) and env.base_url.startswith("grpc://127.0.0.1:")
-        name = env.container.name
+        container = container_of(env)
+        assert container is not None and env.resources == (container,)
+        name = container.name
         async with env:
             r = await env.reset()
             assert r.metadata == {"message": "Echo environment ready!"}
@@ -90,7 +92,9 @@ def test_episode_through_a_client_that_owns_its_container(engine: Any, echo_imag
     assert engine.containers.list(all=True, filters={"name": name}) == []
 
     with EchoEnv.from_docker_image(echo_image).sync() as env:
-        name = env.client.container.name
+        container = container_of(env.client)
+        assert container is not None
+        name = container.name
         assert env.call_tool("echo_message", {"message": "sync"}).structured_content == {"result": "sync"}
     assert engine.containers.list(all=True, filters={"name": name}) == []
 

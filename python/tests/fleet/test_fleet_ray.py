@@ -143,7 +143,7 @@ async def test_a_ray_fleet_survives_losing_a_node(cluster: Cluster) -> None:
 
         async with FleetClient(provider, client_cls=openenv.ToolEnvClient, refresh_s=0.5) as fleet:
             sessions = await fleet.open_many(4 * PER_SERVER)
-            placed = collections.Counter(s.fleet_server.url for s in sessions)  # type: ignore[attr-defined]
+            placed = collections.Counter(fleet.server_of(s) for s in sessions)
             assert sorted(placed.values()) == [PER_SERVER] * 4
             assert not (await fleet.reset_batch(seeds=[0])).errors
             batch = await fleet.step_batch([ECHO] * len(sessions))
@@ -164,7 +164,7 @@ async def test_a_ray_fleet_survives_losing_a_node(cluster: Cluster) -> None:
             )
 
             batch = await fleet.step_batch([ECHO] * len(sessions))
-            lost = {i for i, s in enumerate(fleet.sessions) if s.fleet_server.url in lost_urls}  # type: ignore[attr-defined]
+            lost = {i for i, s in enumerate(fleet.sessions) if fleet.server_of(s) in lost_urls}
             assert len(lost) == 2 * PER_SERVER
             assert set(batch.errors) == lost, "only the sessions of the dead node's servers fail"
             assert set(batch.env_ids) == set(range(len(sessions))) - lost
@@ -176,7 +176,7 @@ async def test_a_ray_fleet_survives_losing_a_node(cluster: Cluster) -> None:
             for s in [fleet.sessions[i] for i in sorted(lost, reverse=True)]:
                 await s.close()
             fresh = await fleet.open_many(40)
-            assert {s.fleet_server.url for s in fresh}.isdisjoint(lost_urls)  # type: ignore[attr-defined]
+            assert {fleet.server_of(s) for s in fresh}.isdisjoint(lost_urls)
             for s in fresh:
                 await s.reset()
                 assert (await s.step(ECHO)).reward is not None
@@ -190,7 +190,7 @@ async def test_a_ray_fleet_survives_losing_a_node(cluster: Cluster) -> None:
 
             # Full capacity again: 2 x 256 more sessions fit, on the restarted servers first.
             more = await fleet.open_many(2 * PER_SERVER)
-            on_new = sum(1 for s in more if s.fleet_server.url in new_urls)  # type: ignore[attr-defined]
+            on_new = sum(1 for s in more if fleet.server_of(s) in new_urls)
             assert on_new >= 2 * PER_SERVER - 40, "the emptiest (restarted) servers take the new sessions"
             assert not (await fleet.reset_batch()).errors
             await fleet.refresh()

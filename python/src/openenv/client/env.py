@@ -40,16 +40,19 @@ of your own.
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import dataclasses
+import inspect
 import os
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Self
 
 from google.protobuf.message import Message
 
 from openenv.client.connection import Connection
-from openenv.client.grpc import DEFAULT_MAX_MESSAGE_BYTES, GrpcConnection
+from openenv.client.grpc import GrpcConnection
+from openenv.client.options import ConnectionOptions
 from openenv.client.sync import SyncEnvClient
 from openenv.client.urls import WS_SCHEMES, is_hf_space, parse_url, scheme_of
 from openenv.client.ws import WsConnection
@@ -71,6 +74,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AUTORESET_MODES",
+    "BaseEnvClient",
     "BatchResult",
     "EnvClient",
     "ToolEnvClient",
@@ -98,8 +102,9 @@ def default_token(url: str) -> str | None:
 def connect_url(
     url: str,
     *,
-    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
-    keepalive_s: float = 30.0,
+    options: ConnectionOptions | None = None,
+    max_message_bytes: int | None = None,
+    keepalive_s: float | None = None,
     token: str | None = None,
     ca_file: str | None = None,
     client_cert: tuple[str, str] | None = None,
@@ -107,22 +112,22 @@ def connect_url(
 ) -> Connection:
     """The connection (not yet open) that speaks to ``url``: gRPC for ``grpc(s)://`` and bare
     ``host:port``; OpenEnv's WebSocket protocol for ``http(s)://`` and ``ws(s)://``.
+    ``options``: its settings (:class:`~openenv.client.ConnectionOptions`); the other keywords
+    replace their fields when given. A token that neither gives is :func:`default_token`'s.
     ``grpc_engine``: the gRPC library, ``"grpcio"`` (grpc.aio, the default) or ``"grpclib"`` (the
-    grpclib extra; the same protocol); default ``$OPENENV_ENGINE``, else grpcio.
-    ``token``: the bearer token sent (default :func:`default_token`); ``ca_file``: the CA
-    that signed a TLS server's certificate (default: the system's); ``client_cert``: the
-    (certificate, key) files presented to a server that requires one (mutual TLS)."""
+    grpclib extra; the same protocol); default ``$OPENENV_ENGINE``, else grpcio."""
     scheme = scheme_of(url)
-    token = token if token is not None else default_token(url)
+    opts = (options or ConnectionOptions()).merged(
+        max_message_bytes=max_message_bytes,
+        keepalive_s=keepalive_s,
+        token=token,
+        ca_file=ca_file,
+        client_cert=client_cert,
+    )
+    if opts.token is None:
+        opts = opts.merged(token=default_token(url))
     if scheme in WS_SCHEMES:
-        return WsConnection(
-            url,
-            max_message_bytes=max_message_bytes,
-            keepalive_s=keepalive_s,
-            token=token,
-            ca_file=ca_file,
-            client_cert=client_cert,
-        )
+        return WsConnection(url, options=opts)
     engine = grpc_engine or os.environ.get(ENGINE_ENV) or "grpcio"
     if engine not in ("grpcio", "grpclib"):
         raise ValueError(f"unknown gRPC engine {engine!r}: expected grpcio or grpclib")
@@ -135,16 +140,7 @@ def connect_url(
                 f"the grpclib engine needs the grpclib extra: pip install 'protoenv[grpclib]' ({e})"
             ) from e
         connection_cls = GrpclibConnection
-    return connection_cls(
-        parse_url(url)[1],
-        max_message_bytes=max_message_bytes,
-        keepalive_s=keepalive_s,
-        url=url,
-        token=token,
-        secure=scheme == "grpcs",
-        ca_file=ca_file,
-        client_cert=client_cert,
-    )
+    return connection_cls(parse_url(url)[1], options=opts, url=url, secure=scheme == "grpcs")
 
 
 @dataclasses.dataclass
@@ -179,12 +175,21 @@ class BatchResult:
         return np.array([r.truncated for r in self.results], dtype=bool)
 
 
-class EnvClient:
-    """An async session with one environment server (one environment instance).
+class BaseEnvClient:
+    """What :class:`EnvClient` and :class:`VectorEnvClient` share: the connection and its
+    settings, the session's lifecycle, payload decoding, ``state``, tasks, ``.sync()``, and
+    the resources the client owns.
 
-    ``num_envs > 1`` opens a vectorised session (see :class:`VectorEnvClient`, which is
-    the explicit way to ask for one). ``grpc_engine``: the gRPC library of ``grpc://`` URLs,
-    ``"grpcio"`` (default) or ``"grpclib"`` (see :func:`connect_url`).
+    ``isinstance(c, BaseEnvClient)`` holds for every client of a session; a
+    :class:`VectorEnvClient` is not an :class:`EnvClient` (it has no ``reset``/``step``: it
+    resets and steps with ``reset_batch``/``step_batch``).
+
+    ``connection_options``: the connection's settings (:class:`~openenv.client.ConnectionOptions`);
+    the keywords ``connect_timeout``, ``max_message_bytes``, ``keepalive_s``, ``token``,
+    ``ca_file`` and ``client_cert`` replace its fields when given. ``timeout``: the default
+    client-side bound of every call (None: none). ``connection``: a :class:`Connection` of
+    your own (not yet open) instead of the one the URL names. ``grpc_engine``: the gRPC
+    library of ``grpc://`` URLs, ``"grpcio"`` (default) or ``"grpclib"`` (see :func:`connect_url`).
     """
 
     action_type: ClassVar[Any] = None
@@ -198,9 +203,9 @@ class EnvClient:
         client_name: str = "openenv-python",
         options: Mapping[str, Any] | None = None,
         timeout: float | None = None,
-        connect_timeout: float = 30.0,
-        max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
-        keepalive_s: float = 30.0,
+        connect_timeout: float | None = None,
+        max_message_bytes: int | None = None,
+        keepalive_s: float | None = None,
         num_envs: int = 1,
         autoreset_mode: str = "disabled",
         connection: Connection | None = None,
@@ -209,8 +214,10 @@ class EnvClient:
         client_cert: tuple[str, str] | None = None,
         resume: bool = True,
         grpc_engine: str | None = None,
+        connection_options: ConnectionOptions | None = None,
     ) -> None:
-        scheme_of(base_url)  # ValueError for a scheme no transport speaks
+        if connection is None:  # else the URL only names the server (an in-process one has none)
+            scheme_of(base_url)  # ValueError for a scheme no transport speaks
         if num_envs < 1:
             raise ValueError("num_envs must be >= 1")
         mode = AUTORESET_MODES.get(autoreset_mode)
@@ -218,10 +225,17 @@ class EnvClient:
             raise ValueError(f"autoreset_mode must be one of {sorted(AUTORESET_MODES)}, not {autoreset_mode!r}")
         self.base_url = base_url
         self.client_name, self.options = client_name, dict(options or {})
-        self.timeout, self.connect_timeout = timeout, connect_timeout
-        self.max_message_bytes, self.keepalive_s = max_message_bytes, keepalive_s
+        self.timeout = timeout
+        #: How this client connects (one place: the connection it opens gets these).
+        self.connection_options = (connection_options or ConnectionOptions()).merged(
+            connect_timeout=connect_timeout,
+            max_message_bytes=max_message_bytes,
+            keepalive_s=keepalive_s,
+            token=token,
+            ca_file=ca_file,
+            client_cert=client_cert,
+        )
         self.num_envs, self.autoreset_mode = num_envs, mode
-        self.token, self.ca_file, self.client_cert = token, ca_file, client_cert
         self.session_id = ""
         self.info: environment_pb2.EnvironmentInfo | None = None
         self._given = connection
@@ -236,6 +250,33 @@ class EnvClient:
         # from_docker_image passes that one to the container engine.)
         self.grpc_engine = grpc_engine
         self._attach_token = ""  # a fork's token: connect() reattaches that session
+        self._owned: list[tuple[Any, Callable[[], Any]]] = []
+
+    # The old settings attributes, read from the options.
+    @property
+    def connect_timeout(self) -> float:
+        return self.connection_options.connect_timeout
+
+    @property
+    def max_message_bytes(self) -> int:
+        return self.connection_options.max_message_bytes
+
+    @property
+    def keepalive_s(self) -> float:
+        return self.connection_options.keepalive_s
+
+    @property
+    def token(self) -> str | None:
+        """The token given (None: :func:`default_token`'s, found when connecting)."""
+        return self.connection_options.token
+
+    @property
+    def ca_file(self) -> str | None:
+        return self.connection_options.ca_file
+
+    @property
+    def client_cert(self) -> tuple[str, str] | None:
+        return self.connection_options.client_cert
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -244,19 +285,11 @@ class EnvClient:
         """The open connection (None before ``connect`` and after ``close``)."""
         return self._conn
 
-    async def connect(self) -> EnvClient:
+    async def connect(self) -> Self:
         """Open the connection and the session (handshake). Idempotent."""
         if self._conn is not None:
             return self
-        conn = self._given or connect_url(
-            self.base_url,
-            max_message_bytes=self.max_message_bytes,
-            keepalive_s=self.keepalive_s,
-            token=self.token,
-            ca_file=self.ca_file,
-            client_cert=self.client_cert,
-            grpc_engine=self.grpc_engine,
-        )
+        conn = self._given or connect_url(self.base_url, options=self.connection_options, grpc_engine=self.grpc_engine)
         hs = environment_pb2.HandshakeRequest(
             protocol_version=PROTOCOL_VERSION,
             client_name=self.client_name,
@@ -266,27 +299,69 @@ class EnvClient:
             resume_token=self._attach_token,
         )
         to_struct(self.options, hs.options)
-        await conn.open(hs, self.connect_timeout)
+        await conn.open(hs, self.connection_options.connect_timeout)
         self._conn, self._closed = conn, None
         self.session_id, self.info = conn.session_id, conn.info
         return self
 
     async def close(self) -> None:
-        """Close the session (the server closes the environment) and the connection."""
+        """Close the session (the server closes the environment) and the connection, then
+        release what the client owns (:meth:`own`)."""
         conn, self._conn = self._conn, None
-        if conn is not None:
-            await conn.close()
-        self._closed = FailedPrecondition("the client is closed", fatal=True)
+        try:
+            if conn is not None:
+                await conn.close()
+        finally:
+            self._closed = FailedPrecondition("the client is closed", fatal=True)
+            await self._release()
 
     async def abort(self) -> None:
         """Drop the connection without a close request, as a crashed trainer would (the
-        server frees the session anyway); mainly for tests of that path."""
+        server frees the session anyway); mainly for tests of that path. What the client owns
+        is released, as by :meth:`close`."""
         conn, self._conn = self._conn, None
-        if conn is not None:
-            await conn.abort()
-        self._closed = FailedPrecondition("the client is closed", fatal=True)
+        try:
+            if conn is not None:
+                await conn.abort()
+        finally:
+            self._closed = FailedPrecondition("the client is closed", fatal=True)
+            await self._release()
 
-    async def __aenter__(self) -> EnvClient:
+    def own(self, resource: Any, close: Callable[[], Any] | None = None) -> None:
+        """Make this client the owner of ``resource``: when the client closes (or aborts),
+        after its session has ended, ``close()`` is called (default: the resource's
+        ``aclose``, else its ``close``). Resources are released last owned first, each once,
+        all of them even when one fails (the first failure is then raised). A coroutine
+        function is awaited; a plain function runs in a worker thread (it may block, as
+        stopping a container does). Forks (:meth:`EnvClient.fork`) own nothing."""
+        if close is None:
+            close = getattr(resource, "aclose", None) or getattr(resource, "close", None)
+            if close is None:
+                raise TypeError(f"{type(resource).__name__} has no aclose() or close(): pass close=")
+        self._owned.append((resource, close))
+
+    @property
+    def resources(self) -> tuple[Any, ...]:
+        """What the client owns and has not released yet (:meth:`own`), oldest first."""
+        return tuple(r for r, _ in self._owned)
+
+    async def _release(self) -> None:
+        first: BaseException | None = None
+        while self._owned:
+            _, close = self._owned.pop()
+            try:
+                if inspect.iscoroutinefunction(close):
+                    await close()
+                else:
+                    result = await asyncio.to_thread(close)
+                    if inspect.isawaitable(result):
+                        await result
+            except BaseException as e:  # noqa: BLE001 - the others are still released; the first is raised
+                first = first or e
+        if first is not None:
+            raise first
+
+    async def __aenter__(self) -> Self:
         return await self.connect()
 
     async def __aexit__(self, *exc: Any) -> None:
@@ -370,6 +445,92 @@ class EnvClient:
             step_count=ts.step_count,
         )
 
+    # ------------------------------------------------------------------ API shared by both
+
+    async def state(self, *, env_id: int = 0, timeout: float | None = None) -> SessionState:
+        """Episode id, step count, episode status and the environment-specific state
+        (of instance ``env_id`` in a vectorised session)."""
+        resp = (
+            await self._request(
+                environment_pb2.SessionRequest(state=environment_pb2.StateRequest(env_id=env_id)), timeout
+            )
+        ).state
+        st = self._decode(resp.state, self._state_codec) if resp.HasField("state") else None
+        return SessionState(resp.episode_id, resp.step_count, EpisodeStatus(resp.status), st)
+
+    @property
+    def task_splits(self) -> dict[str, int]:
+        """The environment's task splits (RFC 0004), name -> size, the default first; empty
+        when it declares no tasks."""
+        return {} if self.info is None else {s.name: s.size for s in self.info.task_splits}
+
+    async def list_tasks(
+        self, split: str | None = None, *, limit: int | None = None, timeout: float | None = None
+    ) -> list[TaskInfo]:
+        """The tasks of ``split`` (default: the first split), in the environment's order, at
+        most ``limit`` of them (all by default: pages are fetched until the end)."""
+        out: list[TaskInfo] = []
+        offset = 0
+        while limit is None or len(out) < limit:
+            req = environment_pb2.SessionRequest()
+            req.list_tasks.split, req.list_tasks.offset = split or "", offset
+            if limit is not None:
+                req.list_tasks.limit = limit - len(out)
+            page = (await self._request(req, timeout)).list_tasks
+            out.extend(TaskInfo.from_proto(t) for t in page.tasks)
+            if not page.tasks or page.next_offset >= page.total:
+                break
+            offset = page.next_offset
+        return out
+
+    @property
+    def rubric(self) -> rubric_pb2.RubricSpec | None:
+        """The environment's rubric spec, when it declares one."""
+        return self.info.rubric if self.info is not None and self.info.HasField("rubric") else None
+
+    # ------------------------------------------------------------------ batches (RFC 0002)
+
+    async def _reset_batch(
+        self,
+        env_ids: Sequence[int],
+        seeds: Sequence[int],
+        options: Mapping[str, Any] | None,
+        task_ids: Sequence[str],
+        timeout: float | None,
+    ) -> BatchResult:
+        req = environment_pb2.SessionRequest()
+        br = req.batch_reset
+        br.env_ids.extend(env_ids)
+        br.seeds.extend(seeds)
+        br.task_ids.extend(task_ids)
+        if options:
+            to_struct(options, br.options)
+        out = (await self._request(req, timeout)).batch_reset
+        return BatchResult(list(out.env_ids), [self.parse_result(ts) for ts in out.time_steps], {})
+
+    async def _step_batch(
+        self, actions: Sequence[Any], env_ids: Sequence[int], timeout: float | None, step_timeout: float | None
+    ) -> BatchResult:
+        req = environment_pb2.SessionRequest()
+        bs = req.batch_step
+        bs.env_ids.extend(env_ids)
+        for a in actions:
+            self.encode_action(a, bs.actions.add())
+        if step_timeout is not None:
+            bs.timeout.FromNanoseconds(int(step_timeout * 1e9))
+        out = (await self._request(req, timeout)).batch_step
+        finals = {i: self.parse_result(ts) for i, ts in out.final_time_steps.items()}
+        return BatchResult(list(out.env_ids), [self.parse_result(ts) for ts in out.time_steps], finals)
+
+
+class EnvClient(BaseEnvClient):
+    """An async session with one environment server (one environment instance).
+
+    ``num_envs > 1`` opens a vectorised session (kept for compatibility:
+    :class:`VectorEnvClient` is the way to ask for one). The keywords are
+    :class:`BaseEnvClient`'s.
+    """
+
     # ------------------------------------------------------------------ API
 
     async def reset(
@@ -404,17 +565,6 @@ class EnvClient:
             st.timeout.FromNanoseconds(int(step_timeout * 1e9))
         return self.parse_result((await self._request(req, timeout)).step.time_step)
 
-    async def state(self, *, env_id: int = 0, timeout: float | None = None) -> SessionState:
-        """Episode id, step count, episode status and the environment-specific state
-        (of instance ``env_id`` in a vectorised session)."""
-        resp = (
-            await self._request(
-                environment_pb2.SessionRequest(state=environment_pb2.StateRequest(env_id=env_id)), timeout
-            )
-        ).state
-        st = self._decode(resp.state, self._state_codec) if resp.HasField("state") else None
-        return SessionState(resp.episode_id, resp.step_count, EpisodeStatus(resp.status), st)
-
     async def list_tools(self, *, timeout: float | None = None) -> list[Tool]:
         """The environment's tools."""
         resp = await self._request(environment_pb2.SessionRequest(list_tools={}), timeout)
@@ -445,19 +595,8 @@ class EnvClient:
         task_ids: Sequence[str] = (),
         timeout: float | None = None,
     ) -> BatchResult:
-        """Reset instances of a vectorised session (``num_envs > 1``); all by default.
-
-        ``seeds``: none (unseeded), one ``s`` (instance k gets ``s + k``), or one per instance.
-        ``task_ids`` (RFC 0004): none, one shared by every instance (a GRPO group), or one each."""
-        req = environment_pb2.SessionRequest()
-        br = req.batch_reset
-        br.env_ids.extend(env_ids)
-        br.seeds.extend(seeds)
-        br.task_ids.extend(task_ids)
-        if options:
-            to_struct(options, br.options)
-        out = (await self._request(req, timeout)).batch_reset
-        return BatchResult(list(out.env_ids), [self.parse_result(ts) for ts in out.time_steps], {})
+        """:meth:`VectorEnvClient.reset_batch`, for a client made with ``num_envs > 1``."""
+        return await self._reset_batch(env_ids, seeds, options, task_ids, timeout)
 
     async def step_batch(
         self,
@@ -467,19 +606,8 @@ class EnvClient:
         timeout: float | None = None,
         step_timeout: float | None = None,
     ) -> BatchResult:
-        """Step instances of a vectorised session with one action each (all by default, in
-        id order). With ``autoreset_mode="same_step"``, ``final`` holds the ending time
-        steps of episodes that ended (their slot in ``results`` is the new episode's start)."""
-        req = environment_pb2.SessionRequest()
-        bs = req.batch_step
-        bs.env_ids.extend(env_ids)
-        for a in actions:
-            self.encode_action(a, bs.actions.add())
-        if step_timeout is not None:
-            bs.timeout.FromNanoseconds(int(step_timeout * 1e9))
-        out = (await self._request(req, timeout)).batch_step
-        finals = {i: self.parse_result(ts) for i, ts in out.final_time_steps.items()}
-        return BatchResult(list(out.env_ids), [self.parse_result(ts) for ts in out.time_steps], finals)
+        """:meth:`VectorEnvClient.step_batch`, for a client made with ``num_envs > 1``."""
+        return await self._step_batch(actions, env_ids, timeout, step_timeout)
 
     # ------------------------------------------------------------------ snapshots (RFC 0006)
 
@@ -526,60 +654,61 @@ class EnvClient:
         return forks
 
     def _sibling(self, token: str) -> EnvClient:
-        """A client like this one (class, URL, settings) that attaches the session of ``token``."""
+        """A client like this one (class, URL, settings) that attaches the session of ``token``,
+        over a new connection of the same kind as this one's (its ``sibling()``, when it has
+        one), else the one the URL names. It owns nothing."""
         other = copy.copy(self)
-        other._given, other._conn, other._closed = None, None, None
+        make = getattr(self._conn, "sibling", None)
+        other._given = make() if make is not None else None
+        other._conn, other._closed, other._owned = None, None, []
         other.session_id, other.info, other._classes = "", None, {}
         other._attach_token = token
         return other
 
-    @property
-    def task_splits(self) -> dict[str, int]:
-        """The environment's task splits (RFC 0004), name -> size, the default first; empty
-        when it declares no tasks."""
-        return {} if self.info is None else {s.name: s.size for s in self.info.task_splits}
 
-    async def list_tasks(
-        self, split: str | None = None, *, limit: int | None = None, timeout: float | None = None
-    ) -> list[TaskInfo]:
-        """The tasks of ``split`` (default: the first split), in the environment's order, at
-        most ``limit`` of them (all by default: pages are fetched until the end)."""
-        out: list[TaskInfo] = []
-        offset = 0
-        while limit is None or len(out) < limit:
-            req = environment_pb2.SessionRequest()
-            req.list_tasks.split, req.list_tasks.offset = split or "", offset
-            if limit is not None:
-                req.list_tasks.limit = limit - len(out)
-            page = (await self._request(req, timeout)).list_tasks
-            out.extend(TaskInfo.from_proto(t) for t in page.tasks)
-            if not page.tasks or page.next_offset >= page.total:
-                break
-            offset = page.next_offset
-        return out
-
-    @property
-    def rubric(self) -> rubric_pb2.RubricSpec | None:
-        """The environment's rubric spec, when it declares one."""
-        return self.info.rubric if self.info is not None and self.info.HasField("rubric") else None
-
-
-class VectorEnvClient(EnvClient):
+class VectorEnvClient(BaseEnvClient):
     """A vectorised session: ``num_envs`` instances stepped with one message each way
     (RFC 0002), for classic RL. ``reset_batch``/``step_batch`` return a
     :class:`BatchResult`; ``state(env_id=k)`` reads instance k. Autoreset follows
-    Gymnasium's modes (``"next_step"`` by default, ``"same_step"``, ``"disabled"``)."""
+    Gymnasium's modes (``"next_step"`` by default, ``"same_step"``, ``"disabled"``).
+
+    A sibling of :class:`EnvClient` (both are :class:`BaseEnvClient`\\ s), not a kind of it: it
+    has no ``reset``/``step``/tools/snapshots, which a vectorised session does not offer.
+    The other keywords are :class:`BaseEnvClient`'s.
+    """
 
     def __init__(self, base_url: str, num_envs: int, *, autoreset_mode: str = "next_step", **kwargs: Any) -> None:
         if num_envs < 2:
             raise ValueError("a VectorEnvClient needs num_envs >= 2 (use EnvClient for one instance)")
         super().__init__(base_url, num_envs=num_envs, autoreset_mode=autoreset_mode, **kwargs)
 
-    async def reset(self, *args: Any, **kwargs: Any) -> StepResult[Any]:
-        raise FailedPrecondition("a vectorised session resets with reset_batch()")
+    async def reset_batch(
+        self,
+        env_ids: Sequence[int] = (),
+        seeds: Sequence[int] = (),
+        options: Mapping[str, Any] | None = None,
+        *,
+        task_ids: Sequence[str] = (),
+        timeout: float | None = None,
+    ) -> BatchResult:
+        """Reset instances (all by default).
 
-    async def step(self, *args: Any, **kwargs: Any) -> StepResult[Any]:
-        raise FailedPrecondition("a vectorised session steps with step_batch()")
+        ``seeds``: none (unseeded), one ``s`` (instance k gets ``s + k``), or one per instance.
+        ``task_ids`` (RFC 0004): none, one shared by every instance (a GRPO group), or one each."""
+        return await self._reset_batch(env_ids, seeds, options, task_ids, timeout)
+
+    async def step_batch(
+        self,
+        actions: Sequence[Any],
+        env_ids: Sequence[int] = (),
+        *,
+        timeout: float | None = None,
+        step_timeout: float | None = None,
+    ) -> BatchResult:
+        """Step instances with one action each (all by default, in
+        id order). With ``autoreset_mode="same_step"``, ``final`` holds the ending time
+        steps of episodes that ended (their slot in ``results`` is the new episode's start)."""
+        return await self._step_batch(actions, env_ids, timeout, step_timeout)
 
 
 class ToolEnvClient(EnvClient):

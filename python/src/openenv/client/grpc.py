@@ -23,6 +23,7 @@ from typing import Any
 
 import grpc
 
+from openenv.client.options import DEFAULT_MAX_MESSAGE_BYTES, ConnectionOptions
 from openenv.errors import (
     Aborted,
     DeadlineExceeded,
@@ -35,7 +36,7 @@ from openenv.observability import tracing
 from openenv.security import grpc_channel_credentials
 from openenv.v1 import environment_pb2, environment_pb2_grpc
 
-__all__ = ["GrpcConnection", "channel_ready", "open_channel", "token_metadata"]
+__all__ = ["DEFAULT_MAX_MESSAGE_BYTES", "GrpcConnection", "channel_ready", "open_channel", "token_metadata"]
 
 
 def open_channel(
@@ -60,7 +61,6 @@ def token_metadata(token: str | None) -> tuple[tuple[str, str], ...] | None:
     return (("authorization", f"Bearer {token}"),) if token else None
 
 
-DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 END_GRACE_S = 5.0  # how long closing waits for the server to end the stream before cancelling it
 # How a stream ends when its connection drops (not a status the server chose): worth a resume.
 _TRANSPORT_CODES = frozenset({14, 1, 13, 2})  # UNAVAILABLE, CANCELLED, INTERNAL, UNKNOWN
@@ -113,8 +113,9 @@ class GrpcConnection:
         self,
         target: str,
         *,
-        max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
-        keepalive_s: float = 30.0,
+        options: ConnectionOptions | None = None,
+        max_message_bytes: int | None = None,
+        keepalive_s: float | None = None,
         url: str | None = None,
         token: str | None = None,
         secure: bool = False,
@@ -122,19 +123,27 @@ class GrpcConnection:
         client_cert: tuple[str, str] | None = None,
         channel: grpc.aio.Channel | None = None,
     ) -> None:
-        """``token``: the bearer token sent with every stream (RFC 0003); ``secure``: TLS,
-        verifying the server against ``ca_file`` and presenting ``client_cert`` (mutual TLS).
+        """``options``: the connection's settings (:class:`~openenv.client.ConnectionOptions`);
+        the keywords ``max_message_bytes``, ``keepalive_s``, ``token``, ``ca_file`` and
+        ``client_cert`` replace its fields when given. ``token``: the bearer token sent with
+        every stream (RFC 0003); ``secure``: TLS, verifying the server against ``ca_file`` and
+        presenting ``client_cert`` (mutual TLS).
         ``channel``: an open channel to ``target`` to multiplex this session's stream on
         (one HTTP/2 connection for many sessions, as :class:`openenv.fleet.FleetClient` does);
         its owner closes it, and chose its security (``secure``, ``ca_file`` and ``client_cert``
         then only apply to the channels a resume opens when the shared one is gone). Without it
         the connection opens and closes a channel of its own."""
         self.target = target
-        self.client_cert = client_cert
+        self.options = (options or ConnectionOptions()).merged(
+            max_message_bytes=max_message_bytes,
+            keepalive_s=keepalive_s,
+            token=token,
+            ca_file=ca_file,
+            client_cert=client_cert,
+        )
         self.url = url or f"{'grpcs' if secure else 'grpc'}://{target}"
-        self.token, self.secure, self.ca_file = token, secure, ca_file
-        self.max_message_bytes = self._limit = max_message_bytes
-        self.keepalive_s = keepalive_s
+        self.secure = secure
+        self.max_message_bytes = self.options.max_message_bytes
         self.session_id = ""
         self.info = environment_pb2.EnvironmentInfo()
         self._channel: grpc.aio.Channel | None = None
@@ -166,9 +175,35 @@ class GrpcConnection:
         self.messages_sent = 0  # Session messages written, the handshake too (requests / messages: coalescing)
         self.pipelined_messages = 0  # of which pipelined ones
 
+    # The settings, read from the options (one place; the old attribute names still read).
+    @property
+    def token(self) -> str | None:
+        return self.options.token
+
+    @property
+    def ca_file(self) -> str | None:
+        return self.options.ca_file
+
+    @property
+    def client_cert(self) -> tuple[str, str] | None:
+        return self.options.client_cert
+
+    @property
+    def keepalive_s(self) -> float:
+        return self.options.keepalive_s
+
+    @property
+    def _limit(self) -> int:
+        return self.options.max_message_bytes
+
     @property
     def ended(self) -> EnvError | None:
         return self._ended
+
+    def sibling(self) -> GrpcConnection:
+        """A new, unopened connection to the same server with the same settings, on a channel
+        of its own (how :meth:`openenv.EnvClient.fork` reaches its forks)."""
+        return type(self)(self.target, options=self.options, url=self.url, secure=self.secure)
 
     def on_end(self, callback: Callable[[EnvError], None] | None) -> None:
         self._on_end = callback
@@ -176,14 +211,18 @@ class GrpcConnection:
     # ------------------------------------------------------------------ lifecycle
 
     def _options(self) -> list[tuple[str, Any]]:
-        return [
+        out: list[tuple[str, Any]] = [
             ("grpc.max_receive_message_length", self._limit),
             ("grpc.max_send_message_length", self._limit),
-            ("grpc.keepalive_time_ms", int(self.keepalive_s * 1000)),
-            ("grpc.keepalive_timeout_ms", 20_000),
-            ("grpc.keepalive_permit_without_calls", 1),
-            ("grpc.http2.max_pings_without_data", 0),
         ]
+        if self.keepalive_s:  # 0: no keepalive pings (gRPC's default)
+            out += [
+                ("grpc.keepalive_time_ms", int(self.keepalive_s * 1000)),
+                ("grpc.keepalive_timeout_ms", int(self.options.keepalive_timeout_s * 1000)),
+                ("grpc.keepalive_permit_without_calls", 1),
+                ("grpc.http2.max_pings_without_data", 0),
+            ]
+        return out
 
     def _new_channel(self) -> grpc.aio.Channel:
         """A channel of this connection's own (TLS and client certificate as configured)."""

@@ -215,8 +215,8 @@ class GrpclibConnection(GrpcConnection):
 
     def _config(self) -> Configuration:
         return Configuration(
-            _keepalive_time=self.keepalive_s,
-            _keepalive_timeout=20.0,
+            _keepalive_time=self.keepalive_s or None,  # 0: no keepalive pings
+            _keepalive_timeout=self.options.keepalive_timeout_s,
             _keepalive_permit_without_calls=True,
             _http2_max_pings_without_data=0,
         )

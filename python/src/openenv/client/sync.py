@@ -16,7 +16,7 @@ from openenv.runtime.tools import Tool, ToolResult
 from openenv.v1 import environment_pb2, rubric_pb2
 
 if TYPE_CHECKING:
-    from openenv.client.env import BatchResult, EnvClient
+    from openenv.client.env import BaseEnvClient, BatchResult
 
 __all__ = ["SyncEnvClient"]
 
@@ -24,13 +24,17 @@ _T = TypeVar("_T")
 
 
 class SyncEnvClient:
-    """Blocking wrapper around an :class:`EnvClient`; its event loop runs in a private
-    thread, so it also works where a loop is already running (Jupyter)."""
+    """Blocking wrapper around an :class:`EnvClient` or a :class:`VectorEnvClient`; its event
+    loop runs in a private thread, so it also works where a loop is already running (Jupyter).
+    A method the wrapped client does not have (``reset`` of a vectorised session) raises
+    ``FailedPrecondition``."""
 
-    def __init__(self, client: EnvClient) -> None:
+    def __init__(self, client: BaseEnvClient, *, portal: BlockingPortal | None = None) -> None:
+        """``portal``: an anyio blocking portal of your own whose loop runs the client (its
+        owner closes it, after this client); without it, connecting starts a private one."""
         self.client = client
         self._cm: AbstractContextManager[BlockingPortal] | None = None
-        self._portal: BlockingPortal | None = None
+        self._portal: BlockingPortal | None = portal
 
     def __enter__(self) -> SyncEnvClient:
         return self.connect()
@@ -48,10 +52,12 @@ class SyncEnvClient:
                 cm.__exit__(None, None, None)
                 self._portal = self._cm = None
                 raise
+        elif self.client.connection is None:  # a given portal (a fork's is its parent's: connected)
+            self._portal.call(self.client.connect)
         return self
 
     def close(self) -> None:
-        if self._portal is not None and self._cm is None:  # a fork: it borrows its parent's loop
+        if self._portal is not None and self._cm is None:  # a borrowed loop (a fork's, a given portal)
             try:
                 self._portal.call(self.client.close)
             finally:
@@ -62,6 +68,18 @@ class SyncEnvClient:
             finally:
                 self._cm.__exit__(None, None, None)
                 self._portal = self._cm = None
+
+    def _method(self, name: str) -> Callable[..., Awaitable[Any]]:
+        """The wrapped client's ``name`` method, or ``FailedPrecondition`` when its kind has
+        none (a :class:`VectorEnvClient` has no ``reset``; an :class:`EnvClient`'s batches
+        need ``num_envs > 1``, which the server checks)."""
+        fn: Callable[..., Awaitable[Any]] | None = getattr(self.client, name, None)
+        if fn is None:
+            raise FailedPrecondition(
+                f"{type(self.client).__name__} has no {name}(): a vectorised session resets and steps with "
+                "reset_batch() and step_batch(), one instance with reset() and step()"
+            )
+        return fn
 
     def _run(self, fn: Callable[..., Awaitable[_T]], *args: Any, **kwargs: Any) -> _T:
         if self._portal is None:
@@ -83,7 +101,8 @@ class SyncEnvClient:
         options: Mapping[str, Any] | None = None,
         **kw: Any,
     ) -> StepResult[Any]:
-        return self._run(self.client.reset, seed, episode_id, options, **kw)
+        out: StepResult[Any] = self._run(self._method("reset"), seed, episode_id, options, **kw)
+        return out
 
     @property
     def task_splits(self) -> dict[str, int]:
@@ -93,36 +112,43 @@ class SyncEnvClient:
         return self._run(self.client.list_tasks, split, **kw)
 
     def step(self, action: Any, **kw: Any) -> StepResult[Any]:
-        return self._run(self.client.step, action, **kw)
+        out: StepResult[Any] = self._run(self._method("step"), action, **kw)
+        return out
 
     def state(self, **kw: Any) -> SessionState:
         return self._run(self.client.state, **kw)
 
     def list_tools(self, **kw: Any) -> list[Tool]:
-        return self._run(self.client.list_tools, **kw)
+        out: list[Tool] = self._run(self._method("list_tools"), **kw)
+        return out
 
     def call_tool(self, name: str, arguments: Mapping[str, Any] | None = None, **kw: Any) -> ToolResult:
-        return self._run(self.client.call_tool, name, arguments, **kw)
+        out: ToolResult = self._run(self._method("call_tool"), name, arguments, **kw)
+        return out
 
     def reset_batch(self, env_ids: Sequence[int] = (), seeds: Sequence[int] = (), **kw: Any) -> BatchResult:
-        return self._run(self.client.reset_batch, env_ids, seeds, **kw)
+        out: BatchResult = self._run(self._method("reset_batch"), env_ids, seeds, **kw)
+        return out
 
     def step_batch(self, actions: Sequence[Any], env_ids: Sequence[int] = (), **kw: Any) -> BatchResult:
-        return self._run(self.client.step_batch, actions, env_ids, **kw)
+        out: BatchResult = self._run(self._method("step_batch"), actions, env_ids, **kw)
+        return out
 
     def snapshot(self, **kw: Any) -> environment_pb2.Snapshot:
         """See :meth:`EnvClient.snapshot`."""
-        return self._run(self.client.snapshot, **kw)
+        out: environment_pb2.Snapshot = self._run(self._method("snapshot"), **kw)
+        return out
 
     def restore(self, snapshot: environment_pb2.Snapshot, **kw: Any) -> SessionState:
         """See :meth:`EnvClient.restore`."""
-        return self._run(self.client.restore, snapshot, **kw)
+        out: SessionState = self._run(self._method("restore"), snapshot, **kw)
+        return out
 
     def fork(self, n: int = 1, **kw: Any) -> list[SyncEnvClient]:
         """See :meth:`EnvClient.fork`. The forks run on this client's event loop: close them
         before this one."""
         out = []
-        for c in self._run(self.client.fork, n, **kw):
+        for c in self._run(self._method("fork"), n, **kw):
             f = SyncEnvClient(c)
             f._portal = self._portal
             out.append(f)

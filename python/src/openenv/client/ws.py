@@ -15,7 +15,8 @@ above it works unchanged. It speaks to:
   fatal ``DEADLINE_EXCEEDED``) so that a late reply can never be taken for the answer
   to a later request (OpenEnv issue #1143).
 
-``keepalive_s`` is the WebSocket ping interval. Needs the ``http`` extra (websockets, httpx).
+``keepalive_s`` (:class:`~openenv.client.ConnectionOptions`) is the WebSocket ping interval
+(0: no pings). Needs the ``http`` extra (websockets, httpx).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import quote
 
+from openenv.client.options import ConnectionOptions
 from openenv.client.urls import is_loopback, split_url
 from openenv.errors import (
     DeadlineExceeded,
@@ -77,18 +79,28 @@ class WsConnection:
         self,
         base_url: str,
         *,
-        max_message_bytes: int = 64 * 1024 * 1024,
-        keepalive_s: float | None = 30.0,
-        ping_timeout_s: float | None = 20.0,
+        options: ConnectionOptions | None = None,
+        max_message_bytes: int | None = None,
+        keepalive_s: float | None = None,
+        ping_timeout_s: float | None = None,
         token: str | None = None,
         ca_file: str | None = None,
         client_cert: tuple[str, str] | None = None,
     ) -> None:
+        """``options``: the connection's settings (:class:`~openenv.client.ConnectionOptions`;
+        ``keepalive_s`` is the ping interval, ``keepalive_timeout_s`` the ping timeout); the
+        keywords replace its fields when given (``ping_timeout_s``: ``keepalive_timeout_s``)."""
         self.url = base_url
-        self.token, self.ca_file, self.client_cert = token, ca_file, client_cert
+        self.options = (options or ConnectionOptions()).merged(
+            max_message_bytes=max_message_bytes,
+            keepalive_s=keepalive_s,
+            keepalive_timeout_s=ping_timeout_s,
+            token=token,
+            ca_file=ca_file,
+            client_cert=client_cert,
+        )
         self.ws_url, self.http_url = split_url(base_url)
-        self.max_message_bytes = max_message_bytes
-        self.keepalive_s, self.ping_timeout_s = keepalive_s, ping_timeout_s
+        self.max_message_bytes = self.options.max_message_bytes
         self.extended = False  #: True when the server is ours (correlation ids, complete frames)
         self.session_id = ""
         self.info = environment_pb2.EnvironmentInfo()
@@ -103,9 +115,34 @@ class WsConnection:
         self._on_end: Callable[[EnvError], None] | None = None
         self._closing = False
 
+    # The settings, read from the options (one place; the old attribute names still read).
+    @property
+    def token(self) -> str | None:
+        return self.options.token
+
+    @property
+    def ca_file(self) -> str | None:
+        return self.options.ca_file
+
+    @property
+    def client_cert(self) -> tuple[str, str] | None:
+        return self.options.client_cert
+
+    @property
+    def keepalive_s(self) -> float:
+        return self.options.keepalive_s
+
+    @property
+    def ping_timeout_s(self) -> float:
+        return self.options.keepalive_timeout_s
+
     @property
     def ended(self) -> EnvError | None:
         return self._ended
+
+    def sibling(self) -> WsConnection:
+        """A new, unopened connection to the same server with the same settings."""
+        return type(self)(self.url, options=self.options)
 
     def on_end(self, callback: Callable[[EnvError], None] | None) -> None:
         self._on_end = callback

@@ -44,7 +44,6 @@ What you may rely on:
 
 from __future__ import annotations
 
-import asyncio
 import os
 import re
 import secrets
@@ -53,19 +52,19 @@ import time
 import uuid
 import weakref
 from collections.abc import Mapping
-from typing import Any, Protocol, TypeVar, cast
+from typing import Any, TypeVar
 
 import docker
 import docker.errors
 
-from openenv.client import EnvClient
+from openenv.client.env import BaseEnvClient
 from openenv.client.health import check_health
 from openenv.deploy.engine import GRPC_PORT, HTTP_PORT, MANAGED_LABEL, SANDBOX_LABEL, docker_client
 from openenv.deploy.netns import NetnsForwarder
 from openenv.errors import DeadlineExceeded, EnvError, NotFound, Unavailable
 from openenv.sandbox import container_security_options
 
-__all__ = ["Container", "client_from_image", "owner_alive", "start_container"]
+__all__ = ["Container", "client_from_image", "container_of", "owner_alive", "start_container"]
 
 
 def _proc_start_time(pid: int) -> str:
@@ -380,7 +379,7 @@ def _wait_ready(c: Container, raw: Any, timeout: float) -> None:
         time.sleep(min(0.2, max(0.0, deadline - time.monotonic())))
 
 
-C = TypeVar("C", bound="EnvClient")
+C = TypeVar("C", bound="BaseEnvClient")
 _CONTAINER_KWARGS = {
     "network_none",
     "ready_timeout",
@@ -398,51 +397,27 @@ _CONTAINER_KWARGS = {
 }
 
 
-_OWNING: dict[type[EnvClient], type[EnvClient]] = {}  # _owning's subclass of each client class
-
-
-class _Owns(Protocol):
-    """What an instance of an :func:`_owning` class has besides its client class's members."""
-
-    container: Container
-
-
-def _owning(cls: type[C]) -> type[C]:
-    """A subclass of ``cls`` whose close() also stops and removes its container (made once per class)."""
-    made = _OWNING.get(cls)
-    if made is not None:
-        return cast("type[C]", made)  # made for cls: a subclass of it
-
-    class Owning(cls):  # type: ignore[valid-type,misc]
-        container: Container
-
-        async def close(self) -> None:
-            try:
-                await super().close()
-            finally:
-                await asyncio.to_thread(self.container.stop)
-
-    Owning.__name__, Owning.__qualname__ = cls.__name__, cls.__qualname__
-    Owning.__doc__ = cls.__doc__
-    _OWNING[cls] = Owning
-    return Owning
-
-
 def client_from_image(cls: type[C], image: str, **kwargs: Any) -> C:
     """Start IMAGE (:func:`start_container` keywords) and return an unconnected ``cls`` client of it.
 
-    The client owns the container: closing the client stops and removes it (and so does
-    garbage collection or interpreter exit, should the client never be closed). The other
-    keywords go to ``cls``.
+    The client owns the container (:meth:`openenv.EnvClient.own`): closing the client stops and
+    removes it (and so does garbage collection or interpreter exit, should the client never
+    be closed); :func:`container_of` finds it. The other keywords go to ``cls``.
     """
     ckw = {k: kwargs.pop(k) for k in list(kwargs) if k in _CONTAINER_KWARGS}
     container = start_container(image, **ckw)
     try:
         kwargs.setdefault("token", container.token)
-        client = _owning(cls)(container.url, **kwargs)
+        client = cls(container.url, **kwargs)
     except BaseException:
         container.stop()
         raise
-    cast(_Owns, client).container = container  # an Owning (mypy cannot type a class built on a TypeVar)
+    client.own(container, container.stop)
     weakref.finalize(client, container.stop)
     return client
+
+
+def container_of(client: BaseEnvClient) -> Container | None:
+    """The container ``client`` owns (:func:`client_from_image`), or None (never had one, or
+    the client was closed: closing stops and removes it)."""
+    return next((r for r in client.resources if isinstance(r, Container)), None)

@@ -25,8 +25,11 @@ What you may rely on:
   message names the server, the session and its episode id (also in ``details``). New
   sessions go elsewhere. When the server comes back, or the provider replaces it (a new
   address from :meth:`Provider.endpoints`), it rejoins at the next poll.
-* Sessions are ordinary :class:`openenv.EnvClient` objects (of ``client_cls``, e.g. a typed
-  client), so everything an ``EnvClient`` does works on them.
+* Sessions are ordinary :class:`openenv.EnvClient` objects, exactly of ``client_cls`` (e.g. a
+  typed client), so everything an ``EnvClient`` does works on them; what the fleet adds (the
+  lost server named in errors, its count of sessions) lives in their connection, a decorator
+  (:class:`openenv.client.MapErrors`) of the server's gRPC stream. :meth:`FleetClient.server_of`
+  says which server a session runs on.
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ from typing import Any, TypeVar
 
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 
+from openenv.client.connection import Connection, MapErrors
 from openenv.client.env import BatchResult, EnvClient
 from openenv.client.grpc import GrpcConnection, open_channel
 from openenv.client.load import get_load
@@ -115,54 +119,48 @@ class _Server:
         return self.up and not self.full and ld is not None and not ld.draining and self.estimate() < ld.max_sessions
 
 
-class _FleetSession:
-    """Mixed into the session's client class: names the server and the episode in the error
-    that ends a session because its server went away."""
+class _FleetSession(MapErrors):
+    """A fleet session's connection (a decorator of its :class:`GrpcConnection`): an error that
+    ends the session because its server went away names the server and the episode
+    (:meth:`FleetClient._session_failed`), and closing it tells the fleet the session is gone.
+    The episode id is read from the answers of ``reset`` and ``step`` as they pass."""
 
-    fleet_server: _Server
-    episode_id: str = ""
-    _fleet: FleetClient
+    def __init__(self, inner: Connection, fleet: FleetClient, server: _Server) -> None:
+        super().__init__(inner, self._lost)
+        self.fleet, self.server = fleet, server
+        self.episode_id = ""
 
-    async def _request(
+    def _lost(self, e: EnvError) -> EnvError:
+        return self.fleet._session_failed(self, e)
+
+    async def request(
         self, req: environment_pb2.SessionRequest, timeout: float | None = None
     ) -> environment_pb2.SessionResponse:
-        # EnvClient._request, telling the stream's end (the transport raises) from an error
-        # answer of the server (in band): only the former can mean the server went away.
-        client: Any = self
-        conn = client._conn
-        if conn is None:
-            raise client._closed or FailedPrecondition("not connected: use `async with` or await connect()")
-        try:
-            resp: environment_pb2.SessionResponse = await conn.request(
-                req, client.timeout if timeout is None else timeout
-            )
-        except EnvError as e:
-            raise self._fleet._session_failed(self, e) from None
-        if resp.WhichOneof("kind") == "error":
-            raise EnvError.from_proto(resp.error)
+        resp = await super().request(req, timeout)
+        kind = resp.WhichOneof("kind")
+        if kind == "step":
+            self.episode_id = resp.step.time_step.episode_id
+        elif kind == "reset":
+            self.episode_id = resp.reset.time_step.episode_id
         return resp
-
-    def parse_result(self, ts: environment_pb2.TimeStep) -> StepResult[Any]:
-        result: StepResult[Any] = super().parse_result(ts)  # type: ignore[misc]
-        self.episode_id = result.episode_id
-        return result
 
     async def close(self) -> None:
         try:
-            await super().close()  # type: ignore[misc]
+            await super().close()
         finally:
-            self._fleet._forget(self)  # type: ignore[arg-type]
+            self.fleet._forget(self)
 
+    async def abort(self) -> None:
+        try:
+            await super().abort()
+        finally:
+            self.fleet._forget(self)
 
-_SESSION_CLASSES: dict[type[EnvClient], type[EnvClient]] = {}
-
-
-def _session_class(cls: type[EnvClient]) -> type[EnvClient]:
-    """``cls`` with :class:`_FleetSession` mixed in (made once per class)."""
-    made = _SESSION_CLASSES.get(cls)
-    if made is None:
-        made = _SESSION_CLASSES[cls] = type(f"Fleet{cls.__name__}", (_FleetSession, cls), {})
-    return made
+    def sibling(self) -> Connection | None:
+        """A fork's connection: its own channel to the same server, its errors named the same
+        way; the fleet does not count it among its sessions."""
+        make = getattr(self.inner, "sibling", None)
+        return None if make is None else _FleetSession(make(), self.fleet, self.server)
 
 
 class FleetClient:
@@ -195,6 +193,7 @@ class FleetClient:
         self._ca_file: str | None = client_kwargs.get("ca_file")
         self.servers: dict[str, _Server] = {}
         self.sessions: list[EnvClient] = []
+        self._placed: dict[_FleetSession, EnvClient] = {}  # open sessions by their connection
         self._poller: asyncio.Task[None] | None = None
         self._rr = itertools.count()
         self._channel_options: list[tuple[str, Any]] = [
@@ -325,9 +324,8 @@ class FleetClient:
                 ca_file=srv.ca_file,
                 client_cert=kwargs.get("client_cert"),
             )
-            client = _session_class(self.client_cls)(srv.url, connection=conn, **kwargs)
-            fs: Any = client
-            fs.fleet_server, fs._fleet = srv, self
+            session = _FleetSession(conn, self, srv)
+            client = self.client_cls(srv.url, connection=session, **kwargs)
             try:
                 await client.connect()
             except EnvError as e:
@@ -344,6 +342,7 @@ class FleetClient:
             srv.opened += 1
             srv.sessions.add(client)
             self.sessions.append(client)
+            self._placed[session] = client
             return client
 
     async def open_many(self, n: int, **overrides: Any) -> list[EnvClient]:
@@ -356,23 +355,35 @@ class FleetClient:
             raise errors[0]
         return [r for r in results if isinstance(r, EnvClient)]
 
-    def _forget(self, client: EnvClient) -> None:
-        srv: _Server = getattr(client, "fleet_server")  # noqa: B009 - set on every fleet session
+    def server_of(self, client: EnvClient) -> str:
+        """The URL of the server an open session of this fleet runs on (``KeyError`` for a
+        client that is not one: closed, a fork, or another fleet's)."""
+        conn = client.connection
+        if not isinstance(conn, _FleetSession) or self._placed.get(conn) is not client:
+            raise KeyError(f"{client!r} is not an open session of this fleet")
+        return conn.server.url
+
+    def _forget(self, session: _FleetSession) -> None:
+        """``session``'s connection closed: the fleet no longer counts it (a fork's: no-op)."""
+        client = self._placed.pop(session, None)
+        if client is None:
+            return
+        srv = session.server
         if client in srv.sessions:
             srv.closed += 1
         srv.sessions.discard(client)
         with contextlib.suppress(ValueError):
             self.sessions.remove(client)
 
-    def _session_failed(self, client: Any, e: EnvError) -> EnvError:
-        srv: _Server = client.fleet_server
+    def _session_failed(self, session: _FleetSession, e: EnvError) -> EnvError:
+        srv = session.server
         if not (e.fatal and e.code in _SERVER_LOST):
             return e  # e.g. a client-side timeout: the stream is still there
         srv.up, srv.error = False, e.message
-        details = {"server": srv.url, "session_id": client.session_id, "episode_id": client.episode_id}
+        details = {"server": srv.url, "session_id": session.session_id, "episode_id": session.episode_id}
         return Unavailable(
-            f"server {srv.url} went away: session {client.session_id or '?'} "
-            f"(episode {client.episode_id or 'none'}) is lost: {e.message}",
+            f"server {srv.url} went away: session {session.session_id or '?'} "
+            f"(episode {session.episode_id or 'none'}) is lost: {e.message}",
             details=details,
             fatal=True,
         )
@@ -522,8 +533,7 @@ class _SyncSession:
     @property
     def server(self) -> str:
         """The URL of the server this session runs on."""
-        srv: _Server = getattr(self.client, "fleet_server")  # noqa: B009
-        return srv.url
+        return self._owner.fleet.server_of(self.client)
 
     def __getattr__(self, name: str) -> Any:
         fn = getattr(self.client, name)

@@ -24,7 +24,7 @@ What you may rely on:
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import gymnasium as gym
 import numpy as np
@@ -32,6 +32,7 @@ from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space, concatenate, create_empty_array
 
 from openenv.client import EnvClient, SyncEnvClient, VectorEnvClient
+from openenv.client.env import BaseEnvClient
 from openenv.gym.spaces import Converter, converter
 from openenv.protocol import StepResult
 
@@ -44,10 +45,13 @@ _AUTORESET = {
 }
 
 
-def _client(cls: type[EnvClient], target: str, **kwargs: Any) -> EnvClient:
+_C = TypeVar("_C", bound=BaseEnvClient)
+
+
+def _client(cls: type[_C], target: str, **kwargs: Any) -> _C:
     """A client of ``target``: a URL, or ``docker:IMAGE`` (a container the client owns)."""
     if target.startswith("docker:"):
-        out: EnvClient = cls.from_docker_image(target[len("docker:") :], **kwargs)
+        out: _C = cls.from_docker_image(target[len("docker:") :], **kwargs)
         return out
     return cls(target, **kwargs)
 
