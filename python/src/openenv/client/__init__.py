@@ -5,10 +5,12 @@
   (:class:`SyncEnvClient`);
 * :class:`Connection`: the transport seam, with :class:`GrpcConnection` (``grpc://``) and
   :class:`WsConnection` (OpenEnv's WebSocket protocol, ``http(s)://``/``ws(s)://``; the
-  ``http`` extra);
+  ``http`` extra), :class:`BinaryWsConnection` (the protocol over a WebSocket,
+  ``ws(s)://host:port/v1/session``; the ``http`` extra);
 * :func:`check_health`, :func:`parse_url`, :func:`split_url`.
 """
 
+from openenv.client.binary import BinaryWsConnection
 from openenv.client.connection import Connection
 from openenv.client.env import AUTORESET_MODES, BatchResult, EnvClient, ToolEnvClient, VectorEnvClient, connect_url
 from openenv.client.grpc import GrpcConnection
@@ -21,6 +23,7 @@ __all__ = [
     "AUTORESET_MODES",
     "WS_SCHEMES",
     "BatchResult",
+    "BinaryWsConnection",
     "Connection",
     "EnvClient",
     "GrpcConnection",

@@ -51,7 +51,7 @@ from google.protobuf.message import Message
 from openenv.client.connection import Connection
 from openenv.client.grpc import DEFAULT_MAX_MESSAGE_BYTES, GrpcConnection
 from openenv.client.sync import SyncEnvClient
-from openenv.client.urls import WS_SCHEMES, is_hf_space, parse_url, scheme_of
+from openenv.client.urls import WS_SCHEMES, is_binary_url, is_hf_space, parse_url, scheme_of
 from openenv.client.ws import WsConnection
 from openenv.errors import EnvError, FailedPrecondition
 from openenv.protocol import PROTOCOL_VERSION, EpisodeStatus, SessionState, StepResult
@@ -106,7 +106,9 @@ def connect_url(
     grpc_engine: str | None = None,
 ) -> Connection:
     """The connection (not yet open) that speaks to ``url``: gRPC for ``grpc(s)://`` and bare
-    ``host:port``; OpenEnv's WebSocket protocol for ``http(s)://`` and ``ws(s)://``.
+    ``host:port``; the binary WebSocket transport for ``ws(s)://`` (or ``http(s)://``) URLs whose
+    path ends in ``/v1/session`` (RFC 0011); OpenEnv's WebSocket protocol for other ``http(s)://``
+    and ``ws(s)://`` URLs.
     ``grpc_engine``: the gRPC library, ``"grpcio"`` (grpc.aio, the default) or ``"grpclib"`` (the
     grpclib extra; the same protocol); default ``$OPENENV_ENGINE``, else grpcio.
     ``token``: the bearer token sent (default :func:`default_token`); ``ca_file``: the CA
@@ -114,6 +116,17 @@ def connect_url(
     (certificate, key) files presented to a server that requires one (mutual TLS)."""
     scheme = scheme_of(url)
     token = token if token is not None else default_token(url)
+    if scheme in WS_SCHEMES and is_binary_url(url):  # the protocol itself over a WebSocket (RFC 0011)
+        from openenv.client.binary import BinaryWsConnection
+
+        return BinaryWsConnection(
+            url,
+            max_message_bytes=max_message_bytes,
+            keepalive_s=keepalive_s,
+            token=token,
+            ca_file=ca_file,
+            client_cert=client_cert,
+        )
     if scheme in WS_SCHEMES:
         return WsConnection(
             url,
