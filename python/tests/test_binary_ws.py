@@ -298,3 +298,16 @@ async def test_many_concurrent_sessions() -> None:
 async def _until(pred: Any) -> None:
     while not pred():
         await asyncio.sleep(0.02)
+
+
+async def test_an_empty_message_half_closes_and_what_was_sent_is_still_answered() -> None:
+    async with hosted() as host:
+        ws = await raw(url_of(host))
+        await ws.send(hello().SerializeToString())
+        await ws.send(pb.SessionRequest(request_id=2, reset=pb.ResetRequest()).SerializeToString())
+        for i in range(3):
+            await ws.send(step(3 + i, 1).SerializeToString())
+        await ws.send(b"")  # no more requests
+        kinds = [(await recv(ws)).WhichOneof("kind") for _ in range(5)]
+        assert kinds == ["handshake", "reset", "step", "step", "step"]
+        assert await closed_code(ws) == 1000

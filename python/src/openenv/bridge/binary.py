@@ -19,6 +19,11 @@ What a client may rely on (docs/protocol.md, "Binary WebSocket"):
   without reading it). Bytes that are not a ``SessionRequest`` are answered in band
   (``INVALID_ARGUMENT``, non-fatal, matched by request id when field 1 leads), as over gRPC.
   A reply over the limit is replaced by an in-band ``RESOURCE_EXHAUSTED``.
+* **Half-close.** An empty binary message ends the client's input, as a gRPC half-close
+  does: every request sent before it is answered, then the server ends the stream (a
+  WebSocket has no half-close of its own; its close frame ends both directions). An
+  empty ``SessionRequest`` (no id, no kind) is therefore not expressible on this transport,
+  and needs not be: the engine could only refuse it.
 * **Text messages** are not part of the transport: each is answered in band with a
   non-fatal ``INVALID_ARGUMENT`` (request id 0); the session goes on.
 * **How a session ends.** After a close request's answer or a fatal error answer the server
@@ -93,6 +98,8 @@ class _BinaryStream:
             kind = msg["type"]
             if kind == "websocket.receive":
                 data = msg.get("bytes")
+                if data == b"":  # the client's half-close: no more requests, answers still wanted
+                    return None
                 if data is not None:
                     return _parse(data)  # type: ignore[no-any-return]
                 # A text frame: not this transport's; answered in band, the session goes on.

@@ -171,10 +171,10 @@ class _Call:
             raise _rpc_error(grpc.StatusCode.INTERNAL, f"undecodable SessionResponse ({type(e).__name__})") from None
 
     async def done_writing(self) -> None:
-        """A WebSocket has no half-close: the client's close frame is its end of input (the
-        connection only calls this once no answer is owed, or none is wanted)."""
+        """Half-close: the transport's empty message (the server answers what it was sent,
+        then ends the stream with close 1000)."""
         with contextlib.suppress(Exception):
-            await self._ws.close()
+            await self._ws.send(b"")
 
     def done(self) -> bool:
         return self._code is not None or self._ws.transport is None or self._ws.transport.is_closing()
