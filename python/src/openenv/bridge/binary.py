@@ -28,23 +28,26 @@ What a client may rely on (docs/protocol.md, "Binary WebSocket"):
   non-fatal ``INVALID_ARGUMENT`` (request id 0); the session goes on.
 * **How a session ends.** After a close request's answer or a fatal error answer the server
   closes with 1000. When the server ends a stream with a status instead (handshake deadline,
-  session ended by the server, idle reaper, drain, taken over by a resumed stream) it first
-  sends a fatal in-band error response with request id 0 carrying the status code and
-  message, then closes with ``4000 + code`` (e.g. 4004 ``DEADLINE_EXCEEDED``, 4010
-  ``ABORTED``; :func:`close_code`), reason the message cut to 123 bytes. A client that
+  session ended by the server, idle reaper, drain, taken over by a resumed stream) it closes
+  with ``4000 + code`` (e.g. 4004 ``DEADLINE_EXCEEDED``, 4010 ``ABORTED``; :func:`close_code`),
+  the reason being the status message cut to 123 bytes (RFC 6455's bound). Nothing else is
+  sent: as over gRPC, where such a stream ends with a status and no message (a stream that
+  sent nothing is never answered: the certifier checks it), and every WebSocket API, browsers'
+  included, exposes the close code and reason. A client that
   drops the socket is, to the engine, a client whose input ended (a resumable session is
   parked for its grace period).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
 from openenv.client.urls import BINARY_PATH, BINARY_SUBPROTOCOL
 from openenv.engine import Engine, Incoming, Undecodable, bounded_serializer, tolerant_parse
-from openenv.errors import EnvError, ErrorCode
+from openenv.errors import ErrorCode
 from openenv.v1 import environment_pb2
 from openenv.wire import frames
 
@@ -85,12 +88,13 @@ def _peer(scope: dict[str, Any]) -> str:
 class _BinaryStream:
     """An accepted ASGI WebSocket as the engine's :class:`~openenv.engine.Stream`."""
 
-    __slots__ = ("_closed", "_receive", "_scope", "_send", "_serialize")
+    __slots__ = ("_closed", "_receive", "_scope", "_send", "_serialize", "gone")
 
     def __init__(self, scope: dict[str, Any], receive: Any, send: Any, limit: int) -> None:
         self._scope, self._receive, self._send = scope, receive, send
         self._serialize = bounded_serializer(limit)
         self._closed = False
+        self.gone = False  # a write found the client gone (see write)
 
     async def read(self) -> Incoming:
         while True:
@@ -111,14 +115,19 @@ class _BinaryStream:
                 return None
 
     async def write(self, response: environment_pb2.SessionResponse) -> None:
-        await self._send({"type": "websocket.send", "bytes": self._serialize(response)})
+        data = self._serialize(response)
+        try:
+            await self._send({"type": "websocket.send", "bytes": data})
+        except Exception:  # noqa: BLE001 - uvicorn's ClientDisconnected, a reset socket
+            # The client went away while its request ran: to the engine that is a cancelled
+            # stream, as grpc.aio cancels the handler of a dropped call, so a resumable
+            # session is parked (RFC 0006), not closed as a failed stream would be.
+            self.gone = self._closed = True
+            raise asyncio.CancelledError from None
 
     async def abort(self, code: ErrorCode, message: str) -> NoReturn:
         if not self._closed:
-            resp = environment_pb2.SessionResponse(request_id=0)
-            resp.error.CopyFrom(EnvError.from_code(code, message, fatal=True).to_proto())
             try:
-                await self._send({"type": "websocket.send", "bytes": self._serialize(resp)})
                 await self._send({"type": "websocket.close", "code": close_code(code), "reason": _reason(message)})
             except Exception:  # noqa: BLE001 - the client is already gone: nothing to tell it
                 pass
@@ -163,6 +172,10 @@ async def serve_binary(engine: Engine, limit: int, scope: dict[str, Any], receiv
     stream = _BinaryStream(scope, receive, send, limit)
     try:
         await engine.serve(stream)
+    except asyncio.CancelledError:
+        if not stream.gone:
+            raise  # the server is stopping
+        return
     except _Ended:
         return
     except OSError:  # the connection broke while answering: the engine has freed or parked the session

@@ -42,7 +42,7 @@ from openenv.errors import EnvError, FailedPrecondition, PermissionDenied, Unaut
 from openenv.security import client_ssl_context
 from openenv.v1 import environment_pb2
 
-__all__ = ["BinaryWsConnection"]
+__all__ = ["BinaryWsConnection", "close_status"]
 
 _CLOSE_CODE_BASE = 4000  # the server ended the stream with status N: close code 4000 + N
 _GRPC_CODES = {c.value[0]: c for c in grpc.StatusCode}
@@ -52,7 +52,7 @@ def _rpc_error(code: grpc.StatusCode, details: str) -> grpc.aio.AioRpcError:
     return grpc.aio.AioRpcError(code, grpc.aio.Metadata(), grpc.aio.Metadata(), details)
 
 
-def _status_of_close(code: int | None, reason: str) -> tuple[grpc.StatusCode, str]:
+def close_status(code: int | None, reason: str) -> tuple[grpc.StatusCode, str]:
     """The status a WebSocket close stands for (see the module docstring)."""
     if code == 1000:
         return grpc.StatusCode.OK, reason
@@ -136,11 +136,11 @@ class _Call:
         if self._code is None:
             rcvd, sent = getattr(e, "rcvd", None), getattr(e, "sent", None)
             if sent is not None and sent.code == 1009:  # our own limit: the server's answer was too large
-                self._code, self._details = _status_of_close(1009, "the answer exceeds this client's limit")
+                self._code, self._details = close_status(1009, "the answer exceeds this client's limit")
             elif rcvd is not None:
-                self._code, self._details = _status_of_close(rcvd.code, rcvd.reason)
+                self._code, self._details = close_status(rcvd.code, rcvd.reason)
             else:
-                self._code, self._details = _status_of_close(None, "")
+                self._code, self._details = close_status(None, "")
         return self._code
 
     async def write(self, message: environment_pb2.SessionRequest) -> None:
