@@ -23,7 +23,6 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
@@ -147,7 +146,7 @@ def main() -> int:
     med: dict[tuple[str, str], dict[str, float]] = {
         k: {m: statistics.median(r[m] for r in runs) for m in runs[0]} for k, runs in results.items()
     }
-    print(f"| scenario | transport | steps/s | p50 us | server CPU us/step | client CPU us/step | vs gRPC | vs /ws |")
+    print("| scenario | transport | steps/s | p50 us | server CPU us/step | client CPU us/step | vs gRPC | vs /ws |")
     print("|---|---|---:|---:|---:|---:|---:|---:|")
     for (sc, name), m in med.items():
         g, w = med.get((sc, "gRPC")), med.get((sc, "JSON /ws"))
