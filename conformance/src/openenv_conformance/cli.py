@@ -95,7 +95,7 @@ def _write(path: str, text: str) -> None:
 )
 @click.option(
     "--transport",
-    type=click.Choice(["grpc", "http"]),
+    type=click.Choice(["grpc", "http", "binary"]),
     default=None,
     help="Which transport of a target serving both to certify (python:, docker: targets): grpc (default) "
     "or http (OpenEnv's JSON protocol over HTTP/WebSocket).",
@@ -121,7 +121,7 @@ def _write(path: str, text: str) -> None:
 )
 @click.option(
     "--require-transport",
-    type=click.Choice(["grpc", "http"]),
+    type=click.Choice(["grpc", "http", "binary"]),
     default=None,
     help="Certify only a full run over this transport: a run over the other one, or a subset (checks the "
     "transport cannot express), is a failure.",

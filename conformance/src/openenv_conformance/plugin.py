@@ -63,7 +63,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     g.addoption(
         "--openenv-transport",
-        choices=["grpc", "http"],
+        choices=["grpc", "http", "binary"],
         default=None,
         help="transport of targets serving both (python:, docker:): grpc (default) or http",
     )

@@ -30,8 +30,9 @@ import tempfile
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
-from openenv.client.urls import parse_url, split_url
+from openenv.client.urls import BINARY_PATH, parse_url, split_url
 from openenv_conformance.certificate import content_digest
 from openenv_conformance.errors import TargetUnusable
 from openenv_conformance.transport import transport_kind
@@ -99,9 +100,15 @@ class Target:
         return out
 
     def use(self, transport: str) -> None:
-        """Talk to the target over ``transport`` (``grpc`` or ``http``); TargetUnusable when
-        it does not serve it."""
+        """Talk to the target over ``transport`` (``grpc``, ``http`` or ``binary``); TargetUnusable
+        when it does not serve it. ``binary`` is the HTTP side's ``/v1/session`` (RFC 0011)."""
         urls = self.transports()
+        if transport == "binary" and "binary" not in urls and "http" in urls:
+            u = urlsplit(urls["http"])
+            scheme = "wss" if u.scheme in ("https", "wss") else "ws"
+            path = u.path.rstrip("/")
+            path = path[:-3] if path.endswith("/ws") else path
+            urls["binary"] = urlunsplit((scheme, u.netloc, path + BINARY_PATH, "", ""))
         if transport not in urls:
             have = ", ".join(sorted(urls)) or "none"
             raise TargetUnusable(f"{self.spec or self.url}: no {transport} transport (it serves: {have})")
@@ -154,7 +161,7 @@ class HttpTarget(Target):
         except ValueError as e:
             raise TargetUnusable(str(e)) from None
         self.url = self.spec = url
-        self.urls = {"http": url}
+        self.urls = {transport_kind(url): url}  # http, or binary for a ws://.../v1/session URL
 
 
 class ProcessTarget(Target):

@@ -9,7 +9,10 @@ on the wire. Two implementations exist:
   (``grpc://HOST:PORT``);
 * :class:`~openenv_conformance.transport.ws.WsWire` (:mod:`.ws`): OpenEnv's JSON protocol over
   HTTP and a WebSocket (``http(s)://HOST:PORT``, ``ws(s)://HOST:PORT``): the HTTP side of every
-  ``openenv serve``, ``openenv bridge``, or any OpenEnv server.
+  ``openenv serve``, ``openenv bridge``, or any OpenEnv server;
+* :class:`~openenv_conformance.transport.binary.BinaryWire` (:mod:`.binary`): the protocol's
+  binary WebSocket transport (``ws(s)://HOST:PORT/v1/session``, RFC 0011): the gRPC wire's
+  sessions over a WebSocket, with the features of the gRPC wire.
 
 What both share lives in :mod:`.base` (imported by both, importing neither).
 
@@ -29,6 +32,7 @@ skipped with the reason (:data:`FEATURE_REASONS`, or the check's own ``why``):
 
 from __future__ import annotations
 
+from openenv.client.urls import is_binary_url
 from openenv_conformance.transport.base import (
     EPISODE_FIELDS,
     FEATURE_REASONS,
@@ -81,11 +85,14 @@ __all__ = [
 
 
 def transport_kind(url: str) -> str:
-    """``grpc`` for ``grpc://`` URLs, ``http`` for ``http(s)://`` and ``ws(s)://`` ones
+    """``grpc`` for ``grpc://`` URLs, ``binary`` for ``ws(s)://`` (or ``http(s)://``) URLs whose
+    path ends in ``/v1/session``, ``http`` for other ``http(s)://`` and ``ws(s)://`` ones
     (ValueError otherwise)."""
     scheme = url.partition("://")[0].lower() if "://" in url else ""
     if scheme == "grpc":
         return "grpc"
+    if is_binary_url(url):
+        return "binary"
     if scheme in ("http", "https", "ws", "wss"):
         return "http"
     raise ValueError(f"{url!r}: expected grpc://, http(s):// or ws(s)://")
@@ -94,6 +101,11 @@ def transport_kind(url: str) -> str:
 def open_transport(url: str, *, timeout: float = 10.0, token: str | None = None) -> Transport:
     """The transport reaching ``url`` (nothing is sent yet); ``token``: the bearer token
     every call carries (RFC 0003), when the target requires one."""
-    if transport_kind(url) == "grpc":
+    kind = transport_kind(url)
+    if kind == "grpc":
         return Wire(url, timeout=timeout, token=token)
+    if kind == "binary":
+        from openenv_conformance.transport.binary import BinaryWire
+
+        return BinaryWire(url, timeout=timeout, token=token)
     return WsWire(url, timeout=timeout, token=token)

@@ -6,6 +6,9 @@ Routes (docs/bridge.md has the frames and shapes):
 path              method      what
 ================  ==========  =============================================================
 ``/ws``           WebSocket   OpenEnv's session protocol (:mod:`openenv.bridge.ws`)
+``/v1/session``   WebSocket   the protocol's binary transport, one ``SessionRequest`` /
+                              ``SessionResponse`` per message (:mod:`openenv.bridge.binary`;
+                              only when the app was given the host's engine)
 ``/mcp``          POST        MCP: Streamable HTTP (official ``mcp`` SDK) for MCP clients,
                               OpenEnv's plain JSON-RPC (``tools/*``, ``openenv/session/*``)
                               for requests that do not accept ``text/event-stream``
@@ -35,6 +38,8 @@ from google.protobuf import json_format
 
 from openenv.bridge.asgi import respond
 from openenv.bridge.backend import Backend, BackendSession, spawn
+from openenv.bridge.binary import PATH as BINARY_PATH
+from openenv.bridge.binary import serve_binary
 from openenv.bridge.mcp import StreamableMcp, serve_mcp_http, serve_mcp_ws
 from openenv.bridge.ws import serve_ws
 from openenv.errors import EnvError, FailedPrecondition, InvalidArgument
@@ -209,11 +214,14 @@ class BridgeApp:
 
     ``max_message_bytes``: the largest request body and reply (default: the backend's
     advertised ``max_message_bytes``); a larger reply is answered with an in-band
-    ``RESOURCE_EXHAUSTED`` error (RFC 0003), as the gRPC listener does.
+    ``RESOURCE_EXHAUSTED`` error (RFC 0003), as the gRPC listener does. ``engine``: the
+    protocol engine of the served environment (:class:`openenv.Host` passes its own); with
+    it, the binary WebSocket transport is served on ``/v1/session`` (RFC 0011).
     """
 
-    def __init__(self, backend: Backend, *, max_message_bytes: int | None = None) -> None:
+    def __init__(self, backend: Backend, *, max_message_bytes: int | None = None, engine: Any = None) -> None:
         self.backend = backend
+        self.engine = engine
         self.max_message_bytes = (
             max_message_bytes or backend.info.capabilities.max_message_bytes or DEFAULT_MAX_MESSAGE_BYTES
         )
@@ -239,6 +247,8 @@ class BridgeApp:
                 await serve_ws(self, scope, receive, send)
             elif path == "/mcp":
                 await serve_mcp_ws(self, scope, receive, send)
+            elif path == BINARY_PATH and self.engine is not None:
+                await serve_binary(self.engine, self.max_message_bytes, scope, receive, send)
             else:
                 await send({"type": "websocket.close", "code": 1008, "reason": f"no WebSocket at {path}"})
         elif kind == "http":

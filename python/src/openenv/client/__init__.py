@@ -6,12 +6,15 @@
 * :class:`BaseEnvClient`: what the two share (``isinstance`` of any session client);
 * :class:`Connection`: the transport seam, with :class:`GrpcConnection` (``grpc://``),
   :class:`WsConnection` (OpenEnv's WebSocket protocol, ``http(s)://``/``ws(s)://``; the
-  ``http`` extra) and :class:`openenv.client.inprocess.InProcessConnection` (no socket;
-  :mod:`openenv.testing`), each configured by :class:`ConnectionOptions`; decorators
-  (:class:`ConnectionWrapper`, :class:`MapErrors`) compose behaviour around one;
+  ``http`` extra), :class:`BinaryWsConnection` (the protocol over a WebSocket,
+  ``ws(s)://host:port/v1/session``; the ``http`` extra) and
+  :class:`openenv.client.inprocess.InProcessConnection` (no socket; :mod:`openenv.testing`),
+  each configured by :class:`ConnectionOptions`; decorators (:class:`ConnectionWrapper`,
+  :class:`MapErrors`) compose behaviour around one;
 * :func:`check_health`, :func:`parse_url`, :func:`split_url`.
 """
 
+from openenv.client.binary import BinaryWsConnection
 from openenv.client.connection import Connection, ConnectionWrapper, MapErrors
 from openenv.client.env import (
     AUTORESET_MODES,
@@ -34,6 +37,7 @@ __all__ = [
     "WS_SCHEMES",
     "BaseEnvClient",
     "BatchResult",
+    "BinaryWsConnection",
     "Connection",
     "ConnectionOptions",
     "ConnectionWrapper",

@@ -54,7 +54,7 @@ from openenv.client.connection import Connection
 from openenv.client.grpc import GrpcConnection
 from openenv.client.options import ConnectionOptions
 from openenv.client.sync import SyncEnvClient
-from openenv.client.urls import WS_SCHEMES, is_hf_space, parse_url, scheme_of
+from openenv.client.urls import WS_SCHEMES, is_binary_url, is_hf_space, parse_url, scheme_of
 from openenv.client.ws import WsConnection
 from openenv.errors import EnvError, FailedPrecondition
 from openenv.protocol import PROTOCOL_VERSION, EpisodeStatus, SessionState, StepResult
@@ -111,7 +111,9 @@ def connect_url(
     grpc_engine: str | None = None,
 ) -> Connection:
     """The connection (not yet open) that speaks to ``url``: gRPC for ``grpc(s)://`` and bare
-    ``host:port``; OpenEnv's WebSocket protocol for ``http(s)://`` and ``ws(s)://``.
+    ``host:port``; the binary WebSocket transport for ``ws(s)://`` (or ``http(s)://``) URLs whose
+    path ends in ``/v1/session`` (RFC 0011); OpenEnv's WebSocket protocol for other ``http(s)://``
+    and ``ws(s)://`` URLs.
     ``options``: its settings (:class:`~openenv.client.ConnectionOptions`); the other keywords
     replace their fields when given. A token that neither gives is :func:`default_token`'s.
     ``grpc_engine``: the gRPC library, ``"grpcio"`` (grpc.aio, the default) or ``"grpclib"`` (the
@@ -126,6 +128,10 @@ def connect_url(
     )
     if opts.token is None:
         opts = opts.merged(token=default_token(url))
+    if scheme in WS_SCHEMES and is_binary_url(url):  # the protocol itself over a WebSocket (RFC 0011)
+        from openenv.client.binary import BinaryWsConnection
+
+        return BinaryWsConnection(url, options=opts)
     if scheme in WS_SCHEMES:
         return WsConnection(url, options=opts)
     engine = grpc_engine or os.environ.get(ENGINE_ENV) or "grpcio"

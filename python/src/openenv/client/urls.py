@@ -3,7 +3,9 @@
 * ``grpc://host:port`` (or bare ``host:port``): the protocol's gRPC ``Session`` stream;
   ``grpcs://host:port``: the same over TLS;
 * ``http(s)://host:port[/prefix]`` and ``ws(s)://...``: OpenEnv's WebSocket protocol on
-  ``/ws`` (our servers' HTTP side, ``openenv bridge``, stock OpenEnv servers, Spaces).
+  ``/ws`` (our servers' HTTP side, ``openenv bridge``, stock OpenEnv servers, Spaces);
+* ``ws(s)://host:port[/prefix]/v1/session`` (or ``http(s)://`` with that path): the protocol's
+  binary WebSocket transport (RFC 0011): a URL whose path ends in :data:`BINARY_PATH` names it.
 """
 
 from __future__ import annotations
@@ -11,10 +13,32 @@ from __future__ import annotations
 import ipaddress
 from urllib.parse import urlparse, urlsplit, urlunsplit
 
-__all__ = ["GRPC_SCHEMES", "WS_SCHEMES", "is_hf_space", "is_loopback", "parse_url", "scheme_of", "split_url"]
+__all__ = [
+    "BINARY_PATH",
+    "BINARY_SUBPROTOCOL",
+    "GRPC_SCHEMES",
+    "WS_SCHEMES",
+    "is_binary_url",
+    "is_hf_space",
+    "is_loopback",
+    "parse_url",
+    "scheme_of",
+    "split_url",
+]
 
 GRPC_SCHEMES = frozenset({"grpc", "grpcs"})
 WS_SCHEMES = frozenset({"http", "https", "ws", "wss"})
+BINARY_PATH = "/v1/session"
+"""The binary WebSocket transport's route on a server's HTTP listener (RFC 0011)."""
+BINARY_SUBPROTOCOL = "openenv.v1+proto"
+"""Its WebSocket subprotocol: the contract's major version and encoding."""
+
+
+def is_binary_url(url: str) -> bool:
+    """True when ``url`` names the binary WebSocket transport: an ``http(s)``/``ws(s)`` URL
+    whose path ends in ``/v1/session``."""
+    u = urlsplit(url)
+    return u.scheme.lower() in WS_SCHEMES and u.path.rstrip("/").endswith(BINARY_PATH)
 
 
 def scheme_of(url: str) -> str:
