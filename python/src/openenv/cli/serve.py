@@ -83,7 +83,7 @@ def settings_of(
                 handshake_timeout_s=handshake_timeout or None,
                 max_pipelined_requests=max_pipelined_requests,
                 isolation=isolation,  # type: ignore[arg-type]  # checked by Limits
-                inline_threshold_s=None if inline_threshold_us is None else inline_threshold_us * 1e-6,
+                inline_threshold_s=None if inline_threshold_us is None else inline_threshold_us / 1e6,
                 tools_only=tools_only,
             ),
             security=SecuritySettings(
