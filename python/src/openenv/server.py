@@ -118,6 +118,11 @@ class Server:
         interceptors: Sequence[Any] = (),
         **keywords: Unpack[ServerKeywords],
     ) -> None:
+        # Only this listener's settings as keywords (as before): the library or the HTTP side's
+        # transport, say, are chosen by whoever builds the listener (openenv.Host), not here.
+        unknown = set(keywords) - ServerKeywords.__optional_keys__
+        if unknown:
+            raise TypeError(f"Server() got unexpected keyword argument(s): {', '.join(sorted(unknown))}")
         given: Engine | None = None
         if isinstance(factory, Engine | SessionManager):  # a shared runtime: its limits, unless told otherwise
             given = factory if isinstance(factory, Engine) else None
