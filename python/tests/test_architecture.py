@@ -29,7 +29,6 @@ LINT_IMPORTS = Path(sys.executable).parent / "lint-imports"
 #: imported only when used.
 OPTIONAL_EXTRA_IMPORTS = {
     ("openenv.host", "openenv.bridge"),
-    ("openenv.cli.serve", "openenv.bridge"),
     ("openenv.cli.bridge", "openenv.bridge"),
     ("openenv.cli.collect", "openenv.record"),  # the collect extra
     ("openenv.cli.harness", "openenv.harness"),  # the harness extra

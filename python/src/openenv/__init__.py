@@ -1,6 +1,7 @@
 """openenv: protocol-first agentic RL environments.
 
-Environment authors subclass :class:`Environment` and call :func:`serve`; trainers use
+Environment authors subclass :class:`Environment` and call :func:`serve` (how it serves:
+:class:`ServerSettings`, with :class:`Limits`, :class:`SecuritySettings`, :class:`HttpSettings`); trainers use
 :class:`EnvClient` (or :class:`VectorEnvClient`). The wire contract is ``proto/openenv/v1``
 (generated into ``openenv.v1``); errors follow the table in docs/protocol.md
 (:mod:`openenv.errors`). docs/architecture.md shows the layers:
@@ -35,6 +36,7 @@ from openenv.runtime.environment import Environment
 from openenv.runtime.tasks import TaskInfo
 from openenv.runtime.tools import CallToolAction, CallToolObservation, Tool, ToolResult, tool
 from openenv.server import Server
+from openenv.settings import HttpLimits, HttpSettings, Limits, SecuritySettings, ServerSettings
 
 if TYPE_CHECKING:
     from openenv.client import BatchResult, EnvClient, SyncEnvClient, ToolEnvClient, VectorEnvClient
@@ -78,13 +80,18 @@ __all__ = [
     "ErrorCode",
     "FailedPrecondition",
     "Host",
+    "HttpLimits",
+    "HttpSettings",
     "Internal",
     "InvalidAction",
     "InvalidArgument",
+    "Limits",
     "NotFound",
     "PermissionDenied",
     "ResourceExhausted",
+    "SecuritySettings",
     "Server",
+    "ServerSettings",
     "SessionState",
     "StepResult",
     "SyncEnvClient",

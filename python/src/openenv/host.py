@@ -20,23 +20,17 @@ import os
 import signal
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Unpack
 
 from openenv.engine import Engine
-from openenv.engines import DEFAULT_ENGINE, server_class
+from openenv.engines import server_class
 from openenv.observability import Observer
 from openenv.observability.grpc import ObservingInterceptor, env_clock
 from openenv.runtime.environment import Environment
-from openenv.runtime.pipelined import DEFAULT_MAX_PIPELINED_REQUESTS
-from openenv.runtime.session import (
-    DEFAULT_IDLE_TIMEOUT_S,
-    DEFAULT_MAX_MESSAGE_BYTES,
-    DEFAULT_RESUME_GRACE_S,
-    Runtime,
-    SessionManager,
-)
-from openenv.security import TlsConfig, TokenSet, check_bind
-from openenv.server import DEFAULT_HANDSHAKE_TIMEOUT_S, Server
+from openenv.runtime.session import DEFAULT_MAX_MESSAGE_BYTES, Runtime, SessionManager
+from openenv.security import SecuritySettings, TokenSet, check_bind
+from openenv.server import Server
+from openenv.settings import HostKeywords, ServerSettings, forward_engine_keyword
 
 log = logging.getLogger("openenv.host")
 
@@ -89,6 +83,25 @@ def default_http_port(grpc_port: int | None) -> int:
     return 0 if grpc_port == 0 else 8000
 
 
+def _host_settings(
+    settings: ServerSettings | None, keywords: dict[str, Any]
+) -> tuple[ServerSettings, SecuritySettings]:
+    """(The host's settings, the HTTP listener's security) from ``Host``'s arguments: the
+    keywords mapped by :meth:`ServerSettings.of`, and a legacy ``http_options``: its transport
+    fields become ``settings.http``, its origins and hosts ``settings.security``'s, and its
+    tokens and TLS, when set, the HTTP listener's own (what they meant before settings)."""
+    opts = keywords.pop("http_options", None)
+    settings = ServerSettings.of(settings, keywords)
+    if opts is None:
+        return settings, settings.security
+    security = settings.security.replace(
+        allowed_origins=opts.allowed_origins or settings.security.allowed_origins,
+        allowed_hosts=opts.allowed_hosts or settings.security.allowed_hosts,
+    )
+    settings = settings.replace(http=opts.settings(), security=security)
+    return settings, security.replace(tokens=opts.tokens or security.tokens, tls=opts.tls or security.tls)
+
+
 class Host:
     """The listeners of one environment over one :class:`SessionManager`.
 
@@ -99,30 +112,18 @@ class Host:
         http_port: the HTTP side's port (0: a free port; ``None``: no HTTP side;
             :data:`DEFAULT`: :func:`default_http_port` when the ``http`` extra is installed).
         http_host: interface of the HTTP side (default: ``host``).
-        http_options: an :class:`openenv.bridge.HttpOptions` (keepalive, message size).
-        max_sessions, max_message_bytes, idle_timeout_s, tools_only, max_num_envs, resume_grace_s: the
-            runtime's settings (see :func:`serve`).
-        reflection: serve gRPC server reflection.
-        tokens: bearer tokens accepted by both listeners (empty: anonymous; RFC 0003).
-        tls: certificate and key (and optional client CA) of both listeners.
-        allow_anonymous: serve a non-loopback address without a token (refused otherwise).
-        handshake_timeout_s: a gRPC stream silent for longer before its handshake is ended.
-        isolation: ``"thread"`` (default) or ``"process"``: each session's environment in its
-            own worker process, so a crash loses only that session (docs/security.md).
-        metrics: count metrics (``/metrics`` on the HTTP side; needs ``prometheus-client``).
         metrics_port: also serve ``/metrics`` on this port (0: a free one; on ``http_host``). That
             port takes no token: beyond loopback it needs ``allow_anonymous`` (with tokens,
             scrape the HTTP side's ``/metrics`` with the token instead).
-        web: serve the ``/web`` playground (default: only when the HTTP side is on loopback).
-        max_sessions_per_client: sessions one client address may hold at once over both
-            listeners (0: no limit); beyond it a handshake is refused ``RESOURCE_EXHAUSTED``.
-        engine: the library of the gRPC listener, ``"grpcio"`` (default) or ``"grpclib"``
-            (:mod:`openenv.engines`; same protocol, docs/performance.md).
-        inline_threshold_s: sync hooks measured consistently faster than this run on the event
-            loop instead of a worker thread (0: never; default ``$OPENENV_INLINE_THRESHOLD_US``,
-            else 50 µs; :mod:`openenv.runtime.inline`).
-        max_pipelined_requests: the most requests one pipelined message may carry (RFC 0009;
-            0: not offered, clients send each request alone).
+        settings: how it serves (:class:`~openenv.settings.ServerSettings`: limits, security,
+            the HTTP side's transport, the gRPC library, reflection, metrics, the playground);
+            default: all defaults.
+        **keywords: field names of ``settings`` and of the objects it holds (``max_sessions=``,
+            ``tokens=``, ``isolation=``, ``grpc_library=``...), applied over ``settings`` (the
+            form that predates it; :meth:`ServerSettings.of <openenv.settings.ServerSettings.of>`);
+            also ``engine=`` (deprecated: ``grpc_library=``) and ``http_options=`` (an
+            :class:`openenv.bridge.HttpOptions`: its transport fields become ``settings.http``,
+            its tokens and TLS, when set, apply to the HTTP side only, as before).
     """
 
     def __init__(
@@ -133,27 +134,12 @@ class Host:
         *,
         http_port: int | None = None,
         http_host: str | None = None,
-        http_options: Any = None,
-        max_sessions: int | None = None,
-        max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
-        idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S,
-        tools_only: bool = False,
-        max_num_envs: int | None = None,
-        reflection: bool = True,
-        tokens: TokenSet | None = None,
-        tls: TlsConfig | None = None,
-        allow_anonymous: bool = False,
-        handshake_timeout_s: float | None = DEFAULT_HANDSHAKE_TIMEOUT_S,
-        isolation: str = "thread",
-        resume_grace_s: float = DEFAULT_RESUME_GRACE_S,
-        metrics: bool = True,
         metrics_port: int | None = None,
-        web: bool | None = None,
-        max_sessions_per_client: int = 0,
-        engine: str = DEFAULT_ENGINE,
-        inline_threshold_s: float | None = None,
-        max_pipelined_requests: int = DEFAULT_MAX_PIPELINED_REQUESTS,
+        settings: ServerSettings | None = None,
+        **keywords: Unpack[HostKeywords],
     ) -> None:
+        keywords = dict(keywords)  # type: ignore[assignment]
+        forward_engine_keyword(keywords, stacklevel=3)  # type: ignore[arg-type]
         if http_port is DEFAULT:
             if http_available():
                 http_port = default_http_port(port)
@@ -162,52 +148,44 @@ class Host:
                 http_port = None
         if port is None and http_port is None:
             raise ValueError("nothing to serve: give a gRPC port, an HTTP port or both")
-        tokens = tokens or TokenSet()
+        settings, http_security = _host_settings(settings, dict(keywords))
+        #: How this host serves (what was given, the keywords applied).
+        self.settings = settings
+        security = settings.security
+        tokens, allow_anonymous = security.tokens, security.allow_anonymous
         if port is not None:
             check_bind(host, tokens, allow_anonymous, "the gRPC listener")
         if http_port is not None:
-            check_bind(http_host or host, tokens, allow_anonymous, "the HTTP listener")
+            check_bind(http_host or host, http_security.tokens, allow_anonymous, "the HTTP listener")
         if metrics_port is not None:  # a scrapers' port of its own, without tokens (docs/security.md)
             check_bind(http_host or host, TokenSet(), allow_anonymous, "the metrics port (it takes no token)")
-        self.runtime = Runtime(
-            factory,
-            max_sessions=max_sessions,
-            max_message_bytes=max_message_bytes,
-            idle_timeout_s=idle_timeout_s,
-            tools_only=tools_only,
-            max_num_envs=max_num_envs,
-            isolation=isolation,
-            resume_grace_s=resume_grace_s,
-            max_sessions_per_client=max_sessions_per_client,
-            inline_threshold_s=inline_threshold_s,
-        )
+        self.runtime = Runtime(factory, limits=settings.limits)
         self.manager = SessionManager(self.runtime)
         self.host, self.port, self.http_port = host, port, http_port
-        self.http_host, self.http_options = http_host, http_options
-        self.tokens, self.tls = tokens, tls
-        self.observer = Observer(metrics, self.runtime.max_sessions)
+        self.http_host, self.http_options = http_host, keywords.get("http_options")
+        self.tokens, self.tls = tokens, security.tls
+        self._http_security = http_security
+        self.observer = Observer(settings.metrics, self.runtime.max_sessions)
         self.metrics_port = metrics_port
         self.metrics_url: str | None = None  # http://host:port/metrics with metrics_port
         self._metrics_server: Any = None
-        self.web = is_loopback(http_host or host) if web is None else web
+        self.web = is_loopback(http_host or host) if settings.web is None else settings.web
         self.grpc: Server | None = (
-            server_class(engine)(
+            server_class(settings.grpc_library)(
                 self.manager,
                 host,
                 port,
-                reflection=reflection,
-                tokens=tokens,
-                tls=tls,
-                handshake_timeout_s=handshake_timeout_s,
+                settings=settings,
                 interceptors=[ObservingInterceptor(self.observer, env_clock(self.manager))],
-                max_pipelined_requests=max_pipelined_requests,
             )
             if port is not None
             else None
         )
         #: The protocol engine every listener of this host serves (one pool of sessions).
         self.engine: Engine = (
-            self.grpc.engine if self.grpc is not None else Engine(self.manager, handshake_timeout_s, tokens=tokens)
+            self.grpc.engine
+            if self.grpc is not None
+            else Engine(self.manager, settings.limits.handshake_timeout_s, tokens=tokens)
         )
         self.http: Any = None  # openenv.bridge.HttpServer once started
         self._bridge = _bridge() if http_port is not None else None
@@ -244,13 +222,8 @@ class Host:
                 await self.grpc.start()
             if self._bridge is not None:
                 b = self._bridge
-                opts = self.http_options or b.HttpOptions()
-                if not opts.tokens:
-                    opts.tokens = self.tokens
-                if opts.tls is None:
-                    opts.tls = self.tls
-                if opts.max_message_bytes is None:  # both listeners bound messages alike
-                    opts.max_message_bytes = self.runtime.max_message_bytes
+                # Both listeners bound messages alike, unless the HTTP settings say otherwise.
+                opts = b.HttpOptions.of(self.settings.http, self._http_security, self.runtime.max_message_bytes)
                 bridge = b.BridgeApp(
                     b.LocalBackend(self.manager), max_message_bytes=opts.max_message_bytes, engine=self.engine
                 )
@@ -376,10 +349,23 @@ async def serve_async(
     ready: Callable[[Host], Any] | None = None,
     grace_s: float = 10.0,
     http_port: int | None = DEFAULT,
-    **kwargs: Any,
+    http_host: str | None = None,
+    metrics_port: int | None = None,
+    settings: ServerSettings | None = None,
+    **keywords: Unpack[HostKeywords],
 ) -> None:
     """Serve until SIGTERM or SIGINT, then drain (see :func:`serve`)."""
-    h = Host(factory, host, port, http_port=http_port, **kwargs)
+    forward_engine_keyword(keywords, stacklevel=3)  # type: ignore[arg-type]
+    h = Host(
+        factory,
+        host,
+        port,
+        http_port=http_port,
+        http_host=http_host,
+        metrics_port=metrics_port,
+        settings=settings,
+        **keywords,
+    )
     await h.start()
     (ready or (lambda srv: _say(srv.describe())))(h)
 
@@ -403,7 +389,14 @@ def serve(
     factory: Callable[..., Environment] | type[Environment],
     host: str = "127.0.0.1",
     port: int | None = 50051,
-    **kwargs: Any,
+    *,
+    ready: Callable[[Host], Any] | None = None,
+    grace_s: float = 10.0,
+    http_port: int | None = DEFAULT,
+    http_host: str | None = None,
+    metrics_port: int | None = None,
+    settings: ServerSettings | None = None,
+    **keywords: Unpack[HostKeywords],
 ) -> None:
     """Serve an environment until SIGTERM/SIGINT, then drain gracefully; prints where it
     listens (to stderr) once serving.
@@ -416,23 +409,32 @@ def serve(
             default :func:`default_http_port` when the ``http`` extra is installed; None:
             gRPC only.
         http_host: interface of the HTTP side (default: ``host``).
-        http_options: an :class:`openenv.bridge.HttpOptions` (keepalive, message size).
-        max_sessions: capacity (default: the class's ``max_sessions``).
-        max_message_bytes: largest message accepted and sent, on every listener (default 4 MiB:
-            docs/security.md, "What one message may cost").
-        idle_timeout_s: sessions idle for longer are closed (default 300; 0 disables).
-        resume_grace_s: how long a resumable session whose connection dropped waits for its
-            client to come back (RFC 0006; default 60; 0: no resumption).
-        tools_only: production mode: only tools are reachable.
+        metrics_port: also serve ``/metrics`` on this port (see :class:`Host`).
         grace_s: how long a drain waits for requests in progress.
-        web: serve the ``/web`` playground (default: when the HTTP side is on loopback).
-        metrics: count metrics (``/metrics``); metrics_port: also serve them on this port.
         ready: called with the started :class:`Host` (instead of printing its addresses).
-        tokens, tls, allow_anonymous, handshake_timeout_s, isolation, max_sessions_per_client:
-            who may connect and how sessions are contained (see :class:`Host`; docs/security.md).
-        inline_threshold_s: sync hooks measured faster run on the event loop (see :class:`Host`).
+        settings: how it serves (:class:`~openenv.settings.ServerSettings`: limits such as
+            ``max_sessions``, ``max_message_bytes``, ``idle_timeout_s``, ``resume_grace_s``,
+            ``isolation``; security: tokens, TLS, ``allow_anonymous``; the HTTP side's
+            transport; ``grpc_library``; ``metrics``, ``web``); docs/security.md.
+        **keywords: field names of ``settings`` and of the objects it holds, applied over it
+            (``openenv.serve(Env, max_sessions=8)`` is ``settings=ServerSettings(limits=Limits(max_sessions=8))``);
+            also ``engine`` (deprecated: ``grpc_library``) and ``http_options`` (see :class:`Host`).
     """
-    _run(serve_async(factory, host, port, **kwargs))
+    forward_engine_keyword(keywords, stacklevel=3)  # type: ignore[arg-type]
+    _run(
+        serve_async(
+            factory,
+            host,
+            port,
+            ready=ready,
+            grace_s=grace_s,
+            http_port=http_port,
+            http_host=http_host,
+            metrics_port=metrics_port,
+            settings=settings,
+            **keywords,
+        )
+    )
 
 
 async def serve_bridge_async(

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from typing import Any, NoReturn, cast
+from typing import Any, NoReturn, Unpack, cast
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -25,17 +25,10 @@ from openenv.engine import (
     status_of,
 )
 from openenv.errors import ErrorCode
-from openenv.runtime import pipelined
 from openenv.runtime.environment import Environment
-from openenv.runtime.session import (
-    DEFAULT_IDLE_TIMEOUT_S,
-    DEFAULT_MAX_MESSAGE_BYTES,
-    DEFAULT_RESUME_GRACE_S,
-    Runtime,
-    SessionManager,
-)
-from openenv.security import TlsConfig, TokenSet
+from openenv.runtime.session import Runtime, SessionManager
 from openenv.security.grpc_guard import GuardInterceptor
+from openenv.settings import ServerKeywords, ServerSettings
 from openenv.v1 import environment_pb2, environment_pb2_grpc, load_pb2
 
 log = logging.getLogger("openenv.server")
@@ -102,19 +95,17 @@ def max_streams(max_sessions: int) -> int:
 class Server:
     """The gRPC listener of an environment. ``await start()``, then ``await stop()``.
 
-    ``factory`` is an :class:`Environment` subclass (or a callable returning instances),
-    with the runtime's keywords (``max_sessions``, ``idle_timeout_s``, ...); or a
-    :class:`SessionManager` or an :class:`~openenv.engine.Engine` shared with other
-    listeners (then the keywords are its own and whoever made it drains and shuts it down).
+    ``factory`` is an :class:`Environment` subclass (or a callable returning instances); or a
+    :class:`SessionManager` or an :class:`~openenv.engine.Engine` shared with other listeners
+    (then its runtime's limits apply, and whoever made it drains and shuts it down).
+    ``settings`` (:class:`~openenv.settings.ServerSettings`) says how it serves: its limits
+    (capacity, message size, handshake deadline, pipelined messages, ...), its security
+    (bearer tokens every call but health checks needs, RFC 0003; TLS: ``grpcs``) and whether it
+    serves reflection; its HTTP and host-level fields are not this listener's. The keyword
+    arguments are field names of those settings (``max_sessions=``, ``tokens=``,
+    ``resume_grace_s=``...) and override ``settings`` (the form that predates it).
     ``interceptors`` are ``grpc.aio`` server interceptors (:class:`openenv.Host` adds the
-    metrics/logs/traces one), run outside the listener's own guard. ``tokens``: the bearer
-    tokens every call but health checks needs (RFC 0003); ``tls``: serve ``grpcs``;
-    ``handshake_timeout_s``: how long a stream may stay silent before its handshake;
-    ``isolation``: ``"process"`` runs each session's environment in a worker process;
-    ``inline_threshold_s``: sync hooks measured faster run on the event loop (0: never;
-    default ``$OPENENV_INLINE_THRESHOLD_US`` or 50 µs; :mod:`openenv.runtime.inline`);
-    ``max_pipelined_requests``: the most requests one pipelined message may carry (RFC 0009;
-    0: pipelined messages are not accepted, clients send requests one by one).
+    metrics/logs/traces one), run outside the listener's own guard.
     """
 
     def __init__(
@@ -123,55 +114,41 @@ class Server:
         host: str = "127.0.0.1",
         port: int = 50051,
         *,
-        max_sessions: int | None = None,
-        max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
-        idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S,
-        tools_only: bool = False,
-        max_num_envs: int | None = None,
-        reflection: bool = True,
-        resume_grace_s: float = DEFAULT_RESUME_GRACE_S,
+        settings: ServerSettings | None = None,
         interceptors: Sequence[Any] = (),
-        tokens: TokenSet | None = None,
-        tls: TlsConfig | None = None,
-        handshake_timeout_s: float | None = DEFAULT_HANDSHAKE_TIMEOUT_S,
-        isolation: str = "thread",
-        max_sessions_per_client: int = 0,
-        inline_threshold_s: float | None = None,
-        max_pipelined_requests: int = pipelined.DEFAULT_MAX_PIPELINED_REQUESTS,
+        **keywords: Unpack[ServerKeywords],
     ) -> None:
+        # Only this listener's settings as keywords (as before): the library or the HTTP side's
+        # transport, say, are chosen by whoever builds the listener (openenv.Host), not here.
+        unknown = set(keywords) - ServerKeywords.__optional_keys__
+        if unknown:
+            raise TypeError(f"Server() got unexpected keyword argument(s): {', '.join(sorted(unknown))}")
         given: Engine | None = None
-        if isinstance(factory, Engine):
-            given = factory
-            self.manager, self._owns_manager = factory.manager, False
-        elif isinstance(factory, SessionManager):
-            self.manager, self._owns_manager = factory, False
+        if isinstance(factory, Engine | SessionManager):  # a shared runtime: its limits, unless told otherwise
+            given = factory if isinstance(factory, Engine) else None
+            manager = factory.manager if isinstance(factory, Engine) else factory
+            settings = ServerSettings.of(settings or ServerSettings(limits=manager.runtime.limits), keywords)
+            self._owns_manager = False
         else:
-            runtime = Runtime(
-                factory,
-                max_sessions=max_sessions,
-                max_message_bytes=max_message_bytes,
-                idle_timeout_s=idle_timeout_s,
-                tools_only=tools_only,
-                max_num_envs=max_num_envs,
-                resume_grace_s=resume_grace_s,
-                isolation=isolation,
-                max_sessions_per_client=max_sessions_per_client,
-                inline_threshold_s=inline_threshold_s,
-            )
-            self.manager, self._owns_manager = SessionManager(runtime), True
+            settings = ServerSettings.of(settings, keywords)
+            manager, self._owns_manager = SessionManager(Runtime(factory, limits=settings.limits)), True
+        self.manager = manager
+        #: How this listener serves (what was given, the keywords applied).
+        self.settings = settings
+        limits = settings.limits
         self.runtime = self.manager.runtime
         self.host, self.requested_port = host, port
         self.port: int | None = None
-        self.reflection = reflection
+        self.reflection = settings.reflection
         self.interceptors = list(interceptors)  # grpc.aio server interceptors (e.g. metrics, traces)
         self._server: grpc.aio.Server | None = None
         self.health = health.aio.HealthServicer()
-        self.tokens, self.tls = tokens or TokenSet(), tls
-        self.handshake_timeout_s = handshake_timeout_s or None
+        self.tokens, self.tls = settings.security.tokens, settings.security.tls
+        self.handshake_timeout_s = limits.handshake_timeout_s or None
         caps = self.runtime.info.capabilities  # what GetInfo and the handshake tell clients (RFC 0003)
         caps.auth_required = bool(self.tokens)
-        caps.pipelined_requests = max_pipelined_requests > 0  # RFC 0009
-        caps.max_pipelined_requests = max(0, max_pipelined_requests)
+        caps.pipelined_requests = limits.max_pipelined_requests > 0  # RFC 0009
+        caps.max_pipelined_requests = limits.max_pipelined_requests
         if self.handshake_timeout_s:
             caps.handshake_timeout.FromNanoseconds(int(self.handshake_timeout_s * 1e9))
         #: The protocol engine this listener serves (shared with the HTTP side by openenv.Host).

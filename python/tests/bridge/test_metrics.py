@@ -178,7 +178,7 @@ async def test_vectorised_sessions_count_each_instance_episode() -> None:
 @pytest.mark.parametrize("engine", ["grpcio", "grpclib"])
 async def test_metrics_count_each_request_of_a_pipelined_message(engine: str) -> None:
     """RFC 0009: requests coalesced into one message are counted one by one, as if sent alone."""
-    async with served(Counter, engine=engine) as host:
+    async with served(Counter, grpc_library=engine) as host:
         url = host.http_url
         assert url is not None and host.address is not None
         async with openenv.EnvClient(host.address, grpc_engine=engine) as env:

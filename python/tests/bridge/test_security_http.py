@@ -268,7 +268,7 @@ async def test_one_client_address_holds_at_most_its_share_of_sessions_on_both_li
     /mcp together; beyond the cap a handshake is refused RESOURCE_EXHAUSTED naming the cap,
     another address (127.0.0.2, loopback too) is unaffected, and a closed session gives its
     slot back to its client."""
-    async with served(Counter, max_sessions=64, max_sessions_per_client=3, engine=engine) as srv:
+    async with served(Counter, max_sessions=64, max_sessions_per_client=3, grpc_library=engine) as srv:
         grpc_url = srv.address
         create = {"jsonrpc": "2.0", "id": 1, "method": "openenv/session/create"}
         async with openenv.EnvClient(grpc_url) as first, Ws(ws_url(srv.http_url)) as second:

@@ -24,7 +24,8 @@ from openenv.bridge.guard import Guard
 from openenv.bridge.limits import HttpLimits, protocol_classes
 from openenv.bridge.listener import UvicornListener
 from openenv.runtime.session import DEFAULT_MAX_MESSAGE_BYTES
-from openenv.security import BrowserPolicy, TlsConfig, TokenSet
+from openenv.security import BrowserPolicy, SecuritySettings, TlsConfig, TokenSet
+from openenv.settings import HttpSettings
 
 log = logging.getLogger("openenv.bridge")
 
@@ -35,7 +36,11 @@ DEFAULT_HTTP_PORT = 8000
 
 
 class HttpOptions:
-    """Transport settings of the HTTP side (all have defaults; see docs/bridge.md).
+    """Everything one HTTP listener applies (all have defaults; see docs/bridge.md): the
+    :class:`~openenv.settings.HttpSettings` of a server and its
+    :class:`~openenv.security.SecuritySettings`, resolved for this listener (:meth:`of`).
+    :class:`openenv.Host` builds it from its :class:`~openenv.settings.ServerSettings`;
+    ``openenv bridge`` and embedders of :class:`HttpServer` may build it directly.
 
     Attributes:
         ws_ping_interval: seconds between keepalive pings on every WebSocket (None or 0
@@ -81,6 +86,36 @@ class HttpOptions:
         self.limits = limits or HttpLimits()
         self.max_connections = max_connections
         self.keepalive_timeout_s = keepalive_timeout_s
+
+    @classmethod
+    def of(cls, http: HttpSettings, security: SecuritySettings, max_message_bytes: int) -> HttpOptions:
+        """The options of a listener with these settings (``max_message_bytes``: the server's,
+        unless ``http`` has its own)."""
+        return cls(
+            ws_ping_interval=http.ws_ping_interval,
+            ws_ping_timeout=http.ws_ping_timeout,
+            max_message_bytes=http.max_message_bytes or max_message_bytes,
+            ws_compression=http.ws_compression,
+            tokens=security.tokens,
+            tls=security.tls,
+            allowed_origins=security.allowed_origins,
+            allowed_hosts=security.allowed_hosts,
+            limits=http.limits,
+            max_connections=http.max_connections,
+            keepalive_timeout_s=http.keepalive_timeout_s,
+        )
+
+    def settings(self) -> HttpSettings:
+        """The :class:`~openenv.settings.HttpSettings` part of these options (checked)."""
+        return HttpSettings(
+            ws_ping_interval=self.ws_ping_interval,
+            ws_ping_timeout=self.ws_ping_timeout,
+            ws_compression=self.ws_compression,
+            max_message_bytes=self.max_message_bytes,
+            max_connections=self.max_connections,
+            keepalive_timeout_s=self.keepalive_timeout_s,
+            limits=self.limits,
+        )
 
 
 def _uvicorn_config(app: Any, opts: HttpOptions) -> uvicorn.Config:

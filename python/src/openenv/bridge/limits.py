@@ -33,7 +33,6 @@ and at most one value, key or string per 8 bytes (:func:`openenv.runtime.granula
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 from typing import Any
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
@@ -41,6 +40,7 @@ from uvicorn.protocols.utils import ClientDisconnected
 from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
 
 from openenv.runtime.granularity import json_refusal
+from openenv.settings import HttpLimits  # declared with the other settings (no extra needed)
 from openenv.wire import frames
 
 __all__ = [
@@ -85,17 +85,6 @@ def check_json(raw: str | bytes) -> None:
     why = json_refusal(raw)
     if why is not None:
         raise ValueError(why)
-
-
-@dataclasses.dataclass(frozen=True)
-class HttpLimits:
-    """Per-connection bounds of the HTTP listener (defaults suit any client we know of)."""
-
-    max_head_bytes: int = 16 * 1024
-    max_headers: int = 100
-    head_timeout_s: float = 10.0
-    body_timeout_s: float = 60.0
-    ws_send_timeout_s: float = 20.0
 
 
 _STATUS = {408: b"Request Timeout", 414: b"URI Too Long", 431: b"Request Header Fields Too Large"}

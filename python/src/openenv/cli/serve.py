@@ -1,4 +1,9 @@
-"""``openenv serve TARGET``: an environment's gRPC listener and HTTP side, until SIGTERM."""
+"""``openenv serve TARGET``: an environment's gRPC listener and HTTP side, until SIGTERM.
+
+The options build one :class:`~openenv.settings.ServerSettings` (:func:`settings_of`); the
+defaults and help of those that set a settings field are taken from the field, so the CLI and
+the API cannot drift apart.
+"""
 
 from __future__ import annotations
 
@@ -9,8 +14,92 @@ import click
 
 from openenv.cli.common import load_factory, load_security, security_options, split_list, write_ready_file
 from openenv.host import DEFAULT, Host, default_http_port, http_available, serve
+from openenv.runtime.limits import SettingError, field_default, field_doc
+from openenv.security import SecuritySettings
+from openenv.settings import GRPC_LIBRARIES, HttpSettings, Limits, ServerSettings
 
-__all__ = ["serve_command"]
+__all__ = ["serve_command", "settings_of"]
+
+MIB = 1024 * 1024
+
+#: settings field -> the option that sets it (to name the option in a refusal).
+OPTION_OF = {
+    "max_sessions": "--max-sessions",
+    "max_sessions_per_client": "--max-sessions-per-client",
+    "max_message_bytes": "--max-message-mb",
+    "idle_timeout_s": "--idle-timeout",
+    "resume_grace_s": "--resume-grace",
+    "handshake_timeout_s": "--handshake-timeout",
+    "max_pipelined_requests": "--max-pipelined-requests",
+    "isolation": "--isolation",
+    "inline_threshold_s": "--inline-threshold-us",
+    "tools_only": "--tools-only",
+    "ws_ping_interval": "--ws-ping-interval",
+    "ws_ping_timeout": "--ws-ping-timeout",
+    "grpc_library": "--grpc-library",
+    "allowed_origins": "--allowed-origins",
+    "allowed_hosts": "--allowed-hosts",
+}
+
+
+def _doc(cls: Any, name: str, unit: str = "") -> str:
+    """A field's documentation as an option's help (``unit``: how the option differs)."""
+    return field_doc(cls, name).replace("``", "") + (f" This option: {unit}." if unit else "")
+
+
+def settings_of(
+    *,
+    max_sessions: int | None,
+    idle_timeout: float,
+    resume_grace: float,
+    max_message_mb: float,
+    tools_only: bool,
+    ws_ping_interval: float,
+    ws_ping_timeout: float,
+    handshake_timeout: float,
+    isolation: str,
+    max_sessions_per_client: int,
+    inline_threshold_us: float | None,
+    grpc_library: str,
+    max_pipelined_requests: int,
+    tokens: Any,
+    tls: Any,
+    allow_anonymous: bool,
+    allowed_origins: str,
+    allowed_hosts: str,
+    web: bool | None,
+    metrics: bool,
+) -> ServerSettings:
+    """The :class:`ServerSettings` of ``openenv serve``'s options (in their units: MiB,
+    microseconds); a value a setting refuses is a usage error naming the option."""
+    try:
+        return ServerSettings(
+            limits=Limits(
+                max_sessions=max_sessions,
+                max_sessions_per_client=max_sessions_per_client,
+                max_message_bytes=int(max_message_mb * MIB),
+                idle_timeout_s=idle_timeout,
+                resume_grace_s=resume_grace,
+                handshake_timeout_s=handshake_timeout or None,
+                max_pipelined_requests=max_pipelined_requests,
+                isolation=isolation,  # type: ignore[arg-type]  # checked by Limits
+                inline_threshold_s=None if inline_threshold_us is None else inline_threshold_us / 1e6,
+                tools_only=tools_only,
+            ),
+            security=SecuritySettings(
+                tokens=tokens,
+                tls=tls,
+                allow_anonymous=allow_anonymous,
+                allowed_origins=split_list(allowed_origins),
+                allowed_hosts=split_list(allowed_hosts),
+            ),
+            http=HttpSettings(ws_ping_interval=ws_ping_interval, ws_ping_timeout=ws_ping_timeout),
+            grpc_library=grpc_library,  # type: ignore[arg-type]  # checked by ServerSettings
+            web=web,
+            metrics=metrics,
+        )
+    except SettingError as e:
+        raise click.BadParameter(str(e), param_hint=OPTION_OF.get(e.field, e.field)) from None
 
 
 @click.command("serve")
@@ -33,32 +122,31 @@ __all__ = ["serve_command"]
     type=int,
     default=lambda: int(os.environ["OPENENV_MAX_SESSIONS"]) if os.environ.get("OPENENV_MAX_SESSIONS") else None,
     show_default="$OPENENV_MAX_SESSIONS, else the environment's",
-    help="Capacity: concurrent sessions (fleets set it per server).",
+    help=_doc(Limits, "max_sessions", "fleets set it per server"),
 )
 @click.option(
     "--idle-timeout",
     type=float,
-    default=300.0,
+    default=field_default(Limits, "idle_timeout_s"),
     show_default=True,
-    help="Close sessions idle for this many seconds (0 disables).",
+    help=_doc(Limits, "idle_timeout_s"),
 )
 @click.option(
     "--resume-grace",
     type=float,
-    default=60.0,
+    default=field_default(Limits, "resume_grace_s"),
     show_default=True,
-    help="Keep a resumable session whose connection dropped this many seconds for its client (0: no resumption).",
+    help=_doc(Limits, "resume_grace_s"),
 )
 @click.option(
     "--max-message-mb",
     type=float,
-    default=4.0,
+    default=field_default(Limits, "max_message_bytes") / MIB,
     show_default=True,
-    help="Largest message accepted and sent, on every listener; a larger reply is an in-band RESOURCE_EXHAUSTED. "
-    "Each message may cost up to ~10x its size to parse (docs/security.md).",
+    help=_doc(Limits, "max_message_bytes", "MiB"),
 )
 @click.option("--grace", type=float, default=10.0, show_default=True, help="Drain time on SIGTERM.")
-@click.option("--tools-only", is_flag=True, help="Production mode: only tools are reachable.")
+@click.option("--tools-only", is_flag=True, help=_doc(Limits, "tools_only"))
 @click.option(
     "--ready-file",
     type=click.Path(dir_okay=False),
@@ -83,68 +171,70 @@ __all__ = ["serve_command"]
 @click.option(
     "--ws-ping-interval",
     type=float,
-    default=20.0,
+    default=field_default(HttpSettings, "ws_ping_interval"),
     show_default=True,
-    help="WebSocket keepalive ping interval in seconds (0 disables).",
+    help=_doc(HttpSettings, "ws_ping_interval"),
 )
 @click.option(
     "--ws-ping-timeout",
     type=float,
-    default=20.0,
+    default=field_default(HttpSettings, "ws_ping_timeout"),
     show_default=True,
-    help="Drop a WebSocket whose pong takes longer (frees half-open sessions).",
+    help=_doc(HttpSettings, "ws_ping_timeout"),
 )
 @click.option(
     "--handshake-timeout",
     type=float,
-    default=10.0,
+    default=field_default(Limits, "handshake_timeout_s"),
     show_default=True,
-    help="End gRPC streams that have not handshaken within this many seconds (0 disables).",
+    help=_doc(Limits, "handshake_timeout_s"),
 )
 @click.option(
     "--isolation",
     type=click.Choice(["thread", "process"]),
-    default=lambda: os.environ.get("OPENENV_ISOLATION", "thread"),
-    show_default="thread",
-    help="process: each session's environment in its own worker process (a crash loses only that session).",
+    default=lambda: os.environ.get("OPENENV_ISOLATION", field_default(Limits, "isolation")),
+    show_default=f"$OPENENV_ISOLATION, else {field_default(Limits, 'isolation')}",
+    help=_doc(Limits, "isolation"),
 )
 @click.option(
     "--max-sessions-per-client",
     type=click.IntRange(min=0),
-    default=lambda: int(os.environ.get("OPENENV_MAX_SESSIONS_PER_CLIENT", "0")),
-    show_default="$OPENENV_MAX_SESSIONS_PER_CLIENT, else 0: no limit",
-    help="Sessions one client address may hold at once, over both listeners (beyond: RESOURCE_EXHAUSTED).",
+    default=lambda: int(
+        os.environ.get("OPENENV_MAX_SESSIONS_PER_CLIENT", field_default(Limits, "max_sessions_per_client"))
+    ),
+    show_default=f"$OPENENV_MAX_SESSIONS_PER_CLIENT, else {field_default(Limits, 'max_sessions_per_client')}",
+    help=_doc(Limits, "max_sessions_per_client"),
 )
 @click.option(
     "--inline-threshold-us",
     type=click.FloatRange(min=0),
     default=None,
     show_default="$OPENENV_INLINE_THRESHOLD_US, else 50",
-    help="Sync environment hooks measured consistently faster than this many microseconds run on the "
-    "event loop instead of a worker thread (0: never; docs/performance.md).",
+    help=_doc(Limits, "inline_threshold_s", "microseconds"),
 )
 @click.option(
+    "--grpc-library",
+    # --engine: its name before the protocol engine (openenv.engine) took the word; kept working.
     "--engine",
-    type=click.Choice(["grpcio", "grpclib"]),
-    default=lambda: os.environ.get("OPENENV_ENGINE", "grpcio"),
-    show_default="$OPENENV_ENGINE, else grpcio",
-    help="Library of the gRPC listener: grpcio (grpc.aio, the reference) or grpclib (the grpclib extra; "
-    "same protocol, docs/performance.md).",
+    "grpc_library",
+    type=click.Choice(GRPC_LIBRARIES),
+    default=lambda: os.environ.get("OPENENV_ENGINE", field_default(ServerSettings, "grpc_library")),
+    show_default=f"$OPENENV_ENGINE, else {field_default(ServerSettings, 'grpc_library')}",
+    help=_doc(ServerSettings, "grpc_library", "--engine is its older name"),
 )
 @click.option(
     "--max-pipelined-requests",
     type=click.IntRange(min=0),
-    default=256,
+    default=field_default(Limits, "max_pipelined_requests"),
     show_default=True,
-    help="The most requests one pipelined gRPC message may carry (RFC 0009); 0: not offered, clients send "
-    "each request alone.",
+    help=_doc(Limits, "max_pipelined_requests"),
 )
 @security_options
 @click.option(
     "--web/--no-web",
     default=None,
     show_default="on when the HTTP side listens on loopback",
-    help="Serve the /web playground (off by default on other interfaces: it lets anyone who reaches the port play).",
+    help=_doc(ServerSettings, "web"),
 )
 @click.option(
     "--metrics-port",
@@ -173,7 +263,7 @@ def serve_command(
     isolation: str,
     max_sessions_per_client: int,
     inline_threshold_us: float | None,
-    engine: str,
+    grpc_library: str,
     max_pipelined_requests: int,
     tokens: tuple[str, ...],
     token_file: str | None,
@@ -204,56 +294,40 @@ def serve_command(
         if http_ready_file and h.http_url:
             write_ready_file(http_ready_file, h.http_url)
 
-    http: dict[str, Any] = {"http_port": None}
+    listen: dict[str, Any] = {"http_port": None}
     if not no_http:
         if http_port is None and not http_available():
-            http = {"http_port": DEFAULT}
+            listen = {"http_port": DEFAULT}
         else:
-            try:
-                from openenv.bridge import HttpOptions  # the http extra
-            except ImportError as e:
-                raise click.ClickException(
-                    f"--http-port needs the http extra: pip install 'protoenv[http]' ({e})"
-                ) from None
-            http = {
-                "http_port": default_http_port(port) if http_port is None else http_port,
-                "http_host": http_host,
-                "http_options": HttpOptions(
-                    ws_ping_interval=ws_ping_interval,
-                    ws_ping_timeout=ws_ping_timeout,
-                    max_message_bytes=int(max_message_mb * 1024 * 1024),
-                    allowed_origins=split_list(allowed_origins),
-                    allowed_hosts=split_list(allowed_hosts),
-                ),
-            }
+            if not http_available():
+                raise click.ClickException("--http-port needs the http extra: pip install 'protoenv[http]'")
+            listen = {"http_port": default_http_port(port) if http_port is None else http_port, "http_host": http_host}
     # Metrics nobody can scrape (no HTTP side, no metrics port) are not counted: an idle server
     # then need not import prometheus-client, and requests skip the counting.
-    scrapeable = metrics_port is not None or http["http_port"] not in (None, DEFAULT)
+    scrapeable = metrics_port is not None or listen["http_port"] not in (None, DEFAULT)
+    settings = settings_of(
+        max_sessions=max_sessions,
+        idle_timeout=idle_timeout,
+        resume_grace=resume_grace,
+        max_message_mb=max_message_mb,
+        tools_only=tools_only,
+        ws_ping_interval=ws_ping_interval,
+        ws_ping_timeout=ws_ping_timeout,
+        handshake_timeout=handshake_timeout,
+        isolation=isolation,
+        max_sessions_per_client=max_sessions_per_client,
+        inline_threshold_us=inline_threshold_us,
+        grpc_library=grpc_library,
+        max_pipelined_requests=max_pipelined_requests,
+        tokens=token_set,
+        tls=tls,
+        allow_anonymous=allow_anonymous,
+        allowed_origins=allowed_origins,
+        allowed_hosts=allowed_hosts,
+        web=web,
+        metrics=scrapeable,
+    )
     try:
-        serve(
-            factory,
-            host,
-            port,
-            max_sessions=max_sessions,
-            idle_timeout_s=idle_timeout,
-            resume_grace_s=resume_grace,
-            max_message_bytes=int(max_message_mb * 1024 * 1024),
-            grace_s=grace,
-            tools_only=tools_only,
-            ready=ready,
-            tokens=token_set,
-            tls=tls,
-            allow_anonymous=allow_anonymous,
-            handshake_timeout_s=handshake_timeout or None,
-            isolation=isolation,
-            max_sessions_per_client=max_sessions_per_client,
-            inline_threshold_s=None if inline_threshold_us is None else inline_threshold_us * 1e-6,
-            engine=engine,
-            max_pipelined_requests=max_pipelined_requests,
-            web=web,
-            metrics_port=metrics_port,
-            metrics=scrapeable,
-            **http,
-        )
+        serve(factory, host, port, settings=settings, grace_s=grace, ready=ready, metrics_port=metrics_port, **listen)
     except (TypeError, ValueError, RuntimeError, ImportError) as e:
         raise click.ClickException(str(e)) from e

@@ -23,6 +23,7 @@ from openenv.errors import EnvError, ErrorCode, FailedPrecondition, Internal, In
 from openenv.protocol import PROTOCOL_VERSION, StepResult
 from openenv.runtime import pipelined
 from openenv.runtime.granularity import Undecodable
+from openenv.runtime.limits import DEFAULT_HANDSHAKE_TIMEOUT_S  # declared with the other limits
 from openenv.runtime.load import server_load
 from openenv.runtime.resume import Resumable, Resumes
 from openenv.runtime.session import CLIENT, Runtime, SessionManager, client_host
@@ -45,9 +46,6 @@ __all__ = [
 ]
 
 _CLOSE = object()
-
-DEFAULT_HANDSHAKE_TIMEOUT_S = 10.0
-"""A stream that has not sent its handshake within this time ends with DEADLINE_EXCEEDED."""
 
 
 def _decoded(req: Any) -> environment_pb2.SessionRequest:

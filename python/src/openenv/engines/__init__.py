@@ -1,4 +1,6 @@
-"""gRPC engines: which library carries the protocol's gRPC listener.
+"""gRPC engines: which library carries the protocol's gRPC listener
+(``ServerSettings.grpc_library``, ``openenv serve --grpc-library``; "engine" is their older name,
+from before the protocol engine, :class:`openenv.engine.Engine`).
 
 ``grpcio`` (grpc.aio; the reference engine and the default) is :class:`openenv.server.Server`;
 ``grpclib`` (pure-Python HTTP/2 on the event loop; the ``grpclib`` extra) is
@@ -11,11 +13,12 @@ from __future__ import annotations
 from typing import Any
 
 from openenv.server import Server
+from openenv.settings import DEFAULT_GRPC_LIBRARY, GRPC_LIBRARIES
 
 __all__ = ["DEFAULT_ENGINE", "ENGINES", "server_class"]
 
-ENGINES = ("grpcio", "grpclib")
-DEFAULT_ENGINE = "grpcio"
+ENGINES = GRPC_LIBRARIES  # declared with the other settings
+DEFAULT_ENGINE = DEFAULT_GRPC_LIBRARY
 GRPCLIB_EXTRA = "the grpclib engine needs the grpclib extra: pip install 'protoenv[grpclib]'"
 
 

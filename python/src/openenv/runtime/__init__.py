@@ -8,6 +8,7 @@
 * :mod:`~openenv.runtime.session`: :class:`Runtime` (what is derived once per class),
   :class:`Session` (one instance and its episode state machine) and
   :class:`SessionManager` (capacity, idle reaping, drain);
+* :mod:`~openenv.runtime.limits`: :class:`Limits`, the serving limits every listener applies;
 * :mod:`~openenv.runtime.vector`: :class:`VectorSession`, N sessions behind one stream.
 
 It imports nothing above it (no transport, no client): the gRPC server, the HTTP side and
@@ -16,6 +17,7 @@ any other front end translate their requests into calls on sessions.
 
 from openenv.runtime.codec import Codec, TensorSpec, codec_for
 from openenv.runtime.environment import Environment
+from openenv.runtime.limits import Limits
 from openenv.runtime.session import Runtime, Session, SessionManager
 from openenv.runtime.tools import CallToolAction, CallToolObservation, Tool, ToolResult, tool
 from openenv.runtime.vector import VectorSession
@@ -25,6 +27,7 @@ __all__ = [
     "CallToolObservation",
     "Codec",
     "Environment",
+    "Limits",
     "Runtime",
     "Session",
     "SessionManager",

@@ -24,6 +24,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from openenv.errors import Internal, Unavailable
+from openenv.runtime.limits import ISOLATION_MODES  # declared with the other limits
 from openenv.runtime.rubrics import Rubric
 from openenv.runtime.snapshots import restore_rubric, rubric_state
 
@@ -32,7 +33,6 @@ if TYPE_CHECKING:
 
 __all__ = ["ISOLATION_MODES", "ProcessEnv", "WorkerRubric"]
 
-ISOLATION_MODES = ("thread", "process")
 """``thread``: environments run in the server process (the default); ``process``: one
 worker process per session."""
 

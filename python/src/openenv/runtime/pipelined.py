@@ -23,13 +23,11 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 
 from openenv.errors import EnvError, FailedPrecondition, InvalidArgument, ResourceExhausted, Unimplemented
+from openenv.runtime.limits import DEFAULT_MAX_PIPELINED_REQUESTS  # declared with the other limits
 from openenv.v1 import environment_pb2
 
 __all__ = ["DEFAULT_MAX_PIPELINED_REQUESTS", "answer", "ends_session"]
 
-DEFAULT_MAX_PIPELINED_REQUESTS = 256
-"""Requests one pipelined message may carry unless the server is told otherwise (enough to
-amortise a message's cost many times over; the message size limit bounds it as well)."""
 
 SessionRequest = environment_pb2.SessionRequest
 SessionResponse = environment_pb2.SessionResponse

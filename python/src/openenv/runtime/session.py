@@ -19,7 +19,7 @@ import sys
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, TypeVar
+from typing import Any, TypeVar, Unpack
 
 from openenv.errors import (
     DeadlineExceeded,
@@ -36,7 +36,14 @@ from openenv.protocol import PROTOCOL_VERSION, EpisodeStatus, SessionState, Step
 from openenv.runtime.codec import Codec, codec_for, descriptor_set, to_struct
 from openenv.runtime.environment import Environment
 from openenv.runtime.inline import GC_RUNS, HookTimes, InlinePolicy, run_inline, server_threshold_s
-from openenv.runtime.isolation import ISOLATION_MODES, ProcessEnv, WorkerRubric
+from openenv.runtime.isolation import ProcessEnv, WorkerRubric
+from openenv.runtime.limits import (  # declared with the other limits; importable from here as before
+    DEFAULT_IDLE_TIMEOUT_S,
+    DEFAULT_MAX_MESSAGE_BYTES,
+    DEFAULT_RESUME_GRACE_S,
+    LimitKeywords,
+    Limits,
+)
 from openenv.runtime.load import LoadMeter
 from openenv.runtime.rubrics import CREDITS_METADATA_KEY, Rubric
 from openenv.runtime.snapshots import (
@@ -57,9 +64,6 @@ from openenv.v1 import environment_pb2
 log = logging.getLogger("openenv.session")
 _T = TypeVar("_T")
 
-DEFAULT_MAX_MESSAGE_BYTES = 4 * 1024 * 1024  # gRPC's own default; docs/security.md, "What one message may cost"
-DEFAULT_IDLE_TIMEOUT_S = 300.0
-DEFAULT_RESUME_GRACE_S = 60.0  # how long a dropped resumable session waits for its client (RFC 0006)
 _CLOSE_TIMEOUT_S = 30.0  # bound on waiting for a still-running call, and on close() itself
 _FACTORY_TIMEOUT_S = 60.0  # bound on creating an environment (a hung constructor)
 
@@ -92,25 +96,25 @@ def client_host(peer: str) -> str:
 
 
 class Runtime:
-    """Everything derived once per environment class: codecs, descriptor set, info."""
+    """Everything derived once per environment class: codecs, descriptor set, info.
+
+    ``limits`` (:class:`~openenv.runtime.limits.Limits`) are the serving limits; the keyword
+    arguments are its field names and override it (the form that predates :class:`Limits`).
+    ``self.limits`` is what was given, ``self.max_sessions`` and the like what applies (the
+    environment class may narrow the capacity).
+    """
 
     def __init__(
         self,
         factory: Callable[..., Environment] | type[Environment],
         *,
-        max_sessions: int | None = None,
-        max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
-        idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S,
-        tools_only: bool = False,
-        max_num_envs: int | None = None,
-        isolation: str = "thread",
-        resume_grace_s: float = DEFAULT_RESUME_GRACE_S,
+        limits: Limits | None = None,
         snapshot_key: bytes | None = None,
-        max_sessions_per_client: int = 0,
-        inline_threshold_s: float | None = None,
+        **keywords: Unpack[LimitKeywords],
     ) -> None:
-        if isolation not in ISOLATION_MODES:
-            raise ValueError(f"isolation must be one of {ISOLATION_MODES}, not {isolation!r}")
+        limits = Limits.of(limits, keywords)
+        self.limits = limits
+        max_sessions, isolation = limits.max_sessions, limits.isolation
         if isinstance(factory, type):
             env_cls = factory
         else:  # a factory function: build one instance to learn its class
@@ -133,15 +137,13 @@ class Runtime:
         if cap < 1:
             raise ValueError("max_sessions must be >= 1")
         self.max_sessions = cap
-        if max_sessions_per_client < 0:
-            raise ValueError("max_sessions_per_client must be >= 0 (0: no per-client limit)")
         # Sessions one client address may hold at once (0: no limit), so that one client
         # (a runaway script, a JSON-RPC batch) cannot take every slot (RFC 0003).
-        self.max_sessions_per_client = max_sessions_per_client
-        self.max_num_envs = cap if max_num_envs is None else min(max_num_envs, cap)
-        self.max_message_bytes = max_message_bytes
-        self.idle_timeout_s = idle_timeout_s
-        self.tools_only = tools_only
+        self.max_sessions_per_client = limits.max_sessions_per_client
+        self.max_num_envs = cap if limits.max_num_envs is None else min(limits.max_num_envs, cap)
+        self.max_message_bytes = limits.max_message_bytes
+        self.idle_timeout_s = limits.idle_timeout_s
+        self.tools_only = limits.tools_only
         self.tools = env_cls.tools()
         self.action_codec: Codec = codec_for(env_cls.action_type, lenient=env_cls.lenient_actions)
         self.observation_codec: Codec = codec_for(env_cls.observation_type)
@@ -159,14 +161,14 @@ class Runtime:
             self.is_async = frozenset()
         # Fast sync hooks run inline, decided by their measured time (runtime.inline); never for
         # process isolation (a call is a pipe round trip) nor for classes that opt out.
-        threshold = server_threshold_s(inline_threshold_s)
+        threshold = server_threshold_s(limits.inline_threshold_s)
         if threshold and env_cls.inline_threshold_s is not None:
             threshold = env_cls.inline_threshold_s
         self.inline = (
             InlinePolicy(threshold) if threshold > 0 and env_cls.run_in_thread and isolation != "process" else None
         )
         # RFC 0006: resumable sessions, snapshots (the default hooks, or the class's own).
-        self.resume_grace_s = max(0.0, resume_grace_s)
+        self.resume_grace_s = limits.resume_grace_s
         self.snapshots = bool(env_cls.snapshots) or env_cls.snapshot is not Environment.snapshot
         self.max_forks = self.max_sessions if self.snapshots else 0
         self.snapshot_key = snapshot_key or default_key()

@@ -11,17 +11,20 @@ has the threat model and the defaults.
   unless anonymous access is asked for explicitly;
 * :class:`TlsConfig`: certificate, key and optional client CA (mTLS) of a listener;
   :func:`client_ssl_context` / :func:`grpc_channel_credentials` for clients;
+* :class:`SecuritySettings`: all of the above for one server, as a settings object;
 * :class:`BrowserPolicy`: ``Origin`` and ``Host`` checks against cross-site WebSocket
   hijacking, CSRF and DNS rebinding.
 """
 
 from openenv.security.browser import BrowserPolicy
+from openenv.security.settings import SecuritySettings
 from openenv.security.tls import TlsConfig, client_ssl_context, grpc_channel_credentials
 from openenv.security.tokens import TOKEN_ENV, TokenSet, bearer_token, check_bind, is_loopback_host
 
 __all__ = [
     "TOKEN_ENV",
     "BrowserPolicy",
+    "SecuritySettings",
     "TlsConfig",
     "TokenSet",
     "bearer_token",

@@ -76,6 +76,14 @@ class TokenSet:
     def __len__(self) -> int:
         return len(self._tokens)
 
+    def __eq__(self, other: object) -> bool:
+        # Settings objects holding a TokenSet compare equal when they accept the same tokens
+        # (configuration equality, never on a request's path: those use accepts_header).
+        return isinstance(other, TokenSet) and set(self._tokens) == set(other._tokens)
+
+    def __hash__(self) -> int:
+        return hash(frozenset(self._tokens))
+
     def __repr__(self) -> str:  # never the tokens themselves
         return f"TokenSet({len(self._tokens)} token(s))"
 

@@ -1,0 +1,234 @@
+"""How a server serves, as typed, frozen settings objects (``openenv.ServerSettings``).
+
+One declaration of each setting, shared by :class:`openenv.Host`, :func:`openenv.serve`,
+``openenv serve`` (which derives its options' defaults and help from these fields), the gRPC
+listeners and the HTTP side:
+
+* :class:`ServerSettings`: everything but where to listen; composed of
+* :class:`~openenv.runtime.limits.Limits`: what the server allows (capacity, message size,
+  timeouts, pipelining, isolation, ...);
+* :class:`~openenv.security.SecuritySettings`: tokens, TLS, anonymous access, browser origins;
+* :class:`HttpSettings` (with :class:`HttpLimits`): the HTTP side's transport (keepalive,
+  compression, connections, request-head bounds);
+* which library serves gRPC (``grpc_library``), reflection, metrics, the playground.
+
+Every object is frozen (``replace`` makes a changed copy) and checks its values when built: a
+bad one raises ``ValueError`` naming the class, the field and the value. This module needs no
+extra: the HTTP side's settings can be written where the ``http`` extra is not installed.
+
+The keyword arguments of ``Host``, ``Server`` and ``serve`` that predate these classes keep
+working; :meth:`ServerSettings.of` is the one place that maps them onto the settings.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import warnings
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from openenv.runtime.limits import (
+    DEFAULT_MAX_MESSAGE_BYTES,
+    LimitKeywords,
+    Limits,
+    Settings,
+    boolean,
+    documented,
+    integer,
+    one_of,
+    seconds,
+    setting,
+)
+from openenv.security import SecuritySettings, TlsConfig, TokenSet
+
+__all__ = [
+    "DEFAULT_GRPC_LIBRARY",
+    "GRPC_LIBRARIES",
+    "HostKeywords",
+    "HttpLimits",
+    "HttpSettings",
+    "Limits",
+    "SecuritySettings",
+    "ServerKeywords",
+    "ServerSettings",
+    "forward_engine_keyword",
+]
+
+GRPC_LIBRARIES = ("grpcio", "grpclib")
+DEFAULT_GRPC_LIBRARY = "grpcio"
+
+
+@documented
+@dataclasses.dataclass(frozen=True)
+class HttpLimits(Settings):
+    """Per-connection bounds of the HTTP listener (defaults suit any client we know of;
+    docs/security.md lists them under "Always on")."""
+
+    max_head_bytes: int = setting(16 * 1024, "Request line plus headers, in bytes (414/431 beyond).", **integer(1))
+    max_headers: int = setting(100, "Header lines of one request (431 beyond).", **integer(1))
+    head_timeout_s: float = setting(
+        10.0, "A request head not complete within this many seconds is answered 408 (slowloris).", **seconds()
+    )
+    body_timeout_s: float = setting(60.0, "A request body must arrive within this many seconds.", **seconds())
+    ws_send_timeout_s: float = setting(
+        20.0,
+        "A WebSocket send that cannot drain within this many seconds (a client that does not read) "
+        "drops the connection.",
+        **seconds(),
+    )
+
+
+@documented
+@dataclasses.dataclass(frozen=True)
+class HttpSettings(Settings):
+    """The HTTP side's transport (OpenEnv's ``/ws``, ``/mcp``, ``/health``...; docs/bridge.md).
+
+    What users may rely on: the fields below; who may connect is :class:`SecuritySettings`'
+    (shared with gRPC), not these.
+    """
+
+    ws_ping_interval: float | None = setting(
+        20.0,
+        "Seconds between keepalive pings on every WebSocket (None or 0: none); a peer that does "
+        "not answer within ``ws_ping_timeout`` is dropped, which frees a half-open session's slot.",
+        **seconds(optional=True),
+    )
+    ws_ping_timeout: float | None = setting(
+        20.0, "Seconds to wait for a keepalive pong (None or 0: forever).", **seconds(optional=True)
+    )
+    ws_compression: bool = setting(
+        False, "Negotiate permessage-deflate (off: small frames are cheaper raw).", **boolean()
+    )
+    max_message_bytes: int | None = setting(
+        None,
+        "Largest WebSocket message, ``POST /mcp`` body and reply (None: the server's "
+        "``Limits.max_message_bytes``, as on gRPC).",
+        **integer(1, optional=True),
+    )
+    max_connections: int = setting(4096, "Concurrent connections, WebSockets included (503 beyond).", **integer(1))
+    keepalive_timeout_s: float = setting(
+        5.0, "An idle keep-alive connection is closed after this many seconds.", **seconds()
+    )
+    limits: HttpLimits = setting(
+        HttpLimits(),
+        "Request-head size and read deadlines (:class:`HttpLimits`).",
+        check=lambda v: isinstance(v, HttpLimits),
+        expect="an HttpLimits",
+    )
+
+
+_SUBSETTINGS: dict[str, type[Settings]] = {"limits": Limits, "security": SecuritySettings, "http": HttpSettings}
+
+
+@documented
+@dataclasses.dataclass(frozen=True)
+class ServerSettings(Settings):
+    """How a server serves: everything but where it listens (frozen; :meth:`replace` makes a
+    changed copy). ``openenv.Host(factory, host, port, http_port=..., settings=...)`` and
+    ``openenv.serve(...)`` take it; ``openenv serve`` builds one from its options.
+
+    What users may rely on: the fields below and those of the objects it holds, their names,
+    defaults and meaning; a bad value raises ``ValueError`` naming the field when built; the
+    same settings given as an object or as the older keyword arguments serve identically.
+    """
+
+    limits: Limits = setting(
+        Limits(),
+        "What the server allows (:class:`~openenv.runtime.limits.Limits`).",
+        check=lambda v: isinstance(v, Limits),
+        expect="a Limits",
+    )
+    security: SecuritySettings = setting(
+        SecuritySettings(),
+        "Who may reach the listeners (:class:`~openenv.security.SecuritySettings`).",
+        check=lambda v: isinstance(v, SecuritySettings),
+        expect="a SecuritySettings",
+    )
+    http: HttpSettings = setting(
+        HttpSettings(),
+        "The HTTP side's transport (:class:`HttpSettings`).",
+        check=lambda v: isinstance(v, HttpSettings),
+        expect="an HttpSettings",
+    )
+    grpc_library: Literal["grpcio", "grpclib"] = setting(
+        DEFAULT_GRPC_LIBRARY,
+        "The library that serves gRPC: ``grpcio`` (grpc.aio, the reference) or ``grpclib`` "
+        "(the grpclib extra); the same protocol either way (docs/performance.md).",
+        **one_of(GRPC_LIBRARIES),
+    )
+    reflection: bool = setting(True, "Serve gRPC server reflection.", **boolean())
+    metrics: bool = setting(
+        True, "Count metrics (``/metrics`` on the HTTP side; needs prometheus-client).", **boolean()
+    )
+    web: bool | None = setting(
+        None,
+        "Serve the ``/web`` playground (None: only when the HTTP side listens on loopback; it lets "
+        "anyone who reaches the port play).",
+        check=lambda v: v is None or isinstance(v, bool),
+        expect="True, False or None",
+    )
+
+    @classmethod
+    def of(cls, settings: ServerSettings | None, keywords: Mapping[str, Any]) -> ServerSettings:
+        """``settings`` (default: all defaults) with ``keywords`` applied: each keyword is a
+        field name of this class or of one it holds (``max_sessions``, ``tokens``, ...), or
+        ``engine``, the deprecated name of ``grpc_library``. The one place where the keyword
+        arguments of ``Host``/``Server``/``serve`` map onto the settings."""
+        base = settings if settings is not None else cls()
+        kw = dict(keywords)
+        forward_engine_keyword(kw, stacklevel=4)  # usually done by the public caller already
+        parts: dict[str, dict[str, Any]] = {name: {} for name in _SUBSETTINGS}
+        own: dict[str, Any] = {}
+        for key, value in kw.items():
+            holder = next((name for name, c in _SUBSETTINGS.items() if key in c.names()), None)
+            if holder is not None:
+                parts[holder][key] = value
+            elif key in cls.names() - _SUBSETTINGS.keys():
+                own[key] = value
+            else:
+                raise TypeError(f"unexpected keyword argument {key!r}")
+        for name, changes in parts.items():
+            if changes:
+                own[name] = getattr(base, name).replace(**changes)
+        return base.replace(**own) if own else base
+
+    def http_message_bytes(self) -> int:
+        """The HTTP side's message bound: its own, else the server's."""
+        return self.http.max_message_bytes or self.limits.max_message_bytes or DEFAULT_MAX_MESSAGE_BYTES
+
+
+def forward_engine_keyword(keywords: dict[str, Any], stacklevel: int = 3) -> None:
+    """Rename a deprecated ``engine`` keyword to ``grpc_library`` in place, with a
+    ``DeprecationWarning`` attributed ``stacklevel`` frames up (the caller of the public
+    function that called this); a ValueError when both are given and disagree."""
+    if "engine" not in keywords:
+        return
+    engine = keywords.pop("engine")
+    warnings.warn(
+        "engine= is deprecated: the library serving gRPC is grpc_library= "
+        "(openenv.engine.Engine is the protocol engine)",
+        DeprecationWarning,
+        stacklevel=stacklevel,
+    )
+    if keywords.setdefault("grpc_library", engine) != engine:
+        raise ValueError(f"engine={engine!r} and grpc_library={keywords['grpc_library']!r} disagree")
+
+
+class ServerKeywords(LimitKeywords, total=False):
+    """The keyword arguments of :class:`openenv.Server` (fields of :class:`ServerSettings`)."""
+
+    reflection: bool
+    tokens: TokenSet | None
+    tls: TlsConfig | None
+
+
+class HostKeywords(ServerKeywords, total=False):
+    """The keyword arguments of :class:`openenv.Host` and :func:`openenv.serve` (fields of
+    :class:`ServerSettings`, ``engine`` (deprecated) and ``http_options``)."""
+
+    allow_anonymous: bool
+    metrics: bool
+    web: bool | None
+    grpc_library: Literal["grpcio", "grpclib"]
+    engine: str
+    http_options: Any
