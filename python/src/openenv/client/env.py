@@ -50,6 +50,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Self
 
 from google.protobuf.message import Message
 
+from openenv.client.binary import BinaryWsConnection
 from openenv.client.connection import Connection
 from openenv.client.grpc import GrpcConnection
 from openenv.client.options import ConnectionOptions
@@ -129,8 +130,6 @@ def connect_url(
     if opts.token is None:
         opts = opts.merged(token=default_token(url))
     if scheme in WS_SCHEMES and is_binary_url(url):  # the protocol itself over a WebSocket (RFC 0011)
-        from openenv.client.binary import BinaryWsConnection
-
         return BinaryWsConnection(url, options=opts)
     if scheme in WS_SCHEMES:
         return WsConnection(url, options=opts)
