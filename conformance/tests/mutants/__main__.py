@@ -56,7 +56,14 @@ def main(argv: list[str]) -> None:
         if http_file and server.http_url:
             write(http_file, server.http_url)
 
-    kwargs = {"max_message_bytes": 1024 * 1024, "http_port": 0, **getattr(mod, "SERVER_KWARGS", {})}
+    # A 3 s handshake deadline (the default is 10 s): protocol.handshake_deadline waits it out in
+    # every mutant's run, and no mutant is about the deadline's length.
+    kwargs = {
+        "max_message_bytes": 1024 * 1024,
+        "http_port": 0,
+        "handshake_timeout_s": 3.0,
+        **getattr(mod, "SERVER_KWARGS", {}),
+    }
     openenv.host.serve(mod.Env, "127.0.0.1", 0, ready=ready, grace_s=1.0, **kwargs)
 
 
