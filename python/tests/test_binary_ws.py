@@ -1,6 +1,8 @@
-"""The binary WebSocket transport (RFC 0011): ``/v1/session`` on the HTTP listener, one
-``SessionRequest`` / ``SessionResponse`` per binary message, subprotocol ``openenv.v1+proto``.
+"""The binary WebSocket transport (RFC 0011): ``/v1/session``, one ``SessionRequest`` /
+``SessionResponse`` per binary message, subprotocol ``openenv.v1+proto``.
 
+Every test runs against both listeners that serve it, which must behave identically: the HTTP
+listener (uvicorn) and the transport's own (picows, ``Host(binary_port=0)``, no HTTP side).
 Every test talks to a real ``openenv.Host`` over 127.0.0.1 (port 0), with ``EnvClient`` (the
 :class:`~openenv.client.BinaryWsConnection`) or a raw ``websockets`` client writing protobuf
 bytes itself; dropped connections go through a loopback TCP proxy the test resets. No timed
@@ -32,9 +34,24 @@ TOKEN = "binary-transport-token"
 SUB = "openenv.v1+proto"
 
 
+LISTENER = "http"  # which listener serves /v1/session in the running test (set by the fixture)
+
+
+@pytest.fixture(autouse=True, params=["http", "picows"])
+def listener(request: pytest.FixtureRequest) -> str:
+    """Every test of this module once per listener of the binary transport."""
+    global LISTENER
+    LISTENER = request.param
+    return LISTENER
+
+
 @contextlib.asynccontextmanager
 async def hosted(factory: Any = Counter, **kwargs: Any) -> AsyncIterator[openenv.Host]:
-    kwargs.setdefault("http_port", 0)
+    if LISTENER == "picows":
+        kwargs.setdefault("binary_port", 0)
+        kwargs.setdefault("http_port", None)
+    else:
+        kwargs.setdefault("http_port", 0)
     host = openenv.Host(factory, "127.0.0.1", 0, **kwargs)
     await asyncio.wait_for(host.start(), WAIT)
     try:
@@ -43,8 +60,13 @@ async def hosted(factory: Any = Counter, **kwargs: Any) -> AsyncIterator[openenv
         await asyncio.wait_for(host.stop(1.0), WAIT)
 
 
+def port_of(host: openenv.Host) -> int:
+    """The port of the listener serving /v1/session in this test."""
+    return int(host.binary.port if LISTENER == "picows" else host.http.port)
+
+
 def url_of(host: openenv.Host, port: int | None = None) -> str:
-    return f"ws://127.0.0.1:{port or host.http.port}/v1/session"
+    return f"ws://127.0.0.1:{port or port_of(host)}/v1/session"
 
 
 async def raw(url: str, **kw: Any) -> Any:
@@ -224,7 +246,7 @@ async def test_a_session_ended_by_the_server_reaches_the_client_with_its_reason(
 
 
 async def test_a_dropped_connection_is_resumed_and_no_step_is_lost_or_repeated() -> None:
-    async with hosted() as host, TcpProxy(host.http.port or 0) as proxy:
+    async with hosted() as host, TcpProxy(port_of(host)) as proxy:
         async with openenv.EnvClient(url_of(host, proxy.port)) as env:
             conn = env.connection
             assert isinstance(conn, BinaryWsConnection) and conn.resume_token
