@@ -85,7 +85,7 @@ def _refusal(status: int, code: str, why: str) -> WSUpgradeResponseWithListener:
     return WSUpgradeResponseWithListener(WSUpgradeResponse.create_error_response(status, body, headers), None)
 
 
-class _Connection(WSListener):  # type: ignore[misc]  # picows' listener base (a Cython class)
+class _Connection(WSListener):
     """One accepted WebSocket: picows' listener (frames in) and the engine's
     :class:`~openenv.engine.Stream` (requests out, answers in), on the event loop's thread.
 
@@ -191,7 +191,7 @@ class _Connection(WSListener):  # type: ignore[misc]  # picows' listener base (a
         self._parts = None
         transport = self.transport
         if transport is not None and not self.closed:
-            transport.send_close(code, close_reason(why).encode())
+            transport.send_close(code, close_reason(why).encode())  # type: ignore[arg-type]  # any int code goes (the stub says its enum)
             transport.disconnect()
         self.closed = True
         self._end_input()
@@ -245,7 +245,7 @@ class _Connection(WSListener):  # type: ignore[misc]  # picows' listener base (a
     def _close(self, code: int, reason: str = "") -> None:
         transport = self.transport
         if not self.closed and transport is not None:
-            transport.send_close(code, close_reason(reason).encode())
+            transport.send_close(code, close_reason(reason).encode())  # type: ignore[arg-type]  # any int code goes (the stub says its enum)
             transport.disconnect()  # graceful: what is buffered (the close frame) is sent first
         self.closed = True
 
