@@ -421,3 +421,18 @@ async def test_the_own_listener_refuses_other_paths_and_plain_http_and_serves_on
         writer.close()
         async with openenv.EnvClient(url_of(host)) as env:
             assert (await env.reset()).observation["total"] == 0
+
+
+async def test_the_side_calls_are_served_beside_the_transport() -> None:
+    import httpx
+
+    async with hosted(tokens=TokenSet([TOKEN])) as host:
+        base = f"http://127.0.0.1:{port_of(host)}"
+        auth = {"Authorization": f"Bearer {TOKEN}"}
+        async with httpx.AsyncClient(base_url=base, timeout=WAIT, trust_env=False) as http:
+            assert (await http.get("/health")).status_code == 200  # open, without a token
+            assert (await http.get("/openenv/info")).status_code == 401
+            info = await http.get("/openenv/info", headers=auth)
+            assert info.status_code == 200 and info.json()["name"]
+            load = await http.get("/load", headers=auth)
+            assert load.status_code == 200 and load.json()["max_sessions"] >= 1

@@ -10,7 +10,9 @@ on is the HTTP listener's ``/v1/session`` contract, rule for rule:
 * the upgrade: ``Host``/``Origin`` policy (403), then the bearer token (401, as
   ``Authorization: Bearer``, an offered ``bearer.<token>`` subprotocol or ``?access_token=``),
   then the subprotocol ``openenv.v1+proto`` (400, a JSON ``detail`` naming it); refusals carry
-  the HTTP side's JSON body (``detail``, ``status``). Any path but ``/v1/session`` is 404.
+  the HTTP side's JSON body (``detail``, ``status``). The side calls are the HTTP
+  listener's documents, for ``GET`` only: ``/openenv/info`` (``GetInfo``), ``/load``
+  (``GetLoad``), ``/health`` (open, without a token; 503 while draining). Any other path is 404.
   An upgrade request not complete within ``HttpLimits.head_timeout_s`` is dropped; more than
   ``HttpSettings.max_connections`` connections are refused with 503;
 * TLS is the server's (:class:`~openenv.security.TlsConfig`, ``wss://``);
@@ -35,6 +37,7 @@ import logging
 from collections.abc import Sequence
 from typing import NoReturn
 
+from google.protobuf import json_format
 from picows import (
     WSAutoPingStrategy,
     WSFrame,
@@ -62,10 +65,12 @@ from openenv.bridge.binary import (
 from openenv.bridge.guard import ws_token_accepted
 from openenv.engine import Engine, Incoming, bounded_serializer
 from openenv.errors import ErrorCode
+from openenv.runtime.load import server_load
 from openenv.security import BrowserPolicy, SecuritySettings
 from openenv.settings import HttpSettings
 from openenv.v1 import environment_pb2
 from openenv.wire import frames
+from openenv.wire.payloads import info_to_json
 
 log = logging.getLogger("openenv.bridge")
 
@@ -74,6 +79,16 @@ __all__ = ["BinaryListener"]
 _PATH = PATH.encode()
 _BINARY, _TEXT, _CONT, _CLOSE = WSMsgType.BINARY, WSMsgType.TEXT, WSMsgType.CONTINUATION, WSMsgType.CLOSE
 _GOING_AWAY = 1001
+_DOCUMENTS = frozenset({b"/openenv/info", b"/load", b"/health"})
+
+
+def _document(status: int, doc: object) -> WSUpgradeResponseWithListener:
+    """A plain HTTP answer (a side call's JSON document); picows closes the connection after it."""
+    body = frames.dumps(doc).encode()
+    headers = {"Content-Type": "application/json"}
+    if status < 400:
+        return WSUpgradeResponseWithListener(WSUpgradeResponse.create_ok_response(body, headers), None)
+    return WSUpgradeResponseWithListener(WSUpgradeResponse.create_error_response(status, body, headers), None)
 
 
 def _refusal(status: int, code: str, why: str) -> WSUpgradeResponseWithListener:
@@ -290,6 +305,7 @@ class BinaryListener:
         self.tokens = security.tokens
         self.browser = BrowserPolicy(security.allowed_origins, security.allowed_hosts, bind_host=host)
         self.connections: set[_Connection] = set()
+        self._info = frames.dumps(info_to_json(engine.manager.runtime.info))
         self._server: asyncio.Server | None = None
 
     @property
@@ -324,12 +340,15 @@ class BinaryListener:
     def _upgrade(self, request: WSUpgradeRequest) -> WSUpgradeResponseWithListener:
         """Admit or refuse one upgrade request (see the module docstring); never raises."""
         path, _, query = request.path.partition(b"?")
-        if path != _PATH:
+        if path != _PATH and path not in _DOCUMENTS:
             return _refusal(404, "NOT_FOUND", f"not found: the binary session transport is at {PATH}")
         h = request.headers
         why = self.browser.refusal(h.get("host"), h.get("origin"))
         if why is not None:
             return _refusal(403, "PERMISSION_DENIED", why)
+        if path == b"/health":  # open, as on the HTTP listener: orchestrators probe it without a token
+            draining = self.engine.manager.draining
+            return _document(503 if draining else 200, {"status": "unhealthy" if draining else "healthy"})
         offered = [p.strip() for v in h.getall("sec-websocket-protocol", ()) for p in v.split(",") if p.strip()]
         if self.tokens:
             auth = h.get("authorization")
@@ -338,6 +357,8 @@ class BinaryListener:
             ):
                 why = "a bearer token is required" if auth is None else "the bearer token is not accepted"
                 return _refusal(401, "UNAUTHENTICATED", why)
+        if path != _PATH:
+            return self._side_call(path)
         body = subprotocol_refusal(offered)
         if body is not None:
             headers = {"Content-Type": "application/json"}
@@ -346,6 +367,19 @@ class BinaryListener:
             return _refusal(503, "UNAVAILABLE", "too many connections")
         response = WSUpgradeResponse.create_101_response({"Sec-WebSocket-Protocol": SUBPROTOCOL})
         return WSUpgradeResponseWithListener(response, _Connection(self, request))
+
+    def _side_call(self, path: bytes) -> WSUpgradeResponseWithListener:
+        if path == b"/openenv/info":
+            return WSUpgradeResponseWithListener(
+                WSUpgradeResponse.create_ok_response(self._info.encode(), {"Content-Type": "application/json"}), None
+            )
+        load = server_load(self.engine.manager)
+        return _document(
+            200,
+            json_format.MessageToDict(
+                load, preserving_proto_field_name=True, always_print_fields_with_no_presence=True
+            ),
+        )
 
     async def stop(self) -> None:
         """Stop listening and end every connection (close 1001; the host has drained the
