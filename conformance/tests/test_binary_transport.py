@@ -48,3 +48,40 @@ def test_every_level_but_sandbox_passes_over_the_binary_transport(monkeypatch: p
     for r in report.results:
         if r.status == "skip":
             assert r.reason, f"{r.id} skipped without a reason"
+
+
+@pytest.mark.slow
+def test_every_level_but_sandbox_passes_over_the_picows_listener(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The binary transport's own listener (``openenv serve --binary-port``), certified by URL."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    monkeypatch.chdir(ECHO)
+    ready = tmp_path / "binary.url"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "openenv.cli", "serve", "echo_env.server:EchoEnvironment", "--port", "0",
+         "--no-http", "--binary-port", "0", "--binary-ready-file", str(ready)],
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(ECHO), os.environ.get("PYTHONPATH", "")])},
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while not ready.exists():
+            assert proc.poll() is None and time.monotonic() < deadline, proc.stderr and proc.stderr.read()
+            time.sleep(0.05)
+        url = ready.read_text().strip()
+        assert url.startswith("ws://127.0.0.1:") and url.endswith("/v1/session")
+        report = certify(url, levels=NOT_SANDBOX, seed=20261129, max_examples=3, require_transport="binary")
+        assert report.unusable is None, f"{report.unusable}\n{report.logs}"
+        bad = [(r.id, r.status, r.reason, r.example) for r in report.results if r.status in ("fail", "error")]
+        assert not bad, bad
+        assert report.transport == "binary" and report.exit_code == 0, report.verdict
+        for cid in ("protocol.request_ids", "protocol.pipelined_messages"):
+            assert report.result(cid).status == "pass", (cid, report.result(cid).reason)
+    finally:
+        proc.terminate()
+        proc.wait(15)

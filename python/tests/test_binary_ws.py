@@ -1,6 +1,8 @@
-"""The binary WebSocket transport (RFC 0011): ``/v1/session`` on the HTTP listener, one
-``SessionRequest`` / ``SessionResponse`` per binary message, subprotocol ``openenv.v1+proto``.
+"""The binary WebSocket transport (RFC 0011): ``/v1/session``, one ``SessionRequest`` /
+``SessionResponse`` per binary message, subprotocol ``openenv.v1+proto``.
 
+Every test runs against both listeners that serve it, which must behave identically: the HTTP
+listener (uvicorn) and the transport's own (picows, ``Host(binary_port=0)``, no HTTP side).
 Every test talks to a real ``openenv.Host`` over 127.0.0.1 (port 0), with ``EnvClient`` (the
 :class:`~openenv.client.BinaryWsConnection`) or a raw ``websockets`` client writing protobuf
 bytes itself; dropped connections go through a loopback TCP proxy the test resets. No timed
@@ -32,9 +34,24 @@ TOKEN = "binary-transport-token"
 SUB = "openenv.v1+proto"
 
 
+LISTENER = "http"  # which listener serves /v1/session in the running test (set by the fixture)
+
+
+@pytest.fixture(autouse=True, params=["http", "picows"])
+def listener(request: pytest.FixtureRequest) -> str:
+    """Every test of this module once per listener of the binary transport."""
+    global LISTENER
+    LISTENER = request.param
+    return LISTENER
+
+
 @contextlib.asynccontextmanager
 async def hosted(factory: Any = Counter, **kwargs: Any) -> AsyncIterator[openenv.Host]:
-    kwargs.setdefault("http_port", 0)
+    if LISTENER == "picows":
+        kwargs.setdefault("binary_port", 0)
+        kwargs.setdefault("http_port", None)
+    else:
+        kwargs.setdefault("http_port", 0)
     host = openenv.Host(factory, "127.0.0.1", 0, **kwargs)
     await asyncio.wait_for(host.start(), WAIT)
     try:
@@ -43,8 +60,13 @@ async def hosted(factory: Any = Counter, **kwargs: Any) -> AsyncIterator[openenv
         await asyncio.wait_for(host.stop(1.0), WAIT)
 
 
+def port_of(host: openenv.Host) -> int:
+    """The port of the listener serving /v1/session in this test."""
+    return int(host.binary.port if LISTENER == "picows" else host.http.port)
+
+
 def url_of(host: openenv.Host, port: int | None = None) -> str:
-    return f"ws://127.0.0.1:{port or host.http.port}/v1/session"
+    return f"ws://127.0.0.1:{port or port_of(host)}/v1/session"
 
 
 async def raw(url: str, **kw: Any) -> Any:
@@ -224,7 +246,7 @@ async def test_a_session_ended_by_the_server_reaches_the_client_with_its_reason(
 
 
 async def test_a_dropped_connection_is_resumed_and_no_step_is_lost_or_repeated() -> None:
-    async with hosted() as host, TcpProxy(host.http.port or 0) as proxy:
+    async with hosted() as host, TcpProxy(port_of(host)) as proxy:
         async with openenv.EnvClient(url_of(host, proxy.port)) as env:
             conn = env.connection
             assert isinstance(conn, BinaryWsConnection) and conn.resume_token
@@ -317,3 +339,100 @@ async def test_an_empty_message_half_closes_and_what_was_sent_is_still_answered(
         kinds = [(await recv(ws)).WhichOneof("kind") for _ in range(5)]
         assert kinds == ["handshake", "reset", "step", "step", "step"]
         assert await closed_code(ws) == 1000
+
+
+async def test_fragmented_messages_are_reassembled_and_their_total_is_bounded() -> None:
+    async with hosted(max_message_bytes=64 * 1024) as host:
+        ws = await raw(url_of(host), max_size=None)
+        data = hello().SerializeToString()
+        await ws.send([data[:3], data[3:7], data[7:]])  # one message in three frames
+        assert (await recv(ws)).WhichOneof("kind") == "handshake"
+        await ws.send(["not ", "protobuf"])  # a fragmented text message: answered in band
+        assert (await recv(ws)).error.code == error_pb2.ERROR_CODE_INVALID_ARGUMENT
+        big = step(2, 1)
+        big.step.action.json.CopyFrom(to_value({"delta": 1, "pad": "x" * 100_000}))
+        raw_big = big.SerializeToString()
+        chunks = [raw_big[i : i + 16 * 1024] for i in range(0, len(raw_big), 16 * 1024)]  # each under the limit
+        await ws.send(chunks)
+        assert await closed_code(ws) == 1009
+        async with openenv.EnvClient(url_of(host)) as env:  # the server serves on
+            assert (await env.reset()).observation["total"] == 0
+
+
+async def test_an_answer_over_the_clients_limit_is_resource_exhausted() -> None:
+    async with hosted() as host:
+        with pytest.raises(openenv.ResourceExhausted):  # the handshake's answer (the env's info) is larger
+            async with openenv.EnvClient(url_of(host), max_message_bytes=64, connect_timeout=WAIT) as env:
+                await env.reset()
+
+
+async def test_wss_with_the_servers_certificate(tmp_path: Any) -> None:
+    from security_kit import make_pki
+
+    from openenv.security import TlsConfig
+
+    pki = make_pki(tmp_path)
+    async with hosted(tls=TlsConfig(str(pki.server_cert), str(pki.server_key)), tokens=TokenSet([TOKEN])) as host:
+        url = f"wss://localhost:{port_of(host)}/v1/session"
+        if LISTENER == "picows":
+            assert host.binary_url is not None and host.binary_url.startswith("wss://")
+        async with openenv.EnvClient(url, token=TOKEN, ca_file=str(pki.ca)) as env:
+            assert (await env.reset(seed=4)).observation["total"] == 4
+        with pytest.raises(openenv.Unavailable):  # a CA that did not sign the server's certificate
+            async with openenv.EnvClient(url, token=TOKEN, ca_file=str(pki.other_ca), connect_timeout=5):
+                pass
+
+
+async def test_the_client_falls_back_to_websockets_when_picows_is_missing(monkeypatch: pytest.MonkeyPatch) -> None:
+    import openenv.client.binary as binary
+
+    assert binary.BACKEND == "picows"  # the http extra installs it
+    monkeypatch.setattr(binary, "picows", None)
+    async with hosted() as host, TcpProxy(port_of(host)) as proxy:
+        async with openenv.EnvClient(url_of(host, proxy.port)) as env:
+            conn = env.connection
+            assert isinstance(conn, BinaryWsConnection)
+            assert type(conn._channel).__name__ == "_Channel"  # websockets' adapter
+            await env.reset()
+            assert (await env.step({"delta": 2})).observation["total"] == 2
+            assert proxy.drop() >= 1
+            assert (await env.step({"delta": 3})).observation["total"] == 5  # resumed
+
+
+async def test_the_own_listener_refuses_other_paths_and_plain_http_and_serves_on() -> None:
+    if LISTENER != "picows":
+        pytest.skip("the HTTP listener serves other routes")
+    from websockets.exceptions import InvalidStatus
+
+    async with hosted() as host:
+        assert host.http is None and host.binary_url == url_of(host)
+        assert any("/v1/session" in line for line in host.describe())
+        with pytest.raises(InvalidStatus) as e:
+            await raw(f"ws://127.0.0.1:{port_of(host)}/ws")
+        assert e.value.response.status_code == 404
+        reader, writer = await asyncio.open_connection("127.0.0.1", port_of(host))
+        writer.write(b"GET /v1/session HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")  # no upgrade
+        head = await asyncio.wait_for(reader.read(1024), WAIT)
+        assert head.startswith(b"HTTP/1.1 4")
+        writer.close()
+        reader, writer = await asyncio.open_connection("127.0.0.1", port_of(host))
+        writer.write(b"\x16\x03\x01garbage\r\n\r\n")  # not HTTP at all
+        await asyncio.wait_for(reader.read(1024), WAIT)
+        writer.close()
+        async with openenv.EnvClient(url_of(host)) as env:
+            assert (await env.reset()).observation["total"] == 0
+
+
+async def test_the_side_calls_are_served_beside_the_transport() -> None:
+    import httpx
+
+    async with hosted(tokens=TokenSet([TOKEN])) as host:
+        base = f"http://127.0.0.1:{port_of(host)}"
+        auth = {"Authorization": f"Bearer {TOKEN}"}
+        async with httpx.AsyncClient(base_url=base, timeout=WAIT, trust_env=False) as http:
+            assert (await http.get("/health")).status_code == 200  # open, without a token
+            assert (await http.get("/openenv/info")).status_code == 401
+            info = await http.get("/openenv/info", headers=auth)
+            assert info.status_code == 200 and info.json()["name"]
+            load = await http.get("/load", headers=auth)
+            assert load.status_code == 200 and load.json()["max_sessions"] >= 1

@@ -115,6 +115,11 @@ class Host:
         metrics_port: also serve ``/metrics`` on this port (0: a free one; on ``http_host``). That
             port takes no token: beyond loopback it needs ``allow_anonymous`` (with tokens,
             scrape the HTTP side's ``/metrics`` with the token instead).
+        binary_port: also serve the binary WebSocket transport (RFC 0011) on a listener of its
+            own, ``ws(s)://http_host:binary_port/v1/session`` (0: a free port; ``None``, the
+            default: not; :attr:`binary_url`), on picows (the ``http`` extra): the same
+            transport, rules and sessions as ``/v1/session`` on the HTTP listener, at a fraction
+            of its cost per message (docs/performance.md). It takes the server's tokens and TLS.
         settings: how it serves (:class:`~openenv.settings.ServerSettings`: limits, security,
             the HTTP side's transport, the gRPC library, reflection, metrics, the playground);
             default: all defaults.
@@ -135,6 +140,7 @@ class Host:
         http_port: int | None = None,
         http_host: str | None = None,
         metrics_port: int | None = None,
+        binary_port: int | None = None,
         settings: ServerSettings | None = None,
         **keywords: Unpack[HostKeywords],
     ) -> None:
@@ -146,8 +152,8 @@ class Host:
             else:
                 log.warning("%s; serving gRPC only", HTTP_EXTRA)
                 http_port = None
-        if port is None and http_port is None:
-            raise ValueError("nothing to serve: give a gRPC port, an HTTP port or both")
+        if port is None and http_port is None and binary_port is None:
+            raise ValueError("nothing to serve: give a gRPC port, an HTTP port, a binary port or more")
         settings, http_security = _host_settings(settings, dict(keywords))
         #: How this host serves (what was given, the keywords applied).
         self.settings = settings
@@ -157,6 +163,8 @@ class Host:
             check_bind(host, tokens, allow_anonymous, "the gRPC listener")
         if http_port is not None:
             check_bind(http_host or host, http_security.tokens, allow_anonymous, "the HTTP listener")
+        if binary_port is not None:
+            check_bind(http_host or host, tokens, allow_anonymous, "the binary listener")
         if metrics_port is not None:  # a scrapers' port of its own, without tokens (docs/security.md)
             check_bind(http_host or host, TokenSet(), allow_anonymous, "the metrics port (it takes no token)")
         self.runtime = Runtime(factory, limits=settings.limits)
@@ -188,6 +196,8 @@ class Host:
             else Engine(self.manager, settings.limits.handshake_timeout_s, tokens=tokens)
         )
         self.http: Any = None  # openenv.bridge.HttpServer once started
+        self.binary_port = binary_port
+        self.binary: Any = None  # openenv.bridge.binary_listener.BinaryListener once started
         self._bridge = _bridge() if http_port is not None else None
         self._stopped = asyncio.Event()
 
@@ -201,6 +211,11 @@ class Host:
         """``http(s)://host:port`` of the HTTP side, when it runs."""
         return self.http.url if self.http is not None else None
 
+    @property
+    def binary_url(self) -> str | None:
+        """``ws(s)://host:port/v1/session`` of the binary transport's own listener, when it runs."""
+        return self.binary.url if self.binary is not None else None
+
     def describe(self) -> list[str]:
         """One line per listener, e.g. ``serving Echo on grpc://127.0.0.1:50051``."""
         name = self.runtime.env_cls.__name__
@@ -212,6 +227,8 @@ class Host:
                 ", playground /web" if self.web else ""
             )
             lines.append(f"serving {name} on {self.http_url} (HTTP: WebSocket /ws, MCP /mcp, /health{extra})")
+        if self.binary_url:
+            lines.append(f"serving {name} on {self.binary_url} (binary protocol transport)")
         if self.metrics_url:
             lines.append(f"metrics of {name} on {self.metrics_url}")
         return lines
@@ -230,6 +247,8 @@ class Host:
                 app = b.ObservedApp(bridge, self.observer, web=self.web)
                 self.http = await b.HttpServer(app, self.http_host or self.host, self.http_port, opts).start()
                 log.info("serving %s over HTTP on %s", self.runtime.env_cls.__name__, self.http.url)
+            if self.binary_port is not None:
+                await self._serve_binary(self.binary_port)
             if self.metrics_port is not None:
                 self._serve_metrics(self.metrics_port)
         except BaseException:
@@ -237,6 +256,23 @@ class Host:
             raise
         self.manager.start_reaper()
         return self
+
+    async def _serve_binary(self, port: int) -> None:
+        try:
+            from openenv.bridge.binary_listener import BinaryListener
+        except ImportError as e:
+            why = "the binary listener needs picows, in the http extra: pip install 'protoenv[http]'"
+            raise ImportError(f"{why} ({e})") from e
+        s = self.settings
+        self.binary = await BinaryListener(
+            self.engine,
+            self.http_host or self.host,
+            port,
+            security=s.security,
+            http=s.http,
+            max_message_bytes=s.http_message_bytes(),
+        ).start()
+        log.info("serving %s over the binary transport on %s", self.runtime.env_cls.__name__, self.binary.url)
 
     def _serve_metrics(self, port: int) -> None:
         m = self.observer.metrics
@@ -259,6 +295,9 @@ class Host:
         if self.http is not None:
             await self.http.stop()
             self.http = None
+        if self.binary is not None:
+            await self.binary.stop()
+            self.binary = None
         if self.grpc is not None:
             await self.grpc.stop(grace_s)
         await self.manager.shutdown()
@@ -351,6 +390,7 @@ async def serve_async(
     http_port: int | None = DEFAULT,
     http_host: str | None = None,
     metrics_port: int | None = None,
+    binary_port: int | None = None,
     settings: ServerSettings | None = None,
     **keywords: Unpack[HostKeywords],
 ) -> None:
@@ -363,6 +403,7 @@ async def serve_async(
         http_port=http_port,
         http_host=http_host,
         metrics_port=metrics_port,
+        binary_port=binary_port,
         settings=settings,
         **keywords,
     )
@@ -395,6 +436,7 @@ def serve(
     http_port: int | None = DEFAULT,
     http_host: str | None = None,
     metrics_port: int | None = None,
+    binary_port: int | None = None,
     settings: ServerSettings | None = None,
     **keywords: Unpack[HostKeywords],
 ) -> None:
@@ -410,6 +452,7 @@ def serve(
             gRPC only.
         http_host: interface of the HTTP side (default: ``host``).
         metrics_port: also serve ``/metrics`` on this port (see :class:`Host`).
+        binary_port: also serve the binary transport on a picows listener of its own (see :class:`Host`).
         grace_s: how long a drain waits for requests in progress.
         ready: called with the started :class:`Host` (instead of printing its addresses).
         settings: how it serves (:class:`~openenv.settings.ServerSettings`: limits such as
@@ -431,6 +474,7 @@ def serve(
             http_port=http_port,
             http_host=http_host,
             metrics_port=metrics_port,
+            binary_port=binary_port,
             settings=settings,
             **keywords,
         )

@@ -1,4 +1,10 @@
-"""The protocol's binary WebSocket transport: ``/v1/session`` on the HTTP listener (RFC 0011).
+"""The protocol's binary WebSocket transport: ``/v1/session`` (RFC 0011).
+
+Served on the HTTP listener (this module, uvicorn's WebSocket) and, when ``binary_port`` is
+given to :class:`openenv.Host` (``openenv serve --binary-port``), on a listener of its own
+(:mod:`openenv.bridge.binary_listener`, picows): the same rules, the same answers. The
+transport-neutral part is here and shared by both: :func:`decode`, :data:`TEXT_MESSAGE`,
+:func:`close_code`, :func:`close_reason`, :func:`run_session`, :func:`subprotocol_refusal`.
 
 One ``openenv.v1.SessionRequest`` per binary WebSocket message from the client, one
 ``SessionResponse`` per binary message from the server: the same messages, in the same
@@ -53,7 +59,19 @@ from openenv.wire import frames
 
 log = logging.getLogger("openenv.bridge")
 
-__all__ = ["PATH", "SUBPROTOCOL", "close_code", "serve_binary"]
+__all__ = [
+    "PATH",
+    "SUBPROTOCOL",
+    "TEXT_MESSAGE",
+    "Ended",
+    "close_code",
+    "close_reason",
+    "decode",
+    "peer_name",
+    "run_session",
+    "serve_binary",
+    "subprotocol_refusal",
+]
 
 PATH = BINARY_PATH
 """The route of the binary transport on the HTTP listener (``/v1/session``)."""
@@ -68,21 +86,73 @@ CLOSE_CODE_BASE = 4000
 _parse = tolerant_parse(environment_pb2.SessionRequest.FromString, environment_pb2.SessionRequest.DESCRIPTOR)
 
 
+TEXT_MESSAGE = Undecodable("a text message on the binary transport: send each SessionRequest as a binary message", 0)
+"""What a text message is to the engine: answered in band (``INVALID_ARGUMENT``, request id 0),
+the session goes on."""
+
+
 def close_code(code: ErrorCode | int) -> int:
     """The WebSocket close code of a stream the server ended with status ``code``."""
     return CLOSE_CODE_BASE + int(code)
 
 
-class _Ended(Exception):
-    """Raised by :meth:`_BinaryStream.abort`: the stream was ended with a status."""
+def decode(data: bytes) -> Incoming:
+    """What one binary message is to the engine: None for the empty message (the client's
+    half-close: no more requests, answers still wanted), else the parsed ``SessionRequest``, or
+    an :class:`~openenv.engine.Undecodable` the engine answers in band."""
+    if not data:
+        return None
+    return _parse(data)  # type: ignore[no-any-return]
+
+
+def subprotocol_refusal(offered: Sequence[str]) -> bytes | None:
+    """The body of the HTTP 400 refusing an upgrade that does not offer :data:`SUBPROTOCOL`
+    (``offered``: the client's subprotocols); None when it does."""
+    if SUBPROTOCOL in offered:
+        return None
+    why = f"the binary session transport needs the WebSocket subprotocol {SUBPROTOCOL!r}"
+    return frames.dumps({"detail": why, "status": "FAILED_PRECONDITION"}).encode()
+
+
+class Ended(Exception):
+    """Raised by a binary stream's ``abort``: the stream was ended with a status (its close
+    frame is sent); :func:`run_session` takes it as the end of the stream."""
+
+
+def peer_name(host: Any, port: Any) -> str:
+    """The engine's peer string (gRPC's form) of a client address."""
+    if not host:
+        return ""
+    return f"ipv6:[{host}]:{port}" if ":" in str(host) else f"ipv4:{host}:{port}"
 
 
 def _peer(scope: dict[str, Any]) -> str:
     client = scope.get("client")
-    if not client:
-        return ""
-    host, port = client[0], client[1]
-    return f"ipv6:[{host}]:{port}" if ":" in str(host) else f"ipv4:{host}:{port}"
+    return peer_name(client[0], client[1]) if client else ""
+
+
+async def run_session(engine: Engine, stream: Any) -> bool:
+    """Serve ``stream`` (a binary stream of either listener: an engine
+    :class:`~openenv.engine.Stream` with a ``gone`` flag, set when a write found the client gone)
+    to its end. True when the session is over normally (close answered, fatal error answered,
+    input ended): the caller then closes with 1000 if the socket is still open; False when the
+    stream was ended with a status (its close frame already sent) or the client went away.
+    Raises CancelledError when the server is stopping."""
+    try:
+        await engine.serve(stream)
+    except asyncio.CancelledError:
+        if not stream.gone:
+            raise  # the server is stopping
+        return False
+    except Ended:
+        return False
+    except OSError:  # the connection broke while answering: the engine has freed or parked the session
+        return False
+    except Exception as e:  # uvicorn's ClientDisconnected and the like: the client went away
+        if type(e).__name__ != "ClientDisconnected":
+            log.warning("binary session stream failed", exc_info=True)
+        return False
+    return True
 
 
 class _BinaryStream:
@@ -102,14 +172,8 @@ class _BinaryStream:
             kind = msg["type"]
             if kind == "websocket.receive":
                 data = msg.get("bytes")
-                if data == b"":  # the client's half-close: no more requests, answers still wanted
-                    return None
-                if data is not None:
-                    return _parse(data)  # type: ignore[no-any-return]
-                # A text frame: not this transport's; answered in band, the session goes on.
-                return Undecodable(
-                    "a text message on the binary transport: send each SessionRequest as a binary message", 0
-                )
+                # A text frame is not this transport's: answered in band, the session goes on.
+                return decode(data) if data is not None else TEXT_MESSAGE
             if kind == "websocket.disconnect":
                 self._closed = True
                 return None
@@ -128,11 +192,11 @@ class _BinaryStream:
     async def abort(self, code: ErrorCode, message: str) -> NoReturn:
         if not self._closed:
             try:
-                await self._send({"type": "websocket.close", "code": close_code(code), "reason": _reason(message)})
+                await self._send({"type": "websocket.close", "code": close_code(code), "reason": close_reason(message)})
             except Exception:  # noqa: BLE001 - the client is already gone: nothing to tell it
                 pass
             self._closed = True
-        raise _Ended(message)
+        raise Ended(message)
 
     def peer(self) -> str:
         return _peer(self._scope)
@@ -141,7 +205,7 @@ class _BinaryStream:
         return tuple((k.decode("latin-1").lower(), v.decode("latin-1")) for k, v in self._scope.get("headers", ()))
 
 
-def _reason(message: str) -> str:
+def close_reason(message: str) -> str:
     """A close reason: at most 123 UTF-8 bytes (RFC 6455), cut on a character boundary."""
     return message.encode()[:123].decode(errors="ignore")
 
@@ -150,10 +214,9 @@ async def serve_binary(engine: Engine, limit: int, scope: dict[str, Any], receiv
     """Serve one WebSocket upgrade on :data:`PATH` (see the module docstring); the guard has
     already admitted it (Origin, token)."""
     offered = [p.strip() for p in scope.get("subprotocols") or () if isinstance(p, str)]
-    if SUBPROTOCOL not in offered:
-        why = f"the binary session transport needs the WebSocket subprotocol {SUBPROTOCOL!r}"
+    body = subprotocol_refusal(offered)
+    if body is not None:
         if "websocket.http.response" in scope.get("extensions", {}):
-            body = frames.dumps({"detail": why, "status": "FAILED_PRECONDITION"}).encode()
             await send(
                 {
                     "type": "websocket.http.response.start",
@@ -163,29 +226,15 @@ async def serve_binary(engine: Engine, limit: int, scope: dict[str, Any], receiv
             )
             await send({"type": "websocket.http.response.body", "body": body})
         else:
-            await send({"type": "websocket.close", "code": 1002, "reason": why[:123]})
+            await send({"type": "websocket.close", "code": 1002, "reason": f"needs the subprotocol {SUBPROTOCOL}"})
         return
     msg = await receive()
     if msg["type"] != "websocket.connect":
         return
     await send({"type": "websocket.accept", "subprotocol": SUBPROTOCOL})
     stream = _BinaryStream(scope, receive, send, limit)
-    try:
-        await engine.serve(stream)
-    except asyncio.CancelledError:
-        if not stream.gone:
-            raise  # the server is stopping
-        return
-    except _Ended:
-        return
-    except OSError:  # the connection broke while answering: the engine has freed or parked the session
-        return
-    except Exception as e:  # uvicorn's ClientDisconnected and the like: the client went away
-        if type(e).__name__ != "ClientDisconnected":
-            log.warning("binary session stream failed", exc_info=True)
-        return
-    if not stream._closed:  # the session is over (close answered, fatal error): a normal close
-        try:
+    if await run_session(engine, stream) and not stream._closed:
+        try:  # the session is over (close answered, fatal error): a normal close
             await send({"type": "websocket.close", "code": 1000})
         except Exception:  # noqa: BLE001 - the client went away meanwhile
             pass

@@ -21,6 +21,7 @@ A refused WebSocket gets its HTTP status when the server supports the ASGI
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 from urllib.parse import parse_qsl
 
@@ -29,7 +30,7 @@ from openenv.runtime.session import CLIENT
 from openenv.security import BrowserPolicy, TokenSet
 from openenv.wire import frames
 
-__all__ = ["Guard", "WS_TOKEN_PREFIX"]
+__all__ = ["Guard", "WS_TOKEN_PREFIX", "ws_token_accepted"]
 
 WS_TOKEN_PREFIX = "bearer."
 """An offered WebSocket subprotocol ``bearer.<token>`` carries the token."""
@@ -98,14 +99,10 @@ class Guard:
 
     def _ws_token(self, scope: dict[str, Any], h: dict[bytes, bytes]) -> tuple[bool, str | None]:
         offered = [p.strip() for p in (_text(h.get(b"sec-websocket-protocol")) or "").split(",") if p.strip()]
-        for p in offered:
-            if p.startswith(WS_TOKEN_PREFIX) and self.tokens.accepts(p[len(WS_TOKEN_PREFIX) :]):
-                return True, "openenv" if "openenv" in offered else ""
-        qs = scope.get("query_string", b"").decode("latin-1")
-        for k, v in parse_qsl(qs):
-            if k == "access_token" and self.tokens.accepts(v):
-                return True, None
-        return False, None
+        how = ws_token_accepted(self.tokens, offered, scope.get("query_string", b"").decode("latin-1"))
+        if how == "subprotocol":
+            return True, "openenv" if "openenv" in offered else ""
+        return how is not None, None
 
     async def _refuse(self, scope: dict[str, Any], receive: Any, send: Any, status: int, code: str, why: str) -> None:
         body = frames.dumps({"detail": why, "status": code}).encode()
@@ -120,6 +117,19 @@ class Guard:
             await send({"type": "websocket.http.response.body", "body": body})
         else:
             await send({"type": "websocket.close", "code": 1008, "reason": why[:120]})
+
+
+def ws_token_accepted(tokens: TokenSet, offered: Sequence[str], query: str) -> str | None:
+    """How a WebSocket upgrade without an accepted ``Authorization`` header carries an accepted
+    token: ``"subprotocol"`` (an offered ``bearer.<token>``), ``"query"`` (``?access_token=``),
+    or None (it does not). Shared by every WebSocket listener (the binary transport's own too)."""
+    for p in offered:
+        if p.startswith(WS_TOKEN_PREFIX) and tokens.accepts(p[len(WS_TOKEN_PREFIX) :]):
+            return "subprotocol"
+    for k, v in parse_qsl(query):
+        if k == "access_token" and tokens.accepts(v):
+            return "query"
+    return None
 
 
 def _path_token(scope: dict[str, Any]) -> tuple[str, str] | None:

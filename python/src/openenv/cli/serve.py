@@ -169,6 +169,20 @@ def settings_of(
     help="Write the HTTP side's URL here once serving.",
 )
 @click.option(
+    "--binary-port",
+    type=click.IntRange(min=0),
+    default=None,
+    help="Also serve the binary WebSocket transport (ws://HOST:PORT/v1/session, RFC 0011) on a picows "
+    "listener of its own on this port (0: a free port), on --http-host; off by default (/v1/session on "
+    "the HTTP port serves the same transport). Takes the server's tokens and TLS.",
+)
+@click.option(
+    "--binary-ready-file",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Write the binary listener's URL (ws(s)://host:port/v1/session) here once serving.",
+)
+@click.option(
     "--ws-ping-interval",
     type=float,
     default=field_default(HttpSettings, "ws_ping_interval"),
@@ -257,6 +271,8 @@ def serve_command(
     http_host: str | None,
     no_http: bool,
     http_ready_file: str | None,
+    binary_port: int | None,
+    binary_ready_file: str | None,
     ws_ping_interval: float,
     ws_ping_timeout: float,
     handshake_timeout: float,
@@ -293,6 +309,8 @@ def serve_command(
             write_ready_file(ready_file, h.address)
         if http_ready_file and h.http_url:
             write_ready_file(http_ready_file, h.http_url)
+        if binary_ready_file and h.binary_url:
+            write_ready_file(binary_ready_file, h.binary_url)
 
     listen: dict[str, Any] = {"http_port": None}
     if not no_http:
@@ -328,6 +346,16 @@ def serve_command(
         metrics=scrapeable,
     )
     try:
-        serve(factory, host, port, settings=settings, grace_s=grace, ready=ready, metrics_port=metrics_port, **listen)
+        serve(
+            factory,
+            host,
+            port,
+            settings=settings,
+            grace_s=grace,
+            ready=ready,
+            metrics_port=metrics_port,
+            binary_port=binary_port,
+            **listen,
+        )
     except (TypeError, ValueError, RuntimeError, ImportError) as e:
         raise click.ClickException(str(e)) from e

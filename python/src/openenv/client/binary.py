@@ -23,15 +23,21 @@ grpc.aio reports a stream's status, so the connection's logic is shared, not cop
   the server's reason; a server without the transport (no ``openenv.v1+proto`` selected):
   a fatal ``UNIMPLEMENTED``.
 
-Why the ``websockets`` library: it is the HTTP extra's WebSocket client already (OpenEnv's JSON
-transport uses it), its framing is C-accelerated, and it is the faster Python client measured
-(docs/performance.md, "Binary WebSocket"). Needs the ``http`` extra.
+Why picows: its framing and parsing are Cython, and it costs a fraction of the CPU per message
+of any other Python WebSocket client measured (docs/performance.md, "Binary WebSocket"). It is
+in the ``http`` extra; when it cannot be imported the ``websockets`` library (OpenEnv's JSON
+transport's client) carries the same stream, with the same guarantees (:data:`BACKEND` says
+which). Needs the ``http`` extra.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
+import json
+import urllib.parse
+import urllib.request
 from typing import Any
 
 import grpc
@@ -43,7 +49,15 @@ from openenv.errors import EnvError, FailedPrecondition, PermissionDenied, Unaut
 from openenv.security import client_ssl_context
 from openenv.v1 import environment_pb2
 
-__all__ = ["BinaryWsConnection", "close_status"]
+__all__ = ["BACKEND", "BinaryWsConnection", "close_status"]
+
+try:  # the http extra's; when absent, websockets carries the stream (see the module docstring)
+    import picows
+except ImportError:  # pragma: no cover - the http extra installs it
+    picows = None  # type: ignore[assignment]
+
+BACKEND = "picows" if picows is not None else "websockets"
+"""The WebSocket library this client speaks with: ``picows`` (the http extra's), else ``websockets``."""
 
 _CLOSE_CODE_BASE = 4000  # the server ended the stream with status N: close code 4000 + N
 _GRPC_CODES = {c.value[0]: c for c in grpc.StatusCode}
@@ -71,14 +85,15 @@ def close_status(code: int | None, reason: str) -> tuple[grpc.StatusCode, str]:
 
 
 def _refusal(e: Exception, url: str) -> EnvError:
-    """The fatal error of a refused upgrade."""
+    """The fatal error of a refused upgrade (``e``: websockets' InvalidHandshake or picows'
+    WSHandshakeError)."""
     response = getattr(e, "response", None)
-    status = getattr(response, "status_code", None)
+    status = getattr(response, "status_code", None) or getattr(response, "status", None)
+    status = int(status) if status is not None else None
+    body = getattr(e, "raw_body", None) or getattr(response, "body", None) or b""
     detail = ""
     with contextlib.suppress(Exception):
-        import json
-
-        detail = str(json.loads(bytes(response.body)).get("detail", ""))  # type: ignore[union-attr]
+        detail = str(json.loads(bytes(body)).get("detail", ""))
     suffix = f": {detail}" if detail else ""
     if status == 401:
         return Unauthenticated(f"the server refused the connection (401){suffix}", fatal=True)
@@ -195,6 +210,226 @@ class _Call:
         return self._details
 
 
+def _proxy_for(url: str) -> str | None:
+    """The proxy for ``url`` from the environment (``http(s)_proxy``, ``no_proxy``), as the
+    websockets client picks it; None for loopback and bypassed hosts."""
+    if is_loopback(url):
+        return None
+    host = urllib.parse.urlsplit(url).hostname or ""
+    if urllib.request.proxy_bypass(host):
+        return None
+    proxies = urllib.request.getproxies()
+    return proxies.get("https" if url.startswith("wss:") else "http") or None
+
+
+class _Listener(picows.WSListener if picows is not None else object):  # type: ignore[misc]
+    """The client's end of one picows WebSocket: whole messages (reassembled, bounded by the
+    client's limit) queued for :class:`_PicowsCall`, and how the socket ended."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.inbox: collections.deque[bytes | str] = collections.deque()
+        self.waiter: asyncio.Future[None] | None = None
+        self.eof = False
+        self.transport: Any = None
+        self.received: tuple[int | None, str] | None = None  # the server's close (code, reason)
+        self.sent_1009 = False  # we closed with 1009: an answer over our limit
+        self._parts: list[bytes] | None = None
+        self._text = False
+        self._size = 0
+
+    def on_ws_connected(self, transport: Any) -> None:
+        self.transport = transport
+        # picows keeps a protocol error (a frame over our limit) for wait_disconnected() to
+        # raise; awaited here, so that it is retrieved, not reported to the loop as unhandled.
+        watch = asyncio.get_running_loop().create_task(transport.wait_disconnected())
+        watch.add_done_callback(_retrieve)
+
+    def on_ws_frame(self, transport: Any, frame: Any) -> None:
+        kind = frame.msg_type
+        if kind is _BINARY and frame.fin and self._parts is None:  # the hot path
+            self._push(frame.get_payload_as_bytes())
+        elif kind is _BINARY or kind is _TEXT:
+            self._parts, self._text, self._size = [], kind is _TEXT, 0
+            self._fragment(frame)
+        elif kind is _CONT and self._parts is not None:
+            self._fragment(frame)
+        elif kind is _CLOSE:
+            # Read from the payload: picows' enum of close codes has no 4000+code member.
+            payload = frame.get_payload_as_bytes()
+            code = int.from_bytes(payload[:2], "big") if len(payload) >= 2 else None
+            self.received = (code, payload[2:].decode(errors="replace"))
+            if not transport.is_close_frame_sent:
+                transport.send_close(code or 1000)
+            transport.disconnect()
+
+    def _fragment(self, frame: Any) -> None:
+        assert self._parts is not None
+        self._size += frame.payload_size
+        if self._size > self.limit:
+            self._parts = None
+            self.sent_1009 = True
+            self.transport.send_close(1009)
+            self.transport.disconnect()
+            return
+        self._parts.append(frame.get_payload_as_bytes())
+        if frame.fin:
+            data, self._parts = b"".join(self._parts), None
+            self._push(data.decode(errors="replace") if self._text else data)
+
+    def _push(self, data: bytes | str) -> None:
+        self.inbox.append(data)
+        waiter = self.waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    def on_ws_disconnected(self, transport: Any) -> None:
+        self.eof = True
+        hs = transport.close_handshake
+        if hs is not None and hs.sent is not None and hs.recv is None and int(hs.sent.code) == 1009:
+            self.sent_1009 = True  # picows refused a frame over max_frame_size
+        waiter = self.waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+
+def _retrieve(task: asyncio.Task[None]) -> None:
+    if not task.cancelled():
+        task.exception()
+
+
+if picows is not None:
+    _BINARY, _TEXT = picows.WSMsgType.BINARY, picows.WSMsgType.TEXT
+    _CONT, _CLOSE = picows.WSMsgType.CONTINUATION, picows.WSMsgType.CLOSE
+
+
+class _PicowsChannel:
+    """One picows WebSocket (the connection of one stream), with grpc.aio's channel operations."""
+
+    def __init__(self, url: str, kw: dict[str, Any], limit: int) -> None:
+        self.url, self.kw, self.limit = url, kw, limit
+        self.ws: _Listener | None = None
+
+    async def ready(self, timeout: float) -> bool:
+        """Connect; False when the server cannot be reached in time, raises the fatal error of
+        a refused upgrade (token, Origin, no such transport)."""
+        assert picows is not None
+        try:
+            transport, listener = await asyncio.wait_for(
+                picows.ws_connect(
+                    lambda: _Listener(self.limit),
+                    self.url,
+                    websocket_handshake_timeout=timeout,
+                    max_frame_size=self.limit,
+                    max_redirects=0,
+                    logger_name="openenv.client.binary",
+                    **self.kw,
+                ),
+                timeout,
+            )
+        except picows.WSHandshakeError as e:
+            if getattr(e, "response", None) is None:
+                return False  # no HTTP answer in time (or a broken one): not reachable
+            raise _refusal(e, self.url) from None
+        except (OSError, TimeoutError):
+            return False
+        self.ws = listener  # type: ignore[assignment]  # ours: made by the factory above
+        if transport.response.headers.get("Sec-WebSocket-Protocol") != BINARY_SUBPROTOCOL:
+            await self.close()
+            raise Unimplemented(f"{self.url} did not select the subprotocol {BINARY_SUBPROTOCOL}", fatal=True)
+        return True
+
+    async def close(self) -> None:
+        ws, self.ws = self.ws, None
+        if ws is None or ws.transport is None:
+            return
+        transport = ws.transport
+        if not transport.is_disconnected:
+            with contextlib.suppress(Exception):
+                if not transport.is_close_frame_sent:
+                    transport.send_close(1000)
+                # Wait for the server's close (the close handshake), bounded: then the socket.
+                await asyncio.wait_for(transport.wait_disconnected(), END_GRACE_S)
+        if not transport.is_disconnected:
+            transport.underlying_transport.abort()
+
+
+class _PicowsCall:
+    """The ``Session`` stream on one picows WebSocket, seen through grpc.aio's ``StreamStreamCall``."""
+
+    __slots__ = ("_code", "_details", "_ws")
+
+    def __init__(self, channel: _PicowsChannel) -> None:
+        assert channel.ws is not None
+        self._ws = channel.ws
+        self._code: grpc.StatusCode | None = None
+        self._details = ""
+
+    def _ended(self) -> grpc.StatusCode:
+        """Record how the socket ended."""
+        if self._code is None:
+            ws = self._ws
+            if ws.sent_1009:  # our own limit: the server's answer was too large
+                self._code, self._details = close_status(1009, "the answer exceeds this client's limit")
+            elif ws.received is not None:
+                self._code, self._details = close_status(*ws.received)
+            else:
+                self._code, self._details = close_status(None, "")
+        return self._code
+
+    async def write(self, message: environment_pb2.SessionRequest) -> None:
+        if self._code is not None and self._code is not grpc.StatusCode.OK:
+            raise _rpc_error(self._code, self._details)
+        transport = self._ws.transport
+        if self._ws.eof or transport.is_disconnected or transport.is_close_frame_sent:
+            raise _rpc_error(self._ended(), self._details or "the WebSocket is closed")
+        transport.send(_BINARY, message.SerializeToString())
+
+    async def read(self) -> Any:
+        ws = self._ws
+        inbox = ws.inbox
+        while not inbox:
+            if ws.eof:
+                if self._ended() is grpc.StatusCode.OK:
+                    return grpc.aio.EOF
+                raise _rpc_error(self._code or grpc.StatusCode.UNAVAILABLE, self._details)
+            ws.waiter = asyncio.get_running_loop().create_future()
+            await ws.waiter
+        data = inbox.popleft()
+        if isinstance(data, str):
+            self.cancel()
+            raise _rpc_error(grpc.StatusCode.INTERNAL, "the server sent a text message on the binary transport")
+        try:
+            return environment_pb2.SessionResponse.FromString(data)
+        except Exception as e:  # noqa: BLE001 - a broken server: the stream cannot go on
+            self.cancel()
+            raise _rpc_error(grpc.StatusCode.INTERNAL, f"undecodable SessionResponse ({type(e).__name__})") from None
+
+    async def done_writing(self) -> None:
+        """Half-close: the transport's empty message (the server answers what it was sent,
+        then ends the stream with close 1000)."""
+        transport = self._ws.transport
+        if not transport.is_disconnected and not transport.is_close_frame_sent:
+            transport.send(_BINARY, b"")
+
+    def done(self) -> bool:
+        return self._code is not None or self._ws.eof
+
+    def cancel(self) -> bool:
+        if self._code is None:
+            self._code, self._details = grpc.StatusCode.CANCELLED, "Locally cancelled by application!"
+        transport = self._ws.transport
+        if not transport.is_disconnected:
+            transport.underlying_transport.abort()  # as a crashed client: no close frame
+        return True
+
+    async def code(self) -> grpc.StatusCode:
+        return self._code or grpc.StatusCode.OK
+
+    async def details(self) -> str:
+        return self._details
+
+
 class BinaryWsConnection(GrpcConnection):
     """One session over the binary WebSocket transport; a :class:`~openenv.client.Connection`
     (see the module docstring). ``url``: ``ws(s)://host:port[/prefix]/v1/session`` (``http(s)``
@@ -231,6 +466,8 @@ class BinaryWsConnection(GrpcConnection):
         return type(self)(self.url, options=self.options)
 
     def _new_channel(self) -> Any:
+        if picows is not None:
+            return self._new_picows_channel()
         kw: dict[str, Any] = {
             "subprotocols": [BINARY_SUBPROTOCOL],
             "max_size": self._limit,
@@ -249,10 +486,25 @@ class BinaryWsConnection(GrpcConnection):
             kw["ssl"] = client_ssl_context(self.ca_file, cert, key)
         return _Channel(self.url, kw)
 
+    def _new_picows_channel(self) -> _PicowsChannel:
+        headers = [("Sec-WebSocket-Protocol", BINARY_SUBPROTOCOL)]
+        headers += list(self._metadata(trace=True) or ())  # the bearer token and the caller's trace context
+        kw: dict[str, Any] = {"extra_headers": headers, "proxy": _proxy_for(self.url)}
+        if self.keepalive_s:
+            kw.update(
+                enable_auto_ping=True,
+                auto_ping_idle_timeout=self.keepalive_s,
+                auto_ping_reply_timeout=self.options.keepalive_timeout_s,
+            )
+        if self.secure and (self.ca_file or self.client_cert):
+            cert, key = self.client_cert or (None, None)
+            kw["ssl_context"] = client_ssl_context(self.ca_file, cert, key)
+        return _PicowsChannel(self.url, kw, self._limit)
+
     async def _channel_ready(self, channel: Any, timeout: float) -> bool:
         return await channel.ready(timeout)  # type: ignore[no-any-return]
 
     def _open_call(self, channel: Any, metadata: Any) -> Any:
         if channel.ws is None:
             raise FailedPrecondition("the WebSocket is not connected")
-        return _Call(channel)
+        return _PicowsCall(channel) if isinstance(channel, _PicowsChannel) else _Call(channel)

@@ -1,0 +1,398 @@
+"""The binary WebSocket transport on a listener of its own, on picows (RFC 0011).
+
+``openenv.Host(..., binary_port=N)`` (``openenv serve --binary-port N``) serves
+``ws(s)://host:N/v1/session`` with this listener beside the HTTP one: the same transport as
+``/v1/session`` on the HTTP listener (:mod:`openenv.bridge.binary`), the same engine and
+sessions as every other listener of the host, at a fraction of the per-message cost (picows
+parses and frames in Cython; docs/performance.md, "Binary WebSocket"). What a client may rely
+on is the HTTP listener's ``/v1/session`` contract, rule for rule:
+
+* the upgrade: ``Host``/``Origin`` policy (403), then the bearer token (401, as
+  ``Authorization: Bearer``, an offered ``bearer.<token>`` subprotocol or ``?access_token=``),
+  then the subprotocol ``openenv.v1+proto`` (400, a JSON ``detail`` naming it); refusals carry
+  the HTTP side's JSON body (``detail``, ``status``). The side calls are the HTTP
+  listener's documents, for ``GET`` only: ``/openenv/info`` (``GetInfo``), ``/load``
+  (``GetLoad``), ``/health`` (open, without a token; 503 while draining). Any other path is 404.
+  An upgrade request not complete within ``HttpLimits.head_timeout_s`` is dropped; more than
+  ``HttpSettings.max_connections`` connections are refused with 503;
+* TLS is the server's (:class:`~openenv.security.TlsConfig`, ``wss://``);
+* messages: binary ones carry ``SessionRequest``s; a text message or undecodable bytes are
+  answered in band (``INVALID_ARGUMENT``, non-fatal); an empty binary message is the client's
+  half-close; a message (or a fragmented message's total) over the limit closes with 1009;
+* how it ends: 1000 after a close answer or a fatal error answer or a half-close's answers,
+  ``4000 + code`` with the status message as reason when the server ends the stream (handshake
+  deadline, idle reaper, drain, taken over by a resume); a client that drops the socket has
+  ended its input (a resumable session is parked). Keepalive pings follow
+  ``HttpSettings.ws_ping_interval``/``ws_ping_timeout``; a client that does not read for
+  ``HttpLimits.ws_send_timeout_s`` is dropped.
+
+Needs picows (the ``http`` extra).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+from collections.abc import Sequence
+from typing import NoReturn
+
+from google.protobuf import json_format
+from picows import (
+    WSAutoPingStrategy,
+    WSFrame,
+    WSListener,
+    WSMsgType,
+    WSTransport,
+    WSUpgradeRequest,
+    WSUpgradeResponse,
+    WSUpgradeResponseWithListener,
+    ws_create_server,
+)
+
+from openenv.bridge.binary import (
+    PATH,
+    SUBPROTOCOL,
+    TEXT_MESSAGE,
+    Ended,
+    close_code,
+    close_reason,
+    decode,
+    peer_name,
+    run_session,
+    subprotocol_refusal,
+)
+from openenv.bridge.guard import ws_token_accepted
+from openenv.engine import Engine, Incoming, bounded_serializer
+from openenv.errors import ErrorCode
+from openenv.runtime.load import server_load
+from openenv.security import BrowserPolicy, SecuritySettings
+from openenv.settings import HttpSettings
+from openenv.v1 import environment_pb2
+from openenv.wire import frames
+from openenv.wire.payloads import info_to_json
+
+log = logging.getLogger("openenv.bridge")
+
+__all__ = ["BinaryListener"]
+
+_PATH = PATH.encode()
+_BINARY, _TEXT, _CONT, _CLOSE = WSMsgType.BINARY, WSMsgType.TEXT, WSMsgType.CONTINUATION, WSMsgType.CLOSE
+_GOING_AWAY = 1001
+_DOCUMENTS = frozenset({b"/openenv/info", b"/load", b"/health"})
+
+
+def _document(status: int, doc: object) -> WSUpgradeResponseWithListener:
+    """A plain HTTP answer (a side call's JSON document); picows closes the connection after it."""
+    body = frames.dumps(doc).encode()
+    headers = {"Content-Type": "application/json"}
+    if status < 400:
+        return WSUpgradeResponseWithListener(WSUpgradeResponse.create_ok_response(body, headers), None)
+    return WSUpgradeResponseWithListener(WSUpgradeResponse.create_error_response(status, body, headers), None)
+
+
+def _refusal(status: int, code: str, why: str) -> WSUpgradeResponseWithListener:
+    """The HTTP refusal of an upgrade, with the HTTP side's JSON body."""
+    headers = {"Content-Type": "application/json"}
+    if status == 401:
+        headers["WWW-Authenticate"] = 'Bearer realm="openenv"'
+    body = frames.dumps({"detail": why, "status": code}).encode()
+    return WSUpgradeResponseWithListener(WSUpgradeResponse.create_error_response(status, body, headers), None)
+
+
+class _Connection(WSListener):
+    """One accepted WebSocket: picows' listener (frames in) and the engine's
+    :class:`~openenv.engine.Stream` (requests out, answers in), on the event loop's thread.
+
+    Frames are decoded as they arrive (one parse per message, in the read callback) and queued;
+    the engine's task reads them in order."""
+
+    def __init__(self, server: BinaryListener, request: WSUpgradeRequest) -> None:
+        self._server = server
+        self._headers = tuple((k.lower(), v) for k, v in request.headers.items())
+        self._serialize = bounded_serializer(server.limit)
+        self._inbox: collections.deque[Incoming] = collections.deque()
+        self._waiter: asyncio.Future[None] | None = None
+        self._parts: list[bytes] | None = None  # a fragmented message's frames so far
+        self._parts_text = False
+        self._parts_size = 0
+        self._eof = False  # no more requests: half-closed, closed or gone
+        self._writable: asyncio.Future[None] | None = None  # set while the socket's buffer is full
+        self.transport: WSTransport | None = None
+        self.task: asyncio.Task[None] | None = None
+        self.closed = False  # our close frame is sent or the socket is gone
+        self.gone = False  # a write found the client gone
+        self._peer = ""
+
+    # ---------------------------------------------------------------- picows' callbacks
+
+    def on_ws_connected(self, transport: WSTransport) -> None:
+        self.transport = transport
+        peer = transport.underlying_transport.get_extra_info("peername")
+        self._peer = peer_name(peer[0], peer[1]) if peer else ""
+        self.task = asyncio.get_running_loop().create_task(self._run())
+        self._server.connections.add(self)
+
+    def on_ws_frame(self, transport: WSTransport, frame: WSFrame) -> None:
+        kind = frame.msg_type
+        if kind is _BINARY and frame.fin and self._parts is None:  # the hot path: one frame, one message
+            self._push(decode(frame.get_payload_as_bytes()))
+        elif kind is _BINARY or kind is _TEXT:
+            if self._parts is not None:  # a new message inside a fragmented one: a broken client
+                self._fail(1002, "a new message inside a fragmented one")
+            elif frame.fin:  # a whole text message: not this transport's, answered in band
+                self._push(TEXT_MESSAGE)
+            else:
+                self._parts, self._parts_text, self._parts_size = [], kind is _TEXT, 0
+                self._fragment(frame)
+        elif kind is _CONT:
+            if self._parts is None:
+                self._fail(1002, "a continuation frame outside a fragmented message")
+            else:
+                self._fragment(frame)
+        elif kind is _CLOSE:
+            # The client ended both directions: answer its close as RFC 6455 asks and drop the
+            # socket; to the engine its input has ended (a resumable session is parked).
+            if not transport.is_close_frame_sent:
+                transport.send_close(frame.get_close_code(), frame.get_close_message())
+            self.closed = True
+            transport.disconnect()
+            self._end_input()
+        # PING is answered by picows (auto-pong); a PONG needs nothing.
+
+    def on_ws_disconnected(self, transport: WSTransport) -> None:
+        self.closed = True
+        self._end_input()
+        self._wake_writer()
+        self._server.connections.discard(self)
+
+    def pause_writing(self) -> None:
+        if self._writable is None:
+            self._writable = asyncio.get_running_loop().create_future()
+
+    def resume_writing(self) -> None:
+        self._wake_writer()
+
+    # ---------------------------------------------------------------- incoming messages
+
+    def _fragment(self, frame: WSFrame) -> None:
+        assert self._parts is not None
+        self._parts_size += frame.payload_size
+        if self._parts_size > self._server.limit:  # the message's total, as picows bounds a frame
+            self._fail(1009, f"message exceeds {self._server.limit} bytes")
+            return
+        if not self._parts_text:
+            self._parts.append(frame.get_payload_as_bytes())
+        if frame.fin:
+            parts, self._parts = self._parts, None
+            self._push(TEXT_MESSAGE if self._parts_text else decode(b"".join(parts)))
+
+    def _push(self, item: Incoming) -> None:
+        if self._eof:  # after the half-close nothing more is read (as the HTTP listener)
+            return
+        if item is None:
+            self._eof = True
+        self._inbox.append(item)
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    def _end_input(self) -> None:
+        if not self._eof:
+            self._push(None)
+
+    def _fail(self, code: int, why: str) -> None:
+        """Close a connection that broke the WebSocket rules (or the size limit)."""
+        self._parts = None
+        transport = self.transport
+        if transport is not None and not self.closed:
+            transport.send_close(code, close_reason(why).encode())  # type: ignore[arg-type]  # any int code goes (the stub says its enum)
+            transport.disconnect()
+        self.closed = True
+        self._end_input()
+
+    def _wake_writer(self) -> None:
+        writable, self._writable = self._writable, None
+        if writable is not None and not writable.done():
+            writable.set_result(None)
+
+    # ---------------------------------------------------------------- the engine's Stream
+
+    async def read(self) -> Incoming:
+        inbox = self._inbox
+        while not inbox:
+            self._waiter = asyncio.get_running_loop().create_future()
+            await self._waiter
+        self._waiter = None
+        return inbox.popleft()
+
+    async def write(self, response: environment_pb2.SessionResponse) -> None:
+        transport = self.transport
+        if self.closed or transport is None or transport.is_disconnected:
+            # The client went away while its request ran: to the engine a cancelled stream, as
+            # grpc.aio cancels the handler of a dropped call, so a resumable session is parked.
+            self.gone = self.closed = True
+            raise asyncio.CancelledError
+        transport.send(_BINARY, self._serialize(response))
+        if self._writable is not None:  # the socket's buffer is full: the client does not read
+            try:
+                await asyncio.wait_for(asyncio.shield(self._writable), self._server.send_timeout_s)
+            except TimeoutError:
+                self.gone = self.closed = True
+                transport.disconnect(False)
+                raise asyncio.CancelledError from None
+            if self.closed:
+                self.gone = True
+                raise asyncio.CancelledError
+
+    async def abort(self, code: ErrorCode, message: str) -> NoReturn:
+        self._close(close_code(code), message)
+        raise Ended(message)
+
+    def peer(self) -> str:
+        return self._peer
+
+    def metadata(self) -> Sequence[tuple[str, str]]:
+        return self._headers
+
+    # ----------------------------------------------------------------
+
+    def _close(self, code: int, reason: str = "") -> None:
+        transport = self.transport
+        if not self.closed and transport is not None:
+            transport.send_close(code, close_reason(reason).encode())  # type: ignore[arg-type]  # any int code goes (the stub says its enum)
+            transport.disconnect()  # graceful: what is buffered (the close frame) is sent first
+        self.closed = True
+
+    async def _run(self) -> None:
+        try:
+            if await run_session(self._server.engine, self):
+                self._close(1000)
+        except asyncio.CancelledError:  # the listener is stopping
+            self._close(_GOING_AWAY, "the server is shutting down")
+            raise
+        except BaseException:
+            self._close(1011, "internal error")
+            raise
+
+
+class BinaryListener:
+    """The binary transport's own listener (see the module docstring): picows on
+    ``host:port`` (0: a free port), serving ``engine`` (the host's).
+
+    Args:
+        engine: the protocol engine (the host's: one pool of sessions for every listener).
+        host, port: where to listen.
+        security: tokens, TLS and the Origin/Host policy (the server's).
+        http: keepalive, connection cap and deadlines (:class:`~openenv.settings.HttpSettings`).
+        max_message_bytes: the message bound, both ways.
+    """
+
+    def __init__(
+        self,
+        engine: Engine,
+        host: str,
+        port: int,
+        *,
+        security: SecuritySettings,
+        http: HttpSettings,
+        max_message_bytes: int,
+    ) -> None:
+        self.engine, self.host, self.port = engine, host, port
+        self.security, self.http = security, http
+        self.limit = max_message_bytes
+        self.send_timeout_s = http.limits.ws_send_timeout_s
+        self.tokens = security.tokens
+        self.browser = BrowserPolicy(security.allowed_origins, security.allowed_hosts, bind_host=host)
+        self.connections: set[_Connection] = set()
+        self._info = frames.dumps(info_to_json(engine.manager.runtime.info))
+        self._server: asyncio.Server | None = None
+
+    @property
+    def url(self) -> str:
+        """``ws(s)://host:port/v1/session``."""
+        scheme = "wss" if self.security.tls is not None else "ws"
+        host = "127.0.0.1" if self.host in ("0.0.0.0", "") else ("[::1]" if self.host == "::" else self.host)
+        if ":" in host and not host.startswith("["):
+            host = f"[{host}]"
+        return f"{scheme}://{host}:{self.port}{PATH}"
+
+    async def start(self) -> BinaryListener:
+        ping = self.http.ws_ping_interval or 0.0
+        tls = self.security.tls
+        self._server = await ws_create_server(
+            self._upgrade,
+            self.host,
+            self.port,
+            websocket_handshake_timeout=self.http.limits.head_timeout_s,
+            logger_name=log,
+            enable_auto_ping=ping > 0,
+            auto_ping_idle_timeout=ping or 20.0,
+            auto_ping_reply_timeout=self.http.ws_ping_timeout or 1e9,
+            auto_ping_strategy=WSAutoPingStrategy.PING_WHEN_IDLE,
+            max_frame_size=self.limit,
+            ssl=tls.server_ssl_context() if tls is not None else None,
+        )
+        if self.port == 0:
+            self.port = self._server.sockets[0].getsockname()[1]
+        return self
+
+    def _upgrade(self, request: WSUpgradeRequest) -> WSUpgradeResponseWithListener:
+        """Admit or refuse one upgrade request (see the module docstring); never raises."""
+        path, _, query = request.path.partition(b"?")
+        if path != _PATH and path not in _DOCUMENTS:
+            return _refusal(404, "NOT_FOUND", f"not found: the binary session transport is at {PATH}")
+        h = request.headers
+        why = self.browser.refusal(h.get("host"), h.get("origin"))
+        if why is not None:
+            return _refusal(403, "PERMISSION_DENIED", why)
+        if path == b"/health":  # open, as on the HTTP listener: orchestrators probe it without a token
+            draining = self.engine.manager.draining
+            return _document(503 if draining else 200, {"status": "unhealthy" if draining else "healthy"})
+        offered = [p.strip() for v in h.getall("sec-websocket-protocol", ()) for p in v.split(",") if p.strip()]
+        if self.tokens:
+            auth = h.get("authorization")
+            if not (auth is not None and self.tokens.accepts_header(auth)) and (
+                ws_token_accepted(self.tokens, offered, query.decode("latin-1")) is None
+            ):
+                why = "a bearer token is required" if auth is None else "the bearer token is not accepted"
+                return _refusal(401, "UNAUTHENTICATED", why)
+        if path != _PATH:
+            return self._side_call(path)
+        body = subprotocol_refusal(offered)
+        if body is not None:
+            headers = {"Content-Type": "application/json"}
+            return WSUpgradeResponseWithListener(WSUpgradeResponse.create_error_response(400, body, headers), None)
+        if len(self.connections) >= self.http.max_connections:
+            return _refusal(503, "UNAVAILABLE", "too many connections")
+        response = WSUpgradeResponse.create_101_response({"Sec-WebSocket-Protocol": SUBPROTOCOL})
+        return WSUpgradeResponseWithListener(response, _Connection(self, request))
+
+    def _side_call(self, path: bytes) -> WSUpgradeResponseWithListener:
+        if path == b"/openenv/info":
+            return WSUpgradeResponseWithListener(
+                WSUpgradeResponse.create_ok_response(self._info.encode(), {"Content-Type": "application/json"}), None
+            )
+        load = server_load(self.engine.manager)
+        return _document(
+            200,
+            json_format.MessageToDict(
+                load, preserving_proto_field_name=True, always_print_fields_with_no_presence=True
+            ),
+        )
+
+    async def stop(self) -> None:
+        """Stop listening and end every connection (close 1001; the host has drained the
+        sessions first, so what is left is sockets whose sessions are over)."""
+        server, self._server = self._server, None
+        if server is None:
+            return
+        server.close()
+        tasks = [c.task for c in list(self.connections) if c.task is not None and not c.task.done()]
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        for c in list(self.connections):
+            if c.transport is not None:
+                c.transport.disconnect(False)
+        await server.wait_closed()
