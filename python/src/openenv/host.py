@@ -251,7 +251,9 @@ class Host:
                     opts.tls = self.tls
                 if opts.max_message_bytes is None:  # both listeners bound messages alike
                     opts.max_message_bytes = self.runtime.max_message_bytes
-                bridge = b.BridgeApp(b.LocalBackend(self.manager), max_message_bytes=opts.max_message_bytes)
+                bridge = b.BridgeApp(
+                    b.LocalBackend(self.manager, engine=self.engine), max_message_bytes=opts.max_message_bytes
+                )
                 app = b.ObservedApp(bridge, self.observer, web=self.web)
                 self.http = await b.HttpServer(app, self.http_host or self.host, self.http_port, opts).start()
                 log.info("serving %s over HTTP on %s", self.runtime.env_cls.__name__, self.http.url)
