@@ -1,4 +1,9 @@
-"""``/ws``: OpenEnv's session protocol over a WebSocket, translated onto a backend session.
+"""``/ws``: OpenEnv's session protocol over a WebSocket, translated onto the protocol engine.
+
+:class:`WsStream` is the engine's stream of one connection (the server's own engine, the one
+its gRPC listener serves): frames become ``SessionRequest`` messages and answers become frames
+(docs/protocol.md §1.4 lists what reaches ``/ws``). ``openenv bridge`` (a remote gRPC server)
+still translates frames onto its remote sessions with :func:`_loop`.
 
 One connection is one session, created when the connection is accepted (capacity and
 factory failures: one error frame, then close 1000, as OpenEnv). Frames are JSON text,
