@@ -64,7 +64,10 @@ def _run(cmd: list[str], log: Path, timeout: float) -> None:
     with log.open("ab") as out:
         out.write(("\n$ " + " ".join(cmd) + "\n").encode())
         out.flush()
-        proc = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, timeout=timeout, check=False)
+        # The venv's own packages only: a PYTHONPATH naming this project's sources would shadow
+        # OpenEnv's ``openenv`` package (the same import name).
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+        proc = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, timeout=timeout, check=False, env=env)
     if proc.returncode != 0:
         tail = log.read_text(errors="replace")[-3000:]
         raise RuntimeError(f"command failed ({proc.returncode}): {' '.join(cmd)}\n--- log tail ---\n{tail}")

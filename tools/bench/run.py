@@ -40,7 +40,10 @@ GRIDWORLD_PB2 = "gridworld, pb2 types (upb), sequential"
 GRIDWORLD_BP = "gridworld, betterproto2 types, sequential"
 H2 = "ours on grpclib (client and server)"  # rows of the grpclib engine; their client runs it too
 BRIDGE_ENVS = ROOT / "python" / "tests" / "bridge"
-ENV = {**os.environ, "GRPC_VERBOSITY": "ERROR", "PYTHONPATH": f"{ROOT}{os.pathsep}{BRIDGE_ENVS}"}
+# The caller's PYTHONPATH stays after ours: a worktree (or an exported older tree) put first
+# there is what the servers run, so two trees can be benched under the same conditions.
+_PATHS = [str(ROOT), str(BRIDGE_ENVS), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+ENV = {**os.environ, "GRPC_VERBOSITY": "ERROR", "PYTHONPATH": os.pathsep.join(_PATHS)}
 sys.path.insert(0, str(ROOT))
 
 

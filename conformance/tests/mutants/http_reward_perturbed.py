@@ -4,23 +4,18 @@ backend rewards a delta of 2 with 2.5 (inside the declared range, and consistent
 so only a comparison of the two transports sees it)."""
 
 from mutants.base import Counter as Env
-from openenv.bridge.backend import LocalBackend, LocalSession
+from openenv.bridge.backend import LocalBackend
 
 CAUGHT_BY = "parity.grpc_vs_http"
 COLLATERAL: frozenset[str] = frozenset()
 
 
-class _Session(LocalSession):
-    async def step(self, action, timeout=None):
-        ts = await super().step(action, timeout)
+class HttpBackend(LocalBackend):
+    def json_step(self, r):  # every time step of the HTTP side is shaped here (/ws, /mcp)
+        ts = super().json_step(r)
         if ts.reward == 2.0:
             ts.reward = 2.5
         return ts
-
-
-class HttpBackend(LocalBackend):
-    async def open(self, options=None, client_name=""):
-        return _Session(self, await self.manager.open(options, client_name))
 
 
 __all__ = ["Env", "HttpBackend"]

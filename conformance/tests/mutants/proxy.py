@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from openenv.engine import Prepared
 from openenv.v1 import environment_pb2 as pb
 
 
@@ -46,6 +47,9 @@ class _Stream:
         if req is None:
             for out in self.proxy.flush(self):
                 await self.context.write(out)
+            return req
+        if isinstance(req, Prepared):  # a translator's request (OpenEnv's /ws): its message is what a mutant sees
+            req.request = self.last = self.proxy.request(self, req.request)
             return req
         req = self.proxy.request(self, req)
         self.last = req
@@ -106,10 +110,10 @@ class Proxy:
     def load(self) -> Any:
         return self.load_of(self.inner.load())
 
-    async def serve(self, context: Any) -> None:
+    async def serve(self, context: Any, **kwargs: Any) -> None:
         stream = _Stream(self, context)
         try:
-            await self.inner.serve(stream)
+            await self.inner.serve(stream, **kwargs)
         except asyncio.CancelledError:
             await asyncio.shield(self.disconnected(stream))
             raise

@@ -242,7 +242,9 @@ class Host:
                 # Both listeners bound messages alike, unless the HTTP settings say otherwise.
                 opts = b.HttpOptions.of(self.settings.http, self._http_security, self.runtime.max_message_bytes)
                 bridge = b.BridgeApp(
-                    b.LocalBackend(self.manager), max_message_bytes=opts.max_message_bytes, engine=self.engine
+                    b.LocalBackend(self.manager, engine=self.engine),
+                    max_message_bytes=opts.max_message_bytes,
+                    engine=self.engine,
                 )
                 app = b.ObservedApp(bridge, self.observer, web=self.web)
                 self.http = await b.HttpServer(app, self.http_host or self.host, self.http_port, opts).start()

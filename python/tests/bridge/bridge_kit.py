@@ -161,6 +161,16 @@ def openenv_serve(target: str, tmp: Path, *args: str) -> Iterator[tuple[str, str
 UPSTREAM = (("openenv", "0.10.0"), ("openenv-core", "0.3.0"))
 
 
+def upstream_env() -> dict[str, str]:
+    """The environment of a process of the upstream venv: only this directory on its path,
+    never the caller's PYTHONPATH (a worktree's sources there would shadow OpenEnv's own
+    ``openenv`` package, which has the same name)."""
+    e = dict(os.environ)
+    e["PYTHONPATH"] = str(HERE)
+    e.setdefault("GRPC_VERBOSITY", "ERROR")
+    return e
+
+
 def upstream_python(dist: str, version: str) -> Path:
     """The interpreter of the cached venv holding the real OpenEnv release (created once)."""
     from tools.openenv_upstream import ensure
@@ -177,7 +187,7 @@ def upstream_python(dist: str, version: str) -> Path:
 def upstream_server(python: Path, app: str, tmp: Path, **env: str) -> Iterator[str]:
     """An OpenEnv app served by OpenEnv's own stack (uvicorn) from its venv; yields its URL."""
     ready = tmp / f"upstream-{time.monotonic_ns()}.url"
-    e = env_with_path(HERE)
+    e = upstream_env()
     e.pop("ENABLE_WEB_INTERFACE", None)
     e.update(env)
     proc = subprocess.Popen(
@@ -212,7 +222,7 @@ def _wait_health(url: str, proc: subprocess.Popen[Any], timeout: float = 120.0) 
 
 def run_upstream(python: Path, *args: str, timeout: float = 120.0) -> Any:
     """Run a script in the upstream venv (cwd: this directory) and parse its JSON output."""
-    e = env_with_path(HERE)
+    e = upstream_env()
     proc = subprocess.run(
         [str(python), *args], cwd=str(HERE), env=e, capture_output=True, text=True, timeout=timeout, check=False
     )

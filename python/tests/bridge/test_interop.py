@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from bridge_envs import BenchCounter
-from bridge_kit import UPSTREAM, openenv_serve, run_upstream, upstream_python, upstream_server
+from bridge_kit import UPSTREAM, openenv_serve, run_upstream, upstream_env, upstream_python, upstream_server
 
 import openenv
 from echo_env import EchoEnv
@@ -125,6 +125,7 @@ def test_c_openenv_validate_passes_against_our_bridge(dist: str, version: str, t
         with openenv_serve(target, tmp_path) as (_, url, _p):
             proc = subprocess.run(
                 [str(py.parent / "openenv"), "validate", "--url", url, "--json"],
+                env=upstream_env(),
                 capture_output=True,
                 text=True,
                 timeout=120,

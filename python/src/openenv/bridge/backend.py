@@ -15,22 +15,25 @@ from __future__ import annotations
 
 import abc
 import asyncio
+import functools
 from collections.abc import Callable, Coroutine, Mapping
 from typing import Any, TypeVar
 
 from google.protobuf import json_format
 
 from openenv.bridge.limits import bounded_loads
+from openenv.engine import Engine
 from openenv.errors import EnvError, Internal, InvalidArgument, Unimplemented
-from openenv.protocol import StepResult
+from openenv.protocol import EpisodeStatus, StepResult
 from openenv.runtime.codec import AdaptedCodec, Codec, MessageCodec, TensorCodec
 from openenv.runtime.load import server_load
-from openenv.runtime.session import Session, SessionManager
+from openenv.runtime.session import Session, SessionManager, SessionState
 from openenv.runtime.tools import CallToolAction, Tool, ToolResult
 from openenv.v1 import environment_pb2, load_pb2, payload_pb2
+from openenv.wire import frames
 from openenv.wire.frames import JsonStep
 from openenv.wire.jsontext import dumps
-from openenv.wire.payloads import CALL_TOOL, message_to_json
+from openenv.wire.payloads import CALL_TOOL, PayloadJson, message_to_json
 from openenv.wire.render import render_to_json
 
 __all__ = ["Backend", "BackendSession", "LocalBackend", "LocalSession", "call_tool_args", "spawn"]
@@ -41,19 +44,8 @@ _T = TypeVar("_T")
 
 def call_tool_args(data: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
     """(tool name, arguments) of OpenEnv's ``{"type": "call_tool", "tool_name", "arguments"}``
-    (arguments may arrive as a JSON string, as OpenEnv accepts)."""
-    name = data.get("tool_name")
-    if not isinstance(name, str) or not name:
-        raise InvalidArgument("call_tool needs a non-empty string 'tool_name'")
-    args = data.get("arguments") or {}
-    if isinstance(args, str):
-        try:
-            args = bounded_loads(args)
-        except ValueError as e:
-            raise InvalidArgument(f"call_tool 'arguments' is a string that is not JSON ({e})") from None
-    if not isinstance(args, dict):
-        raise InvalidArgument("call_tool 'arguments' must be an object")
-    return name, args
+    (arguments may arrive as a JSON string, as OpenEnv accepts; read within the bridge's bounds)."""
+    return frames.call_tool_args(data, bounded_loads)
 
 
 class BackendSession(abc.ABC):
@@ -167,46 +159,27 @@ class LocalSession(BackendSession):
         self.id = session.id
         self.last_step: JsonStep | None = None
 
-    def _ts(self, r: StepResult[Any]) -> JsonStep:
-        b = self._b
-        obs = r.observation
-        bd = r.reward_breakdown
-        self.last_step = ts = JsonStep(
-            None if obs is None else _json_of(b.obs_codec, obs),
-            r.reward,
-            r.terminated,
-            r.truncated,
-            r.metadata,
-            r.episode_id,
-            r.step_count,
-            None if bd is None else message_to_json(bd.to_proto() if hasattr(bd, "to_proto") else bd),
-            b.tool_actions,
-        )
-        return ts
+    @property
+    def session(self) -> Session:
+        """The runtime's session this one wraps."""
+        return self._s
 
     async def reset(self, seed: int | None, episode_id: str | None, options: Mapping[str, Any]) -> JsonStep:
-        return self._ts(await self._s.reset(seed, episode_id, options))
+        self.last_step = ts = self._b.json_step(await self._s.reset(seed, episode_id, options))
+        return ts
 
     async def step(self, action: Any, timeout: float | None = None) -> JsonStep:
         before = self._s.status
         result = await self._s.step(self._b.decode_action(action), timeout)
         try:
-            if result.metadata:
-                dumps(result.metadata)  # fails here, where the step can be uncounted, not at send time
-            return self._ts(result)
+            self.last_step = ts = self._b.json_step(result)
+            return ts
         except Exception as e:
             self._s.retract_step(before)  # an answer that cannot be sent is not a step
             raise Internal(f"the step's result cannot be encoded: {type(e).__name__}: {e}") from e
 
     async def state(self) -> tuple[str, int, str, Any]:
-        st = await self._s.state()
-        value = st.state
-        return (
-            st.episode_id,
-            st.step_count,
-            st.status.name,
-            None if value is None else _json_of(self._b.state_codec, value),
-        )
+        return self._b.json_state(await self._s.state())
 
     async def list_tools(self) -> list[Tool]:
         return await self._s.list_tools()
@@ -232,10 +205,17 @@ class LocalSession(BackendSession):
 
 
 class LocalBackend(Backend):
-    """The sessions of an in-process server (shares its ``SessionManager``)."""
+    """The sessions of an in-process server (shares its ``SessionManager``).
 
-    def __init__(self, manager: SessionManager) -> None:
+    ``engine``: the protocol engine ``/ws`` is translated onto (:class:`openenv.bridge.ws.WsStream`):
+    the server's own (:attr:`openenv.Host.engine`), so every listener shares one pool of
+    sessions and one dispatcher; by default one over ``manager``. The JSON of time steps and
+    states comes from :meth:`json_step` and :meth:`json_state`, on every path of the HTTP side.
+    """
+
+    def __init__(self, manager: SessionManager, *, engine: Engine | None = None) -> None:
         self.manager = manager
+        self.engine: Engine = engine if engine is not None else Engine(manager)
         rt = manager.runtime
         self.info = rt.info
         self.action_codec = rt.action_codec
@@ -254,6 +234,66 @@ class LocalBackend(Backend):
         if not isinstance(ac, MessageCodec) and ac.kind == payload_pb2.PAYLOAD_KIND_JSON:
             props = ac.json_schema().get("properties")
             self._strip_metadata = isinstance(props, dict) and "metadata" not in props
+
+    def json_step(self, r: StepResult[Any]) -> JsonStep:
+        """A time step as the JSON the frames carry (raises when its metadata is not JSON:
+        the step is then not counted, as an answer that cannot be sent is not a step)."""
+        obs = r.observation
+        bd = r.reward_breakdown
+        if r.metadata:
+            dumps(r.metadata)  # fails here, where the step can be uncounted, not at send time
+        return JsonStep(
+            None if obs is None else _json_of(self.obs_codec, obs),
+            r.reward,
+            r.terminated,
+            r.truncated,
+            r.metadata,
+            r.episode_id,
+            r.step_count,
+            None if bd is None else message_to_json(bd.to_proto() if hasattr(bd, "to_proto") else bd),
+            self.tool_actions,
+        )
+
+    def json_state(self, st: SessionState) -> tuple[str, int, str, Any]:
+        """(episode_id, step_count, status name, environment state as JSON)."""
+        value = st.state
+        return (
+            st.episode_id,
+            st.step_count,
+            st.status.name,
+            None if value is None else _json_of(self.state_codec, value),
+        )
+
+    def json_step_of(self, ts: environment_pb2.TimeStep) -> JsonStep:
+        """:meth:`json_step` of a time step already in protobuf form."""
+        return frames.json_step(ts, self._observation_json, tool=self.tool_actions)
+
+    def json_state_of(self, st: environment_pb2.StateResponse) -> tuple[str, int, str, Any]:
+        """:meth:`json_state` of a state already in protobuf form."""
+        try:
+            status = EpisodeStatus(st.status).name
+        except ValueError:
+            status = str(st.status)
+        return (
+            st.episode_id,
+            st.step_count,
+            status,
+            self._state_json.to_json(st.state) if st.HasField("state") else None,
+        )
+
+    @functools.cached_property
+    def _observation_json(self) -> PayloadJson:
+        return PayloadJson(self.info.observation, self.info)
+
+    @functools.cached_property
+    def _state_json(self) -> PayloadJson:
+        return PayloadJson(self.info.state, self.info)
+
+    def runtime_session(self, session: BackendSession) -> Session:
+        """The runtime's session behind one of this backend's sessions."""
+        if not isinstance(session, LocalSession):
+            raise Internal(f"not a session of this server: {type(session).__name__}")
+        return session.session
 
     def decode_action(self, data: Any) -> Any:
         """An action from its JSON form (raises :class:`InvalidArgument`)."""

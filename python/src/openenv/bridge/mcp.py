@@ -93,14 +93,22 @@ def mcp_result(r: ToolResult) -> dict[str, Any]:
 
 
 async def handle_jsonrpc(
-    app: BridgeApp, req: Any, *, session: BackendSession | None = None, timeout: float | None = None
+    app: BridgeApp,
+    req: Any,
+    *,
+    session: BackendSession | None = None,
+    timeout: float | None = None,
+    session_id: str | None = None,
 ) -> dict[str, Any]:
     """Answer one OpenEnv-style JSON-RPC request (never raises; errors are JSON-RPC errors).
 
-    ``session`` is the connection's session (``/ws`` ``mcp`` frames, the ``/mcp``
-    WebSocket); without it, ``params.session_id`` names an HTTP-created session, else a
-    temporary session serves the one request.
+    ``session`` is the connection's session (the ``/mcp`` WebSocket); without it,
+    ``params.session_id`` names an HTTP-created session, else a temporary session serves the
+    one request. ``session_id`` names the connection's session where its tool calls go
+    through the protocol engine instead (``/ws`` ``mcp`` frames: this answers every other
+    method, and the malformed requests, for it).
     """
+    own = session.id if session is not None else session_id
     if not isinstance(req, dict):
         return _error(None, INVALID_REQUEST, "Invalid request: expected a JSON-RPC object")
     rid = req.get("id")
@@ -113,13 +121,13 @@ async def handle_jsonrpc(
     temp: BackendSession | None = None
     try:
         if method == "openenv/session/create":
-            s = session or await app.registry.create(params.get("options"))
-            return {"jsonrpc": "2.0", "id": rid, "result": {"session_id": s.id}}
+            created = own or (await app.registry.create(params.get("options"))).id
+            return {"jsonrpc": "2.0", "id": rid, "result": {"session_id": created}}
         if method == "openenv/session/close":
             sid = params.get("session_id")
             if not sid:
                 return _error(rid, INVALID_PARAMS, "Invalid params - 'session_id' is required")
-            if session is not None and sid == session.id:
+            if own is not None and sid == own:
                 return _error(rid, INVALID_REQUEST, "Cannot close active WebSocket-managed session via MCP method")
             return {"jsonrpc": "2.0", "id": rid, "result": await app.registry.close(sid)}
         if method == "initialize":
@@ -137,7 +145,18 @@ async def handle_jsonrpc(
             return {"jsonrpc": "2.0", "id": rid, "result": {}}
         if method not in ("tools/list", "tools/call"):
             return _error(rid, METHOD_NOT_FOUND, f"Method not found: {method}")
+        name: Any = None
+        args: Any = {}
+        if method == "tools/call":
+            name = params.get("name")
+            if not name or not isinstance(name, str):
+                return _error(rid, INVALID_PARAMS, "Missing 'name' in params")
+            args = params.get("arguments") or {}
+            if not isinstance(args, dict):
+                return _error(rid, INVALID_PARAMS, "'arguments' must be an object")
         target = session
+        if target is None and session_id is not None:  # a WsStream's tool calls go through the engine
+            return _error(rid, INTERNAL_ERROR, f"{method} of this session is not answered here")
         if target is None:
             sid = params.get("session_id")
             if sid:
@@ -147,12 +166,6 @@ async def handle_jsonrpc(
         if method == "tools/list":
             tools = await target.list_tools()
             return {"jsonrpc": "2.0", "id": rid, "result": {"tools": [mcp_tool(t) for t in tools]}}
-        name = params.get("name")
-        if not name or not isinstance(name, str):
-            return _error(rid, INVALID_PARAMS, "Missing 'name' in params")
-        args = params.get("arguments") or {}
-        if not isinstance(args, dict):
-            return _error(rid, INVALID_PARAMS, "'arguments' must be an object")
         result = await target.call_tool(name, args, timeout)
         return {"jsonrpc": "2.0", "id": rid, "result": mcp_result(result)}
     except EnvError as e:

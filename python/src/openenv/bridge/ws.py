@@ -1,4 +1,9 @@
-"""``/ws``: OpenEnv's session protocol over a WebSocket, translated onto a backend session.
+"""``/ws``: OpenEnv's session protocol over a WebSocket, translated onto the protocol engine.
+
+:class:`WsStream` is the engine's stream of one connection (the server's own engine, the one
+its gRPC listener serves): frames become ``SessionRequest`` messages and answers become frames
+(docs/protocol.md §1.4 lists what reaches ``/ws``). ``openenv bridge`` (a remote gRPC server)
+still translates frames onto its remote sessions with :func:`_loop`.
 
 One connection is one session, created when the connection is accepted (capacity and
 factory failures: one error frame, then close 1000, as OpenEnv). Frames are JSON text,
@@ -24,72 +29,52 @@ Beyond OpenEnv (all additive, see docs/bridge.md):
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import logging
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any, NoReturn
 from urllib.parse import parse_qs
 
 from openenv.bridge.backend import BackendSession, call_tool_args
 from openenv.bridge.limits import PARSED, UNPARSED, bounded_loads
-from openenv.bridge.mcp import handle_jsonrpc
+from openenv.bridge.mcp import handle_jsonrpc, mcp_result, mcp_tool
+from openenv.engine import Prepared
 from openenv.errors import EnvError, ErrorCode, Internal, InvalidArgument, ResourceExhausted
+from openenv.protocol import PROTOCOL_VERSION, StepResult
+from openenv.runtime.session import SessionState
+from openenv.runtime.tools import Tool, ToolResult
+from openenv.v1 import environment_pb2
+from openenv.values import to_struct
 from openenv.wire import frames
+from openenv.wire.jsonrpc import error_of as rpc_error
 from openenv.wire.jsontext import dumpb, least_size
+from openenv.wire.render import render_to_json
 
 if TYPE_CHECKING:
     from openenv.bridge.app import BridgeApp
+    from openenv.bridge.backend import LocalBackend
+    from openenv.runtime.session import Session
 
 log = logging.getLogger("openenv.bridge")
 
-__all__ = ["serve_ws"]
+__all__ = ["WsStream", "serve_ws"]
 
-_ALLOWED_KEYS = frozenset({"type", "data", "id", "timeout_s"})
+_ALLOWED_KEYS = frames.ALLOWED_KEYS
 _REFUSAL_GRACE_S = 5.0  # a refused client's first request still reads the refusal (not a closed socket)
+_INVALID_MESSAGE = frames.protocol_error(
+    "Invalid message",
+    "VALIDATION_ERROR",
+    errors=[{"type": "model_type", "loc": [], "msg": "Input should be an object"}],
+)
 
 
 def _extra_keys(frame: dict[str, Any]) -> list[dict[str, Any]]:
-    return [
-        {"type": "extra_forbidden", "loc": [k], "msg": "Extra inputs are not permitted", "input": frame[k]}
-        for k in frame
-        if k not in _ALLOWED_KEYS
-    ]
+    return frames._extra_keys(frame)
 
 
-def _timeout(frame: dict[str, Any]) -> float | None:
-    t = frame.get("timeout_s")
-    if t is None:
-        return None
-    if isinstance(t, bool) or not isinstance(t, (int, float)) or t <= 0:
-        raise InvalidArgument("timeout_s must be a positive number of seconds")
-    return float(t)
-
-
-def _reset_args(data: Any) -> tuple[int | None, str | None, dict[str, Any]]:
-    if data is None:
-        return None, None, {}
-    if not isinstance(data, dict):
-        raise InvalidArgument(
-            "reset data must be an object",
-            details=[{"type": "dict_type", "loc": ["data"], "msg": "Input should be a valid dictionary"}],
-        )
-    opts = dict(data)
-    seed = opts.pop("seed", None)
-    episode_id = opts.pop("episode_id", None)
-    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
-        raise InvalidArgument(
-            "seed must be an integer >= 0",
-            details=[
-                {
-                    "type": "greater_than_equal",
-                    "loc": ["data", "seed"],
-                    "msg": "Input should be an integer >= 0",
-                    "input": seed,
-                }
-            ],
-        )
-    if episode_id is not None and not isinstance(episode_id, str):
-        raise InvalidArgument("episode_id must be a string")
-    return seed, episode_id or None, opts
+_timeout = frames.frame_timeout
+_reset_args = frames.reset_args
 
 
 async def _close(send: Any, code: int = 1000, reason: str = "") -> None:
@@ -99,8 +84,315 @@ async def _close(send: Any, code: int = 1000, reason: str = "") -> None:
         pass
 
 
+class _Aborted(Exception):
+    """The engine ended the stream (idle timeout, drain): its frame and close are sent."""
+
+
+def _peer(scope: dict[str, Any]) -> str:
+    """The ASGI client address in gRPC's peer form (what the engine counts sessions by)."""
+    client = scope.get("client")
+    if not client:
+        return ""
+    host, port = str(client[0]), client[1] if len(client) > 1 else 0
+    return f"ipv6:[{host}]:{port}" if ":" in host else f"ipv4:{host}:{port}"
+
+
+def _options(query: dict[str, list[str]]) -> dict[str, Any]:
+    raw = (query.get("options") or [""])[0]
+    if not raw:
+        return {}
+    try:
+        options = frames.loads(raw)
+    except ValueError:
+        raise InvalidArgument("the options query parameter is not JSON", fatal=True) from None
+    if not isinstance(options, dict):
+        raise InvalidArgument("the options query parameter must be a JSON object", fatal=True)
+    return options
+
+
 async def serve_ws(app: BridgeApp, scope: dict[str, Any], receive: Any, send: Any) -> None:
     """Run one ``/ws`` connection to its end."""
+    backend = app.backend
+    if getattr(backend, "engine", None) is None:  # a remote server: openenv bridge
+        await _serve_remote(app, scope, receive, send)
+        return
+    msg = await receive()
+    if msg["type"] != "websocket.connect":
+        return
+    await send({"type": "websocket.accept"})
+    query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
+    attach_id = (query.get("session_id") or [""])[0]
+    attach: Session | None = None
+    hs = environment_pb2.HandshakeRequest(protocol_version=PROTOCOL_VERSION)
+    try:
+        if attach_id:
+            attach = backend.runtime_session(app.registry.attach(attach_id))
+        else:
+            to_struct(_options(query), hs.options)
+            hs.client_name = (query.get("client_name") or ["openenv-ws"])[0]
+    except EnvError as e:
+        await WsStream.refuse(e, receive, send)
+        return
+    stream = WsStream(app, backend, scope, receive, send, hs)
+    try:
+        await backend.engine.serve(stream, attach=attach) if attach is not None else await backend.engine.serve(stream)
+    except _Aborted:
+        pass
+    finally:
+        if attach is not None:
+            app.registry.detach(attach_id)
+
+
+class WsStream:
+    """One ``/ws`` connection as the engine's :class:`~openenv.engine.Stream`: OpenEnv's frames
+    translated into protocol requests, and the engine's answers back into frames.
+
+    The handshake is synthesised from the connection's query (``options``, ``client_name``);
+    a step's action, a reset's options and a tool call's arguments reach the engine decoded
+    (:class:`~openenv.engine.Prepared`), and time steps, states and tool results come back as
+    Python values (``encode_result``), so the JSON path costs no protobuf round trip. Frames
+    with no request kind in the protocol (``openenv.hello``, ``openenv.render``, JSON-RPC
+    methods other than ``tools/list`` and ``tools/call``, and every malformed frame) are
+    answered here, in the order the frames came, from the session the engine opened.
+    """
+
+    def __init__(
+        self,
+        app: BridgeApp,
+        backend: LocalBackend,
+        scope: dict[str, Any],
+        receive: Callable[[], Awaitable[dict[str, Any]]],
+        send: Callable[[dict[str, Any]], Awaitable[None]],
+        handshake: environment_pb2.HandshakeRequest,
+    ) -> None:
+        self.app, self.backend, self.scope = app, backend, scope
+        self.receive, self.send = receive, send
+        self._hello: environment_pb2.SessionRequest | None = environment_pb2.SessionRequest(handshake=handshake)
+        self._opened = False
+        self.id = ""  # the session's, once open (the observing middleware reads id, last_step, env_seconds)
+        self.last_step: frames.JsonStep | None = None
+        self._session: Session | None = None
+        # Frames in arrival order: requests handed to the engine (FrameRequest) and frames
+        # answered here that came after one still in the engine (their answer waits its turn).
+        self._order: collections.deque[frames.FrameRequest] = collections.deque()
+        self._in_engine = 0
+        self._limit = app.max_message_bytes
+        self._tool_actions = backend.tool_actions
+
+    # ------------------------------------------------------------------ Stream
+
+    def peer(self) -> str:
+        return _peer(self.scope)
+
+    def metadata(self) -> Sequence[tuple[str, str]]:
+        return [(k.decode("latin-1").lower(), v.decode("latin-1")) for k, v in self.scope.get("headers") or ()]
+
+    @property
+    def env_seconds(self) -> float | None:
+        return None if self._session is None else self._session.env_seconds
+
+    async def read(self) -> environment_pb2.SessionRequest | Prepared | None:
+        if self._hello is not None:
+            hello, self._hello = self._hello, None
+            return hello
+        while True:
+            msg = await self.receive()
+            if msg["type"] != "websocket.receive":
+                return None  # websocket.disconnect
+            try:
+                frame = _frame(msg)
+            except ValueError as e:
+                await self._local(None, frames.protocol_error(f"Invalid JSON: {e}", "INVALID_JSON"))
+                continue
+            del msg  # the request's text goes once parsed (peak memory per message)
+            if type(frame) is not dict:
+                await self._local(None, _INVALID_MESSAGE)
+                continue
+            try:
+                fr = frames.read_frame(frame, tool_actions=self._tool_actions, parse=bounded_loads)
+            except EnvError as e:
+                await self._local(None, frames.error_frame(e, frame.get("id")))
+                continue
+            frame = None
+            if fr.request is None:
+                await self._local(fr, None)
+                continue
+            try:
+                out = self._prepare(fr)
+            except EnvError as e:
+                await self._local(None, frames.error_frame(e, fr.rid))
+                continue
+            self._order.append(fr)
+            self._in_engine += 1
+            return out
+
+    def _prepare(self, fr: frames.FrameRequest) -> environment_pb2.SessionRequest | Prepared:
+        """The engine's request of a frame: payloads decoded with the environment's codecs."""
+        req = fr.request
+        assert req is not None
+        kind = req.WhichOneof("kind")
+        if kind == "step":
+            return Prepared(req, self.backend.decode_action(fr.value))
+        if kind in ("reset", "call_tool"):
+            return Prepared(req, fr.value)
+        return req
+
+    def encode_result(self, result: Any) -> Any:
+        """Time steps, states, tools and tool results as the JSON the frames carry."""
+        if isinstance(result, StepResult):
+            self.last_step = ts = self.backend.json_step(result)
+            return ts
+        if isinstance(result, SessionState):
+            return self.backend.json_state(result)
+        return result  # list[Tool], ToolResult: shaped by write()
+
+    async def write(self, response: environment_pb2.SessionResponse, encoded: Any = None) -> None:
+        kind = response.WhichOneof("kind")
+        if not self._opened:  # the handshake's answer
+            if kind == "error":
+                await self.refuse(EnvError.from_proto(response.error), self.receive, self.send)
+                return
+            self._opened = True
+            self.id = response.handshake.session_id
+            self._session = self.backend.manager.sessions.get(self.id)
+            self.scope["openenv.session"] = self  # for the observing middleware (openenv.bridge.observe)
+            return
+        fr = self._order.popleft()
+        self._in_engine -= 1
+        if kind == "close":
+            await _close(self.send, 1000)
+            return
+        err = EnvError.from_proto(response.error) if kind == "error" else None
+        try:
+            reply = self._reply(fr, response, encoded, err)
+        except Exception as e:  # an answer that cannot be shaped never ends the connection
+            log.warning("bridge reply to %r cannot be built", fr.typ, exc_info=True)
+            reply = frames.error_frame(Internal(f"{type(e).__name__}: {e}"), fr.rid)
+        if err is not None and err.fatal and reply.get("type") == "error":
+            await self.send({"type": "websocket.send", "text": frames.dumps(reply)})
+            await _close(self.send, 1000, err.message[:120])
+            return
+        text = _reply_text(reply, fr.rid, fr.typ, self._limit)
+        del reply
+        await self.send({"type": "websocket.send", "text": text})
+        del text
+        while self._order and self._order[0].request is None:  # frames answered here, now in turn
+            await self._answer_here(self._order.popleft())
+
+    async def abort(self, code: ErrorCode, message: str) -> NoReturn:
+        err = EnvError.from_code(code, message)
+        with contextlib.suppress(OSError, RuntimeError):
+            await self.send({"type": "websocket.send", "text": frames.dumps(frames.error_frame(err))})
+        await _close(self.send, 1001 if err.code is ErrorCode.UNAVAILABLE else 1000, message[:120])
+        raise _Aborted(message)
+
+    # ------------------------------------------------------------------ frames
+
+    @staticmethod
+    async def refuse(err: EnvError, receive: Any, send: Any) -> None:
+        """A session that cannot be opened: one error frame, then close 1000."""
+        await send({"type": "websocket.send", "text": frames.dumps(frames.error_frame(err, at_open=True))})
+        # Let a client that sends its first request right away (as OpenEnv's clients do)
+        # read the error as that request's reply instead of failing on a closed socket.
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(receive(), _REFUSAL_GRACE_S)
+        await _close(send, 1000)
+
+    async def _local(self, fr: frames.FrameRequest | None, reply: dict[str, Any] | None) -> None:
+        """Answer a frame here: now, or after the answers of the frames before it."""
+        if fr is None:
+            fr = frames.FrameRequest(None, None, "reply", data=reply)
+        if self._in_engine:
+            self._order.append(fr)
+        else:
+            await self._answer_here(fr)
+
+    async def _answer_here(self, fr: frames.FrameRequest) -> None:
+        if fr.shape == "reply":
+            await self.send({"type": "websocket.send", "text": frames.dumps(fr.data)})
+            return
+        rid, typ = fr.rid, fr.typ
+        try:
+            if fr.shape == frames.MCP_OTHER:
+                reply: dict[str, Any] = {
+                    "type": "mcp",
+                    "data": await handle_jsonrpc(self.app, fr.data, session_id=self.id, timeout=fr.value),
+                }
+                if rid is not None:
+                    reply["id"] = rid
+            elif fr.shape == frames.RENDER:
+                if self._session is None:
+                    raise Internal("the session is not open")
+                reply = {"type": "openenv.render", "data": render_to_json(await self._session.render())}
+                if rid is not None:
+                    reply["id"] = rid
+            elif fr.shape == frames.HELLO_SHAPE:
+                reply = {
+                    "type": "openenv.hello",
+                    "id": rid,
+                    "data": {
+                        "session_id": self.id,
+                        "protocol_version": self.app.protocol_version,
+                        "info_b64": self.app.info_b64,
+                    },
+                }
+            else:
+                reply = frames.protocol_error(f"Unknown message type: {typ}", "UNKNOWN_TYPE", rid)
+        except EnvError as e:
+            reply = frames.error_frame(e, rid)
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:  # one failed request never ends the connection
+            log.warning("bridge request %r failed", typ, exc_info=True)
+            reply = frames.error_frame(Internal(f"{type(e).__name__}: {e}"), rid)
+        text = _reply_text(reply, rid, typ, self._limit)
+        del reply
+        await self.send({"type": "websocket.send", "text": text})
+
+    def _reply(
+        self, fr: frames.FrameRequest, resp: environment_pb2.SessionResponse, encoded: Any, err: EnvError | None
+    ) -> dict[str, Any]:
+        """The frame answering ``fr``. ``encoded`` is what :meth:`encode_result` made; without
+        it (an answer a wrapper of the engine replaced) the response's protobuf is read."""
+        rid, shape = fr.rid, fr.shape
+        if shape in (frames.MCP_LIST, frames.MCP_CALL):
+            if err is not None:
+                rpc = rpc_error(fr.rpc_id, err)
+            elif shape == frames.MCP_LIST:
+                tools = encoded if encoded is not None else [Tool.from_proto(t) for t in resp.list_tools.tools]
+                rpc = {"jsonrpc": "2.0", "id": fr.rpc_id, "result": {"tools": [mcp_tool(t) for t in tools]}}
+            else:
+                result = encoded if encoded is not None else ToolResult.from_proto(resp.call_tool.result)
+                rpc = {"jsonrpc": "2.0", "id": fr.rpc_id, "result": mcp_result(result)}
+            reply = {"type": "mcp", "data": rpc}
+            if rid is not None:
+                reply["id"] = rid
+            return reply
+        if err is not None:
+            if shape == frames.TOOL_STEP:
+                obs = frames.tool_error_observation(fr.tool_name, err)
+                if obs is not None:
+                    return obs
+            return frames.error_frame(err, rid)
+        if shape == frames.LIST_TOOLS_STEP:
+            tools = encoded if encoded is not None else [Tool.from_proto(t) for t in resp.list_tools.tools]
+            obs = {
+                "tools": [{"name": t.name, "description": t.description, "input_schema": t.input_schema} for t in tools]
+            }
+            return frames.observation_frame(frames.JsonStep(obs), rid)
+        if shape == frames.STATE:
+            if encoded is None:
+                encoded = self.backend.json_state_of(resp.state)
+            return frames.state_frame(*encoded, rid)
+        if encoded is None:  # OBSERVATION, TOOL_STEP
+            part = resp.reset if resp.HasField("reset") else resp.step
+            encoded = self.last_step = self.backend.json_step_of(part.time_step)
+        return frames.observation_frame(encoded, rid)
+
+
+async def _serve_remote(app: BridgeApp, scope: dict[str, Any], receive: Any, send: Any) -> None:
+    """One ``/ws`` connection of ``openenv bridge``: frames onto a remote server's session
+    (:class:`openenv.bridge.remote.RemoteSession`), translated by :func:`_loop`."""
     msg = await receive()
     if msg["type"] != "websocket.connect":
         return
@@ -124,16 +416,7 @@ async def serve_ws(app: BridgeApp, scope: dict[str, Any], receive: Any, send: An
             if attach_id:
                 session = app.registry.attach(attach_id)
             else:
-                options: dict[str, Any] = {}
-                raw_opts = (query.get("options") or [""])[0]
-                if raw_opts:
-                    try:
-                        options = frames.loads(raw_opts)
-                    except ValueError:
-                        raise InvalidArgument("the options query parameter is not JSON", fatal=True) from None
-                    if not isinstance(options, dict):
-                        raise InvalidArgument("the options query parameter must be a JSON object", fatal=True)
-                session = await app.backend.open(options, (query.get("client_name") or ["openenv-ws"])[0])
+                session = await app.backend.open(_options(query), (query.get("client_name") or ["openenv-ws"])[0])
                 owned = True
         except EnvError as e:
             await send({"type": "websocket.send", "text": dumps(frames.error_frame(e, at_open=True))})

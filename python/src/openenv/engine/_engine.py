@@ -158,10 +158,15 @@ class Engine:
 
     # ------------------------------------------------------------------ the Session stream
 
-    async def serve(self, stream: Stream) -> None:
-        """Run one ``Session`` stream to its end (see the class docstring)."""
+    async def serve(self, stream: Stream, *, attach: RuntimeSession | None = None) -> None:
+        """Run one ``Session`` stream to its end (see the class docstring).
+
+        ``attach``: a session another listener opened and keeps (OpenEnv's
+        ``openenv/session/create`` on ``POST /mcp``, which a ``/ws?session_id=`` connection then
+        drives); the handshake then opens none and the session stays open when the stream ends.
+        """
         CLIENT.set(client_host(stream.peer() or ""))  # this stream's task: sessions counted per client
-        encode: Callable[[StepResult[Any]], Any] | None = getattr(stream, "encode_result", None)
+        encode: Callable[[Any], Any] | None = getattr(stream, "encode_result", None)
         session: RuntimeSession | VectorSession | None = None
         entry: Resumable | None = None  # set when the session is resumable (RFC 0006)
         ended: list[EnvError] = []
@@ -191,7 +196,7 @@ class Engine:
             hello = first.request if isinstance(first, Prepared) else first
             resp = environment_pb2.SessionResponse(request_id=getattr(hello, "request_id", 0))
             try:
-                session, entry = await self._handshake(_decoded(hello), resp, task)
+                session, entry = await self._handshake(_decoded(hello), resp, task, attach)
             except EnvError as e:
                 e.fatal = True
                 resp.error.CopyFrom(status_of(e))
@@ -255,7 +260,7 @@ class Engine:
                 else:
                     self.resumes.forget(entry)
                     await entry.journal.settle()
-            if session is not None:
+            if session is not None and session is not attach:
                 await session.close()
 
     async def _answer_pipelined(
@@ -287,7 +292,7 @@ class Engine:
         self,
         session: RuntimeSession | VectorSession,
         req: environment_pb2.SessionRequest | list[Any],
-        encode: Callable[[StepResult[Any]], Any] | None = None,
+        encode: Callable[[Any], Any] | None = None,
         encoded: list[Any] | None = None,
     ) -> environment_pb2.SessionResponse:
         """The answer to one request (an error answer when it fails). A request handed over
@@ -317,6 +322,7 @@ class Engine:
         req: environment_pb2.SessionRequest,
         resp: environment_pb2.SessionResponse,
         task: asyncio.Task[Any] | None,
+        attach: RuntimeSession | None = None,
     ) -> tuple[RuntimeSession | VectorSession, Resumable | None]:
         if req.WhichOneof("kind") != "handshake":
             raise FailedPrecondition(
@@ -339,7 +345,11 @@ class Engine:
         session: RuntimeSession | VectorSession
         entry: Resumable | None = None
         out = resp.handshake
-        if hs.resume_token:
+        if attach is not None:
+            if attach.closed:
+                raise FailedPrecondition(f"session {attach.id} has ended")
+            session = attach
+        elif hs.resume_token:
             entry = await self.resumes.take(hs.resume_token, task)
             session = entry.session
             out.resume_token, out.resumed = entry.token, True
@@ -362,7 +372,7 @@ class Engine:
         session: RuntimeSession | VectorSession,
         owned: list[Any],
         resp: environment_pb2.SessionResponse,
-        encode: Callable[[StepResult[Any]], Any] | None = None,
+        encode: Callable[[Any], Any] | None = None,
         encoded: list[Any] | None = None,
     ) -> Any:
         item = owned.pop()  # the only reference when the caller handed it over (_answer)
@@ -408,6 +418,10 @@ class Engine:
                 fill_time_step(resp.reset.time_step, result, rt)
         elif kind == "state":
             s = await session.state()
+            if encode is not None and encoded is not None:
+                encoded.append(encode(s))
+                resp.state.SetInParent()
+                return None
             out = resp.state
             out.episode_id, out.step_count = s.episode_id, s.step_count
             # The generated stubs type an enum field as its enum class; the field holds the number.
@@ -415,7 +429,12 @@ class Engine:
             if s.state is not None:
                 rt.state_codec.encode(s.state, out.state)
         elif kind == "list_tools":
-            for t in await session.list_tools():
+            tools = await session.list_tools()
+            if encode is not None and encoded is not None:
+                encoded.append(encode(tools))
+                resp.list_tools.SetInParent()
+                return None
+            for t in tools:
                 resp.list_tools.tools.append(t.to_proto())
         elif kind == "call_tool":
             c = req.call_tool
@@ -425,6 +444,11 @@ class Engine:
             del c, req, prepared  # decoded: the request's message goes
             tool_result = await session.call_tool(name, arguments, timeout)
             del arguments
+            resp.call_tool.name = name
+            if encode is not None and encoded is not None:  # the stream bounds the reply it builds
+                encoded.append(encode(tool_result))
+                resp.call_tool.SetInParent()
+                return None
             limit = rt.max_message_bytes
             least = least_size((tool_result.content, tool_result.structured_content), limit)
             if least > limit:  # refused before it is built and serialized (the serializer would refuse it)
@@ -432,7 +456,6 @@ class Engine:
                     f"the reply (call_tool, over {least} bytes) exceeds the {limit}-byte message limit; "
                     "the request was carried out"
                 )
-            resp.call_tool.name = name
             tool_result.to_proto(resp.call_tool.result)
         elif kind == "snapshot":
             resp.snapshot.snapshot.CopyFrom(await session.snapshot())

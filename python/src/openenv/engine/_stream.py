@@ -38,10 +38,14 @@ class Stream(Protocol):
     The engine calls :meth:`read` and :meth:`write` from one task, never concurrently with
     themselves; :meth:`abort` ends the stream with a status (it raises, as grpc.aio's does) and
     is the last call. A transport may also define ``encode_result(result) -> Any``: the engine
-    then calls it on the ``StepResult`` of every ``reset`` and ``step`` of a single session, in
-    place of encoding the time step into the response, and passes what it returns to
-    ``write(response, encoded)`` (a JSON translator builds its frame from Python values). An
-    exception it raises makes the step not count, as a failed protobuf encoding does.
+    then calls it, in place of encoding into the response, on the result of every request of a
+    single session that has one: the ``StepResult`` of ``reset`` and ``step``, the
+    ``SessionState`` of ``state``, the ``list[Tool]`` of ``list_tools`` and the ``ToolResult``
+    of ``call_tool``; the response then has its kind set and that part left empty, and the
+    engine passes what ``encode_result`` returned to ``write(response, encoded)`` (a JSON
+    translator builds its frame from Python values, and bounds its size itself). An exception
+    it raises is the request's INTERNAL error; for a step, the step then does not count, as
+    when a protobuf encoding fails.
     """
 
     async def read(self) -> Incoming:

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+from collections.abc import Callable
 from typing import Any, cast
 
 from google.protobuf import json_format
@@ -46,22 +47,29 @@ from openenv.v1 import environment_pb2, payload_pb2, tool_pb2
 from openenv.values import from_struct, to_struct, to_value
 from openenv.wire import jsonrpc
 from openenv.wire.jsontext import dumps, loads
-from openenv.wire.payloads import CALL_TOOL, LIST_TOOLS, PayloadJson
+from openenv.wire.payloads import CALL_TOOL, LIST_TOOLS, PayloadJson, message_to_json
 
 __all__ = [
+    "ALLOWED_KEYS",
     "FROM_WS_CODE",
     "HELLO",
     "WS_CODE",
     "FrameTranslator",
+    "FrameRequest",
     "JsonStep",
     "Outgoing",
     "dumps",
     "error_frame",
+    "call_tool_args",
     "error_from_frame",
+    "frame_timeout",
     "info_from_stock",
+    "json_step",
     "loads",
     "observation_frame",
     "parse_hello",
+    "read_frame",
+    "reset_args",
     "state_frame",
     "tool_observation",
     "tool_result_from_json",
@@ -332,6 +340,196 @@ def tool_error_observation(tool_name: str, err: EnvError) -> dict[str, Any] | No
             "metadata": {},
         },
     }
+
+
+# =========================================================================== server side: requests
+
+#: The keys of a request frame: OpenEnv's ``type`` and ``data``, our ``id`` and ``timeout_s``.
+ALLOWED_KEYS = frozenset({"type", "data", "id", "timeout_s"})
+
+#: How the answer to a :class:`FrameRequest` becomes a frame (see :meth:`FrameRequest.shape`).
+OBSERVATION, TOOL_STEP, LIST_TOOLS_STEP, STATE, MCP_LIST, MCP_CALL, CLOSE = (
+    "observation",
+    "tool_step",
+    "list_tools_step",
+    "state",
+    "mcp_list",
+    "mcp_call",
+    "close",
+)
+#: Frames with no request kind in the protocol, answered by the server's translator itself.
+MCP_OTHER, RENDER, HELLO_SHAPE = "mcp", "openenv.render", "openenv.hello"
+
+
+@dataclasses.dataclass(slots=True)
+class FrameRequest:
+    """A ``/ws`` frame read as a protocol request (the server's side of :class:`FrameTranslator`).
+
+    ``request`` has its kind and scalar fields set; ``value`` is what the payload is in JSON
+    (a step's action, a reset's options, a tool call's arguments), left for the server to
+    decode with its codecs (:class:`openenv.engine.Prepared`) or to pack into ``request``
+    (a remote server). ``shape`` says how the answer becomes a frame; frames of the shapes
+    :data:`MCP_OTHER`, :data:`RENDER` and :data:`HELLO_SHAPE` have no ``request``.
+    """
+
+    typ: Any
+    rid: Any
+    shape: str
+    request: environment_pb2.SessionRequest | None = None
+    value: Any = None
+    tool_name: str = ""
+    rpc_id: Any = None
+    data: Any = None
+
+
+def _extra_keys(frame: dict[str, Any]) -> list[dict[str, Any]]:
+    return [
+        {"type": "extra_forbidden", "loc": [k], "msg": "Extra inputs are not permitted", "input": frame[k]}
+        for k in frame
+        if k not in ALLOWED_KEYS
+    ]
+
+
+def frame_timeout(frame: dict[str, Any]) -> float | None:
+    """The frame's ``timeout_s`` (InvalidArgument unless a positive number)."""
+    t = frame.get("timeout_s")
+    if t is None:
+        return None
+    if isinstance(t, bool) or not isinstance(t, (int, float)) or t <= 0:
+        raise InvalidArgument("timeout_s must be a positive number of seconds")
+    return float(t)
+
+
+def reset_args(data: Any) -> tuple[int | None, str | None, dict[str, Any]]:
+    """(seed, episode_id, options) of a ``reset`` frame's ``data`` (InvalidArgument when malformed)."""
+    if data is None:
+        return None, None, {}
+    if not isinstance(data, dict):
+        raise InvalidArgument(
+            "reset data must be an object",
+            details=[{"type": "dict_type", "loc": ["data"], "msg": "Input should be a valid dictionary"}],
+        )
+    opts = dict(data)
+    seed = opts.pop("seed", None)
+    episode_id = opts.pop("episode_id", None)
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
+        raise InvalidArgument(
+            "seed must be an integer >= 0",
+            details=[
+                {
+                    "type": "greater_than_equal",
+                    "loc": ["data", "seed"],
+                    "msg": "Input should be an integer >= 0",
+                    "input": seed,
+                }
+            ],
+        )
+    if episode_id is not None and not isinstance(episode_id, str):
+        raise InvalidArgument("episode_id must be a string")
+    return seed, episode_id or None, opts
+
+
+def call_tool_args(data: Any, parse: Callable[[str], Any] = loads) -> tuple[str, dict[str, Any]]:
+    """(tool name, arguments) of OpenEnv's ``{"type": "call_tool", "tool_name", "arguments"}``
+    (arguments may arrive as a JSON string, as OpenEnv accepts: read with ``parse``, which
+    raises ValueError for what it refuses)."""
+    name = data.get("tool_name")
+    if not isinstance(name, str) or not name:
+        raise InvalidArgument("call_tool needs a non-empty string 'tool_name'")
+    args = data.get("arguments") or {}
+    if isinstance(args, str):
+        try:
+            args = parse(args)
+        except ValueError as e:
+            raise InvalidArgument(f"call_tool 'arguments' is a string that is not JSON ({e})") from None
+    if not isinstance(args, dict):
+        raise InvalidArgument("call_tool 'arguments' must be an object")
+    return name, args
+
+
+def _with_timeout(duration: Any, timeout: float | None) -> None:
+    if timeout is not None:
+        duration.FromNanoseconds(int(timeout * 1e9))
+
+
+def read_frame(frame: dict[str, Any], *, tool_actions: bool, parse: Callable[[str], Any] = loads) -> FrameRequest:
+    """The request of a parsed ``/ws`` frame (a JSON object). Raises the error to answer
+    instead (:class:`InvalidArgument`: extra keys, no ``data``, a bad ``seed`` or
+    ``timeout_s``); an unknown ``type`` is answered ``UNKNOWN_TYPE`` (:func:`protocol_error`)
+    by the caller when ``shape`` is ``""``. ``tool_actions``: the environment's actions are
+    tool calls, so a step's ``{"type": "call_tool" | "list_tools"}`` is OpenEnv's tool shape;
+    ``parse`` reads JSON text nested in a frame (:func:`call_tool_args`)."""
+    rid = frame.get("id")
+    typ = frame.get("type")
+    if not frame.keys() <= ALLOWED_KEYS:
+        raise InvalidArgument("Invalid message", details=_extra_keys(frame))
+    new = environment_pb2.SessionRequest
+    if typ == "step":
+        if "data" not in frame:
+            raise InvalidArgument(
+                "Invalid message", details=[{"type": "missing", "loc": ["data"], "msg": "Field required"}]
+            )
+        data = frame["data"]
+        kind = data.get("type") if tool_actions and type(data) is dict else None
+        if kind == "list_tools":  # OpenEnv's list_tools step: not counted
+            return FrameRequest(typ, rid, LIST_TOOLS_STEP, new(list_tools=tool_pb2.ListToolsRequest()))
+        if kind == "call_tool" and rid is None:  # tool errors answer as OpenEnv's error observation
+            timeout = frame_timeout(frame)
+            name, _ = call_tool_args(data, parse)
+            req = new(step=environment_pb2.StepRequest())
+            _with_timeout(req.step.timeout, timeout)
+            return FrameRequest(typ, rid, TOOL_STEP, req, data, tool_name=name)
+        req = new(step=environment_pb2.StepRequest())
+        _with_timeout(req.step.timeout, frame_timeout(frame) if "timeout_s" in frame else None)
+        return FrameRequest(typ, rid, OBSERVATION, req, data)
+    if typ == "reset":
+        seed, episode_id, opts = reset_args(frame.get("data"))
+        req = new(reset=environment_pb2.ResetRequest(episode_id=episode_id or ""))
+        if seed is not None:
+            req.reset.seed = seed
+        return FrameRequest(typ, rid, OBSERVATION, req, opts)
+    if typ == "state":
+        return FrameRequest(typ, rid, STATE, new(state=environment_pb2.StateRequest()))
+    if typ == "close":
+        return FrameRequest(typ, rid, CLOSE, new(close=environment_pb2.CloseRequest()))
+    if typ == "mcp":
+        timeout = frame_timeout(frame)
+        rpc = frame.get("data")
+        method = rpc.get("method") if type(rpc) is dict and rpc.get("jsonrpc") == "2.0" else None
+        params = rpc.get("params") if type(rpc) is dict else None
+        if params is None:
+            params = {}
+        if method == "tools/list" and type(params) is dict:
+            return FrameRequest(typ, rid, MCP_LIST, new(list_tools=tool_pb2.ListToolsRequest()), rpc_id=rpc.get("id"))
+        if method == "tools/call" and type(params) is dict:
+            name, args = params.get("name"), params.get("arguments") or {}
+            if name and isinstance(name, str) and isinstance(args, dict):
+                req = new(call_tool=tool_pb2.CallToolRequest(name=name))
+                _with_timeout(req.call_tool.timeout, timeout)
+                return FrameRequest(typ, rid, MCP_CALL, req, args, tool_name=name, rpc_id=rpc.get("id"))
+        # Other methods and malformed requests: answered (or refused) by the JSON-RPC handler.
+        return FrameRequest(typ, rid, MCP_OTHER, data=rpc, value=timeout)
+    if typ == "openenv.render":
+        return FrameRequest(typ, rid, RENDER)
+    if typ == "openenv.hello":
+        return FrameRequest(typ, rid, HELLO_SHAPE)
+    return FrameRequest(typ, rid, "")
+
+
+def json_step(ts: environment_pb2.TimeStep, observation: PayloadJson, *, tool: bool = False) -> JsonStep:
+    """A protocol time step as a :class:`JsonStep` (payloads read with the environment's
+    advertised descriptors: what a server that gets protobuf time steps, a remote one, sends)."""
+    return JsonStep(
+        observation.to_json(ts.observation) if ts.HasField("observation") else None,
+        ts.reward if ts.HasField("reward") else None,
+        ts.terminated,
+        ts.truncated,
+        from_struct(ts.metadata),
+        ts.episode_id,
+        ts.step_count,
+        message_to_json(ts.reward_breakdown) if ts.HasField("reward_breakdown") else None,
+        tool,
+    )
 
 
 # =========================================================================== client side
