@@ -24,10 +24,10 @@ from google.protobuf import json_format
 from openenv.bridge.limits import bounded_loads
 from openenv.engine import Engine
 from openenv.errors import EnvError, Internal, InvalidArgument, Unimplemented
-from openenv.protocol import EpisodeStatus, StepResult
+from openenv.protocol import EpisodeStatus, SessionState, StepResult
 from openenv.runtime.codec import AdaptedCodec, Codec, MessageCodec, TensorCodec
 from openenv.runtime.load import server_load
-from openenv.runtime.session import Session, SessionManager, SessionState
+from openenv.runtime.session import Session, SessionManager
 from openenv.runtime.tools import CallToolAction, Tool, ToolResult
 from openenv.v1 import environment_pb2, load_pb2, payload_pb2
 from openenv.wire import frames

@@ -33,7 +33,7 @@ import collections
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn, cast
 from urllib.parse import parse_qs
 
 from openenv.bridge.backend import BackendSession, call_tool_args
@@ -41,8 +41,7 @@ from openenv.bridge.limits import PARSED, UNPARSED, bounded_loads
 from openenv.bridge.mcp import handle_jsonrpc, mcp_result, mcp_tool
 from openenv.engine import Prepared
 from openenv.errors import EnvError, ErrorCode, Internal, InvalidArgument, ResourceExhausted
-from openenv.protocol import PROTOCOL_VERSION, StepResult
-from openenv.runtime.session import SessionState
+from openenv.protocol import PROTOCOL_VERSION, SessionState, StepResult
 from openenv.runtime.tools import Tool, ToolResult
 from openenv.v1 import environment_pb2
 from openenv.values import to_struct
@@ -112,10 +111,10 @@ def _options(query: dict[str, list[str]]) -> dict[str, Any]:
 
 async def serve_ws(app: BridgeApp, scope: dict[str, Any], receive: Any, send: Any) -> None:
     """Run one ``/ws`` connection to its end."""
-    backend = app.backend
-    if getattr(backend, "engine", None) is None:  # a remote server: openenv bridge
+    if getattr(app.backend, "engine", None) is None:  # a remote server: openenv bridge
         await _serve_remote(app, scope, receive, send)
         return
+    backend = cast("LocalBackend", app.backend)
     msg = await receive()
     if msg["type"] != "websocket.connect":
         return
@@ -381,9 +380,8 @@ class WsStream:
             }
             return frames.observation_frame(frames.JsonStep(obs), rid)
         if shape == frames.STATE:
-            if encoded is None:
-                encoded = self.backend.json_state_of(resp.state)
-            return frames.state_frame(*encoded, rid)
+            st: tuple[str, int, str, Any] = encoded if encoded is not None else self.backend.json_state_of(resp.state)
+            return frames.state_frame(st[0], st[1], st[2], st[3], rid)
         if encoded is None:  # OBSERVATION, TOOL_STEP
             part = resp.reset if resp.HasField("reset") else resp.step
             encoded = self.last_step = self.backend.json_step_of(part.time_step)

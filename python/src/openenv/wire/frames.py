@@ -494,19 +494,20 @@ def read_frame(frame: dict[str, Any], *, tool_actions: bool, parse: Callable[[st
         return FrameRequest(typ, rid, CLOSE, new(close=environment_pb2.CloseRequest()))
     if typ == "mcp":
         timeout = frame_timeout(frame)
-        rpc = frame.get("data")
+        rpc: Any = frame.get("data")
+        rpc_id = rpc.get("id") if type(rpc) is dict else None
         method = rpc.get("method") if type(rpc) is dict and rpc.get("jsonrpc") == "2.0" else None
         params = rpc.get("params") if type(rpc) is dict else None
         if params is None:
             params = {}
         if method == "tools/list" and type(params) is dict:
-            return FrameRequest(typ, rid, MCP_LIST, new(list_tools=tool_pb2.ListToolsRequest()), rpc_id=rpc.get("id"))
+            return FrameRequest(typ, rid, MCP_LIST, new(list_tools=tool_pb2.ListToolsRequest()), rpc_id=rpc_id)
         if method == "tools/call" and type(params) is dict:
-            name, args = params.get("name"), params.get("arguments") or {}
-            if name and isinstance(name, str) and isinstance(args, dict):
-                req = new(call_tool=tool_pb2.CallToolRequest(name=name))
+            tool, args = params.get("name"), params.get("arguments") or {}
+            if tool and isinstance(tool, str) and isinstance(args, dict):
+                req = new(call_tool=tool_pb2.CallToolRequest(name=tool))
                 _with_timeout(req.call_tool.timeout, timeout)
-                return FrameRequest(typ, rid, MCP_CALL, req, args, tool_name=name, rpc_id=rpc.get("id"))
+                return FrameRequest(typ, rid, MCP_CALL, req, args, tool_name=tool, rpc_id=rpc_id)
         # Other methods and malformed requests: answered (or refused) by the JSON-RPC handler.
         return FrameRequest(typ, rid, MCP_OTHER, data=rpc, value=timeout)
     if typ == "openenv.render":
