@@ -1,5 +1,5 @@
 """The certifier's own tables (openenv_conformance.tables, restated from docs/protocol.md and
-docs/bridge.md) against openenv's (openenv.errors, openenv.wire).
+docs/bridge.md) against openenv's (openenv.errors, openenv.json_protocol).
 
 The certifier must not judge a server by the server's own tables: a mistake there would be
 shared by both and go unseen. So the tables exist twice, and this test says where they
@@ -13,11 +13,11 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from openenv.errors import EnvError, ErrorCode, Internal
+from openenv.json_protocol import frames, jsonrpc
+from openenv.json_protocol.frames import FrameTranslator, JsonStep
 from openenv.v1 import environment_pb2 as pb
 from openenv.v1 import error_pb2, tool_pb2
 from openenv.values import to_struct
-from openenv.wire import frames, jsonrpc
-from openenv.wire.frames import FrameTranslator, JsonStep
 from openenv_conformance import tables
 
 _MISSING = "<missing>"
@@ -191,7 +191,7 @@ def test_restated_tables_match_openenv() -> None:
         "the certifier's tables (openenv_conformance/tables.py) and openenv's differ:\n  "
         + "\n  ".join(problems)
         + "\nA change to the protocol's errors or frames is made three times, on purpose: in the document, in "
-        "openenv (openenv.errors, openenv.wire) and in openenv_conformance.tables."
+        "openenv (openenv.errors, openenv.json_protocol) and in openenv_conformance.tables."
     )
 
 

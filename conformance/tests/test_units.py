@@ -366,7 +366,7 @@ def test_transport_kinds_and_feature_skips() -> None:
 
 def test_environment_info_survives_its_json_form() -> None:
     """GET /openenv/info is proto3 JSON whose examples are Anys of the environment's own types."""
-    from openenv.wire.payloads import info_to_json
+    from openenv.json_protocol.payloads import info_to_json
     from openenv_conformance.transport.ws import parse_info
 
     info = _rich_info()

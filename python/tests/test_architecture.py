@@ -29,6 +29,7 @@ LINT_IMPORTS = Path(sys.executable).parent / "lint-imports"
 #: imported only when used.
 OPTIONAL_EXTRA_IMPORTS = {
     ("openenv.host", "openenv.bridge"),
+    ("openenv.host", "openenv.bridge.binary_listener"),  # picows, in the http extra
     ("openenv.cli.bridge", "openenv.bridge"),
     ("openenv.cli.collect", "openenv.record"),  # the collect extra
     ("openenv.cli.harness", "openenv.harness"),  # the harness extra
@@ -152,3 +153,24 @@ def test_the_0_1_module_paths_still_import_with_a_warning() -> None:
         import openenv.images as images
 
         images.no_such_name  # noqa: B018
+
+
+def test_the_0_2_renames_still_import_with_a_warning() -> None:
+    """openenv.wire is openenv.json_protocol, Runtime is EnvironmentRuntime (issue 29): the old
+    names give the same objects (one module loaded once), with a DeprecationWarning."""
+    import openenv.json_protocol.frames as frames
+    import openenv.runtime.session as session
+
+    for name in [m for m in sys.modules if m == "openenv.wire" or m.startswith("openenv.wire.")]:
+        sys.modules.pop(name)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        import openenv.wire.frames as old_frames
+        from openenv.runtime import Runtime
+
+    assert old_frames.FrameTranslator is frames.FrameTranslator
+    assert Runtime is session.EnvironmentRuntime
+    messages = [str(w.message) for w in caught if issubclass(w.category, DeprecationWarning)]
+    assert any("openenv.json_protocol" in m for m in messages), messages
+    assert any("EnvironmentRuntime" in m for m in messages), messages
+    assert type(sys.modules["openenv.wire.frames"]).__name__ == "_Forwarder"  # not a second copy

@@ -21,7 +21,7 @@ from openenv_testkit import running
 
 import openenv
 from openenv.runtime.inline import INLINE_WALL_FACTOR, PROBE_CALLS, WALL_FACTOR, InlinePolicy
-from openenv.runtime.session import Runtime
+from openenv.runtime.session import EnvironmentRuntime
 
 pytestmark = pytest.mark.anyio
 
@@ -170,25 +170,25 @@ async def test_a_class_threshold_overrides_the_servers_and_the_environment_varia
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("OPENENV_INLINE_THRESHOLD_US", "250")
-    assert Runtime(Where).inline.threshold_s == pytest.approx(250e-6)  # type: ignore[union-attr]
-    assert Runtime(OwnThreshold).inline.threshold_s == THRESHOLD_S  # type: ignore[union-attr]
-    assert Runtime(OwnThreshold, inline_threshold_s=0.0).inline is None  # the server's off switch wins
+    assert EnvironmentRuntime(Where).inline.threshold_s == pytest.approx(250e-6)  # type: ignore[union-attr]
+    assert EnvironmentRuntime(OwnThreshold).inline.threshold_s == THRESHOLD_S  # type: ignore[union-attr]
+    assert EnvironmentRuntime(OwnThreshold, inline_threshold_s=0.0).inline is None  # the server's off switch wins
     monkeypatch.setenv("OPENENV_INLINE_THRESHOLD_US", "0")
-    assert Runtime(Where).inline is None
+    assert EnvironmentRuntime(Where).inline is None
     monkeypatch.setenv("OPENENV_INLINE_THRESHOLD_US", "fast")
     with pytest.raises(ValueError, match="microseconds"):
-        Runtime(Where)
+        EnvironmentRuntime(Where)
     with pytest.raises(ValueError, match=">= 0"):
-        Runtime(Where, inline_threshold_s=-1.0)
+        EnvironmentRuntime(Where, inline_threshold_s=-1.0)
 
 
 async def test_process_isolation_and_loop_environments_have_no_inline_policy() -> None:
-    assert Runtime(Where, isolation="process").inline is None  # every call is a pipe round trip
+    assert EnvironmentRuntime(Where, isolation="process").inline is None  # every call is a pipe round trip
 
     class OnLoop(Where):
         run_in_thread = False
 
-    assert Runtime(OnLoop).inline is None  # always on the loop already
+    assert EnvironmentRuntime(OnLoop).inline is None  # always on the loop already
 
 
 async def test_an_inline_hooks_exception_is_the_requests_and_the_session_goes_on() -> None:

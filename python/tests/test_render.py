@@ -1,4 +1,4 @@
-"""``Environment.render`` results as ``/ws`` sends them (``openenv.wire.render``): each kind
+"""``Environment.render`` results as ``/ws`` sends them (``openenv.json_protocol.render``): each kind
 a person can look at keeps its bytes; anything else is a clear INVALID_ARGUMENT."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import openenv
-from openenv.wire.render import render_to_json
+from openenv.json_protocol.render import render_to_json
 
 PNG_1x1 = base64.b64decode(
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="

@@ -233,7 +233,7 @@ async def test_keywords_and_a_settings_object_serve_identically(library: str) ->
 
 async def test_a_server_over_a_shared_manager_takes_its_runtimes_limits() -> None:
     limits = openenv.Limits(handshake_timeout_s=3.0, max_pipelined_requests=7)
-    manager = openenv.runtime.SessionManager(openenv.runtime.Runtime(Counter, limits=limits))
+    manager = openenv.runtime.SessionManager(openenv.runtime.EnvironmentRuntime(Counter, limits=limits))
     async with openenv.Server(manager, "127.0.0.1", 0) as srv:
         caps = (await get_info(srv.address.removeprefix("grpc://"))).capabilities
     assert caps.max_pipelined_requests == 7 and caps.handshake_timeout.ToNanoseconds() == 3 * 10**9

@@ -27,14 +27,14 @@ import bridge_envs  # noqa: E402
 
 import openenv  # noqa: E402
 from openenv.protocol import StepResult  # noqa: E402
-from openenv.runtime.session import Runtime, SessionManager  # noqa: E402
+from openenv.runtime.session import EnvironmentRuntime, SessionManager  # noqa: E402
 from openenv.runtime.vector import VectorSession  # noqa: E402
 from openenv.server import fill_time_step  # noqa: E402
 from openenv.v1 import environment_pb2  # noqa: E402
 from openenv.values import to_value  # noqa: E402
 
 
-async def server_side(rt: Runtime, n: int, batches: int) -> float:
+async def server_side(rt: EnvironmentRuntime, n: int, batches: int) -> float:
     req = environment_pb2.SessionRequest()
     for _ in range(n):
         to_value({"delta": 1}, req.batch_step.actions.add().json)
@@ -62,7 +62,7 @@ async def server_side(rt: Runtime, n: int, batches: int) -> float:
     return best / n
 
 
-def client_side(rt: Runtime, n: int, batches: int) -> float:
+def client_side(rt: EnvironmentRuntime, n: int, batches: int) -> float:
     resp = environment_pb2.SessionResponse()
     for k in range(n):
         obs = bridge_envs.CounterObservation(k)
@@ -89,7 +89,7 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=64)
     ap.add_argument("--batches", type=int, default=40)
     ns = ap.parse_args()
-    rt = Runtime(getattr(bridge_envs, ns.env), max_sessions=max(ns.n, 1))
+    rt = EnvironmentRuntime(getattr(bridge_envs, ns.env), max_sessions=max(ns.n, 1))
     server = asyncio.run(server_side(rt, ns.n, ns.batches))
     print(
         json.dumps(

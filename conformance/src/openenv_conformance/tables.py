@@ -2,7 +2,7 @@
 
 The certifier is an independent oracle: it does not take the error table, the frame shapes
 or the codes of OpenEnv's JSON protocol from the implementation it certifies (``openenv.errors``,
-``openenv.wire``), where a mistake would be shared by the server and its judge and so go
+``openenv.json_protocol``), where a mistake would be shared by the server and its judge and so go
 unseen. Each table below restates one section of ``docs/protocol.md`` or ``docs/bridge.md``;
 ``conformance/tests/test_tables.py`` compares every one with the implementation's own, so a
 change to either must be made twice, on purpose.

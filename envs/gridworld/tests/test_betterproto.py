@@ -27,7 +27,7 @@ from gridworld.facade import GridWorldBetterproto, GridWorldBetterprotoEnv
 from gridworld.v1 import gridworld_pb2
 from openenv.runtime.betterproto import BetterprotoCodec
 from openenv.runtime.codec import MessageCodec, codec_for
-from openenv.runtime.session import Runtime
+from openenv.runtime.session import EnvironmentRuntime
 from openenv.v1 import payload_pb2
 
 TIMEOUT = 60.0
@@ -47,7 +47,7 @@ def as_pb2(msg: Any, cls: type) -> Any:
 
 
 def test_the_facade_advertises_what_the_pb2_environment_advertises() -> None:
-    pb, bp = Runtime(GridWorldEnvironment).info, Runtime(GridWorldBetterproto).info
+    pb, bp = EnvironmentRuntime(GridWorldEnvironment).info, EnvironmentRuntime(GridWorldBetterproto).info
     assert pb.action == bp.action and pb.observation == bp.observation and pb.state == bp.state
     assert pb.descriptors == bp.descriptors and pb.capabilities == bp.capabilities
     assert (bp.name, bp.version) == (pb.name, pb.version)

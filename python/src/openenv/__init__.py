@@ -5,7 +5,7 @@ Environment authors subclass :class:`Environment` and call :func:`serve` (how it
 :class:`EnvClient` (or :class:`VectorEnvClient`). The wire contract is ``proto/openenv/v1``
 (generated into ``openenv.v1``); errors follow the table in docs/protocol.md
 (:mod:`openenv.errors`). docs/architecture.md shows the layers:
-``protocol``/``errors``/``v1`` <- ``runtime`` <- ``wire`` <- ``server``/``client``/``bridge``
+``protocol``/``errors``/``v1`` <- ``runtime`` <- ``json_protocol`` <- ``server``/``client``/``bridge``
 <- ``host`` <- ``deploy`` <- ``cli``.
 """
 

@@ -1,4 +1,4 @@
-"""Module paths of openenv 0.1, kept importable for one minor version (removed in 0.3).
+"""Module paths of openenv 0.1 (and the 0.2 renames), kept importable for one minor version.
 
 0.2 laid the package out in layers (docs/architecture.md); ``openenv.session``,
 ``openenv.images``, ``openenv.bridge.frames`` and the like moved. Importing an old path
@@ -25,7 +25,7 @@ MOVED: dict[str, tuple[str, ...]] = {
     "openenv.codec": ("openenv.runtime.codec", "openenv.values"),
     "openenv.tools": ("openenv.runtime.tools",),
     "openenv.vector": ("openenv.runtime.vector",),
-    "openenv.transport_ws": ("openenv.client.ws", "openenv.client.urls", "openenv.wire.frames"),
+    "openenv.transport_ws": ("openenv.client.ws", "openenv.client.urls", "openenv.json_protocol.frames"),
     "openenv.images": (
         "openenv.deploy.engine",
         "openenv.deploy.project",
@@ -39,10 +39,17 @@ MOVED: dict[str, tuple[str, ...]] = {
     "openenv.spaces": ("openenv.deploy.space",),
     "openenv.netns": ("openenv.deploy.netns",),
     "openenv.healthcheck": ("openenv.client.health", "openenv.cli.health"),
-    "openenv.bridge.frames": ("openenv.wire.frames", "openenv.wire.jsontext"),
-    "openenv.bridge.payloads": ("openenv.wire.payloads",),
+    "openenv.bridge.frames": ("openenv.json_protocol.frames", "openenv.json_protocol.jsontext"),
+    "openenv.bridge.payloads": ("openenv.json_protocol.payloads",),
     "openenv.bridge.server": ("openenv.bridge.http", "openenv.host"),
     "openenv.bridge.cli": ("openenv.cli.bridge",),
+    # 0.2 (issue 29): rooms named for what they hold.
+    "openenv.wire": ("openenv.json_protocol",),
+    "openenv.wire.frames": ("openenv.json_protocol.frames",),
+    "openenv.wire.payloads": ("openenv.json_protocol.payloads",),
+    "openenv.wire.jsonrpc": ("openenv.json_protocol.jsonrpc",),
+    "openenv.wire.jsontext": ("openenv.json_protocol.jsontext",),
+    "openenv.wire.render": ("openenv.json_protocol.render",),
 }
 
 
@@ -52,6 +59,8 @@ class _Forwarder(types.ModuleType):
         self.__targets = targets
 
     def __getattr__(self, attr: str) -> Any:
+        if attr.startswith("__"):  # never the new package's __path__ (its files would load twice)
+            raise AttributeError(attr)
         for t in self.__targets:
             mod = importlib.import_module(t)
             if hasattr(mod, attr):
@@ -62,7 +71,9 @@ class _Forwarder(types.ModuleType):
 class _Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> importlib.machinery.ModuleSpec | None:
         if fullname in MOVED:
-            return importlib.machinery.ModuleSpec(fullname, self)
+            # An old package (its submodules moved too) must be a package for them to import.
+            package = any(old.startswith(fullname + ".") for old in MOVED)
+            return importlib.machinery.ModuleSpec(fullname, self, is_package=package)
         return None
 
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType:
@@ -72,7 +83,10 @@ class _Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
             DeprecationWarning,
             stacklevel=3,
         )
-        return _Forwarder(spec.name, targets)
+        module = _Forwarder(spec.name, targets)
+        if spec.submodule_search_locations is not None:
+            module.__path__ = []  # a package whose submodules are forwarders too (found by this finder)
+        return module
 
     def exec_module(self, module: types.ModuleType) -> None:
         return None

@@ -27,7 +27,7 @@ from openenv.engines import server_class
 from openenv.observability import Observer
 from openenv.observability.grpc import ObservingInterceptor, env_clock
 from openenv.runtime.environment import Environment
-from openenv.runtime.session import DEFAULT_MAX_MESSAGE_BYTES, Runtime, SessionManager
+from openenv.runtime.session import DEFAULT_MAX_MESSAGE_BYTES, EnvironmentRuntime, SessionManager
 from openenv.security import SecuritySettings, TokenSet, check_bind
 from openenv.server import Server
 from openenv.settings import HostKeywords, ServerSettings, forward_engine_keyword
@@ -167,7 +167,7 @@ class Host:
             check_bind(http_host or host, tokens, allow_anonymous, "the binary listener")
         if metrics_port is not None:  # a scrapers' port of its own, without tokens (docs/security.md)
             check_bind(http_host or host, TokenSet(), allow_anonymous, "the metrics port (it takes no token)")
-        self.runtime = Runtime(factory, limits=settings.limits)
+        self.runtime = EnvironmentRuntime(factory, limits=settings.limits)
         self.manager = SessionManager(self.runtime)
         self.host, self.port, self.http_port = host, port, http_port
         self.http_host, self.http_options = http_host, keywords.get("http_options")

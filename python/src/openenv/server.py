@@ -26,7 +26,7 @@ from openenv.engine import (
 )
 from openenv.errors import ErrorCode
 from openenv.runtime.environment import Environment
-from openenv.runtime.session import Runtime, SessionManager
+from openenv.runtime.session import EnvironmentRuntime, SessionManager
 from openenv.security.grpc_guard import GuardInterceptor
 from openenv.settings import ServerKeywords, ServerSettings
 from openenv.v1 import environment_pb2, environment_pb2_grpc, load_pb2
@@ -131,7 +131,7 @@ class Server:
             self._owns_manager = False
         else:
             settings = ServerSettings.of(settings, keywords)
-            manager, self._owns_manager = SessionManager(Runtime(factory, limits=settings.limits)), True
+            manager, self._owns_manager = SessionManager(EnvironmentRuntime(factory, limits=settings.limits)), True
         self.manager = manager
         #: How this listener serves (what was given, the keywords applied).
         self.settings = settings

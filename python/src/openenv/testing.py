@@ -26,7 +26,7 @@ What you may rely on:
   rubrics, idle timeouts and capacity refusals behave as over gRPC. Messages are encoded
   and decoded as on the wire (:class:`openenv.client.inprocess.InProcessConnection`), so a
   test that passes here exercises the payload codecs a socket would.
-* ``**runtime_options`` are :class:`openenv.runtime.Runtime`'s keywords (``max_sessions``,
+* ``**runtime_options`` are :class:`openenv.runtime.EnvironmentRuntime`'s keywords (``max_sessions``,
   ``idle_timeout_s``, ``max_message_bytes``, ``tools_only``, ``max_num_envs``,
   ``resume_grace_s``, ``isolation``, ``max_sessions_per_client``, ...) and the listener's
   ``handshake_timeout_s``, ``tokens`` (an :class:`openenv.security.TokenSet`) and
@@ -58,7 +58,7 @@ from openenv.client.sync import SyncEnvClient
 from openenv.engine import DEFAULT_HANDSHAKE_TIMEOUT_S, Engine
 from openenv.runtime import pipelined
 from openenv.runtime.environment import Environment
-from openenv.runtime.session import Runtime, SessionManager
+from openenv.runtime.session import EnvironmentRuntime, SessionManager
 from openenv.security import TokenSet
 
 __all__ = ["InProcessConnection", "InProcessServer", "client", "sync_client"]
@@ -84,7 +84,7 @@ class InProcessServer:
         max_pipelined_requests: int = pipelined.DEFAULT_MAX_PIPELINED_REQUESTS,
         **runtime_options: Any,
     ) -> None:
-        self.runtime = Runtime(env, **runtime_options)
+        self.runtime = EnvironmentRuntime(env, **runtime_options)
         self.manager = SessionManager(self.runtime)
         # The capabilities a listener announces (as openenv.server.Server sets them).
         caps = self.runtime.info.capabilities

@@ -12,8 +12,8 @@ A :class:`WsSession` offers the session interface of the gRPC transport
 unchanged. Underneath, every request becomes an OpenEnv frame and every reply frame is
 translated back, and nothing is made up on the client side:
 
-* the translation mechanics are openenv's (:class:`openenv.wire.frames.FrameTranslator`,
-  payloads as their canonical JSON through :class:`openenv.wire.payloads.PayloadJson`, driven
+* the translation mechanics are openenv's (:class:`openenv.json_protocol.frames.FrameTranslator`,
+  payloads as their canonical JSON through :class:`openenv.json_protocol.payloads.PayloadJson`, driven
   by the advertised descriptors); what the certifier judges by is its own
   (:mod:`openenv_conformance.tables`): every reply is checked against the documented frame
   shapes before it is translated (a malformed reply is a :class:`Violation`), and error
@@ -60,12 +60,12 @@ from websockets.exceptions import ConnectionClosed
 
 from openenv.client.urls import split_url
 from openenv.errors import EnvError, Unimplemented
+from openenv.json_protocol.frames import FrameTranslator, Outgoing, info_from_stock, parse_hello
+from openenv.json_protocol.jsontext import dumps, loads
+from openenv.json_protocol.payloads import parse_info
 from openenv.v1 import environment_pb2 as pb
 from openenv.v1 import error_pb2, rubric_pb2, tool_pb2
 from openenv.values import from_struct, to_struct, to_value
-from openenv.wire.frames import FrameTranslator, Outgoing, info_from_stock, parse_hello
-from openenv.wire.jsontext import dumps, loads
-from openenv.wire.payloads import parse_info
 from openenv_conformance import tables
 from openenv_conformance.errors import Violation
 from openenv_conformance.strategies import NO_JSON, Action

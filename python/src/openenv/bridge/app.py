@@ -43,11 +43,11 @@ from openenv.bridge.binary import serve_binary
 from openenv.bridge.mcp import StreamableMcp, serve_mcp_http, serve_mcp_ws
 from openenv.bridge.ws import serve_ws
 from openenv.errors import EnvError, FailedPrecondition, InvalidArgument
+from openenv.json_protocol import frames
+from openenv.json_protocol.payloads import info_to_json
 from openenv.protocol import PROTOCOL_VERSION
 from openenv.runtime.session import DEFAULT_MAX_MESSAGE_BYTES
 from openenv.values import from_struct
-from openenv.wire import frames
-from openenv.wire.payloads import info_to_json
 
 log = logging.getLogger("openenv.bridge")
 

@@ -7,8 +7,8 @@ A :class:`Backend` opens :class:`BackendSession`\\ s. Two implementations exist:
 * the bridge's remote backend (:mod:`openenv.bridge.remote`): a remote gRPC environment server in any
   language, one gRPC ``Session`` stream per bridged session.
 
-Both take actions as canonical JSON (see the wire (:mod:`openenv.wire.payloads`)), return
-:class:`~openenv.wire.frames.JsonStep`\\ s and raise the exceptions of the error table.
+Both take actions as canonical JSON (:mod:`openenv.json_protocol.payloads`), return
+:class:`~openenv.json_protocol.frames.JsonStep`\\ s and raise the exceptions of the error table.
 """
 
 from __future__ import annotations
@@ -24,17 +24,17 @@ from google.protobuf import json_format
 from openenv.bridge.limits import bounded_loads
 from openenv.engine import Engine
 from openenv.errors import EnvError, Internal, InvalidArgument, Unimplemented
+from openenv.json_protocol import frames
+from openenv.json_protocol.frames import JsonStep
+from openenv.json_protocol.jsontext import dumps
+from openenv.json_protocol.payloads import CALL_TOOL, PayloadJson, message_to_json
+from openenv.json_protocol.render import render_to_json
 from openenv.protocol import EpisodeStatus, SessionState, StepResult
 from openenv.runtime.codec import AdaptedCodec, Codec, MessageCodec, TensorCodec
 from openenv.runtime.load import server_load
 from openenv.runtime.session import Session, SessionManager
 from openenv.runtime.tools import CallToolAction, Tool, ToolResult
 from openenv.v1 import environment_pb2, load_pb2, payload_pb2
-from openenv.wire import frames
-from openenv.wire.frames import JsonStep
-from openenv.wire.jsontext import dumps
-from openenv.wire.payloads import CALL_TOOL, PayloadJson, message_to_json
-from openenv.wire.render import render_to_json
 
 __all__ = ["Backend", "BackendSession", "LocalBackend", "LocalSession", "call_tool_args", "spawn"]
 

@@ -54,8 +54,8 @@ from typing import Any, NoReturn
 from openenv.client.urls import BINARY_PATH, BINARY_SUBPROTOCOL
 from openenv.engine import Engine, Incoming, Undecodable, bounded_serializer, tolerant_parse
 from openenv.errors import ErrorCode
+from openenv.json_protocol import frames
 from openenv.v1 import environment_pb2
-from openenv.wire import frames
 
 log = logging.getLogger("openenv.bridge")
 

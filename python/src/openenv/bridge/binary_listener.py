@@ -65,12 +65,12 @@ from openenv.bridge.binary import (
 from openenv.bridge.guard import ws_token_accepted
 from openenv.engine import Engine, Incoming, bounded_serializer
 from openenv.errors import ErrorCode
+from openenv.json_protocol import frames
+from openenv.json_protocol.payloads import info_to_json
 from openenv.runtime.load import server_load
 from openenv.security import BrowserPolicy, SecuritySettings
 from openenv.settings import HttpSettings
 from openenv.v1 import environment_pb2
-from openenv.wire import frames
-from openenv.wire.payloads import info_to_json
 
 log = logging.getLogger("openenv.bridge")
 

@@ -26,9 +26,9 @@ from typing import Any
 from urllib.parse import parse_qsl
 
 from openenv.bridge.asgi import respond
+from openenv.json_protocol import frames
 from openenv.runtime.session import CLIENT
 from openenv.security import BrowserPolicy, TokenSet
-from openenv.wire import frames
 
 __all__ = ["Guard", "WS_TOKEN_PREFIX", "ws_token_accepted"]
 

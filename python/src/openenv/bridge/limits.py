@@ -39,9 +39,9 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from uvicorn.protocols.utils import ClientDisconnected
 from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
 
+from openenv.json_protocol import frames
 from openenv.runtime.granularity import json_refusal
 from openenv.settings import HttpLimits  # declared with the other settings (no extra needed)
-from openenv.wire import frames
 
 __all__ = [
     "MAX_JSON_CONTAINERS",
@@ -67,7 +67,7 @@ brackets inside strings count too: a bound, never a miss)."""
 
 
 def bounded_loads(raw: str | bytes) -> Any:
-    """:func:`openenv.wire.frames.loads`, refusing (ValueError) before parsing it a text with
+    """:func:`openenv.json_protocol.frames.loads`, refusing (ValueError) before parsing it a text with
     more than :data:`MAX_JSON_CONTAINERS` objects and arrays, or too fine-grained
     (:func:`openenv.runtime.granularity.json_refusal`)."""
     check_json(raw)

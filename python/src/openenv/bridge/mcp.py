@@ -31,9 +31,8 @@ from openenv.bridge.asgi import respond
 from openenv.bridge.backend import BackendSession, spawn
 from openenv.bridge.limits import bounded_loads, check_json
 from openenv.errors import EnvError, ResourceExhausted
-from openenv.runtime.tools import Tool, ToolResult
-from openenv.wire import frames
-from openenv.wire.jsonrpc import (
+from openenv.json_protocol import frames
+from openenv.json_protocol.jsonrpc import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
     INVALID_REQUEST,
@@ -41,9 +40,10 @@ from openenv.wire.jsonrpc import (
     PARSE_ERROR,
     SERVER_ERROR,
 )
-from openenv.wire.jsonrpc import error as _error
-from openenv.wire.jsonrpc import error_of as _rpc_error
-from openenv.wire.jsontext import dumpb, least_size
+from openenv.json_protocol.jsonrpc import error as _error
+from openenv.json_protocol.jsonrpc import error_of as _rpc_error
+from openenv.json_protocol.jsontext import dumpb, least_size
+from openenv.runtime.tools import Tool, ToolResult
 
 if TYPE_CHECKING:
     from openenv.bridge.app import BridgeApp
@@ -69,7 +69,7 @@ def mcp_tool(t: Tool) -> dict[str, Any]:
 def sdk_tool(types: Any, t: Tool) -> Any:
     """:func:`mcp_tool` as the MCP SDK's ``Tool``. Its ``ToolAnnotations`` keeps only the hints
     MCP names: the others (``openenv/...``) go to the tool's ``_meta``, where MCP puts a
-    tool's extension metadata, and :func:`openenv.wire.frames.tools_from_json` reads them back."""
+    tool's extension metadata, and :func:`openenv.json_protocol.frames.tools_from_json` reads them back."""
     d = mcp_tool(t)
     annotations = d.pop("annotations", None) or {}
     known = set(types.ToolAnnotations.model_fields) | {f.alias for f in types.ToolAnnotations.model_fields.values()}

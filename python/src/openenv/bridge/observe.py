@@ -18,9 +18,9 @@ from typing import Any
 from openenv.bridge.asgi import respond
 from openenv.bridge.limits import PARSED, UNPARSED, bounded_loads
 from openenv.bridge.web import serve_web
+from openenv.json_protocol.jsontext import loads
 from openenv.observability import CONTENT_TYPE, Observer
 from openenv.observability.observer import Pending
-from openenv.wire.jsontext import loads
 
 __all__ = ["ObservedApp"]
 

@@ -4,7 +4,7 @@ Every bridged session is one ``Session`` stream to the remote server, opened wit
 client's gRPC connection (:class:`openenv.client.GrpcConnection`: request ids, pipelining,
 keepalive, and resumption of a dropped stream with exactly-once requests, RFC 0006), so
 capacity, idle reaping and errors are the remote server's. Payloads are
-converted with the remote's advertised descriptors (:mod:`openenv.wire.payloads`), so the
+converted with the remote's advertised descriptors (:mod:`openenv.json_protocol.payloads`), so the
 environment may be written in any language and no stubs are needed here.
 """
 
@@ -19,12 +19,12 @@ from openenv.client.grpc import GrpcConnection, channel_ready, open_channel, tok
 from openenv.client.load import get_load
 from openenv.client.urls import parse_url
 from openenv.errors import EnvError, Unavailable
+from openenv.json_protocol.frames import JsonStep
+from openenv.json_protocol.payloads import CALL_TOOL, PayloadJson, message_to_json
 from openenv.protocol import PROTOCOL_VERSION, EpisodeStatus
 from openenv.runtime.tools import Tool, ToolResult
 from openenv.v1 import environment_pb2, environment_pb2_grpc, load_pb2
 from openenv.values import from_struct, to_struct
-from openenv.wire.frames import JsonStep
-from openenv.wire.payloads import CALL_TOOL, PayloadJson, message_to_json
 
 __all__ = ["RemoteBackend", "RemoteSession"]
 

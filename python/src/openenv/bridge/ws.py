@@ -12,11 +12,11 @@ processed one at a time in arrival order, one reply per request except ``close``
 Beyond OpenEnv (all additive, see docs/bridge.md):
 
 * a frame may carry ``"id"`` (any JSON scalar): the reply carries the same ``"id"`` and
-  the extended shape of :mod:`openenv.wire.frames`; ``"timeout_s"`` bounds a step or a
+  the extended shape of :mod:`openenv.json_protocol.frames`; ``"timeout_s"`` bounds a step or a
   tool call on the server (``DEADLINE_EXCEEDED``); ``{"type": "openenv.hello"}`` returns
   the session id and the full ``EnvironmentInfo``; ``{"type": "openenv.render"}`` returns
   the environment's picture of its current state (``Environment.render``, as
-  :func:`openenv.wire.render.render_to_json` shapes it; ``UNIMPLEMENTED`` without one), what
+  :func:`openenv.json_protocol.render.render_to_json` shapes it; ``UNIMPLEMENTED`` without one), what
   the ``/web`` playground draws. Stock clients never send these.
 * ``?session_id=`` attaches to a session created with ``openenv/session/create`` on
   ``POST /mcp`` (OpenEnv 0.10's production ``MCPToolClient``); ``?options=<JSON object>``
@@ -41,14 +41,14 @@ from openenv.bridge.limits import PARSED, UNPARSED, bounded_loads
 from openenv.bridge.mcp import handle_jsonrpc, mcp_result, mcp_tool
 from openenv.engine import Prepared
 from openenv.errors import EnvError, ErrorCode, Internal, InvalidArgument, ResourceExhausted
+from openenv.json_protocol import frames
+from openenv.json_protocol.jsonrpc import error_of as rpc_error
+from openenv.json_protocol.jsontext import dumpb, least_size
+from openenv.json_protocol.render import render_to_json
 from openenv.protocol import PROTOCOL_VERSION, SessionState, StepResult
 from openenv.runtime.tools import Tool, ToolResult
 from openenv.v1 import environment_pb2
 from openenv.values import to_struct
-from openenv.wire import frames
-from openenv.wire.jsonrpc import error_of as rpc_error
-from openenv.wire.jsontext import dumpb, least_size
-from openenv.wire.render import render_to_json
 
 if TYPE_CHECKING:
     from openenv.bridge.app import BridgeApp

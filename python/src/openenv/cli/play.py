@@ -27,9 +27,9 @@ from openenv.cli.common import load_factory
 from openenv.client import EnvClient
 from openenv.errors import EnvError
 from openenv.host import Host
+from openenv.json_protocol.payloads import PayloadJson, message_to_json
 from openenv.v1 import payload_pb2
 from openenv.values import from_struct
-from openenv.wire.payloads import PayloadJson, message_to_json
 
 __all__ = ["play_command"]
 

@@ -2,7 +2,7 @@
 
 ``EnvClient("http://host:8000")`` (or ``https://``, ``ws://``, ``wss://``) uses this
 connection instead of gRPC. Each protocol request becomes an OpenEnv frame and each reply
-frame the protocol's answer (:class:`openenv.wire.frames.FrameTranslator`), so everything
+frame the protocol's answer (:class:`openenv.json_protocol.frames.FrameTranslator`), so everything
 above it works unchanged. It speaks to:
 
 * **our servers** (``openenv serve``'s HTTP side, ``openenv bridge``): detected by the
@@ -40,12 +40,12 @@ from openenv.errors import (
     Unavailable,
     Unimplemented,
 )
+from openenv.json_protocol import frames
+from openenv.json_protocol.frames import FrameTranslator, Outgoing
 from openenv.observability import tracing
 from openenv.security import client_ssl_context
 from openenv.v1 import environment_pb2
 from openenv.values import from_struct
-from openenv.wire import frames
-from openenv.wire.frames import FrameTranslator, Outgoing
 
 __all__ = ["WsConnection"]
 

@@ -20,20 +20,20 @@ from typing import Any, cast
 
 from openenv.engine._stream import Incoming, Prepared, Stream
 from openenv.errors import EnvError, ErrorCode, FailedPrecondition, Internal, InvalidArgument, ResourceExhausted
+from openenv.json_protocol.jsontext import least_size
 from openenv.protocol import PROTOCOL_VERSION, StepResult
 from openenv.runtime import pipelined
 from openenv.runtime.granularity import Undecodable
 from openenv.runtime.limits import DEFAULT_HANDSHAKE_TIMEOUT_S  # declared with the other limits
 from openenv.runtime.load import server_load
 from openenv.runtime.resume import Resumable, Resumes
-from openenv.runtime.session import CLIENT, Runtime, SessionManager, client_host
+from openenv.runtime.session import CLIENT, EnvironmentRuntime, SessionManager, client_host
 from openenv.runtime.session import Session as RuntimeSession
 from openenv.runtime.tasks import answer_list_tasks, with_task
 from openenv.runtime.vector import VectorSession
 from openenv.security import TokenSet
 from openenv.v1 import environment_pb2, error_pb2, load_pb2
 from openenv.values import from_struct, to_struct
-from openenv.wire.jsontext import least_size
 
 log = logging.getLogger("openenv.engine")
 
@@ -82,7 +82,7 @@ def status_of(err: EnvError) -> error_pb2.Status:
     return err.to_proto()
 
 
-def fill_time_step(ts: environment_pb2.TimeStep, r: StepResult[Any], runtime: Runtime) -> None:
+def fill_time_step(ts: environment_pb2.TimeStep, r: StepResult[Any], runtime: EnvironmentRuntime) -> None:
     """Encode a StepResult into a TimeStep."""
     if r.observation is not None:
         runtime.observation_codec.encode(r.observation, ts.observation)

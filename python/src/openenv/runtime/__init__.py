@@ -5,7 +5,7 @@
   models, JSON Schema'd values, tensors) and the JSON/``Struct`` helpers;
 * :mod:`~openenv.runtime.tools`: ``@tool`` and the MCP-shaped tool types;
 * :mod:`~openenv.runtime.rubrics`: reward rubrics and their score trees;
-* :mod:`~openenv.runtime.session`: :class:`Runtime` (what is derived once per class),
+* :mod:`~openenv.runtime.session`: :class:`EnvironmentRuntime` (what is derived once per class),
   :class:`Session` (one instance and its episode state machine) and
   :class:`SessionManager` (capacity, idle reaping, drain);
 * :mod:`~openenv.runtime.limits`: :class:`Limits`, the serving limits every listener applies;
@@ -15,10 +15,11 @@ It imports nothing above it (no transport, no client): the gRPC server, the HTTP
 any other front end translate their requests into calls on sessions.
 """
 
+from openenv.runtime import session as _session
 from openenv.runtime.codec import Codec, TensorSpec, codec_for
 from openenv.runtime.environment import Environment
 from openenv.runtime.limits import Limits
-from openenv.runtime.session import Runtime, Session, SessionManager
+from openenv.runtime.session import EnvironmentRuntime, Session, SessionManager
 from openenv.runtime.tools import CallToolAction, CallToolObservation, Tool, ToolResult, tool
 from openenv.runtime.vector import VectorSession
 
@@ -28,7 +29,7 @@ __all__ = [
     "Codec",
     "Environment",
     "Limits",
-    "Runtime",
+    "EnvironmentRuntime",
     "Session",
     "SessionManager",
     "TensorSpec",
@@ -38,3 +39,9 @@ __all__ = [
     "codec_for",
     "tool",
 ]
+
+
+def __getattr__(name: str) -> object:
+    if name == "Runtime":  # the 0.1 name, forwarded (with its warning) by the session module
+        return getattr(_session, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

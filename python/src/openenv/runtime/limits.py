@@ -1,7 +1,7 @@
 """Serving limits: what one server allows its clients, and how it contains their sessions.
 
 :class:`Limits` is the one declaration of every serving limit (its type, default, validation
-and meaning). :class:`~openenv.runtime.session.Runtime`, the protocol engine, both gRPC
+and meaning). :class:`~openenv.runtime.session.EnvironmentRuntime`, the protocol engine, both gRPC
 listeners, the HTTP side, :class:`openenv.Host`, :func:`openenv.serve` and ``openenv serve``
 all read it; the CLI derives its options' defaults and help from the fields here, so the four
 cannot drift apart.

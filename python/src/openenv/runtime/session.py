@@ -18,6 +18,7 @@ import math
 import sys
 import time
 import uuid
+import warnings
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar, Unpack
 
@@ -72,7 +73,7 @@ __all__ = [
     "DEFAULT_IDLE_TIMEOUT_S",
     "DEFAULT_MAX_MESSAGE_BYTES",
     "DEFAULT_RESUME_GRACE_S",
-    "Runtime",
+    "EnvironmentRuntime",
     "Session",
     "SessionManager",
     "client_host",
@@ -95,8 +96,10 @@ def client_host(peer: str) -> str:
     return peer
 
 
-class Runtime:
+class EnvironmentRuntime:
     """Everything derived once per environment class: codecs, descriptor set, info.
+
+    (``Runtime`` until 0.2; the old name still works, with a ``DeprecationWarning``.)
 
     ``limits`` (:class:`~openenv.runtime.limits.Limits`) are the serving limits; the keyword
     arguments are its field names and override it (the form that predates :class:`Limits`).
@@ -631,7 +634,7 @@ class Session:
 class SessionManager:
     """Owns the sessions of one server process: capacity, idle reaping, drain."""
 
-    def __init__(self, runtime: Runtime, *, executor_workers: int | None = None) -> None:
+    def __init__(self, runtime: EnvironmentRuntime, *, executor_workers: int | None = None) -> None:
         self.runtime = runtime
         self.sessions: dict[str, Session] = {}
         self.draining = False
@@ -826,3 +829,14 @@ class SessionManager:
         if self._closing:  # close() calls still running for sessions whose streams went away
             await asyncio.wait(set(self._closing), timeout=2 * _CLOSE_TIMEOUT_S)
         self.threads.shutdown()
+
+
+def __getattr__(name: str) -> Any:
+    if name == "Runtime":  # the 0.1 name (issue 29: a name that says what it holds)
+        warnings.warn(
+            "openenv.runtime.session.Runtime is now EnvironmentRuntime; the old name goes away in 0.3",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return EnvironmentRuntime
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

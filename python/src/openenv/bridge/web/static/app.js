@@ -268,7 +268,7 @@ function b64bytes(b64) {
   return out;
 }
 
-// A picture of a render reply: {"mime", "data", ...} (openenv.wire.render).
+// A picture of a render reply: {"mime", "data", ...} (openenv.json_protocol.render).
 function renderNode(r) {
   if (r.mime === "image/svg+xml") return el("img", { src: `data:image/svg+xml;charset=utf-8,${encodeURIComponent(r.data)}`, alt: "rendered state" });
   if (r.mime === "image/png") return el("img", { src: `data:image/png;base64,${r.data}`, alt: "rendered state" });

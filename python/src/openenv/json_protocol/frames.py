@@ -41,13 +41,13 @@ from openenv.errors import (
     NotFound,
     Unimplemented,
 )
+from openenv.json_protocol import jsonrpc
+from openenv.json_protocol.jsontext import dumps, loads
+from openenv.json_protocol.payloads import CALL_TOOL, LIST_TOOLS, PayloadJson, message_to_json
 from openenv.protocol import EpisodeStatus
 from openenv.runtime.tools import ToolResult
 from openenv.v1 import environment_pb2, payload_pb2, tool_pb2
 from openenv.values import from_struct, to_struct, to_value
-from openenv.wire import jsonrpc
-from openenv.wire.jsontext import dumps, loads
-from openenv.wire.payloads import CALL_TOOL, LIST_TOOLS, PayloadJson, message_to_json
 
 __all__ = [
     "ALLOWED_KEYS",
