@@ -35,7 +35,7 @@ OPTIONAL_EXTRA_IMPORTS = {
     ("openenv.cli.harness", "openenv.harness"),  # the harness extra
     ("openenv.client.env", "openenv.deploy.run"),
     ("openenv.runtime.codec", "openenv.runtime.betterproto"),
-    ("openenv.engines", "openenv.engines.grpclib_server"),  # the grpclib extra
+    ("openenv.grpc_libraries", "openenv.grpc_libraries.grpclib_server"),  # the grpclib extra
     ("openenv.client.env", "openenv.client.grpclib"),  # the grpclib extra
     ("openenv", "openenv.client"),  # on first use: a server never needs it (idle RSS, test_lazy_imports.py)
 }

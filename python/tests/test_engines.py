@@ -1,4 +1,4 @@
-"""The grpclib engine (openenv.engines) over real loopback sockets: its listener serves
+"""The grpclib engine (openenv.grpc_libraries) over real loopback sockets: its listener serves
 grpcio clients and its client speaks to the grpc.aio listener, both ways and with each
 other; tokens, TLS, the message limit, undecodable requests, health, reflection and GetInfo
 behave as on the reference engine. (Speed is the bench's business: docs/performance.md.)"""
@@ -20,8 +20,8 @@ from security_kit import make_pki
 
 import openenv
 from openenv.client.env import connect_url
-from openenv.engines import server_class
 from openenv.errors import ErrorCode
+from openenv.grpc_libraries import server_class
 from openenv.security import TlsConfig, TokenSet
 from openenv.v1 import environment_pb2, environment_pb2_grpc, load_pb2
 

@@ -18,8 +18,8 @@ from openenv_testenvs import AsyncCounter, Counter
 from openenv_testkit import RawSession, StreamEnded, error_of, ok, target, wait_until
 
 import openenv
-from openenv.engines import server_class
 from openenv.errors import ErrorCode
+from openenv.grpc_libraries import server_class
 from openenv.v1 import environment_pb2, payload_pb2
 from openenv.values import from_value, to_value
 

@@ -178,7 +178,7 @@ def main() -> int:
         "openenv-async": "async_counter_app",
         "openenv-tools": "echo_app",
         "bridge-tools": [*http[:4], "tools.bench.envs:ToolEcho", *http[4:], "--http-ready-file"],
-        # The grpclib engine (openenv.engines), the same servers: `--engine grpclib`.
+        # The grpclib engine (openenv.grpc_libraries), the same servers: `--engine grpclib`.
         "sync-grpclib": [*_serve_cmd("bridge_envs:BenchCounter"), "--engine", "grpclib"],
         # Sync hooks always on the worker threads (inline execution off, openenv.runtime.inline).
         "sync-threads": [*_serve_cmd("bridge_envs:BenchCounter"), "--inline-threshold-us", "0"],

@@ -50,6 +50,8 @@ MOVED: dict[str, tuple[str, ...]] = {
     "openenv.wire.jsonrpc": ("openenv.json_protocol.jsonrpc",),
     "openenv.wire.jsontext": ("openenv.json_protocol.jsontext",),
     "openenv.wire.render": ("openenv.json_protocol.render",),
+    "openenv.engines": ("openenv.grpc_libraries",),
+    "openenv.engines.grpclib_server": ("openenv.grpc_libraries.grpclib_server",),
 }
 
 

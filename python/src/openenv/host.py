@@ -23,7 +23,7 @@ from collections.abc import Callable
 from typing import Any, Unpack
 
 from openenv.engine import Engine
-from openenv.engines import server_class
+from openenv.grpc_libraries import server_class
 from openenv.observability import Observer
 from openenv.observability.grpc import ObservingInterceptor, env_clock
 from openenv.runtime.environment import Environment

@@ -46,7 +46,7 @@ class RawCodec(CodecBase):
 async def recv_bounded(h2_stream: Any, limit: int) -> bytes | None:
     """The next gRPC message's bytes from grpclib's HTTP/2 stream (None at its end), refusing
     one longer than ``limit`` before any of it is buffered: RESOURCE_EXHAUSTED, as grpc's
-    message limit does. Shared by the grpclib listener (openenv.engines)."""
+    message limit does. Shared by the grpclib listener (openenv.grpc_libraries)."""
     head = await h2_stream.recv_data(5)
     if not head:
         return None

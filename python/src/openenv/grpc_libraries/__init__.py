@@ -1,10 +1,10 @@
-"""gRPC engines: which library carries the protocol's gRPC listener
-(``ServerSettings.grpc_library``, ``openenv serve --grpc-library``; "engine" is their older name,
-from before the protocol engine, :class:`openenv.engine.Engine`).
+"""gRPC libraries: which one carries the protocol's gRPC listener (``ServerSettings.grpc_library``,
+``openenv serve --grpc-library``). ``openenv.engines`` until 0.2 ("engine" is now the protocol
+engine, :class:`openenv.engine.Engine`); the old path forwards, with a ``DeprecationWarning``.
 
 ``grpcio`` (grpc.aio; the reference engine and the default) is :class:`openenv.server.Server`;
 ``grpclib`` (pure-Python HTTP/2 on the event loop; the ``grpclib`` extra) is
-:class:`~openenv.engines.grpclib_server.GrpclibServer`. Both speak the same wire protocol and
+:class:`~openenv.grpc_libraries.grpclib_server.GrpclibServer`. Both speak the same wire protocol and
 pass the same certification; docs/performance.md measures them side by side.
 """
 
@@ -29,7 +29,7 @@ def server_class(engine: str) -> Any:
         return Server
     if engine == "grpclib":
         try:
-            from openenv.engines.grpclib_server import GrpclibServer
+            from openenv.grpc_libraries.grpclib_server import GrpclibServer
         except ImportError as e:
             if (e.name or "").partition(".")[0] not in ("grpclib", "h2", "hpack", "hyperframe", "multidict"):
                 raise
