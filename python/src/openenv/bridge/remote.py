@@ -241,6 +241,12 @@ class RemoteBackend(Backend):
             await s.close()
 
 
+_Answer = asyncio.Future[environment_pb2.SessionResponse] | environment_pb2.SessionRequest | None
+"""What the relay's reader hands its writer, in request order: the future answer of a forwarded
+request, the close request (carried out once the answers before it are written), or None (the
+end of the client's input)."""
+
+
 class RemoteRelay:
     """``/ws`` of ``openenv bridge``: :meth:`openenv.engine.Engine.serve`'s shape over a remote
     server's sessions (:attr:`RemoteBackend.engine`).
@@ -294,7 +300,7 @@ class RemoteRelay:
         session.on_terminate(terminate)
         resp.handshake.session_id = session.id
         resp.handshake.protocol_version = PROTOCOL_VERSION
-        window: asyncio.Queue[asyncio.Future[environment_pb2.SessionResponse] | None] = asyncio.Queue(MAX_IN_FLIGHT)
+        window: asyncio.Queue[_Answer] = asyncio.Queue(MAX_IN_FLIGHT)
         reader: asyncio.Task[None] | None = None
         try:
             await stream.write(resp)
@@ -302,6 +308,12 @@ class RemoteRelay:
             while True:
                 answer = await window.get()
                 if answer is None:
+                    return
+                if isinstance(answer, environment_pb2.SessionRequest):  # close, after every answer before it
+                    await session.close()
+                    closed = environment_pb2.SessionResponse(request_id=answer.request_id)
+                    closed.close.SetInParent()
+                    await stream.write(closed)
                     return
                 out = await answer
                 await stream.write(out)
@@ -321,7 +333,7 @@ class RemoteRelay:
                     await reader
             while not window.empty():  # requests read and not answered: the client is gone
                 left = window.get_nowait()
-                if left is not None:
+                if isinstance(left, asyncio.Future):
                     left.cancel()
             if attach is None:
                 await asyncio.shield(session.close())
@@ -330,7 +342,7 @@ class RemoteRelay:
         self,
         stream: Stream,
         session: RemoteSession,
-        window: asyncio.Queue[asyncio.Future[environment_pb2.SessionResponse] | None],
+        window: asyncio.Queue[_Answer],
     ) -> None:
         """Forward each request as it is read; its answer's future joins ``window`` in order."""
         try:
@@ -354,9 +366,8 @@ class RemoteRelay:
                     done.set_result(resp)
                     await window.put(done)
                     continue
-                if req.WhichOneof("kind") == "close":
-                    # After the answers before it: the remote session is closed (not left to its reaper).
-                    await window.put(asyncio.ensure_future(self._close(session, req)))
+                if req.WhichOneof("kind") == "close":  # the remote session is closed, not left to its reaper
+                    await window.put(req)
                     return
                 # Tasks start in creation order, and a request takes its id and its place in the
                 # connection's outbox before its first await: the remote gets them in frame order.
@@ -377,8 +388,3 @@ class RemoteRelay:
         elif kind == "call_tool" and item.action:
             to_struct(item.action, req.call_tool.arguments)
         return req
-
-    @staticmethod
-    async def _close(session: RemoteSession, req: environment_pb2.SessionRequest) -> environment_pb2.SessionResponse:
-        await session.close()
-        return environment_pb2.SessionResponse(request_id=req.request_id, close=environment_pb2.CloseResponse())
