@@ -17,12 +17,12 @@ import abc
 import asyncio
 import functools
 from collections.abc import Callable, Coroutine, Mapping
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from google.protobuf import json_format
 
 from openenv.bridge.limits import bounded_loads
-from openenv.engine import Engine
+from openenv.engine import Engine, Stream
 from openenv.errors import EnvError, Internal, InvalidArgument, Unimplemented
 from openenv.json_protocol import frames
 from openenv.json_protocol.frames import JsonStep
@@ -36,7 +36,7 @@ from openenv.runtime.session import Session, SessionManager
 from openenv.runtime.tools import CallToolAction, Tool, ToolResult
 from openenv.v1 import environment_pb2, load_pb2, payload_pb2
 
-__all__ = ["Backend", "BackendSession", "LocalBackend", "LocalSession", "call_tool_args", "spawn"]
+__all__ = ["Backend", "BackendSession", "LocalBackend", "LocalSession", "SessionServer", "call_tool_args", "spawn"]
 
 _PLAIN = (dict, list, str, int, float, bool, type(None))
 _T = TypeVar("_T")
@@ -91,12 +91,60 @@ class BackendSession(abc.ABC):
         """End the session and free its slot (idempotent)."""
 
 
+class SessionServer(Protocol):
+    """What serves ``/ws``'s translated streams: :meth:`openenv.engine.Engine.serve`'s shape.
+
+    The local engine, or the bridge's relay onto a remote server
+    (:class:`openenv.bridge.remote.RemoteRelay`). ``attach``: a session another listener
+    opened and keeps (what :meth:`Backend.attach_target` returns), driven by this stream
+    and left open when it ends."""
+
+    async def serve(self, stream: Stream, *, attach: Any = None) -> None: ...
+
+
 class Backend(abc.ABC):
-    """A source of sessions plus the environment's description."""
+    """A source of sessions plus the environment's description.
+
+    ``engine`` serves ``/ws`` (:class:`openenv.bridge.ws.WsStream`); the translation methods
+    below (:meth:`decode_action`, :meth:`json_step_of`, :meth:`json_state_of`, and for a
+    stream whose engine encodes results itself :meth:`json_step`, :meth:`json_state`) are
+    what the stream asks of the backend, so one translator serves every backend.
+    """
 
     info: environment_pb2.EnvironmentInfo
     #: True when step actions are tool calls (``openenv.v1.CallToolRequest``).
     tool_actions: bool = False
+    engine: SessionServer
+
+    def decode_action(self, data: Any) -> Any:
+        """A step's action from its canonical JSON, in the form :attr:`engine` takes it
+        (:class:`openenv.engine.Prepared`); raises :class:`InvalidArgument`."""
+        raise Unimplemented(f"{type(self).__name__} decodes no actions")
+
+    def json_step(self, r: StepResult[Any]) -> JsonStep:
+        """A time step of this process as the JSON the frames carry."""
+        raise Internal(f"{type(self).__name__} has no time steps of this process")
+
+    def json_state(self, st: SessionState) -> tuple[str, int, str, Any]:
+        """A state of this process as (episode_id, step_count, status name, state as JSON)."""
+        raise Internal(f"{type(self).__name__} has no states of this process")
+
+    @abc.abstractmethod
+    def json_step_of(self, ts: environment_pb2.TimeStep) -> JsonStep:
+        """:meth:`json_step` of a time step in protobuf form."""
+
+    @abc.abstractmethod
+    def json_state_of(self, st: environment_pb2.StateResponse) -> tuple[str, int, str, Any]:
+        """:meth:`json_state` of a state in protobuf form."""
+
+    def local_session(self, session_id: str) -> Session | None:
+        """The runtime's session of that id when it runs in this process (render, metrics)."""
+        return None
+
+    def attach_target(self, session: BackendSession) -> Any:
+        """What :attr:`engine` attaches a ``/ws?session_id=`` stream to, for a session of the
+        registry (``openenv/session/create``)."""
+        return session
 
     @abc.abstractmethod
     async def open(self, options: Mapping[str, Any] | None = None, client_name: str = "") -> BackendSession:
@@ -289,11 +337,14 @@ class LocalBackend(Backend):
     def _state_json(self) -> PayloadJson:
         return PayloadJson(self.info.state, self.info)
 
-    def runtime_session(self, session: BackendSession) -> Session:
-        """The runtime's session behind one of this backend's sessions."""
+    def attach_target(self, session: BackendSession) -> Session:
+        """The runtime's session behind one of this backend's sessions (what the engine attaches to)."""
         if not isinstance(session, LocalSession):
             raise Internal(f"not a session of this server: {type(session).__name__}")
         return session.session
+
+    def local_session(self, session_id: str) -> Session | None:
+        return self.manager.sessions.get(session_id)
 
     def decode_action(self, data: Any) -> Any:
         """An action from its JSON form (raises :class:`InvalidArgument`)."""

@@ -3,11 +3,14 @@
 :class:`WsStream` is the engine's stream of one connection (the server's own engine, the one
 its gRPC listener serves): frames become ``SessionRequest`` messages and answers become frames
 (docs/protocol.md §1.4 lists what reaches ``/ws``). ``openenv bridge`` (a remote gRPC server)
-still translates frames onto its remote sessions with :func:`_loop`.
+serves the same stream with its relay (:class:`openenv.bridge.remote.RemoteRelay`), which
+forwards each request to the remote's ``Session`` stream: one translator for both.
 
 One connection is one session, created when the connection is accepted (capacity and
 factory failures: one error frame, then close 1000, as OpenEnv). Frames are JSON text,
-processed one at a time in arrival order, one reply per request except ``close``.
+answered in arrival order, one reply per request except ``close`` (a relay may read ahead
+and forward several; their replies, and those of the frames answered here, still go out in
+frame order).
 
 Beyond OpenEnv (all additive, see docs/bridge.md):
 
@@ -33,14 +36,13 @@ import collections
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Any, NoReturn, cast
+from typing import TYPE_CHECKING, Any, NoReturn
 from urllib.parse import parse_qs
 
-from openenv.bridge.backend import BackendSession, call_tool_args
 from openenv.bridge.limits import PARSED, UNPARSED, bounded_loads
 from openenv.bridge.mcp import handle_jsonrpc, mcp_result, mcp_tool
 from openenv.engine import Prepared
-from openenv.errors import EnvError, ErrorCode, Internal, InvalidArgument, ResourceExhausted
+from openenv.errors import EnvError, ErrorCode, Internal, InvalidArgument, ResourceExhausted, Unimplemented
 from openenv.json_protocol import frames
 from openenv.json_protocol.jsonrpc import error_of as rpc_error
 from openenv.json_protocol.jsontext import dumpb, least_size
@@ -52,28 +54,19 @@ from openenv.values import to_struct
 
 if TYPE_CHECKING:
     from openenv.bridge.app import BridgeApp
-    from openenv.bridge.backend import LocalBackend
+    from openenv.bridge.backend import Backend
     from openenv.runtime.session import Session
 
 log = logging.getLogger("openenv.bridge")
 
 __all__ = ["WsStream", "serve_ws"]
 
-_ALLOWED_KEYS = frames.ALLOWED_KEYS
 _REFUSAL_GRACE_S = 5.0  # a refused client's first request still reads the refusal (not a closed socket)
 _INVALID_MESSAGE = frames.protocol_error(
     "Invalid message",
     "VALIDATION_ERROR",
     errors=[{"type": "model_type", "loc": [], "msg": "Input should be an object"}],
 )
-
-
-def _extra_keys(frame: dict[str, Any]) -> list[dict[str, Any]]:
-    return frames._extra_keys(frame)
-
-
-_timeout = frames.frame_timeout
-_reset_args = frames.reset_args
 
 
 async def _close(send: Any, code: int = 1000, reason: str = "") -> None:
@@ -110,22 +103,20 @@ def _options(query: dict[str, list[str]]) -> dict[str, Any]:
 
 
 async def serve_ws(app: BridgeApp, scope: dict[str, Any], receive: Any, send: Any) -> None:
-    """Run one ``/ws`` connection to its end."""
-    if getattr(app.backend, "engine", None) is None:  # a remote server: openenv bridge
-        await _serve_remote(app, scope, receive, send)
-        return
-    backend = cast("LocalBackend", app.backend)
+    """Run one ``/ws`` connection to its end, on the backend's engine (the server's own, or
+    ``openenv bridge``'s relay onto its remote server)."""
+    backend = app.backend
     msg = await receive()
     if msg["type"] != "websocket.connect":
         return
     await send({"type": "websocket.accept"})
     query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
     attach_id = (query.get("session_id") or [""])[0]
-    attach: Session | None = None
+    attach: Any = None
     hs = environment_pb2.HandshakeRequest(protocol_version=PROTOCOL_VERSION)
     try:
         if attach_id:
-            attach = backend.runtime_session(app.registry.attach(attach_id))
+            attach = backend.attach_target(app.registry.attach(attach_id))
         else:
             to_struct(_options(query), hs.options)
             hs.client_name = (query.get("client_name") or ["openenv-ws"])[0]
@@ -158,7 +149,7 @@ class WsStream:
     def __init__(
         self,
         app: BridgeApp,
-        backend: LocalBackend,
+        backend: Backend,
         scope: dict[str, Any],
         receive: Callable[[], Awaitable[dict[str, Any]]],
         send: Callable[[dict[str, Any]], Awaitable[None]],
@@ -171,10 +162,12 @@ class WsStream:
         self.id = ""  # the session's, once open (the observing middleware reads id, last_step, env_seconds)
         self.last_step: frames.JsonStep | None = None
         self._session: Session | None = None
-        # Frames in arrival order: requests handed to the engine (FrameRequest) and frames
-        # answered here that came after one still in the engine (their answer waits its turn).
+        # Every frame read and not yet answered, in arrival order: requests handed to the
+        # engine and frames answered here. Answers go out from its head only, under _turn: an
+        # engine that reads ahead (the bridge's relay) calls write() while read() is answering
+        # a frame of its own, and neither may overtake the other.
         self._order: collections.deque[frames.FrameRequest] = collections.deque()
-        self._in_engine = 0
+        self._turn = asyncio.Lock()
         self._limit = app.max_message_bytes
         self._tool_actions = backend.tool_actions
 
@@ -222,7 +215,6 @@ class WsStream:
                 await self._local(None, frames.error_frame(e, fr.rid))
                 continue
             self._order.append(fr)
-            self._in_engine += 1
             return out
 
     def _prepare(self, fr: frames.FrameRequest) -> environment_pb2.SessionRequest | Prepared:
@@ -253,11 +245,17 @@ class WsStream:
                 return
             self._opened = True
             self.id = response.handshake.session_id
-            self._session = self.backend.manager.sessions.get(self.id)
+            self._session = self.backend.local_session(self.id)
             self.scope["openenv.session"] = self  # for the observing middleware (openenv.bridge.observe)
             return
-        fr = self._order.popleft()
-        self._in_engine -= 1
+        async with self._turn:
+            fr = self._order.popleft()  # the engine answers in request order: its frame is the head
+            await self._send_answer(fr, response, kind, encoded)
+            await self._answer_heads()
+
+    async def _send_answer(
+        self, fr: frames.FrameRequest, response: environment_pb2.SessionResponse, kind: str | None, encoded: Any
+    ) -> None:
         if kind == "close":
             await _close(self.send, 1000)
             return
@@ -274,9 +272,12 @@ class WsStream:
         text = _reply_text(reply, fr.rid, fr.typ, self._limit)
         del reply
         await self.send({"type": "websocket.send", "text": text})
-        del text
-        while self._order and self._order[0].request is None:  # frames answered here, now in turn
-            await self._answer_here(self._order.popleft())
+
+    async def _answer_heads(self) -> None:
+        """Answer the frames kept here that are now at the head (called under ``_turn``)."""
+        while self._order and self._order[0].request is None:
+            await self._answer_here(self._order[0])
+            self._order.popleft()  # after its answer: until then a later frame waits behind it
 
     async def abort(self, code: ErrorCode, message: str) -> NoReturn:
         err = EnvError.from_code(code, message)
@@ -298,13 +299,13 @@ class WsStream:
         await _close(send, 1000)
 
     async def _local(self, fr: frames.FrameRequest | None, reply: dict[str, Any] | None) -> None:
-        """Answer a frame here: now, or after the answers of the frames before it."""
+        """Answer a frame here: now, or (when frames before it are still in the engine) when
+        the engine's answer to the last of them is written."""
         if fr is None:
             fr = frames.FrameRequest(None, None, "reply", data=reply)
-        if self._in_engine:
-            self._order.append(fr)
-        else:
-            await self._answer_here(fr)
+        self._order.append(fr)
+        async with self._turn:
+            await self._answer_heads()
 
     async def _answer_here(self, fr: frames.FrameRequest) -> None:
         if fr.shape == "reply":
@@ -320,8 +321,8 @@ class WsStream:
                 if rid is not None:
                     reply["id"] = rid
             elif fr.shape == frames.RENDER:
-                if self._session is None:
-                    raise Internal("the session is not open")
+                if self._session is None:  # a remote server's session (openenv bridge): no render hook reaches it
+                    raise Unimplemented("this environment has no render hook")
                 reply = {"type": "openenv.render", "data": render_to_json(await self._session.render())}
                 if rid is not None:
                     reply["id"] = rid
@@ -388,167 +389,6 @@ class WsStream:
         return frames.observation_frame(encoded, rid)
 
 
-async def _serve_remote(app: BridgeApp, scope: dict[str, Any], receive: Any, send: Any) -> None:
-    """One ``/ws`` connection of ``openenv bridge``: frames onto a remote server's session
-    (:class:`openenv.bridge.remote.RemoteSession`), translated by :func:`_loop`."""
-    msg = await receive()
-    if msg["type"] != "websocket.connect":
-        return
-    await send({"type": "websocket.accept"})
-    dumps = frames.dumps
-    query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
-    attach_id = (query.get("session_id") or [""])[0]
-    session: BackendSession | None = None
-    owned = False
-    ended: list[EnvError] = []
-    task = asyncio.current_task()
-
-    def terminate(err: EnvError) -> None:
-        if not ended:
-            ended.append(err)
-            if task is not None:
-                task.cancel()
-
-    try:
-        try:
-            if attach_id:
-                session = app.registry.attach(attach_id)
-            else:
-                session = await app.backend.open(_options(query), (query.get("client_name") or ["openenv-ws"])[0])
-                owned = True
-        except EnvError as e:
-            await send({"type": "websocket.send", "text": dumps(frames.error_frame(e, at_open=True))})
-            # Let a client that sends its first request right away (as OpenEnv's clients do)
-            # read the error as that request's reply instead of failing on a closed socket.
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(receive(), _REFUSAL_GRACE_S)
-            await _close(send, 1000)
-            return
-        session.on_terminate(terminate)
-        scope["openenv.session"] = session  # for the observing middleware (openenv.bridge.observe)
-        if await _loop(app, session, receive, send):
-            await _close(send, 1000)
-    except asyncio.CancelledError:
-        if not ended:
-            raise
-        err = ended[0]
-        await send({"type": "websocket.send", "text": dumps(frames.error_frame(err))})
-        await _close(send, 1001 if err.code is ErrorCode.UNAVAILABLE else 1000, err.message[:120])
-    finally:
-        if session is not None:
-            session.on_terminate(None)
-            if owned:
-                await asyncio.shield(session.close())
-            else:
-                app.registry.detach(attach_id)
-
-
-async def _loop(app: BridgeApp, session: BackendSession, receive: Any, send: Any) -> bool:
-    """Serve frames until the end; True when the server should send the close frame."""
-    dumps = frames.dumps
-    backend = app.backend
-    tool_actions = backend.tool_actions
-    limit = app.max_message_bytes
-    while True:
-        msg = await receive()
-        if msg["type"] != "websocket.receive":
-            return False  # websocket.disconnect
-        try:
-            frame = _frame(msg)
-        except ValueError as e:
-            await send(
-                {"type": "websocket.send", "text": dumps(frames.protocol_error(f"Invalid JSON: {e}", "INVALID_JSON"))}
-            )
-            continue
-        del msg  # the request's text goes once parsed (peak memory per message)
-        if type(frame) is not dict:
-            await send(
-                {
-                    "type": "websocket.send",
-                    "text": dumps(
-                        frames.protocol_error(
-                            "Invalid message",
-                            "VALIDATION_ERROR",
-                            errors=[{"type": "model_type", "loc": [], "msg": "Input should be an object"}],
-                        )
-                    ),
-                }
-            )
-            continue
-        rid = frame.get("id")
-        typ = frame.get("type")
-        try:
-            if not frame.keys() <= _ALLOWED_KEYS:
-                raise InvalidArgument("Invalid message", details=_extra_keys(frame))
-            if typ == "step":
-                if "data" not in frame:
-                    raise InvalidArgument(
-                        "Invalid message", details=[{"type": "missing", "loc": ["data"], "msg": "Field required"}]
-                    )
-                data = frame["data"]
-                kind = data.get("type") if tool_actions and type(data) is dict else None
-                if kind == "list_tools":
-                    tools = await session.list_tools()
-                    obs = {
-                        "tools": [
-                            {"name": t.name, "description": t.description, "input_schema": t.input_schema}
-                            for t in tools
-                        ]
-                    }
-                    reply = frames.observation_frame(frames.JsonStep(obs), rid)
-                elif kind == "call_tool" and rid is None:
-                    reply = await _tool_step(session, data, _timeout(frame))
-                else:
-                    ts = await session.step(data, _timeout(frame) if "timeout_s" in frame else None)
-                    reply = frames.observation_frame(ts, rid)
-            elif typ == "reset":
-                seed, episode_id, opts = _reset_args(frame.get("data"))
-                reply = frames.observation_frame(await session.reset(seed, episode_id, opts), rid)
-            elif typ == "state":
-                eid, count, status, st = await session.state()
-                reply = frames.state_frame(eid, count, status, st, rid)
-            elif typ == "close":
-                return True
-            elif typ == "mcp":
-                resp = await handle_jsonrpc(app, frame.get("data"), session=session, timeout=_timeout(frame))
-                reply = {"type": "mcp", "data": resp}
-                if rid is not None:
-                    reply["id"] = rid
-            elif typ == "openenv.render":
-                reply = {"type": "openenv.render", "data": await session.render()}
-                if rid is not None:
-                    reply["id"] = rid
-            elif typ == "openenv.hello":
-                reply = {
-                    "type": "openenv.hello",
-                    "id": rid,
-                    "data": {
-                        "session_id": session.id,
-                        "protocol_version": app.protocol_version,
-                        "info_b64": app.info_b64,
-                    },
-                }
-            else:
-                reply = frames.protocol_error(f"Unknown message type: {typ}", "UNKNOWN_TYPE", rid)
-        except EnvError as e:
-            reply = frames.error_frame(e, rid)
-            await send({"type": "websocket.send", "text": dumps(reply)})
-            if e.fatal:
-                await _close(send, 1000, e.message[:120])
-                return False
-            continue
-        except asyncio.CancelledError:
-            raise
-        except Exception as e:  # one failed request never ends the connection
-            log.warning("bridge request %r failed", typ, exc_info=True)
-            reply = frames.error_frame(Internal(f"{type(e).__name__}: {e}"), rid)
-        frame = data = None  # the request's and the reply's objects go before the reply's text is sent
-        text = _reply_text(reply, rid, typ, limit)
-        del reply
-        await send({"type": "websocket.send", "text": text})
-        del text
-
-
 def _frame(msg: dict[str, Any]) -> Any:
     """The parsed frame of a ``websocket.receive`` message (parsed by the observing middleware
     when there is one; ValueError when it is not JSON or refused unparsed)."""
@@ -584,20 +424,3 @@ def _reply_text(reply: Any, rid: Any, typ: Any, limit: int) -> str:
         f"the reply to {what[:40]} ({over} bytes) exceeds the {limit}-byte message limit; the request was carried out"
     )
     return dumps(frames.error_frame(err, rid))
-
-
-async def _tool_step(session: BackendSession, data: dict[str, Any], timeout: float | None) -> dict[str, Any]:
-    """A stock client's ``call_tool`` step: tool errors come back as OpenEnv's error
-    observation (``{"tool_name", "result": null, "error": {...}}``), not as error frames."""
-    try:
-        name, _ = call_tool_args(data)
-    except EnvError as e:
-        return frames.error_frame(e)
-    try:
-        ts = await session.step(data, timeout)
-    except EnvError as e:
-        obs = frames.tool_error_observation(name, e)
-        if obs is None:
-            raise
-        return obs
-    return frames.observation_frame(ts)
