@@ -27,10 +27,7 @@ def to_value(obj: Any, out: struct_pb2.Value | None = None) -> struct_pb2.Value:
         fields = v.struct_value.fields
         if not obj:
             v.struct_value.SetInParent()
-        for k, x in obj.items():
-            if type(k) is not str and not isinstance(k, str):
-                raise TypeError(f"JSON object keys must be strings, got {type(k).__name__}")
-            to_value(x, fields[k])
+        _fill(fields, obj)
     elif t is str:
         v.string_value = obj
     elif t is int or t is float:
@@ -83,9 +80,7 @@ def from_value(v: struct_pb2.Value) -> Any:
             return int(n)
         return n
     if kind == "struct_value":
-        # Keys then indexing: upb's map has no C items(); the ABC's items() costs 3x (measured).
-        fields = v.struct_value.fields
-        return {k: from_value(fields[k]) for k in fields}
+        return _fields(v.struct_value.fields)
     if kind == "string_value":
         return v.string_value
     if kind == "list_value":
@@ -99,15 +94,45 @@ def to_struct(obj: Mapping[str, Any] | None, out: struct_pb2.Struct | None = Non
     """Convert a mapping into a ``google.protobuf.Struct``."""
     s = struct_pb2.Struct() if out is None else out
     if obj:
-        fields = s.fields
-        for k, x in obj.items():
-            if type(k) is not str and not isinstance(k, str):
-                raise TypeError(f"JSON object keys must be strings, got {type(k).__name__}")
-            to_value(x, fields[k])
+        _fill(s.fields, obj)
     return s
 
 
 def from_struct(s: struct_pb2.Struct) -> dict[str, Any]:
     """Convert a ``google.protobuf.Struct`` into a dict."""
-    fields = s.fields
-    return {k: from_value(fields[k]) for k in fields}
+    return _fields(s.fields)
+
+
+# The fields of a JSON object, both ways, with its string and number members inlined: the
+# actions, observations and metadata of most steps are flat objects of scalars, and a call of
+# to_value/from_value per member was a third of their cost (measured: from_value of a two-member
+# object 4.6 -> 2.6 us). Everything else recurses as before.
+
+
+def _fill(fields: Any, obj: Mapping[Any, Any]) -> None:
+    for k, x in obj.items():
+        if type(k) is not str and not isinstance(k, str):
+            raise TypeError(f"JSON object keys must be strings, got {type(k).__name__}")
+        tx = type(x)
+        if tx is str:
+            fields[k].string_value = x
+        elif tx is int or tx is float:
+            fields[k].number_value = x
+        else:
+            to_value(x, fields[k])
+
+
+def _fields(fields: Any) -> dict[str, Any]:
+    # Keys then indexing: upb's map has no C items(); the ABC's items() costs 3x (measured).
+    out: dict[str, Any] = {}
+    for k in fields:
+        x = fields[k]
+        kind = x.WhichOneof("kind")
+        if kind == "number_value":
+            n = x.number_value
+            out[k] = int(n) if n.is_integer() and -_MAX_EXACT_INT <= n <= _MAX_EXACT_INT else n
+        elif kind == "string_value":
+            out[k] = x.string_value
+        else:
+            out[k] = from_value(x)
+    return out
