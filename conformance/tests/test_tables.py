@@ -54,7 +54,7 @@ def _frame_types() -> dict[str, str | None]:
         "step": frames.observation_frame(JsonStep(observation={}), 1)["type"],
         "state": frames.state_frame("", 0, "NOT_STARTED", None, 1)["type"],
         "mcp": "mcp",
-    }  # the bridge answers an mcp frame with an mcp frame (openenv.bridge.ws)
+    }  # the bridge answers an mcp frame with an mcp frame (openenv.http.ws)
     out: dict[str, str | None] = {}
     for req in requests:
         o = translator.encode(req)

@@ -28,9 +28,10 @@ LINT_IMPORTS = Path(sys.executable).parent / "lint-imports"
 #: Function-level imports of our own modules that are there on purpose: an optional extra
 #: imported only when used.
 OPTIONAL_EXTRA_IMPORTS = {
+    ("openenv.host", "openenv.http"),
     ("openenv.host", "openenv.bridge"),
-    ("openenv.host", "openenv.bridge.binary_listener"),  # picows, in the http extra
-    ("openenv.cli.bridge", "openenv.bridge"),
+    ("openenv.host", "openenv.http.binary_listener"),  # picows, in the http extra
+    ("openenv.cli.bridge", "openenv.http"),
     ("openenv.cli.collect", "openenv.record"),  # the collect extra
     ("openenv.cli.harness", "openenv.harness"),  # the harness extra
     ("openenv.client.env", "openenv.deploy.run"),

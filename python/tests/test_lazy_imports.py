@@ -24,7 +24,7 @@ OPENENV_CLI = str(Path(sys.executable).parent / "openenv")
 #: Never imported by ``openenv serve --no-http`` of a JSON environment, open and after a session.
 NOT_WHEN_SERVING = [
     "openenv.client",  # the client side
-    "openenv.bridge",  # the HTTP side
+    "openenv.http",  # the HTTP side
     "uvicorn",
     "starlette",
     "websockets",

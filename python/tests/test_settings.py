@@ -161,7 +161,7 @@ def test_engine_is_grpc_library_with_a_deprecation_warning() -> None:
 
 
 def test_http_options_map_onto_the_http_settings() -> None:
-    from openenv.bridge import HttpOptions
+    from openenv.http import HttpOptions
 
     opts = HttpOptions(ws_ping_interval=0.5, allowed_origins=("https://ui.example",), tokens=TokenSet(["http-only"]))
     host = openenv.Host(Counter, "127.0.0.1", 0, http_port=0, http_options=opts)

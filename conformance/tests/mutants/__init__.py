@@ -3,7 +3,7 @@
 A mutant module defines ``Env`` (the environment class served) and may define ``Wire``, a
 wrapper of the runtime's servicer that corrupts one thing on the wire (for rules the
 Python runtime enforces itself), ``HttpBackend`` (the HTTP side's backend, an
-``openenv.bridge.LocalBackend``), ``Vector`` (the runtime's ``VectorSession``), and
+``openenv.http.LocalBackend``), ``Vector`` (the runtime's ``VectorSession``), and
 ``SERVER_KWARGS`` for :class:`openenv.Server`, and ``setup()``, called in the mutant's server
 process before it serves (for changes to the runtime's internals; importing a mutant has no
 side effect). ``LEVELS`` names the levels it is certified at (all by default; the sandbox

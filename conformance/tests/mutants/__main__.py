@@ -4,7 +4,7 @@ and the URL of its HTTP side (OpenEnv's JSON protocol) to HTTP_READY_FILE.
 
 A mutant module may replace one piece of the runtime: ``Wire`` wraps the protocol engine
 (``openenv.engine.Engine``, so a wire mutant is seen on every transport the engine serves),
-``HttpBackend`` replaces the HTTP side's backend (``openenv.bridge.LocalBackend``, read by
+``HttpBackend`` replaces the HTTP side's backend (``openenv.http.LocalBackend``, read by
 ``openenv.Host``), ``Vector`` the vectorised session (``openenv.engine._engine.VectorSession``);
 ``setup()``, when defined, is called first (a mutant that changes the runtime's internals does
 it there, in its own server process only: importing the module, as the tests do, changes
@@ -17,10 +17,10 @@ import os
 import sys
 from typing import Any
 
-import openenv.bridge
 import openenv.engine
 import openenv.engine._engine
 import openenv.host
+import openenv.http
 
 
 def main(argv: list[str]) -> None:
@@ -40,7 +40,7 @@ def main(argv: list[str]) -> None:
         openenv.engine.Engine = engine  # type: ignore[assignment,misc]
     backend = getattr(mod, "HttpBackend", None)
     if backend is not None:
-        openenv.bridge.LocalBackend = backend  # type: ignore[misc]  # read by Host.start
+        openenv.http.LocalBackend = backend  # type: ignore[misc]  # read by Host.start
     vector = getattr(mod, "Vector", None)
     if vector is not None:
         openenv.engine._engine.VectorSession = vector  # type: ignore[misc]

@@ -4,7 +4,7 @@ backend rewards a delta of 2 with 2.5 (inside the declared range, and consistent
 so only a comparison of the two transports sees it)."""
 
 from mutants.base import Counter as Env
-from openenv.bridge.backend import LocalBackend
+from openenv.http.backend import LocalBackend
 
 CAUGHT_BY = "parity.grpc_vs_http"
 COLLATERAL: frozenset[str] = frozenset()

@@ -3,7 +3,7 @@
 :class:`Host` is what ``openenv serve`` and :func:`serve` run: a
 :class:`~openenv.runtime.SessionManager` (capacity, idle reaping, drain) shared by the gRPC
 listener (:class:`openenv.server.Server`) and the HTTP side (OpenEnv's ``/ws``, ``/mcp``,
-``/health``...; :mod:`openenv.bridge`, the ``http`` extra), so a session is a session whichever
+``/health``...; :mod:`openenv.http`, the ``http`` extra), so a session is a session whichever
 door it came in by. The API and the CLI have the same defaults (:func:`default_http_port`).
 
 :func:`serve_bridge` is ``openenv bridge``: the HTTP side in front of a remote gRPC server.
@@ -57,13 +57,22 @@ def http_available() -> bool:
     return all(importlib.util.find_spec(m) is not None for m in ("uvicorn", "websockets", "mcp"))
 
 
-def _bridge() -> Any:
-    """:mod:`openenv.bridge` (the ``http`` extra), or an ImportError that names the extra."""
+def _http_side() -> Any:
+    """:mod:`openenv.http` (the ``http`` extra), or an ImportError that names the extra."""
     try:
-        import openenv.bridge as bridge
+        import openenv.http as http_side
     except ImportError as e:
         raise ImportError(f"{HTTP_EXTRA} ({e})") from e
-    return bridge
+    return http_side
+
+
+def _remote() -> Any:
+    """:class:`openenv.bridge.RemoteBackend` (the ``http`` extra), or an ImportError naming the extra."""
+    try:
+        from openenv.bridge import RemoteBackend
+    except ImportError as e:
+        raise ImportError(f"{HTTP_EXTRA} ({e})") from e
+    return RemoteBackend
 
 
 def is_loopback(host: str) -> bool:
@@ -127,7 +136,7 @@ class Host:
             ``tokens=``, ``isolation=``, ``grpc_library=``...), applied over ``settings`` (the
             form that predates it; :meth:`ServerSettings.of <openenv.settings.ServerSettings.of>`);
             also ``engine=`` (deprecated: ``grpc_library=``) and ``http_options=`` (an
-            :class:`openenv.bridge.HttpOptions`: its transport fields become ``settings.http``,
+            :class:`openenv.http.HttpOptions`: its transport fields become ``settings.http``,
             its tokens and TLS, when set, apply to the HTTP side only, as before).
     """
 
@@ -195,10 +204,10 @@ class Host:
             if self.grpc is not None
             else Engine(self.manager, settings.limits.handshake_timeout_s, tokens=tokens)
         )
-        self.http: Any = None  # openenv.bridge.HttpServer once started
+        self.http: Any = None  # openenv.http.HttpServer once started
         self.binary_port = binary_port
-        self.binary: Any = None  # openenv.bridge.binary_listener.BinaryListener once started
-        self._bridge = _bridge() if http_port is not None else None
+        self.binary: Any = None  # openenv.http.binary_listener.BinaryListener once started
+        self._http_side = _http_side() if http_port is not None else None
         self._stopped = asyncio.Event()
 
     @property
@@ -237,8 +246,8 @@ class Host:
         try:
             if self.grpc is not None:
                 await self.grpc.start()
-            if self._bridge is not None:
-                b = self._bridge
+            if self._http_side is not None:
+                b = self._http_side
                 # Both listeners bound messages alike, unless the HTTP settings say otherwise.
                 opts = b.HttpOptions.of(self.settings.http, self._http_security, self.runtime.max_message_bytes)
                 bridge = b.BridgeApp(
@@ -261,7 +270,7 @@ class Host:
 
     async def _serve_binary(self, port: int) -> None:
         try:
-            from openenv.bridge.binary_listener import BinaryListener
+            from openenv.http.binary_listener import BinaryListener
         except ImportError as e:
             why = "the binary listener needs picows, in the http extra: pip install 'protoenv[http]'"
             raise ImportError(f"{why} ({e})") from e
@@ -501,10 +510,10 @@ async def serve_bridge_async(
 
     ``options.tokens`` protect the bridge itself; ``token`` and ``ca_file`` are what the
     bridge presents to, and trusts of, the gRPC server (``grpcs://`` targets)."""
-    b = _bridge()
+    b = _http_side()
     options = options or b.HttpOptions()
     check_bind(host, options.tokens, allow_anonymous, "the bridge")
-    backend = await b.RemoteBackend.connect(target, connect_timeout=connect_timeout, token=token, ca_file=ca_file)
+    backend = await _remote().connect(target, connect_timeout=connect_timeout, token=token, ca_file=ca_file)
     if options.max_message_bytes is None:
         options.max_message_bytes = DEFAULT_MAX_MESSAGE_BYTES
     app = b.ObservedApp(

@@ -12,6 +12,7 @@ from test_resume import WAIT, Gated
 
 import openenv
 import openenv.bridge as bridge
+import openenv.http as http_side
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timing]
 
@@ -24,7 +25,7 @@ async def test_a_websocket_client_rides_out_a_reset_of_the_bridges_upstream_conn
     try:
         async with TcpProxy(srv.port or 0) as proxy:
             backend = await bridge.RemoteBackend.connect(f"grpc://127.0.0.1:{proxy.port}")
-            http = bridge.HttpServer(bridge.BridgeApp(backend), "127.0.0.1", 0)
+            http = http_side.HttpServer(http_side.BridgeApp(backend), "127.0.0.1", 0)
             await http.start()
             try:
                 async with openenv.EnvClient(http.url) as env:  # OpenEnv's JSON frames on /ws

@@ -16,8 +16,8 @@ from openenv_testenvs import Counter, ToolEnv
 from security_kit import http_exchange, make_pki, read_all, rss_kib, status_of
 
 import openenv
-from openenv.bridge import HttpOptions
-from openenv.bridge.limits import HttpLimits
+from openenv.http import HttpOptions
+from openenv.http.limits import HttpLimits
 from openenv.security import TlsConfig, TokenSet
 
 pytestmark = pytest.mark.anyio

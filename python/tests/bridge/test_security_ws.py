@@ -15,8 +15,8 @@ import pytest
 from bridge_kit import WAIT_S, served, wait_until
 
 import openenv
-from openenv.bridge import HttpOptions
-from openenv.bridge.limits import HttpLimits
+from openenv.http import HttpOptions
+from openenv.http.limits import HttpLimits
 
 pytestmark = pytest.mark.anyio
 

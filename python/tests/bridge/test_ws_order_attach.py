@@ -19,6 +19,7 @@ from bridge_kit import WAIT_S, Ws, served, wait_until, ws_url
 
 import openenv
 import openenv.bridge as bridge
+import openenv.http as http_mod
 from echo_env.server import EchoEnvironment
 
 pytestmark = pytest.mark.anyio
@@ -63,7 +64,7 @@ async def http_side(factory: Any, via: str) -> AsyncIterator[tuple[str, Any]]:
     await srv.start()
     try:
         backend = await bridge.RemoteBackend.connect(f"grpc://127.0.0.1:{srv.port}")
-        http = bridge.HttpServer(bridge.BridgeApp(backend), "127.0.0.1", 0)
+        http = http_mod.HttpServer(http_mod.BridgeApp(backend), "127.0.0.1", 0)
         await http.start()
         try:
             yield http.url, backend

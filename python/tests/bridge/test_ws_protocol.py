@@ -13,7 +13,7 @@ from bridge_kit import WAIT_S, Ws, served, wait_until, ws_url
 
 import openenv
 from echo_env import EchoEnvironment
-from openenv.bridge import HttpOptions
+from openenv.http import HttpOptions
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timing]
 

@@ -1,32 +1,32 @@
-"""OpenEnv's HTTP/WebSocket surface for openenv environments (the Hugging Face Space path).
+"""``openenv bridge``: the HTTP side in front of a remote gRPC environment server.
 
-* :class:`BridgeApp`: the ASGI application (``/ws``, ``/mcp``, ``/health``, ``/metadata``,
-  ``/schema``, ``/openapi.json``) over a :class:`Backend`;
-* :class:`LocalBackend`: the sessions of an in-process server (what ``openenv serve``
-  uses for its HTTP side, sharing the gRPC side's ``SessionManager``);
-* :class:`RemoteBackend`: a remote gRPC environment server (``openenv bridge``);
-* :class:`HttpServer`: uvicorn in the running event loop;
-* :class:`ObservedApp`: ``/metrics``, the ``/web`` playground, and the metrics, logs and
-  traces of every request, in front of a :class:`BridgeApp`.
+:class:`RemoteBackend` opens one gRPC ``Session`` stream to the remote server per bridged
+session, so an environment written in any language gets OpenEnv's HTTP/WebSocket surface
+(:mod:`openenv.http`) without stubs: payloads are converted with the remote's advertised
+descriptors. ``openenv.serve_bridge`` / ``openenv bridge TARGET`` run it.
 
-Stock OpenEnv clients work unchanged against it; docs/bridge.md has the wire details.
-Needs the ``http`` extra (uvicorn, websockets, mcp).
+Until 0.2 this package also held the HTTP side of every server; those names moved to
+:mod:`openenv.http` and still resolve here, with a ``DeprecationWarning``.
 """
 
-from openenv.bridge.app import BridgeApp
-from openenv.bridge.backend import Backend, BackendSession, LocalBackend
-from openenv.bridge.http import DEFAULT_HTTP_PORT, HttpOptions, HttpServer
-from openenv.bridge.observe import ObservedApp
-from openenv.bridge.remote import RemoteBackend
+from __future__ import annotations
 
-__all__ = [
-    "DEFAULT_HTTP_PORT",
-    "Backend",
-    "BackendSession",
-    "BridgeApp",
-    "HttpOptions",
-    "HttpServer",
-    "LocalBackend",
-    "ObservedApp",
-    "RemoteBackend",
-]
+import warnings
+from typing import Any
+
+import openenv.http as _http_side
+from openenv.bridge.remote import RemoteBackend, RemoteRelay
+
+__all__ = ["RemoteBackend", "RemoteRelay"]
+
+
+def __getattr__(name: str) -> Any:
+    # The 0.1 names of the HTTP side (BridgeApp, LocalBackend, HttpServer, ...).
+    if name.startswith("__") or not hasattr(_http_side, name):
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    warnings.warn(
+        f"openenv.bridge.{name} moved to openenv.http.{name}; the old path goes away in 0.3",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return getattr(_http_side, name)

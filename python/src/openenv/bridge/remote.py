@@ -8,7 +8,7 @@ converted with the remote's advertised descriptors (:mod:`openenv.json_protocol.
 environment may be written in any language and no stubs are needed here.
 
 ``/ws`` reaches the remote through the same translator as a local server's
-(:class:`openenv.bridge.ws.WsStream`), served by :class:`RemoteRelay`: the engine's
+(:class:`openenv.http.ws.WsStream`), served by :class:`RemoteRelay`: the engine's
 ``serve(stream)`` shape, forwarding each request to the remote session instead of dispatching
 it.
 """
@@ -22,12 +22,12 @@ from typing import Any
 
 import grpc
 
-from openenv.bridge.backend import Backend, BackendSession, call_tool_args
 from openenv.client.grpc import GrpcConnection, channel_ready, open_channel, token_metadata
 from openenv.client.load import get_load
 from openenv.client.urls import parse_url
 from openenv.engine import Prepared, Stream, Undecodable, status_of
 from openenv.errors import EnvError, InvalidArgument, Unavailable
+from openenv.http.backend import Backend, BackendSession, call_tool_args
 from openenv.json_protocol import frames
 from openenv.json_protocol.frames import JsonStep
 from openenv.json_protocol.payloads import CALL_TOOL, PayloadJson
@@ -251,7 +251,7 @@ class RemoteRelay:
     """``/ws`` of ``openenv bridge``: :meth:`openenv.engine.Engine.serve`'s shape over a remote
     server's sessions (:attr:`RemoteBackend.engine`).
 
-    The stream's handshake (what :class:`openenv.bridge.ws.WsStream` synthesises from the
+    The stream's handshake (what :class:`openenv.http.ws.WsStream` synthesises from the
     connection's query) opens a remote session (:meth:`RemoteBackend.open`: its options and
     client name; capacity, factory and drain refusals are the handshake's error answer).
     Every later request is forwarded as it is read: a :class:`~openenv.engine.Prepared`

@@ -97,7 +97,7 @@ def bridge_command(
     """Expose the gRPC environment at TARGET (grpc://HOST:PORT, any language) on OpenEnv's
     HTTP/WebSocket protocol: /ws, /mcp, /health, /metadata, /schema, /metrics, /web."""
     try:
-        from openenv.bridge import HttpOptions  # the http extra
+        from openenv.http import HttpOptions  # the http extra
     except ImportError as e:
         raise click.ClickException(f"openenv bridge needs the http extra: pip install 'protoenv[http]' ({e})") from None
     token_set, tls = load_security(tokens, token_file, tls_cert, tls_key, tls_client_ca)

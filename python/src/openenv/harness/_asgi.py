@@ -16,7 +16,7 @@ from typing import Any
 
 import uvicorn
 
-from openenv.bridge.listener import UvicornListener
+from openenv.http.listener import UvicornListener
 
 __all__ = ["LoopbackServer", "read_body", "send_json", "serve_in_thread", "sse_start"]
 
@@ -76,7 +76,7 @@ def _config(app: Any) -> uvicorn.Config:
 
 class LoopbackServer:
     """An ASGI app on uvicorn in the current event loop, bound to ``host:port`` (the HTTP
-    side's :class:`~openenv.bridge.listener.UvicornListener`, with a plain config)."""
+    side's :class:`~openenv.http.listener.UvicornListener`, with a plain config)."""
 
     def __init__(self, app: Any, host: str = "127.0.0.1", port: int = 0) -> None:
         self.app, self.host, self.requested_port = app, host, port

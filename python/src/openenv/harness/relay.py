@@ -20,11 +20,11 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from openenv.bridge.mcp import ManagerTask
 from openenv.client import ToolEnvClient
 from openenv.errors import EnvError
 from openenv.harness._asgi import BodyTooLarge, Receive, Scope, Send, read_body, send_json
 from openenv.harness.proxy import CaptureProxy
+from openenv.http.mcp import ManagerTask
 from openenv.protocol import StepResult
 from openenv.record.recorder import EpisodeLog
 from openenv.runtime.tools import CallToolAction

@@ -156,7 +156,7 @@ def protocol_error(message: str, code: str, rid: Any = None, **extra: Any) -> di
 
 @dataclasses.dataclass(slots=True)
 class JsonStep:
-    """A time step with the observation as canonical JSON (see :mod:`openenv.bridge.payloads`).
+    """A time step with the observation as canonical JSON (see :mod:`openenv.http.payloads`).
 
     ``tool`` marks an observation of a tool call (a ``CallToolResponse`` /
     ``ListToolsResponse``), which the stock shape rewrites the way OpenEnv's MCP

@@ -1,6 +1,6 @@
 """JSON-RPC 2.0 as OpenEnv's ``/mcp`` speaks it: error codes both ways.
 
-The server side (:mod:`openenv.bridge.mcp`) answers a protocol error with a JSON-RPC error
+The server side (:mod:`openenv.http.mcp`) answers a protocol error with a JSON-RPC error
 whose ``data.status`` names the exact code of the error table; a client reads that back,
 and falls back on the JSON-RPC code and message for stock OpenEnv servers.
 """

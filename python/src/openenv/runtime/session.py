@@ -1,7 +1,7 @@
 """Sessions: one environment instance, its episode state machine and its lifecycle.
 
 This module knows nothing about transports. The gRPC server (``openenv.server``) and
-the HTTP side (``openenv.bridge``) translate wire requests into calls on :class:`Session`, obtained
+the HTTP side (``openenv.http``) translate wire requests into calls on :class:`Session`, obtained
 from a :class:`SessionManager` that enforces capacity, reaps idle sessions and drains
 on shutdown. See docs/protocol.md for the state machine.
 """

@@ -1,7 +1,7 @@
 """Who may reach a listener, and over what: bearer tokens, TLS, browser origins (RFC 0003).
 
 Transport-neutral policy shared by the gRPC listener (:mod:`openenv.server`), the HTTP side
-(:mod:`openenv.bridge`) and the clients (:mod:`openenv.client`); each of those applies it in
+(:mod:`openenv.http`) and the clients (:mod:`openenv.client`); each of those applies it in
 its own terms (gRPC metadata and status codes; HTTP headers, 401/403/431). docs/security.md
 has the threat model and the defaults.
 

@@ -1,6 +1,6 @@
 """The HTTP listener: uvicorn in the caller's event loop.
 
-:class:`HttpServer` runs a :class:`~openenv.bridge.app.BridgeApp` on uvicorn inside the
+:class:`HttpServer` runs a :class:`~openenv.http.app.BridgeApp` on uvicorn inside the
 running event loop (so ``openenv serve`` runs gRPC and HTTP side by side in one loop,
 sharing one ``SessionManager``; :class:`openenv.Host` does that).
 
@@ -19,15 +19,15 @@ from typing import Any
 
 import uvicorn
 
-from openenv.bridge.app import BridgeApp
-from openenv.bridge.guard import Guard
-from openenv.bridge.limits import HttpLimits, protocol_classes
-from openenv.bridge.listener import UvicornListener
+from openenv.http.app import BridgeApp
+from openenv.http.guard import Guard
+from openenv.http.limits import HttpLimits, protocol_classes
+from openenv.http.listener import UvicornListener
 from openenv.runtime.session import DEFAULT_MAX_MESSAGE_BYTES
 from openenv.security import BrowserPolicy, SecuritySettings, TlsConfig, TokenSet
 from openenv.settings import HttpSettings
 
-log = logging.getLogger("openenv.bridge")
+log = logging.getLogger("openenv.http")
 
 __all__ = ["DEFAULT_HTTP_PORT", "HttpOptions", "HttpServer"]
 
@@ -56,7 +56,7 @@ class HttpOptions:
         tls: certificate and key (and client CA) to serve ``https://``/``wss://``.
         allowed_origins: browser origins allowed besides the server's own (``"*"``: any).
         allowed_hosts: ``Host`` names answered besides loopback ones when bound to loopback.
-        limits: request-head size and read deadlines (:class:`~openenv.bridge.limits.HttpLimits`).
+        limits: request-head size and read deadlines (:class:`~openenv.http.limits.HttpLimits`).
         max_connections: concurrent connections (WebSockets included); 503 beyond.
         keepalive_timeout_s: an idle keep-alive connection is closed after this long.
     """

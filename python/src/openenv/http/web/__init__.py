@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib.resources
 from typing import Any
 
-from openenv.bridge.asgi import respond
+from openenv.http.asgi import respond
 
 __all__ = ["STATIC_FILES", "serve_web"]
 

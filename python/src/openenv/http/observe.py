@@ -1,13 +1,13 @@
-"""The HTTP side's observation: an ASGI middleware in front of :class:`~openenv.bridge.app.BridgeApp`.
+"""The HTTP side's observation: an ASGI middleware in front of :class:`~openenv.http.app.BridgeApp`.
 
 * ``/ws`` connections are watched frame by frame (request kind from the frame's ``type``,
   reply status from the reply frame, the session from ``scope["openenv.session"]``, set by
-  :mod:`openenv.bridge.ws` once the session is open) and reported to the
+  :mod:`openenv.http.ws` once the session is open) and reported to the
   :class:`~openenv.observability.Observer` as transport ``websocket``;
 * ``POST /mcp`` requests are reported as transport ``mcp`` (kind: the JSON-RPC method);
 * every plain HTTP request is counted by route, method and status;
 * ``GET /metrics`` answers the Prometheus exposition of the server's metrics;
-* ``/web`` serves the playground (:mod:`openenv.bridge.web`) when enabled.
+* ``/web`` serves the playground (:mod:`openenv.http.web`) when enabled.
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from __future__ import annotations
 from collections import deque
 from typing import Any
 
-from openenv.bridge.asgi import respond
-from openenv.bridge.limits import PARSED, UNPARSED, bounded_loads
-from openenv.bridge.web import serve_web
+from openenv.http.asgi import respond
+from openenv.http.limits import PARSED, UNPARSED, bounded_loads
+from openenv.http.web import serve_web
 from openenv.json_protocol.jsontext import loads
 from openenv.observability import CONTENT_TYPE, Observer
 from openenv.observability.observer import Pending
@@ -194,7 +194,7 @@ class ObservedApp:
                 if raw is None:
                     raw = msg.get("bytes") or b""
                 # Parsed once, within the bridge's bounds, for both of us: the frame (or why it
-                # is not one) travels on to openenv.bridge.ws with the message.
+                # is not one) travels on to openenv.http.ws with the message.
                 try:
                     frame = msg[PARSED] = bounded_loads(raw)
                     kind, rid = _request_kind(frame)

@@ -5,9 +5,9 @@ Routes (docs/bridge.md has the frames and shapes):
 ================  ==========  =============================================================
 path              method      what
 ================  ==========  =============================================================
-``/ws``           WebSocket   OpenEnv's session protocol (:mod:`openenv.bridge.ws`)
+``/ws``           WebSocket   OpenEnv's session protocol (:mod:`openenv.http.ws`)
 ``/v1/session``   WebSocket   the protocol's binary transport, one ``SessionRequest`` /
-                              ``SessionResponse`` per message (:mod:`openenv.bridge.binary`;
+                              ``SessionResponse`` per message (:mod:`openenv.http.binary`;
                               only when the app was given the host's engine)
 ``/mcp``          POST        MCP: Streamable HTTP (official ``mcp`` SDK) for MCP clients,
                               OpenEnv's plain JSON-RPC (``tools/*``, ``openenv/session/*``)
@@ -36,20 +36,20 @@ from typing import Any
 
 from google.protobuf import json_format
 
-from openenv.bridge.asgi import respond
-from openenv.bridge.backend import Backend, BackendSession, spawn
-from openenv.bridge.binary import PATH as BINARY_PATH
-from openenv.bridge.binary import serve_binary
-from openenv.bridge.mcp import StreamableMcp, serve_mcp_http, serve_mcp_ws
-from openenv.bridge.ws import serve_ws
 from openenv.errors import EnvError, FailedPrecondition, InvalidArgument
+from openenv.http.asgi import respond
+from openenv.http.backend import Backend, BackendSession, spawn
+from openenv.http.binary import PATH as BINARY_PATH
+from openenv.http.binary import serve_binary
+from openenv.http.mcp import StreamableMcp, serve_mcp_http, serve_mcp_ws
+from openenv.http.ws import serve_ws
 from openenv.json_protocol import frames
 from openenv.json_protocol.payloads import info_to_json
 from openenv.protocol import PROTOCOL_VERSION
 from openenv.runtime.session import DEFAULT_MAX_MESSAGE_BYTES
 from openenv.values import from_struct
 
-log = logging.getLogger("openenv.bridge")
+log = logging.getLogger("openenv.http")
 
 __all__ = ["BridgeApp", "SessionRegistry"]
 

@@ -21,9 +21,9 @@ from typing import Any, Protocol, TypeVar
 
 from google.protobuf import json_format
 
-from openenv.bridge.limits import bounded_loads
 from openenv.engine import Engine, Stream
 from openenv.errors import EnvError, Internal, InvalidArgument, Unimplemented
+from openenv.http.limits import bounded_loads
 from openenv.json_protocol import frames
 from openenv.json_protocol.frames import JsonStep
 from openenv.json_protocol.jsontext import dumps
@@ -105,7 +105,7 @@ class SessionServer(Protocol):
 class Backend(abc.ABC):
     """A source of sessions plus the environment's description.
 
-    ``engine`` serves ``/ws`` (:class:`openenv.bridge.ws.WsStream`); the translation methods
+    ``engine`` serves ``/ws`` (:class:`openenv.http.ws.WsStream`); the translation methods
     below (:meth:`decode_action`, :meth:`json_step_of`, :meth:`json_state_of`, and for a
     stream whose engine encodes results itself :meth:`json_step`, :meth:`json_state`) are
     what the stream asks of the backend, so one translator serves every backend.
@@ -255,7 +255,7 @@ class LocalSession(BackendSession):
 class LocalBackend(Backend):
     """The sessions of an in-process server (shares its ``SessionManager``).
 
-    ``engine``: the protocol engine ``/ws`` is translated onto (:class:`openenv.bridge.ws.WsStream`):
+    ``engine``: the protocol engine ``/ws`` is translated onto (:class:`openenv.http.ws.WsStream`):
     the server's own (:attr:`openenv.Host.engine`), so every listener shares one pool of
     sessions and one dispatcher; by default one over ``manager``. The JSON of time steps and
     states comes from :meth:`json_step` and :meth:`json_state`, on every path of the HTTP side.

@@ -2,7 +2,7 @@
 
 Served on the HTTP listener (this module, uvicorn's WebSocket) and, when ``binary_port`` is
 given to :class:`openenv.Host` (``openenv serve --binary-port``), on a listener of its own
-(:mod:`openenv.bridge.binary_listener`, picows): the same rules, the same answers. The
+(:mod:`openenv.http.binary_listener`, picows): the same rules, the same answers. The
 transport-neutral part is here and shared by both: :func:`decode`, :data:`TEXT_MESSAGE`,
 :func:`close_code`, :func:`close_reason`, :func:`run_session`, :func:`subprotocol_refusal`.
 
@@ -16,7 +16,7 @@ What a client may rely on (docs/protocol.md, "Binary WebSocket"):
   contract's major version and encoding) and the server selects it. An upgrade that does not
   offer it is refused with HTTP 400 (a JSON ``detail`` naming the subprotocol) before any
   session exists: a client of another major version fails at connect, not at its first message.
-* **Tokens, Origin, TLS.** The HTTP listener's guard (:mod:`openenv.bridge.guard`) checks
+* **Tokens, Origin, TLS.** The HTTP listener's guard (:mod:`openenv.http.guard`) checks
   ``Host``/``Origin`` (403) and the bearer token (401) at the upgrade: ``Authorization:
   Bearer <token>``, or, for browsers, which cannot set headers on a WebSocket, an offered
   subprotocol ``bearer.<token>`` beside ``openenv.v1+proto``. TLS is the listener's (``wss://``).
@@ -57,7 +57,7 @@ from openenv.errors import ErrorCode
 from openenv.json_protocol import frames
 from openenv.v1 import environment_pb2
 
-log = logging.getLogger("openenv.bridge")
+log = logging.getLogger("openenv.http")
 
 __all__ = [
     "PATH",

@@ -27,10 +27,10 @@ import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from openenv.bridge.asgi import respond
-from openenv.bridge.backend import BackendSession, spawn
-from openenv.bridge.limits import bounded_loads, check_json
 from openenv.errors import EnvError, ResourceExhausted
+from openenv.http.asgi import respond
+from openenv.http.backend import BackendSession, spawn
+from openenv.http.limits import bounded_loads, check_json
 from openenv.json_protocol import frames
 from openenv.json_protocol.jsonrpc import (
     INTERNAL_ERROR,
@@ -46,9 +46,9 @@ from openenv.json_protocol.jsontext import dumpb, least_size
 from openenv.runtime.tools import Tool, ToolResult
 
 if TYPE_CHECKING:
-    from openenv.bridge.app import BridgeApp
+    from openenv.http.app import BridgeApp
 
-log = logging.getLogger("openenv.bridge.mcp")
+log = logging.getLogger("openenv.http.mcp")
 
 __all__ = ["StreamableMcp", "handle_jsonrpc", "mcp_result", "mcp_tool", "serve_mcp_http", "serve_mcp_ws"]
 
@@ -203,7 +203,7 @@ async def _read_body(receive: Any, limit: int) -> bytes:
 
 
 def _json_refusal(body: bytes) -> str | None:
-    """Why a JSON body is refused unparsed (:func:`openenv.bridge.limits.bounded_loads`'s bounds)."""
+    """Why a JSON body is refused unparsed (:func:`openenv.http.limits.bounded_loads`'s bounds)."""
     try:
         check_json(body)
     except ValueError as e:
@@ -362,7 +362,7 @@ async def serve_mcp_ws(app: BridgeApp, scope: dict[str, Any], receive: Any, send
 def _transport_security(policy: Any) -> Any:
     """The MCP SDK's DNS-rebinding protection, on when the listener is bound to loopback
     (RFC 0003): loopback hosts and origins, plus the listed ones. (The guard in front,
-    :mod:`openenv.bridge.guard`, applies the same rules to every route first.)"""
+    :mod:`openenv.http.guard`, applies the same rules to every route first.)"""
     from mcp.server.transport_security import TransportSecuritySettings
 
     if policy is None or not policy.check_host:

@@ -2,7 +2,7 @@
 
 :class:`UvicornListener` is the one place that binds a listening socket (port 0 picks a free
 port, so the bound port is known before anything is served), runs a ``uvicorn.Server`` on it
-in the running loop, and stops it within a bound. The HTTP side (:class:`~openenv.bridge.http.
+in the running loop, and stops it within a bound. The HTTP side (:class:`~openenv.http.server.
 HttpServer`) and the harness's loopback servers (proxy, scripted model, tool relay) both run
 on it, with their own ``uvicorn.Config``.
 """

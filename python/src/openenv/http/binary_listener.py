@@ -2,7 +2,7 @@
 
 ``openenv.Host(..., binary_port=N)`` (``openenv serve --binary-port N``) serves
 ``ws(s)://host:N/v1/session`` with this listener beside the HTTP one: the same transport as
-``/v1/session`` on the HTTP listener (:mod:`openenv.bridge.binary`), the same engine and
+``/v1/session`` on the HTTP listener (:mod:`openenv.http.binary`), the same engine and
 sessions as every other listener of the host, at a fraction of the per-message cost (picows
 parses and frames in Cython; docs/performance.md, "Binary WebSocket"). What a client may rely
 on is the HTTP listener's ``/v1/session`` contract, rule for rule:
@@ -50,7 +50,9 @@ from picows import (
     ws_create_server,
 )
 
-from openenv.bridge.binary import (
+from openenv.engine import Engine, Incoming, bounded_serializer
+from openenv.errors import ErrorCode
+from openenv.http.binary import (
     PATH,
     SUBPROTOCOL,
     TEXT_MESSAGE,
@@ -62,9 +64,7 @@ from openenv.bridge.binary import (
     run_session,
     subprotocol_refusal,
 )
-from openenv.bridge.guard import ws_token_accepted
-from openenv.engine import Engine, Incoming, bounded_serializer
-from openenv.errors import ErrorCode
+from openenv.http.guard import ws_token_accepted
 from openenv.json_protocol import frames
 from openenv.json_protocol.payloads import info_to_json
 from openenv.runtime.load import server_load
@@ -72,7 +72,7 @@ from openenv.security import BrowserPolicy, SecuritySettings
 from openenv.settings import HttpSettings
 from openenv.v1 import environment_pb2
 
-log = logging.getLogger("openenv.bridge")
+log = logging.getLogger("openenv.http")
 
 __all__ = ["BinaryListener"]
 

@@ -1,4 +1,4 @@
-"""The HTTP side's gatekeeper: an ASGI layer in front of :class:`~openenv.bridge.app.BridgeApp`.
+"""The HTTP side's gatekeeper: an ASGI layer in front of :class:`~openenv.http.app.BridgeApp`.
 
 Every HTTP request and WebSocket upgrade passes, in order (RFC 0003, docs/security.md):
 
@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from typing import Any
 from urllib.parse import parse_qsl
 
-from openenv.bridge.asgi import respond
+from openenv.http.asgi import respond
 from openenv.json_protocol import frames
 from openenv.runtime.session import CLIENT
 from openenv.security import BrowserPolicy, TokenSet

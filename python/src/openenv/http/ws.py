@@ -39,10 +39,10 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
 from urllib.parse import parse_qs
 
-from openenv.bridge.limits import PARSED, UNPARSED, bounded_loads
-from openenv.bridge.mcp import handle_jsonrpc, mcp_result, mcp_tool
 from openenv.engine import Prepared
 from openenv.errors import EnvError, ErrorCode, Internal, InvalidArgument, ResourceExhausted, Unimplemented
+from openenv.http.limits import PARSED, UNPARSED, bounded_loads
+from openenv.http.mcp import handle_jsonrpc, mcp_result, mcp_tool
 from openenv.json_protocol import frames
 from openenv.json_protocol.jsonrpc import error_of as rpc_error
 from openenv.json_protocol.jsontext import dumpb, least_size
@@ -53,11 +53,11 @@ from openenv.v1 import environment_pb2
 from openenv.values import to_struct
 
 if TYPE_CHECKING:
-    from openenv.bridge.app import BridgeApp
-    from openenv.bridge.backend import Backend
+    from openenv.http.app import BridgeApp
+    from openenv.http.backend import Backend
     from openenv.runtime.session import Session
 
-log = logging.getLogger("openenv.bridge")
+log = logging.getLogger("openenv.http")
 
 __all__ = ["WsStream", "serve_ws"]
 
@@ -246,7 +246,7 @@ class WsStream:
             self._opened = True
             self.id = response.handshake.session_id
             self._session = self.backend.local_session(self.id)
-            self.scope["openenv.session"] = self  # for the observing middleware (openenv.bridge.observe)
+            self.scope["openenv.session"] = self  # for the observing middleware (openenv.http.observe)
             return
         async with self._turn:
             fr = self._order.popleft()  # the engine answers in request order: its frame is the head
