@@ -48,7 +48,7 @@ def test_push_dry_run_writes_a_space_that_serves(tmp_path: Path) -> None:
     assert cmd.startswith("CMD [") and '"echo_env.server:EchoEnvironment"' in cmd and '"7860"' in cmd
     assert "EXPOSE 7860" in docker and "/health" in docker
     assert (out / "env" / "pyproject.toml").is_file() and (out / "vendor" / "openenv" / "pyproject.toml").is_file()
-    assert (out / "vendor" / "openenv" / "src" / "openenv" / "bridge" / "app.py").is_file()
+    assert (out / "vendor" / "openenv" / "src" / "openenv" / "http" / "app.py").is_file()
     assert not list(out.rglob("__pycache__"))
     # serve the folder's code the way the image does (its CMD, on a free port instead of 7860)
     env = {"PYTHONPATH": f"{out / 'env' / 'src'}:{out / 'vendor' / 'openenv' / 'src'}", "PATH": "/usr/bin:/bin"}
