@@ -518,7 +518,9 @@ def test_openenv_certify_passes_on_typescript_environments(
     url = request.getfixturevalue(env_fixture)
     report = tmp_path / "report.json"
     r = subprocess.run(
-        [str(BIN / "openenv"), "certify", url, "--report", str(report)],
+        # 30 examples per search (the suite's default is 100): the TypeScript binding's runtime
+        # under every check, at a depth a CI run can afford three times.
+        [str(BIN / "openenv"), "certify", url, "--max-examples", "30", "--report", str(report)],
         capture_output=True,
         text=True,
         timeout=900,
@@ -541,7 +543,17 @@ def test_openenv_certify_passes_on_the_typescript_gridworld_with_a_token(
     report = tmp_path / "report.json"
     env = {k: v for k, v in os.environ.items() if k != "OPENENV_TOKEN"}
     r = subprocess.run(
-        [str(BIN / "openenv"), "certify", ts_gridworld_with_token, "--token", TS_TOKEN, "--report", str(report)],
+        [
+            str(BIN / "openenv"),
+            "certify",
+            ts_gridworld_with_token,
+            "--token",
+            TS_TOKEN,
+            "--max-examples",
+            "30",
+            "--report",
+            str(report),
+        ],
         capture_output=True,
         text=True,
         timeout=900,
