@@ -14,7 +14,7 @@ Needs the ``http`` extra (uvicorn, websockets, mcp).
 """
 
 from openenv.bridge.app import BridgeApp
-from openenv.bridge.backend import Backend, BackendSession, LocalBackend
+from openenv.bridge.backend import Backend, EngineSession, LocalBackend
 from openenv.bridge.http import DEFAULT_HTTP_PORT, HttpOptions, HttpServer
 from openenv.bridge.observe import ObservedApp
 from openenv.bridge.remote import RemoteBackend
@@ -22,8 +22,8 @@ from openenv.bridge.remote import RemoteBackend
 __all__ = [
     "DEFAULT_HTTP_PORT",
     "Backend",
-    "BackendSession",
     "BridgeApp",
+    "EngineSession",
     "HttpOptions",
     "HttpServer",
     "LocalBackend",
