@@ -180,6 +180,10 @@ async def test_jsonrpc_tool_requests_keep_their_answers_and_free_their_sessions(
         assert missing["error"]["code"] == -32602 and missing["error"]["data"]["status"] == "NOT_FOUND", missing
         bad = (await http.post("/mcp", json=_rpc("tools/call", 4, name="echo_message", arguments={"nope": 1}))).json()
         assert bad["error"]["code"] == -32602 and bad["error"]["data"]["status"] == "INVALID_ARGUMENT", bad
+        refused = (
+            await http.post("/mcp", json=_rpc("openenv/session/create", 7, options=["not", "an", "object"]))
+        ).json()
+        assert refused["error"]["code"] == -32602 and "must be an object" in refused["error"]["message"], refused
         await wait_until(lambda: _active(holder) == 0, "every temporary session closed")
         # The /mcp WebSocket: one session for the connection, the same answers.
         async with Ws(url.replace("http://", "ws://") + "/mcp") as ws:

@@ -242,10 +242,12 @@ class EngineSession:
             handshake=environment_pb2.HandshakeRequest(protocol_version=PROTOCOL_VERSION, client_name=client_name)
         )
         if options:
+            if not isinstance(options, Mapping):
+                raise InvalidArgument(f"the session options must be an object, got {type(options).__name__}")
             try:
                 to_struct(dict(options), hello.handshake.options)
             except (TypeError, ValueError) as e:
-                raise InvalidArgument(f"the session options are not JSON: {e}", fatal=True) from None
+                raise InvalidArgument(f"the session options are not JSON: {e}") from None
         self._task = spawn(self._run(server))
         resp, _ = await self.request(hello)
         if resp.WhichOneof("kind") == "error":
