@@ -160,3 +160,77 @@ async def test_an_attached_websocket_shares_the_session_which_outlives_it_and_en
         async with Ws(ws_url(url, f"session_id={sid}")) as late:
             gone = await late.recv()
             assert gone["type"] == "error" and "Unknown session_id" in gone["data"]["message"]
+
+
+@pytest.mark.parametrize("via", ["server", "bridge"])
+async def test_jsonrpc_tool_requests_keep_their_answers_and_free_their_sessions(via: str) -> None:
+    """``tools/*`` on ``POST /mcp`` go through the served engine (or the bridge's relay) as
+    protocol requests: the answers, error codes included, are the JSON-RPC ones, and the
+    temporary session of each request is closed once it is answered."""
+    async with (
+        http_side(EchoEnvironment, via) as (url, holder),
+        httpx.AsyncClient(base_url=url, trust_env=False, timeout=WAIT_S) as http,
+    ):
+        listed = (await http.post("/mcp", json=_rpc("tools/list", 1))).json()
+        assert sorted(t["name"] for t in listed["result"]["tools"]) == ["echo_message", "echo_with_length"]
+        called = (
+            await http.post("/mcp", json=_rpc("tools/call", 2, name="echo_with_length", arguments={"message": "ab"}))
+        ).json()
+        assert called["result"]["data"] == {"message": "ab", "length": 2} and called["result"]["isError"] is False
+        missing = (await http.post("/mcp", json=_rpc("tools/call", 3, name="nope"))).json()
+        assert missing["error"]["code"] == -32602 and missing["error"]["data"]["status"] == "NOT_FOUND", missing
+        bad = (await http.post("/mcp", json=_rpc("tools/call", 4, name="echo_message", arguments={"nope": 1}))).json()
+        assert bad["error"]["code"] == -32602 and bad["error"]["data"]["status"] == "INVALID_ARGUMENT", bad
+        refused = (
+            await http.post("/mcp", json=_rpc("openenv/session/create", 7, options=["not", "an", "object"]))
+        ).json()
+        assert refused["error"]["code"] == -32602 and "must be an object" in refused["error"]["message"], refused
+        await wait_until(lambda: _active(holder) == 0, "every temporary session closed")
+        # The /mcp WebSocket: one session for the connection, the same answers.
+        async with Ws(url.replace("http://", "ws://") + "/mcp") as ws:
+            r = await ws.ask(_rpc("tools/call", 5, name="echo_message", arguments={"message": "w"}))
+            assert r["result"]["data"] == "w"
+            r = await ws.ask(_rpc("tools/call", 6, name="nope"))
+            assert r["error"]["code"] == -32602 and r["error"]["data"]["status"] == "NOT_FOUND"
+            assert _active(holder) == 1
+        await wait_until(lambda: _active(holder) == 0, "the /mcp WebSocket's session closed with it")
+
+
+async def test_sessions_of_mcp_count_against_the_client_that_opened_them() -> None:
+    """The engine counts sessions per client (the request's address reaches the handshake of
+    the session it opens): beyond the limit, /mcp answers the capacity error."""
+    async with (
+        served(EchoEnvironment, max_sessions_per_client=1) as srv,
+        httpx.AsyncClient(base_url=srv.http_url, trust_env=False, timeout=WAIT_S) as http,
+    ):
+        sid = (await http.post("/mcp", json=_rpc("openenv/session/create", 1))).json()["result"]["session_id"]
+        again = (await http.post("/mcp", json=_rpc("openenv/session/create", 2))).json()
+        assert again["error"]["code"] == -32000 and "per client" in again["error"]["message"], again
+        side = (await http.post("/mcp", json=_rpc("tools/list", 3))).json()
+        assert side["error"]["data"]["status"] == "RESOURCE_EXHAUSTED", side
+        owned = (await http.post("/mcp", json=_rpc("tools/list", 4, session_id=sid))).json()
+        assert len(owned["result"]["tools"]) == 2, "the client's own session still answers"
+        await http.post("/mcp", json=_rpc("openenv/session/close", 5, session_id=sid))
+        assert "result" in (await http.post("/mcp", json=_rpc("tools/list", 6))).json()
+
+
+async def test_an_idle_registry_session_ends_its_attached_websocket_and_is_forgotten() -> None:
+    async with (
+        served(EchoEnvironment, idle_timeout_s=0.4) as srv,
+        httpx.AsyncClient(base_url=srv.http_url, trust_env=False, timeout=WAIT_S) as http,
+    ):
+        sid = (await http.post("/mcp", json=_rpc("openenv/session/create", 1))).json()["result"]["session_id"]
+        async with Ws(ws_url(srv.http_url, f"session_id={sid}")) as ws:
+            assert (await ws.ask({"type": "reset"}))["type"] == "observation"
+            ended = await ws.recv()  # nothing more is sent: the reaper ends the session
+            assert ended["type"] == "error" and ended["data"]["status"] == "DEADLINE_EXCEEDED", ended
+        await wait_until(lambda: srv.manager.active == 0, "the idle session's slot freed")
+        gone = (await http.post("/mcp", json=_rpc("tools/list", 2, session_id=sid))).json()
+        assert (
+            gone["error"]["data"]["status"] == "INVALID_ARGUMENT" and "Unknown session_id" in gone["error"]["message"]
+        )
+        # An idle registry session with nothing attached is forgotten too.
+        sid = (await http.post("/mcp", json=_rpc("openenv/session/create", 3))).json()["result"]["session_id"]
+        await wait_until(lambda: srv.manager.active == 0, "the idle session's slot freed")
+        gone = (await http.post("/mcp", json=_rpc("tools/list", 4, session_id=sid))).json()
+        assert "Unknown session_id" in gone["error"]["message"], gone

@@ -27,12 +27,11 @@ from openenv.client.load import get_load
 from openenv.client.urls import parse_url
 from openenv.engine import Prepared, Stream, Undecodable, status_of
 from openenv.errors import EnvError, InvalidArgument, Unavailable
-from openenv.http.backend import Backend, BackendSession, call_tool_args
+from openenv.http.backend import Backend, call_tool_args
 from openenv.json_protocol import frames
 from openenv.json_protocol.frames import JsonStep
 from openenv.json_protocol.payloads import CALL_TOOL, PayloadJson
 from openenv.protocol import PROTOCOL_VERSION, EpisodeStatus
-from openenv.runtime.tools import Tool, ToolResult
 from openenv.v1 import environment_pb2, environment_pb2_grpc, load_pb2, payload_pb2
 from openenv.values import from_struct, to_struct
 
@@ -44,8 +43,8 @@ relay reads ahead (a client that sends frames without waiting gets the remote's 
 within this bound (memory per connection)."""
 
 
-class RemoteSession(BackendSession):
-    """One remote ``Session`` stream."""
+class RemoteSession:
+    """One remote ``Session`` stream (what :class:`RemoteRelay` forwards a stream's requests to)."""
 
     def __init__(self, backend: RemoteBackend, conn: GrpcConnection) -> None:
         self._b = backend
@@ -59,12 +58,6 @@ class RemoteSession(BackendSession):
         if not self._closing and self._terminate is not None:
             self._terminate(err)
 
-    async def _request(self, req: environment_pb2.SessionRequest) -> environment_pb2.SessionResponse:
-        resp = await self._c.request(req)
-        if resp.WhichOneof("kind") == "error":
-            raise EnvError.from_proto(resp.error)
-        return resp
-
     async def forward(self, req: environment_pb2.SessionRequest) -> environment_pb2.SessionResponse:
         """The remote's answer to one request, an error answer included (never raises an
         :class:`EnvError`: a failure of the connection is the request's error answer)."""
@@ -75,46 +68,12 @@ class RemoteSession(BackendSession):
             resp.error.CopyFrom(status_of(e))
             return resp
 
-    def _ts(self, ts: environment_pb2.TimeStep) -> JsonStep:
-        self.last_step = out = self._b.json_step_of(ts)
-        return out
-
-    async def reset(self, seed: int | None, episode_id: str | None, options: Mapping[str, object]) -> JsonStep:
-        req = environment_pb2.SessionRequest(reset=environment_pb2.ResetRequest(episode_id=episode_id or ""))
-        if seed is not None:
-            req.reset.seed = seed
-        if options:
-            to_struct(options, req.reset.options)
-        return self._ts((await self._request(req)).reset.time_step)
-
-    async def step(self, action: object, timeout: float | None = None) -> JsonStep:
-        req = environment_pb2.SessionRequest()
-        st = req.step
-        st.action.CopyFrom(self._b.decode_action(action))
-        if timeout is not None:
-            st.timeout.FromNanoseconds(int(timeout * 1e9))
-        return self._ts((await self._request(req)).step.time_step)
-
-    async def state(self) -> tuple[str, int, str, object]:
-        resp = await self._request(environment_pb2.SessionRequest(state=environment_pb2.StateRequest()))
-        return self._b.json_state_of(resp.state)
-
-    async def list_tools(self) -> list[Tool]:
-        resp = await self._request(environment_pb2.SessionRequest(list_tools={}))
-        return [Tool.from_proto(t) for t in resp.list_tools.tools]
-
-    async def call_tool(self, name: str, arguments: Mapping[str, object], timeout: float | None = None) -> ToolResult:
-        req = environment_pb2.SessionRequest(call_tool={"name": name})
-        if arguments:
-            to_struct(arguments, req.call_tool.arguments)
-        if timeout is not None:
-            req.call_tool.timeout.FromNanoseconds(int(timeout * 1e9))
-        return ToolResult.from_proto((await self._request(req)).call_tool.result)
-
     def on_terminate(self, callback: Callable[[EnvError], None] | None) -> None:
+        """Register how the relay ends its stream when the remote ends the session."""
         self._terminate = callback
 
     async def close(self) -> None:
+        """Close the remote stream (idempotent)."""
         if self._closing:
             return
         self._closing = True
@@ -194,7 +153,9 @@ class RemoteBackend(Backend):
             await ch.close()
         return cls(target, resp.info, connect_timeout=connect_timeout, token=token, ca_file=ca_file)
 
-    async def open(self, options: Mapping[str, object] | None = None, client_name: str = "") -> RemoteSession:
+    async def open_remote(self, options: Mapping[str, object] | None = None, client_name: str = "") -> RemoteSession:
+        """One ``Session`` stream to the remote server (what :class:`RemoteRelay` serves a
+        stream's handshake with); raises its handshake's error, fatal."""
         if self._draining:
             raise Unavailable("the bridge is shutting down", fatal=True)
         scheme, hostport = parse_url(self.target)
@@ -261,14 +222,13 @@ class RemoteRelay:
     wait for each reply gets the remote's pipelining; the stream answers the frames it keeps
     for itself in frame order. A session the remote ends (idle timeout, drain, a dropped
     connection that cannot be resumed) ends the stream with its error (``abort``); ``close``
-    closes the remote session. ``attach``: a session of the registry
-    (``openenv/session/create``), driven by this stream and left open when it ends.
+    and the end of the stream close the remote session.
     """
 
     def __init__(self, backend: RemoteBackend) -> None:
         self.backend = backend
 
-    async def serve(self, stream: Stream, *, attach: RemoteSession | None = None) -> None:
+    async def serve(self, stream: Stream) -> None:
         first = await stream.read()
         if first is None:
             return
@@ -277,16 +237,14 @@ class RemoteRelay:
             # A bug of the stream (WsStream always synthesises one), not something a client sent.
             raise InvalidArgument("the relay's first request must be a handshake")
         resp = environment_pb2.SessionResponse(request_id=hello.request_id)
-        session = attach
-        if session is None:
-            hs = hello.handshake
-            try:
-                session = await self.backend.open(from_struct(hs.options), hs.client_name)
-            except EnvError as e:
-                e.fatal = True
-                resp.error.CopyFrom(status_of(e))
-                await stream.write(resp)
-                return
+        hs = hello.handshake
+        try:
+            session = await self.backend.open_remote(from_struct(hs.options), hs.client_name)
+        except EnvError as e:
+            e.fatal = True
+            resp.error.CopyFrom(status_of(e))
+            await stream.write(resp)
+            return
         del first, hello
         ended: list[EnvError] = []
         task = asyncio.current_task()
@@ -335,8 +293,7 @@ class RemoteRelay:
                 left = window.get_nowait()
                 if isinstance(left, asyncio.Future):
                     left.cancel()
-            if attach is None:
-                await asyncio.shield(session.close())
+            await asyncio.shield(session.close())
 
     async def _read_ahead(
         self,

@@ -158,13 +158,10 @@ class Engine:
 
     # ------------------------------------------------------------------ the Session stream
 
-    async def serve(self, stream: Stream, *, attach: RuntimeSession | None = None) -> None:
-        """Run one ``Session`` stream to its end (see the class docstring).
-
-        ``attach``: a session another listener opened and keeps (OpenEnv's
-        ``openenv/session/create`` on ``POST /mcp``, which a ``/ws?session_id=`` connection then
-        drives); the handshake then opens none and the session stays open when the stream ends.
-        """
+    async def serve(self, stream: Stream) -> None:
+        """Run one ``Session`` stream to its end (see the class docstring). (A session another
+        listener keeps, as ``/ws?session_id=`` drives one, is reached by relaying requests
+        into that session's own stream: one stream per session.)"""
         CLIENT.set(client_host(stream.peer() or ""))  # this stream's task: sessions counted per client
         encode: Callable[[Any], Any] | None = getattr(stream, "encode_result", None)
         session: RuntimeSession | VectorSession | None = None
@@ -196,7 +193,7 @@ class Engine:
             hello = first.request if isinstance(first, Prepared) else first
             resp = environment_pb2.SessionResponse(request_id=getattr(hello, "request_id", 0))
             try:
-                session, entry = await self._handshake(_decoded(hello), resp, task, attach)
+                session, entry = await self._handshake(_decoded(hello), resp, task)
             except EnvError as e:
                 e.fatal = True
                 resp.error.CopyFrom(status_of(e))
@@ -260,7 +257,7 @@ class Engine:
                 else:
                     self.resumes.forget(entry)
                     await entry.journal.settle()
-            if session is not None and session is not attach:
+            if session is not None:
                 await session.close()
 
     async def _answer_pipelined(
@@ -322,7 +319,6 @@ class Engine:
         req: environment_pb2.SessionRequest,
         resp: environment_pb2.SessionResponse,
         task: asyncio.Task[Any] | None,
-        attach: RuntimeSession | None = None,
     ) -> tuple[RuntimeSession | VectorSession, Resumable | None]:
         if req.WhichOneof("kind") != "handshake":
             raise FailedPrecondition(
@@ -345,11 +341,7 @@ class Engine:
         session: RuntimeSession | VectorSession
         entry: Resumable | None = None
         out = resp.handshake
-        if attach is not None:
-            if attach.closed:
-                raise FailedPrecondition(f"session {attach.id} has ended")
-            session = attach
-        elif hs.resume_token:
+        if hs.resume_token:
             entry = await self.resumes.take(hs.resume_token, task)
             session = entry.session
             out.resume_token, out.resumed = entry.token, True

@@ -19,14 +19,14 @@ Needs the ``http`` extra (uvicorn, websockets, mcp).
 """
 
 from openenv.http.app import BridgeApp
-from openenv.http.backend import Backend, BackendSession, LocalBackend
+from openenv.http.backend import Backend, EngineSession, LocalBackend
 from openenv.http.observe import ObservedApp
 from openenv.http.server import DEFAULT_HTTP_PORT, HttpOptions, HttpServer
 
 __all__ = [
     "DEFAULT_HTTP_PORT",
     "Backend",
-    "BackendSession",
+    "EngineSession",
     "BridgeApp",
     "HttpOptions",
     "HttpServer",

@@ -38,7 +38,7 @@ from google.protobuf import json_format
 
 from openenv.errors import EnvError, FailedPrecondition, InvalidArgument
 from openenv.http.asgi import respond
-from openenv.http.backend import Backend, BackendSession, spawn
+from openenv.http.backend import Backend, EngineSession, spawn
 from openenv.http.binary import PATH as BINARY_PATH
 from openenv.http.binary import serve_binary
 from openenv.http.mcp import StreamableMcp, serve_mcp_http, serve_mcp_ws
@@ -56,15 +56,16 @@ __all__ = ["BridgeApp", "SessionRegistry"]
 
 class SessionRegistry:
     """Sessions created over HTTP (``openenv/session/create`` on ``POST /mcp``), which a
-    ``/ws?session_id=`` connection may attach to. Idle reaping and drain close them."""
+    ``/ws?session_id=`` connection may attach to (:meth:`EngineSession.relay`: its requests
+    go through the session's own engine stream). Idle reaping and drain close them."""
 
     def __init__(self, backend: Backend) -> None:
         self.backend = backend
-        self.sessions: dict[str, BackendSession] = {}
+        self.sessions: dict[str, EngineSession] = {}
         self.attached: set[str] = set()
         self.pending_close: set[str] = set()
 
-    async def create(self, options: dict[str, Any] | None = None) -> BackendSession:
+    async def create(self, options: dict[str, Any] | None = None) -> EngineSession:
         s = await self.backend.open(options or {}, "openenv-mcp-http")
         self.sessions[s.id] = s
         s.on_terminate(self._expiry(s.id))
@@ -76,13 +77,13 @@ class SessionRegistry:
 
         return expire
 
-    def get(self, sid: str) -> BackendSession:
+    def get(self, sid: str) -> EngineSession:
         s = self.sessions.get(sid)
         if s is None:
             raise InvalidArgument(f"Unknown session_id: {sid}")
         return s
 
-    def attach(self, sid: str) -> BackendSession:
+    def attach(self, sid: str) -> EngineSession:
         s = self.sessions.get(sid)
         if s is None:
             raise FailedPrecondition(f"Unknown session_id: {sid}", fatal=True)
@@ -96,7 +97,7 @@ class SessionRegistry:
         s = self.sessions.get(sid)
         if s is None:
             return
-        if sid in self.pending_close:
+        if sid in self.pending_close or s.ended:  # closing, or ended by the server while attached
             spawn(self.close(sid, force=True))
         else:
             s.on_terminate(self._expiry(sid))

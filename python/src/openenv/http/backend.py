@@ -1,42 +1,50 @@
 """What the bridge translates onto: sessions that speak canonical JSON.
 
-A :class:`Backend` opens :class:`BackendSession`\\ s. Two implementations exist:
+A :class:`Backend` describes the environment and holds what serves its protocol streams
+(:attr:`Backend.engine`); :class:`EngineSession` is a session of it that no client stream
+carries (``/mcp``, ``openenv/session/create``). Two implementations exist:
 
 * :class:`LocalBackend` (this module): the in-process ``SessionManager`` of a server, the
   same one its gRPC side uses (same capacity, same idle reaper, no extra hop);
 * the bridge's remote backend (:mod:`openenv.bridge.remote`): a remote gRPC environment server in any
   language, one gRPC ``Session`` stream per bridged session.
 
-Both take actions as canonical JSON (:mod:`openenv.json_protocol.payloads`), return
-:class:`~openenv.json_protocol.frames.JsonStep`\\ s and raise the exceptions of the error table.
+Both decode actions from canonical JSON (:mod:`openenv.json_protocol.payloads`) and shape
+time steps as :class:`~openenv.json_protocol.frames.JsonStep`\\ s; every request of a
+protocol kind goes through :attr:`Backend.engine`.
 """
 
 from __future__ import annotations
 
 import abc
 import asyncio
+import collections
+import contextlib
 import functools
-from collections.abc import Callable, Coroutine, Mapping
-from typing import Any, Protocol, TypeVar
+import logging
+from collections.abc import Callable, Coroutine, Mapping, Sequence
+from typing import Any, NoReturn, Protocol, TypeVar
 
 from google.protobuf import json_format
 
-from openenv.engine import Engine, Stream
-from openenv.errors import EnvError, Internal, InvalidArgument, Unimplemented
+from openenv.engine import Engine, Prepared, Stream, Undecodable
+from openenv.errors import EnvError, ErrorCode, FailedPrecondition, Internal, InvalidArgument, Unimplemented
 from openenv.http.limits import bounded_loads
 from openenv.json_protocol import frames
 from openenv.json_protocol.frames import JsonStep
 from openenv.json_protocol.jsontext import dumps
 from openenv.json_protocol.payloads import CALL_TOOL, PayloadJson, message_to_json
-from openenv.json_protocol.render import render_to_json
-from openenv.protocol import EpisodeStatus, SessionState, StepResult
+from openenv.protocol import PROTOCOL_VERSION, EpisodeStatus, SessionState, StepResult
 from openenv.runtime.codec import AdaptedCodec, Codec, MessageCodec, TensorCodec
 from openenv.runtime.load import server_load
-from openenv.runtime.session import Session, SessionManager
+from openenv.runtime.session import CLIENT, Session, SessionManager
 from openenv.runtime.tools import CallToolAction, Tool, ToolResult
 from openenv.v1 import environment_pb2, load_pb2, payload_pb2
+from openenv.values import to_struct
 
-__all__ = ["Backend", "BackendSession", "LocalBackend", "LocalSession", "SessionServer", "call_tool_args", "spawn"]
+__all__ = ["Backend", "EngineSession", "LocalBackend", "SessionServer", "call_tool_args", "spawn"]
+
+log = logging.getLogger("openenv.http")
 
 _PLAIN = (dict, list, str, int, float, bool, type(None))
 _T = TypeVar("_T")
@@ -48,58 +56,13 @@ def call_tool_args(data: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
     return frames.call_tool_args(data, bounded_loads)
 
 
-class BackendSession(abc.ABC):
-    """One environment session. Calls never overlap (the transport serialises them)."""
-
-    id: str
-    #: The time step of the latest reset or step (what the metrics count episodes from).
-    last_step: JsonStep | None = None
-
-    @abc.abstractmethod
-    async def reset(self, seed: int | None, episode_id: str | None, options: Mapping[str, Any]) -> JsonStep: ...
-
-    @abc.abstractmethod
-    async def step(self, action: Any, timeout: float | None = None) -> JsonStep:
-        """Apply an action given as canonical JSON (tool envs: OpenEnv's call_tool dict)."""
-
-    @abc.abstractmethod
-    async def state(self) -> tuple[str, int, str, Any]:
-        """(episode_id, step_count, status name, environment state as JSON)."""
-
-    @abc.abstractmethod
-    async def list_tools(self) -> list[Tool]: ...
-
-    @abc.abstractmethod
-    async def call_tool(self, name: str, arguments: Mapping[str, Any], timeout: float | None = None) -> ToolResult: ...
-
-    @abc.abstractmethod
-    def on_terminate(self, callback: Callable[[EnvError], None] | None) -> None:
-        """Register how the transport ends this session (idle timeout, drain)."""
-
-    async def render(self) -> dict[str, Any]:
-        """The environment's picture of its state (``openenv.render`` on ``/ws``, what the
-        playground draws); UNIMPLEMENTED when the environment has none."""
-        raise Unimplemented("this environment has no render hook")
-
-    @property
-    def env_seconds(self) -> float | None:
-        """Seconds spent in the environment's code so far (metrics), None when unknown."""
-        return None
-
-    @abc.abstractmethod
-    async def close(self) -> None:
-        """End the session and free its slot (idempotent)."""
-
-
 class SessionServer(Protocol):
-    """What serves ``/ws``'s translated streams: :meth:`openenv.engine.Engine.serve`'s shape.
+    """What serves the HTTP side's protocol streams: :meth:`openenv.engine.Engine.serve`'s shape.
 
     The local engine, or the bridge's relay onto a remote server
-    (:class:`openenv.bridge.remote.RemoteRelay`). ``attach``: a session another listener
-    opened and keeps (what :meth:`Backend.attach_target` returns), driven by this stream
-    and left open when it ends."""
+    (:class:`openenv.bridge.remote.RemoteRelay`)."""
 
-    async def serve(self, stream: Stream, *, attach: Any = None) -> None: ...
+    async def serve(self, stream: Stream) -> None: ...
 
 
 class Backend(abc.ABC):
@@ -141,14 +104,10 @@ class Backend(abc.ABC):
         """The runtime's session of that id when it runs in this process (render, metrics)."""
         return None
 
-    def attach_target(self, session: BackendSession) -> Any:
-        """What :attr:`engine` attaches a ``/ws?session_id=`` stream to, for a session of the
-        registry (``openenv/session/create``)."""
-        return session
-
-    @abc.abstractmethod
-    async def open(self, options: Mapping[str, Any] | None = None, client_name: str = "") -> BackendSession:
-        """Open a session; raises the error of the table (capacity, drain, factory)."""
+    async def open(self, options: Mapping[str, Any] | None = None, client_name: str = "") -> EngineSession:
+        """Open a session on :attr:`engine` (:class:`EngineSession`); raises the handshake's
+        error (capacity, drain, factory: fatal)."""
+        return await EngineSession.open(self.engine, options, client_name)
 
     @property
     @abc.abstractmethod
@@ -187,6 +146,267 @@ def spawn(coro: Coroutine[Any, Any, _T]) -> asyncio.Task[_T]:
     return task
 
 
+# --------------------------------------------------------------------------- engine sessions
+
+
+def _peer_of(host: str) -> str:
+    """A client host (what :data:`openenv.runtime.session.CLIENT` holds) in gRPC's peer form,
+    so the engine counts the session against the same client as the request that opened it."""
+    if not host:
+        return ""
+    return f"ipv6:[{host}]:0" if ":" in host else f"ipv4:{host}:0"
+
+
+class _Pipe:
+    """The in-memory :class:`~openenv.engine.Stream` of an :class:`EngineSession`: requests go
+    in through a queue, each answer resolves the future of the oldest unanswered request (the
+    engine, and the remote relay, answer in request order, one answer per request)."""
+
+    def __init__(self, peer: str) -> None:
+        self.inbox: asyncio.Queue[Any] = asyncio.Queue()
+        self.waiting: collections.deque[tuple[asyncio.Future[tuple[Any, Any]], Callable[[Any], Any] | None]] = (
+            collections.deque()
+        )
+        self._peer = peer
+        self.on_abort: Callable[[EnvError], None] | None = None
+
+    async def read(self) -> Any:
+        return await self.inbox.get()
+
+    def encode_result(self, result: Any) -> Any:
+        # Called by the engine for the request it is answering: the head of ``waiting``.
+        encode = self.waiting[0][1] if self.waiting else None
+        return result if encode is None else encode(result)
+
+    async def write(self, response: environment_pb2.SessionResponse, encoded: Any = None) -> None:
+        if not self.waiting:  # an answer nobody asked for (never from the engine): dropped
+            return
+        fut, _ = self.waiting.popleft()
+        if not fut.done():  # its caller may have gone (cancelled): the answer is dropped, the order kept
+            fut.set_result((response, encoded))
+
+    async def abort(self, code: ErrorCode, message: str) -> NoReturn:
+        err = EnvError.from_code(code, message, fatal=True)
+        if self.on_abort is not None:
+            self.on_abort(err)
+        raise _Ended(err)
+
+    def peer(self) -> str:
+        return self._peer
+
+    def metadata(self) -> Sequence[tuple[str, str]]:
+        return ()
+
+
+class _Ended(Exception):
+    """The server ended an :class:`EngineSession`'s stream (idle timeout, drain)."""
+
+    def __init__(self, err: EnvError) -> None:
+        super().__init__(err.message)
+        self.err = err
+
+
+class EngineSession:
+    """One protocol session of the HTTP side that no client stream carries (``/mcp``, the
+    sessions of ``openenv/session/create``): one :meth:`openenv.engine.Engine.serve` (or the
+    remote relay's) runs over an in-memory stream, and each call sends it one protocol request.
+    So every request of a protocol kind reaches the environment through the one dispatcher
+    that serves gRPC and ``/ws``: same validation, limits, timeouts and error codes.
+
+    What callers may rely on: :meth:`open` raises the handshake's error (capacity, drain,
+    factory); the request methods raise the request's :class:`~openenv.errors.EnvError` and
+    never end the session for a non-fatal one; requests are answered in the order they were
+    sent (concurrent callers queue); :meth:`on_terminate`'s callback runs when the server
+    ends the session (idle timeout, drain, a remote session lost), after which every call
+    raises that error; :meth:`close` frees the session's slot once the request in progress
+    is answered (idempotent).
+    """
+
+    def __init__(self, pipe: _Pipe) -> None:
+        self._pipe = pipe
+        self.id = ""
+        self._task: asyncio.Task[None] | None = None
+        self._ended: EnvError | None = None
+        self._terminate: Callable[[EnvError], None] | None = None
+        self._closing = False
+        pipe.on_abort = self._aborted
+
+    @classmethod
+    async def open(
+        cls, server: SessionServer, options: Mapping[str, Any] | None = None, client_name: str = ""
+    ) -> EngineSession:
+        """Open a session on ``server`` (a handshake with ``options`` and ``client_name``; the
+        session is counted against the client of the calling task, as its connection's)."""
+        self = cls(_Pipe(_peer_of(CLIENT.get())))
+        hello = environment_pb2.SessionRequest(
+            handshake=environment_pb2.HandshakeRequest(protocol_version=PROTOCOL_VERSION, client_name=client_name)
+        )
+        if options:
+            if not isinstance(options, Mapping):
+                raise InvalidArgument(f"the session options must be an object, got {type(options).__name__}")
+            try:
+                to_struct(dict(options), hello.handshake.options)
+            except (TypeError, ValueError) as e:
+                raise InvalidArgument(f"the session options are not JSON: {e}") from None
+        self._task = spawn(self._run(server))
+        resp, _ = await self.request(hello)
+        if resp.WhichOneof("kind") == "error":
+            await self._finish()
+            err = EnvError.from_proto(resp.error)
+            err.fatal = True
+            raise err
+        self.id = resp.handshake.session_id
+        return self
+
+    async def _run(self, server: SessionServer) -> None:
+        try:
+            await server.serve(self._pipe)
+        except _Ended:
+            pass
+        except asyncio.CancelledError:
+            pass  # the server is stopping
+        except Exception as e:  # a bug of the server's stream handling: this session's error
+            log.warning("engine session %s failed", self.id, exc_info=True)
+            self._end(Internal(f"the session failed: {type(e).__name__}: {e}", fatal=True))
+        finally:
+            self._end(FailedPrecondition(f"session {self.id or '(opening)'} has ended", fatal=True))
+
+    def _end(self, err: EnvError) -> None:
+        if self._ended is None:
+            self._ended = err
+        while self._pipe.waiting:  # requests the stream will not answer
+            fut, _ = self._pipe.waiting.popleft()
+            if not fut.done():
+                fut.set_exception(self._ended)
+
+    def _aborted(self, err: EnvError) -> None:
+        self._end(err)
+        if self._terminate is not None and not self._closing:
+            self._terminate(err)
+
+    @property
+    def ended(self) -> bool:
+        """True once the session's stream has ended (closed, or ended by the server)."""
+        return self._ended is not None
+
+    def on_terminate(self, callback: Callable[[EnvError], None] | None) -> None:
+        """Register what to do when the server ends the session (replaces the previous one)."""
+        self._terminate = callback
+
+    async def request(
+        self, item: environment_pb2.SessionRequest | Prepared, encode: Callable[[Any], Any] | None = None
+    ) -> tuple[environment_pb2.SessionResponse, Any]:
+        """Send one request; its answer (an error answer included) and, for a local engine,
+        what ``encode`` made of the result (the raw Python result without ``encode``; None
+        from a relay, whose answers are protobuf). Raises the session's end."""
+        if self._ended is not None:
+            raise self._ended
+        fut: asyncio.Future[tuple[Any, Any]] = asyncio.get_running_loop().create_future()
+        self._pipe.waiting.append((fut, encode))
+        self._pipe.inbox.put_nowait(item)
+        return await fut
+
+    async def _ask(
+        self, item: environment_pb2.SessionRequest | Prepared
+    ) -> tuple[environment_pb2.SessionResponse, Any]:
+        resp, value = await self.request(item)
+        if resp.WhichOneof("kind") == "error":
+            raise EnvError.from_proto(resp.error)
+        return resp, value
+
+    async def list_tools(self) -> list[Tool]:
+        """The environment's tools (``list_tools``)."""
+        resp, tools = await self._ask(environment_pb2.SessionRequest(list_tools={}))
+        return list(tools) if tools is not None else [Tool.from_proto(t) for t in resp.list_tools.tools]
+
+    async def call_tool(self, name: str, arguments: Mapping[str, Any], timeout: float | None = None) -> ToolResult:
+        """One tool call (``call_tool``; a side call: no step is counted)."""
+        req = environment_pb2.SessionRequest(call_tool={"name": name})
+        if timeout is not None:
+            req.call_tool.timeout.FromNanoseconds(int(timeout * 1e9))
+        resp, result = await self._ask(Prepared(req, dict(arguments)))
+        if isinstance(result, ToolResult):
+            return result
+        return ToolResult.from_proto(resp.call_tool.result)
+
+    async def relay(self, stream: Stream) -> None:
+        """Drive this session from another stream (``/ws?session_id=``): the
+        :class:`SessionServer` shape. Its handshake attaches (no session is opened), each
+        request is sent on through :meth:`request` with the stream's ``encode_result``, and
+        the answers are written back in order; ``close`` and the end of the stream detach,
+        leaving the session open (its owner closes it). When the server ends the session the
+        stream is aborted with that error."""
+        first = await stream.read()
+        if first is None:
+            return
+        hello = first.request if isinstance(first, Prepared) else first
+        resp = environment_pb2.SessionResponse(request_id=getattr(hello, "request_id", 0))
+        if self._ended is not None:
+            resp.error.CopyFrom(FailedPrecondition(f"session {self.id} has ended", fatal=True).to_proto())
+            await stream.write(resp)
+            return
+        resp.handshake.session_id = self.id
+        resp.handshake.protocol_version = PROTOCOL_VERSION
+        del first, hello
+        encode: Callable[[Any], Any] | None = getattr(stream, "encode_result", None)
+        ended: list[EnvError] = []
+        task = asyncio.current_task()
+
+        def terminate(err: EnvError) -> None:
+            if not ended:
+                ended.append(err)
+                if task is not None:
+                    task.cancel()
+
+        previous, self._terminate = self._terminate, terminate
+        try:
+            await stream.write(resp)
+            while True:
+                item = await stream.read()
+                if item is None:
+                    return
+                if isinstance(item, Undecodable):  # answered in band, as the engine does
+                    out = environment_pb2.SessionResponse(request_id=item.request_id)
+                    out.error.CopyFrom(InvalidArgument(item.describe("SessionRequest")).to_proto())
+                    await stream.write(out)
+                    continue
+                req = item.request if isinstance(item, Prepared) else item
+                if req.WhichOneof("kind") == "close":  # this stream detaches; the owner keeps the session
+                    out = environment_pb2.SessionResponse(request_id=req.request_id)
+                    out.close.SetInParent()
+                    await stream.write(out)
+                    return
+                del req
+                out, encoded = await self.request(item, encode)
+                item = None
+                if encode is not None:
+                    await stream.write(out, encoded)  # type: ignore[call-arg]
+                else:
+                    await stream.write(out)
+                if out.WhichOneof("kind") == "error" and out.error.fatal:
+                    return
+        except asyncio.CancelledError:
+            if not ended:
+                raise  # the client went away or the server is stopping
+            await stream.abort(ended[0].code, ended[0].message)
+        except EnvError as e:  # the session ended under a request
+            await stream.abort(e.code, e.message)
+        finally:
+            if self._terminate is terminate:
+                self._terminate = previous
+
+    async def _finish(self) -> None:
+        if self._task is not None and not self._task.done():
+            self._pipe.inbox.put_nowait(None)  # the end of the input: the server closes the session
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.shield(self._task)
+
+    async def close(self) -> None:
+        """End the session and free its slot (idempotent)."""
+        self._closing = True
+        await self._finish()
+
+
 # --------------------------------------------------------------------------- local
 
 
@@ -194,62 +414,6 @@ def _json_of(codec: Codec, value: Any) -> Any:
     if type(value) in _PLAIN and not isinstance(codec, (MessageCodec, TensorCodec)):
         return value
     return codec.to_json(value)
-
-
-class LocalSession(BackendSession):
-    """A :class:`openenv.session.Session` of this process."""
-
-    __slots__ = ("_b", "_s", "id", "last_step")
-
-    def __init__(self, backend: LocalBackend, session: Session) -> None:
-        self._b = backend
-        self._s = session
-        self.id = session.id
-        self.last_step: JsonStep | None = None
-
-    @property
-    def session(self) -> Session:
-        """The runtime's session this one wraps."""
-        return self._s
-
-    async def reset(self, seed: int | None, episode_id: str | None, options: Mapping[str, Any]) -> JsonStep:
-        self.last_step = ts = self._b.json_step(await self._s.reset(seed, episode_id, options))
-        return ts
-
-    async def step(self, action: Any, timeout: float | None = None) -> JsonStep:
-        before = self._s.status
-        result = await self._s.step(self._b.decode_action(action), timeout)
-        try:
-            self.last_step = ts = self._b.json_step(result)
-            return ts
-        except Exception as e:
-            self._s.retract_step(before)  # an answer that cannot be sent is not a step
-            raise Internal(f"the step's result cannot be encoded: {type(e).__name__}: {e}") from e
-
-    async def state(self) -> tuple[str, int, str, Any]:
-        return self._b.json_state(await self._s.state())
-
-    async def list_tools(self) -> list[Tool]:
-        return await self._s.list_tools()
-
-    async def call_tool(self, name: str, arguments: Mapping[str, Any], timeout: float | None = None) -> ToolResult:
-        return await self._s.call_tool(name, arguments, timeout)
-
-    def on_terminate(self, callback: Callable[[EnvError], None] | None) -> None:
-        if callback is None:
-            self._s._terminate = None
-        else:
-            self._s.on_terminate(callback)
-
-    async def close(self) -> None:
-        await self._s.close()
-
-    async def render(self) -> dict[str, Any]:
-        return render_to_json(await self._s.render())
-
-    @property
-    def env_seconds(self) -> float | None:
-        return self._s.env_seconds
 
 
 class LocalBackend(Backend):
@@ -337,12 +501,6 @@ class LocalBackend(Backend):
     def _state_json(self) -> PayloadJson:
         return PayloadJson(self.info.state, self.info)
 
-    def attach_target(self, session: BackendSession) -> Session:
-        """The runtime's session behind one of this backend's sessions (what the engine attaches to)."""
-        if not isinstance(session, LocalSession):
-            raise Internal(f"not a session of this server: {type(session).__name__}")
-        return session.session
-
     def local_session(self, session_id: str) -> Session | None:
         return self.manager.sessions.get(session_id)
 
@@ -362,9 +520,6 @@ class LocalBackend(Backend):
             raise
         except (TypeError, ValueError, json_format.ParseError) as e:
             raise InvalidArgument(f"invalid action: {e}") from None
-
-    async def open(self, options: Mapping[str, Any] | None = None, client_name: str = "") -> LocalSession:
-        return LocalSession(self, await self.manager.open(options, client_name))
 
     @property
     def active(self) -> int:

@@ -4,7 +4,7 @@ Two dialects share the path:
 
 * **MCP Streamable HTTP** (``initialize``, ``tools/list``, ``tools/call``, SSE, session
   ids, ``DELETE``), served by the official ``mcp`` SDK's ``StreamableHTTPSessionManager``
-  with a low-level ``Server`` whose handlers call the session machinery. A request goes
+  with a low-level ``Server`` whose handlers send protocol requests to the session. A request goes
   here when it accepts ``text/event-stream`` (every MCP client must send that), carries
   an ``Mcp-Session-Id`` or ``MCP-Protocol-Version`` header, or is a GET/DELETE. Each MCP
   session gets its own environment session (one capacity slot), closed on ``DELETE``,
@@ -14,7 +14,12 @@ Two dialects share the path:
   ``openenv/session/close``, ``initialize`` and ``ping``. Also served on the ``/mcp``
   WebSocket (one session per connection) and inside ``/ws`` ``mcp`` frames.
 
-Tool calls here are side calls: no step is counted and no reward is given (as in OpenEnv).
+Every environment session here is an :class:`~openenv.http.backend.EngineSession`: ``tools/list``
+and ``tools/call`` reach the environment as the protocol's ``list_tools`` and ``call_tool``
+requests, through the same engine as gRPC and ``/ws`` (or ``openenv bridge``'s relay); the
+JSON-RPC methods with no request kind (``initialize``, ``ping``, ``openenv/session/*``) are
+answered here. Tool calls are side calls: no step is counted and no reward is given (as in
+OpenEnv).
 Errors: unknown tool or invalid arguments ``-32602``, capacity ``-32000``, an
 environment without tools ``-32603``; a tool that raises returns ``isError: true``.
 """
@@ -29,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from openenv.errors import EnvError, ResourceExhausted
 from openenv.http.asgi import respond
-from openenv.http.backend import BackendSession, spawn
+from openenv.http.backend import EngineSession, spawn
 from openenv.http.limits import bounded_loads, check_json
 from openenv.json_protocol import frames
 from openenv.json_protocol.jsonrpc import (
@@ -96,7 +101,7 @@ async def handle_jsonrpc(
     app: BridgeApp,
     req: Any,
     *,
-    session: BackendSession | None = None,
+    session: EngineSession | None = None,
     timeout: float | None = None,
     session_id: str | None = None,
 ) -> dict[str, Any]:
@@ -118,7 +123,7 @@ async def handle_jsonrpc(
     params = req.get("params") if req.get("params") is not None else {}
     if not isinstance(params, dict):
         return _error(rid, INVALID_PARAMS, "Params must be an object")
-    temp: BackendSession | None = None
+    temp: EngineSession | None = None
     try:
         if method == "openenv/session/create":
             created = own or (await app.registry.create(params.get("options"))).id
@@ -438,7 +443,7 @@ class StreamableMcp:
             security_settings=_transport_security(app.browser),
             max_request_body_size=app.max_message_bytes,
         )
-        self.sessions: dict[str, BackendSession] = {}
+        self.sessions: dict[str, EngineSession] = {}
         self._running = ManagerTask(self.manager)
 
     async def start(self) -> None:
@@ -482,7 +487,7 @@ class StreamableMcp:
 
         return expire
 
-    async def _session(self, ctx: Any) -> tuple[BackendSession, bool]:
+    async def _session(self, ctx: Any) -> tuple[EngineSession, bool]:
         req = getattr(ctx, "request", None)
         sid = req.headers.get("mcp-session-id") if req is not None else None
         if not sid:
@@ -529,7 +534,7 @@ class StreamableMcp:
             )
         return self.types.CallToolResult.model_validate(wire)
 
-    async def _session_or_raise(self, ctx: Any) -> tuple[BackendSession, bool]:
+    async def _session_or_raise(self, ctx: Any) -> tuple[EngineSession, bool]:
         try:
             return await self._session(ctx)
         except EnvError as e:

@@ -54,7 +54,7 @@ from openenv.values import to_struct
 
 if TYPE_CHECKING:
     from openenv.http.app import BridgeApp
-    from openenv.http.backend import Backend
+    from openenv.http.backend import Backend, EngineSession, SessionServer
     from openenv.runtime.session import Session
 
 log = logging.getLogger("openenv.http")
@@ -112,11 +112,12 @@ async def serve_ws(app: BridgeApp, scope: dict[str, Any], receive: Any, send: An
     await send({"type": "websocket.accept"})
     query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
     attach_id = (query.get("session_id") or [""])[0]
-    attach: Any = None
+    server: SessionServer = backend.engine
     hs = environment_pb2.HandshakeRequest(protocol_version=PROTOCOL_VERSION)
     try:
-        if attach_id:
-            attach = backend.attach_target(app.registry.attach(attach_id))
+        if attach_id:  # a session of the registry: relayed into its own engine stream
+            owner = app.registry.attach(attach_id)
+            server = _Attached(owner)
         else:
             to_struct(_options(query), hs.options)
             hs.client_name = (query.get("client_name") or ["openenv-ws"])[0]
@@ -125,12 +126,22 @@ async def serve_ws(app: BridgeApp, scope: dict[str, Any], receive: Any, send: An
         return
     stream = WsStream(app, backend, scope, receive, send, hs)
     try:
-        await backend.engine.serve(stream, attach=attach) if attach is not None else await backend.engine.serve(stream)
+        await server.serve(stream)
     except _Aborted:
         pass
     finally:
-        if attach is not None:
+        if attach_id:
             app.registry.detach(attach_id)
+
+
+class _Attached:
+    """An :class:`EngineSession` of the registry as what serves a ``/ws`` stream."""
+
+    def __init__(self, owner: EngineSession) -> None:
+        self.owner = owner
+
+    async def serve(self, stream: Any) -> None:
+        await self.owner.relay(stream)
 
 
 class WsStream:
