@@ -52,6 +52,7 @@ from openenv_conformance.transport.base import (
     expect_ok,
     expect_response,
 )
+from openenv_conformance.transport.binary import BinaryWire
 from openenv_conformance.transport.grpc import SERVICE, Session, Wire
 from openenv_conformance.transport.ws import UnsupportedRequest, WsSession, WsWire
 
@@ -105,7 +106,5 @@ def open_transport(url: str, *, timeout: float = 10.0, token: str | None = None)
     if kind == "grpc":
         return Wire(url, timeout=timeout, token=token)
     if kind == "binary":
-        from openenv_conformance.transport.binary import BinaryWire
-
         return BinaryWire(url, timeout=timeout, token=token)
     return WsWire(url, timeout=timeout, token=token)
