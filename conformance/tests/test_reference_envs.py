@@ -25,10 +25,10 @@ NOT_SANDBOX = [lv for lv in LEVELS if lv != "sandbox"]
 #: The servers' handshake deadline: the runtime's, not the environment's, and
 #: protocol.handshake_deadline waits it out (10 s at the default, 3 s here).
 SERVE_ARGS = ["--handshake-timeout=3"]
-#: Examples per property search. CI certifies each reference environment's image at the suite's
-#: default (100; .ci/run) and the catalog at 10: here, 25 cover both transports and tools-only
-#: mode, each run with the whole suite (100 cost ~1,800 s of CPU per CI run, over half of it
-#: the HTTP side's).
+#: Examples per property search. CI also certifies each reference environment's image (.ci/run:
+#: the suite's default, 100, or its [tool.openenv] certify-args, 20 for most) and the catalog
+#: at 10: here, 25 cover both transports and tools-only mode, each run with the whole suite
+#: (100 cost ~1,800 s of CPU per CI run, over half of it the HTTP side's).
 EXAMPLES = 25
 
 
