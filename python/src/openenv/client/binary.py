@@ -38,6 +38,7 @@ import contextlib
 import json
 import urllib.parse
 import urllib.request
+from collections.abc import Callable
 from typing import Any
 
 import grpc
@@ -102,6 +103,19 @@ def _refusal(e: Exception, url: str) -> EnvError:
     if status in (400, 404, 426):
         return Unimplemented(f"{url} does not serve the binary session transport ({status}){suffix}", fatal=True)
     return Unimplemented(f"cannot open a binary session WebSocket to {url}: {type(e).__name__}: {e}", fatal=True)
+
+
+def _response_of(data: Any, cancel: Callable[[], Any]) -> environment_pb2.SessionResponse:
+    """The answer in one message, on either library; a text or undecodable message is a broken
+    server: the call is cancelled and the stream ends INTERNAL."""
+    if isinstance(data, str):
+        cancel()
+        raise _rpc_error(grpc.StatusCode.INTERNAL, "the server sent a text message on the binary transport")
+    try:
+        return environment_pb2.SessionResponse.FromString(data)
+    except Exception as e:  # noqa: BLE001 - a broken server: the stream cannot go on
+        cancel()
+        raise _rpc_error(grpc.StatusCode.INTERNAL, f"undecodable SessionResponse ({type(e).__name__})") from None
 
 
 class _Channel:
@@ -177,14 +191,7 @@ class _Call:
             if self._closed(e) is grpc.StatusCode.OK:
                 return grpc.aio.EOF
             raise _rpc_error(self._code or grpc.StatusCode.UNAVAILABLE, self._details) from None
-        if isinstance(data, str):
-            self.cancel()
-            raise _rpc_error(grpc.StatusCode.INTERNAL, "the server sent a text message on the binary transport")
-        try:
-            return environment_pb2.SessionResponse.FromString(data)
-        except Exception as e:  # noqa: BLE001 - a broken server: the stream cannot go on
-            self.cancel()
-            raise _rpc_error(grpc.StatusCode.INTERNAL, f"undecodable SessionResponse ({type(e).__name__})") from None
+        return _response_of(data, self.cancel)
 
     async def done_writing(self) -> None:
         """Half-close: the transport's empty message (the server answers what it was sent,
@@ -396,14 +403,7 @@ class _PicowsCall:
             ws.waiter = asyncio.get_running_loop().create_future()
             await ws.waiter
         data = inbox.popleft()
-        if isinstance(data, str):
-            self.cancel()
-            raise _rpc_error(grpc.StatusCode.INTERNAL, "the server sent a text message on the binary transport")
-        try:
-            return environment_pb2.SessionResponse.FromString(data)
-        except Exception as e:  # noqa: BLE001 - a broken server: the stream cannot go on
-            self.cancel()
-            raise _rpc_error(grpc.StatusCode.INTERNAL, f"undecodable SessionResponse ({type(e).__name__})") from None
+        return _response_of(data, self.cancel)
 
     async def done_writing(self) -> None:
         """Half-close: the transport's empty message (the server answers what it was sent,
