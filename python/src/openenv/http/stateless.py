@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 from openenv.engine import Prepared
 from openenv.errors import EnvError, ErrorCode, Internal, ResourceExhausted
 from openenv.http.asgi import respond
+from openenv.http.backend import spawn
 from openenv.http.limits import bounded_loads
 from openenv.http.ws import reply_frame
 from openenv.json_protocol import frames
@@ -288,13 +289,21 @@ async def _call(app: BridgeApp, path: str, body: dict[str, Any] | None) -> dict[
         session = await backend.open({}, CLIENT_NAME)
     except EnvError as e:
         raise _error(e, []) from None
+    close_now = True
     try:
         if path == "/step":  # the protocol has no step before reset: a seedless one first
             reset = frames.read_frame({"type": "reset"}, tool_actions=tool_actions)
             await _ask(session, reset, _request_of(reset), backend, [])
         return await _ask(session, fr, item, backend, loc)
+    except _Answer as a:
+        if a.body.get("status") == "DEADLINE_EXCEEDED":
+            # The step may still run in its worker: answered now, the slot freed when it ends.
+            close_now = False
+            spawn(session.close())
+        raise
     finally:
-        await session.close()
+        if close_now:
+            await session.close()  # before the answer: a caller's next request finds the slot free
 
 
 def _bounded(doc: dict[str, Any], limit: int) -> tuple[int, bytes]:
