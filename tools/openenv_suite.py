@@ -14,7 +14,8 @@ the cached venv of ``tools/openenv_upstream.py``, plus pytest), against
 and prints each test's outcome on both, side by side. It selects the 13 tests that drive a
 server with the echo environment (the concurrency ones included: the plugin lifts their
 ``skip``, since their fixture sets the ``MAX_CONCURRENT_ENVS`` they ask for). Exit status 0
-when every test that passes against OpenEnv's server passes against ours.
+when every test that passes against OpenEnv's server passes against ours (with ``--against``
+one server: when every test passes).
 
 The suite is never copied into this repository: it is read from OpenEnv's git history at the
 pinned commit (:data:`PINNED`) into ``.cache/openenv-suite/<commit>/`` (gitignored), from a
@@ -161,9 +162,9 @@ def main(argv: list[str] | None = None) -> int:
             outcomes[t] = run(suite, t, python, Path(tmp) / f"{t}.xml")
     names = sorted({n for r in outcomes.values() for n in r})
     print(f"\nOpenEnv {ns.commit[:12]} {SUITE}, client {CLIENT[0]}=={CLIENT[1]}")
-    print(f"{'test':<70}" + "".join(f"{t:>10}" for t in targets))
+    print(f"{'test':<78}" + "".join(f"{t:>10}" for t in targets))
     for n in names:
-        print(f"{n:<70}" + "".join(f"{outcomes[t].get(n, '-'):>10}" for t in targets))
+        print(f"{n:<78}" + "".join(f"{outcomes[t].get(n, '-'):>10}" for t in targets))
     for t in targets:
         passed = sum(1 for v in outcomes[t].values() if v == "passed")
         print(f"{t}: {passed} of {len(outcomes[t])} passed")
