@@ -18,7 +18,7 @@ HARNESS_STAMP := $(HARNESS_TOOLS)/.installed
 CODEX_VERSION := 0.169.0
 OPENCODE_VERSION := 1.18.33
 
-.PHONY: venv demo test test-stress check-core-install generate lint typecheck fmt bench clean
+.PHONY: venv demo test test-stress check-core-install openenv-suite generate lint typecheck fmt bench clean
 
 venv: $(STAMP) $(HARNESS_STAMP)
 
@@ -52,6 +52,13 @@ RUNS ?= 1
 REPEAT ?= 5
 test-stress: venv
 	$(PY) tools/stress.py --runs $(RUNS) --repeat $(REPEAT) $(STRESS_ARGS)
+
+# OpenEnv's own integration suite (tests/envs/test_websockets.py at a pinned commit, read from its
+# git history, never copied here) with its own client, against our server and OpenEnv's, side by
+# side (docs/bridge.md). On demand only: not part of `make test`. SUITE_ARGS="--openenv-git PATH"
+# reads a local clone or mirror instead of fetching the commit.
+openenv-suite: venv
+	$(PY) tools/openenv_suite.py $(SUITE_ARGS)
 
 # A fresh venv with the core install only (no extras): serves and plays over gRPC.
 check-core-install: venv

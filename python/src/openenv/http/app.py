@@ -14,6 +14,9 @@ path              method      what
                               for requests that do not accept ``text/event-stream``
 ``/mcp``          GET/DELETE  MCP Streamable HTTP (SSE stream, session end)
 ``/mcp``          WebSocket   OpenEnv's raw JSON-RPC session
+``/reset``        POST        OpenEnv's stateless endpoints: one session per request
+``/step``         POST        (:mod:`openenv.http.stateless`); not for tools-only
+``/state``        GET         environments
 ``/health``       GET         ``{"status": "healthy"}`` (503 ``unhealthy`` while draining)
 ``/metadata``     GET         OpenEnv's ``EnvironmentMetadata``
 ``/schema``       GET         ``{"action", "observation", "reset_observation", "state"}``
@@ -42,6 +45,8 @@ from openenv.http.backend import Backend, EngineSession, spawn
 from openenv.http.binary import PATH as BINARY_PATH
 from openenv.http.binary import serve_binary
 from openenv.http.mcp import StreamableMcp, serve_mcp_http, serve_mcp_ws
+from openenv.http.stateless import PATHS as STATELESS_PATHS
+from openenv.http.stateless import serve_stateless
 from openenv.http.ws import serve_ws
 from openenv.json_protocol import frames
 from openenv.json_protocol.payloads import info_to_json
@@ -181,6 +186,61 @@ def _openapi_doc(backend: Backend) -> dict[str, Any]:
             }
         }
 
+    obj: dict[str, Any] = {"type": "object"}
+    ok = {"200": {"description": "OK", "content": {"application/json": {"schema": obj}}}}
+    errors = {
+        "422": {"description": "Invalid body or action (FastAPI's detail list)"},
+        "503": {"description": "At capacity, or draining"},
+    }
+    stateless: dict[str, Any] = {
+        "/reset": {
+            "post": {
+                "summary": "Reset a fresh environment (a session for this request only): its first observation",
+                "tags": ["Environment Control"],
+                "requestBody": {
+                    "content": {
+                        "application/json": {
+                            "schema": {
+                                "type": "object",
+                                "additionalProperties": True,
+                                "properties": {
+                                    "seed": {"type": ["integer", "null"], "minimum": 0},
+                                    "episode_id": {"type": ["string", "null"], "maxLength": 255},
+                                },
+                            }
+                        }
+                    }
+                },
+                "responses": {**ok, **errors},
+            }
+        },
+        "/step": {
+            "post": {
+                "summary": "Reset a fresh environment, apply one action, return the observation (no state is kept)",
+                "tags": ["Environment Control"],
+                "requestBody": {
+                    "required": True,
+                    "content": {
+                        "application/json": {
+                            "schema": {
+                                "type": "object",
+                                "additionalProperties": True,
+                                "required": ["action"],
+                                "properties": {
+                                    "action": obj,
+                                    "timeout_s": {"type": ["number", "null"], "exclusiveMinimum": 0},
+                                    "request_id": {"type": ["string", "null"], "maxLength": 255},
+                                },
+                            }
+                        }
+                    },
+                },
+                "responses": {**ok, **errors},
+            }
+        },
+        "/state": get("The state of a fresh environment (a session for this request only)", "State Management"),
+    }
+    paths: dict[str, Any] = {} if info.capabilities.tools_only else stateless
     return {
         "openapi": "3.1.0",
         "info": {
@@ -190,10 +250,13 @@ def _openapi_doc(backend: Backend) -> dict[str, Any]:
                 f"{info.description}\n\nOpenEnv-compatible HTTP surface of an openenv "
                 f"server (protocol {info.protocol_version or PROTOCOL_VERSION}). Sessions run "
                 "over the WebSocket at /ws (OpenEnv frames); tools over /mcp (MCP "
-                "Streamable HTTP, or OpenEnv's JSON-RPC)."
+                "Streamable HTTP, or OpenEnv's JSON-RPC). /reset, /step and /state are "
+                "OpenEnv's stateless endpoints: each request runs on a session of its own, "
+                "closed before the answer."
             ),
         },
         "paths": {
+            **paths,
             "/health": get("Health check", "Health"),
             "/metadata": get("Environment metadata", "Environment Info"),
             "/schema": get("JSON Schemas of action, observation and state", "Schema"),
@@ -272,6 +335,9 @@ class BridgeApp:
             return
         if path == "/load":
             await self._load(method, send)
+            return
+        if path in STATELESS_PATHS:
+            await serve_stateless(self, scope, receive, send)
             return
         doc = self._docs.get(path)
         if doc is None and path == "/":

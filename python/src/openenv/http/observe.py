@@ -25,7 +25,20 @@ from openenv.observability.observer import Pending
 __all__ = ["ObservedApp"]
 
 _ROUTES = frozenset(
-    {"/", "/ws", "/mcp", "/health", "/metadata", "/schema", "/openapi.json", "/openenv/info", "/metrics"}
+    {
+        "/",
+        "/ws",
+        "/mcp",
+        "/health",
+        "/metadata",
+        "/schema",
+        "/openapi.json",
+        "/openenv/info",
+        "/metrics",
+        "/reset",
+        "/step",
+        "/state",
+    }
 )
 _MAX_PARSED = 1 << 20  # MCP bodies larger than this are counted, not parsed
 

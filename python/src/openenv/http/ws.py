@@ -59,7 +59,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("openenv.http")
 
-__all__ = ["WsStream", "serve_ws"]
+__all__ = ["WsStream", "reply_frame", "serve_ws"]
 
 _REFUSAL_GRACE_S = 5.0  # a refused client's first request still reads the refusal (not a closed socket)
 _INVALID_MESSAGE = frames.protocol_error(
@@ -363,41 +363,56 @@ class WsStream:
     def _reply(
         self, fr: frames.FrameRequest, resp: environment_pb2.SessionResponse, encoded: Any, err: EnvError | None
     ) -> dict[str, Any]:
-        """The frame answering ``fr``. ``encoded`` is what :meth:`encode_result` made; without
-        it (an answer a wrapper of the engine replaced) the response's protobuf is read."""
-        rid, shape = fr.rid, fr.shape
-        if shape in (frames.MCP_LIST, frames.MCP_CALL):
-            if err is not None:
-                rpc = rpc_error(fr.rpc_id, err)
-            elif shape == frames.MCP_LIST:
-                tools = encoded if encoded is not None else [Tool.from_proto(t) for t in resp.list_tools.tools]
-                rpc = {"jsonrpc": "2.0", "id": fr.rpc_id, "result": {"tools": [mcp_tool(t) for t in tools]}}
-            else:
-                result = encoded if encoded is not None else ToolResult.from_proto(resp.call_tool.result)
-                rpc = {"jsonrpc": "2.0", "id": fr.rpc_id, "result": mcp_result(result)}
-            reply = {"type": "mcp", "data": rpc}
-            if rid is not None:
-                reply["id"] = rid
-            return reply
-        if err is not None:
-            if shape == frames.TOOL_STEP:
-                obs = frames.tool_error_observation(fr.tool_name, err)
-                if obs is not None:
-                    return obs
-            return frames.error_frame(err, rid)
-        if shape == frames.LIST_TOOLS_STEP:
-            tools = encoded if encoded is not None else [Tool.from_proto(t) for t in resp.list_tools.tools]
-            obs = {
-                "tools": [{"name": t.name, "description": t.description, "input_schema": t.input_schema} for t in tools]
-            }
-            return frames.observation_frame(frames.JsonStep(obs), rid)
-        if shape == frames.STATE:
-            st: tuple[str, int, str, Any] = encoded if encoded is not None else self.backend.json_state_of(resp.state)
-            return frames.state_frame(st[0], st[1], st[2], st[3], rid)
-        if encoded is None:  # OBSERVATION, TOOL_STEP
+        """The frame answering ``fr`` (:func:`reply_frame`); a time step read from protobuf is
+        kept as the connection's last one."""
+        if encoded is None and err is None and fr.shape in (frames.OBSERVATION, frames.TOOL_STEP):
             part = resp.reset if resp.HasField("reset") else resp.step
             encoded = self.last_step = self.backend.json_step_of(part.time_step)
-        return frames.observation_frame(encoded, rid)
+        return reply_frame(self.backend, fr, resp, encoded, err)
+
+
+def reply_frame(
+    backend: Backend,
+    fr: frames.FrameRequest,
+    resp: environment_pb2.SessionResponse,
+    encoded: Any,
+    err: EnvError | None,
+) -> dict[str, Any]:
+    """The frame answering the request of ``fr`` (``/ws``, and the bodies of the stateless HTTP
+    endpoints, :mod:`openenv.http.stateless`). ``encoded`` is what the stream's ``encode_result``
+    made of the result; without it (a relay's answer, or one a wrapper of the engine replaced)
+    the response's protobuf is read."""
+    rid, shape = fr.rid, fr.shape
+    if shape in (frames.MCP_LIST, frames.MCP_CALL):
+        if err is not None:
+            rpc = rpc_error(fr.rpc_id, err)
+        elif shape == frames.MCP_LIST:
+            tools = encoded if encoded is not None else [Tool.from_proto(t) for t in resp.list_tools.tools]
+            rpc = {"jsonrpc": "2.0", "id": fr.rpc_id, "result": {"tools": [mcp_tool(t) for t in tools]}}
+        else:
+            result = encoded if encoded is not None else ToolResult.from_proto(resp.call_tool.result)
+            rpc = {"jsonrpc": "2.0", "id": fr.rpc_id, "result": mcp_result(result)}
+        reply = {"type": "mcp", "data": rpc}
+        if rid is not None:
+            reply["id"] = rid
+        return reply
+    if err is not None:
+        if shape == frames.TOOL_STEP:
+            obs = frames.tool_error_observation(fr.tool_name, err)
+            if obs is not None:
+                return obs
+        return frames.error_frame(err, rid)
+    if shape == frames.LIST_TOOLS_STEP:
+        tools = encoded if encoded is not None else [Tool.from_proto(t) for t in resp.list_tools.tools]
+        obs = {"tools": [{"name": t.name, "description": t.description, "input_schema": t.input_schema} for t in tools]}
+        return frames.observation_frame(frames.JsonStep(obs), rid)
+    if shape == frames.STATE:
+        st: tuple[str, int, str, Any] = encoded if encoded is not None else backend.json_state_of(resp.state)
+        return frames.state_frame(st[0], st[1], st[2], st[3], rid)
+    if encoded is None:  # OBSERVATION, TOOL_STEP
+        part = resp.reset if resp.HasField("reset") else resp.step
+        encoded = backend.json_step_of(part.time_step)
+    return frames.observation_frame(encoded, rid)
 
 
 def _frame(msg: dict[str, Any]) -> Any:

@@ -54,6 +54,8 @@ __all__ = [
     "FROM_WS_CODE",
     "HELLO",
     "WS_CODE",
+    "MAX_SEED",
+    "MAX_TIMEOUT_S",
     "FrameTranslator",
     "FrameRequest",
     "JsonStep",
@@ -390,13 +392,21 @@ def _extra_keys(frame: dict[str, Any]) -> list[dict[str, Any]]:
     ]
 
 
+MAX_TIMEOUT_S = 315_576_000_000.0
+"""The largest timeout a frame may carry: the range of a protobuf ``Duration`` (10,000 years)."""
+
+MAX_SEED = 2**64 - 1
+"""The largest seed: the protocol's ``ResetRequest.seed`` is a ``uint64``."""
+
+
 def frame_timeout(frame: dict[str, Any]) -> float | None:
-    """The frame's ``timeout_s`` (InvalidArgument unless a positive number)."""
+    """The frame's ``timeout_s`` (InvalidArgument unless a positive number of seconds, at most
+    :data:`MAX_TIMEOUT_S`)."""
     t = frame.get("timeout_s")
     if t is None:
         return None
-    if isinstance(t, bool) or not isinstance(t, (int, float)) or t <= 0:
-        raise InvalidArgument("timeout_s must be a positive number of seconds")
+    if isinstance(t, bool) or not isinstance(t, (int, float)) or not 0 < t <= MAX_TIMEOUT_S:
+        raise InvalidArgument(f"timeout_s must be a positive number of seconds, at most {MAX_TIMEOUT_S:g}")
     return float(t)
 
 
@@ -412,14 +422,16 @@ def reset_args(data: Any) -> tuple[int | None, str | None, dict[str, Any]]:
     opts = dict(data)
     seed = opts.pop("seed", None)
     episode_id = opts.pop("episode_id", None)
-    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED):
         raise InvalidArgument(
-            "seed must be an integer >= 0",
+            f"seed must be an integer from 0 to {MAX_SEED}",
             details=[
                 {
-                    "type": "greater_than_equal",
+                    "type": "int_type"
+                    if isinstance(seed, bool) or not isinstance(seed, int)
+                    else ("greater_than_equal" if seed < 0 else "less_than_equal"),
                     "loc": ["data", "seed"],
-                    "msg": "Input should be an integer >= 0",
+                    "msg": f"Input should be an integer from 0 to {MAX_SEED}",
                     "input": seed,
                 }
             ],
@@ -470,6 +482,8 @@ def read_frame(frame: dict[str, Any], *, tool_actions: bool, parse: Callable[[st
                 "Invalid message", details=[{"type": "missing", "loc": ["data"], "msg": "Field required"}]
             )
         data = frame["data"]
+        if tool_actions and type(data) is dict and "type" not in data and "tool_name" in data:
+            data = {**data, "type": "call_tool"}  # OpenEnv's CallToolAction: ``type`` defaults to call_tool
         kind = data.get("type") if tool_actions and type(data) is dict else None
         if kind == "list_tools":  # OpenEnv's list_tools step: not counted
             return FrameRequest(typ, rid, LIST_TOOLS_STEP, new(list_tools=tool_pb2.ListToolsRequest()))
