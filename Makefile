@@ -22,23 +22,39 @@ OPENCODE_VERSION := 1.18.33
 
 venv: $(STAMP) $(HARNESS_STAMP)
 
-$(STAMP): $(foreach p,$(PROJECTS),$(p)/pyproject.toml) Makefile
+# Every pip and npm step runs under tools/progress.py (stdlib only, the system Python): their
+# output passes through, and a line every 5 s of silence says the step is still running.
+PROGRESS = $(PYTHON) tools/progress.py --
+$(VENV)/.created:
 	@test -n "$(PYTHON)" || { echo "error: Python 3.11+ is required (python3.11, python3.12 or python3.13 on PATH)"; exit 1; }
+	@echo "==> creating the virtualenv $(VENV) with $(PYTHON)"
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q -U pip
+	$(PROGRESS) $(PY) -m pip install --disable-pip-version-check -U pip
+	@touch $@
+
+# What `make demo` runs and nothing more: the core with its HTTP side and the reference
+# environments (no torch, no trainers, no npm agents). The full install below includes it.
+DEMO_PROJECTS := envs/echo_env envs/gridworld envs/math_env
+DEMO_STAMP := $(VENV)/.installed-demo
+$(DEMO_STAMP): python/pyproject.toml $(foreach p,$(DEMO_PROJECTS),$(p)/pyproject.toml) Makefile | $(VENV)/.created
+	$(PROGRESS) $(PY) -m pip install --disable-pip-version-check -e 'python[http]' $(foreach p,$(DEMO_PROJECTS),-e $(p))
+	@touch $@
+
+# Everything `make test` (and CI) needs: every project editable, every extra, torch.
+$(STAMP): $(foreach p,$(PROJECTS),$(p)/pyproject.toml) Makefile | $(VENV)/.created
 	# A CPU-only torch for the training integrations' tests (protoenv[trl,rl]); pinned, since a
 	# plain resolve of torch may pull a CUDA build.
-	$(PY) -m pip install -q torch==2.13.0
-	$(PY) -m pip install -q -e 'python[dev]' $(foreach p,$(filter-out python catalog,$(PROJECTS)),-e $(p)) -e 'catalog[all]'
-	@touch $@
+	$(PROGRESS) $(PY) -m pip install --disable-pip-version-check torch==2.13.0
+	$(PROGRESS) $(PY) -m pip install --disable-pip-version-check -e 'python[dev]' $(foreach p,$(filter-out python catalog,$(PROJECTS)),-e $(p)) -e 'catalog[all]'
+	@touch $@ $(DEMO_STAMP)
 
 $(HARNESS_STAMP): Makefile
 	@if command -v npm >/dev/null 2>&1; then \
-	  npm install --prefix $(HARNESS_TOOLS) --no-audit --no-fund --loglevel=error \
+	  $(PROGRESS) npm install --prefix $(HARNESS_TOOLS) --no-audit --no-fund --loglevel=error \
 	    @openai/codex@$(CODEX_VERSION) opencode-ai@$(OPENCODE_VERSION) && touch $@; \
 	else echo "npm not found: Codex CLI and OpenCode not installed (their harness tests skip outside CI)"; fi
 
-demo: venv
+demo: $(DEMO_STAMP)
 	$(PY) tools/demo.py
 
 # Several workers (pytest-xdist; tests that share one resource stay on one worker, conftest.py).
