@@ -2,8 +2,10 @@
 # (a local virtualenv in .venv) on a fresh machine with Python 3.11+, make and git.
 
 SHELL := /bin/bash
-PYTHON ?= $(shell for p in python3.13 python3.12 python3.11 python3; do \
-	  if command -v $$p >/dev/null 2>&1 && $$p -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then command -v $$p; break; fi; done)
+# Found once, on first use (a search through pyenv shims can take seconds per name).
+PYTHON ?= $(eval PYTHON := $(shell echo "==> looking for Python 3.11+ on PATH" >&2; \
+	  for p in python3.13 python3.12 python3.11 python3; do \
+	  if command -v $$p >/dev/null 2>&1 && $$p -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then command -v $$p; break; fi; done))$(PYTHON)
 VENV := .venv
 BIN := $(VENV)/bin
 PY := $(BIN)/python
@@ -22,9 +24,9 @@ OPENCODE_VERSION := 1.18.33
 
 venv: $(STAMP) $(HARNESS_STAMP)
 
-# Every pip and npm step runs under tools/progress.py (stdlib only, the system Python): their
+# Every pip and npm step runs under tools/progress.py (stdlib only, the venv's Python): their
 # output passes through, and a line every 5 s of silence says the step is still running.
-PROGRESS = $(PYTHON) tools/progress.py --
+PROGRESS = $(PY) tools/progress.py --
 $(VENV)/.created:
 	@test -n "$(PYTHON)" || { echo "error: Python 3.11+ is required (python3.11, python3.12 or python3.13 on PATH)"; exit 1; }
 	@echo "==> creating the virtualenv $(VENV) with $(PYTHON)"
@@ -48,7 +50,7 @@ $(STAMP): $(foreach p,$(PROJECTS),$(p)/pyproject.toml) Makefile | $(VENV)/.creat
 	$(PROGRESS) $(PY) -m pip install --disable-pip-version-check -e 'python[dev]' $(foreach p,$(filter-out python catalog,$(PROJECTS)),-e $(p)) -e 'catalog[all]'
 	@touch $@ $(DEMO_STAMP)
 
-$(HARNESS_STAMP): Makefile
+$(HARNESS_STAMP): Makefile | $(VENV)/.created
 	@if command -v npm >/dev/null 2>&1; then \
 	  $(PROGRESS) npm install --prefix $(HARNESS_TOOLS) --no-audit --no-fund --loglevel=error \
 	    @openai/codex@$(CODEX_VERSION) opencode-ai@$(OPENCODE_VERSION) && touch $@; \
