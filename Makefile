@@ -20,7 +20,7 @@ HARNESS_STAMP := $(HARNESS_TOOLS)/.installed
 CODEX_VERSION := 0.169.0
 OPENCODE_VERSION := 1.18.33
 
-.PHONY: venv demo test test-stress check-core-install openenv-suite generate lint typecheck fmt bench clean
+.PHONY: venv demo test docs-check test-stress check-core-install openenv-suite generate lint typecheck fmt bench clean
 
 venv: $(STAMP) $(HARNESS_STAMP)
 
@@ -29,9 +29,9 @@ venv: $(STAMP) $(HARNESS_STAMP)
 PROGRESS = $(PY) tools/progress.py --
 $(VENV)/.created:
 	@test -n "$(PYTHON)" || { echo "error: Python 3.11+ is required (python3.11, python3.12 or python3.13 on PATH)"; exit 1; }
-	@echo "==> creating the virtualenv $(VENV) with $(PYTHON)"
-	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PROGRESS) $(PY) -m pip install --disable-pip-version-check -U pip
+	@test -x $(PY) || $(PYTHON) tools/progress.py --label "creating the virtualenv $(VENV)" -- $(PYTHON) -m venv $(VENV)
+	@# setuptools too: the demo's editable installs build without an isolated environment each.
+	$(PROGRESS) $(PY) -m pip install --disable-pip-version-check -U pip 'setuptools>=77'
 	@touch $@
 
 # What `make demo` runs and nothing more: the core with its HTTP side and the reference
@@ -39,7 +39,8 @@ $(VENV)/.created:
 DEMO_PROJECTS := envs/echo_env envs/gridworld envs/math_env
 DEMO_STAMP := $(VENV)/.installed-demo
 $(DEMO_STAMP): python/pyproject.toml $(foreach p,$(DEMO_PROJECTS),$(p)/pyproject.toml) Makefile | $(VENV)/.created
-	$(PROGRESS) $(PY) -m pip install --disable-pip-version-check -e 'python[http]' $(foreach p,$(DEMO_PROJECTS),-e $(p))
+	$(PROGRESS) $(PY) -m pip install --disable-pip-version-check --no-build-isolation \
+	  -e 'python[http]' $(foreach p,$(DEMO_PROJECTS),-e $(p))
 	@touch $@
 
 # Everything `make test` (and CI) needs: every project editable, every extra, torch.
@@ -63,6 +64,12 @@ demo: $(DEMO_STAMP)
 JOBS ?= auto
 test: venv
 	$(PY) -m pytest -n $(JOBS) --dist loadgroup $(PYTEST_ARGS)
+
+# Every command README.md and docs/*.md tell a reader to run, the long ones too (certification,
+# the GRPO example's documented run, Inspect's CLI); `make test` runs the quick ones.
+docs-check: venv
+	OPENENV_DOCS_CHECK=1 $(PY) -m pytest -n $(JOBS) --dist loadgroup python/tests/test_doc_commands.py \
+	  python/tests/training/test_grpo_example.py $(PYTEST_ARGS)
 
 # The suite under induced load (a CPU hog per core), RUNS times in a row, after repeating the
 # timing-marked tests REPEAT times; prints how many runs passed (docs/testing.md).
