@@ -27,7 +27,7 @@ from inspect_ai.tool import ToolChoice, ToolInfo
 __all__ = ["ScriptedModel"]
 
 
-class ScriptedModel(ModelAPI):  # type: ignore[misc]
+class ScriptedModel(ModelAPI):
     """``openenv/scripted``: one scripted tool call, then a text answer (see the module)."""
 
     def __init__(
@@ -70,7 +70,7 @@ class ScriptedModel(ModelAPI):  # type: ignore[misc]
         return out
 
 
-@modelapi(name="openenv")  # type: ignore[misc]
+@modelapi(name="openenv")
 def scripted() -> type[ModelAPI]:
     """The ``openenv/...`` model API of Inspect (``openenv/scripted``)."""
     return ScriptedModel
