@@ -128,12 +128,14 @@ def supervise() -> int:
     procs: dict[str, tuple[subprocess.Popen[bytes], Path, Path]] = {}
     with tempfile.TemporaryDirectory(prefix="openenv-demo-") as tmp:
         try:
+            print(f"openenv demo: starting {' and '.join(SERVERS)} (openenv serve MODULE:Class --port 0)", flush=True)
             _start(Path(tmp), procs)
             urls = _wait_ready(procs)
             print("openenv demo: two reference environments, served over gRPC on loopback")
             for name in SERVERS:
                 url = urls[name]
                 print(f"  {name:<10} {url}  (pid {procs[name][0].pid})", flush=True)  # before the client's output
+            print("starting the client process (it imports the clients, then plays one episode of each)", flush=True)
             try:
                 client = subprocess.run(
                     [sys.executable, __file__, "--client", urls["echo_env"], urls["gridworld"]],
