@@ -4,7 +4,7 @@
 SHELL := /bin/bash
 # Found once, on first use (a search through pyenv shims can take seconds per name).
 PYTHON ?= $(eval PYTHON := $(shell echo "==> looking for Python 3.11+ on PATH" >&2; \
-	  for p in python3.13 python3.12 python3.11 python3; do \
+	  for p in python3.13 python3.12 python3.11 python3; do echo "    trying $$p" >&2; \
 	  if command -v $$p >/dev/null 2>&1 && $$p -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then command -v $$p; break; fi; done))$(PYTHON)
 VENV := .venv
 BIN := $(VENV)/bin
