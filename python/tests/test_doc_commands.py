@@ -279,13 +279,15 @@ def _prepare(block: Block, line: str) -> tuple[str | None, str]:
 
 def _run_line(command: str, cwd: Path, tmp: Path, label: str) -> None:
     words = shlex.split(command, comments=True)
+    extra = {}
     if words[:1] == ["make"]:
         command = "make --dry-run " + command[len("make") :].strip()
+        extra["PYTHON"] = sys.executable  # what the Makefile would find on PATH, without the search
     if any(" ".join(words).startswith(s) for s in SERVERS):
         _run_server_line(command, words, cwd, tmp, label)
         return
     proc = subprocess.run(
-        ["bash", "-c", command], cwd=cwd, env=_env(tmp), capture_output=True, text=True, timeout=RUN_S,
+        ["bash", "-c", command], cwd=cwd, env=_env(tmp, **extra), capture_output=True, text=True, timeout=RUN_S,
         stdin=subprocess.DEVNULL,
     )  # fmt: skip
     assert proc.returncode == 0, (
