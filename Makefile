@@ -2,8 +2,10 @@
 # (a local virtualenv in .venv) on a fresh machine with Python 3.11+, make and git.
 
 SHELL := /bin/bash
-PYTHON ?= $(shell for p in python3.13 python3.12 python3.11 python3; do \
-	  if command -v $$p >/dev/null 2>&1 && $$p -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then command -v $$p; break; fi; done)
+# Found once, on first use (a search through pyenv shims can take seconds per name).
+PYTHON ?= $(eval PYTHON := $(shell echo "==> looking for Python 3.11+ on PATH" >&2; \
+	  for p in python3.13 python3.12 python3.11 python3; do echo "    trying $$p" >&2; \
+	  if command -v $$p >/dev/null 2>&1 && $$p -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then command -v $$p; break; fi; done))$(PYTHON)
 VENV := .venv
 BIN := $(VENV)/bin
 PY := $(BIN)/python
@@ -18,33 +20,58 @@ HARNESS_STAMP := $(HARNESS_TOOLS)/.installed
 CODEX_VERSION := 0.169.0
 OPENCODE_VERSION := 1.18.33
 
-.PHONY: venv demo test test-stress check-core-install openenv-suite generate lint typecheck fmt bench clean
+.PHONY: venv demo test docs-check test-stress check-core-install openenv-suite generate lint typecheck fmt bench clean
 
 venv: $(STAMP) $(HARNESS_STAMP)
 
-$(STAMP): $(foreach p,$(PROJECTS),$(p)/pyproject.toml) Makefile
+# Every pip and npm step runs under tools/progress.py (stdlib only, the venv's Python): their
+# output passes through, and a line every 5 s of silence says the step is still running.
+PROGRESS = $(PY) tools/progress.py --
+$(VENV)/.created:
 	@test -n "$(PYTHON)" || { echo "error: Python 3.11+ is required (python3.11, python3.12 or python3.13 on PATH)"; exit 1; }
-	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q -U pip
-	# A CPU-only torch for the training integrations' tests (protoenv[trl,rl]); pinned, since a
-	# plain resolve of torch may pull a CUDA build.
-	$(PY) -m pip install -q torch==2.13.0
-	$(PY) -m pip install -q -e 'python[dev]' $(foreach p,$(filter-out python catalog,$(PROJECTS)),-e $(p)) -e 'catalog[all]'
+	@test -x $(PY) || $(PYTHON) tools/progress.py --label "creating the virtualenv $(VENV)" -- $(PYTHON) -m venv $(VENV)
+	@# setuptools too: the demo's editable installs build without an isolated environment each.
+	$(PROGRESS) $(PY) -m pip install --disable-pip-version-check -U pip 'setuptools>=77'
 	@touch $@
 
-$(HARNESS_STAMP): Makefile
+# What `make demo` runs and nothing more: the core with its HTTP side and the reference
+# environments (no torch, no trainers, no npm agents). The full install below includes it.
+DEMO_PROJECTS := envs/echo_env envs/gridworld envs/math_env
+DEMO_STAMP := $(VENV)/.installed-demo
+$(DEMO_STAMP): python/pyproject.toml $(foreach p,$(DEMO_PROJECTS),$(p)/pyproject.toml) Makefile | $(VENV)/.created
+	@# --no-compile: Python compiles what the demo imports; compiling every installed module first
+	@# was a third of the install's time.
+	$(PROGRESS) $(PY) -m pip install --disable-pip-version-check --no-build-isolation --no-compile \
+	  -e 'python[http]' $(foreach p,$(DEMO_PROJECTS),-e $(p))
+	@touch $@
+
+# Everything `make test` (and CI) needs: every project editable, every extra, torch.
+$(STAMP): $(foreach p,$(PROJECTS),$(p)/pyproject.toml) Makefile | $(VENV)/.created
+	# A CPU-only torch for the training integrations' tests (protoenv[trl,rl]); pinned, since a
+	# plain resolve of torch may pull a CUDA build.
+	$(PROGRESS) $(PY) -m pip install --disable-pip-version-check torch==2.13.0
+	$(PROGRESS) $(PY) -m pip install --disable-pip-version-check -e 'python[dev]' $(foreach p,$(filter-out python catalog,$(PROJECTS)),-e $(p)) -e 'catalog[all]'
+	@touch $@ $(DEMO_STAMP)
+
+$(HARNESS_STAMP): Makefile | $(VENV)/.created
 	@if command -v npm >/dev/null 2>&1; then \
-	  npm install --prefix $(HARNESS_TOOLS) --no-audit --no-fund --loglevel=error \
+	  $(PROGRESS) npm install --prefix $(HARNESS_TOOLS) --no-audit --no-fund --loglevel=error \
 	    @openai/codex@$(CODEX_VERSION) opencode-ai@$(OPENCODE_VERSION) && touch $@; \
 	else echo "npm not found: Codex CLI and OpenCode not installed (their harness tests skip outside CI)"; fi
 
-demo: venv
+demo: $(DEMO_STAMP)
 	$(PY) tools/demo.py
 
 # Several workers (pytest-xdist; tests that share one resource stay on one worker, conftest.py).
 JOBS ?= auto
 test: venv
 	$(PY) -m pytest -n $(JOBS) --dist loadgroup $(PYTEST_ARGS)
+
+# Every command README.md and docs/*.md tell a reader to run, the long ones too (certification,
+# the GRPO example's documented run, Inspect's CLI); `make test` runs the quick ones.
+docs-check: venv
+	OPENENV_DOCS_CHECK=1 $(PY) -m pytest -n $(JOBS) --dist loadgroup python/tests/test_doc_commands.py \
+	  python/tests/training/test_grpo_example.py $(PYTEST_ARGS)
 
 # The suite under induced load (a CPU hog per core), RUNS times in a row, after repeating the
 # timing-marked tests REPEAT times; prints how many runs passed (docs/testing.md).

@@ -83,7 +83,8 @@ def _start(tmp: Path, procs: dict[str, tuple[subprocess.Popen[bytes], Path, Path
 
 def _wait_ready(procs: dict[str, tuple[subprocess.Popen[bytes], Path, Path]]) -> dict[str, str]:
     urls: dict[str, str] = {}
-    deadline = time.monotonic() + START_TIMEOUT_S
+    start = time.monotonic()
+    deadline, report = start + START_TIMEOUT_S, start + 5.0
     while len(urls) < len(procs):
         for name, (proc, ready, log) in procs.items():
             if name in urls:
@@ -95,6 +96,10 @@ def _wait_ready(procs: dict[str, tuple[subprocess.Popen[bytes], Path, Path]]) ->
         if time.monotonic() > deadline:
             late = ", ".join(n for n in procs if n not in urls)
             raise DemoError(f"server(s) not ready within {START_TIMEOUT_S:g} s: {late}")
+        if time.monotonic() > report:  # a cold start on a busy machine: say what we wait for
+            late = ", ".join(n for n in procs if n not in urls)
+            print(f"  ... waiting for {late} to listen ({time.monotonic() - start:.0f} s)", flush=True)
+            report += 5.0
         time.sleep(0.05)
     return urls
 
@@ -128,12 +133,14 @@ def supervise() -> int:
     procs: dict[str, tuple[subprocess.Popen[bytes], Path, Path]] = {}
     with tempfile.TemporaryDirectory(prefix="openenv-demo-") as tmp:
         try:
+            print(f"openenv demo: starting {' and '.join(SERVERS)} (openenv serve MODULE:Class --port 0)", flush=True)
             _start(Path(tmp), procs)
             urls = _wait_ready(procs)
             print("openenv demo: two reference environments, served over gRPC on loopback")
             for name in SERVERS:
                 url = urls[name]
                 print(f"  {name:<10} {url}  (pid {procs[name][0].pid})", flush=True)  # before the client's output
+            print("starting the client process (it imports the clients, then plays one episode of each)", flush=True)
             try:
                 client = subprocess.run(
                     [sys.executable, __file__, "--client", urls["echo_env"], urls["gridworld"]],
