@@ -5,7 +5,7 @@ takes no arguments."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 import openenv
 
@@ -15,8 +15,8 @@ class Board(openenv.Environment):
 
     name = "board"
     version = "0.1.0"
-    action_type: Any = {"type": "string", "maxLength": 20}
-    observation_type: Any = {"type": "string"}
+    action_type: ClassVar[Any] = {"type": "string", "maxLength": 20}
+    observation_type: ClassVar[Any] = {"type": "string"}
     max_episode_steps = 5
     run_in_thread = False
 

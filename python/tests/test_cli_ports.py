@@ -56,7 +56,9 @@ def _one_line_refusal(done: subprocess.CompletedProcess[str], what: str, port: i
         (["--port", "0", "--http-port", "{port}"], "the HTTP side", "--http-port"),
     ],
 )
-def test_openenv_serve_refuses_a_taken_port_in_one_line(taken_port: int, flags: list[str], what: str, option: str) -> None:
+def test_openenv_serve_refuses_a_taken_port_in_one_line(
+    taken_port: int, flags: list[str], what: str, option: str
+) -> None:
     args = [f.format(port=taken_port) for f in flags]
     done = _openenv("serve", "openenv_testenvs:Counter", *args)
     _one_line_refusal(done, what, taken_port, option)

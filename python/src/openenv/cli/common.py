@@ -14,7 +14,15 @@ import click
 from openenv.errors import EnvError
 from openenv.security import TlsConfig, TokenSet
 
-__all__ = ["check_port_free", "fail", "load_factory", "load_security", "security_options", "split_list", "write_ready_file"]
+__all__ = [
+    "check_port_free",
+    "fail",
+    "load_factory",
+    "load_security",
+    "security_options",
+    "split_list",
+    "write_ready_file",
+]
 
 
 def fail(e: EnvError) -> click.ClickException:

@@ -12,7 +12,14 @@ from typing import Any
 
 import click
 
-from openenv.cli.common import check_port_free, load_factory, load_security, security_options, split_list, write_ready_file
+from openenv.cli.common import (
+    check_port_free,
+    load_factory,
+    load_security,
+    security_options,
+    split_list,
+    write_ready_file,
+)
 from openenv.host import DEFAULT, Host, default_http_port, http_available, serve
 from openenv.runtime.limits import SettingError, field_default, field_doc
 from openenv.security import SecuritySettings
