@@ -130,9 +130,9 @@ def _ask(name: str, schema: Any, root: dict[str, Any], required: bool = True) ->
     if isinstance(kind, list):
         kind = next((k for k in kind if k != "null"), None)
     if kind == "boolean":
-        default = "y" if s.get("default", False) else "n"
+        yes_no = "y" if s.get("default", False) else "n"
         while True:
-            text = _read(f"{label} [y/n]", default).lower()
+            text = _read(f"{label} [y/n]", yes_no).lower()
             if text in ("y", "yes", "n", "no", "true", "false"):
                 return text in ("y", "yes", "true")
             click.echo("  y or n (q quits)", err=True)
@@ -358,10 +358,10 @@ def play_command(target: str, seed: int | None, connect_timeout: float) -> None:
                     return
                 if cmd in ("s", "step", ""):
                     try:
-                        action = _ask_action(client, tools)
+                        action = _ask_action(client, tools)  # type: ignore[arg-type]
                     except _Quit:
                         return
-                    r = env.step(action)  # type: ignore[arg-type]
+                    r = env.step(action)
                     ret = (0.0 if r.step_count == 0 else ret) + (r.reward or 0.0)
                     _show(r, ret)
                     if r.terminated or r.truncated:
