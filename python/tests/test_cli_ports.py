@@ -75,5 +75,7 @@ def test_the_scripted_model_refuses_a_taken_port_in_one_line_and_avoids_serves_p
     script.write_text('{"steps": [{"text": "hi"}]}')
     done = _openenv("harness", "scripted-model", "--script", str(script), "--port", str(taken_port))
     _one_line_refusal(done, "the scripted model", taken_port, "--port")
-    shown = _openenv("harness", "scripted-model", "--help")
-    assert f"[default: {SCRIPTED_MODEL_PORT}]" in shown.stdout
+    from openenv.cli.harness import scripted_model_command
+
+    [port_option] = [p for p in scripted_model_command.params if p.name == "port"]
+    assert port_option.default == SCRIPTED_MODEL_PORT  # what `openenv harness scripted-model` listens on

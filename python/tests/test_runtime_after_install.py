@@ -59,8 +59,8 @@ def test_the_runtime_is_found_after_a_non_editable_install_even_once_its_source_
     # --target installs beside, never over, what this interpreter has installed (--prefix would
     # uninstall this environment's own protoenv first).
     purelib = venv / "lib" / f"python{sys.version_info[0]}.{sys.version_info[1]}" / "site-packages"
-    install = [sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-deps"]
-    install += ["--no-build-isolation", "--no-index", "--ignore-installed", "--target", str(purelib), str(src)]
+    pip = [sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-deps", "--no-compile"]
+    install = [*pip, "--no-build-isolation", "--no-index", "--ignore-installed", "--target", str(purelib), str(src)]
     subprocess.run(install, check=True, timeout=WAIT_S, env=env, capture_output=True)
 
     assert Path(_probe(venv, env)["runtime"]) == src.resolve()  # where pip installed it from
@@ -84,6 +84,5 @@ def test_the_runtime_is_found_after_a_non_editable_install_even_once_its_source_
     assert "openenv = openenv.cli:main" in entry_points
     # It installs as any wheel does, command included.
     target = tmp_path / "reinstalled"
-    reinstall = [sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-deps"]
-    subprocess.run([*reinstall, "--target", str(target), str(wheel)], check=True, timeout=WAIT_S, env=env)
+    subprocess.run([*pip, "--target", str(target), str(wheel)], check=True, timeout=WAIT_S, env=env)
     assert (target / "openenv" / "cli" / "build.py").is_file() and (target / "bin" / "openenv").is_file()
