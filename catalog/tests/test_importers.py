@@ -250,3 +250,31 @@ def test_an_imported_gymnasium_environment_drives_the_gymnasium_adapter(tmp_path
     finally:
         server.terminate()
         server.wait(TIMEOUT)
+
+
+def test_gymnasium_make_plays_a_catalog_environment_in_process_with_a_spec() -> None:
+    """``gymnasium.make("openenv/<catalog name>")``: registered on ``import openenv.gym``,
+    served in this process by the protocol engine (no server to start), with a spec."""
+    import gymnasium
+    from gymnasium.utils.env_checker import check_env
+
+    import openenv.gym
+
+    assert "openenv/gymnasium-cartpole-v1" in gymnasium.registry and "openenv/remote" in gymnasium.registry
+    env = gymnasium.make("openenv/gymnasium-cartpole-v1")
+    try:
+        assert env.spec is not None and env.spec.id == "openenv/gymnasium-cartpole-v1"
+        check_env(env.unwrapped, skip_render_check=True)
+        obs, _ = env.reset(seed=11)
+        ref_obs, _ = gymnasium.make("CartPole-v1").reset(seed=11)
+        assert np.allclose(obs, ref_obs)  # Gymnasium's CartPole, through openenv and back
+    finally:
+        env.close()
+    envs = gymnasium.make_vec("openenv/gymnasium-cartpole-v1", num_envs=3, vectorization_mode="vector_entry_point")
+    try:
+        assert isinstance(envs, openenv.gym.GymVectorEnv)
+        envs.reset(seed=0)
+        _, rewards, *_ = envs.step(envs.action_space.sample())
+        assert rewards.shape == (3,)
+    finally:
+        envs.close()

@@ -34,6 +34,7 @@ OPTIONAL_EXTRA_IMPORTS = {
     ("openenv.cli.bridge", "openenv.http"),
     ("openenv.cli.collect", "openenv.record"),  # the collect extra
     ("openenv.cli.harness", "openenv.harness"),  # the harness extra
+    ("openenv.gym", "openenv.gym.sb3"),  # stable-baselines3 (and torch), the rl extra: SB3VecEnv on first use
     ("openenv.client.env", "openenv.deploy.run"),
     ("openenv.runtime.codec", "openenv.runtime.betterproto"),
     ("openenv.grpc_libraries", "openenv.grpc_libraries.grpclib_server"),  # the grpclib extra

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import re
 import sys
+from pathlib import Path
 
 import pexpect
 import pytest
@@ -29,11 +30,11 @@ def gridworld_env() -> type[openenv.Environment]:
     return GridWorldEnvironment
 
 
-def _spawn(*args: str) -> pexpect.spawn:
+def _spawn(*args: str, cwd: Path = REPO_ROOT) -> pexpect.spawn:
     child = pexpect.spawn(
         sys.executable,
         ["-m", "openenv.cli", "play", *args],
-        cwd=str(REPO_ROOT),
+        cwd=str(cwd),
         encoding="utf-8",
         timeout=WAIT_S,
         env={**os.environ, "GRPC_VERBOSITY": "ERROR", "TERM": "dumb", "PYTHONUNBUFFERED": "1"},
@@ -81,7 +82,7 @@ async def test_a_gridworld_episode_is_played_to_the_goal_in_a_terminal() -> None
     assert child.exitstatus == 0
 
 
-def test_a_bad_answer_is_asked_again_and_a_bad_target_is_an_error() -> None:
+def test_a_bad_or_empty_answer_is_asked_again_q_quits_anywhere_and_a_bad_target_is_an_error() -> None:
     child = _spawn("gridworld.server:GridWorldEnvironment", "--seed", "1")
     try:
         child.expect_exact(">")
@@ -89,14 +90,72 @@ def test_a_bad_answer_is_asked_again_and_a_bad_target_is_an_error() -> None:
         child.expect_exact("4) MOVE_RIGHT")
         child.sendline("9")
         child.expect(re.escape("pick 1-4 or one of: MOVE_UP, MOVE_DOWN, MOVE_LEFT, MOVE_RIGHT"))
+        child.sendline("")  # Enter: no move chosen, which must not be sent as MOVE_UNSPECIFIED
+        child.expect_exact("pick 1-4 or one of: MOVE_UP, MOVE_DOWN, MOVE_LEFT, MOVE_RIGHT (q quits)")
         child.sendline("2")
         child.expect(r"step=1 reward=")
-        child.sendline("q")
+        assert "error" not in (child.before or "")
+        child.expect_exact(">")
+        child.sendline("")  # Enter at the command prompt: a step
+        child.expect_exact("4) MOVE_RIGHT")
+        child.sendline("q")  # at the move prompt: quits, is not sent as a move
         child.expect(pexpect.EOF)
+        assert "step=2" not in (child.before or "")
     finally:
         child.close(force=True)
+    assert child.exitstatus == 0
     bad = _spawn("grpc://127.0.0.1:1", "--connect-timeout", "1")
     bad.expect(pexpect.EOF)
     bad.close()
     assert bad.exitstatus == 1
     assert "cannot connect" in (bad.before or "")
+
+
+def test_a_text_board_prints_as_its_lines_and_q_quits_where_backslash_q_sends_q() -> None:
+    child = _spawn("play_envs:Board", cwd=Path(__file__).parent)
+    try:
+        # The board as it reads, line under line (not one escaped JSON string).
+        child.expect_exact("observation:\r\n  +---+\r\n  |x.o|\r\n  |.x.|\r\n  +---+\r\n  last move: -")
+        child.expect_exact(">")
+        child.sendline("")
+        child.expect_exact("action:")
+        child.sendline("")  # no text: asked again, nothing sent
+        child.expect_exact("type some text (q quits; \\q sends a q)")
+        child.sendline("\\q")  # a literal q
+        child.expect_exact("last move: q")
+        child.expect(r"step=1 reward=1 return=1 terminated=False")
+        child.expect_exact(">")
+        child.sendline("s")
+        child.expect_exact("action:")
+        child.sendline("q")
+        child.expect(pexpect.EOF)
+        assert "step=2" not in (child.before or "")
+    finally:
+        child.close(force=True)
+    assert child.exitstatus == 0
+
+
+def test_tool_results_print_as_their_text_and_a_tool_without_arguments_asks_nothing() -> None:
+    child = _spawn("play_envs:Notes", cwd=Path(__file__).parent)
+    try:
+        child.expect_exact("observation:\r\n  Take notes.\r\n  Tools: add, show.")
+        for note in ("first", "second"):
+            child.expect_exact(">")
+            child.sendline("s")
+            child.expect_exact("tools: 1) add  2) show")
+            child.sendline("add")
+            child.expect_exact("text:")
+            child.sendline(note)
+        child.expect_exact("observation:\r\n  tool: add\r\n  result: 2 notes")
+        child.expect_exact(">")
+        child.sendline("s")
+        child.expect_exact("tools: 1) add  2) show")
+        child.sendline("2")  # show() takes nothing: no "(JSON)" prompt for {}
+        child.expect_exact("observation:\r\n  tool: show\r\n  result:\r\n    first\r\n    second\r\n")
+        assert "(JSON)" not in (child.before or "")
+        child.expect(r"step=3 reward=")
+        child.sendline("q")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close(force=True)
+    assert child.exitstatus == 0

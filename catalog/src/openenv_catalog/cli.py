@@ -18,7 +18,46 @@ import click
 
 from openenv_catalog.registry import CERTIFIED_FILE, Entry, entries, skipped_importers
 
-__all__ = ["catalog_command", "import_command", "markdown"]
+__all__ = ["catalog_command", "import_command", "markdown", "type_json"]
+
+
+def type_json(declared: Any) -> Any:
+    """A declared action/observation type as JSON: a JSON Schema as it is, a tensor as
+    ``{"tensor": {dtype, shape, minimum, maximum}}``, a Python or protobuf type as its name and
+    JSON Schema (never a Python repr inside the JSON that ``openenv import`` prints)."""
+    import numpy as np
+
+    from openenv.runtime.codec import TensorSpec, codec_for
+
+    def plain(v: Any) -> Any:
+        if isinstance(v, (np.ndarray, np.generic)):
+            return v.tolist()
+        if isinstance(v, dict):
+            return {str(k): plain(x) for k, x in v.items()}
+        if isinstance(v, (list, tuple)):
+            return [plain(x) for x in v]
+        return v if v is None or isinstance(v, (bool, int, float, str)) else str(v)
+
+    if declared is None:
+        return None
+    if isinstance(declared, dict):
+        return plain(declared)
+    if isinstance(declared, TensorSpec):
+        tensor = {"dtype": str(np.dtype(declared.dtype)), "shape": [-1 if d is None else d for d in declared.shape]}
+        for bound in ("minimum", "maximum"):
+            if getattr(declared, bound) is not None:
+                tensor[bound] = plain(getattr(declared, bound))
+        return {"tensor": tensor}
+    descriptor = getattr(declared, "DESCRIPTOR", None)
+    if descriptor is not None:
+        label = descriptor.full_name
+    else:
+        label = f"{getattr(declared, '__module__', '')}.{getattr(declared, '__qualname__', declared)}"
+    try:
+        schema = plain(codec_for(declared).json_schema())
+    except Exception:  # noqa: BLE001 - a type without a schema is still described by its name
+        schema = None
+    return {"type": label, "json_schema": schema}
 
 
 @click.group("catalog", invoke_without_command=True)
@@ -177,8 +216,8 @@ def import_command(spec: str, serve_args: str | None) -> None:
         "name": cls.name,
         "description": cls.description,
         "target": target,
-        "action_type": repr(cls.action_type),
-        "observation_type": repr(cls.observation_type),
+        "action_type": type_json(cls.action_type),
+        "observation_type": type_json(cls.observation_type),
         "tools": sorted(getattr(cls, "__openenv_tools__", {}) or {}),
         "deterministic": cls.deterministic,
         "max_episode_steps": cls.max_episode_steps,

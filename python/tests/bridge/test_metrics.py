@@ -198,3 +198,15 @@ async def test_metrics_count_each_request_of_a_pipelined_message(engine: str) ->
     assert requests("step", "INVALID_ARGUMENT") == 1
     assert requests("pipelined") == 0  # the message itself is no request
     assert value(samples, "openenv_request_duration_seconds_count", transport="grpc", kind="step") == 32
+
+
+async def test_metrics_show_the_process_memory_cpu_and_file_descriptors() -> None:
+    async with served(Counter) as host:
+        assert host.http_url is not None
+        samples = await scrape(host.http_url)
+    names = {name for name, _ in samples}
+    for name in ("process_resident_memory_bytes", "process_cpu_seconds_total", "process_open_fds", "python_info"):
+        assert name in names, name
+    assert value(samples, "process_resident_memory_bytes") > 1_000_000  # a Python server holds megabytes
+    assert value(samples, "process_open_fds") >= 3  # at least the listening sockets
+    assert value(samples, "process_max_fds") >= value(samples, "process_open_fds")

@@ -201,3 +201,60 @@ def test_push_to_hub_dry_run_plans_the_upload(tmp_path: Path) -> None:
     assert r.returncode == 0, r.stderr
     assert f"would upload {out} -> someone/rollouts:data/runs.jsonl (dataset)" in r.stdout
     assert "README.md (dataset)" in r.stdout
+
+
+def test_a_second_run_is_refused_unless_appended_and_nothing_is_lost(tmp_path: Path) -> None:
+    out = tmp_path / "runs.jsonl"
+    with server_thread(GridWorldEnvironment) as srv:
+        args = [srv.address, "--episodes", "2", "--max-steps", "3", "--out", str(out), "--no-progress"]
+        assert _collect(*args, "--seed", "0").returncode == 0
+        before = out.read_bytes()
+        other = _collect(*args, "--seed", "100")
+        assert other.returncode == 1
+        assert "already holds 2 episode(s) of another run (policy random, seeds from 0)" in other.stderr
+        assert "--append" in other.stderr and "Traceback" not in other.stderr
+        assert out.read_bytes() == before  # left exactly as it was
+        added = _collect(*args, "--seed", "100", "--append")
+        assert added.returncode == 0, added.stderr
+    seeds = sorted(r["seed"] for r in read_rows(out) if r["step"] == 0)
+    assert seeds == [0, 1, 100, 101]
+
+
+def test_columns_are_typed_in_parquet_and_old_json_text_files_still_decode(tmp_path: Path) -> None:
+    import datasets
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from openenv.record import SCHEMA, collect, load_policy
+    from openenv.record.store import RecordStore
+
+    out = tmp_path / "runs.parquet"
+    with server_thread(GridWorldEnvironment) as srv:
+        import asyncio
+
+        asyncio.run(collect(srv.address, load_policy("random"), out, episodes=2, max_steps=3, progress=False))
+    schema = pq.read_schema(out)
+    assert pa.types.is_struct(schema.field("observation").type)  # nested types, not JSON text
+    assert pa.types.is_struct(schema.field("observation").type.field("agent").type)
+    # Plain datasets, no decode step: messages are dicts, repeated fields lists.
+    ds = datasets.Dataset.from_parquet(str(out))
+    step = ds[1]
+    assert step["action"]["@type"] == "gridworld.v1.Action" and step["action"]["move"].startswith("MOVE_")
+    assert isinstance(step["observation"]["grid"], list) and isinstance(step["observation"]["agent"]["row"], int)
+    assert step["json_columns"] == [] and decode_row(step) == {**step, "metadata": step["metadata"] or {}}
+
+    # A file of the JSON-text format: decode_row and load still read it, and resuming into it
+    # rewrites it typed with the same values.
+    legacy = tmp_path / "old.parquet"
+    old_rows = [
+        {**{c: None for c in SCHEMA.names}, "episode_id": "e-1", "episode_index": 0, "seed": 5, "step": 0,
+         "observation": json.dumps({"text": "a\nb"}), "metadata": "{}", "terminated": False, "truncated": False,
+         "final": True, "policy": "old"},
+    ]  # fmt: skip
+    pq.write_table(pa.Table.from_pylist(old_rows, schema=SCHEMA), legacy)
+    [row] = read_rows(legacy)
+    assert decode_row(row)["observation"] == {"text": "a\nb"} and decode_row(row)["metadata"] == {}
+    assert load(legacy)[0]["observation"] == {"text": "a\nb"}
+    RecordStore(legacy).open()
+    assert pa.types.is_struct(pq.read_schema(legacy).field("observation").type)
+    assert decode_row(read_rows(legacy)[0])["observation"] == {"text": "a\nb"}

@@ -119,3 +119,38 @@ def test_vector_env_matches_gymnasiums_sync_vector_env(mode: AutoresetMode) -> N
         finally:
             ours.close()
             ref.close()
+
+
+def test_gymnasium_make_opens_a_remote_session_with_a_spec_and_check_env_has_nothing_to_warn() -> None:
+    import warnings
+
+    with server_thread(GridWorldEnvironment) as srv:
+        env = gym.make("openenv/remote", url=srv.address, render_mode="ansi", options={"size": 5})
+        try:
+            assert env.spec is not None and env.spec.id == "openenv/remote"
+            assert env.spec.kwargs["url"] == srv.address
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                check_env(env.unwrapped)  # the close check and the render-mode check need the spec
+            assert [str(w.message) for w in caught] == []
+            _, info = env.reset(seed=2)
+            assert "A" in env.render() and "distance_to_goal" in info
+        finally:
+            env.close()
+        direct = openenv.gym.make(srv.address)  # made without gymnasium.make: the same spec
+        assert direct.spec is not None and direct.spec.id == "openenv/remote"
+        again = direct.spec.make()  # another session of the same server
+        try:
+            assert again.unwrapped.episode_id == "" and again.action_space == direct.action_space
+        finally:
+            again.close()
+            direct.close()
+            direct.close()  # closing twice is allowed
+        envs = gym.make_vec("openenv/remote", num_envs=3, vectorization_mode="vector_entry_point", url=srv.address)
+        try:
+            obs, _ = envs.reset(seed=0)
+            assert len(obs["grid"]) == 3 and isinstance(envs, openenv.gym.GymVectorEnv)
+        finally:
+            envs.close()
+        with pytest.raises(ValueError, match="needs the server's URL"):
+            gym.make("openenv/remote")

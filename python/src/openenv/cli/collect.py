@@ -33,7 +33,13 @@ __all__ = ["collect_command"]
     "out",
     required=True,
     type=click.Path(dir_okay=False),
-    help="runs.jsonl or runs.parquet; an existing file is resumed (finished episodes are skipped).",
+    help="runs.jsonl or runs.parquet; an existing file of the same run (target, policy, seed) is resumed: "
+    "its finished episodes are skipped.",
+)
+@click.option(
+    "--append",
+    is_flag=True,
+    help="Add this run to an --out that holds another run's episodes (refused otherwise).",
 )
 @click.option(
     "--openai-base-url",
@@ -53,6 +59,7 @@ def collect_command(
     max_steps: int | None,
     split: str | None,
     out: str,
+    append: bool,
     openai_base_url: str | None,
     repo_id: str | None,
     dry_run: bool,
@@ -80,6 +87,7 @@ def collect_command(
                 split=split,
                 policy_name=policy_spec,
                 progress=not no_progress,
+                append=append,
             )
         )
     except (ValueError, ImportError, OSError) as e:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import errno
 import importlib
 import os
+import socket
 import sys
 from typing import Any
 
@@ -12,12 +14,45 @@ import click
 from openenv.errors import EnvError
 from openenv.security import TlsConfig, TokenSet
 
-__all__ = ["fail", "load_factory", "load_security", "security_options", "split_list", "write_ready_file"]
+__all__ = [
+    "check_port_free",
+    "fail",
+    "load_factory",
+    "load_security",
+    "security_options",
+    "split_list",
+    "write_ready_file",
+]
 
 
 def fail(e: EnvError) -> click.ClickException:
     """An error of the table as a command-line error (exit 1, the message on stderr)."""
     return click.ClickException(str(e))
+
+
+def check_port_free(host: str, port: int | None, what: str, option: str) -> None:
+    """Refuse, in one line, a port another process already listens on (before anything starts,
+    so a clash is not a traceback or a gRPC core log). Port 0 or None (a free port, or no
+    listener) and addresses this host cannot bind are left to the listener itself."""
+    if not port:
+        return
+    bind_host = host.strip("[]") or "0.0.0.0"
+    try:
+        infos = socket.getaddrinfo(bind_host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except OSError:
+        return
+    family, kind, proto, _, address = infos[0]
+    with socket.socket(family, kind, proto) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as servers do: TIME_WAIT is no clash
+        try:
+            s.bind(address)
+        except OSError as e:
+            if e.errno != errno.EADDRINUSE:
+                return
+            raise click.ClickException(
+                f"{what} cannot listen on {host}:{port}: another process is using that port "
+                f"(stop it, or choose another with {option}; {option} 0 picks a free one)"
+            ) from None
 
 
 def write_ready_file(path: str, text: str) -> None:

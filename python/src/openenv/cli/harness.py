@@ -10,9 +10,14 @@ from typing import Any
 
 import click
 
+from openenv.cli.common import check_port_free
 from openenv.client import EnvClient
 
-__all__ = ["harness_command"]
+__all__ = ["SCRIPTED_MODEL_PORT", "harness_command"]
+
+SCRIPTED_MODEL_PORT = 8200
+"""The scripted model's default port: clear of `openenv serve`'s HTTP side (8000) and of the
+capture proxy's (8100), so the quick start's processes can all run at once."""
 
 
 def _require() -> Any:
@@ -123,7 +128,13 @@ def run_command(
 @harness_command.command("scripted-model")
 @click.option("--script", "script_path", required=True, type=click.Path(dir_okay=False, exists=True))
 @click.option("--host", default="127.0.0.1", show_default=True)
-@click.option("--port", type=int, default=8000, show_default=True)
+@click.option(
+    "--port",
+    type=int,
+    default=SCRIPTED_MODEL_PORT,
+    show_default=True,
+    help="0: a free port. Not 8000, where `openenv serve` puts its HTTP side.",
+)
 def scripted_model_command(script_path: str, host: str, port: int) -> None:
     """Serve a scripted OpenAI-compatible model (chat completions and responses) playing SCRIPT."""
     harness = _require()
@@ -131,7 +142,8 @@ def scripted_model_command(script_path: str, host: str, port: int) -> None:
         script = harness.load_script(script_path)
     except (ValueError, OSError) as e:
         raise click.ClickException(f"{script_path}: {e}") from None
-    server = harness.serve_in_thread(harness.ScriptedModel(script), host, port)
+    check_port_free(host, port, "the scripted model", "--port")
+    server = _start(harness, harness.ScriptedModel(script), host, port, "the scripted model")
     click.echo(f"scripted model on {server.url}/v1 ({len(script.steps)} steps)", err=True)
     _wait_forever(server)
 
@@ -152,9 +164,17 @@ def proxy_command(
     writer = harness.TraceWriter(out)
     tags = harness.EpisodeTags(writer.add_call, episode_id=tag, agent="external")
     app = harness.CaptureProxy(upstream, api_key=upstream_api_key, request_tokens=request_tokens, default=tags)
-    server = harness.serve_in_thread(app, host, port)
+    check_port_free(host, port, "the capture proxy", "--port")
+    server = _start(harness, app, host, port, "the capture proxy")
     click.echo(f"capture proxy on {server.url}/v1 -> {upstream}, recording to {out}/calls.jsonl", err=True)
     _wait_forever(server)
+
+
+def _start(harness: Any, app: Any, host: str, port: int, what: str) -> Any:
+    try:
+        return harness.serve_in_thread(app, host, port)
+    except RuntimeError as e:  # the port was taken after the check, or the host is not ours
+        raise click.ClickException(f"{what} cannot start: {e.__cause__ or e}") from None
 
 
 def _wait_forever(server: Any) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from openenv.deploy.scaffold import _names, scaffold
+from openenv.deploy.scaffold import TEMPLATES, next_steps, scaffold
 from openenv.errors import EnvError
 
 __all__ = ["init_command"]
@@ -21,17 +21,26 @@ __all__ = ["init_command"]
     show_default=True,
     help="Create the environment in this directory.",
 )
+@click.option(
+    "-t",
+    "--template",
+    type=click.Choice(TEMPLATES),
+    default="messages",
+    show_default=True,
+    help="messages: typed protobuf actions and observations (needs grpcio-tools); "
+    "tools: a tool environment (@openenv.tool methods, MCP-shaped calls).",
+)
 @click.option("--force", is_flag=True, help="Allow a name that is already an importable module.")
-def init_command(name: str, parent: str, force: bool) -> None:
-    """Scaffold a new environment NAME (proto, server, client, Dockerfile, tests, README)."""
+def init_command(name: str, parent: str, template: str, force: bool) -> None:
+    """Scaffold a new environment NAME (server, Dockerfile, tests, README; with the messages
+    template also its proto and typed client)."""
     try:
-        root = scaffold(name, parent, force=force)
+        root = scaffold(name, parent, force=force, template=template)
     except EnvError as e:
         raise click.ClickException(str(e)) from None
     except OSError as e:  # the directory cannot be written (permissions, a path too long, ...)
         raise click.ClickException(f"cannot create the environment in {parent}: {e.strerror or e}") from None
-    names = _names(name)
     click.echo(f"created {root}")
-    click.echo(f"  pip install -e {root}  &&  python -m pytest {root / 'tests'}")
-    click.echo(f"  openenv build {root} --offline --debootstrap-base   # -> {names['image_tag']}")
-    click.echo(f"  openenv certify docker:{names['image_tag']}")
+    click.echo("next:")
+    for line in next_steps(root, name):
+        click.echo(f"  {line}")

@@ -3,8 +3,14 @@
 The prompts come from the environment's advertised schema (``EnvironmentInfo``): an enum is
 a numbered choice, a number is asked within its bounds, a boolean is a yes/no, an object
 field by field, and anything else as JSON; a tool environment first asks which tool, then
-its arguments from the tool's input schema. Each turn shows the observation (JSON), the
-reward, the return so far, ``terminated``/``truncated`` and the reward breakdown.
+its arguments from the tool's input schema (a tool without arguments asks nothing). A value
+the action cannot go without (an enum whose zero is ``*_UNSPECIFIED``, the only field of a
+message) is asked again on Enter instead of being sent empty; ``q`` at any prompt quits
+(``\\q`` types a literal ``q``).
+
+Each turn shows the observation readably (text as its lines, so a board or a maze reads as
+one; a tool's result as its text; objects as ``key: value`` lines), the reward, the return so
+far, ``terminated``/``truncated`` and the reward breakdown.
 
 TARGET is a URL (``grpc://``, ``http(s)://``, ``ws(s)://``) or ``module:Class``, served
 in-process on a free loopback port for the game.
@@ -28,12 +34,14 @@ from openenv.client import EnvClient
 from openenv.errors import EnvError
 from openenv.host import Host
 from openenv.json_protocol.payloads import PayloadJson, message_to_json
+from openenv.runtime.tools import CallToolObservation, ToolResult
 from openenv.v1 import payload_pb2
 from openenv.values import from_struct
 
 __all__ = ["play_command"]
 
 _CALL_TOOL = "openenv.v1.CallToolRequest"
+_TOOL_RESULT = "openenv.v1.CallToolResponse"
 _MAX_SHOWN = 4000  # characters of an observation printed per turn
 
 
@@ -67,11 +75,28 @@ def _resolve(s: Any, root: dict[str, Any]) -> dict[str, Any]:
     return s if isinstance(s, dict) else {}
 
 
+class _Quit(Exception):
+    """``q`` typed at a prompt: leave the game."""
+
+
+def _read(label: str, default: str | None = None) -> str:
+    """A line typed at ``label`` (``default`` on Enter, when given); ``q``/``quit`` quits and
+    ``\\q`` stands for a literal ``q``."""
+    text = click.prompt(label, default=default or "", show_default=bool(default))
+    text = str(text).strip()
+    if text in ("q", "quit"):
+        raise _Quit
+    return "q" if text == "\\q" else text
+
+
 def _ask_json(label: str, required: bool) -> Any:
     while True:
-        text = click.prompt(f"{label} (JSON)", default="" if not required else None, show_default=False)
-        if not text and not required:
-            return None
+        text = _read(f"{label} (JSON)")
+        if not text:
+            if not required:
+                return None
+            click.echo("  type a JSON value (q quits)", err=True)
+            continue
         try:
             return json.loads(text)
         except ValueError as e:
@@ -87,9 +112,12 @@ def _ask(name: str, schema: Any, root: dict[str, Any], required: bool = True) ->
     if isinstance(s.get("enum"), list):
         named = [v for v in s["enum"] if isinstance(v, str)] or list(s["enum"])
         choices = [v for v in named if not str(v).endswith("_UNSPECIFIED")] or named
+        # Leaving out an enum whose zero is *_UNSPECIFIED sends that zero, which no environment
+        # takes: such a field is asked until answered.
+        required = required or len(choices) < len(named)
         click.echo(f"{label}: " + "  ".join(f"{i}) {v}" for i, v in enumerate(choices, 1)))
         while True:
-            text = click.prompt(f"{label}", default="" if not required else None, show_default=False).strip()
+            text = _read(label)
             if not text and not required:
                 return None
             if text.isdigit() and 1 <= int(text) <= len(choices):
@@ -97,12 +125,17 @@ def _ask(name: str, schema: Any, root: dict[str, Any], required: bool = True) ->
             match = [v for v in choices if str(v).lower() == text.lower()]
             if match:
                 return match[0]
-            click.echo(f"  pick 1-{len(choices)} or one of: {', '.join(map(str, choices))}", err=True)
+            click.echo(f"  pick 1-{len(choices)} or one of: {', '.join(map(str, choices))} (q quits)", err=True)
     kind = s.get("type")
     if isinstance(kind, list):
         kind = next((k for k in kind if k != "null"), None)
     if kind == "boolean":
-        return click.confirm(label, default=bool(s.get("default", False)))
+        yes_no = "y" if s.get("default", False) else "n"
+        while True:
+            text = _read(f"{label} [y/n]", yes_no).lower()
+            if text in ("y", "yes", "n", "no", "true", "false"):
+                return text in ("y", "yes", "true")
+            click.echo("  y or n (q quits)", err=True)
     if kind in ("integer", "number"):
         lo, hi = s.get("minimum"), s.get("maximum")
         lo = lo if isinstance(lo, (int, float)) and abs(lo) < 2**31 - 1 else None
@@ -113,19 +146,33 @@ def _ask(name: str, schema: Any, root: dict[str, Any], required: bool = True) ->
             else click.FloatRange(lo, hi)
         )
         default = s.get("default")
-        if not required and default is None:
-            text = click.prompt(label, default="", show_default=False)
-            return None if text == "" else typ.convert(text, None, None)
-        return click.prompt(label, type=typ, default=default)
+        while True:
+            text = _read(label, None if default is None else str(default))
+            if not text and not required:
+                return None
+            if not text:
+                click.echo("  type a number (q quits)", err=True)
+                continue
+            try:
+                return typ.convert(text, None, None)
+            except click.BadParameter as e:
+                click.echo(f"  {e.message} (q quits)", err=True)
     if kind == "string":
-        text = click.prompt(label, default=s.get("default", "" if not required else None), show_default=False)
-        return None if text == "" and not required else text
+        default = s.get("default")
+        while True:
+            text = _read(label, default if isinstance(default, str) and default else None)
+            if text or not required or default == "":
+                return None if text == "" and not required else text
+            click.echo("  type some text (q quits; \\q sends a q)", err=True)
     props = s.get("properties")
-    if isinstance(props, dict) and props:
+    if isinstance(props, dict) and not props:
+        return {}  # an object of no fields (a tool without arguments): nothing to ask
+    if isinstance(props, dict):
         need = set(s.get("required") or [])
         out: dict[str, Any] = {}
         for key, sub in props.items():
-            v = _ask(key, sub, root, key in need)
+            # The only field of a message is what the action is: never left out.
+            v = _ask(key, sub, root, key in need or len(props) == 1)
             if v is not None:
                 out[key] = v
         return out
@@ -138,7 +185,7 @@ def _ask_action(env: _JsonActions, tools: list[Any]) -> Any:
     if info.action.message_type == _CALL_TOOL and tools:
         click.echo("tools: " + "  ".join(f"{i}) {t.name}" for i, t in enumerate(tools, 1)))
         while True:
-            text = click.prompt("tool").strip()
+            text = _read("tool")
             picked = [t for i, t in enumerate(tools, 1) if text in (str(i), t.name)]
             if picked:
                 break
@@ -164,9 +211,75 @@ def _show_breakdown(score: Any, depth: int = 0) -> None:
         _show_breakdown(child, depth + 1)
 
 
+def _inline(value: Any) -> str | None:
+    """``value`` on one line, or None when it reads better as a block."""
+    if value is None or isinstance(value, (bool, int, float)):
+        return json.dumps(value)
+    if isinstance(value, str):
+        return None if "\n" in value else value
+    if isinstance(value, list) and len(value) >= 2 and all(isinstance(v, str) for v in value):
+        if len({len(v) for v in value}) == 1 and len(value[0]) >= 2:
+            return None  # rows of a board: one per line
+    text = json.dumps(value, ensure_ascii=False, default=str)
+    return text if len(text) <= 100 and "\\n" not in text else None
+
+
+def _lines(value: Any, indent: int, top: bool = False) -> list[str]:
+    """``value`` as readable lines: text as its own lines, objects as ``key: value`` (``top``:
+    even a short one), lists of rows one per line, short values inline."""
+    pad = "  " * indent
+    one = None if top and isinstance(value, dict) and value else _inline(value)
+    if one is not None:
+        return [pad + one]
+    if isinstance(value, str):
+        return [pad + line for line in value.splitlines()]
+    if isinstance(value, dict):
+        out: list[str] = []
+        for k, v in value.items():
+            v_one = _inline(v)
+            if v_one is not None:
+                out.append(f"{pad}{k}: {v_one}")
+            else:
+                out += [f"{pad}{k}:", *_lines(v, indent + 1)]
+        return out
+    if isinstance(value, list):
+        if all(isinstance(v, str) and "\n" not in v for v in value):
+            return [pad + v for v in value]
+        out = []
+        for v in value:
+            sub = _lines(v, indent + 1)
+            out += [f"{pad}- {sub[0].lstrip()}", *sub[1:]]
+        return out
+    return [pad + str(value)]
+
+
+def _readable(observation: Any) -> Any:
+    """An observation as plain values for :func:`_lines`: a tool call's result as its text (or
+    its structured content when it has no text), messages and arrays as JSON values."""
+    if isinstance(observation, Message) and observation.DESCRIPTOR.full_name == _TOOL_RESULT:
+        observation = CallToolObservation.from_proto(observation)  # type: ignore[arg-type]
+    if isinstance(observation, CallToolObservation):
+        result = observation.result if isinstance(observation.result, ToolResult) else None
+        if result is None:
+            return observation.metadata or ""
+        body: Any = result.text if result.text else _json(result.structured_content)
+        shown: dict[str, Any] = {}
+        if observation.tool_name:
+            shown["tool"] = observation.tool_name
+        shown["error" if result.is_error else "result"] = "" if body is None else body
+        return shown if observation.tool_name or result.is_error else shown["result"]
+    return _json(observation)
+
+
 def _show(r: Any, ret: float) -> None:
-    text = json.dumps(_json(r.observation), indent=1, default=str)
-    click.echo("observation: " + (text if len(text) <= _MAX_SHOWN else text[:_MAX_SHOWN] + " …"))
+    lines = _lines(_readable(r.observation), 1, top=True)
+    text = "\n".join(lines)
+    if len(text) > _MAX_SHOWN:
+        text = text[:_MAX_SHOWN] + " …"
+    if len(lines) == 1:
+        click.echo("observation: " + text.strip())
+    else:
+        click.echo("observation:\n" + text)
     reward = "-" if r.reward is None else f"{r.reward:g}"
     click.echo(f"step={r.step_count} reward={reward} return={ret:g} terminated={r.terminated} truncated={r.truncated}")
     if r.reward_breakdown is not None:
@@ -229,17 +342,31 @@ def play_command(target: str, seed: int | None, connect_timeout: float) -> None:
         assert info is not None
         click.echo(
             f"playing {info.name} {info.version} (session {client.session_id}); "
-            "s: step, r [seed]: reset, t: state, q: quit"
+            "s (or Enter): step, r [seed]: reset, t: state, q: quit (at any prompt)"
         )
-        tools = env.list_tools() if info.capabilities.tools else []
         ret = 0.0
-        r = env.reset(seed=seed)
+        try:
+            tools = env.list_tools() if info.capabilities.tools else []
+            r = env.reset(seed=seed)
+        except EnvError as e:  # e.g. the environment's reset raised: say so, no traceback
+            raise click.ClickException(str(e)) from e
         _show(r, ret)
         while True:
             cmd = click.prompt(">", default="s", show_default=False).strip()
             try:
                 if cmd in ("q", "quit", "exit"):
                     return
+                if cmd in ("s", "step", ""):
+                    try:
+                        action = _ask_action(client, tools)  # type: ignore[arg-type]
+                    except _Quit:
+                        return
+                    r = env.step(action)
+                    ret = (0.0 if r.step_count == 0 else ret) + (r.reward or 0.0)
+                    _show(r, ret)
+                    if r.terminated or r.truncated:
+                        click.echo("episode over: r to reset, q to quit")
+                    continue
                 if cmd.startswith("r"):
                     arg = cmd[1:].strip()
                     ret = 0.0
@@ -259,12 +386,6 @@ def play_command(target: str, seed: int | None, connect_timeout: float) -> None:
                             default=str,
                         )
                     )
-                elif cmd in ("s", "step", ""):
-                    r = env.step(_ask_action(client, tools))  # type: ignore[arg-type]
-                    ret = (0.0 if r.step_count == 0 else ret) + (r.reward or 0.0)
-                    _show(r, ret)
-                    if r.terminated or r.truncated:
-                        click.echo("episode over: r to reset, q to quit")
                 else:
                     click.echo("s: step, r [seed]: reset, t: state, q: quit", err=True)
             except EnvError as e:

@@ -12,7 +12,14 @@ from typing import Any
 
 import click
 
-from openenv.cli.common import load_factory, load_security, security_options, split_list, write_ready_file
+from openenv.cli.common import (
+    check_port_free,
+    load_factory,
+    load_security,
+    security_options,
+    split_list,
+    write_ready_file,
+)
 from openenv.host import DEFAULT, Host, default_http_port, http_available, serve
 from openenv.runtime.limits import SettingError, field_default, field_doc
 from openenv.security import SecuritySettings
@@ -345,6 +352,11 @@ def serve_command(
         web=web,
         metrics=scrapeable,
     )
+    check_port_free(host, port, "the gRPC side", "--port")
+    if listen["http_port"] not in (None, DEFAULT):
+        check_port_free(http_host or host, listen["http_port"], "the HTTP side", "--http-port")
+    check_port_free(http_host or host, binary_port, "the binary WebSocket side", "--binary-port")
+    check_port_free(http_host or host, metrics_port, "/metrics", "--metrics-port")
     try:
         serve(
             factory,

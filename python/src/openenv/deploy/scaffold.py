@@ -5,7 +5,12 @@ generated Python bindings), the server (an :class:`openenv.Environment`), a type
 Dockerfile (the image contract of docs/images.md), tests over a real gRPC server, a README
 and a ``pyproject.toml`` whose ``[tool.openenv] factory`` names what the image serves.
 
-The templates are package data (``openenv/deploy/templates/env``); placeholders are ``{{name}}``
+Two templates: ``messages`` (the default; ``openenv/deploy/templates/env``) is the above;
+``tools`` (``openenv/deploy/templates/tools``) is a tool environment (``@openenv.tool``
+methods, MCP-shaped calls, no ``.proto`` and so nothing to generate). Both declare a ``test``
+extra (pytest) for their own tests.
+
+The templates are package data; placeholders are ``{{name}}``
 (the Python package, snake case), ``{{class_name}}``, ``{{dist_name}}``, ``{{title}}``,
 ``{{image_tag}}`` and ``{{openenv_requirement}}``. Generating the bindings needs
 grpcio-tools (``pip install grpcio-tools``), which is checked first.
@@ -23,19 +28,38 @@ from pathlib import Path
 from openenv.deploy.project import DISTRIBUTION
 from openenv.errors import FailedPrecondition, Internal, InvalidArgument
 
-__all__ = ["scaffold"]
+__all__ = ["TEMPLATES", "next_steps", "scaffold"]
 
 _TEMPLATES = Path(__file__).parent / "templates"
-# template path (under templates/env) -> output path; {{name}} is substituted in both
-_LAYOUT = {
-    "pyproject.toml.tmpl": "pyproject.toml",
-    "README.md.tmpl": "README.md",
-    "proto/env.proto.tmpl": "proto/{{name}}/v1/{{name}}.proto",
-    "src/__init__.py.tmpl": "src/{{name}}/__init__.py",
-    "src/server.py.tmpl": "src/{{name}}/server.py",
-    "src/client.py.tmpl": "src/{{name}}/client.py",
-    "tests/test_env.py.tmpl": "tests/test_{{name}}.py",
+# template -> (its directory under templates/, {template path -> output path}); {{name}} is
+# substituted in both
+_LAYOUTS: dict[str, tuple[str, dict[str, str]]] = {
+    "messages": (
+        "env",
+        {
+            "pyproject.toml.tmpl": "pyproject.toml",
+            "README.md.tmpl": "README.md",
+            "proto/env.proto.tmpl": "proto/{{name}}/v1/{{name}}.proto",
+            "src/__init__.py.tmpl": "src/{{name}}/__init__.py",
+            "src/server.py.tmpl": "src/{{name}}/server.py",
+            "src/client.py.tmpl": "src/{{name}}/client.py",
+            "tests/test_env.py.tmpl": "tests/test_{{name}}.py",
+        },
+    ),
+    "tools": (
+        "tools",
+        {
+            "pyproject.toml.tmpl": "pyproject.toml",
+            "README.md.tmpl": "README.md",
+            "src/__init__.py.tmpl": "src/{{name}}/__init__.py",
+            "src/server.py.tmpl": "src/{{name}}/server.py",
+            "tests/test_env.py.tmpl": "tests/test_{{name}}.py",
+        },
+    ),
 }
+TEMPLATES = tuple(_LAYOUTS)
+"""The templates of ``openenv init --template``: ``messages`` (typed protobuf actions and
+observations) and ``tools`` (a tool environment)."""
 
 
 MAX_NAME_CHARS = 64
@@ -73,14 +97,17 @@ def _render(text: str, names: dict[str, str]) -> str:
     return re.sub(r"\{\{(\w+)\}\}", lambda m: names[m.group(1)], text)
 
 
-def scaffold(name: str, parent: str | Path = ".", *, force: bool = False) -> Path:
-    """Create ``parent/name`` from the templates and generate its bindings; return its path.
+def scaffold(name: str, parent: str | Path = ".", *, force: bool = False, template: str = "messages") -> Path:
+    """Create ``parent/name`` from ``template`` (:data:`TEMPLATES`) and, for ``messages``,
+    generate its bindings; return its path.
 
     Raises:
-        InvalidArgument: unusable name. FailedPrecondition: the directory exists and is not
-        empty, a module of that name is already importable (unless ``force``), or
-        grpcio-tools is missing. Internal: protoc failed.
+        InvalidArgument: unusable name or unknown template. FailedPrecondition: the directory
+        exists and is not empty, a module of that name is already importable (unless
+        ``force``), or grpcio-tools is missing (``messages``). Internal: protoc failed.
     """
+    if template not in _LAYOUTS:
+        raise InvalidArgument(f"unknown template {template!r}: use one of {', '.join(TEMPLATES)}")
     names = _names(name)
     root = Path(parent).resolve() / names["name"]
     if root.exists() and any(root.iterdir()):
@@ -89,19 +116,24 @@ def scaffold(name: str, parent: str | Path = ".", *, force: bool = False) -> Pat
         raise FailedPrecondition(
             f"a module named {names['name']!r} is already importable here; pick another name (or --force)"
         )
-    try:
-        from grpc_tools import protoc
-    except ImportError:
-        raise FailedPrecondition(
-            "openenv init generates protobuf bindings with grpcio-tools: pip install grpcio-tools"
-        ) from None
-    for src, dst in _LAYOUT.items():
+    directory, layout = _LAYOUTS[template]
+    if template == "messages":
+        try:
+            from grpc_tools import protoc
+        except ImportError:
+            raise FailedPrecondition(
+                "openenv init generates protobuf bindings with grpcio-tools: pip install grpcio-tools "
+                "(or --template tools: a tool environment, nothing to generate)"
+            ) from None
+    for src, dst in layout.items():
         out = root / _render(dst, names)
         out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(_render((_TEMPLATES / "env" / src).read_text(), names))
+        out.write_text(_render((_TEMPLATES / directory / src).read_text(), names))
     (root / "Dockerfile").write_text((_TEMPLATES / "Dockerfile").read_text())
     pkg = root / "src" / names["name"]
     (pkg / "py.typed").write_text("")
+    if template != "messages":
+        return root
     (pkg / "v1").mkdir(exist_ok=True)
     (pkg / "v1" / "__init__.py").write_text("")
     wkt = importlib.resources.files("grpc_tools") / "_proto"
@@ -119,3 +151,18 @@ def scaffold(name: str, parent: str | Path = ".", *, force: bool = False) -> Pat
     if rc != 0:
         raise Internal(f"protoc failed ({rc}) on {root / 'proto' / proto}")
     return root
+
+
+def next_steps(root: Path, name: str, cwd: Path | None = None) -> list[str]:
+    """The commands that take a new environment from its directory to a certified image, each
+    working from a documented install of protoenv (the ``test`` extra brings pytest)."""
+    names = _names(name)
+    here = Path.cwd() if cwd is None else cwd
+    shown = root.relative_to(here) if root.is_relative_to(here) else root
+    tag = names["image_tag"]
+    return [
+        f"pip install -e '{shown}[test]'  &&  python -m pytest {shown / 'tests'}",
+        f"openenv play {names['name']}.server:{names['class_name']}Environment   # by hand, in the terminal",
+        f"openenv build {shown} --offline --debootstrap-base   # -> {tag}",
+        f"openenv certify docker:{tag}",
+    ]

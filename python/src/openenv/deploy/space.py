@@ -134,12 +134,17 @@ def prepare_space(env_dir: Path, out: Path, *, repo_id: str, target: str | None 
     shutil.copytree(env_dir, out / "env", ignore=_IGNORE)
     vendor = out / "vendor" / "openenv"
     vendor.mkdir(parents=True)
-    shutil.copy2(runtime / "pyproject.toml", vendor / "pyproject.toml")
-    for extra in ("README.md", "LICENSE"):
-        src = runtime / extra if (runtime / extra).exists() else runtime.parent / extra
-        if src.is_file():
-            shutil.copy2(src, vendor / extra)
-    shutil.copytree(runtime / "src", vendor / "src", ignore=_IGNORE)
+    install = "/app/vendor/openenv[http]"
+    if runtime.is_file():  # a wheel of the installed distribution (no source tree at hand)
+        shutil.copy2(runtime, vendor / runtime.name)
+        install = f"/app/vendor/openenv/{runtime.name}[http]"
+    else:
+        shutil.copy2(runtime / "pyproject.toml", vendor / "pyproject.toml")
+        for extra in ("README.md", "LICENSE"):
+            src = runtime / extra if (runtime / extra).exists() else runtime.parent / extra
+            if src.is_file():
+                shutil.copy2(src, vendor / extra)
+        shutil.copytree(runtime / "src", vendor / "src", ignore=_IGNORE)
     name = str(project.get("name", env_dir.name))
     readme = ""
     if (env_dir / "README.md").is_file():
@@ -163,7 +168,7 @@ ENV PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 WORKDIR /app
 COPY vendor/openenv /app/vendor/openenv
 COPY env /app/env
-RUN pip install "/app/vendor/openenv[http]" /app/env
+RUN pip install "{install}" /app/env
 RUN useradd -m -u 1000 user
 USER user
 ENV PORT={port}

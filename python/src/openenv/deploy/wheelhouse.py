@@ -123,7 +123,9 @@ def _run(cmd: list[str], echo: Echo, what: str, env: Mapping[str, str] | None = 
 
 
 def _local_wheel(project: Path, echo: Echo) -> Path:
-    """A wheel of a local project, cached by the hash of its files."""
+    """A wheel of a local project, cached by the hash of its files (a wheel is itself)."""
+    if project.is_file() and project.suffix == ".whl":
+        return project
     key = _tree_hash(project)
     out = cache_dir() / "wheels" / "local" / f"{project.name}-{key}"
     wheels = sorted(out.glob("*.whl")) if out.is_dir() else []

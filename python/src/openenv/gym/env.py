@@ -19,15 +19,20 @@ What you may rely on:
   ``"ansi"`` when it is (or holds) text; other render modes are refused at construction.
 * The vector env's autoreset mode is Gymnasium's, carried by the protocol's (RFC 0002):
   ``metadata["autoreset_mode"]`` says which.
+* ``env.spec`` is set (``openenv/remote`` with the target and keywords; ``nondeterministic``,
+  since an unseeded reset is the environment's choice), so ``env.spec.make()`` opens another session like it
+  and Gymnasium's ``check_env`` runs every check; ``gymnasium.make("openenv/...")`` works
+  too (:mod:`openenv.gym.registration`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import gymnasium as gym
 import numpy as np
+from gymnasium.envs.registration import EnvSpec
 from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space, concatenate, create_empty_array
 
@@ -36,7 +41,7 @@ from openenv.client.env import BaseEnvClient
 from openenv.gym.spaces import Converter, converter
 from openenv.protocol import StepResult
 
-__all__ = ["GymEnv", "GymVectorEnv", "make", "make_vec"]
+__all__ = ["GymEnv", "GymVectorEnv", "autoreset", "make", "make_vec", "remote_spec"]
 
 _AUTORESET = {
     AutoresetMode.NEXT_STEP: "next_step",
@@ -82,11 +87,26 @@ def _frame_mode(space: gym.Space[Any]) -> tuple[str | None, str | None]:
     return None, None
 
 
+def _connected(client: BaseEnvClient | SyncEnvClient) -> SyncEnvClient:
+    return client if isinstance(client, SyncEnvClient) else client.sync().connect()
+
+
 class GymEnv(gym.Env[Any, Any]):
     """One environment instance as a ``gymnasium.Env`` (see :func:`make`)."""
 
-    def __init__(self, client: EnvClient, *, render_mode: str | None = None, reset_options: Any = None) -> None:
-        self._sync: SyncEnvClient = client.sync().connect()
+    def __init__(
+        self,
+        client: EnvClient | SyncEnvClient,
+        *,
+        render_mode: str | None = None,
+        reset_options: Any = None,
+        on_close: Callable[[], None] | None = None,
+    ) -> None:
+        """``client``: an :class:`openenv.EnvClient` (connected here) or a connected
+        :class:`~openenv.client.SyncEnvClient`; ``on_close`` runs after the session closes
+        (e.g. stopping a server this adapter owns)."""
+        self._on_close = on_close
+        self._sync: SyncEnvClient = _connected(client)
         try:
             info = client.info
             assert info is not None
@@ -94,14 +114,14 @@ class GymEnv(gym.Env[Any, Any]):
             self._act: Converter = converter(info.action, info.descriptors, "action")
             self._obs: Converter = converter(info.observation, info.descriptors, "observation")
         except BaseException:
-            self._sync.close()
+            self.close()
             raise
         self.action_space = self._act.space
         self.observation_space = self._obs.space
         mode, self._frame_key = _frame_mode(self.observation_space)
         self.metadata = {"render_modes": [mode] if mode else [], "render_fps": 4}
         if render_mode is not None and render_mode != mode:
-            self._sync.close()
+            self.close()
             raise ValueError(
                 f"render_mode {render_mode!r} is not offered: {info.name}'s observations "
                 + (f"render as {mode!r}" if mode else "carry no frames or text")
@@ -111,7 +131,7 @@ class GymEnv(gym.Env[Any, Any]):
         self._last: Any = None
         self.episode_id = ""
         cap = info.capabilities
-        self.spec = None
+        self.spec: EnvSpec | None = None  # make() and gymnasium.make() set it
         if cap.HasField("reward_min") and cap.HasField("reward_max"):
             self.reward_range = (cap.reward_min, cap.reward_max)
 
@@ -144,25 +164,40 @@ class GymEnv(gym.Env[Any, Any]):
         return np.asarray(frame)
 
     def close(self) -> None:
-        self._sync.close()
+        """Close the session (and what ``on_close`` stops); closing again does nothing."""
+        try:
+            self._sync.close()
+        finally:
+            on_close, self._on_close = self._on_close, None
+            if on_close is not None:
+                on_close()
         super().close()
 
 
 class GymVectorEnv(gym.vector.VectorEnv[Any, Any, Any]):
     """N instances in ONE vectorised session as a ``gymnasium.vector.VectorEnv`` (see :func:`make_vec`)."""
 
-    def __init__(self, client: VectorEnvClient, autoreset_mode: AutoresetMode) -> None:
-        self._sync: SyncEnvClient = client.sync().connect()
+    def __init__(
+        self,
+        client: VectorEnvClient | SyncEnvClient,
+        autoreset_mode: AutoresetMode,
+        *,
+        on_close: Callable[[], None] | None = None,
+    ) -> None:
+        self._on_close = on_close
+        self._sync: SyncEnvClient = _connected(client)
+        vector = self._sync.client
+        assert isinstance(vector, VectorEnvClient)
         try:
-            info = client.info
+            info = vector.info
             assert info is not None
             self.env_info = info
             self._act = converter(info.action, info.descriptors, "action")
             self._obs = converter(info.observation, info.descriptors, "observation")
         except BaseException:
-            self._sync.close()
+            self.close_extras()
             raise
-        self.num_envs = client.num_envs
+        self.num_envs = vector.num_envs
         self.single_action_space = self._act.space
         self.single_observation_space = self._obs.space
         self.action_space = batch_space(self.single_action_space, self.num_envs)
@@ -228,7 +263,12 @@ class GymVectorEnv(gym.vector.VectorEnv[Any, Any, Any]):
         return self._batch(b.observations), rewards, terminated, truncated, infos
 
     def close_extras(self, **kwargs: Any) -> None:
-        self._sync.close()
+        try:
+            self._sync.close()
+        finally:
+            on_close, self._on_close = self._on_close, None
+            if on_close is not None:
+                on_close()
 
 
 def make(
@@ -243,7 +283,44 @@ def make(
     ``http(s)://`` URL of the HTTP side, or ``docker:IMAGE``). ``handshake`` keywords are the
     client's (``options={...}`` for the environment factory, ``timeout``, ...). Raises
     :class:`openenv.gym.SpaceError` when a declared type maps to no space."""
-    return GymEnv(_client(client_class, target, **handshake), render_mode=render_mode, reset_options=reset_options)
+    env = GymEnv(_client(client_class, target, **handshake), render_mode=render_mode, reset_options=reset_options)
+    kwargs: dict[str, Any] = {"url": target, **handshake}
+    if reset_options is not None:
+        kwargs["reset_options"] = dict(reset_options)
+    if client_class is not EnvClient:
+        kwargs["client_class"] = client_class
+    env.spec = remote_spec(kwargs)
+    return env
+
+
+def remote_spec(kwargs: Mapping[str, Any]) -> EnvSpec:
+    """The ``EnvSpec`` of an adapter of a running server (``openenv/remote``): ``spec.make()``
+    opens another session of it. ``nondeterministic``: always, in Gymnasium's sense (an
+    unseeded ``reset()`` is the environment's choice, not drawn from the adapter's
+    ``np_random``), so ``check_env`` skips its reset-determinism checks."""
+    return EnvSpec(
+        id="openenv/remote",
+        entry_point="openenv.gym.registration:make_remote",
+        vector_entry_point="openenv.gym.registration:make_remote_vec",
+        nondeterministic=True,
+        order_enforce=False,
+        disable_env_checker=True,
+        kwargs=dict(kwargs),
+    )
+
+
+def autoreset(mode: AutoresetMode | str) -> AutoresetMode:
+    """Gymnasium's ``AutoresetMode`` from itself, its value (``"SameStep"``) or its name in any
+    case (``"same_step"``, as the protocol spells it)."""
+    if isinstance(mode, AutoresetMode):
+        return mode
+    try:
+        return AutoresetMode(mode)
+    except ValueError:
+        try:
+            return AutoresetMode[str(mode).upper()]
+        except KeyError:
+            raise ValueError(f"autoreset_mode {mode!r}: use one of next_step, same_step, disabled") from None
 
 
 def make_vec(
@@ -256,7 +333,7 @@ def make_vec(
     """A ``gymnasium.vector.VectorEnv`` of ``num_envs`` instances in ONE vectorised session
     (``batch_reset``/``batch_step``), with Gymnasium's ``autoreset_mode`` (NEXT_STEP by default)
     carried by the protocol's."""
-    mode = AutoresetMode(autoreset_mode)
+    mode = autoreset(autoreset_mode)
     client = _client(VectorEnvClient, target, num_envs=num_envs, autoreset_mode=_AUTORESET[mode], **handshake)
     assert isinstance(client, VectorEnvClient)
     return GymVectorEnv(client, mode)

@@ -14,8 +14,9 @@ null), ``usage`` (JSON text or null), ``started_at`` (Unix seconds), ``ttft_s`` 
 first response byte), ``duration_s``.
 
 ``steps.jsonl``: the episode's environment steps in the rollout record format of
-:mod:`openenv.record.rows` (the reset, every tool call the agent made, with rewards), so the
-loaders of ``openenv collect`` read it too.
+:mod:`openenv.record.rows` (the reset, every tool call the agent made, with rewards), its
+variable columns as JSON text (the format's :data:`~openenv.record.rows.SCHEMA`, as
+``calls.jsonl`` keeps its JSON columns), so the loaders of ``openenv collect`` read it too.
 
 ``runs.jsonl``, one row per run (:data:`RUN_COLUMNS`): ``run_id``, ``target``, ``agent``,
 ``model``, ``model_url``, ``tasks``, ``concurrency``, ``time_budget_s``, ``request_tokens``,

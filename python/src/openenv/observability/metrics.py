@@ -29,6 +29,13 @@ name                                           type       labels
 ``openenv_http_requests_total``                counter    path, method, status
 =============================================  =========  ==================================
 
+Plus prometheus-client's process, platform and garbage-collector collectors, as every Python
+exporter shows them: ``process_resident_memory_bytes``, ``process_virtual_memory_bytes``,
+``process_cpu_seconds_total``, ``process_open_fds``, ``process_max_fds``,
+``process_start_time_seconds`` (Linux: read from ``/proc``), ``python_info`` and
+``python_gc_*``. They describe the whole process, so two servers in one process show the same
+values.
+
 ``transport`` is ``grpc``, ``websocket`` or ``mcp``; ``kind`` is the request kind of the
 protocol (``handshake``, ``reset``, ``step``, ``state``, ``list_tools``, ``call_tool``,
 ``close``, ``batch_reset``, ``batch_step``, ...); ``code`` is ``OK`` or an error code name
@@ -133,6 +140,10 @@ class Metrics:
             ["path", "method", "status"],
             registry=r,
         )
+        # The process as a whole (memory, CPU, file descriptors), the interpreter and its GC.
+        pc.ProcessCollector(registry=r)
+        pc.PlatformCollector(registry=r)
+        pc.GCCollector(registry=r)
         self._children: dict[tuple[Any, ...], Any] = {}
 
     def child(self, metric: Any, *labels: str) -> Any:

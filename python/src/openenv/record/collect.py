@@ -3,8 +3,10 @@
 Episode ``i`` of a run with seed ``S`` is reset with seed ``S + i`` and episode id
 ``{run}-{i:06d}`` (``run`` derived from the seed, the policy and the target), so a rerun with
 the same arguments knows which episodes the file already holds and skips them: an
-interrupted collection resumes where it stopped. With ``split``, episode ``i`` plays task
-``i mod n`` of that split (RFC 0004).
+interrupted collection resumes where it stopped. A file holding episodes of another run
+(another seed, policy or target) is refused unless ``append=True`` (``--append``): one run
+must not be mixed into another's file by a changed flag. With ``split``, episode ``i`` plays
+task ``i mod n`` of that split (RFC 0004).
 """
 
 from __future__ import annotations
@@ -22,9 +24,13 @@ from typing import Any
 from openenv.client import EnvClient, ToolEnvClient
 from openenv.record.policies import STOP, PolicyContext
 from openenv.record.recorder import EpisodeLog
-from openenv.record.store import RecordStore
+from openenv.record.store import RecordStore, read_rows
 
-__all__ = ["CollectStats", "collect", "run_id"]
+__all__ = ["CollectStats", "OtherRunError", "collect", "run_id"]
+
+
+class OtherRunError(ValueError):
+    """The output file holds episodes of another run, and adding to it was not asked for."""
 
 
 @dataclasses.dataclass
@@ -87,14 +93,22 @@ async def collect(
     policy_name: str | None = None,
     progress: bool = True,
     client_kwargs: dict[str, Any] | None = None,
+    append: bool = False,
 ) -> CollectStats:
     """Play ``episodes`` episodes of the environment at ``target`` with ``policy`` on
-    ``concurrency`` sessions and record them to ``out``; returns the run's stats."""
+    ``concurrency`` sessions and record them to ``out``; returns the run's stats.
+
+    Raises:
+        OtherRunError: ``out`` holds episodes of another run and ``append`` is false (the file
+        is left as it was).
+    """
     if episodes < 1 or concurrency < 1:
         raise ValueError("episodes and concurrency must be >= 1")
     name = str(policy_name or getattr(policy, "name", None) or getattr(policy, "__name__", type(policy).__name__))
-    store = RecordStore(out).open()
     run = run_id(target, name, seed)
+    if not append:
+        _refuse_other_runs(Path(out), run)
+    store = RecordStore(out).open()
     ids = [f"{run}-{i:06d}" for i in range(episodes)]
     todo = [i for i in range(episodes) if ids[i] not in store.finished]
     stats = CollectStats(skipped=episodes - len(todo))
@@ -152,6 +166,20 @@ async def collect(
             bar.close()
     stats.seconds = time.perf_counter() - started
     return stats
+
+
+def _refuse_other_runs(out: Path, run: str) -> None:
+    others = [r for r in read_rows(out) if not str(r.get("episode_id") or "").startswith(f"{run}-")]
+    if not others:
+        return
+    episodes = len({r["episode_id"] for r in others})
+    policies = sorted({str(r.get("policy")) for r in others})
+    first_seed = min((r["seed"] for r in others if r.get("step") == 0 and r.get("seed") is not None), default=None)
+    raise OtherRunError(
+        f"{out} already holds {episodes} episode(s) of another run (policy {', '.join(policies)}"
+        + ("" if first_seed is None else f", seeds from {first_seed}")
+        + "): pass --append to add this run to the same file, or choose another --out (the file is unchanged)"
+    )
 
 
 def _progress(enabled: bool, total: int, done: int) -> Any:

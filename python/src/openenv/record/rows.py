@@ -1,17 +1,23 @@
-"""The rollout record format: one row per time step, the same in JSONL and Parquet.
+"""The rollout record format: one row per time step, the same columns in JSONL and Parquet.
 
-Every value that varies in type with the environment (observation, action, reward breakdown,
-metadata) is stored as JSON text (:func:`to_jsonable`, then ``json.dumps``), so both files hold
-the same strings and reload losslessly; :func:`decode_row` turns them back into Python values.
-
-Columns (:data:`SCHEMA`):
+Columns:
 
 ``episode_id`` (str), ``episode_index`` (int), ``seed`` (int or null), ``task_id`` (str or null),
-``step`` (0 for the reset, then 1, 2, ...), ``observation`` (JSON), ``action`` (JSON, null on the
-reset row), ``reward`` (float or null: no reward is not 0), ``reward_breakdown`` (JSON or null),
+``step`` (0 for the reset, then 1, 2, ...), ``observation``, ``action`` (null on the reset row),
+``reward`` (float or null: no reward is not 0), ``reward_breakdown`` (or null),
 ``terminated``, ``truncated``, ``final`` (the episode's last row: it ended, or the collector
-stopped it at ``max_steps``), ``metadata`` (JSON), ``timestamp`` (Unix seconds), ``duration_s``
-(the request's round trip), ``policy`` (str).
+stopped it at ``max_steps``), ``metadata``, ``timestamp`` (Unix seconds), ``duration_s``
+(the request's round trip), ``policy`` (str), ``json_columns`` (list of str, see below).
+
+Observation, action, reward breakdown and metadata vary in type with the environment. They are
+stored as typed values (:func:`to_jsonable`: protobuf messages as ``{"@type": name, ...}`` with
+every field, tensors as ``{"@tensor": {dtype, shape, data}}``, tool calls as dicts): in JSONL as
+JSON values, in Parquet as nested types (structs, lists) inferred from the values, so
+``datasets`` loads them as dicts and lists with no decode step. A Parquet column whose values
+share no type (a string in one row, an object in another) is stored as JSON text instead, and
+named in every row's ``json_columns``; :func:`decode_row` parses those (and every JSON column of
+files written before typed columns, which have no ``json_columns``: :data:`SCHEMA`).
+An empty metadata object is stored as null (Parquet has no struct of no fields).
 """
 
 from __future__ import annotations
@@ -28,7 +34,7 @@ from google.protobuf.message import Message
 
 from openenv.runtime.tools import CallToolAction, CallToolObservation, ToolResult
 
-__all__ = ["JSON_COLUMNS", "SCHEMA", "decode_row", "to_jsonable"]
+__all__ = ["COLUMNS", "JSON_COLUMNS", "SCHEMA", "decode_row", "table", "to_jsonable", "typed_row"]
 
 SCHEMA = pa.schema(
     [
@@ -50,10 +56,16 @@ SCHEMA = pa.schema(
         ("policy", pa.string()),
     ]
 )
-"""The Arrow schema of a record file (the Parquet file's, and the JSONL rows' keys)."""
+"""The Arrow schema of record files written before typed columns (the four variable columns as
+JSON text, no ``json_columns``); :func:`openenv.record.read_rows` still reads them."""
 
 JSON_COLUMNS = ("observation", "action", "reward_breakdown", "metadata")
-"""Columns holding JSON text."""
+"""The columns whose type varies with the environment (JSON text in files of :data:`SCHEMA`)."""
+
+COLUMNS = (*SCHEMA.names, "json_columns")
+"""The columns of a record file, in order."""
+
+_FIXED = {f.name: f.type for f in SCHEMA if f.name not in JSON_COLUMNS}
 
 
 def to_jsonable(value: Any) -> Any:
@@ -63,9 +75,13 @@ def to_jsonable(value: Any) -> Any:
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
     if isinstance(value, Message):
+        # Every field, defaults included: the rows of one message type then share one shape
+        # (one Parquet struct), as its schema says.
         return {
             "@type": value.DESCRIPTOR.full_name,
-            **json_format.MessageToDict(value, preserving_proto_field_name=True),
+            **json_format.MessageToDict(
+                value, preserving_proto_field_name=True, always_print_fields_with_no_presence=True
+            ),
         }
     if isinstance(value, np.ndarray):
         return {"@tensor": {"dtype": str(value.dtype), "shape": list(value.shape), "data": value.tolist()}}
@@ -100,9 +116,59 @@ def dumps(value: Any) -> str:
 
 
 def decode_row(row: dict[str, Any]) -> dict[str, Any]:
-    """A row with its JSON columns parsed back into Python values."""
+    """A row with its JSON-text columns parsed back into Python values: those its
+    ``json_columns`` names, or, in a file written before typed columns, all of
+    :data:`JSON_COLUMNS`. Typed values are returned as they are (an empty metadata as ``{}``)."""
     out = dict(row)
-    for c in JSON_COLUMNS:
-        if out.get(c) is not None:
+    typed = "json_columns" in out
+    for c in (out.get("json_columns") or ()) if typed else JSON_COLUMNS:
+        if isinstance(out.get(c), str):
             out[c] = json.loads(out[c])
+    if typed and out.get("metadata") is None:
+        out["metadata"] = {}
     return out
+
+
+def typed_row(row: dict[str, Any]) -> dict[str, Any]:
+    """A row of any vintage with its variable columns as values (what :func:`table` takes)."""
+    out = decode_row(row)
+    out["json_columns"] = []
+    out["metadata"] = out.get("metadata") or None  # {} is stored as null (see above)
+    return {c: out.get(c) for c in COLUMNS}
+
+
+def _has_empty_struct(t: pa.DataType) -> bool:
+    if pa.types.is_struct(t):
+        return t.num_fields == 0 or any(_has_empty_struct(t.field(i).type) for i in range(t.num_fields))
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+        return _has_empty_struct(t.value_type)
+    return False
+
+
+def table(rows: list[dict[str, Any]]) -> pa.Table:
+    """Typed rows (:func:`typed_row`) as an Arrow table: the variable columns typed by
+    inference over every row (nested structs and lists), or JSON text where the values share
+    no type (then named in ``json_columns``)."""
+    arrays: dict[str, pa.Array] = {}
+    as_text: list[str] = []
+    for c in JSON_COLUMNS:
+        values = [r.get(c) for r in rows]
+        if c == "metadata":
+            values = [v or None for v in values]
+        try:
+            arr = pa.array(values)
+            if _has_empty_struct(arr.type):
+                raise ValueError("a struct of no fields")
+        except (pa.ArrowException, ValueError, TypeError, OverflowError):
+            arr = pa.array([None if v is None else dumps_value(v) for v in values], pa.string())
+            as_text.append(c)
+        arrays[c] = arr
+    for c, t in _FIXED.items():
+        arrays[c] = pa.array([r.get(c) for r in rows], t)
+    arrays["json_columns"] = pa.array([as_text] * len(rows), pa.list_(pa.string()))
+    return pa.table({c: arrays[c] for c in COLUMNS})
+
+
+def dumps_value(value: Any) -> str:
+    """JSON text of a value already JSON-able."""
+    return json.dumps(value, sort_keys=True, allow_nan=True)

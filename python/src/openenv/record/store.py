@@ -6,9 +6,10 @@ What you may rely on:
   flushes: JSONL appends each finished episode in one write; Parquet is rewritten (to a
   temporary file, then renamed over the old one) at every flush.
 * :meth:`RecordStore.open` on an existing file keeps its finished episodes (a row with
-  ``final``) and drops the rows of any unfinished one, so a resumed run redoes it.
-* :func:`load` reads either format back as a ``datasets.Dataset``; :func:`read_rows` as plain
-  dicts (pyarrow), equal for the two formats of the same run.
+  ``final``) and drops the rows of any unfinished one, so a resumed run redoes it. A file
+  written before typed columns is rewritten typed then (its values unchanged).
+* :func:`load` reads either format back as a ``datasets.Dataset`` with typed columns (nested
+  types; :mod:`openenv.record.rows`); :func:`read_rows` as plain dicts, as stored.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from openenv.record.rows import SCHEMA
+from openenv.record.rows import COLUMNS, SCHEMA, table, typed_row
 
 __all__ = ["RecordStore", "load", "read_rows"]
 
@@ -37,7 +38,9 @@ def _kind(path: Path) -> str:
 
 
 def read_rows(path: str | Path) -> list[dict[str, Any]]:
-    """Every row of a record file, in file order, as dicts of the schema's columns."""
+    """Every row of a record file, in file order, as dicts of its columns as stored (typed
+    values, or JSON text in the columns ``json_columns`` names and in files written before
+    typed columns: :func:`openenv.record.decode_row` parses either)."""
     p = Path(path)
     if not p.exists():
         return []
@@ -52,21 +55,22 @@ def read_rows(path: str | Path) -> list[dict[str, Any]]:
                     rows.append(json.loads(line))
                 except json.JSONDecodeError:  # a line cut by a crash mid-write: that episode is unfinished
                     break
-        return [{name: r.get(name) for name in SCHEMA.names} for r in rows]
-    table: pa.Table = pq.read_table(p, schema=SCHEMA)
-    out: list[dict[str, Any]] = table.to_pylist()
+        return [{name: r.get(name) for name in (COLUMNS if "json_columns" in r else SCHEMA.names)} for r in rows]
+    names = pq.read_schema(p).names
+    t: pa.Table = pq.read_table(p) if "json_columns" in names else pq.read_table(p, schema=SCHEMA)
+    out: list[dict[str, Any]] = t.to_pylist()
     return out
 
 
 def load(path: str | Path) -> Any:
-    """A record file as a ``datasets.Dataset`` (typed by the record schema)."""
+    """A record file as a ``datasets.Dataset``: observation, action, reward breakdown and
+    metadata as typed (nested) columns, whichever format and vintage the file has."""
     import datasets
 
     p = Path(path)
-    features = datasets.Features.from_arrow_schema(SCHEMA)
-    if _kind(p) == "jsonl":
-        return datasets.Dataset.from_json(str(p), features=features)
-    return datasets.Dataset.from_parquet(str(p), features=features)
+    if _kind(p) == "parquet" and "json_columns" in pq.read_schema(p).names:
+        return datasets.Dataset.from_parquet(str(p))
+    return datasets.Dataset(table([typed_row(r) for r in read_rows(p)]))
 
 
 class RecordStore:
@@ -81,31 +85,34 @@ class RecordStore:
 
     def open(self) -> RecordStore:
         """Read what the file holds; keep the finished episodes only."""
-        rows = read_rows(self.path)
+        stored = read_rows(self.path)
+        old = bool(stored) and "json_columns" not in stored[0]
+        rows = [typed_row(r) for r in stored]
         self.finished = {r["episode_id"] for r in rows if r.get("final")}
         kept = [r for r in rows if r["episode_id"] in self.finished]
         self.path.parent.mkdir(parents=True, exist_ok=True)
         if self.kind == "parquet":
             self._rows = kept
-            if len(kept) != len(rows) or not self.path.exists():
+            if len(kept) != len(rows) or old or not self.path.exists():
                 self._write_parquet()
-        elif len(kept) != len(rows) or not self.path.exists():
+        elif len(kept) != len(rows) or old or not self.path.exists():
             tmp = self.path.with_name(self.path.name + ".tmp")
             with tmp.open("w", encoding="utf-8") as f:
-                f.writelines(json.dumps(r) + "\n" for r in kept)
+                f.writelines(_line(r) for r in kept)
             os.replace(tmp, self.path)
         return self
 
     def add_episode(self, rows: Sequence[dict[str, Any]]) -> None:
-        """Queue one finished episode (written by the next :meth:`flush`)."""
-        self._pending.extend(rows)
+        """Queue one finished episode (written by the next :meth:`flush`); its rows may hold
+        JSON text (:class:`openenv.record.recorder.EpisodeLog`) or values."""
+        self._pending.extend(typed_row(r) for r in rows)
         self.finished.update(r["episode_id"] for r in rows)
 
     def flush(self) -> None:
         if not self._pending:
             return
         if self.kind == "jsonl":
-            text = "".join(json.dumps(r) + "\n" for r in self._pending)
+            text = "".join(_line(r) for r in self._pending)
             with self.path.open("a", encoding="utf-8") as f:
                 f.write(text)
                 f.flush()
@@ -117,5 +124,9 @@ class RecordStore:
 
     def _write_parquet(self) -> None:
         tmp = self.path.with_name(self.path.name + ".tmp")
-        pq.write_table(pa.Table.from_pylist(self._rows, schema=SCHEMA), tmp)
+        pq.write_table(table(self._rows), tmp)
         os.replace(tmp, self.path)
+
+
+def _line(row: dict[str, Any]) -> str:
+    return json.dumps(row, allow_nan=True) + "\n"
