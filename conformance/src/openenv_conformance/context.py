@@ -20,7 +20,7 @@ from hypothesis.stateful import RuleBasedStateMachine, run_state_machine_as_test
 
 from openenv.v1 import environment_pb2 as pb
 from openenv.v1 import tool_pb2
-from openenv_conformance.errors import CheckFailed, CheckSkipped, Violation
+from openenv_conformance.errors import CheckFailed, CheckNotExercised, CheckSkipped, Violation
 from openenv_conformance.registry import Check
 from openenv_conformance.spec import EnvSpec
 from openenv_conformance.strategies import Action, ActionSpace
@@ -102,6 +102,22 @@ def _example_of(e: BaseException) -> str | None:
         lines.append(n.removeprefix("Failing test case: ").removeprefix("Falsifying example: "))
     text = "\n".join(line for line in lines if line != "<state machine>")
     return text.strip() or None
+
+
+def _cause_of(e: BaseException | None) -> str | None:
+    """The defect named by the first :class:`Violation` in ``e`` (its group, its context)."""
+    seen = 0
+    while e is not None and seen < 8:
+        seen += 1
+        cause = getattr(e, "cause", None)
+        if isinstance(cause, str) and cause:
+            return cause
+        if isinstance(e, BaseExceptionGroup) and e.exceptions:
+            found = _cause_of(e.exceptions[0])
+            if found:
+                return found
+        e = e.__cause__ or e.__context__
+    return None
 
 
 def _reason_of(e: BaseException) -> str:
@@ -192,6 +208,7 @@ class Context:
         self._tools: list[tool_pb2.Tool] | None = None
         self._actions: ActionSpace | None = None
         self._accepted: list[Action] | None = None
+        self._step_times: list[float] = []  # round trips of the accepted steps of accepted_actions()
         self.examples_run = 0  # examples the current check's searches completed
         self._machine_failed = False  # a rule of the state machine being run failed
 
@@ -367,8 +384,10 @@ class Context:
             s, _ = self.episode()
             with s:
                 for a in candidates:
+                    t0 = time.monotonic()
                     r = s.step(a)
                     if isinstance(r, pb.SessionResponse) and r.WhichOneof("kind") == "step":
+                        self._step_times.append(time.monotonic() - t0)
                         accepted.append(a)
                         if r.step.time_step.terminated or r.step.time_step.truncated:
                             expect_ok(s.reset(), "reset", "reset")
@@ -378,6 +397,15 @@ class Context:
         if not self._accepted:
             raise CheckSkipped("no declared or generated action was accepted in a fresh episode")
         return self._accepted[:n]
+
+    def step_time(self) -> float:
+        """The environment's own step time as this run saw it: the median round trip of the
+        accepted steps of :meth:`accepted_actions` (seconds; 0 before any). Checks whose cost
+        grows with the step time size their work by it."""
+        if not self._step_times:
+            return 0.0
+        ordered = sorted(self._step_times)
+        return ordered[len(ordered) // 2]
 
     # -- Hypothesis
 
@@ -462,11 +490,11 @@ class Context:
             except Flaky as e:
                 if isinstance(e.__context__, _BudgetSpent):
                     return  # Hypothesis' account of the run that the spent budget ended
-                raise CheckFailed(_reason_of(e), _example_of(e)) from e
-            except (CheckSkipped, CheckFailed):
+                raise CheckFailed(_reason_of(e), _example_of(e), cause=_cause_of(e)) from e
+            except (CheckSkipped, CheckFailed, CheckNotExercised):
                 raise
             except Exception as e:
-                raise CheckFailed(_reason_of(e), _example_of(e)) from e
+                raise CheckFailed(_reason_of(e), _example_of(e), cause=_cause_of(e)) from e
 
     def sample(self, strategy: st.SearchStrategy[T], n: int) -> list[T]:
         """``n`` values drawn reproducibly (from the run's seed) from ``strategy``."""
