@@ -21,6 +21,7 @@ _NOT_MUTANTS = {
     "slow_steps_cpu",
     "slow_steps_await",
     "inert",
+    "offers_slow_action",
 }
 
 

@@ -225,3 +225,14 @@ def test_a_step_slow_in_an_allowed_way_keeps_the_server_live(name: str) -> None:
         r = report.result(check_id)
         assert r.status == "pass", (name, check_id, r.status, r.reason)
     assert "timed out" in report.result("lifecycle.timeout_aborts").note
+
+
+@pytest.mark.slow
+def test_the_timeout_search_tries_the_slow_action_an_environment_offers() -> None:
+    """An environment whose only slow action no generated value reaches offers it in its
+    metadata (openenv.certify.slow_action); the search tries it first and says so."""
+    with mutant_target("offers_slow_action") as target:
+        report = certify(target, run_options=OPTIONS, checks=["lifecycle.timeout_aborts"])
+    r = report.result("lifecycle.timeout_aborts")
+    assert r.status == "pass", (r.status, r.reason)
+    assert "the environment's slow_action" in r.note and "conformance-slow-7f3a" in r.note, r.note

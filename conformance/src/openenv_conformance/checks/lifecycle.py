@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 
@@ -10,12 +11,14 @@ from hypothesis import strategies as st
 from hypothesis.stateful import precondition, rule
 
 from openenv.v1 import environment_pb2 as pb
+from openenv.v1 import payload_pb2
+from openenv.values import from_struct
 from openenv_conformance.canonical import canonical, diff
 from openenv_conformance.context import Context, ContextMachine
 from openenv_conformance.errors import CheckNotExercised, CheckSkipped, Violation
 from openenv_conformance.model import HEX_ID, EpisodeModel
 from openenv_conformance.registry import check
-from openenv_conformance.strategies import Action
+from openenv_conformance.strategies import Action, json_payload
 from openenv_conformance.transport import (
     EPISODE_FIELDS,
     GRPC,
@@ -451,6 +454,22 @@ def state_read_only(ctx: Context) -> str | None:
 
 #: Generated actions the timeout search tries after the declared examples.
 _TIMEOUT_CANDIDATES = 24
+#: The test hook an environment may offer the timeout search: ``EnvironmentInfo.metadata``
+#: ``{"openenv.certify": {"slow_action": VALUE}}``, the JSON value of an action (of a JSON action
+#: type) whose step takes long enough to outlive a timeout. It is tried first.
+SLOW_ACTION_KEY = ("openenv.certify", "slow_action")
+
+
+def _slow_action_hook(ctx: Context) -> list[Action]:
+    """The slow action the environment offers (its metadata), as an action; [] without one."""
+    meta = from_struct(ctx.info.metadata) if ctx.info.HasField("metadata") else {}
+    hook = meta.get(SLOW_ACTION_KEY[0])
+    if not isinstance(hook, dict) or SLOW_ACTION_KEY[1] not in hook:
+        return []
+    if ctx.spec.action.kind != payload_pb2.PAYLOAD_KIND_JSON:
+        return []  # only a JSON value says an action without a type registry
+    value = hook[SLOW_ACTION_KEY[1]]
+    return [Action(json_payload(value), f"the environment's slow_action {json.dumps(value, sort_keys=True)}")]
 
 
 @check(
@@ -472,6 +491,7 @@ def timeout_aborts(ctx: Context) -> str:
 
     def candidates() -> Iterator[Action]:
         seen: set[str] = set()
+        yield from _slow_action_hook(ctx)
         yield from ctx.actions.examples
         seen.update(repr(a) for a in ctx.actions.examples)
         for a in ctx.sample(valid, _TIMEOUT_CANDIDATES):  # drawn only when the examples were not enough
