@@ -41,6 +41,9 @@ __all__ = ["Context", "ContextMachine", "RunOptions"]
 
 T = TypeVar("T")
 
+#: A step time from which the searches are bounded by the environment's own step time.
+SLOW_STEP_S = 0.005
+
 
 @dataclasses.dataclass
 class RunOptions:
@@ -52,7 +55,11 @@ class RunOptions:
         max_examples: examples per Hypothesis search (state machines and the costlier
             searches use a fraction of it).
         timeout: seconds to wait for any one answer.
-        search_budget: seconds a search may spend generating before it stops looking.
+        search_budget: seconds a search may spend generating before it stops looking. For an
+            environment whose steps are slow (``Context.step_time`` of 5 ms or more) it is
+            bounded by its own step time: ``search_steps`` steps' worth (at least 8 s).
+        search_steps: how many of the environment's steps a search's generation may spend, per
+            step of its action budget (so an example of a full episode counts once per step).
         shrink_budget: seconds a failing search may spend shrinking its example.
         capacity_limit: the capacity checks skip environments declaring more sessions.
         slot_free_bound: seconds a dropped client may keep holding its session slot.
@@ -78,6 +85,7 @@ class RunOptions:
     max_examples: int = 100
     timeout: float = 10.0
     search_budget: float = 30.0
+    search_steps: int = 20
     shrink_budget: float = 20.0
     capacity_limit: int = 4096
     slot_free_bound: float = 10.0
@@ -407,6 +415,15 @@ class Context:
         ordered = sorted(self._step_times)
         return ordered[len(ordered) // 2]
 
+    def search_seconds(self) -> float:
+        """How long a search may generate: ``search_budget``, or for an environment whose steps
+        are slow, ``search_steps`` episodes' worth of its own step time (at least 8 s): a
+        30 ms step no longer makes every search run to the 30 s budget."""
+        step = self.step_time()
+        if step < SLOW_STEP_S:
+            return self.options.search_budget
+        return min(self.options.search_budget, max(8.0, self.options.search_steps * self.spec.budget * step))
+
     # -- Hypothesis
 
     def seed_for(self, salt: str = "") -> int:
@@ -444,7 +461,7 @@ class Context:
         search budget; shrinking after the shrink budget. Every session still open is
         closed after each example, so the body opens the sessions it uses."""
         failed = [False]
-        deadline = time.monotonic() + self.options.search_budget
+        deadline = time.monotonic() + self.search_seconds()
 
         def prop(**kw: Any) -> None:
             if not failed[0] and time.monotonic() > deadline:
@@ -466,7 +483,7 @@ class Context:
     def run_machine(self, machine: type[ContextMachine], *, max_examples: int | None = None, steps: int = 30) -> None:
         """Run a Hypothesis state machine built with this context; a failure is shrunk to a
         minimal sequence of rules and raised as :class:`CheckFailed`."""
-        deadline = time.monotonic() + self.options.search_budget
+        deadline = time.monotonic() + self.search_seconds()
         self._machine_failed = False
 
         def factory() -> ContextMachine:
