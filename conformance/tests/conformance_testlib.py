@@ -10,7 +10,19 @@ from pathlib import Path
 
 TESTS_DIR = Path(__file__).resolve().parent
 ROOT = TESTS_DIR.parents[1]
-_NOT_MUTANTS = {"__init__", "__main__", "base", "proxy", "reaping", "sandboxlib"}
+_NOT_MUTANTS = {
+    "__init__",
+    "__main__",
+    "base",
+    "proxy",
+    "reaping",
+    "sandboxlib",
+    "slow_steps",
+    "slow_steps_cpu",
+    "slow_steps_await",
+    "inert",
+    "offers_slow_action",
+}
 
 
 def mutant_names() -> list[str]:

@@ -210,3 +210,21 @@ def test_a_certifier_killed_with_sigkill_leaves_no_server_behind() -> None:
     for p in left:  # do not leak it into the rest of the run, then fail
         os.kill(p, signal.SIGKILL)
     assert not left, f"servers {left} outlived the SIGKILLed certifier"
+
+
+@pytest.mark.slow
+def test_a_check_not_exercised_is_listed_and_fails_with_require_exercised(tmp_path: Path) -> None:
+    """echo_env steps on the event loop: no step outlives a timeout, so lifecycle.timeout_aborts
+    is not exercised. Certified by default, with the check named; --require-exercised fails it.
+    --durations profiles the run."""
+    args = ["python:echo_env.server:EchoEnvironment", "-c", "lifecycle.timeout_aborts", "-c", "protocol.handshake"]
+    r = certify(*args, "--seed", "3", "--durations", "0", "--report", str(tmp_path / "r.json"))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "CERTIFIED (grpc, 1 checks; 1 not exercised)" in r.stdout, r.stdout
+    assert "NOEX lifecycle.timeout_aborts" in r.stdout and "--require-exercised" in r.stdout
+    assert "slowest checks" in r.stdout and "per level:" in r.stdout
+    data = json.loads((tmp_path / "r.json").read_text())
+    assert data["not_exercised"] == ["lifecycle.timeout_aborts"] and data["certified"] is True
+    r = certify(*args, "--seed", "3", "--require-exercised")
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "NOT CERTIFIED" in r.stdout and "--require-exercised: 1 checks were not exercised" in r.stdout

@@ -133,6 +133,12 @@ def test_mutant_is_caught_by_its_check(name: str) -> None:
     assert not unexpected, {r.id: r.reason for r in report.results if r.id in unexpected}
     errors = [r for r in report.results if r.status == "error"]
     assert not errors, [(r.id, r.reason) for r in errors]
+    # The check that catches the defect heads its group in the report: never listed as the echo
+    # of another cause, so the report's defects name it.
+    heads = [members[0].id for _, members in report.causes()]
+    assert mod.CAUGHT_BY in heads, (mod.CAUGHT_BY, report.causes())
+    for words in getattr(mod, "CAUGHT_SAYING", ()):
+        assert words in caught.reason, (words, caught.reason)
 
 
 def test_the_pipelined_messages_check_runs_only_where_the_capability_is_advertised() -> None:
@@ -146,3 +152,87 @@ def test_the_pipelined_messages_check_runs_only_where_the_capability_is_advertis
         with mutant_target(name) as target:
             offered = certify(target, run_options=OPTIONS, checks=checks).result("protocol.pipelined_messages")
         assert offered.status == "pass", (name, offered.reason)
+
+
+#: What each check needs to happen before its rule is exercised, for the checks whose rule can go
+#: unexercised on a correct environment: there they report ``not_exercised`` with what they tried,
+#: never ``pass``. Every other check (``ALWAYS_EXERCISED``) exercises its rule with the requests
+#: it sends, whatever a server answers, or skips with the reason when the rule does not apply.
+NEEDS: dict[str, str] = {
+    "lifecycle.step_count": "an accepted step",
+    "lifecycle.step_after_end": "an episode that ends within the action budget",
+    "lifecycle.timeout_aborts": "a step that outlives its timeout (the actions are searched for one)",
+    "vector.autoreset_modes": "an episode of a vectorised instance that ends",
+    "sessions.resume_exactly_once": "an accepted action that leaves the episode running",
+    "concurrency.event_loop_live": "capacity 1: a step that outlives a 1 us timeout (no second session can probe)",
+    "sandbox.process_isolation": "session B's programs running while session A holds its processes",
+}
+#: The checks ``inert`` (episodes never end, steps never time out) cannot exercise.
+INERT_UNEXERCISED = {"lifecycle.step_after_end", "lifecycle.timeout_aborts", "vector.autoreset_modes"}
+
+
+def test_every_check_says_whether_its_rule_can_go_unexercised() -> None:
+    """The enumeration: a new check must be classified here (and, when it can see nothing of
+    its rule on a correct environment, raise CheckNotExercised there)."""
+    import inspect
+
+    ids = {c.id for c in all_checks()}
+    assert set(NEEDS) <= ids, set(NEEDS) - ids
+    sources = {c.id: inspect.getsource(c.fn) for c in all_checks()}
+    for check_id in NEEDS:
+        assert "CheckNotExercised" in sources[check_id], f"{check_id} must say not_exercised: {NEEDS[check_id]}"
+    for check_id, src in sources.items():
+        if "CheckNotExercised" in src:
+            assert check_id in NEEDS, f"{check_id} can be not exercised: say what it needs in NEEDS"
+    # What used to pass on nothing: a note saying nothing was observed.
+    for check_id, src in sources.items():
+        for words in ("no timeout to observe", "not conclusive", "could not be observed"):
+            assert words not in src or check_id in NEEDS, (check_id, words)
+
+
+@pytest.mark.slow
+def test_no_check_passes_what_it_did_not_exercise() -> None:
+    """On an environment whose episodes never end and whose steps never time out, the checks
+    that need either report not_exercised (saying what they tried), the run still certifies,
+    and --require-exercised fails it, naming them."""
+    with mutant_target("inert") as target:
+        report = certify(target, levels=["lifecycle", "vector"], run_options=OPTIONS, require_exercised=True)
+    assert report.unusable is None, report.unusable
+    statuses = {r.id: r.status for r in report.results}
+    assert {i for i, s in statuses.items() if s == "not_exercised"} == INERT_UNEXERCISED, statuses
+    assert report.counts()["fail"] == 0 and report.counts()["error"] == 0, report.failed_ids()
+    for check_id in INERT_UNEXERCISED:
+        assert report.result(check_id).reason, check_id
+    assert "outlived its timeout" in report.result("lifecycle.timeout_aborts").reason
+    assert report.exit_code == 1 and not report.certified
+    assert report.exercise_unmet and "lifecycle.timeout_aborts" in report.exercise_unmet
+    assert f"{len(INERT_UNEXERCISED)} not exercised" in report.verdict
+    report.require_exercised = False  # the default: listed, and certified
+    assert report.certified and report.exit_code == 0, report.verdict
+    assert sorted(report.to_dict()["not_exercised"]) == sorted(INERT_UNEXERCISED)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["slow_steps", "slow_steps_cpu", "slow_steps_await"])
+def test_a_step_slow_in_an_allowed_way_keeps_the_server_live(name: str) -> None:
+    """The controls of ``blocking_client_in_async_step``: the same 30 ms step on the worker
+    threads (waiting, or computing in Python and so holding the GIL), or awaited on the loop,
+    passes the measured liveness probe; its timeouts fire, so timeout_aborts is exercised."""
+    checks = ["concurrency.event_loop_live", "lifecycle.timeout_aborts"]
+    with mutant_target(name) as target:
+        report = certify(target, run_options=OPTIONS, checks=checks)
+    for check_id in checks:
+        r = report.result(check_id)
+        assert r.status == "pass", (name, check_id, r.status, r.reason)
+    assert "timed out" in report.result("lifecycle.timeout_aborts").note
+
+
+@pytest.mark.slow
+def test_the_timeout_search_tries_the_slow_action_an_environment_offers() -> None:
+    """An environment whose only slow action no generated value reaches offers it in its
+    metadata (openenv.certify.slow_action); the search tries it first and says so."""
+    with mutant_target("offers_slow_action") as target:
+        report = certify(target, run_options=OPTIONS, checks=["lifecycle.timeout_aborts"])
+    r = report.result("lifecycle.timeout_aborts")
+    assert r.status == "pass", (r.status, r.reason)
+    assert "the environment's slow_action" in r.note and "conformance-slow-7f3a" in r.note, r.note

@@ -70,7 +70,7 @@ def test_an_environment_running_code_certifies_at_the_sandbox_level(factory: str
     # On this host the canary and the host's processes are observed, and the processes of one
     # session were seen held while the other forked.
     assert "canary" in report.result("sandbox.host_sockets").note
-    assert "not conclusive" not in report.result("sandbox.process_isolation").note
+    assert report.result("sandbox.process_isolation").status == "pass"  # the overlap was seen
 
 
 @pytest.mark.slow

@@ -318,11 +318,59 @@ def test_report_forms() -> None:
     ]
     assert rep.exit_code == 1 and not rep.certified
     d = json.loads(rep.to_json())
-    assert d["counts"] == {"pass": 1, "fail": 1, "skip": 0, "error": 0, "warn": 0}
+    assert d["counts"] == {"pass": 1, "fail": 1, "skip": 0, "error": 0, "warn": 0, "not_exercised": 0}
     assert "boom &lt;&amp;&gt;" in rep.to_junit()
     assert "f(x=1)" in rep.to_markdown()
     rep.unusable = "no server"
     assert rep.exit_code == 2
+
+
+def _result(check_id: str, status: str, reason: str = "", cause: str = "") -> CheckResult:
+    return CheckResult(check_id, check_id.split(".")[0], check_id, "§", status, reason=reason, cause=cause)
+
+
+def test_a_not_exercised_check_certifies_visibly_and_fails_when_required() -> None:
+    rep = Report(target="t", suite_version="0", suite_protocol_version="1.0", seed=1, max_examples=5, levels=[])
+    rep.transport = "grpc"
+    rep.results = [
+        _result("protocol.a", "pass"),
+        _result("lifecycle.timeout_aborts", "not_exercised", "no step outlived its timeout: 9 actions tried"),
+    ]
+    assert rep.certified and rep.exit_code == 0
+    assert rep.verdict == "CERTIFIED (grpc, 1 checks; 1 not exercised)"
+    d = json.loads(rep.to_json())
+    assert d["not_exercised"] == ["lifecycle.timeout_aborts"] and d["counts"]["not_exercised"] == 1
+    junit = rep.to_junit()
+    assert 'type="not_exercised"' in junit and "not exercised: no step outlived" in junit
+    assert "*not exercised*" in rep.to_markdown()
+    rep.require_exercised = True
+    assert not rep.certified and rep.exit_code == 1
+    assert rep.verdict.startswith("NOT CERTIFIED (grpc, 1 checks; 1 not exercised)")
+    assert "--require-exercised" in (rep.exercise_unmet or "") and "--require-exercised" in rep.to_markdown()
+
+
+def test_failures_of_one_defect_are_grouped_under_the_check_whose_rule_it_breaks() -> None:
+    rep = Report(target="t", suite_version="0", suite_protocol_version="1.0", seed=1, max_examples=5, levels=[])
+    rep.transport = "grpc"
+    rep.results = [
+        _result("lifecycle.state_machine", "fail", "state reports step_count=0; expected 1", "step_count"),
+        _result("lifecycle.step_count", "fail", "accepted step answered step_count 0, expected 1", "step_count"),
+        _result("lifecycle.state_read_only", "fail", "state after step 1 reports step_count=0", "step_count"),
+        _result("rewards.range", "fail", "reward 9 outside [-1, 1]"),
+        _result("protocol.health", "pass"),
+    ]
+    causes = rep.causes()
+    assert [[r.id for r in members] for _, members in causes] == [
+        ["lifecycle.step_count", "lifecycle.state_machine", "lifecycle.state_read_only"],
+        ["rewards.range"],
+    ]
+    head = rep.headline()
+    assert head.startswith("NOT CERTIFIED (grpc, 5 checks): 2 defects behind 4 failing checks; first: step_count")
+    assert "lifecycle.step_count: accepted step answered step_count 0" in head
+    md = rep.to_markdown()
+    assert md.splitlines()[2] == f"**{head}**"
+    assert "also failing from it: `lifecycle.state_machine`, `lifecycle.state_read_only`" in md
+    assert json.loads(rep.to_json())["causes"][0]["checks"][0] == "lifecycle.step_count"
 
 
 def test_readme_documents_every_check() -> None:

@@ -127,6 +127,19 @@ def _write(path: str, text: str) -> None:
     "transport cannot express), is a failure.",
 )
 @click.option(
+    "--require-exercised",
+    is_flag=True,
+    help="Certify only when every applicable check exercised its rule: a check that saw nothing of it (no "
+    "step outlived its timeout, no episode ended) fails the run instead of being listed as not exercised.",
+)
+@click.option(
+    "--durations",
+    type=click.IntRange(0),
+    default=None,
+    metavar="N",
+    help="Print the N slowest checks (0: all) and the time per level: where the run's time goes.",
+)
+@click.option(
     "--idle-bound",
     type=float,
     default=30.0,
@@ -206,6 +219,8 @@ def certify(
     capacity_limit: int,
     token: str | None,
     require_transport: str | None,
+    require_exercised: bool,
+    durations: int | None,
     idle_bound: float,
     strict_rewards: bool,
     sandbox_memory_bound: int,
@@ -223,7 +238,8 @@ def certify(
     TARGET is grpc://HOST:PORT (a running server), http://HOST:PORT or ws://HOST:PORT (the
     HTTP/WebSocket side of a running server: openenv's or any OpenEnv server),
     python:MODULE:FACTORY (served in a subprocess on free loopback ports) or docker:IMAGE.
-    Exit status: 0 certified, 1 a check failed, 2 the target is unusable.
+    Exit status: 0 certified (checks not exercised are listed; --require-exercised fails
+    them), 1 a check failed, 2 the target is unusable.
     """
     if list_checks:
         for c in all_checks():
@@ -261,8 +277,9 @@ def certify(
             target_options=TargetOptions(
                 ready_timeout=ready_timeout, serve_args=serve_args, transport=transport, parity_with=parity_with
             ),
-            progress=ConsoleProgress(console, verbose=verbose),
+            progress=ConsoleProgress(console, verbose=verbose, durations=durations),
             require_transport=require_transport,
+            require_exercised=require_exercised,
         )
     except ValueError as e:
         raise click.UsageError(str(e)) from None

@@ -13,18 +13,26 @@ from openenv_conformance.registry import Check
 from openenv_conformance.report import CheckResult, Report
 from openenv_conformance.runner import Progress as RunProgress
 
-__all__ = ["ConsoleProgress", "print_summary"]
+__all__ = ["ConsoleProgress", "print_durations", "print_summary"]
 
-_STYLE = {"pass": "green", "fail": "bold red", "skip": "yellow", "error": "bold magenta", "warn": "bold yellow"}
-_MARK = {"pass": "PASS", "fail": "FAIL", "skip": "SKIP", "error": "ERR ", "warn": "WARN"}
+_STYLE = {
+    "pass": "green",
+    "fail": "bold red",
+    "skip": "yellow",
+    "error": "bold magenta",
+    "warn": "bold yellow",
+    "not_exercised": "bold cyan",
+}
+_MARK = {"pass": "PASS", "fail": "FAIL", "skip": "SKIP", "error": "ERR ", "warn": "WARN", "not_exercised": "NOEX"}
 
 
 class ConsoleProgress(RunProgress):
     """Shows each check as it runs and prints one line per finished check."""
 
-    def __init__(self, console: Console | None = None, verbose: bool = False) -> None:
+    def __init__(self, console: Console | None = None, verbose: bool = False, durations: int | None = None) -> None:
         self.console = console or Console()
         self.verbose = verbose
+        self.durations = durations
         self._progress: Progress | None = None
         self._task: Any = None
 
@@ -70,6 +78,8 @@ class ConsoleProgress(RunProgress):
         if self._progress is not None:
             self._progress.stop()
             self._progress = None
+        if self.durations is not None and report.results:
+            print_durations(report, self.durations, self.console)
         print_summary(report, self.console)
 
 
@@ -88,11 +98,11 @@ def print_summary(report: Report, console: Console | None = None) -> None:
         console.print("[bold red]exit 2[/]")
         return
     table = Table(title="openenv certify summary", show_lines=False)
-    for col in ("level", "pass", "fail", "error", "skip"):
+    for col in ("level", "pass", "fail", "error", "skip", "not exercised"):
         table.add_column(col, justify="right" if col != "level" else "left")
     levels: dict[str, dict[str, int]] = {}
     for r in report.results:
-        levels.setdefault(r.level, {"pass": 0, "fail": 0, "error": 0, "skip": 0, "warn": 0})[r.status] += 1
+        levels.setdefault(r.level, dict.fromkeys(_MARK, 0))[r.status] += 1
     for level, c in levels.items():
         table.add_row(
             level,
@@ -100,6 +110,7 @@ def print_summary(report: Report, console: Console | None = None) -> None:
             f"[red]{c['fail']}[/]" if c["fail"] else "0",
             f"[magenta]{c['error']}[/]" if c["error"] else "0",
             str(c["skip"]),
+            f"[cyan]{c['not_exercised']}[/]" if c["not_exercised"] else "0",
         )
     console.print(table)
     c = report.counts()
@@ -108,14 +119,52 @@ def print_summary(report: Report, console: Console | None = None) -> None:
     verdict = (
         f"[bold green]{escape(report.verdict)}[/]" if report.certified else f"[bold red]{escape(report.verdict)}[/]"
     )
-    unmet = report.requirement_unmet
-    if unmet:
-        console.print(f"[red]{escape(unmet)}[/]")
+    for unmet in (report.requirement_unmet, report.exercise_unmet):
+        if unmet:
+            console.print(f"[red]{escape(unmet)}[/]")
+    idle = report.not_exercised()
+    if idle and not report.require_exercised:
+        console.print(
+            f"[cyan]not exercised[/] (applicable, but nothing their rule is about happened; "
+            f"--require-exercised fails the run): {escape(', '.join(idle))}"
+        )
+    causes = report.causes()
+    if causes:
+        console.print(f"[bold red]{escape(report.headline())}[/]")
+        for i, (title, members) in enumerate(causes, 1):
+            echoes = [m.id for m in members[1:]]
+            also = f" [dim](also failing from it: {escape(', '.join(echoes))})[/]" if echoes else ""
+            console.print(f"  defect {i}: {escape(title)}{also}")
     warned = f", {c['warn']} warnings" if c["warn"] else ""
     console.print(
-        f"{verdict}: {c['pass']} passed, {c['fail']} failed, {c['error']} errors, {c['skip']} skipped{warned} "
+        f"{verdict}: {c['pass']} passed, {c['fail']} failed, {c['error']} errors, {c['skip']} skipped, "
+        f"{c['not_exercised']} not exercised{warned} "
         f"in {report.duration_s:.1f} s (seed {report.seed}); exit {report.exit_code}"
     )
     failed = [r for r in report.results if r.status in ("fail", "error") and r.reproduce]
     for r in failed[:5]:
         console.print(f"  reproduce: [bold]{escape(r.reproduce)}[/]")
+
+
+def print_durations(report: Report, n: int, console: Console | None = None) -> None:
+    """Where the run's time went (``--durations N``): the ``n`` slowest checks (all with 0),
+    the time per level, and what the checks' total leaves for starting the target."""
+    console = console or Console()
+    ranked = sorted(report.results, key=lambda r: -r.duration_s)
+    shown = ranked if n <= 0 else ranked[:n]
+    total = sum(r.duration_s for r in report.results)
+    table = Table(title=f"slowest checks (of {len(report.results)}; {total:.1f} s in checks)", show_lines=False)
+    for col in ("s", "share", "check", "status", "examples"):
+        table.add_column(col, justify="right" if col in ("s", "share", "examples") else "left")
+    for r in shown:
+        share = f"{100 * r.duration_s / total:.0f}%" if total else "-"
+        table.add_row(f"{r.duration_s:.2f}", share, r.id, r.status, str(r.examples or ""))
+    console.print(table)
+    per_level: dict[str, float] = {}
+    for r in report.results:
+        per_level[r.level] = per_level.get(r.level, 0.0) + r.duration_s
+    console.print(
+        "per level: "
+        + ", ".join(f"{lv} {t:.1f} s" for lv, t in sorted(per_level.items(), key=lambda x: -x[1]))
+        + f"; outside the checks (target start, waits): {max(0.0, report.duration_s - total):.1f} s"
+    )

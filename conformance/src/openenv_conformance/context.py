@@ -20,7 +20,7 @@ from hypothesis.stateful import RuleBasedStateMachine, run_state_machine_as_test
 
 from openenv.v1 import environment_pb2 as pb
 from openenv.v1 import tool_pb2
-from openenv_conformance.errors import CheckFailed, CheckSkipped, Violation
+from openenv_conformance.errors import CheckFailed, CheckNotExercised, CheckSkipped, Violation
 from openenv_conformance.registry import Check
 from openenv_conformance.spec import EnvSpec
 from openenv_conformance.strategies import Action, ActionSpace
@@ -41,6 +41,9 @@ __all__ = ["Context", "ContextMachine", "RunOptions"]
 
 T = TypeVar("T")
 
+#: A step time from which the searches are bounded by the environment's own step time.
+SLOW_STEP_S = 0.005
+
 
 @dataclasses.dataclass
 class RunOptions:
@@ -52,7 +55,11 @@ class RunOptions:
         max_examples: examples per Hypothesis search (state machines and the costlier
             searches use a fraction of it).
         timeout: seconds to wait for any one answer.
-        search_budget: seconds a search may spend generating before it stops looking.
+        search_budget: seconds a search may spend generating before it stops looking. For an
+            environment whose steps are slow (``Context.step_time`` of 5 ms or more) it is
+            bounded by its own step time: ``search_steps`` steps' worth (at least 8 s).
+        search_steps: how many of the environment's steps a search's generation may spend, per
+            step of its action budget (so an example of a full episode counts once per step).
         shrink_budget: seconds a failing search may spend shrinking its example.
         capacity_limit: the capacity checks skip environments declaring more sessions.
         slot_free_bound: seconds a dropped client may keep holding its session slot.
@@ -78,6 +85,7 @@ class RunOptions:
     max_examples: int = 100
     timeout: float = 10.0
     search_budget: float = 30.0
+    search_steps: int = 20
     shrink_budget: float = 20.0
     capacity_limit: int = 4096
     slot_free_bound: float = 10.0
@@ -102,6 +110,22 @@ def _example_of(e: BaseException) -> str | None:
         lines.append(n.removeprefix("Failing test case: ").removeprefix("Falsifying example: "))
     text = "\n".join(line for line in lines if line != "<state machine>")
     return text.strip() or None
+
+
+def _cause_of(e: BaseException | None) -> str | None:
+    """The defect named by the first :class:`Violation` in ``e`` (its group, its context)."""
+    seen = 0
+    while e is not None and seen < 8:
+        seen += 1
+        cause = getattr(e, "cause", None)
+        if isinstance(cause, str) and cause:
+            return cause
+        if isinstance(e, BaseExceptionGroup) and e.exceptions:
+            found = _cause_of(e.exceptions[0])
+            if found:
+                return found
+        e = e.__cause__ or e.__context__
+    return None
 
 
 def _reason_of(e: BaseException) -> str:
@@ -192,6 +216,7 @@ class Context:
         self._tools: list[tool_pb2.Tool] | None = None
         self._actions: ActionSpace | None = None
         self._accepted: list[Action] | None = None
+        self._step_times: list[float] = []  # round trips of the accepted steps of accepted_actions()
         self.examples_run = 0  # examples the current check's searches completed
         self._machine_failed = False  # a rule of the state machine being run failed
 
@@ -367,8 +392,10 @@ class Context:
             s, _ = self.episode()
             with s:
                 for a in candidates:
+                    t0 = time.monotonic()
                     r = s.step(a)
                     if isinstance(r, pb.SessionResponse) and r.WhichOneof("kind") == "step":
+                        self._step_times.append(time.monotonic() - t0)
                         accepted.append(a)
                         if r.step.time_step.terminated or r.step.time_step.truncated:
                             expect_ok(s.reset(), "reset", "reset")
@@ -378,6 +405,24 @@ class Context:
         if not self._accepted:
             raise CheckSkipped("no declared or generated action was accepted in a fresh episode")
         return self._accepted[:n]
+
+    def step_time(self) -> float:
+        """The environment's own step time as this run saw it: the median round trip of the
+        accepted steps of :meth:`accepted_actions` (seconds; 0 before any). Checks whose cost
+        grows with the step time size their work by it."""
+        if not self._step_times:
+            return 0.0
+        ordered = sorted(self._step_times)
+        return ordered[len(ordered) // 2]
+
+    def search_seconds(self) -> float:
+        """How long a search may generate: ``search_budget``, or for an environment whose steps
+        are slow, ``search_steps`` episodes' worth of its own step time (at least 8 s): a
+        30 ms step no longer makes every search run to the 30 s budget."""
+        step = self.step_time()
+        if step < SLOW_STEP_S:
+            return self.options.search_budget
+        return min(self.options.search_budget, max(8.0, self.options.search_steps * self.spec.budget * step))
 
     # -- Hypothesis
 
@@ -416,7 +461,7 @@ class Context:
         search budget; shrinking after the shrink budget. Every session still open is
         closed after each example, so the body opens the sessions it uses."""
         failed = [False]
-        deadline = time.monotonic() + self.options.search_budget
+        deadline = time.monotonic() + self.search_seconds()
 
         def prop(**kw: Any) -> None:
             if not failed[0] and time.monotonic() > deadline:
@@ -438,7 +483,7 @@ class Context:
     def run_machine(self, machine: type[ContextMachine], *, max_examples: int | None = None, steps: int = 30) -> None:
         """Run a Hypothesis state machine built with this context; a failure is shrunk to a
         minimal sequence of rules and raised as :class:`CheckFailed`."""
-        deadline = time.monotonic() + self.options.search_budget
+        deadline = time.monotonic() + self.search_seconds()
         self._machine_failed = False
 
         def factory() -> ContextMachine:
@@ -462,11 +507,11 @@ class Context:
             except Flaky as e:
                 if isinstance(e.__context__, _BudgetSpent):
                     return  # Hypothesis' account of the run that the spent budget ended
-                raise CheckFailed(_reason_of(e), _example_of(e)) from e
-            except (CheckSkipped, CheckFailed):
+                raise CheckFailed(_reason_of(e), _example_of(e), cause=_cause_of(e)) from e
+            except (CheckSkipped, CheckFailed, CheckNotExercised):
                 raise
             except Exception as e:
-                raise CheckFailed(_reason_of(e), _example_of(e)) from e
+                raise CheckFailed(_reason_of(e), _example_of(e), cause=_cause_of(e)) from e
 
     def sample(self, strategy: st.SearchStrategy[T], n: int) -> list[T]:
         """``n`` values drawn reproducibly (from the run's seed) from ``strategy``."""

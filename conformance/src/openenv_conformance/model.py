@@ -53,18 +53,23 @@ class EpisodeModel:
     def on_reset(self, resp: pb.SessionResponse | StreamEnd, requested_id: str = "") -> pb.TimeStep:
         ts = expect_ok(resp, "reset", "reset").time_step
         if ts.step_count != 0:
-            raise Violation(f"reset answered step_count {ts.step_count}, expected 0")
+            raise Violation(f"reset answered step_count {ts.step_count}, expected 0", cause="step_count")
         if requested_id:
             if ts.episode_id != requested_id:
-                raise Violation(f"reset(episode_id={requested_id!r}) answered episode_id {ts.episode_id!r}")
+                raise Violation(
+                    f"reset(episode_id={requested_id!r}) answered episode_id {ts.episode_id!r}", cause="episode_id"
+                )
         else:
             if not HEX_ID.fullmatch(ts.episode_id):
                 raise Violation(
                     f"reset without an episode_id answered {ts.episode_id!r}, expected a fresh uuid4 "
-                    "in hex (32 lowercase hex digits)"
+                    "in hex (32 lowercase hex digits)",
+                    cause="episode_id",
                 )
             if ts.episode_id == self.episode_id or ts.episode_id in self.past_ids:
-                raise Violation(f"reset reused episode_id {ts.episode_id!r}: a new episode needs a new id")
+                raise Violation(
+                    f"reset reused episode_id {ts.episode_id!r}: a new episode needs a new id", cause="episode_id"
+                )
         if self.episode_id:
             self.past_ids.add(self.episode_id)
         self.episode_id = ts.episode_id
@@ -78,31 +83,35 @@ class EpisodeModel:
             raise Violation(f"{what}: expected a step or error answer, got {describe(resp)}")
         kind = resp.WhichOneof("kind")
         if kind == "error" and resp.error.fatal:
-            raise Violation(f"{what}: {describe(resp)}; a refused step must not end the session")
+            raise Violation(f"{what}: {describe(resp)}; a refused step must not end the session", cause="fatal_refusal")
         if self.status == "RUNNING":
             if kind == "error":
                 name = code_name(resp.error.code)
                 if name not in self.running_errors:
                     raise Violation(
                         f"{what} in a running episode: {describe(resp)}; the error table allows "
-                        f"{', '.join(sorted(self.running_errors))} here"
+                        f"{', '.join(sorted(self.running_errors))} here",
+                        cause="state_fails" if name == "INTERNAL" else "refusal_code",
                     )
                 return None
             ts = resp.step.time_step
             if ts.step_count != self.step_count + 1:
                 raise Violation(
                     f"{what}: accepted step answered step_count {ts.step_count}, expected "
-                    f"{self.step_count + 1} (it was {self.step_count})"
+                    f"{self.step_count + 1} (it was {self.step_count})",
+                    cause="step_count",
                 )
             if ts.episode_id != self.episode_id:
                 raise Violation(
-                    f"{what}: time step carries episode_id {ts.episode_id!r}, the episode is {self.episode_id!r}"
+                    f"{what}: time step carries episode_id {ts.episode_id!r}, the episode is {self.episode_id!r}",
+                    cause="episode_id",
                 )
             limit = self.spec.max_episode_steps
             if limit is not None and ts.step_count >= limit and not (ts.terminated or ts.truncated):
                 raise Violation(
                     f"{what}: step {ts.step_count} reached max_episode_steps {limit} without "
-                    "truncated (or terminated) set"
+                    "truncated (or terminated) set",
+                    cause="episode_status",
                 )
             self.step_count = ts.step_count
             self._enter(ts)
@@ -116,7 +125,8 @@ class EpisodeModel:
                 )
                 raise Violation(
                     f"{what} {where} was accepted (step_count {resp.step.time_step.step_count}); "
-                    "expected FAILED_PRECONDITION"
+                    "expected FAILED_PRECONDITION",
+                    cause="step_after_end" if self.status != "NOT_STARTED" else "episode_status",
                 )
             ts = resp.step.time_step
             if ts.step_count != 0 or not ts.episode_id or ts.episode_id == self.episode_id:
@@ -139,17 +149,23 @@ class EpisodeModel:
             where = "before any reset" if self.status == "NOT_STARTED" else f"after the episode ended ({self.status})"
             raise Violation(
                 f"{what} {where}: {describe(resp)}; expected "
-                + ("an auto-reset" if auto and self.status != "NOT_STARTED" else "FAILED_PRECONDITION")
+                + ("an auto-reset" if auto and self.status != "NOT_STARTED" else "FAILED_PRECONDITION"),
+                cause="refusal_code",
             )
         return None
 
     def on_state(self, resp: pb.SessionResponse | StreamEnd, what: str = "state") -> pb.StateResponse:
-        st = expect_ok(resp, "state", what)
+        try:
+            st = expect_ok(resp, "state", what)
+        except Violation as e:
+            raise Violation(str(e), cause="state_fails") from None
         got = (st.episode_id, st.step_count, status_name(st.status))
         want = (self.episode_id, self.step_count, self.status)
         if got != want:
+            cause = "step_count" if got[1] != want[1] else "episode_id" if got[0] != want[0] else "episode_status"
             raise Violation(
                 f"{what} reports episode_id={got[0]!r}, step_count={got[1]}, status={got[2]}; "
-                f"expected episode_id={want[0]!r}, step_count={want[1]}, status={want[2]}"
+                f"expected episode_id={want[0]!r}, step_count={want[1]}, status={want[2]}",
+                cause=cause,
             )
         return st

@@ -68,6 +68,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="transport of targets serving both (python:, docker:): grpc (default) or http",
     )
     g.addoption(
+        "--openenv-require-exercised",
+        action="store_true",
+        default=False,
+        help="a check that saw nothing of its rule (not exercised) fails instead of being skipped",
+    )
+    g.addoption(
         "--openenv-parity-with", default=None, metavar="URL", help="the target's other transport, for the parity check"
     )
 
@@ -169,6 +175,10 @@ class CertifyItem(pytest.Item):
         result = run_check(ctx, self.check, target_spec=live.spec)
         if result.status == "skip":
             pytest.skip(result.reason)
+        if result.status == "not_exercised":
+            if self.config.getoption("openenv_require_exercised"):
+                pytest.fail(f"not exercised (--openenv-require-exercised): {result.reason}", pytrace=False)
+            pytest.skip(f"not exercised: {result.reason}")
         if result.status in ("fail", "error"):
             raise CertifyFailure(result)
 

@@ -13,7 +13,7 @@ import json
 import xml.etree.ElementTree as ET
 from typing import Any
 
-__all__ = ["EXIT_CERTIFIED", "EXIT_FAILED", "EXIT_UNUSABLE", "CheckResult", "Report"]
+__all__ = ["CAUSES", "EXIT_CERTIFIED", "EXIT_FAILED", "EXIT_UNUSABLE", "STATUSES", "CheckResult", "Cause", "Report"]
 
 EXIT_CERTIFIED = 0
 EXIT_FAILED = 1
@@ -21,11 +21,48 @@ EXIT_UNUSABLE = 2
 REPORT_FORMAT = "openenv-certify-report/1"
 _LOG_TAIL = 20_000
 
+#: Every status a check can end with. ``not_exercised``: the check applies, but nothing its
+#: rule is about happened in the run (no step outlived its timeout, no episode ended), so the
+#: rule was not verified; it is not a pass. It certifies by default, named in the verdict
+#: (``CERTIFIED (grpc, 52 checks; 2 not exercised)``); ``--require-exercised`` makes it a failure.
+STATUSES = ("pass", "fail", "skip", "error", "warn", "not_exercised")
+
+
+@dataclasses.dataclass(frozen=True)
+class Cause:
+    """An observed defect that more than one check can see: ``check`` is the one whose rule
+    it breaks (the group's head in the report), ``title`` says it in one line."""
+
+    check: str
+    title: str
+
+
+#: The defects the suite recognises by name (``Violation(cause=...)``): the report groups the
+#: failures of one cause under it, headed by the check whose rule it breaks.
+CAUSES: dict[str, Cause] = {
+    "step_count": Cause("lifecycle.step_count", "step_count does not follow the accepted steps"),
+    "episode_id": Cause("lifecycle.episode_ids", "episode ids are not the current episode's"),
+    "episode_status": Cause("lifecycle.state_machine", "the episode status does not follow its steps"),
+    "step_after_end": Cause(
+        "lifecycle.step_after_end", "a step after the end of an episode is accepted (no auto_reset declared)"
+    ),
+    "state_fails": Cause("lifecycle.state_never_fails", "state answers an error"),
+    "fatal_refusal": Cause("schema.invalid_actions", "a refused request ends the session (fatal)"),
+    "refusal_code": Cause("lifecycle.state_machine", "a request is refused with a code the error table does not allow"),
+    "nondeterministic": Cause("determinism.same_seed", "the same seed and actions give different episodes"),
+    "event_loop_blocked": Cause(
+        "concurrency.event_loop_live", "a hook blocks the server's event loop (other sessions stall, timeouts are late)"
+    ),
+    "target_exited": Cause("robustness.still_serving", "the target exited during the run"),
+}
+
 
 @dataclasses.dataclass
 class CheckResult:
-    """One check's outcome. ``status`` is ``pass``, ``fail``, ``skip`` or ``error`` (the
-    check itself could not run to completion, e.g. the target died)."""
+    """One check's outcome. ``status`` is ``pass``, ``fail``, ``skip``, ``warn``,
+    ``not_exercised`` (see :data:`STATUSES`) or ``error`` (the check itself could not run to
+    completion, e.g. the target died). ``cause`` (a key of :data:`CAUSES`, or "") names the
+    observed defect behind a failure when the suite recognises it."""
 
     id: str
     level: str
@@ -39,10 +76,12 @@ class CheckResult:
     note: str = ""
     reproduce: str = ""
     examples: int | None = None
+    cause: str = ""
 
     @property
     def ok(self) -> bool:
-        return self.status in ("pass", "skip", "warn")
+        """Not a failure (``not_exercised`` included: :attr:`Report.certified` decides about it)."""
+        return self.status in ("pass", "skip", "warn", "not_exercised")
 
 
 @dataclasses.dataclass
@@ -84,16 +123,24 @@ class Report:
     #: when it ran: ``sandbox_memory_bound``, ``sandbox_disk_bound``, ``sandbox_files_bound``,
     #: ``sandbox_timeout``, ``sandbox_secrets``).
     options: dict[str, Any] = dataclasses.field(default_factory=dict)
+    #: ``--require-exercised``: a check that was not exercised is a failure.
+    require_exercised: bool = False
 
     # -- verdict
 
     @property
     def coverage(self) -> str:
         """What the verdict covers: ``grpc, 42 checks`` or ``http subset, 24 checks`` (the
-        checks that ran; a subset when some could not be expressed over the transport)."""
-        ran = sum(1 for r in self.results if r.status != "skip")
+        checks that ran; a subset when some could not be expressed over the transport), then
+        ``; 2 not exercised`` when some checks applied but saw nothing of their rule."""
+        ran = sum(1 for r in self.results if r.status not in ("skip", "not_exercised"))
         subset = " subset" if self.transport_skipped else ""
-        return f"{self.transport or '?'}{subset}, {ran} checks"
+        idle = self.not_exercised()
+        return f"{self.transport or '?'}{subset}, {ran} checks" + (f"; {len(idle)} not exercised" if idle else "")
+
+    def not_exercised(self) -> list[str]:
+        """The checks that applied but saw nothing of their rule."""
+        return [r.id for r in self.results if r.status == "not_exercised"]
 
     @property
     def requirement_unmet(self) -> str | None:
@@ -111,12 +158,21 @@ class Report:
         return None
 
     @property
+    def exercise_unmet(self) -> str | None:
+        """Why ``require_exercised`` is not met (None when it is, or when it is not required)."""
+        idle = self.not_exercised()
+        if not self.require_exercised or not idle:
+            return None
+        return f"--require-exercised: {len(idle)} checks were not exercised ({', '.join(idle)})"
+
+    @property
     def certified(self) -> bool:
         return (
             self.unusable is None
             and bool(self.results)
             and all(r.ok for r in self.results)
             and self.requirement_unmet is None
+            and self.exercise_unmet is None
         )
 
     @property
@@ -135,7 +191,7 @@ class Report:
         return EXIT_CERTIFIED if self.certified else EXIT_FAILED
 
     def counts(self) -> dict[str, int]:
-        out = {"pass": 0, "fail": 0, "skip": 0, "error": 0, "warn": 0}
+        out = dict.fromkeys(STATUSES, 0)
         for r in self.results:
             out[r.status] = out.get(r.status, 0) + 1
         return out
@@ -150,6 +206,39 @@ class Report:
     def failed_ids(self) -> list[str]:
         return [r.id for r in self.results if r.status in ("fail", "error")]
 
+    def causes(self) -> list[tuple[str, list[CheckResult]]]:
+        """The failures grouped by the defect behind them, most seen first: (headline, the
+        failing results, the group's head first). Failures of one recognised cause
+        (:data:`CAUSES`) form one group headed by the check whose rule the defect breaks (or
+        the first that saw it); every other failure is a group of its own, under its reason."""
+        failed = [r for r in self.results if r.status in ("fail", "error")]
+        groups: dict[str, list[CheckResult]] = {}
+        for r in failed:
+            groups.setdefault(r.cause if r.cause in CAUSES else f"check:{r.id}", []).append(r)
+        out: list[tuple[str, list[CheckResult]]] = []
+        for key, members in groups.items():
+            cause = CAUSES.get(key)
+            if cause is not None:
+                members.sort(key=lambda r: r.id != cause.check)  # stable: the head first
+                head = members[0]
+                title = f"{cause.title} ({head.id}: {_first_line(head.reason)})"
+            else:
+                title = f"{members[0].id}: {_first_line(members[0].reason)}"
+            out.append((title, members))
+        out.sort(key=lambda g: -len(g[1]))  # stable: run order among groups of one size
+        return out
+
+    def headline(self) -> str:
+        """The first line a user reads: the verdict, then the defects behind the failures."""
+        if self.unusable is not None:
+            return f"UNUSABLE: {self.unusable}"
+        causes = self.causes()
+        if not causes:
+            return self.verdict
+        n = sum(len(m) for _, m in causes)
+        lead = f"{len(causes)} defect{'s' if len(causes) != 1 else ''} behind {n} failing check{'s' if n != 1 else ''}"
+        return f"{self.verdict}: {lead}; first: {causes[0][0]}"
+
     # -- forms
 
     def to_dict(self) -> dict[str, Any]:
@@ -161,6 +250,9 @@ class Report:
             "verdict": self.verdict,
             "exit_code": self.exit_code,
             "counts": self.counts(),
+            "not_exercised": self.not_exercised(),
+            "headline": self.headline(),
+            "causes": [{"cause": t, "checks": [r.id for r in m]} for t, m in self.causes()],
         }
         if d.get("logs") and len(d["logs"]) > _LOG_TAIL:
             d["logs"] = "...\n" + d["logs"][-_LOG_TAIL:]
@@ -189,7 +281,7 @@ class Report:
                 tests=str(len(results)),
                 failures=str(sum(r.status == "fail" for r in results)),
                 errors=str(sum(r.status == "error" for r in results)),
-                skipped=str(sum(r.status == "skip" for r in results)),
+                skipped=str(sum(r.status in ("skip", "not_exercised") for r in results)),
                 time=f"{sum(r.duration_s for r in results):.3f}",
             )
             for r in results:
@@ -202,6 +294,8 @@ class Report:
                     el.text = _details(r)
                 elif r.status == "skip":
                     ET.SubElement(case, "skipped", message=r.reason[:500])
+                elif r.status == "not_exercised":
+                    ET.SubElement(case, "skipped", type="not_exercised", message=f"not exercised: {r.reason}"[:500])
                 elif r.status == "warn":
                     ET.SubElement(case, "system-out").text = f"warning: {r.reason}"
         root.set("tests", str(len(self.results)))
@@ -215,7 +309,7 @@ class Report:
         """A human summary (e.g. for a CI job summary)."""
         env = self.environment
         name = f"{env.get('name', '?')} {env.get('version', '')}".strip()
-        lines = [f"# openenv certify: {name or self.target}", ""]
+        lines = [f"# openenv certify: {name or self.target}", "", f"**{self.headline()}**", ""]
         if self.unusable is not None:
             verdict = "**target unusable** (exit 2)"
         elif self.certified:
@@ -230,9 +324,12 @@ class Report:
             + (f", parity with {self.parity_url}" if self.parity_url else ""),
             f"- Protocol: server {self.protocol_version or '?'}, suite {self.suite_protocol_version}; "
             f"suite version {self.suite_version}",
-            f"- Checks: {c['pass']} passed, {c['fail']} failed, {c['error']} errors, {c['skip']} skipped "
+            f"- Checks: {c['pass']} passed, {c['fail']} failed, {c['error']} errors, {c['skip']} skipped, "
+            f"{c['not_exercised']} not exercised "
             f"in {self.duration_s:.1f} s (seed {self.seed}, max examples {self.max_examples})",
         ]
+        if self.exercise_unmet:
+            lines.append(f"- {self.exercise_unmet}")
         if self.declared_nondeterministic:
             lines.append("- The environment declares itself **nondeterministic**: determinism was not certified.")
         if self.options:
@@ -241,11 +338,25 @@ class Report:
             lines += ["", "## Why the target is unusable", "", "```", self.unusable, "```"]
         if self.results:
             lines += ["", "| Check | Level | Result | Reason |", "| --- | --- | --- | --- |"]
-            icons = {"pass": "pass", "fail": "**FAIL**", "skip": "skip", "error": "**ERROR**", "warn": "warn"}
+            icons = {
+                "pass": "pass",
+                "fail": "**FAIL**",
+                "skip": "skip",
+                "error": "**ERROR**",
+                "warn": "warn",
+                "not_exercised": "*not exercised*",
+            }
             for r in self.results:
                 reason = (r.reason or r.note).replace("|", "\\|").replace("\n", " ")
                 lines.append(f"| `{r.id}` | {r.level} | {icons[r.status]} | {reason[:200]} |")
         failures = [r for r in self.results if r.status in ("fail", "error")]
+        causes = self.causes()
+        if causes:
+            lines += ["", "## Defects", ""]
+            for title, members in causes:
+                echoes = [m.id for m in members[1:]]
+                also = f" (also failing from it: {', '.join(f'`{i}`' for i in echoes)})" if echoes else ""
+                lines.append(f"- {title.replace('|', '/')}{also}")
         for r in failures:
             lines += ["", f"## `{r.id}`: {r.title}", "", f"Rule: {r.rule}", "", r.reason]
             if r.example:
@@ -256,6 +367,11 @@ class Report:
             tail = self.logs[-4000:]
             lines += ["", "## Target logs (tail)", "", "```", tail, "```"]
         return "\n".join(lines) + "\n"
+
+
+def _first_line(text: str, limit: int = 200) -> str:
+    line = (text or "").strip().splitlines()[0] if (text or "").strip() else ""
+    return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
 def _details(r: CheckResult) -> str:

@@ -18,7 +18,14 @@ import grpc
 from google.protobuf import json_format
 
 from openenv_conformance.context import Context, RunOptions, _example_of
-from openenv_conformance.errors import CheckFailed, CheckSkipped, CheckWarning, TargetUnusable, Violation
+from openenv_conformance.errors import (
+    CheckFailed,
+    CheckNotExercised,
+    CheckSkipped,
+    CheckWarning,
+    TargetUnusable,
+    Violation,
+)
 from openenv_conformance.registry import LEVELS, Check, select
 from openenv_conformance.report import CheckResult, Report
 from openenv_conformance.targets import Target, TargetOptions, open_target
@@ -154,12 +161,16 @@ def run_check(ctx: Context, check: Check, *, target_spec: str = "", extra_args: 
         result.note = note or ""
     except CheckSkipped as e:
         result.status, result.reason = "skip", str(e)
+    except CheckNotExercised as e:
+        result.status, result.reason = "not_exercised", str(e)
     except CheckWarning as e:
         result.status, result.reason = "warn", str(e)
     except CheckFailed as e:
         result.status, result.reason, result.example = "fail", e.reason, e.example
+        result.cause = e.cause or ""
     except Violation as e:
         result.status, result.reason, result.example = "fail", str(e), _example_of(e)
+        result.cause = e.cause or ""
     except Exception as e:  # noqa: BLE001 - a crash of the check is reported, never fatal to the run
         result.status = "error"
         result.reason = f"{type(e).__name__}: {e}"
@@ -191,6 +202,7 @@ def certify(
     run_options: RunOptions | None = None,
     progress: Progress | None = None,
     require_transport: str | None = None,
+    require_exercised: bool = False,
 ) -> Report:
     """Certify ``target`` (a spec such as ``python:echo_env.server:EchoEnvironment``,
     ``grpc://127.0.0.1:50051``, ``http://127.0.0.1:8000`` or ``docker:IMAGE``, or an open
@@ -201,6 +213,8 @@ def certify(
     ``require_transport`` (``grpc`` or ``http``): a run over another transport, or one where
     some checks could not be expressed over it (a subset), is not certified (the verdict,
     :attr:`Report.verdict`, names the transport and the coverage either way).
+    ``require_exercised``: a check that applied but saw nothing of its rule (``not_exercised``)
+    fails the run (by default it certifies, and the verdict counts it).
 
     ``levels`` and ``checks`` (shell patterns over check ids) select what runs; ``seed``
     makes the run reproducible (a random one is chosen and recorded otherwise). Returns the
@@ -225,6 +239,7 @@ def certify(
                 run_options=run_options,
                 progress=progress,
                 require_transport=require_transport,
+                require_exercised=require_exercised,
             ).result()
     selected = select(levels, checks)
     opts = dataclasses.replace(run_options or RunOptions(), timeout=timeout)
@@ -244,6 +259,7 @@ def certify(
         max_examples=opts.max_examples,
         levels=sorted({c.level for c in selected}, key=LEVELS.index),
         required_transport=require_transport or "",
+        require_exercised=require_exercised,
     )
     if any(c.level == "sandbox" for c in selected):
         report.options = {
@@ -294,6 +310,7 @@ def certify(
                     "error",
                     reason="the target is no longer running",
                     seed=opts.seed,
+                    cause="target_exited",
                 )
             else:
                 if check.requires - ctx.features - {FRAMES}:
@@ -302,8 +319,9 @@ def certify(
                     report.transport_skipped.append(check.id)
                 result = run_check(ctx, check, target_spec=spec, extra_args=extra)
                 if not tgt.alive():
-                    result.status = "fail" if result.status in ("pass", "skip") else result.status
+                    result.status = "fail" if result.status in ("pass", "skip", "not_exercised") else result.status
                     result.reason = ("the target exited during this check; " + result.reason).strip("; ")
+                    result.cause = "target_exited"
             report.results.append(result)
             progress.check_finished(result)
     except TargetUnusable as e:

@@ -14,6 +14,7 @@ COLLATERAL = frozenset(
         "lifecycle.state_never_fails",
         "lifecycle.state_read_only",
         "lifecycle.step_after_end",
+        "lifecycle.timeout_aborts",  # its search of the actions sends invalid ones too
         "schema.error_precedence",
         "schema.observations",
         "schema.valid_actions",

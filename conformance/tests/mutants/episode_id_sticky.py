@@ -8,6 +8,7 @@ from mutants.proxy import Proxy
 CAUGHT_BY = "lifecycle.episode_ids"
 COLLATERAL = frozenset(
     {
+        "concurrency.event_loop_live",  # its rounds reset the episode too
         "lifecycle.state_machine",
         "lifecycle.step_count",
         "lifecycle.timeout_aborts",

@@ -6,7 +6,7 @@ Deterministic: a step sent with a timeout runs in a worker thread that waits unt
 runtime has answered DEADLINE_EXCEEDED (a gate the patched Session.step opens), so it can
 never finish in time, however the threads are scheduled. (It once waited for nothing: on a
 loaded machine a trivial step sometimes beat the check's 1 µs timeout, every time out of six,
-and the check had no timeout to observe.)"""
+and the check had no timeout to observe.) Certified at the ``lifecycle`` level only."""
 
 import threading
 
@@ -17,6 +17,7 @@ from openenv.protocol import EpisodeStatus
 
 CAUGHT_BY = "lifecycle.timeout_aborts"
 COLLATERAL: frozenset[str] = frozenset()
+LEVELS = ("lifecycle",)
 
 _GATE_BOUND_S = 60.0  # a gate nobody opens (the step was not timed out after all) stops waiting
 

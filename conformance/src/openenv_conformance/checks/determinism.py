@@ -56,7 +56,8 @@ def same_seed(ctx: Context) -> None:
             if d:
                 raise Violation(
                     f"seed {seed} replayed in {label} differs at {d}\n  first:  {_render(first)}\n"
-                    f"  replay: {_render(t)}"
+                    f"  replay: {_render(t)}",
+                    cause="nondeterministic",
                 )
 
     ctx.search(replay, seed=st.integers(0, 2**32 - 1), actions=ctx.actions.episodes())

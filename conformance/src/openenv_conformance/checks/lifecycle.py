@@ -2,17 +2,23 @@
 
 from __future__ import annotations
 
+import json
+import time
+from collections.abc import Iterator
+
 import grpc
 from hypothesis import strategies as st
 from hypothesis.stateful import precondition, rule
 
 from openenv.v1 import environment_pb2 as pb
+from openenv.v1 import payload_pb2
+from openenv.values import from_struct
 from openenv_conformance.canonical import canonical, diff
 from openenv_conformance.context import Context, ContextMachine
-from openenv_conformance.errors import CheckSkipped, Violation
+from openenv_conformance.errors import CheckNotExercised, CheckSkipped, Violation
 from openenv_conformance.model import HEX_ID, EpisodeModel
 from openenv_conformance.registry import check
-from openenv_conformance.strategies import Action
+from openenv_conformance.strategies import Action, json_payload
 from openenv_conformance.transport import (
     EPISODE_FIELDS,
     GRPC,
@@ -167,7 +173,7 @@ def step_count(ctx: Context) -> None:
             model.on_step(s.step(a), f"step {a!r}")
             model.on_state(s.state(), f"state after {model.step_count} steps")
     if model.step_count == 0:
-        raise CheckSkipped("no step was accepted, so step counting could not be observed")
+        raise CheckNotExercised("no step was accepted, so step counting could not be observed")
 
 
 @check(
@@ -231,7 +237,15 @@ def step_after_end(ctx: Context) -> None:
             model.on_step(s.step(actions[0]), f"step {actions[0]!r}")
             model.on_state(s.state(), "state after a step after the end")
     if not ended[0]:
-        raise CheckSkipped(f"no generated episode ended within the action budget ({limit} steps)")
+        raise CheckNotExercised(
+            f"no generated episode ended within the action budget ({limit} steps)"
+            + (
+                f", nor a walk of {ctx.spec.max_episode_steps} steps"
+                if ctx.spec.max_episode_steps is not None and ctx.spec.max_episode_steps <= allowed
+                else ""
+            )
+            + ": a step after the end was never sent"
+        )
 
 
 @check(
@@ -377,11 +391,16 @@ def state_read_only(ctx: Context) -> str | None:
             _state_payload_ok(ctx, model.on_state(s.state(), what), what)
 
         eid = "conformance-state-read-only"  # the same id both times: only the state requests differ
-        plain = [canonical(s.reset(seed=seed, episode_id=eid), ctx.spec)]
-        for a in actions:
-            if plain[-1].get("terminated") or plain[-1].get("truncated") or "stream_end" in plain[-1]:
-                break  # a refused step (an error) does not end the episode
-            plain.append(canonical(s.step(a), ctx.spec))
+
+        def without_reads() -> list[dict]:
+            out = [canonical(s.reset(seed=seed, episode_id=eid), ctx.spec)]
+            for a in actions:
+                if out[-1].get("terminated") or out[-1].get("truncated") or "stream_end" in out[-1]:
+                    break  # a refused step (an error) does not end the episode
+                out.append(canonical(s.step(a), ctx.spec))
+            return out
+
+        plain = without_reads()
         # The same episode again, with 0-2 state requests before the reset's effects are read and
         # after each step (how many: drawn), each checked against the state machine and the type.
         model.on_reset(s.reset(seed=seed, episode_id=eid), eid)
@@ -408,9 +427,18 @@ def state_read_only(ctx: Context) -> str | None:
             if d is None and len(plain) != len(with_reads):
                 d = f"the episode lasted {len(plain) - 1} steps without state requests, {len(with_reads) - 1} with"
             if d:
+                # Before blaming the state requests: does the episode repeat without them?
+                again = without_reads()
+                if diff(_without_ids(plain[1:]), _without_ids(again[1:]), tol) or len(again) != len(plain):
+                    raise Violation(
+                        f"seed {seed}: the same seed and actions gave different episodes even without state "
+                        f"requests (with them it differed at {d}): the environment is not deterministic, "
+                        "which determinism.same_seed judges; state's read-only rule could not be compared",
+                        cause="nondeterministic",
+                    )
                 raise Violation(
                     f"seed {seed}: state requests changed the episode: it differs at {d} from the same seed "
-                    "and actions without state requests"
+                    "and actions without state requests (which repeat exactly)"
                 )
 
     ctx.search(
@@ -424,6 +452,26 @@ def state_read_only(ctx: Context) -> str | None:
     return None
 
 
+#: Generated actions the timeout search tries after the declared examples.
+_TIMEOUT_CANDIDATES = 24
+#: The test hook an environment may offer the timeout search: ``EnvironmentInfo.metadata``
+#: ``{"openenv.certify": {"slow_action": VALUE}}``, the JSON value of an action (of a JSON action
+#: type) whose step takes long enough to outlive a timeout. It is tried first.
+SLOW_ACTION_KEY = ("openenv.certify", "slow_action")
+
+
+def _slow_action_hook(ctx: Context) -> list[Action]:
+    """The slow action the environment offers (its metadata), as an action; [] without one."""
+    meta = from_struct(ctx.info.metadata) if ctx.info.HasField("metadata") else {}
+    hook = meta.get(SLOW_ACTION_KEY[0])
+    if not isinstance(hook, dict) or SLOW_ACTION_KEY[1] not in hook:
+        return []
+    if ctx.spec.action.kind != payload_pb2.PAYLOAD_KIND_JSON:
+        return []  # only a JSON value says an action without a type registry
+    value = hook[SLOW_ACTION_KEY[1]]
+    return [Action(json_payload(value), f"the environment's slow_action {json.dumps(value, sort_keys=True)}")]
+
+
 @check(
     "lifecycle.timeout_aborts",
     "A step answered DEADLINE_EXCEEDED (its StepRequest.timeout elapsed) is not fatal and not counted, and "
@@ -433,25 +481,57 @@ def state_read_only(ctx: Context) -> str | None:
     requires=(GRPC,),
     why="gRPC only: OpenEnv's step frame carries no timeout",
 )
-def timeout_aborts(ctx: Context) -> str | None:
-    actions = ctx.accepted_actions(2)
+def timeout_aborts(ctx: Context) -> str:
     s = ctx.session()
     model = EpisodeModel(ctx.spec)
-    provoked = 0
-    for attempt in range(6):
-        model.on_reset(s.reset(seed=attempt))
-        a = actions[attempt % len(actions)]
-        resp = s.step(a, timeout_s=1e-6)  # 1 µs: a step that leaves the event loop cannot make it
-        if isinstance(resp, pb.SessionResponse) and resp.WhichOneof("kind") == "error":
-            if resp.error.code == 4:  # DEADLINE_EXCEEDED
-                provoked += 1
-                expect_error(resp, "DEADLINE_EXCEEDED", f"step {a!r} with a 1 µs timeout", fatal=False)
-                model.status = "ABORTED"
-                model.on_state(s.state(), "state after a step answered DEADLINE_EXCEEDED")
-                model.on_step(s.step(a), f"step {a!r} after a timed-out step (the episode is ABORTED)")
-                model.on_state(s.state(), "state after a step in an ABORTED episode")
-                continue
-        model.on_step(resp, f"step {a!r} with a 1 µs timeout")
+    # The actions to try, until a step outlives its timeout: the declared examples, then
+    # generated ones (an action that is slow, e.g. one that waits for a remote call, may be
+    # among them), each in the state the previous ones left the episode in.
+    valid = ctx.require_actions()
+
+    def candidates() -> Iterator[Action]:
+        seen: set[str] = set()
+        yield from _slow_action_hook(ctx)
+        yield from ctx.actions.examples
+        seen.update(repr(a) for a in ctx.actions.examples)
+        for a in ctx.sample(valid, _TIMEOUT_CANDIDATES):  # drawn only when the examples were not enough
+            if repr(a) not in seen:
+                seen.add(repr(a))
+                yield a
+
+    # Bounded by the environment's own step time: a slow-stepping environment times out at once.
+    deadline = time.monotonic() + min(ctx.options.search_budget, max(3.0, 100 * ctx.step_time()))
+    provoked: list[Action] = []
+    tried = 0
+    answered_late: list[float] = []
+    for attempt, a in enumerate(candidates()):
+        if len(provoked) >= 2 or (tried and time.monotonic() > deadline):
+            break
+        if model.status != "RUNNING":
+            model.on_reset(s.reset(seed=attempt))
+        tried += 1
+        t0 = time.monotonic()
+        resp = s.step(a, timeout_s=1e-6)  # 1 us: a step that leaves the event loop cannot make it
+        if isinstance(resp, pb.SessionResponse) and resp.WhichOneof("kind") == "error" and resp.error.code == 4:
+            provoked.append(a)
+            expect_error(resp, "DEADLINE_EXCEEDED", f"step {a!r} with a 1 us timeout", fatal=False)
+            model.status = "ABORTED"
+            model.on_state(s.state(), f"state after step {a!r} was answered DEADLINE_EXCEEDED")
+            model.on_step(s.step(a), f"step {a!r} after a timed-out step (the episode is ABORTED)")
+            model.on_state(s.state(), "state after a step in an ABORTED episode")
+            continue
+        if isinstance(resp, pb.SessionResponse) and resp.WhichOneof("kind") == "step":
+            answered_late.append(time.monotonic() - t0)
+        model.on_step(resp, f"step {a!r} with a 1 us timeout")
     if not provoked:
-        return "every step finished within 1 µs (the environment runs on the event loop): no timeout to observe"
-    return f"{provoked} of 6 steps timed out; each aborted its episode"
+        slowest = f"; the slowest was answered after {max(answered_late) * 1e3:.1f} ms" if answered_late else ""
+        raise CheckNotExercised(
+            f"no step outlived its timeout: {tried} actions (the {len(ctx.actions.examples)} declared examples, then "
+            f"generated ones) were each sent with a 1 us timeout and answered with a time step or refused{slowest}. "
+            "Steps that run on the server's event loop (run_in_thread = False, an async step that does not "
+            "await) cannot be timed out; concurrency.event_loop_live judges whether they stall the server"
+        )
+    return (
+        f"{len(provoked)} steps timed out (first: {provoked[0]!r}, after {tried} actions tried); each aborted its "
+        "episode: state ABORTED, the next step refused"
+    )

@@ -30,7 +30,7 @@ from openenv.values import from_struct, to_struct
 from openenv_conformance.checks import _sandbox_probes as probes
 from openenv_conformance.checks._sandbox_host import Canary, host_observable, processes_named, sysv_shm_rows
 from openenv_conformance.context import Context
-from openenv_conformance.errors import CheckSkipped, CheckWarning, Violation
+from openenv_conformance.errors import CheckNotExercised, CheckSkipped, CheckWarning, Violation
 from openenv_conformance.registry import check
 from openenv_conformance.strategies import CALL_TOOL, pack
 from openenv_conformance.targets import ProcessTarget
@@ -833,5 +833,8 @@ def process_isolation(ctx: Context) -> str:
             break
     _after(ctx, a, "held processes")
     if host and not overlap:
-        return f"session A held {held} processes; B's runs never overlapped A's hold in 3 attempts (not conclusive)"
+        raise CheckNotExercised(
+            f"session A held {held} processes, but B's runs never overlapped A's hold in 3 attempts: "
+            "whether the process limit is per session was not observed"
+        )
     return f"session A held {held} processes while B forked 4" + ("" if host else " (overlap not observable)")

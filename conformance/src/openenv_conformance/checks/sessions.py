@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from openenv.v1 import environment_pb2 as pb
 from openenv_conformance.canonical import canonical, diff
 from openenv_conformance.context import Context
-from openenv_conformance.errors import CheckSkipped, Violation
+from openenv_conformance.errors import CheckNotExercised, CheckSkipped, Violation
 from openenv_conformance.registry import check
 from openenv_conformance.strategies import Action
 from openenv_conformance.transport import GRPC
@@ -97,7 +97,7 @@ def resume_exactly_once(ctx: Context) -> str:
     first = s.request(step=pb.StepRequest(action=a1.payload))
     answered = canonical(s.exchange(first), ctx.spec)
     if "observation" not in answered or answered["terminated"] or answered["truncated"]:
-        raise CheckSkipped(f"the first accepted action {a1!r} does not leave the episode running")
+        raise CheckNotExercised(f"the first accepted action {a1!r} does not leave the episode running")
     in_flight = s.request(step=pb.StepRequest(action=a2.payload))
     s.send(in_flight)
     wire.close_channel(channel)  # the connection drops with the second step in flight

@@ -17,7 +17,7 @@ from openenv.v1 import environment_pb2 as pb
 from openenv_conformance.canonical import canonical, canonical_time_step, diff
 from openenv_conformance.checks._connections import own_connection
 from openenv_conformance.context import Context
-from openenv_conformance.errors import CheckSkipped, Violation
+from openenv_conformance.errors import CheckNotExercised, CheckSkipped, Violation
 from openenv_conformance.model import HEX_ID, status_name
 from openenv_conformance.registry import check
 from openenv_conformance.strategies import Action
@@ -363,7 +363,7 @@ def autoreset_modes(ctx: Context) -> str | None:
                 )
         v.shutdown()
     if not seen:
-        raise CheckSkipped(f"no episode of instance 0 ended within {limit} steps of accepted actions")
+        raise CheckNotExercised(f"no episode of instance 0 ended within {limit} steps of accepted actions")
     return None if len(seen) == 3 else f"an episode ended only in mode(s) {', '.join(seen)}"
 
 

@@ -136,6 +136,9 @@ class SessionLike(Protocol):
     info: pb.EnvironmentInfo | None
     session_id: str
     end: StreamEnd | None
+    #: When the answer last returned by ``recv`` arrived (``time.monotonic()``): the gRPC
+    #: session stamps each answer as it comes off the wire; the others, as recv returns it.
+    received_at: float
 
     def next_id(self) -> int: ...
     def request(self, request_id: int | None = None, **kind: Any) -> pb.SessionRequest: ...
@@ -208,6 +211,7 @@ class RequestBuilder(abc.ABC):
         self.opened = False  # a handshake was accepted
         self.info: pb.EnvironmentInfo | None = None
         self.session_id = ""
+        self.received_at = 0.0
 
     # -- what a transport provides
 

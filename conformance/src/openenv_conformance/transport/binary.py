@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 import urllib.error
 import urllib.request
 from typing import Any
@@ -218,6 +219,7 @@ class BinarySession(RequestBuilder):
 
     def recv(self, timeout: float | None = None) -> pb.SessionResponse | StreamEnd:
         item = self.wire.run(self._queue.get(), timeout, what="a request on the session")
+        self.received_at = time.monotonic()
         if isinstance(item, StreamEnd):
             self.end = item
             self._queue.put_nowait(item)

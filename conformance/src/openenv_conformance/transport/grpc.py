@@ -15,7 +15,9 @@ in the checks.
 from __future__ import annotations
 
 import asyncio
+import collections
 import threading
+import time
 from collections.abc import Awaitable
 from typing import Any, TypeVar
 
@@ -213,6 +215,11 @@ class Session(RequestBuilder):
         super().__init__()
         self.wire = wire
         self._queue: asyncio.Queue[pb.SessionResponse | StreamEnd] = asyncio.Queue()
+        # When each answer arrived (time.monotonic(), read on the loop's thread), in order: a
+        # check measuring latencies reads :attr:`received_at` after recv(), so an answer that
+        # waited in the queue while the check read another is timed by its arrival.
+        self._arrivals: collections.deque[float] = collections.deque()
+        self.received_at = 0.0
 
         async def start() -> tuple[Any, asyncio.Task[None]]:
             call = channel.stream_stream(
@@ -231,6 +238,7 @@ class Session(RequestBuilder):
                 r = await call.read()
                 if r is grpc.aio.EOF:
                     break
+                self._arrivals.append(time.monotonic())
                 self._queue.put_nowait(r)
             end = StreamEnd(await call.code(), await call.details() or "")
         except grpc.aio.AioRpcError as e:
@@ -257,7 +265,14 @@ class Session(RequestBuilder):
         if isinstance(item, StreamEnd):
             self.end = item
             self._queue.put_nowait(item)
+            self.received_at = time.monotonic()
+        else:
+            self.received_at = self._arrivals.popleft() if self._arrivals else time.monotonic()
         return item
+
+    def arrived(self) -> int:
+        """How many answers have arrived and are not read yet (never blocks)."""
+        return len(self._arrivals)
 
     def half_close(self) -> None:
         """Tell the server no more requests will come."""

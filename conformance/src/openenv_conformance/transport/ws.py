@@ -47,6 +47,7 @@ import collections
 import dataclasses
 import ipaddress
 import itertools
+import time
 from collections.abc import Awaitable
 from typing import Any, TypeVar, cast
 from urllib.parse import urlencode, urlsplit
@@ -446,6 +447,7 @@ class WsSession(RequestBuilder):
             p = self._pending.popleft()
             return pb.SessionResponse(request_id=p.request_id, close=pb.CloseResponse())
         item = self.wire.run(self._inbox.get(), timeout, what="a request on the session")
+        self.received_at = time.monotonic()
         if isinstance(item, StreamEnd):
             self.end = item
             self._pending.clear()
