@@ -457,7 +457,9 @@ def test_a_search_that_outlives_its_budget_stops_without_a_false_failure() -> No
     """Searches stop when the search budget is spent (a loaded machine spends it sooner). A
     clock-decided ``hypothesis.reject()`` used to end them, which made a replayed prefix stop
     drawing earlier than its first run: Hypothesis then raised FlakyStrategyDefinition and
-    the check failed although the target did nothing wrong (seen once in CI)."""
+    the check failed although the target did nothing wrong (seen once in CI). A budget spent
+    before the first example still lets one run (a search that ran nothing observed nothing),
+    so what follows holds on a machine however loaded."""
     import time as _time
 
     from hypothesis import strategies as st
@@ -493,3 +495,9 @@ def test_a_search_that_outlives_its_budget_stops_without_a_false_failure() -> No
     runs.clear()
     ctx.run_machine(Machine, max_examples=10_000, steps=5)
     assert 0 < len(runs)
+
+    # A budget spent before the search starts: one example, then the search stops.
+    spent = Context(NoWire(), pb.EnvironmentInfo(), RunOptions(seed=1, search_budget=0.0))  # type: ignore[arg-type]
+    runs.clear()
+    spent.search(body, max_examples=10_000, x=st.integers(0, 3))
+    assert len(runs) == 1

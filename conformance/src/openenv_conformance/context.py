@@ -461,11 +461,15 @@ class Context:
         search budget; shrinking after the shrink budget. Every session still open is
         closed after each example, so the body opens the sessions it uses."""
         failed = [False]
+        ran = [0]
         deadline = time.monotonic() + self.search_seconds()
 
         def prop(**kw: Any) -> None:
-            if not failed[0] and time.monotonic() > deadline:
+            # At least one example always runs: a search whose budget a loaded machine spent
+            # before it started has observed nothing, and must not pass on nothing.
+            if not failed[0] and ran[0] and time.monotonic() > deadline:
                 raise _BudgetSpent
+            ran[0] += 1
             self.examples_run += 1
             try:
                 body(**kw)
@@ -485,10 +489,12 @@ class Context:
         minimal sequence of rules and raised as :class:`CheckFailed`."""
         deadline = time.monotonic() + self.search_seconds()
         self._machine_failed = False
+        ran = [0]
 
         def factory() -> ContextMachine:
-            if not self._machine_failed and time.monotonic() > deadline:
-                raise _BudgetSpent
+            if not self._machine_failed and ran[0] and time.monotonic() > deadline:
+                raise _BudgetSpent  # (after one run at least, as in search)
+            ran[0] += 1
             self.examples_run += 1
             return machine(self)
 
