@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from harbor_env.server import SHIPPED, HarborEnvironment
 
 import openenv
-from harbor_env.server import SHIPPED, HarborEnvironment
 from openenv import CallToolAction
 
 TIMEOUT = 180.0
@@ -31,7 +31,7 @@ def write_task(root: Path, name: str, *, expect: str = "hello", dockerfile: str 
     (d / "environment").mkdir(parents=True)
     (d / "tests").mkdir()
     (d / "solution").mkdir()
-    (d / "task.toml").write_text('[agent]\ntimeout_sec = 300.0\n\n[verifier]\ntimeout_sec = 30.0\n')
+    (d / "task.toml").write_text("[agent]\ntimeout_sec = 300.0\n\n[verifier]\ntimeout_sec = 30.0\n")
     (d / "instruction.md").write_text(f"Write the word `{expect}` to `/app/greeting.txt`.\n")
     (d / "environment" / "Dockerfile").write_text(
         dockerfile or "FROM ubuntu:24.04\nWORKDIR /app\nCOPY notes.txt /app/notes.txt\n"
@@ -129,17 +129,20 @@ HOSTILE = [
     # Read the tests, the solution, the task directory and the package from inside.
     "cat /tests/test.sh /solution/solve.sh; ls -la /tests /solution /logs",
     "grep -rs {marker} /box /tmp /dev/shm /etc /.openenv /workspace | head; "
-    "find / \\( -path /proc -o -path /sys -o -path /usr \\) -prune -o \\( -name solve.sh -o -name test.sh \\) -print",
+    "find / \\( -path /proc -o -path /sys -o -path /usr \\) -prune -o "
+    "\\( -name solve.sh -o -name test.sh \\) -print",
     "cat {task}/tests/test.sh {task}/solution/solve.sh; ls {task} {shipped}",
     # Pre-write the reward, directly and behind a directory made unwritable.
-    "mkdir -p /logs/verifier && echo 1 > /logs/verifier/reward.txt && echo '{{\"reward\": 1}}' > /logs/verifier/reward.json",
+    "mkdir -p /logs/verifier && echo 1 > /logs/verifier/reward.txt "
+    "&& echo '{{\"reward\": 1}}' > /logs/verifier/reward.json",
     "mkdir -p /tmp/.harbor/logs/verifier && echo '{{\"reward\": 1}}' > /tmp/.harbor/logs/verifier/reward.json "
     "&& chmod 555 /tmp/.harbor/logs/verifier /tmp/.harbor/logs /tmp/.harbor /tmp",
-    "mkdir -p /dev/shm/.harbor/tests && printf 'echo 1 > /logs/verifier/reward.txt\\n' > /dev/shm/.harbor/tests/test.sh "
+    "mkdir -p /dev/shm/.harbor/tests "
+    "&& printf 'echo 1 > /logs/verifier/reward.txt\\n' > /dev/shm/.harbor/tests/test.sh "
     "&& chmod -R 555 /dev/shm/.harbor /dev/shm",
     # A process left behind to write the reward while the tests run.
     "nohup setsid sh -c 'while :; do mkdir -p /logs/verifier; echo 1 > /logs/verifier/reward.txt; "
-    "echo \"{{\\\"reward\\\": 1}}\" > /logs/verifier/reward.json; done' >/dev/null 2>&1 & sleep 0.2",
+    'echo "{{\\"reward\\": 1}}" > /logs/verifier/reward.json; done\' >/dev/null 2>&1 & sleep 0.2',
 ]
 
 

@@ -23,8 +23,9 @@ import pytest
 
 pytest.importorskip("minisweagent", reason="the harness extra: pip install 'protoenv[harness]'")
 
-import openenv
 from harbor_env.server import HarborEnvironment
+
+import openenv
 from openenv.harness import CodexAgent, OpenCodeAgent, Script, ScriptedModel, decode_call, read_trace, run_harness
 from openenv.harness._asgi import serve_in_thread
 
@@ -116,8 +117,13 @@ def test_mini_swe_agent_through_the_cli_scores_a_user_task_by_its_own_tests(tmp_
     script = tmp_path / "steps.json"
     script.write_text(
         json.dumps(
-            {"steps": [{"shell": "envtool shell command='echo hello > /app/greeting.txt'"}, {"shell": "envtool submit"},
-                       MINI_FINISH]}  # fmt: skip
+            {
+                "steps": [
+                    {"shell": "envtool shell command='echo hello > /app/greeting.txt'"},
+                    {"shell": "envtool submit"},
+                    MINI_FINISH,
+                ]
+            }
         )
     )
     env = {**os.environ, "HARBOR_TASKS": str(tasks), "GRPC_VERBOSITY": "ERROR"}
@@ -149,7 +155,9 @@ def test_mini_swe_agent_through_the_cli_scores_a_user_task_by_its_own_tests(tmp_
     assert all(r["calls"] == 3 for r in rows)  # the script's three turns, each a captured call
 
 
-@pytest.mark.parametrize(("program", "agent_class", "per_episode"), [("codex", CodexAgent, 4), ("opencode", OpenCodeAgent, 5)])
+@pytest.mark.parametrize(
+    ("program", "agent_class", "per_episode"), [("codex", CodexAgent, 4), ("opencode", OpenCodeAgent, 5)]
+)
 def test_an_npm_harness_scores_a_user_task_by_its_own_tests(
     program: str, agent_class: Any, per_episode: int, tmp_path: Path
 ) -> None:

@@ -38,7 +38,8 @@ class TaskCheck:
     def line(self) -> str:
         mark = "ok  " if self.ok else "FAIL"
         why = "" if self.ok else f"  reference: {self.reference_error or '-'}; null: {self.null_error or '-'}"
-        return f"{mark} {self.task_id}: reference {self.reference_reward:g}, null {self.null_reward:g} ({self.seconds:.1f} s){why}"
+        scores = f"reference {self.reference_reward:g}, null {self.null_reward:g}"
+        return f"{mark} {self.task_id}: {scores} ({self.seconds:.1f} s){why}"
 
 
 def check_tasks(tasks: Iterable[HarborTask], box: TaskBox | None = None) -> list[TaskCheck]:
@@ -63,7 +64,9 @@ def check_tasks(tasks: Iterable[HarborTask], box: TaskBox | None = None) -> list
             )
             ref = box.verify()
             out.append(
-                TaskCheck(task.id, null.reward, ref.reward, null.error, ref.error or ref_error, time.perf_counter() - t0)
+                TaskCheck(
+                    task.id, null.reward, ref.reward, null.error, ref.error or ref_error, time.perf_counter() - t0
+                )
             )
     finally:
         if own:
@@ -82,7 +85,9 @@ def main(argv: list[str] | None = None) -> int:
     for r in results:
         print(json.dumps({**dataclasses.asdict(r), "ok": r.ok}) if ns.json else r.line(), flush=True)
     failed = [r.task_id for r in results if not r.ok]
-    print(f"{len(results) - len(failed)}/{len(results)} tasks ok" + (f"; failed: {', '.join(failed)}" if failed else ""))
+    print(
+        f"{len(results) - len(failed)}/{len(results)} tasks ok" + (f"; failed: {', '.join(failed)}" if failed else "")
+    )
     return 1 if failed else 0
 
 

@@ -64,7 +64,8 @@ op = a["op"]
 if op == "read":
     with open(path, "rb") as f:
         data = f.read(a["max"] + 1)
-    sys.stdout.write(json.dumps({"content": data[: a["max"]].decode("utf-8", "replace"), "truncated": len(data) > a["max"]}))
+    text = data[: a["max"]].decode("utf-8", "replace")
+    sys.stdout.write(json.dumps({"content": text, "truncated": len(data) > a["max"]}))
 elif op == "write":
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     with open(path, "w", encoding="utf-8") as f:
@@ -75,7 +76,8 @@ else:
         text = f.read()
     n = text.count(a["old"])
     if n != 1:
-        sys.stdout.write(json.dumps({"error": f"old text found {n} times in {a['path']} (it must be found exactly once)"}))
+        why = f"old text found {n} times in {a['path']} (it must be found exactly once)"
+        sys.stdout.write(json.dumps({"error": why}))
     else:
         with open(path, "w", encoding="utf-8") as f:
             f.write(text.replace(a["old"], a["new"], 1))
@@ -338,7 +340,9 @@ class HarborEnvironment(openenv.Environment):
         children = [Score(r, name=k) for k, r in v.rewards.items() if k != "reward"]
         breakdown = Score(v.reward, name="reward", children=children, reason=v.error or "the task's tests")
         meta["verifier"] = {"rewards": v.rewards, "error": v.error, "exit_code": v.raw.get("exit_code")}
-        return openenv.StepResult(observation, reward=v.reward, terminated=True, metadata=meta, reward_breakdown=breakdown)
+        return openenv.StepResult(
+            observation, reward=v.reward, terminated=True, metadata=meta, reward_breakdown=breakdown
+        )
 
     def state(self) -> dict[str, Any]:
         return {

@@ -315,7 +315,7 @@ def parse_dockerfile(env_dir: Path, where: str) -> Build:
             target = _resolve(dest, workdir)
             if not _inside(target, root):
                 raise TaskError(
-                    f"{at}: {word} to {target}: only files below the WORKDIR ({root}) exist here (the agent's workspace)"
+                    f"{at}: {word} to {target}: only files below the WORKDIR ({root}) exist here (the workspace)"
                 )
             for src in sources:
                 if re.match(r"^[a-z]+://", src):

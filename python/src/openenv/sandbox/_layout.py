@@ -197,7 +197,9 @@ def view_for(
     for link, target in (links or {}).items():
         norm = os.path.normpath(link)
         if not os.path.isabs(link) or norm == "/" or any(_under(norm, [t]) or _under(t, [norm]) for t in taken):
-            raise ValueError(f"link {link!r} must be a new absolute path outside the sandbox's mounts ({', '.join(taken)})")
+            raise ValueError(
+                f"link {link!r} must be a new absolute path outside the sandbox's mounts ({', '.join(taken)})"
+            )
         if not os.path.isabs(target):
             raise ValueError(f"link {link!r}: its target {target!r} must be an absolute path")
         made.append((target, norm))

@@ -32,7 +32,6 @@ import fcntl as _fcntl
 import json
 import os
 import select
-import shutil
 import signal
 import socket
 import sys

@@ -2,6 +2,7 @@
 
 import json
 import os
+import stat as _stat
 import subprocess
 from pathlib import Path
 
@@ -12,16 +13,18 @@ def run(*argv: str, cwd: str = "/app", timeout: float = 30, **kw) -> subprocess.
     """Run a program of the agent's (its output captured, bounded in time)."""
     return subprocess.run(list(argv), cwd=cwd, capture_output=True, text=True, timeout=timeout, **kw)
 
-import stat as _stat
 
 def _mode(p: str) -> int:
     return _stat.S_IMODE(os.stat(APP / p).st_mode)
 
+
 def test_scripts():
     assert _mode("bin/start.sh") == 0o755 and _mode("bin/stop.sh") == 0o755
 
+
 def test_key():
     assert _mode("secrets/key.pem") == 0o600
+
 
 def test_readme():
     assert _mode("bin/README") == 0o644

@@ -1,8 +1,8 @@
 """The checks of task fix-spaces-script."""
 
 import json
-import os
 import subprocess
+import tempfile
 from pathlib import Path
 
 APP = Path("/app")
@@ -12,7 +12,6 @@ def run(*argv: str, cwd: str = "/app", timeout: float = 30, **kw) -> subprocess.
     """Run a program of the agent's (its output captured, bounded in time)."""
     return subprocess.run(list(argv), cwd=cwd, capture_output=True, text=True, timeout=timeout, **kw)
 
-import tempfile
 
 def test_spaces():
     with tempfile.TemporaryDirectory() as d:

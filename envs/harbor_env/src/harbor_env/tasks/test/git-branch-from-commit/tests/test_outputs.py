@@ -1,7 +1,6 @@
 """The checks of task git-branch-from-commit."""
 
 import json
-import os
 import subprocess
 from pathlib import Path
 
@@ -12,13 +11,16 @@ def run(*argv: str, cwd: str = "/app", timeout: float = 30, **kw) -> subprocess.
     """Run a program of the agent's (its output captured, bounded in time)."""
     return subprocess.run(list(argv), cwd=cwd, capture_output=True, text=True, timeout=timeout, **kw)
 
+
 def _git(*args: str) -> str:
     r = run("git", *args)
     assert r.returncode == 0, r.stderr
     return r.stdout.strip()
 
+
 def test_branch():
     assert _git("rev-parse", "refs/heads/feature/login") == _git("rev-parse", "main~1")
+
 
 def test_still_on_main():
     assert _git("branch", "--show-current") == "main"

@@ -1,7 +1,7 @@
 """The checks of task merge-configs."""
 
+import configparser
 import json
-import os
 import subprocess
 from pathlib import Path
 
@@ -12,12 +12,12 @@ def run(*argv: str, cwd: str = "/app", timeout: float = 30, **kw) -> subprocess.
     """Run a program of the agent's (its output captured, bounded in time)."""
     return subprocess.run(list(argv), cwd=cwd, capture_output=True, text=True, timeout=timeout, **kw)
 
-import configparser
 
 def _read() -> configparser.ConfigParser:
     c = configparser.ConfigParser()
     assert c.read(APP / "merged.ini"), "no merged.ini"
     return c
+
 
 def test_values():
     c = _read()

@@ -1,8 +1,8 @@
 """The checks of task runnable-module."""
 
 import json
-import os
 import subprocess
+import tempfile
 from pathlib import Path
 
 APP = Path("/app")
@@ -12,13 +12,13 @@ def run(*argv: str, cwd: str = "/app", timeout: float = 30, **kw) -> subprocess.
     """Run a program of the agent's (its output captured, bounded in time)."""
     return subprocess.run(list(argv), cwd=cwd, capture_output=True, text=True, timeout=timeout, **kw)
 
-import tempfile
 
 def test_counts():
     with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as f:
         f.write("one two  three\nfour\tfive\n")
     r = run("python3", "-m", "wordcount", f.name)
     assert r.returncode == 0 and r.stdout.strip() == "5", (r.stdout, r.stderr[-500:])
+
 
 def test_usage():
     r = run("python3", "-m", "wordcount")

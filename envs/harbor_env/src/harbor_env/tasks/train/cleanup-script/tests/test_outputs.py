@@ -3,6 +3,7 @@
 import json
 import os
 import subprocess
+import tempfile
 from pathlib import Path
 
 APP = Path("/app")
@@ -12,7 +13,6 @@ def run(*argv: str, cwd: str = "/app", timeout: float = 30, **kw) -> subprocess.
     """Run a program of the agent's (its output captured, bounded in time)."""
     return subprocess.run(list(argv), cwd=cwd, capture_output=True, text=True, timeout=timeout, **kw)
 
-import tempfile
 
 def _tree(root: Path) -> None:
     for rel in ("a.tmp", "keep.txt", "sub/b.tmp", "sub/deeper/c d.tmp", "sub/deeper/keep.tmp.bak", "x.TMP"):
@@ -20,8 +20,10 @@ def _tree(root: Path) -> None:
         p.parent.mkdir(parents=True, exist_ok=True)
         p.write_text("x")
 
+
 def test_executable():
     assert os.access(APP / "clean.sh", os.X_OK)
+
 
 def test_deletes_and_counts():
     with tempfile.TemporaryDirectory() as d:
@@ -32,6 +34,7 @@ def test_deletes_and_counts():
         assert r.stdout.strip() == "3", r.stdout
         left = sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file())
         assert left == ["keep.txt", "sub/deeper/keep.tmp.bak", "x.TMP"], left
+
 
 def test_empty_directory():
     with tempfile.TemporaryDirectory() as d:

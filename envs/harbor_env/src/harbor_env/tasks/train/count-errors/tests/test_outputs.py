@@ -1,7 +1,6 @@
 """The checks of task count-errors."""
 
 import json
-import os
 import subprocess
 from pathlib import Path
 
@@ -12,9 +11,11 @@ def run(*argv: str, cwd: str = "/app", timeout: float = 30, **kw) -> subprocess.
     """Run a program of the agent's (its output captured, bounded in time)."""
     return subprocess.run(list(argv), cwd=cwd, capture_output=True, text=True, timeout=timeout, **kw)
 
+
 def test_count():
     text = (APP / "error_count.txt").read_text()
     assert text.strip() == "13", f"got {text.strip()!r}"
+
 
 def test_log_untouched():
     assert len((APP / "app.log").read_text().splitlines()) == 121

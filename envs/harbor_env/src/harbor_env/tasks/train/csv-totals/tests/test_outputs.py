@@ -1,7 +1,7 @@
 """The checks of task csv-totals."""
 
+import csv
 import json
-import os
 import subprocess
 from pathlib import Path
 
@@ -12,12 +12,13 @@ def run(*argv: str, cwd: str = "/app", timeout: float = 30, **kw) -> subprocess.
     """Run a program of the agent's (its output captured, bounded in time)."""
     return subprocess.run(list(argv), cwd=cwd, capture_output=True, text=True, timeout=timeout, **kw)
 
-import csv
 
 def test_totals():
     with open(APP / "totals.csv", newline="") as f:
         got = list(csv.reader(f))
-    assert got == [["region", "total"], ["east", "15.05"], ["north", "16.50"], ["south", "10.00"], ["west", "0.10"]], got
+    assert got == [["region", "total"], ["east", "15.05"], ["north", "16.50"], ["south", "10.00"], ["west", "0.10"]], (
+        got
+    )
 
 
 def _main() -> None:

@@ -1,7 +1,6 @@
 """The checks of task fix-config-defaults."""
 
 import json
-import os
 import subprocess
 from pathlib import Path
 
@@ -12,10 +11,9 @@ def run(*argv: str, cwd: str = "/app", timeout: float = 30, **kw) -> subprocess.
     """Run a program of the agent's (its output captured, bounded in time)."""
     return subprocess.run(list(argv), cwd=cwd, capture_output=True, text=True, timeout=timeout, **kw)
 
-CODE = '''
-import json, os, sys, tempfile
+
+CODE = """
 sys.path.insert(0, "/app")
-from config import load
 def cfg(d):
     fd, p = tempfile.mkstemp(suffix=".json")
     with os.fdopen(fd, "w") as f:
@@ -28,7 +26,8 @@ try:
 except ValueError:
     out.append("ValueError")
 print(json.dumps(out))
-'''
+"""
+
 
 def test_defaults():
     r = run("python3", "-I", "-c", CODE)

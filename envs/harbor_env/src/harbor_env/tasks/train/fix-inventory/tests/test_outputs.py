@@ -1,7 +1,6 @@
 """The checks of task fix-inventory."""
 
 import json
-import os
 import subprocess
 from pathlib import Path
 
@@ -12,10 +11,9 @@ def run(*argv: str, cwd: str = "/app", timeout: float = 30, **kw) -> subprocess.
     """Run a program of the agent's (its output captured, bounded in time)."""
     return subprocess.run(list(argv), cwd=cwd, capture_output=True, text=True, timeout=timeout, **kw)
 
-CODE = '''
-import sys
+
+CODE = """
 sys.path.insert(0, "/app")
-from inventory import Inventory
 inv = Inventory()
 inv.add("pear", 5)
 inv.remove("pear", 5)
@@ -36,15 +34,18 @@ else:
     raise AssertionError("removing too many did not raise")
 assert inv.stock["fig"] == 2, inv.stock
 print("ok")
-'''
+"""
+
 
 def test_visible_tests():
     r = run("python3", "-m", "unittest", "-q", "test_inventory")
     assert r.returncode == 0, r.stderr[-800:]
 
+
 def test_hidden_cases():
     r = run("python3", "-I", "-c", CODE)
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-800:]
+
 
 def test_tests_unchanged():
     assert "assertRaises(ValueError)" in (APP / "test_inventory.py").read_text()

@@ -12,16 +12,20 @@ def run(*argv: str, cwd: str = "/app", timeout: float = 30, **kw) -> subprocess.
     """Run a program of the agent's (its output captured, bounded in time)."""
     return subprocess.run(list(argv), cwd=cwd, capture_output=True, text=True, timeout=timeout, **kw)
 
+
 CODE = "import mathkit; print(mathkit.mean([1, 2, 3]), mathkit.median([4, 1, 3, 2]))"
+
 
 def test_from_app():
     r = run("python3", "-c", CODE)
     assert r.returncode == 0 and r.stdout.split() == ["2.0", "2.5"], (r.stdout, r.stderr[-500:])
 
+
 def test_from_elsewhere():
     env = {"PATH": os.environ["PATH"], "PYTHONPATH": "/app"}
     r = run("python3", "-c", CODE, cwd="/tmp", env=env)
     assert r.returncode == 0 and r.stdout.split() == ["2.0", "2.5"], (r.stdout, r.stderr[-500:])
+
 
 def test_modules_kept():
     assert sorted(p.name for p in (APP / "mathkit").glob("*.py")) == ["__init__.py", "helpers.py", "stats.py"]

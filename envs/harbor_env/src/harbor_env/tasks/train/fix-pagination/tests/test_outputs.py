@@ -1,7 +1,6 @@
 """The checks of task fix-pagination."""
 
 import json
-import os
 import subprocess
 from pathlib import Path
 
@@ -12,10 +11,12 @@ def run(*argv: str, cwd: str = "/app", timeout: float = 30, **kw) -> subprocess.
     """Run a program of the agent's (its output captured, bounded in time)."""
     return subprocess.run(list(argv), cwd=cwd, capture_output=True, text=True, timeout=timeout, **kw)
 
+
 CODE = (
     "import json, sys; sys.path.insert(0, '/app'); from paginate import page; xs = list(range(1, 11)); "
     "print(json.dumps([page(xs, 1, 3), page(xs, 4, 3), page(xs, 5, 3), page(xs, 2, 5), page([], 1, 2)]))"
 )
+
 
 def test_pages():
     r = run("python3", "-I", "-c", CODE)

@@ -1,7 +1,7 @@
 """The checks of task generated-checksums."""
 
+import hashlib
 import json
-import os
 import subprocess
 from pathlib import Path
 
@@ -12,15 +12,15 @@ def run(*argv: str, cwd: str = "/app", timeout: float = 30, **kw) -> subprocess.
     """Run a program of the agent's (its output captured, bounded in time)."""
     return subprocess.run(list(argv), cwd=cwd, capture_output=True, text=True, timeout=timeout, **kw)
 
-import hashlib
 
 def test_sums():
     lines = (APP / "SHA256SUMS").read_text().splitlines()
     names = sorted(p.name for p in (APP / "data").iterdir())
-    assert [l.split("  ", 1)[1] for l in lines] == names, lines
-    for l in lines:
-        h, name = l.split("  ", 1)
+    assert [line.split("  ", 1)[1] for line in lines] == names, lines
+    for line in lines:
+        h, name = line.split("  ", 1)
         assert h == hashlib.sha256((APP / "data" / name).read_bytes()).hexdigest(), name
+
 
 def test_verifies():
     r = run("sha256sum", "-c", "../SHA256SUMS", cwd="/app/data")

@@ -1,7 +1,6 @@
 """The checks of task git-ignore-artifacts."""
 
 import json
-import os
 import subprocess
 from pathlib import Path
 
@@ -12,13 +11,16 @@ def run(*argv: str, cwd: str = "/app", timeout: float = 30, **kw) -> subprocess.
     """Run a program of the agent's (its output captured, bounded in time)."""
     return subprocess.run(list(argv), cwd=cwd, capture_output=True, text=True, timeout=timeout, **kw)
 
+
 def _git(*args: str) -> subprocess.CompletedProcess:
     return run("git", *args)
+
 
 def test_ignored():
     for path in ("src/app.pyc", "build/out.bin", ".env", "src/.env", "src/new/x.pyc"):
         assert _git("check-ignore", "-q", "--no-index", path).returncode == 0, f"{path} is not ignored"
     assert _git("check-ignore", "-q", "--no-index", "src/app.py").returncode == 1
+
 
 def test_committed_and_clean():
     assert ".gitignore" in _git("ls-files").stdout.split()

@@ -1,7 +1,6 @@
 """The checks of task git-revert-commit."""
 
 import json
-import os
 import subprocess
 from pathlib import Path
 
@@ -12,20 +11,24 @@ def run(*argv: str, cwd: str = "/app", timeout: float = 30, **kw) -> subprocess.
     """Run a program of the agent's (its output captured, bounded in time)."""
     return subprocess.run(list(argv), cwd=cwd, capture_output=True, text=True, timeout=timeout, **kw)
 
+
 def _git(*args: str) -> str:
     r = run("git", *args)
     assert r.returncode == 0, r.stderr
     return r.stdout.strip()
+
 
 def test_settings():
     text = (APP / "settings.py").read_text()
     assert "DEBUG = False" in text and "DEBUG = True" not in text, text
     assert "TIMEOUT = 30" in text, text
 
+
 def test_history_kept():
     subjects = _git("log", "--format=%s").splitlines()
     assert subjects[1:] == ["Add timeout", "Enable debug", "Initial commit"], subjects
     assert subjects[0].startswith("Revert"), subjects
+
 
 def test_clean():
     assert _git("status", "--porcelain") == ""

@@ -1,7 +1,7 @@
 """The checks of task json-to-csv."""
 
+import csv
 import json
-import os
 import subprocess
 from pathlib import Path
 
@@ -12,13 +12,16 @@ def run(*argv: str, cwd: str = "/app", timeout: float = 30, **kw) -> subprocess.
     """Run a program of the agent's (its output captured, bounded in time)."""
     return subprocess.run(list(argv), cwd=cwd, capture_output=True, text=True, timeout=timeout, **kw)
 
-import csv
 
 def test_rows():
     with open(APP / "users.csv", newline="") as f:
         got = list(csv.reader(f))
-    assert got == [["id", "name", "email"], ["1", "Ada, Countess", "ada@example.com"], ["2", "Bob", ""],
-                   ["3", "Cleo", "cleo@example.com"]], got
+    assert got == [
+        ["id", "name", "email"],
+        ["1", "Ada, Countess", "ada@example.com"],
+        ["2", "Bob", ""],
+        ["3", "Cleo", "cleo@example.com"],
+    ], got
 
 
 def _main() -> None:

@@ -1,8 +1,8 @@
 """The checks of task pyproject-metadata."""
 
 import json
-import os
 import subprocess
+import tomllib
 from pathlib import Path
 
 APP = Path("/app")
@@ -12,15 +12,16 @@ def run(*argv: str, cwd: str = "/app", timeout: float = 30, **kw) -> subprocess.
     """Run a program of the agent's (its output captured, bounded in time)."""
     return subprocess.run(list(argv), cwd=cwd, capture_output=True, text=True, timeout=timeout, **kw)
 
-import tomllib
 
 def _doc() -> dict:
     return tomllib.loads((APP / "pyproject.toml").read_text())
+
 
 def test_build_system():
     b = _doc()["build-system"]
     assert b["build-backend"] == "setuptools.build_meta"
     assert any(r.replace(" ", "").startswith("setuptools>=61") for r in b["requires"]), b
+
 
 def test_project():
     p = _doc()["project"]

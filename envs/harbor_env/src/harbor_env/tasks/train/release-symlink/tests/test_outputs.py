@@ -12,9 +12,11 @@ def run(*argv: str, cwd: str = "/app", timeout: float = 30, **kw) -> subprocess.
     """Run a program of the agent's (its output captured, bounded in time)."""
     return subprocess.run(list(argv), cwd=cwd, capture_output=True, text=True, timeout=timeout, **kw)
 
+
 def test_link():
     assert os.path.islink(APP / "current"), "current is not a symlink"
     assert os.readlink(APP / "current") == "releases/v2", os.readlink(APP / "current")
+
 
 def test_version():
     assert (APP / "current" / "VERSION").read_text() == "2.0.0\n"

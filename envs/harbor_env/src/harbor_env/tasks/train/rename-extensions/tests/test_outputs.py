@@ -1,7 +1,6 @@
 """The checks of task rename-extensions."""
 
 import json
-import os
 import subprocess
 from pathlib import Path
 
@@ -12,9 +11,11 @@ def run(*argv: str, cwd: str = "/app", timeout: float = 30, **kw) -> subprocess.
     """Run a program of the agent's (its output captured, bounded in time)."""
     return subprocess.run(list(argv), cwd=cwd, capture_output=True, text=True, timeout=timeout, **kw)
 
+
 def test_names():
     names = sorted(p.name for p in (APP / "photos").iterdir())
     assert names == ["Dog.jpg", "beach.jpg", "city night.jpg", "notes.txt", "tree.jpg"], names
+
 
 def test_contents_kept():
     assert (APP / "photos" / "city night.jpg").read_text() == "c\n"

@@ -1,7 +1,6 @@
 """The checks of task replace-domain."""
 
 import json
-import os
 import subprocess
 from pathlib import Path
 
@@ -12,10 +11,12 @@ def run(*argv: str, cwd: str = "/app", timeout: float = 30, **kw) -> subprocess.
     """Run a program of the agent's (its output captured, bounded in time)."""
     return subprocess.run(list(argv), cwd=cwd, capture_output=True, text=True, timeout=timeout, **kw)
 
+
 def test_conf():
     assert (APP / "etc/web.conf").read_text() == "server_name www.newcorp.example;\nupstream api.newcorp.example;\n"
     assert (APP / "etc/mail/mail.conf").read_text() == "relay = smtp.newcorp.example\n"
     assert (APP / "etc/db.conf").read_text() == "host = db.internal\n"
+
 
 def test_others_unchanged():
     assert (APP / "etc/notes.txt").read_text() == "we used to be oldcorp.example\n"

@@ -4,6 +4,6 @@ set -euo pipefail
 python3 - <<'EOF'
 import json, re
 from collections import Counter
-c = Counter(re.search(r'" (\d{3}) \S+$', l.rstrip()).group(1) for l in open("/app/access.log") if l.strip())
+c = Counter(re.search(r'" (\d{3}) \S+$', x.rstrip()).group(1) for x in open("/app/access.log") if x.strip())
 json.dump(dict(c), open("/app/status_counts.json", "w"))
 EOF

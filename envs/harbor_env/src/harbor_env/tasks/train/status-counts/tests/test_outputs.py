@@ -1,7 +1,6 @@
 """The checks of task status-counts."""
 
 import json
-import os
 import subprocess
 from pathlib import Path
 
@@ -11,6 +10,7 @@ APP = Path("/app")
 def run(*argv: str, cwd: str = "/app", timeout: float = 30, **kw) -> subprocess.CompletedProcess:
     """Run a program of the agent's (its output captured, bounded in time)."""
     return subprocess.run(list(argv), cwd=cwd, capture_output=True, text=True, timeout=timeout, **kw)
+
 
 def test_counts():
     got = json.loads((APP / "status_counts.json").read_text())

@@ -1,8 +1,9 @@
 """The checks of task version-bump."""
 
 import json
-import os
+import re
 import subprocess
+import tomllib
 from pathlib import Path
 
 APP = Path("/app")
@@ -12,20 +13,20 @@ def run(*argv: str, cwd: str = "/app", timeout: float = 30, **kw) -> subprocess.
     """Run a program of the agent's (its output captured, bounded in time)."""
     return subprocess.run(list(argv), cwd=cwd, capture_output=True, text=True, timeout=timeout, **kw)
 
-import re
-import tomllib
 
 def test_pyproject():
     assert tomllib.loads((APP / "pyproject.toml").read_text())["project"]["version"] == "0.4.0"
+
 
 def test_dunder():
     m = re.search(r'^__version__ = "([^"]+)"', (APP / "src/tally/__init__.py").read_text(), re.M)
     assert m and m.group(1) == "0.4.0"
 
+
 def test_changelog():
     text = (APP / "CHANGELOG.md").read_text()
     assert "## 0.4.0" in text and text.index("## 0.4.0") < text.index("## 0.3.1"), text
-    section = text[text.index("## 0.4.0"):text.index("## 0.3.1")]
+    section = text[text.index("## 0.4.0") : text.index("## 0.3.1")]
     assert "- Add tally.reset()." in section, section
 
 

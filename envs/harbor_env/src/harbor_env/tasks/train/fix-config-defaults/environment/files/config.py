@@ -4,7 +4,7 @@ import json
 def load(path):
     with open(path) as f:
         data = json.load(f)
-    port = data['port']
+    port = data["port"]
     if not isinstance(port, int):
-        raise ValueError('port must be an integer')
-    return {'host': data['host'], 'port': port, 'debug': data['debug']}
+        raise ValueError("port must be an integer")
+    return {"host": data["host"], "port": port, "debug": data["debug"]}

@@ -1,2 +1,2 @@
 DEBUG = False
-NAME = 'shop'
+NAME = "shop"

@@ -1,1 +1,1 @@
-print('v1')
+print("v1")
