@@ -7,7 +7,6 @@ import os
 import sys
 
 import pexpect
-
 from harbor_env.server import SHIPPED
 
 WAIT_S = 120.0

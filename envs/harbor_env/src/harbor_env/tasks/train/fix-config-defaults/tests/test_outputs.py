@@ -13,7 +13,9 @@ def run(*argv: str, cwd: str = "/app", timeout: float = 30, **kw) -> subprocess.
 
 
 CODE = """
+import json, os, sys, tempfile
 sys.path.insert(0, "/app")
+from config import load
 def cfg(d):
     fd, p = tempfile.mkstemp(suffix=".json")
     with os.fdopen(fd, "w") as f:

@@ -13,7 +13,9 @@ def run(*argv: str, cwd: str = "/app", timeout: float = 30, **kw) -> subprocess.
 
 
 CODE = """
+import sys
 sys.path.insert(0, "/app")
+from inventory import Inventory
 inv = Inventory()
 inv.add("pear", 5)
 inv.remove("pear", 5)

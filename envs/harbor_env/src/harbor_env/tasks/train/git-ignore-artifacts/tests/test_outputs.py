@@ -1,6 +1,7 @@
 """The checks of task git-ignore-artifacts."""
 
 import json
+import os
 import subprocess
 from pathlib import Path
 
@@ -12,8 +13,18 @@ def run(*argv: str, cwd: str = "/app", timeout: float = 30, **kw) -> subprocess.
     return subprocess.run(list(argv), cwd=cwd, capture_output=True, text=True, timeout=timeout, **kw)
 
 
+# The agent's git configuration runs nothing here (hooks, fsmonitor; no global or system file).
+GIT = ("-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null")
+GIT_ENV = {
+    "PATH": os.environ["PATH"],
+    "HOME": "/nonexistent",
+    "GIT_CONFIG_NOSYSTEM": "1",
+    "GIT_CONFIG_GLOBAL": "/dev/null",
+}
+
+
 def _git(*args: str) -> subprocess.CompletedProcess:
-    return run("git", *args)
+    return run("git", *GIT, *args, env=GIT_ENV)
 
 
 def test_ignored():
