@@ -128,6 +128,9 @@ images: venv
 	@# chess_env's image installs Debian's stockfish from a staged .deb (its build stays offline).
 	@if [ -d envs/chess_env ] && ! ls envs/chess_env/debs/stockfish_*.deb >/dev/null 2>&1; then \
 	  mkdir -p envs/chess_env/debs && cd envs/chess_env/debs && apt-get download stockfish; fi
+	@# harbor_env's image installs git and what it needs (envs/harbor_env/debs.txt) from staged .debs.
+	@if [ -d envs/harbor_env ] && ! ls envs/harbor_env/debs/*.deb >/dev/null 2>&1; then \
+	  mkdir -p envs/harbor_env/debs && cd envs/harbor_env/debs && apt-get download $$(grep -v '^#' ../debs.txt); fi
 	@set -e; for d in $(sort $(dir $(wildcard envs/*/pyproject.toml))); do \
 	  if grep -q '^\[tool\.openenv\]' $$d/pyproject.toml; then $(BIN)/openenv build $$d --offline --debootstrap-base; fi; \
 	done

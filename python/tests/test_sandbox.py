@@ -291,6 +291,29 @@ def test_nothing_of_a_call_outlives_it(box: Sandbox) -> None:
     assert after.stdout == "2 [] []\n", after  # the supervisor and this call's process
 
 
+def test_files_behind_directories_made_unwritable_do_not_outlive_the_call_nor_the_episode(box: Sandbox) -> None:
+    """A call owns what it made: it takes the write and search bits off its directories, and
+    off /tmp, /dev/shm and the workspace themselves, to keep files past the call (a reward file
+    planted for the grader) or past clear(). They are emptied all the same."""
+    plant = (
+        "import os\n"
+        "for top in ('/tmp', '/dev/shm', '.'):\n"
+        "    os.makedirs(f'{top}/a/b', exist_ok=True)\n"
+        "    open(f'{top}/a/b/reward.txt', 'w').write('1')\n"
+        "    os.chmod(f'{top}/a/b', 0o500)\n"
+        "    os.chmod(f'{top}/a', 0o000)\n"
+        "    os.chmod(top, 0o500)\n"
+        "print('planted')\n"
+    )
+    assert box.run(plant).stdout == "planted\n"
+    after = box.run("import os\nprint(os.listdir('/tmp'), os.listdir('/dev/shm'), os.listdir('.'))")
+    assert after.stdout == "[] [] ['a']\n", after  # the workspace keeps its files until clear()
+    box.clear()
+    again = box.run("import os\nprint(os.listdir('/tmp'), os.listdir('/dev/shm'), os.listdir('.'))")
+    assert again.stdout == "[] [] []\n", again
+    assert box.run("open('/tmp/x', 'w').write('x'); open('new', 'w').write('x'); print('ok')").stdout == "ok\n"
+
+
 @pytest.mark.slow
 def test_wall_clock_and_fork_bombs_end_the_call_and_the_sandbox_carries_on(box: Sandbox) -> None:
     r = box.run("while True:\n    pass\n", limits=Limits(wall_s=1.0))

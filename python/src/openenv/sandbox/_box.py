@@ -235,6 +235,10 @@ class Sandbox:
             visible raises :class:`SandboxUnavailable`. Their directories are also hidden.
         hide: more directories to cover with an empty one inside the sandbox.
         readable: more host directories to mount read-only (e.g. a dataset the code may read).
+        links: symbolic links to make in the view, ``{link: target}``, e.g. ``{"/app": "/workspace"}``
+            (a task's working directory) or ``{"/tests": "/tmp/tests"}`` (a path that exists only
+            while one call has made it, since ``/tmp`` is emptied after every call). Each link is a
+            new absolute path outside the view's mounts.
         python: the sandbox's interpreter (default: the server's base interpreter, else the
             system's ``python3``).
         env: the environment variables of the code (default: PATH, HOME, TMPDIR, LANG).
@@ -251,6 +255,7 @@ class Sandbox:
         secrets: Iterable[str | os.PathLike[str]] = (),
         hide: Iterable[str | os.PathLike[str]] = (),
         readable: Iterable[str | os.PathLike[str]] = (),
+        links: Mapping[str, str] | None = None,
         python: str | None = None,
         env: Mapping[str, str] | None = None,
     ) -> None:
@@ -262,6 +267,7 @@ class Sandbox:
             p if os.path.isdir(p) else os.path.dirname(p) for p in self.secrets
         )
         self._readable = tuple(os.fspath(p) for p in readable)
+        self._links = dict(links or {})
         self._python = python
         self.env = dict(
             env
@@ -359,7 +365,7 @@ class Sandbox:
         if interp is None:
             who = f"uid {uid}" if uid is not None else "this user"
             raise SandboxUnavailable(f"no Python interpreter that {who} can run (tried the server's and python3)")
-        view = _layout.view_for(interp, self._hide, self._readable)
+        view = _layout.view_for(interp, self._hide, self._readable, self._links)
         errors: list[str] = []
         # A container without an unmasked /proc cannot mount a new one: then the sandbox has none
         # (no memory watchdog, no kernel limits on nested user namespaces and on IPC; seccomp

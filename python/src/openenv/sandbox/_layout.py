@@ -23,7 +23,7 @@ import shutil
 import stat
 import subprocess
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 __all__ = ["Interpreter", "View", "bwrap_path", "find_interpreter", "view_for"]
@@ -74,6 +74,7 @@ class View:
     hidden: tuple[str, ...]
     etc_files: tuple[str, ...]
     etc_dirs: tuple[str, ...]
+    links: tuple[tuple[str, str], ...] = ()  # (target, link): made by the caller (Sandbox(links=...))
 
     @property
     def read_paths(self) -> list[str]:
@@ -147,8 +148,14 @@ def _under(path: str, roots: Iterable[str]) -> bool:
     return any(path == r or path.startswith(r.rstrip("/") + "/") for r in roots)
 
 
-def view_for(interp: Interpreter, hide: Sequence[str] = (), readable: Sequence[str] = ()) -> View:
-    """The mount view for ``interp``: what is mounted read-only, what is hidden in it."""
+def view_for(
+    interp: Interpreter,
+    hide: Sequence[str] = (),
+    readable: Sequence[str] = (),
+    links: Mapping[str, str] | None = None,
+) -> View:
+    """The mount view for ``interp``: what is mounted read-only, what is hidden in it, and the
+    symbolic links a caller asked for (``{link: target}``)."""
     roots = {"/usr"}
     symlinks: list[tuple[str, str]] = []
     for d in _SYSTEM_DIRS:
@@ -185,6 +192,18 @@ def view_for(interp: Interpreter, hide: Sequence[str] = (), readable: Sequence[s
     # A hidden directory below another hidden one needs no mount of its own.
     ordered = sorted(hidden)
     kept = [h for h in ordered if not any(h != o and h.startswith(o.rstrip("/") + "/") for o in ordered)]
+    made: list[tuple[str, str]] = []
+    taken = [*roots, *(link for _, link in symlinks), *_OWN]
+    for link, target in (links or {}).items():
+        norm = os.path.normpath(link)
+        if not os.path.isabs(link) or norm == "/" or any(_under(norm, [t]) or _under(t, [norm]) for t in taken):
+            raise ValueError(
+                f"link {link!r} must be a new absolute path outside the sandbox's mounts ({', '.join(taken)})"
+            )
+        if not os.path.isabs(target):
+            raise ValueError(f"link {link!r}: its target {target!r} must be an absolute path")
+        made.append((target, norm))
+        taken.append(norm)
     return View(
         interp,
         tuple(sorted(roots)),
@@ -192,6 +211,7 @@ def view_for(interp: Interpreter, hide: Sequence[str] = (), readable: Sequence[s
         tuple(kept),
         tuple(f for f in _ETC_FILES if os.path.exists(f)),
         tuple(d for d in _ETC_DIRS if os.path.isdir(d)),
+        tuple(made),
     )
 
 
@@ -253,7 +273,10 @@ def bwrap_argv(
     for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"), ("stdout", "/proc/self/fd/1")):
         a += ["--symlink", target, f"/dev/{name}"]
     a += ["--symlink", "/proc/self/fd/2", "/dev/stderr", "--dir", "/dev/shm", "--remount-ro", "/dev"]
-    a += ["--dir", WORKSPACE, "--dir", "/tmp", "--dir", "/box", "--remount-ro", "/"]
+    a += ["--dir", WORKSPACE, "--dir", "/tmp", "--dir", "/box"]
+    for target, link in view.links:
+        a += ["--symlink", target, link]
+    a += ["--remount-ro", "/"]
     a += ["--chdir", "/"]
     a += ["--", view.interpreter.executable, "-I", "-S", "-B", f"{OPENENV_DIR}/supervisor.py", str(ctl_fd)]
     return a

@@ -32,7 +32,6 @@ import fcntl as _fcntl
 import json
 import os
 import select
-import shutil
 import signal
 import socket
 import sys
@@ -360,19 +359,37 @@ def _remove_ipc() -> None:
                 call(ident, 0, None)  # IPC_RMID
 
 
-def _empty(path: str) -> None:
-    """Remove everything below ``path`` (not following symlinks), keeping ``path``."""
+def _empty(path: str, mode: int = 0o1777) -> None:
+    """Remove everything below ``path`` (not following symlinks), keeping ``path`` (with ``mode``).
+
+    A call's code owns what it made, so it may have taken the write or search permission off a
+    directory (``path`` itself included) to keep files past the call: every directory is made
+    the supervisor's to empty again first (same uid), breadth first, without recursion."""
     try:
-        entries = os.listdir(path)
+        os.chmod(path, mode)
     except OSError:
-        return
-    for name in entries:
-        p = os.path.join(path, name)
+        pass
+    todo, dirs = [path], []
+    while todo:
+        d = todo.pop()
+        dirs.append(d)
         try:
-            if os.path.isdir(p) and not os.path.islink(p):
-                shutil.rmtree(p, ignore_errors=True)
-            else:
-                os.unlink(p)
+            entries = os.listdir(d)
+        except OSError:
+            continue
+        for name in entries:
+            p = os.path.join(d, name)
+            try:
+                if os.path.isdir(p) and not os.path.islink(p):
+                    os.chmod(p, 0o700)
+                    todo.append(p)
+                else:
+                    os.unlink(p)
+            except OSError:
+                pass
+    for d in reversed(dirs[1:]):
+        try:
+            os.rmdir(d)
         except OSError:
             pass
 
@@ -497,7 +514,7 @@ def main() -> int:
             if op == "call":
                 send(sock, run_call(req, fds, namespaces))
             elif op == "wipe":
-                _empty(workspace)
+                _empty(workspace, 0o755)
                 send(sock, {"op": "wiped"})
             elif op == "usage":
                 st = os.statvfs(workspace)

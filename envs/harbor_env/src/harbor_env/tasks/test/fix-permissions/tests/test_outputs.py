@@ -1,0 +1,50 @@
+"""The checks of task fix-permissions."""
+
+import json
+import os
+import stat as _stat
+import subprocess
+from pathlib import Path
+
+APP = Path("/app")
+
+
+def run(*argv: str, cwd: str = "/app", timeout: float = 30, **kw) -> subprocess.CompletedProcess:
+    """Run a program of the agent's (its output captured, bounded in time)."""
+    return subprocess.run(list(argv), cwd=cwd, capture_output=True, text=True, timeout=timeout, **kw)
+
+
+def _mode(p: str) -> int:
+    return _stat.S_IMODE(os.stat(APP / p).st_mode)
+
+
+def test_scripts():
+    assert _mode("bin/start.sh") == 0o755 and _mode("bin/stop.sh") == 0o755
+
+
+def test_key():
+    assert _mode("secrets/key.pem") == 0o600
+
+
+def test_readme():
+    assert _mode("bin/README") == 0o644
+
+
+def _main() -> None:
+    checks = [(n, f) for n, f in sorted(globals().items()) if n.startswith("test_") and callable(f)]
+    results = {}
+    for name, fn in checks:
+        try:
+            fn()
+            results[name] = 1.0
+            print(f"PASS {name}")
+        except Exception as e:  # noqa: BLE001 - every failure is a failed check
+            results[name] = 0.0
+            print(f"FAIL {name}: {type(e).__name__}: {e}")
+    reward = 1.0 if results and all(v == 1.0 for v in results.values()) else 0.0
+    with open("/logs/verifier/reward.json", "w") as f:
+        json.dump({"reward": reward, **results}, f)
+
+
+if __name__ == "__main__":
+    _main()

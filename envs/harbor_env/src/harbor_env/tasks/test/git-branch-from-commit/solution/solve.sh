@@ -1,0 +1,5 @@
+#!/bin/bash
+# The reference solution.
+set -euo pipefail
+cd /app
+git branch feature/login main~1

@@ -1,0 +1,51 @@
+"""The checks of task fix-package-import."""
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+APP = Path("/app")
+
+
+def run(*argv: str, cwd: str = "/app", timeout: float = 30, **kw) -> subprocess.CompletedProcess:
+    """Run a program of the agent's (its output captured, bounded in time)."""
+    return subprocess.run(list(argv), cwd=cwd, capture_output=True, text=True, timeout=timeout, **kw)
+
+
+CODE = "import mathkit; print(mathkit.mean([1, 2, 3]), mathkit.median([4, 1, 3, 2]))"
+
+
+def test_from_app():
+    r = run("python3", "-c", CODE)
+    assert r.returncode == 0 and r.stdout.split() == ["2.0", "2.5"], (r.stdout, r.stderr[-500:])
+
+
+def test_from_elsewhere():
+    env = {"PATH": os.environ["PATH"], "PYTHONPATH": "/app"}
+    r = run("python3", "-c", CODE, cwd="/tmp", env=env)
+    assert r.returncode == 0 and r.stdout.split() == ["2.0", "2.5"], (r.stdout, r.stderr[-500:])
+
+
+def test_modules_kept():
+    assert sorted(p.name for p in (APP / "mathkit").glob("*.py")) == ["__init__.py", "helpers.py", "stats.py"]
+
+
+def _main() -> None:
+    checks = [(n, f) for n, f in sorted(globals().items()) if n.startswith("test_") and callable(f)]
+    results = {}
+    for name, fn in checks:
+        try:
+            fn()
+            results[name] = 1.0
+            print(f"PASS {name}")
+        except Exception as e:  # noqa: BLE001 - every failure is a failed check
+            results[name] = 0.0
+            print(f"FAIL {name}: {type(e).__name__}: {e}")
+    reward = 1.0 if results and all(v == 1.0 for v in results.values()) else 0.0
+    with open("/logs/verifier/reward.json", "w") as f:
+        json.dump({"reward": reward, **results}, f)
+
+
+if __name__ == "__main__":
+    _main()

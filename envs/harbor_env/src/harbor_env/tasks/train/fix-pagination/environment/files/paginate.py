@@ -1,0 +1,3 @@
+def page(items, number, size):
+    start = number * size
+    return items[start : start + size]

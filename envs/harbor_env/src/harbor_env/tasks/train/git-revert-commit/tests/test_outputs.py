@@ -1,0 +1,65 @@
+"""The checks of task git-revert-commit."""
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+APP = Path("/app")
+
+
+def run(*argv: str, cwd: str = "/app", timeout: float = 30, **kw) -> subprocess.CompletedProcess:
+    """Run a program of the agent's (its output captured, bounded in time)."""
+    return subprocess.run(list(argv), cwd=cwd, capture_output=True, text=True, timeout=timeout, **kw)
+
+
+# The agent's git configuration runs nothing here (hooks, fsmonitor; no global or system file).
+GIT = ("-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null")
+GIT_ENV = {
+    "PATH": os.environ["PATH"],
+    "HOME": "/nonexistent",
+    "GIT_CONFIG_NOSYSTEM": "1",
+    "GIT_CONFIG_GLOBAL": "/dev/null",
+}
+
+
+def _git(*args: str) -> str:
+    r = run("git", *GIT, *args, env=GIT_ENV)
+    assert r.returncode == 0, r.stderr
+    return r.stdout.strip()
+
+
+def test_settings():
+    text = (APP / "settings.py").read_text()
+    assert "DEBUG = False" in text and "DEBUG = True" not in text, text
+    assert "TIMEOUT = 30" in text, text
+
+
+def test_history_kept():
+    subjects = _git("log", "--format=%s").splitlines()
+    assert subjects[1:] == ["Add timeout", "Enable debug", "Initial commit"], subjects
+    assert subjects[0].startswith("Revert"), subjects
+
+
+def test_clean():
+    assert _git("status", "--porcelain") == ""
+
+
+def _main() -> None:
+    checks = [(n, f) for n, f in sorted(globals().items()) if n.startswith("test_") and callable(f)]
+    results = {}
+    for name, fn in checks:
+        try:
+            fn()
+            results[name] = 1.0
+            print(f"PASS {name}")
+        except Exception as e:  # noqa: BLE001 - every failure is a failed check
+            results[name] = 0.0
+            print(f"FAIL {name}: {type(e).__name__}: {e}")
+    reward = 1.0 if results and all(v == 1.0 for v in results.values()) else 0.0
+    with open("/logs/verifier/reward.json", "w") as f:
+        json.dump({"reward": reward, **results}, f)
+
+
+if __name__ == "__main__":
+    _main()

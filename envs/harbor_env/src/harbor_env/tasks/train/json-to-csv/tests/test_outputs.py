@@ -1,0 +1,44 @@
+"""The checks of task json-to-csv."""
+
+import csv
+import json
+import subprocess
+from pathlib import Path
+
+APP = Path("/app")
+
+
+def run(*argv: str, cwd: str = "/app", timeout: float = 30, **kw) -> subprocess.CompletedProcess:
+    """Run a program of the agent's (its output captured, bounded in time)."""
+    return subprocess.run(list(argv), cwd=cwd, capture_output=True, text=True, timeout=timeout, **kw)
+
+
+def test_rows():
+    with open(APP / "users.csv", newline="") as f:
+        got = list(csv.reader(f))
+    assert got == [
+        ["id", "name", "email"],
+        ["1", "Ada, Countess", "ada@example.com"],
+        ["2", "Bob", ""],
+        ["3", "Cleo", "cleo@example.com"],
+    ], got
+
+
+def _main() -> None:
+    checks = [(n, f) for n, f in sorted(globals().items()) if n.startswith("test_") and callable(f)]
+    results = {}
+    for name, fn in checks:
+        try:
+            fn()
+            results[name] = 1.0
+            print(f"PASS {name}")
+        except Exception as e:  # noqa: BLE001 - every failure is a failed check
+            results[name] = 0.0
+            print(f"FAIL {name}: {type(e).__name__}: {e}")
+    reward = 1.0 if results and all(v == 1.0 for v in results.values()) else 0.0
+    with open("/logs/verifier/reward.json", "w") as f:
+        json.dump({"reward": reward, **results}, f)
+
+
+if __name__ == "__main__":
+    _main()

@@ -1,0 +1,49 @@
+"""The checks of task pyproject-metadata."""
+
+import json
+import subprocess
+import tomllib
+from pathlib import Path
+
+APP = Path("/app")
+
+
+def run(*argv: str, cwd: str = "/app", timeout: float = 30, **kw) -> subprocess.CompletedProcess:
+    """Run a program of the agent's (its output captured, bounded in time)."""
+    return subprocess.run(list(argv), cwd=cwd, capture_output=True, text=True, timeout=timeout, **kw)
+
+
+def _doc() -> dict:
+    return tomllib.loads((APP / "pyproject.toml").read_text())
+
+
+def test_build_system():
+    b = _doc()["build-system"]
+    assert b["build-backend"] == "setuptools.build_meta"
+    assert any(r.replace(" ", "").startswith("setuptools>=61") for r in b["requires"]), b
+
+
+def test_project():
+    p = _doc()["project"]
+    assert (p["name"], p["version"], p["requires-python"]) == ("greet", "1.2.0", ">=3.9"), p
+    assert p["scripts"] == {"greet": "greet:main"}, p.get("scripts")
+
+
+def _main() -> None:
+    checks = [(n, f) for n, f in sorted(globals().items()) if n.startswith("test_") and callable(f)]
+    results = {}
+    for name, fn in checks:
+        try:
+            fn()
+            results[name] = 1.0
+            print(f"PASS {name}")
+        except Exception as e:  # noqa: BLE001 - every failure is a failed check
+            results[name] = 0.0
+            print(f"FAIL {name}: {type(e).__name__}: {e}")
+    reward = 1.0 if results and all(v == 1.0 for v in results.values()) else 0.0
+    with open("/logs/verifier/reward.json", "w") as f:
+        json.dump({"reward": reward, **results}, f)
+
+
+if __name__ == "__main__":
+    _main()
