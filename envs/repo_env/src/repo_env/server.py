@@ -144,6 +144,7 @@ class RepoEnvironment(openenv.Environment):
     tasks: ClassVar[TaskSet] = TASKS
     metadata: ClassVar[dict[str, Any]] = {
         "author": "openenv",
+        "kind": "swe",
         "documentation_url": "envs/repo_env/README.md",
         "tasks": len(TASKS),
     }

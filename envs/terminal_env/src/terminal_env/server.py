@@ -128,6 +128,7 @@ class TerminalEnvironment(openenv.Environment):
     tasks: ClassVar[TaskSet] = TASKS
     metadata: ClassVar[dict[str, Any]] = {
         "author": "openenv",
+        "kind": "terminal",
         "documentation_url": "envs/terminal_env/README.md",
         "tasks": len(TASKS),
     }
