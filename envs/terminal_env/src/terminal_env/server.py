@@ -163,6 +163,7 @@ class TerminalEnvironment(openenv.Environment):
         self.task = self._pick(options.get("seed"), options)
         self.steps = 0
         self.verdict: Verdict | None = None
+        self._fresh = True  # the task's files are not in the workspace yet (see _workspace)
 
     def _pick(self, seed: Any, options: Mapping[str, Any]) -> Task:
         try:
@@ -178,8 +179,8 @@ class TerminalEnvironment(openenv.Environment):
         self.task = self._pick(seed, options or {})
         self.steps = 0
         self.verdict = None
-        self._exec(self.sandbox.clear)
-        self._exec(put_files, self.sandbox, dict(self.task.files), modes=self.task.modes, dirs=self.task.dirs)
+        self._fresh = True
+        self._exec(self.sandbox.clear)  # a sandbox not started yet has nothing to clear
         text = f"{self.task.statement()}\n\n{INSTRUCTIONS}"
         obs = openenv.CallToolObservation("", openenv.ToolResult([{"type": "text", "text": text}]))
         return openenv.StepResult(obs, metadata={"task_id": self.task.id, "split": self.task.split})
@@ -193,6 +194,14 @@ class TerminalEnvironment(openenv.Environment):
             return fn(*args, **kw)
         except SandboxUnavailable as e:
             raise RuntimeError(f"the sandbox cannot run commands safely on this machine: {e}") from None
+
+    def _workspace(self) -> None:
+        """The task's files, written when the episode first needs the workspace (a reset that
+        runs no command starts no sandbox)."""
+        if self._fresh:
+            self._exec(self.sandbox.clear)
+            self._exec(put_files, self.sandbox, dict(self.task.files), modes=self.task.modes, dirs=self.task.dirs)
+            self._fresh = False
 
     @staticmethod
     def _result(r: RunResult, timeout_s: float) -> dict[str, Any]:
@@ -233,6 +242,7 @@ class TerminalEnvironment(openenv.Environment):
         t = min(max(float(timeout_s), 1.0), MAX_TIMEOUT_S)
         limits = dataclasses.replace(self.limits, wall_s=t)
         argv = ["/bin/bash", "--noprofile", "--norc", "-c", SHELL, "bash", command]
+        self._workspace()
         r: RunResult = self._exec(self.sandbox.exec, argv, limits=limits)
         return self._result(r, t)
 
@@ -245,6 +255,7 @@ class TerminalEnvironment(openenv.Environment):
         """
         if len(code) > MAX_COMMAND_CHARS * 5:
             raise ValueError(f"a script is limited to {MAX_COMMAND_CHARS * 5} characters")
+        self._workspace()
         r: RunResult = self._exec(self.sandbox.run, code)
         return self._result(r, self.limits.wall_s)
 
@@ -259,6 +270,7 @@ class TerminalEnvironment(openenv.Environment):
         the emptied workspace; empty it after."""
         task, box = self.task, self.sandbox
         try:
+            self._workspace()
             files = get_files(box, exclude=[STATE_FILE])
             box.clear()
             put_files(box, files.files, modes=files.modes, dirs=files.dirs)
