@@ -77,7 +77,10 @@ def test_an_environment_running_code_certifies_at_the_sandbox_level(factory: str
     assert report.options["sandbox_memory_bound"] == RunOptions().sandbox_memory_bound
     # On this host the canary and the host's processes are observed, and the processes of one
     # session were seen held while the other forked.
-    assert "canary" in report.result("sandbox.host_sockets").note
+    # (the note names the canary when graded code was tried on it; the runner's probes always are)
+    note = report.result("sandbox.host_sockets").note
+    assert "no canary" not in note
+    assert "canary" in note or report.result("sandbox.grader_forgery").status == "skip"
     assert "not conclusive" not in report.result("sandbox.process_isolation").note
 
 

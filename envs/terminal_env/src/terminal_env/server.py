@@ -117,7 +117,7 @@ class TerminalEnvironment(openenv.Environment):
         openenv.CallToolAction("submit", {}),
     )
     limits: ClassVar[Limits] = Limits(
-        wall_s=DEFAULT_TIMEOUT_S, cpu_s=60, processes=64, output_bytes=16 * 1024, disk_bytes=64 * 1024 * 1024
+        wall_s=DEFAULT_TIMEOUT_S, cpu_s=60, processes=32, output_bytes=16 * 1024, disk_bytes=64 * 1024 * 1024
     )
     tasks: ClassVar[TaskSet] = TASKS
     metadata: ClassVar[dict[str, Any]] = {
