@@ -131,7 +131,7 @@ class RepoEnvironment(openenv.Environment):
     max_episode_steps = MAX_STEPS
     max_sessions = 16
     rubric = build_rubric()
-    reward_range = (rubric.minimum, rubric.maximum)
+    reward_range = (0.0, 1.0)
     example_actions = (
         openenv.CallToolAction("list_files", {}),
         openenv.CallToolAction("run_tests", {}),
@@ -198,7 +198,7 @@ class RepoEnvironment(openenv.Environment):
 
     def reset(
         self, *, seed: int | None = None, episode_id: str | None = None, options: Mapping[str, Any] | None = None
-    ) -> openenv.StepResult:
+    ) -> openenv.StepResult[Any]:
         self._start(self._pick(seed, options or {}))
         self._exec(self.sandbox.clear)
         text = f"{self.task.statement()}\n\n{INSTRUCTIONS}"
@@ -240,7 +240,7 @@ class RepoEnvironment(openenv.Environment):
         put_files(self.sandbox, self.files)
 
     def _result(self, r: RunResult) -> dict[str, Any]:
-        out = {
+        out: dict[str, Any] = {
             "stdout": r.stdout,
             "stderr": r.stderr,
             "exit_code": r.exit_code,
@@ -408,7 +408,7 @@ class RepoEnvironment(openenv.Environment):
 
     def finish_tool_step(
         self, action: openenv.CallToolAction, observation: openenv.CallToolObservation
-    ) -> openenv.StepResult:
+    ) -> openenv.StepResult[Any]:
         self.steps += 1
         ok = observation.result is not None and not observation.result.is_error
         done = action.tool_name == "submit" and ok

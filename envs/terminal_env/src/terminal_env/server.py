@@ -169,7 +169,7 @@ class TerminalEnvironment(openenv.Environment):
 
     def reset(
         self, *, seed: int | None = None, episode_id: str | None = None, options: Mapping[str, Any] | None = None
-    ) -> openenv.StepResult:
+    ) -> openenv.StepResult[Any]:
         self.task = self._pick(seed, options or {})
         self.steps = 0
         self.verdict = None
@@ -282,7 +282,7 @@ class TerminalEnvironment(openenv.Environment):
 
     def finish_tool_step(
         self, action: openenv.CallToolAction, observation: openenv.CallToolObservation
-    ) -> openenv.StepResult:
+    ) -> openenv.StepResult[Any]:
         self.steps += 1
         ok = observation.result is not None and not observation.result.is_error
         done = action.tool_name == "submit" and ok
