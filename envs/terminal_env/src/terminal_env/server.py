@@ -64,12 +64,13 @@ INSTRUCTIONS = (
 _PACKAGE_DIR = str(Path(__file__).resolve().parent)
 
 #: The shell around every command: restore the directory and exported variables, run the
-#: command line (``$1``), and save them again on any exit (``exit N`` included).
+#: command line (``$1``), and save them again on any exit (``exit N`` included), with builtins
+#: only (no process of its own besides bash).
 SHELL = (
     '__st=/workspace/.shellstate; if [ -f "$__st" ]; then . "$__st" >/dev/null 2>&1; fi; '
-    "__save() { __rc=$?; { export -p | grep -v -E '^declare -x (SHLVL|_|OLDPWD|PWD)(=|$)'; "
-    """printf 'cd -- %q\\n' "$PWD"; } > "$__st.new" 2>/dev/null && mv -f "$__st.new" "$__st" 2>/dev/null; """
-    'exit $__rc; }; trap __save EXIT; eval "$1"'
+    "__save() { __rc=$?; export -n OLDPWD 2>/dev/null; "
+    """{ export -p; printf 'cd -- %q\\n' "$PWD"; } > "$__st" 2>/dev/null; exit $__rc; }; """
+    'trap __save EXIT; eval "$1"'
 )  # one line: an error in the command says "bash: line N" of the command itself
 
 
