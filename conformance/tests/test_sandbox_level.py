@@ -55,12 +55,20 @@ def test_coding_env_is_among_the_environments_that_run_code() -> None:
 @pytest.mark.parametrize("factory", _code_envs())
 def test_an_environment_running_code_certifies_at_the_sandbox_level(factory: str, transport: str) -> None:
     """Every check runs (none skips) and passes; over HTTP the declaration may come from the
-    gRPC side with a warning (an HTTP side that drops annotations; openenv serve's keeps them)."""
+    gRPC side with a warning (an HTTP side that drops annotations; openenv serve's keeps them).
+    An environment with no tool that grades code passed to it (terminal_env and repo_env grade
+    the workspace their agent leaves, through tests of their own) skips grader_forgery, saying so."""
     report = certify(
         f"python:{factory}", levels=["sandbox"], seed=SEED, target_options=TargetOptions(transport=transport)
     )
     assert report.unusable is None, f"{report.unusable}\n{report.logs}"
-    bad = {r.id: (r.status, r.reason) for r in report.results if r.status not in ("pass", "warn")}
+    no_grader = "no tool declaring openenv/sandbox grades code"
+    bad = {
+        r.id: (r.status, r.reason)
+        for r in report.results
+        if r.status not in ("pass", "warn")
+        and not (r.id == "sandbox.grader_forgery" and r.status == "skip" and no_grader in r.reason)
+    }
     assert not bad, bad
     assert [r.id for r in report.results] == SANDBOX_CHECKS
     warned = [r for r in report.results if r.status == "warn"]
@@ -69,7 +77,10 @@ def test_an_environment_running_code_certifies_at_the_sandbox_level(factory: str
     assert report.options["sandbox_memory_bound"] == RunOptions().sandbox_memory_bound
     # On this host the canary and the host's processes are observed, and the processes of one
     # session were seen held while the other forked.
-    assert "canary" in report.result("sandbox.host_sockets").note
+    # (the note names the canary when graded code was tried on it; the runner's probes always are)
+    note = report.result("sandbox.host_sockets").note
+    assert "no canary" not in note
+    assert "canary" in note or report.result("sandbox.grader_forgery").status == "skip"
     assert report.result("sandbox.process_isolation").status == "pass"  # the overlap was seen
 
 

@@ -425,6 +425,10 @@ def test_the_readmes_have_snippets_of_every_kind() -> None:
 # ------------------------------------------------------------------ commands
 
 
+#: Commands whose next word is a subcommand: checked as `openenv GROUP SUB --help`.
+COMMAND_GROUPS = ("harness", "sandbox", "fleet", "catalog")
+
+
 def _commands() -> dict[str, set[str]]:
     """``openenv`` subcommand -> the ``--options`` shown with it, from every shell block and inline
     code span of the READMEs."""
@@ -443,7 +447,10 @@ def _commands() -> dict[str, set[str]]:
         words = shlex.split(line, comments=True)
         if len(words) < 2 or words[1] in UPSTREAM_COMMANDS:
             continue
-        out.setdefault(words[1], set()).update(w.split("=", 1)[0] for w in words[2:] if w.startswith("--"))
+        key, rest = words[1], words[2:]
+        if key in COMMAND_GROUPS and rest and not rest[0].startswith("-"):  # `openenv harness run ...`
+            key, rest = f"{key} {rest[0]}", rest[1:]
+        out.setdefault(key, set()).update(w.split("=", 1)[0] for w in rest if w.startswith("--"))
     return out
 
 
@@ -454,7 +461,12 @@ COMMANDS = _commands()
 def test_every_openenv_command_shown_exists(command: str, tmp_path: Path) -> None:
     """`openenv CMD --help` exits 0 and lists every option the READMEs use with CMD."""
     proc = subprocess.run(
-        [*_openenv_cli(), command, "--help"], capture_output=True, text=True, timeout=RUN_S, env=_env(), cwd=tmp_path
+        [*_openenv_cli(), *command.split(), "--help"],
+        capture_output=True,
+        text=True,
+        timeout=RUN_S,
+        env=_env(),
+        cwd=tmp_path,
     )
     assert proc.returncode == 0, f"openenv {command} --help: exit {proc.returncode}\n{proc.stdout}{proc.stderr}"
     unknown = sorted(o for o in COMMANDS[command] if not re.search(rf"(?<![\w-]){re.escape(o)}(?![\w-])", proc.stdout))

@@ -34,6 +34,9 @@ What you may rely on, on every machine where a sandbox starts (else
   never enter the sandbox (compare in the server).
 * As root, the sandbox runs as a uid of its own, never root outside.
 
+:func:`put_files` and :func:`get_files` copy files into and out of a workspace (only regular
+files and directories; links and special files are never followed, read or recreated).
+
 :func:`check` is the start-up check an environment runs once (``Environment.preflight``).
 :func:`container_security_options` are what a container needs to host sandboxes
 (``openenv.deploy.start_container`` passes them to images labelled ``openenv.sandbox``).
@@ -55,6 +58,7 @@ from openenv.sandbox._box import (
     SandboxUnavailable,
 )
 from openenv.sandbox._container import container_security_options, seccomp_profile
+from openenv.sandbox._files import WorkspaceFiles, get_files, put_files, safe_relpath
 
 __all__ = [
     "ALLOW_MISSING_ENV",
@@ -66,8 +70,12 @@ __all__ = [
     "Sandbox",
     "SandboxError",
     "SandboxUnavailable",
+    "WorkspaceFiles",
     "check",
     "container_security_options",
+    "get_files",
+    "put_files",
+    "safe_relpath",
     "seccomp_profile",
 ]
 

@@ -1,0 +1,3 @@
+from search.binary import find
+
+__all__ = ["find"]

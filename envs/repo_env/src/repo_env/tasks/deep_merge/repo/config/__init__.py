@@ -1,0 +1,3 @@
+from config.merge import merge
+
+__all__ = ["merge"]

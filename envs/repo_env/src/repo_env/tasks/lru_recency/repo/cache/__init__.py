@@ -1,0 +1,3 @@
+from cache.lru import LRUCache
+
+__all__ = ["LRUCache"]

@@ -1,0 +1,3 @@
+from bank.account import Account, InsufficientFunds
+
+__all__ = ["Account", "InsufficientFunds"]

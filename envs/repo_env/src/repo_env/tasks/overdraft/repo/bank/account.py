@@ -1,0 +1,20 @@
+"""Bank accounts."""
+
+
+class InsufficientFunds(Exception):
+    pass
+
+
+class Account:
+    def __init__(self, owner, balance=0):
+        self.owner = owner
+        self.balance = balance
+
+    def deposit(self, amount):
+        if amount <= 0:
+            raise ValueError("amount must be positive")
+        self.balance += amount
+
+    def withdraw(self, amount):
+        self.balance -= amount
+        return self.balance

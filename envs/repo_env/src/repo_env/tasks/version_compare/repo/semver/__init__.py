@@ -1,0 +1,3 @@
+from semver.compare import compare, newest
+
+__all__ = ["compare", "newest"]

@@ -1,0 +1,3 @@
+from layout.wrap import wrap
+
+__all__ = ["wrap"]

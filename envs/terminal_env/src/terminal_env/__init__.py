@@ -1,0 +1,6 @@
+"""The terminal environment: shell tasks in a sandbox, verified by checks after the agent."""
+
+from terminal_env.server import TerminalEnvironment
+from terminal_env.tasks import TASKS, VERIFIER, Check, Task, TaskSet
+
+__all__ = ["TASKS", "VERIFIER", "Check", "Task", "TaskSet", "TerminalEnvironment"]

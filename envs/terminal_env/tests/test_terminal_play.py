@@ -1,0 +1,51 @@
+"""`openenv play` on the terminal environment, driven through a pseudo-terminal as a person
+would: the seeded episode is hello_file; a command typed at the prompt solves it and the
+submit (arguments as JSON) is rewarded 1."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import pexpect
+
+from terminal_env import TASKS
+
+SEED = 2  # TASKS.sample(2) is hello_file
+
+
+def test_a_terminal_task_is_solved_in_openenv_play() -> None:
+    assert TASKS.sample(SEED).id == "hello_file"
+    child = pexpect.spawn(
+        sys.executable,
+        ["-m", "openenv.cli", "play", "terminal_env.server:TerminalEnvironment", "--seed", str(SEED)],
+        encoding="utf-8",
+        timeout=90,
+        env={**os.environ, "GRPC_VERBOSITY": "ERROR", "TERM": "dumb", "PYTHONUNBUFFERED": "1"},
+        dimensions=(50, 200),
+    )
+    try:
+        child.expect(r"playing terminal_env 0\.1\.0")
+        child.expect_exact(">")
+        child.sendline("s")
+        child.expect_exact("2) run")
+        child.sendline("run")
+        answers = {"command": "echo 'hello, terminal' > greeting.txt; cat greeting.txt", "timeout_s": ""}
+        for _ in answers:  # one prompt per argument, in the order play asks (Enter: the default)
+            child.expect([r"command: ", r"timeout_s \[30\]: "])
+            child.sendline(answers[child.after.split()[0].rstrip(":")])
+        child.expect(r'"stdout": "hello, terminal\\n"')
+        child.expect(r"step=1 reward=0 ")
+        child.expect_exact(">")
+        child.sendline("s")
+        child.expect_exact("4) submit")
+        child.sendline("submit")
+        child.expect_exact("arguments (JSON):")
+        child.sendline("{}")
+        child.expect(r"step=2 reward=1 return=1 terminated=True")
+        child.expect_exact("episode over")
+        child.sendline("q")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close(force=True)
+    assert child.exitstatus == 0
