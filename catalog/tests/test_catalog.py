@@ -61,6 +61,13 @@ def test_docs_catalog_is_generated_from_the_catalog() -> None:
     assert (REPO / "docs" / "catalog.md").read_text() == markdown(entries())
 
 
+def test_catalog_certify_skips_what_it_is_told_to() -> None:
+    """CI certifies the native environments as images and skips them here (.ci/run): --skip
+    removes names from what --only selects, and an empty selection is an error, not a pass."""
+    r = _openenv("catalog", "certify", "--only", "gymnasium-cartpole-*", "--skip", "gymnasium-cart*")
+    assert r.returncode != 0 and "skipping 1 " in r.stdout and "no catalog environment matches" in r.stderr, r
+
+
 def test_openenv_import_describes_an_environment_and_rejects_unknown_ones() -> None:
     r = _openenv("import", "gymnasium:CartPole-v1")
     assert r.returncode == 0, r.stderr
