@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import json
+import os
 import sys
 import tomllib
 from pathlib import Path
@@ -94,3 +96,22 @@ def runs_code(factory: str) -> bool:
     module, _, name = factory.partition(":")
     cls = getattr(importlib.import_module(module), name)
     return any("openenv/sandbox" in (t.descriptor.annotations or {}) for t in cls.tools().values())
+
+
+#: .ci/run certifies every environment's image (all levels, over gRPC) before the tests, with
+#: the suite's default examples or the environment's certify-args, and writes each report here
+#: as ``<env dir name>.json``. That certification is the gRPC one test_reference_envs makes of
+#: the same code (same transport, as many examples), so in CI it makes its assertions on that
+#: report instead of certifying the environment again. (Not test_sandbox_level: its canary and
+#: process checks observe the host, which an image's certification cannot.)
+IMAGE_REPORTS = "OPENENV_CI_IMAGE_REPORTS"
+
+
+def image_report(env_name: str) -> dict | None:
+    """The report of ``envs/<env_name>``'s image certified in this CI run, or None (not in CI,
+    or an environment without an image: the test certifies the module)."""
+    where = os.environ.get(IMAGE_REPORTS)
+    if not where:
+        return None
+    path = Path(where) / f"{env_name}.json"
+    return json.loads(path.read_text()) if path.is_file() else None

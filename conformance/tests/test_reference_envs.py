@@ -11,12 +11,12 @@ skips for one that does not."""
 from __future__ import annotations
 
 import importlib
-import json
-import os
+import itertools
+import tomllib
 from pathlib import Path
 
 import pytest
-from conformance_testlib import factory_of, reference_factories
+from conformance_testlib import factory_of, image_report, reference_factories
 
 from openenv_conformance.registry import LEVELS
 from openenv_conformance.runner import certify
@@ -34,21 +34,15 @@ SERVE_ARGS = ["--handshake-timeout=3"]
 EXAMPLES = 25
 
 
-#: .ci/run certifies every environment's image over gRPC before the tests (the suite's default
-#: examples, or the environment's certify-args) and writes each report here as
-#: ``<env dir name>.json``: that certification is this test's over the same transport, of the
-#: same code, with as many examples or more, so in CI the test checks that report instead of
-#: certifying the environment a second time (~100 s of CI).
-IMAGE_REPORTS = "OPENENV_CI_IMAGE_REPORTS"
-
-
-def _image_report(env_dir: Path) -> dict | None:
-    where = os.environ.get(IMAGE_REPORTS)
-    if not where:
-        return None
-    path = Path(where) / f"{env_dir.name}.json"
-    # An environment without an image ([tool.openenv]) has no report: its module is certified.
-    return json.loads(path.read_text()) if path.is_file() else None
+def _examples(env_dir: Path) -> int:
+    """EXAMPLES, or fewer when the environment's [tool.openenv] certify-args ask its image's
+    certification for fewer (an environment whose every step runs sandboxed code)."""
+    args = tomllib.loads((env_dir / "pyproject.toml").read_text()).get("tool", {}).get("openenv", {})
+    args = args.get("certify-args", [])
+    for flag, value in itertools.pairwise(args):
+        if flag == "--max-examples":
+            return min(EXAMPLES, int(value))
+    return EXAMPLES
 
 
 def _fallback_factory(env_dir: Path) -> str | None:
@@ -67,7 +61,7 @@ def test_reference_environment_passes_every_check(env_dir: Path, factory: str | 
         f'{env_dir.name}: declare [tool.openenv] factory = "module:Class" in its pyproject.toml '
         "(or define a single Environment subclass in <package>.server)"
     )
-    image = _image_report(env_dir)
+    image = image_report(env_dir.name)
     if image is not None:
         # The image's certification in this CI run: the same assertions, on its report.
         assert image["target"].startswith("docker:") and image["transport"] == "grpc", image["target"]
@@ -83,7 +77,7 @@ def test_reference_environment_passes_every_check(env_dir: Path, factory: str | 
         f"python:{factory}",
         levels=NOT_SANDBOX,
         seed=20261129,
-        max_examples=EXAMPLES,
+        max_examples=_examples(env_dir),
         target_options=TargetOptions(serve_args=SERVE_ARGS),
     )
     assert report.unusable is None, f"{report.unusable}\n{report.logs}"
@@ -106,7 +100,7 @@ def test_reference_environment_passes_over_http(env_dir: Path, factory: str | No
         f"python:{factory}",
         levels=NOT_SANDBOX,
         seed=20261129,
-        max_examples=EXAMPLES,
+        max_examples=_examples(env_dir),
         target_options=TargetOptions(transport="http", serve_args=SERVE_ARGS),
     )
     assert report.unusable is None, f"{report.unusable}\n{report.logs}"
@@ -139,7 +133,7 @@ def test_reference_tool_environment_passes_in_tools_only_mode(env_dir: Path, fac
         f"python:{factory}",
         levels=NOT_SANDBOX,
         seed=20261129,
-        max_examples=EXAMPLES,
+        max_examples=_examples(env_dir),
         target_options=TargetOptions(serve_args=["--tools-only", *SERVE_ARGS]),
     )
     bad = [(r.id, r.status, r.reason) for r in report.results if r.status in ("fail", "error")]
