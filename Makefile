@@ -123,6 +123,8 @@ clean:
 # Environment images (docs/images.md): the debootstrapped base (needs root and debootstrap,
 # skipped when it exists), then every envs/* image, built offline from a host wheelhouse.
 .PHONY: images
+# Images built at once by `make images` (.ci/run: 2; their lines are then prefixed).
+IMAGE_JOBS ?= 1
 images: venv
 	$(PY) tools/make_base_image.py
 	@# chess_env's image installs Debian's stockfish from a staged .deb (its build stays offline).
@@ -131,6 +133,4 @@ images: venv
 	@# harbor_env's image installs git and what it needs (envs/harbor_env/debs.txt) from staged .debs.
 	@if [ -d envs/harbor_env ] && ! ls envs/harbor_env/debs/*.deb >/dev/null 2>&1; then \
 	  mkdir -p envs/harbor_env/debs && cd envs/harbor_env/debs && apt-get download $$(grep -v '^#' ../debs.txt); fi
-	@set -e; for d in $(sort $(dir $(wildcard envs/*/pyproject.toml))); do \
-	  if grep -q '^\[tool\.openenv\]' $$d/pyproject.toml; then $(BIN)/openenv build $$d --offline --debootstrap-base; fi; \
-	done
+	$(PY) tools/build_images.py --jobs $(IMAGE_JOBS)
