@@ -96,7 +96,12 @@ def test_the_shell_session_keeps_the_directory_and_exported_variables_only() -> 
         r = await sh(env, "ls /nonexistent")
         assert r["exit_code"] == 2 and "No such file" in r["stderr"]
         # a background process ends with its command; a file it wrote before stays
-        r = await sh(env, "(echo started > bg.txt; sleep 30; echo late > bg.txt) & echo launched")
+        # (the command waits for the first write: a loaded machine may not have run it yet)
+        r = await sh(
+            env,
+            "(echo started > bg.txt; sleep 30; echo late > bg.txt) & "
+            "until [ -s bg.txt ]; do sleep 0.01; done; echo launched",
+        )
         assert r["stdout"] == "launched\n" and r["exit_code"] == 0
         r = await sh(env, "cat bg.txt; ps -eo args | grep -c '[s]leep 30'")
         assert r["stdout"] == "started\n0\n"
