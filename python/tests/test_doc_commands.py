@@ -198,29 +198,23 @@ class _Server:
 
 
 def _start_reference(factory: str, tmp: Path) -> _Server:
-    grpc_port, http_port = _free_ports(2)
+    # Port 0 and ready files: ports picked free beforehand may be taken by another test first.
+    ready, http_ready = tmp / "reference.ready", tmp / "reference.http-ready"
     log = tmp / "reference.log"
     with log.open("wb") as out:
         proc = subprocess.Popen(
             [sys.executable, "-m", "openenv.cli", "serve", factory, "--host", "127.0.0.1",
-             "--port", str(grpc_port), "--http-port", str(http_port)],
+             "--port", "0", "--http-port", "0", "--ready-file", str(ready), "--http-ready-file", str(http_ready)],
             stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=_env(tmp), cwd=tmp,
         )  # fmt: skip
     deadline = time.monotonic() + START_S
-    while not all(_answers(p) for p in (grpc_port, http_port)):
+    while not all(f.is_file() and f.read_text().strip() for f in (ready, http_ready)):
         if proc.poll() is not None or time.monotonic() > deadline:
             _stop(proc)
             pytest.fail(f"the reference server {factory} did not start\n{log.read_text(errors='replace')[-3000:]}")
         time.sleep(0.1)
+    grpc_port, http_port = (int(f.read_text().strip().rsplit(":", 1)[1]) for f in (ready, http_ready))
     return _Server(proc, grpc_port, http_port)
-
-
-def _answers(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=1.0):
-            return True
-    except OSError:
-        return False
 
 
 def _stop(proc: subprocess.Popen[bytes]) -> int:

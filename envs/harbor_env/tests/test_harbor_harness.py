@@ -11,7 +11,6 @@ import asyncio
 import contextlib
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -57,7 +56,6 @@ def _npm_bin(program: str) -> str | None:
     for candidate in (
         os.environ.get(f"OPENENV_{program.upper()}_BIN"),
         str(ROOT / ".harness-tools/node_modules/.bin" / program),
-        "/work/main/.harness-tools/node_modules/.bin/" + program,
     ):
         if candidate and os.access(candidate, os.X_OK):
             return candidate
@@ -81,12 +79,6 @@ def _check(out: Path, rows: list[dict[str, Any]], served: int, agent: str) -> No
     assert steps[-1]["reward"] == 1.0 and steps[-1]["terminated"]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @contextlib.contextmanager
 def _process(argv: list[str], env: dict[str, str], log: Path) -> Iterator[subprocess.Popen[bytes]]:
     with log.open("wb") as f:
@@ -102,14 +94,21 @@ def _process(argv: list[str], env: dict[str, str], log: Path) -> Iterator[subpro
             p.wait()
 
 
-def _wait_port(port: int, proc: subprocess.Popen[bytes], log: Path) -> None:
+def _wait_for(read: Any, proc: subprocess.Popen[bytes], log: Path) -> str:
+    """What ``read()`` returns once it is not empty: each process binds port 0 and says where
+    it listens (a port picked free beforehand may be taken by another test before it binds)."""
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         assert proc.poll() is None, log.read_text()[-3000:]
-        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=1):
-            return
+        found = read()
+        if found:
+            return str(found)
         time.sleep(0.2)
-    raise AssertionError(f"nothing listens on {port}: {log.read_text()[-3000:]}")
+    raise AssertionError(f"not serving: {log.read_text()[-3000:]}")
+
+
+def _text(path: Path) -> str:
+    return path.read_text().strip() if path.is_file() else ""
 
 
 def test_mini_swe_agent_through_the_cli_scores_a_user_task_by_its_own_tests(tmp_path: Path) -> None:
@@ -128,23 +127,20 @@ def test_mini_swe_agent_through_the_cli_scores_a_user_task_by_its_own_tests(tmp_
     )
     env = {**os.environ, "HARBOR_TASKS": str(tasks), "GRPC_VERBOSITY": "ERROR"}
     cli = [sys.executable, "-m", "openenv.cli"]
-    grpc_port, http_port, model_port = _free_port(), _free_port(), _free_port()
-    serve = [*cli, "serve", "harbor_env.server:HarborEnvironment", "--port", str(grpc_port)]
+    ready, model_log = tmp_path / "ready", tmp_path / "model.log"
+    serve = [*cli, "serve", "harbor_env.server:HarborEnvironment", "--port", "0", "--ready-file", str(ready)]
     with (
-        _process([*serve, "--http-port", str(http_port)], env, tmp_path / "serve.log") as server,
-        _process(
-            [*cli, "harness", "scripted-model", "--script", str(script), "--port", str(model_port)],
-            env,
-            tmp_path / "model.log",
-        ) as model,
+        _process([*serve, "--no-http"], env, tmp_path / "serve.log") as server,
+        _process([*cli, "harness", "scripted-model", "--script", str(script), "--port", "0"], env, model_log) as model,
     ):
-        _wait_port(grpc_port, server, tmp_path / "serve.log")
-        _wait_port(model_port, model, tmp_path / "model.log")
+        address = _wait_for(lambda: _text(ready), server, tmp_path / "serve.log")
+        said = _wait_for(lambda: " on http" in _text(model_log) and _text(model_log), model, model_log)
+        model_url = said.split(" on ", 1)[1].split()[0]
         out = tmp_path / "runs" / "r1"
         r = subprocess.run(
-            [*cli, "harness", "run", f"grpc://127.0.0.1:{grpc_port}", "--agent", "mini-swe-agent",
+            [*cli, "harness", "run", address, "--agent", "mini-swe-agent",
              "--task", "say-hello", "--task", "say-bye", "--concurrency", "2", "--time-budget", "300",
-             "--model-url", f"http://127.0.0.1:{model_port}/v1", "--model", "scripted", "--out", str(out)],
+             "--model-url", model_url, "--model", "scripted", "--out", str(out)],
             env=env, capture_output=True, text=True, timeout=DEADLINE, check=False,
         )  # fmt: skip
         assert r.returncode == 0, r.stdout + r.stderr
