@@ -94,6 +94,9 @@ images: venv
 	@# chess_env's image installs Debian's stockfish from a staged .deb (its build stays offline).
 	@if [ -d envs/chess_env ] && ! ls envs/chess_env/debs/stockfish_*.deb >/dev/null 2>&1; then \
 	  mkdir -p envs/chess_env/debs && cd envs/chess_env/debs && apt-get download stockfish; fi
+	@# browser_env's image installs Debian's Chromium from staged .debs (apt's resolution of chromium
+	@# against the base image, downloaded on the host): its build stays offline too.
+	@if [ -d envs/browser_env ]; then envs/browser_env/tools/stage_debs.sh; fi
 	@set -e; for d in $(sort $(dir $(wildcard envs/*/pyproject.toml))); do \
 	  if grep -q '^\[tool\.openenv\]' $$d/pyproject.toml; then $(BIN)/openenv build $$d --offline --debootstrap-base; fi; \
 	done

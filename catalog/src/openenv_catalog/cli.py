@@ -44,6 +44,8 @@ def catalog_command(ctx: click.Context, as_json: bool) -> None:
 def _certify_one(
     e: Entry, max_examples: int, timeout: float, handshake_timeout: float, seed: int | None
 ) -> tuple[Entry, int, str, dict[str, Any]]:
+    if e.max_examples is not None:
+        max_examples = min(max_examples, e.max_examples)
     with tempfile.TemporaryDirectory(prefix="openenv-catalog-") as tmp:
         report = Path(tmp) / "report.json"
         argv = [sys.executable, "-m", "openenv.cli", "certify", f"python:{e.target}", "--max-examples"]
@@ -114,7 +116,7 @@ def certify_command(
                 "date": today,
                 "target": f"python:{e.target}",
                 "suite": data.get("suite_version", ""),
-                "max_examples": max_examples,
+                "max_examples": min(max_examples, e.max_examples or max_examples),
                 "passed": counts.get("pass", 0),
                 "skipped": counts.get("skip", 0),
                 "nondeterministic": bool(data.get("declared_nondeterministic", False)),
