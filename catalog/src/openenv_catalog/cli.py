@@ -46,6 +46,8 @@ def _certify_one(
 ) -> tuple[Entry, int, str, dict[str, Any]]:
     if e.max_examples is not None:
         max_examples = min(max_examples, e.max_examples)
+    if e.timeout is not None:
+        timeout = max(timeout, e.timeout)
     with tempfile.TemporaryDirectory(prefix="openenv-catalog-") as tmp:
         report = Path(tmp) / "report.json"
         argv = [sys.executable, "-m", "openenv.cli", "certify", f"python:{e.target}", "--max-examples"]

@@ -183,3 +183,25 @@ def test_a_killed_chromium_ends_the_episode_and_is_replaced(env: Any) -> None:
     obs = _obs(env.reset(seed=9, task_id="click-test"))
     s = env.step(policy.act(obs.task, obs.goal, obs.axtree))
     assert (s.reward, s.terminated) == (1.0, True)
+
+
+def test_the_tool_facade_for_harnesses_wins_by_the_checker() -> None:
+    """browser_env.harness (what `openenv harness run` drives): the reset's text shows the goal
+    and the tree; each `act` call is a step rewarded by the checker."""
+    from browser_env.harness import BrowserToolEnvironment
+
+    with openenv.testing.sync_client(BrowserToolEnvironment, client_cls=openenv.ToolEnvClient) as tools:
+        r = tools.reset(seed=2, task_id="click-button")
+        assert r.observation is not None
+        text = r.observation.result.text
+        assert text.startswith("Goal: Click on the") and "Accessibility tree:" in text
+        goal = text.split("\n", 1)[0].removeprefix("Goal: ")
+        action = policy.act("click-button", goal, text)
+        assert [t.name for t in tools.list_tools()] == ["act"]
+        s = tools.step(openenv.CallToolAction("act", {"action": "goto('javascript:core.endEpisode(1)')"}))
+        assert s.observation is not None
+        assert s.reward == 0.0 and not s.terminated and "refused" in s.observation.result.text
+        s = tools.step(openenv.CallToolAction("act", {"action": action}))
+        assert (s.reward, s.terminated) == (1.0, True)
+        assert s.observation is not None
+        assert s.observation.result.text.startswith("reward: 1; task over: yes")

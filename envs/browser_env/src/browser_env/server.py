@@ -23,7 +23,7 @@ import io
 import logging
 import pathlib
 import random
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 import numpy as np
@@ -73,8 +73,10 @@ SCALE = 1.5
 """BrowserGym's MiniWoB++ zoom: screenshot pixels per CSS pixel (coordinate actions divide by it)."""
 SCREENSHOT_SHAPE = (321, 498, 3)
 """The screenshot tensor's shape: the viewport at BrowserGym's zoom."""
-ACTION_TIMEOUT_MS = 5000
-"""Playwright's default timeout in a session's context (BrowserGym's MiniWoB++ value)."""
+DEFAULT_TIMEOUT_MS = 30_000
+"""Playwright's default timeout in a session's context: the task's setup (navigation, waiting for
+MiniWoB++'s ready flag). BrowserGym's 5 s fails resets on a loaded machine; its actions carry
+their own, shorter timeouts (:data:`browser_env.actions.ELEMENT_TIMEOUT_MS`)."""
 SETTLE_S = 0.05
 """Pause after an action before the page is read, for the page's JS events (BrowserGym waits
 0.5 s; MiniWoB++'s checkers run in the event handlers themselves)."""
@@ -116,7 +118,7 @@ class BrowserEnvironment(openenv.Environment):
     action_type: ClassVar[Any] = {"type": "string", "minLength": 1, "maxLength": actions.MAX_ACTION_CHARS}
     observation_type: ClassVar[Any] = Observation
     state_type: ClassVar[Any] = None
-    example_actions = ("noop(0)", "click('13')", "scroll(0, 100)")
+    example_actions: ClassVar[Sequence[Any]] = ("noop(0)", "click('13')", "scroll(0, 100)")
     reward_range = (0.0, 1.0)
     max_episode_steps = 30
     max_sessions = 4
@@ -128,8 +130,10 @@ class BrowserEnvironment(openenv.Environment):
         "author": "openenv",
         "kind": "browser",
         "tasks": len(TASKS),
-        # Every step drives Chromium: `openenv catalog certify` searches with this many examples at most.
+        # Every step drives Chromium: `openenv catalog certify` searches with this many examples at
+        # most, and waits this long for an answer at least (a burst of sessions queues on the browsers).
         "certify_max_examples": 2,
+        "certify_timeout": 60,
         "benchmark": "MiniWoB++ (miniwob 1.1, browsergym-miniwob 0.14)",
         "actions": "BrowserGym high-level action strings: " + ", ".join(actions.ALLOWED),
     }
@@ -170,7 +174,7 @@ class BrowserEnvironment(openenv.Environment):
         self._context = b.new_context(
             viewport=VIEWPORT, device_scale_factor=SCALE, locale="en-US", timezone_id="UTC", accept_downloads=False
         )
-        self._context.set_default_timeout(ACTION_TIMEOUT_MS)
+        self._context.set_default_timeout(DEFAULT_TIMEOUT_MS)
         self._page = self._context.new_page()
         self._generation = self._lane.generation
         return self._page
