@@ -205,3 +205,25 @@ def test_the_tool_facade_for_harnesses_wins_by_the_checker() -> None:
         assert (s.reward, s.terminated) == (1.0, True)
         assert s.observation is not None
         assert s.observation.result.text.startswith("reward: 1; task over: yes")
+
+
+def test_a_stuck_chromium_is_killed_by_the_watchdog(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A browser call that never returns (here: a page spinning in JavaScript, which no action
+    can cause) is ended by the lane's watchdog killing Chromium; the episode ends, a reset works."""
+    monkeypatch.setattr(browser, "STUCK_S", 3.0)
+    env = BrowserEnvironment()
+    try:
+        obs = env.reset(seed=4, options={"task_id": "click-test"}).observation
+        lane = env._lane
+        assert lane is not None and obs is not None
+        kills = lane.watchdog_kills
+        with pytest.raises(Exception, match=r"(?i)closed|crash|disconnect"):
+            lane.call(lambda: env._page.evaluate("() => { while (true) {} }"))
+        assert lane.watchdog_kills == kills + 1
+        assert env.step("noop(0)").truncated
+        obs = env.reset(seed=4, options={"task_id": "click-test"}).observation
+        assert obs is not None
+        s = env.step(policy.act(obs.task, obs.goal, obs.axtree))
+        assert (s.reward, s.terminated) == (1.0, True)
+    finally:
+        env.close()

@@ -21,20 +21,28 @@ from __future__ import annotations
 
 import atexit
 import concurrent.futures
+import logging
 import os
 import queue
 import shutil
+import signal
 import threading
+import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 __all__ = ["BrowserUnavailable", "Lane", "chromium_path", "lane_for", "shutdown"]
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 CHROMIUM_CANDIDATES = ("/usr/bin/chromium", "/usr/bin/chromium-browser", "/usr/lib/chromium/chromium")
 LANES = max(1, int(os.environ.get("BROWSER_ENV_BROWSERS", "2")))
 """How many Chromium processes (each with its own thread) a server runs at most."""
+STUCK_S = float(os.environ.get("BROWSER_ENV_STUCK_S", "45"))
+"""A browser call running longer than this is stuck (a starved or wedged Chromium): the lane's
+watchdog kills that Chromium, the call fails, and the next call starts a new one (the episodes
+it held end, as after a crash)."""
 LAUNCH_ARGS = (
     # BrowserGym's: scrollbars visible in screenshots.
     "--disable-features=OverlayScrollbars,ExtendedOverlayScrollbars",
@@ -79,8 +87,11 @@ class Lane:
         )
         self._pw: Any = None
         self._browser: Any = None
+        self._started: float | None = None  # when the running job started (monotonic), None when idle
+        self.watchdog_kills = 0
         self._thread = threading.Thread(target=self._run, name=f"browser-env-lane-{index}", daemon=True)
         self._thread.start()
+        threading.Thread(target=self._watch, name=f"browser-env-watchdog-{index}", daemon=True).start()
 
     # ------------------------------------------------------------------ the lane's thread
 
@@ -92,11 +103,31 @@ class Lane:
             fn, fut = job
             if not fut.set_running_or_notify_cancel():
                 continue
+            self._started = time.monotonic()
             try:
                 fut.set_result(fn())
             except BaseException as e:  # noqa: BLE001 - handed to the caller, which re-raises it
                 fut.set_exception(e)
+            finally:
+                self._started = None
         self._stop_browser()
+
+    def _watch(self) -> None:
+        while self._thread.is_alive():
+            time.sleep(1.0)
+            started = self._started
+            if started is not None and time.monotonic() - started > STUCK_S:
+                pid = self.browser_pid()
+                if pid is not None:
+                    log.warning(
+                        "browser lane %d: a call has run for %.0f s: killing Chromium %d", self.index, STUCK_S, pid
+                    )
+                    self.watchdog_kills += 1
+                    try:
+                        os.kill(pid, signal.SIGKILL)
+                    except OSError:
+                        pass
+                    time.sleep(STUCK_S / 3)  # let the call fail before judging the lane again
 
     def _stop_browser(self) -> None:
         for closer in (getattr(self._browser, "close", None), getattr(self._pw, "stop", None)):

@@ -77,6 +77,8 @@ DEFAULT_TIMEOUT_MS = 30_000
 """Playwright's default timeout in a session's context: the task's setup (navigation, waiting for
 MiniWoB++'s ready flag). BrowserGym's 5 s fails resets on a loaded machine; its actions carry
 their own, shorter timeouts (:data:`browser_env.actions.ELEMENT_TIMEOUT_MS`)."""
+SCREENSHOT_TIMEOUT_MS = 10_000
+"""How long a screenshot may wait for the page to paint a frame (it fails the call beyond that)."""
 SETTLE_S = 0.05
 """Pause after an action before the page is read, for the page's JS events (BrowserGym waits
 0.5 s; MiniWoB++'s checkers run in the event handlers themselves)."""
@@ -217,7 +219,7 @@ class BrowserEnvironment(openenv.Environment):
                 if tries == 0:
                     raise
         _post_extract(page)
-        with PIL.Image.open(io.BytesIO(page.screenshot(type="png"))) as img:
+        with PIL.Image.open(io.BytesIO(page.screenshot(type="png", timeout=SCREENSHOT_TIMEOUT_MS))) as img:
             shot = np.asarray(img.convert("RGB"))
         obs = Observation(
             goal=self._goal,
