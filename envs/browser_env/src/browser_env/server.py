@@ -297,14 +297,19 @@ class BrowserEnvironment(openenv.Environment):
             raise openenv.InvalidArgument(f"unknown task {task_id!r}; tasks: {', '.join(TASKS)}")
         task_seed = rng.randrange(2**31) if seed is not None else random.randrange(2**31)
         lane = self._ensure_lane()
-        try:
-            return lane.call(lambda: self._reset_on_lane(str(task_id), task_seed))
-        except browser.BrowserUnavailable as e:
-            raise Unavailable(str(e)) from e
-        except Exception:
-            # A crashed page or browser: the next reset starts with a new context.
-            lane.call(self._drop_context)
-            raise
+        for attempt in (1, 2):
+            generation = lane.generation
+            try:
+                return lane.call(lambda: self._reset_on_lane(str(task_id), task_seed))
+            except browser.BrowserUnavailable as e:
+                raise Unavailable(str(e)) from e
+            except Exception:
+                # A crashed page or browser: the next reset starts with a new context.
+                lane.call(self._drop_context)
+                # Chromium died under this reset (a crash, the watchdog): once more, on a new one.
+                if attempt == 2 or lane.call(lambda: lane.browser() and lane.generation) == generation:
+                    raise
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def step(self, action: Any) -> openenv.StepResult[Observation]:
         lane = self._ensure_lane()
