@@ -40,6 +40,7 @@ ROOT = Path(__file__).resolve().parent.parent
 TARGETS: list[tuple[Path, Path]] = [
     (ROOT / "proto", ROOT / "python" / "src"),
     (ROOT / "envs" / "gridworld" / "proto", ROOT / "envs" / "gridworld" / "src"),
+    (ROOT / "envs" / "browser_env" / "proto", ROOT / "envs" / "browser_env" / "src"),
 ]
 SUFFIXES = ("_pb2.py", "_pb2.pyi", "_pb2_grpc.py")
 # betterproto2 dataclasses of each environment's protos: envs/X/proto -> envs/X/src/<pkg>/bp/.

@@ -36,6 +36,12 @@ class Entry:
     tools: list[str] = dataclasses.field(default_factory=list)
     tasks: str = ""
     certified: dict[str, Any] | None = None
+    max_examples: int | None = None
+    """At most this many examples per search when certified (``metadata["certify_max_examples"]``:
+    an environment whose every step is expensive, e.g. a browser), whatever the run asks."""
+    timeout: float | None = None
+    """At least this many seconds to wait for any one answer when certified
+    (``metadata["certify_timeout"]``), whatever the run asks."""
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -54,6 +60,7 @@ def _describe(cls: Any, *, name: str, kind: str, source: str, target: str) -> En
     tools = sorted(getattr(cls, "__openenv_tools__", {}) or {})
     meta = dict(getattr(cls, "metadata", {}) or {})
     tasks = str(meta.get("tasks", ""))
+    cap, wait = meta.get("certify_max_examples"), meta.get("certify_timeout")
     return Entry(
         name=name,
         kind=str(meta.get("kind", kind)),
@@ -62,6 +69,8 @@ def _describe(cls: Any, *, name: str, kind: str, source: str, target: str) -> En
         description=str(getattr(cls, "description", "") or "").split("\n")[0],
         tools=tools,
         tasks=tasks,
+        max_examples=int(cap) if isinstance(cap, int) and cap > 0 else None,
+        timeout=float(wait) if isinstance(wait, (int, float)) and wait > 0 else None,
     )
 
 

@@ -276,8 +276,9 @@ function renderNode(r) {
   return el("pre", { text: String(r.data) });
 }
 
-// Pictures inside an observation: RGB(A) tensors (H×W×3|4 nested lists of 0..255) and
-// MCP image blocks ({"mimeType": "image/…", "data": base64}).
+// Pictures inside an observation: RGB(A) tensors (H×W×3|4 nested lists of 0..255, or uint8
+// openenv.v1.Tensor fields of a typed observation) and MCP image blocks ({"mimeType": "image/…",
+// "data": base64}).
 function findImages(v, out = [], path = "observation", depth = 0) {
   if (out.length >= 4 || depth > 6 || v === null || typeof v !== "object") return out;
   if (Array.isArray(v)) {
@@ -290,6 +291,12 @@ function findImages(v, out = [], path = "observation", depth = 0) {
       return out;
     }
     v.slice(0, 50).forEach((x, i) => findImages(x, out, `${path}[${i}]`, depth + 1));
+    return out;
+  }
+  // An openenv.v1.Tensor field of a typed observation (proto3 JSON: shape as strings, base64 data).
+  if (v.dtype === "D_TYPE_UINT8" && Array.isArray(v.shape) && v.shape.length === 3 && typeof v.data === "string") {
+    const [h, w, ch] = v.shape.map(Number), bytes = b64bytes(v.data);
+    if ((ch === 3 || ch === 4) && bytes.length === h * w * ch) out.push({ path, node: rgbCanvas(w, h, ch, bytes, path) });
     return out;
   }
   const mime = v.mimeType || v.mime_type;

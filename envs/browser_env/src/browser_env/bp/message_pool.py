@@ -1,0 +1,4 @@
+# ruff: noqa
+import betterproto2
+
+default_message_pool = betterproto2.MessagePool()
