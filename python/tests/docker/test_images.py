@@ -108,6 +108,7 @@ def test_hardened_defaults_and_read_only_root(engine: Any, echo_image: str, mana
         assert hc["CapDrop"] == ["ALL"]
         assert any(o.startswith("no-new-privileges") for o in hc["SecurityOpt"])
         assert hc["PidsLimit"] == 512
+        assert hc["Init"] is True  # Docker's init is PID 1 (it reaps orphans), the server its child
         assert hc["Memory"] == 1024**3 and hc["MemorySwap"] == 1024**3
         assert hc["ReadonlyRootfs"] is True
         assert "/tmp" in hc["Tmpfs"]
@@ -123,8 +124,10 @@ def test_hardened_defaults_and_read_only_root(engine: Any, echo_image: str, mana
         assert raw.exec_run(["id", "-u"]).output.decode().strip() == "10001"
         assert raw.exec_run(["sh", "-c", "echo x > /etc/openenv-probe"]).exit_code != 0  # read-only root
         assert raw.exec_run(["sh", "-c", "echo x > /tmp/probe && cat /tmp/probe"]).output.decode().strip() == "x"
-        status = raw.exec_run(["sh", "-c", "grep -E '^(CapEff|NoNewPrivs)' /proc/1/status"]).output.decode()
-        assert "CapEff:\t0000000000000000" in status and "NoNewPrivs:\t1" in status
+        assert raw.exec_run(["cat", "/proc/1/comm"]).output.decode().strip() == "docker-init"
+        server = raw.exec_run(["sh", "-c", "grep -l '^PPid:\t1$' /proc/[0-9]*/status | head -n 1"]).output.decode()
+        status = raw.exec_run(["sh", "-c", f"grep -E '^(Name|CapEff|NoNewPrivs)' {server.strip()}"]).output.decode()
+        assert "CapEff:\t0000000000000000" in status and "NoNewPrivs:\t1" in status, status
         health = raw.exec_run(["openenv", "health"])  # the image's HEALTHCHECK command
         assert health.exit_code == 0 and health.output.decode().strip() == "SERVING"
         assert info["NetworkSettings"]["Ports"]["8000/tcp"][0]["HostIp"] == "127.0.0.1"

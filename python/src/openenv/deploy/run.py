@@ -291,6 +291,11 @@ def start_container(
         "environment": environment,
         "cap_drop": ["ALL"],
         "security_opt": ["no-new-privileges:true"],
+        # Docker's init (tini) as PID 1, the server its child: it reaps the orphans of any
+        # process tree an environment runs (a Chromium killed by browser_env's watchdog leaves
+        # its renderers to PID 1; a Python server there never waits for them, and the zombies
+        # count against pids_limit) and forwards SIGTERM to the server, which drains.
+        "init": True,
     }
     sandboxed = bool((img.labels or {}).get(SANDBOX_LABEL))
     if sandboxed:
