@@ -20,7 +20,7 @@ HARNESS_STAMP := $(HARNESS_TOOLS)/.installed
 CODEX_VERSION := 0.169.0
 OPENCODE_VERSION := 1.18.33
 
-.PHONY: venv demo test docs-check test-stress check-core-install openenv-suite generate lint typecheck fmt bench clean
+.PHONY: venv demo test docs-check test-stress test-mutants-full check-core-install openenv-suite generate lint typecheck fmt bench clean
 
 venv: $(STAMP) $(HARNESS_STAMP)
 
@@ -79,6 +79,11 @@ RUNS ?= 1
 REPEAT ?= 5
 test-stress: venv
 	$(PY) tools/stress.py --runs $(RUNS) --repeat $(REPEAT) $(STRESS_ARGS)
+
+# The certifier's mutants, each certified at every level (make test certifies a mutant at the
+# levels of the checks expected to fail on it): run it when a check or a mutant changes.
+test-mutants-full: venv
+	OPENENV_MUTANTS_FULL=1 $(PY) -m pytest -n $(JOBS) --dist loadgroup conformance/tests/test_mutants.py $(PYTEST_ARGS)
 
 # OpenEnv's own integration suite (tests/envs/test_websockets.py at a pinned commit, read from its
 # git history, never copied here) with its own client, against our server and OpenEnv's, side by
