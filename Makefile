@@ -130,6 +130,8 @@ clean:
 .PHONY: images
 # Images built at once by `make images` (.ci/run: 2; their lines are then prefixed).
 IMAGE_JOBS ?= 1
+# More arguments of tools/build_images.py (.ci/run: --certify-reports DIR, each image certified once built).
+IMAGE_ARGS ?=
 images: venv
 	$(PY) tools/make_base_image.py
 	@# chess_env's image installs Debian's stockfish from a staged .deb (its build stays offline).
@@ -141,4 +143,4 @@ images: venv
 	@# browser_env's image installs Debian's Chromium from staged .debs (apt's resolution of chromium
 	@# against the base image, downloaded on the host): its build stays offline too.
 	@if [ -d envs/browser_env ]; then envs/browser_env/tools/stage_debs.sh; fi
-	$(PY) tools/build_images.py --jobs $(IMAGE_JOBS)
+	$(PY) tools/build_images.py --jobs $(IMAGE_JOBS) $(IMAGE_ARGS)
