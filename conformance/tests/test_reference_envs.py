@@ -34,15 +34,25 @@ SERVE_ARGS = ["--handshake-timeout=3"]
 EXAMPLES = 25
 
 
+def _certify_args(env_dir: Path) -> dict[str, str]:
+    """The environment's [tool.openenv] certify-args (what its image's certification is given),
+    as ``{flag: value}``."""
+    table = tomllib.loads((env_dir / "pyproject.toml").read_text()).get("tool", {}).get("openenv", {})
+    return dict(itertools.pairwise(table.get("certify-args", [])))
+
+
 def _examples(env_dir: Path) -> int:
     """EXAMPLES, or fewer when the environment's [tool.openenv] certify-args ask its image's
     certification for fewer (an environment whose every step runs sandboxed code)."""
-    args = tomllib.loads((env_dir / "pyproject.toml").read_text()).get("tool", {}).get("openenv", {})
-    args = args.get("certify-args", [])
-    for flag, value in itertools.pairwise(args):
-        if flag == "--max-examples":
-            return min(EXAMPLES, int(value))
-    return EXAMPLES
+    value = _certify_args(env_dir).get("--max-examples")
+    return min(EXAMPLES, int(value)) if value else EXAMPLES
+
+
+def _timeout(env_dir: Path) -> float:
+    """The certifier's per-answer wait: the default (10 s), or more when the environment's
+    certify-args ask for more (browser_env: every step drives Chromium, 60 s)."""
+    value = _certify_args(env_dir).get("--timeout")
+    return max(10.0, float(value)) if value else 10.0
 
 
 def _fallback_factory(env_dir: Path) -> str | None:
@@ -78,6 +88,7 @@ def test_reference_environment_passes_every_check(env_dir: Path, factory: str | 
         levels=NOT_SANDBOX,
         seed=20261129,
         max_examples=_examples(env_dir),
+        timeout=_timeout(env_dir),
         target_options=TargetOptions(serve_args=SERVE_ARGS),
     )
     assert report.unusable is None, f"{report.unusable}\n{report.logs}"
@@ -101,6 +112,7 @@ def test_reference_environment_passes_over_http(env_dir: Path, factory: str | No
         levels=NOT_SANDBOX,
         seed=20261129,
         max_examples=_examples(env_dir),
+        timeout=_timeout(env_dir),
         target_options=TargetOptions(transport="http", serve_args=SERVE_ARGS),
     )
     assert report.unusable is None, f"{report.unusable}\n{report.logs}"
@@ -134,6 +146,7 @@ def test_reference_tool_environment_passes_in_tools_only_mode(env_dir: Path, fac
         levels=NOT_SANDBOX,
         seed=20261129,
         max_examples=_examples(env_dir),
+        timeout=_timeout(env_dir),
         target_options=TargetOptions(serve_args=["--tools-only", *SERVE_ARGS]),
     )
     bad = [(r.id, r.status, r.reason) for r in report.results if r.status in ("fail", "error")]
