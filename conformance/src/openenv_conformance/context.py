@@ -62,7 +62,8 @@ class RunOptions:
             step of its action budget (so an example of a full episode counts once per step).
         shrink_budget: seconds a failing search may spend shrinking its example.
         capacity_limit: the capacity checks skip environments declaring more sessions.
-        slot_free_bound: seconds a dropped client may keep holding its session slot.
+        slot_free_bound: seconds a dropped client may keep holding its session slot (at least
+            ``timeout`` in a :func:`~openenv_conformance.runner.certify` run).
         concurrency: sessions the isolation check runs side by side.
         token: the bearer token for targets that require one (RFC 0003; default: the
             target's own, e.g. a docker: target's generated token, else $OPENENV_TOKEN).

@@ -243,6 +243,11 @@ def certify(
             ).result()
     selected = select(levels, checks)
     opts = dataclasses.replace(run_options or RunOptions(), timeout=timeout)
+    if timeout > opts.slot_free_bound:
+        # A run that lets an answer take longer than the slot bound lets a dropped session's slot
+        # take as long: freeing it runs the environment's close, an answer's worth of work (a
+        # browser closing its page behind a queue of other sessions' calls).
+        opts = dataclasses.replace(opts, slot_free_bound=timeout)
     if seed is not None:
         opts.seed = seed
     elif opts.seed is None:
