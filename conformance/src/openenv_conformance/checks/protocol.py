@@ -9,16 +9,18 @@ import jsonschema
 from google.protobuf import descriptor_pb2
 
 from openenv.v1 import environment_pb2 as pb
-from openenv.v1 import tool_pb2
+from openenv.v1 import task_pb2, tool_pb2
 from openenv.values import from_struct
 from openenv_conformance.canonical import differing_fields
 from openenv_conformance.context import Context
-from openenv_conformance.errors import CheckSkipped, Violation
+from openenv_conformance.errors import CheckSkipped, CheckWarning, Violation
 from openenv_conformance.registry import check
+from openenv_conformance.tables import FEATURES, TRANSPORTS
 from openenv_conformance.transport import (
     EPISODE_FIELDS,
     FRAMES,
     GRPC,
+    PROTOCOL_VERSION,
     SERVICE,
     SessionLike,
     StreamEnd,
@@ -633,3 +635,148 @@ def unauthenticated(ctx: Context) -> None:
     if answer.code is not grpc.StatusCode.UNAUTHENTICATED:
         raise Violation(f"an anonymous handshake ended with {answer.code.name}, not UNAUTHENTICATED")
     ctx.fresh_session_works("an anonymous stream")
+
+
+# --------------------------------------------------------------------------- binding declarations
+
+
+def _advertised(caps: pb.Capabilities, field: str) -> int:
+    """A capability's value as a number: a ``Duration`` in whole seconds rounded up (so any
+    non-zero duration counts as at least 1), booleans and counts as themselves."""
+    if field in ("handshake_timeout", "resume_grace", "idle_timeout"):
+        if not caps.HasField(field):
+            return 0
+        d = getattr(caps, field)
+        return int(d.seconds) + (1 if d.nanos > 0 else 0)
+    return int(getattr(caps, field))
+
+
+def _minor(version: str) -> int:
+    return int(version.split(".")[1])
+
+
+def _probe_vectorised(ctx: Context) -> str:
+    if ctx.capacity < 2:
+        return "not probed (capacity 1)"
+    s = ctx.wire.session()
+    try:
+        expect_ok(s.handshake(num_envs=2), "handshake", "a handshake with num_envs 2 (max_num_envs >= 2)")
+    finally:
+        s.shutdown()
+    return "a vectorised session of 2 opened"
+
+
+def _probe_tasks(ctx: Context) -> str:
+    s = ctx.session()
+    try:
+        expect_ok(s.exchange(s.request(list_tasks=task_pb2.ListTasksRequest(limit=1))), "list_tasks", "list_tasks")
+    finally:
+        s.shutdown()
+    return "list_tasks answered"
+
+
+def _probe_load(ctx: Context) -> str:
+    try:
+        ctx.grpc_wire().get_load()
+    except grpc.aio.AioRpcError as e:
+        raise Violation(f"load_reporting is set but GetLoad failed: {e.code().name}: {e.details()}") from None
+    return "GetLoad answered"
+
+
+def _probe_resume(ctx: Context) -> str:
+    s = ctx.wire.session()
+    try:
+        hs = pb.HandshakeRequest(protocol_version=PROTOCOL_VERSION, client_name="openenv-certify", resumable=True)
+        answer = expect_ok(s.exchange(s.request(handshake=hs)), "handshake", "a resumable handshake")
+        s.opened = True
+        if not answer.resume_token:
+            raise Violation("resume_grace is advertised but a resumable handshake returned no resume_token")
+    finally:
+        s.shutdown()
+    return "a resumable handshake returned a resume token"
+
+
+def _probe_snapshots(ctx: Context) -> str:
+    if not ctx.spec.sim:
+        return "not probed (tools-only: no episode to snapshot)"
+    s, _ = ctx.episode()
+    try:
+        expect_ok(s.exchange(s.request(snapshot=pb.SnapshotRequest())), "snapshot", "a snapshot after reset")
+    finally:
+        s.shutdown()
+    return "a snapshot answered"
+
+
+def _probe_pipelined(ctx: Context) -> str:
+    s = ctx.session()
+    try:
+        read = {"state": pb.StateRequest()} if ctx.spec.sim else {"list_tools": tool_pb2.ListToolsRequest()}
+        msg = pb.SessionRequest(request_id=4100)
+        msg.pipelined.requests.add(request_id=4101, **read)
+        if not s.send(msg):
+            raise Violation("the stream did not accept a pipelined message")
+        resp = expect_response(s.recv(), "pipelined", "a pipelined message of one request")
+        if [r.request_id for r in resp.pipelined.responses] != [4101]:
+            raise Violation(f"a pipelined message of one request was answered with {describe(resp)}")
+    finally:
+        s.shutdown()
+    return "a pipelined message answered"
+
+
+#: The request each advertised feature is probed with ("does", beyond "advertises"); the level
+#: checks of the feature (protocol.load, protocol.pipelined_messages, vector.*, sessions.*)
+#: hold it to its rules.
+_PROBES: dict[str, Any] = {
+    "vectorised_sessions": _probe_vectorised,
+    "tasks": _probe_tasks,
+    "server_load": _probe_load,
+    "resume": _probe_resume,
+    "snapshots": _probe_snapshots,
+    "pipelined_messages": _probe_pipelined,
+}
+
+
+@check(
+    "protocol.declaration",
+    "The binding's declaration (--declaration FILE) matches the server: the same protocol version; every "
+    "feature the server advertises is declared and answers its request; the transport is declared",
+    "docs/bindings.md (What each binding implements); docs/protocol.md §10 (features by minor version)",
+    requires=(GRPC,),
+    why="gRPC only: the features are probed with requests of the gRPC stream",
+)
+def declaration(ctx: Context) -> str:
+    decl = ctx.options.declaration
+    if decl is None:
+        raise CheckSkipped("no binding declaration given (openenv certify --declaration FILE)")
+    info = ctx.info
+    where = f"the declaration of {decl.binding} ({decl.source})"
+    problems: list[str] = []
+    if info.protocol_version != decl.protocol_version:
+        problems.append(f"the server speaks protocol {info.protocol_version}, {where} says {decl.protocol_version}")
+    declared_kinds = {TRANSPORTS[t] for t in decl.server_transports}
+    if ctx.transport not in declared_kinds:
+        problems.append(f"certified over {ctx.transport}, a transport {where} does not list for its server")
+    caps = info.capabilities
+    advertised = {f for f, (_, field, least) in FEATURES.items() if field and _advertised(caps, field) >= least}
+    for f in sorted(advertised - decl.features):
+        problems.append(f"the server advertises {f} (Capabilities.{FEATURES[f][1]}) but {where} does not list it")
+    if problems:
+        raise Violation("; ".join(problems))
+    done = []
+    for f in sorted(advertised & decl.features):
+        probe = _PROBES.get(f)
+        done.append(f"{f}: {probe(ctx) if probe else 'advertised'}")
+    silent = sorted(f for f in decl.features - advertised if FEATURES[f][1] is not None)
+    note = "; ".join(done)
+    if silent:
+        note += f"; declared, not offered by this server or environment (not verified): {', '.join(silent)}"
+    note += "; TLS is not verified (the certifier speaks plaintext)"
+    ahead = sorted(
+        f for f in advertised & decl.features if FEATURES[f][0] is not None and _minor(FEATURES[f][0]) > decl.minor
+    )
+    if ahead:
+        raise CheckWarning(
+            f"protocol {decl.protocol_version} advertises features of later minors ({', '.join(ahead)}): a client "
+            f"following docs/protocol.md §10 does not use them; {note}"
+        )
+    return note
