@@ -160,8 +160,14 @@ def declaration_paths() -> list[Path]:
 
 def load_declaration(path: Path, tables: Mapping[str, Any]) -> dict[str, Any]:
     """One declaration, validated against the feature matrix."""
-    decl = _read(path)
-    where = str(path.relative_to(ROOT))
+    return check_declaration(_read(path), str(path.relative_to(ROOT)), tables)
+
+
+def check_declaration(decl: Any, where: str, tables: Mapping[str, Any]) -> dict[str, Any]:
+    """``decl`` (a decoded declaration), validated against the feature matrix; ``where`` names
+    it in errors."""
+    if not isinstance(decl, dict):
+        raise TableError(f"{where}: expected a JSON object")
     _need(decl, ("binding", "language", "package", "path", "protocol_version", "features", "transports", "tls"), where)
     feats = {f["id"]: f for f in tables["features"]["features"]}
     transports = {t["id"] for t in tables["features"]["transports"]}

@@ -771,9 +771,7 @@ def declaration(ctx: Context) -> str:
     if silent:
         note += f"; declared, not offered by this server or environment (not verified): {', '.join(silent)}"
     note += "; TLS is not verified (the certifier speaks plaintext)"
-    ahead = sorted(
-        f for f in advertised & decl.features if FEATURES[f][0] is not None and _minor(FEATURES[f][0]) > decl.minor
-    )
+    ahead = sorted(f for f in advertised & decl.features if _minor(FEATURES[f][0] or "1.0") > decl.minor)
     if ahead:
         raise CheckWarning(
             f"protocol {decl.protocol_version} advertises features of later minors ({', '.join(ahead)}): a client "
