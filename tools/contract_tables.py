@@ -114,11 +114,20 @@ def load() -> dict[str, Any]:
                 raise TableError(f"{where}: answer {a!r} is neither an answer kind nor an error code")
         if t["step_count"] not in ("0", "+1", "same"):
             raise TableError(f"{where}: step_count {t['step_count']!r} is not 0, +1 or same")
+    kinds_seen: set[str] = set()
     for i, r in enumerate(sessions.get("request_rules", [])):
+        for k in r["requests"]:
+            if k in kinds_seen:
+                raise TableError(f"proto/tables/sessions.json request_rules[{i}]: {k!r} is in another row")
+            kinds_seen.add(k)
         for side in ("awaiting_handshake", "open"):
-            err = r[side].get("error")
-            if err is not None and err not in code_names:
-                raise TableError(f"proto/tables/sessions.json request_rules[{i}].{side}: unknown code {err!r}")
+            rule, where = r[side], f"proto/tables/sessions.json request_rules[{i}].{side}"
+            if ("error" in rule) == ("answer" in rule):
+                raise TableError(f"{where}: give either error (with fatal) or answer")
+            if "error" in rule and (rule["error"] not in code_names or not isinstance(rule.get("fatal"), bool)):
+                raise TableError(f"{where}: unknown code {rule['error']!r}, or fatal not true/false")
+            if "answer" in rule and rule["answer"] not in ("own", "episode"):
+                raise TableError(f"{where}: answer {rule['answer']!r} is not own or episode")
     ids, fields, kinds, rpcs = set(), set(), set(), set()
     for i, f in enumerate(features.get("features", [])):
         where = f"proto/tables/features.json features[{i}]"

@@ -8,7 +8,8 @@ the docs and the bindings' declarations.
 * The feature matrix covers every ``Capabilities`` field, request kind, RPC and RFC, once; its
   newest minor is ``openenv.PROTOCOL_VERSION``; the harness-only fields are marked in the proto.
 * The runtime's episode state machine follows every transition of the data, served in process
-  by the protocol engine to a real client.
+  by the protocol engine to a real client; a gRPC server follows every request rule of the data
+  before and after the handshake (raw streams).
 * Every binding's declaration is valid, and states the version its code speaks.
 
 The TypeScript binding checks its own errors and state machine against the same data
@@ -28,12 +29,12 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-from openenv_testkit import REPO_ROOT
+from openenv_testkit import REPO_ROOT, RawSession, running, target
 
 import openenv
 from openenv import _contract, errors
 from openenv.testing import InProcessServer
-from openenv.v1 import environment_pb2, error_pb2
+from openenv.v1 import environment_pb2, error_pb2, tool_pb2
 
 
 def _tools() -> ModuleType:
@@ -335,3 +336,77 @@ async def test_a_transition_the_runtime_does_not_make_fails() -> None:
     failures = await _transition_failures([wrong])
     assert any("status ABORTED, the table says RUNNING" in f for f in failures), failures
     assert any("answered DEADLINE_EXCEEDED" in f for f in failures), failures
+
+
+# --------------------------------------------------------------------------- request rules
+
+
+class ToolMachine(Machine):
+    """The machine with a tool, so that list_tools and call_tool are served."""
+
+    @openenv.tool
+    def ping(self) -> str:
+        """Answers pong."""
+        return "pong"
+
+
+def _request(kind: str) -> environment_pb2.SessionRequest:
+    """A valid request of ``kind`` ("": no kind set)."""
+    if kind == "":
+        return environment_pb2.SessionRequest()
+    if kind == "handshake":
+        return environment_pb2.SessionRequest(
+            handshake=environment_pb2.HandshakeRequest(protocol_version=openenv.PROTOCOL_VERSION)
+        )
+    if kind == "step":
+        req = environment_pb2.SessionRequest(step=environment_pb2.StepRequest())
+        req.step.action.json.struct_value.fields["op"].string_value = "go"
+        return req
+    if kind == "list_tools":
+        return environment_pb2.SessionRequest(list_tools=tool_pb2.ListToolsRequest())
+    if kind == "call_tool":
+        return environment_pb2.SessionRequest(call_tool=tool_pb2.CallToolRequest(name="ping"))
+    messages = {"reset": environment_pb2.ResetRequest, "state": environment_pb2.StateRequest}
+    return environment_pb2.SessionRequest(**{kind: messages.get(kind, environment_pb2.CloseRequest)()})
+
+
+async def _rule_failures(rules: list[Mapping[str, Any]]) -> list[str]:
+    """Where the server (over gRPC) and the request rules of the data differ."""
+    out = []
+    async with running(ToolMachine) as srv:
+        for rule in rules:
+            for kind in rule["requests"]:
+                for side in ("awaiting_handshake", "open"):
+                    want, where = rule[side], f"{kind or 'no kind'} in {side.upper()}"
+                    if want.get("answer") == "episode":
+                        continue  # the episode transitions say (tested above)
+                    async with RawSession(target(srv)) as s:
+                        if side == "open":
+                            await s.open()
+                        resp = await s.request(_request(kind))
+                        got = resp.WhichOneof("kind")
+                        if "error" in want:
+                            code = errors.ErrorCode(resp.error.code).name if got == "error" else got
+                            if (code, resp.error.fatal) != (want["error"], want["fatal"]):
+                                out.append(f"{where}: answered {code} (fatal {resp.error.fatal}), the table {want}")
+                                continue
+                            if want["fatal"]:
+                                ended = await s.ended()
+                                if ended.code.name != "OK":
+                                    out.append(f"{where}: after the fatal error the stream ended {ended.code.name}")
+                            elif (await s.request(_request("state"))).WhichOneof("kind") != "state":
+                                out.append(f"{where}: the session is not usable after the error")
+                        elif got != (kind or None):
+                            out.append(f"{where}: answered {got}, the table says its own kind")
+    return out
+
+
+@pytest.mark.anyio
+async def test_the_server_follows_every_request_rule() -> None:
+    rules = _data("sessions")["request_rules"]
+    assert not await _rule_failures(rules)
+    lenient = [dict(r, awaiting_handshake={"error": "FAILED_PRECONDITION", "fatal": False}) for r in rules[1:2]]
+    assert await _rule_failures(lenient) == [
+        "reset in AWAITING_HANDSHAKE: answered FAILED_PRECONDITION (fatal True), the table "
+        "{'error': 'FAILED_PRECONDITION', 'fatal': False}"
+    ]
