@@ -1,8 +1,10 @@
 /**
  * The TypeScript binding against the contract's tables as data (proto/tables/*.json,
  * docs/protocol.md §3.1 and §5.2): errors.ts has exactly the error table's classes and codes,
- * session.ts makes exactly the episode transitions of the data, and grpc.ts speaks the protocol
- * version typescript/openenv-binding.json declares. A change to the tables not made here fails.
+ * session.ts makes exactly the episode transitions of the data, the server answers every request
+ * rule of the data before and after the handshake (raw gRPC streams on loopback), and grpc.ts
+ * speaks the protocol version typescript/openenv-binding.json declares. A change to the tables
+ * not made here fails.
  * The Python binding and the certifier check themselves against the same files.
  */
 
@@ -15,8 +17,10 @@ import type { EnvStep, EnvironmentDefinition } from "../src/environment.js";
 import * as errors from "../src/errors.js";
 import { EnvError, ErrorCode } from "../src/errors.js";
 import { EpisodeStatus } from "../src/gen/openenv/v1/environment_pb.js";
+import { echo } from "../src/envs/echo.js";
 import { PROTOCOL_VERSION } from "../src/grpc.js";
 import { Runtime, SessionManager, type Session } from "../src/session.js";
+import { RawSession, withServer } from "./helpers.js";
 
 /** The repository root, from typescript/dist/test/ (compiled) or typescript/test/. */
 const ROOT = new URL(import.meta.url.includes("/dist/test/") ? "../../../" : "../../", import.meta.url);
@@ -233,6 +237,93 @@ describe("the episode state machine (proto/tables/sessions.json)", () => {
     const failures = await transitionFailures([{ ...timeout, to: "RUNNING", answer: "INTERNAL" }]);
     assert.ok(failures.some((f) => f.includes("status ABORTED, the table says RUNNING")), failures.join("\n"));
     assert.ok(failures.some((f) => f.includes("answered DEADLINE_EXCEEDED")), failures.join("\n"));
+  });
+});
+
+// ----------------------------------------------------------------------------- request rules
+
+interface Rule {
+  requests: string[];
+  awaiting_handshake: { error?: string; fatal?: boolean; answer?: string };
+  open: { error?: string; fatal?: boolean; answer?: string };
+}
+
+/** A valid request of `kind` for the echo environment ("": no kind set). */
+function request(kind: string, id: number): Parameters<RawSession["send"]>[0] {
+  const value: Record<string, object> = {
+    handshake: { protocolVersion: PROTOCOL_VERSION, clientName: "tables-test" },
+    step: { action: { kind: { case: "json", value: { kind: { case: "nullValue", value: 0 } } } } },
+    call_tool: { name: "echo_message", arguments: { message: "hi" } },
+  };
+  const cases: Record<string, string> = { list_tools: "listTools", call_tool: "callTool" };
+  if (kind === "") {
+    return { requestId: BigInt(id) };
+  }
+  return { requestId: BigInt(id), kind: { case: cases[kind] ?? kind, value: value[kind] ?? {} } } as Parameters<
+    RawSession["send"]
+  >[0];
+}
+
+const SNAKE: Record<string, string> = { listTools: "list_tools", callTool: "call_tool" };
+
+/** Where the TypeScript server and the request rules differ (empty: they agree). */
+async function ruleFailures(rules: Rule[]): Promise<string[]> {
+  const out: string[] = [];
+  await withServer(echo, {}, async (server) => {
+    for (const rule of rules) {
+      for (const kind of rule.requests) {
+        for (const side of ["awaiting_handshake", "open"] as const) {
+          const want = rule[side];
+          const where = `${kind || "no kind"} in ${side.toUpperCase()}`;
+          if (want.answer === "episode") {
+            continue; // the episode transitions say (tested above)
+          }
+          const s = new RawSession(server.address);
+          try {
+            if (side === "open") {
+              s.send(request("handshake", 1));
+              const hs = await s.recv();
+              assert.equal(hs?.kind.case, "handshake");
+            }
+            s.send(request(kind, 7));
+            const resp = await s.recv();
+            const got = resp === undefined ? "end of stream" : (SNAKE[resp.kind.case ?? ""] ?? resp.kind.case);
+            if (want.error !== undefined) {
+              const code = resp?.kind.case === "error" ? ErrorCode[resp.kind.value.code] : got;
+              const fatal = resp?.kind.case === "error" ? resp.kind.value.fatal : undefined;
+              if (code !== want.error || fatal !== want.fatal) {
+                out.push(`${where}: answered ${code} (fatal ${fatal}), the table ${JSON.stringify(want)}`);
+              } else if (want.fatal) {
+                const end = await s.ended();
+                if (end.code !== 0) {
+                  out.push(`${where}: after the fatal error the stream ended with status ${end.code}`);
+                }
+              }
+            } else if (got !== (kind || undefined)) {
+              out.push(`${where}: answered ${got}, the table says its own kind`);
+            }
+          } finally {
+            s.close();
+          }
+        }
+      }
+    }
+  });
+  return out;
+}
+
+describe("the request rules (proto/tables/sessions.json)", () => {
+  const rules = data<{ request_rules: Rule[] }>("proto/tables/sessions.json").request_rules;
+
+  it("the server answers every request kind as the table says, before and after the handshake", async () => {
+    assert.deepEqual(await ruleFailures(rules), []);
+  });
+
+  it("a rule the server does not follow is caught", async () => {
+    const lenient = rules.slice(1, 2).map((r) => ({ ...r, awaiting_handshake: { error: "FAILED_PRECONDITION", fatal: false } }));
+    assert.deepEqual(await ruleFailures(lenient), [
+      'reset in AWAITING_HANDSHAKE: answered FAILED_PRECONDITION (fatal true), the table {"error":"FAILED_PRECONDITION","fatal":false}',
+    ]);
   });
 });
 
