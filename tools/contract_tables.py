@@ -12,8 +12,8 @@ from :func:`outputs`:
 * the bindings matrix of ``docs/bindings.md``, from the declarations.
 
 :func:`load` validates the data and says what is wrong with which row; ``tools/generate.py``
-writes :func:`outputs` (``--check`` compares them). ``python -m`` style use:
-``python tools/contract_tables.py --check``.
+writes :func:`outputs` (``--check`` compares them). On its own:
+``python tools/contract_tables.py [--check]`` (format: proto/tables/README.md).
 """
 
 from __future__ import annotations
