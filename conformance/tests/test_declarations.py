@@ -4,12 +4,16 @@ declaration against what a server of that binding advertises and does.
 One healthy server (the ``base`` mutant: the Python runtime, every feature on) is certified with
 the Python binding's own declaration (passes, each advertised feature probed), and with
 declarations that lie one way each: another protocol version, a feature missing, a transport
-missing (each fails, naming it). The declaration file's format errors are usage errors naming
-the field.
+missing (each fails, naming it). A server as an older binding's might be (``mutants/old_binding``:
+protocol 1.1, later features advertised, a GetLoad that fails) fails the probe of what it
+advertises but does not do. The judgement itself (:func:`compare`) is shown on descriptions:
+features ahead of the declared version, declared ones not advertised. The declaration file's
+format errors are usage errors naming the field.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,9 +23,10 @@ import pytest
 from click.testing import CliRunner
 from conformance_testlib import ROOT, mutant_target
 
+from openenv.v1 import environment_pb2 as pb
 from openenv_conformance.cli import certify as certify_cli
 from openenv_conformance.context import RunOptions
-from openenv_conformance.declaration import DeclarationError, load_declaration, parse_declaration
+from openenv_conformance.declaration import DeclarationError, compare, load_declaration, parse_declaration
 from openenv_conformance.runner import certify
 
 PYTHON = ROOT / "python" / "openenv-binding.json"
@@ -64,6 +69,37 @@ def test_the_python_declaration_holds_and_lies_are_caught(server: Any) -> None:
 
     no_grpc = _run(server, dict(_python(), transports={"client": ["grpc"], "server": ["openenv_json"]}))
     assert no_grpc.status == "fail" and "certified over grpc" in no_grpc.reason, no_grpc.reason
+
+
+def test_a_feature_advertised_but_not_done_fails_its_probe() -> None:
+    """The old binding's server says 1.1, advertises load_reporting and fails GetLoad."""
+    with mutant_target("old_binding") as old:
+        r = _run(old, dict(_python(), protocol_version="1.1"))
+    assert r.status == "fail", (r.status, r.reason)
+    assert "load_reporting is set but GetLoad failed" in r.reason, r.reason
+
+
+def test_the_judgement_of_a_declaration_by_a_description() -> None:
+    info = pb.EnvironmentInfo(protocol_version="1.1")
+    caps = info.capabilities
+    caps.max_num_envs, caps.snapshots, caps.max_sessions = 8, True, 8
+    caps.handshake_timeout.seconds = 10
+    ts = parse_declaration(json.loads((ROOT / "typescript" / "openenv-binding.json").read_text()), "ts.json")
+    judged = compare(info, _replaced(ts, features=[*ts.features, "tasks"]), "grpc")
+    assert judged.problems == []
+    assert judged.advertised == ["hardened_listeners", "snapshots", "vectorised_sessions"]
+    assert judged.ahead == ["hardened_listeners", "snapshots"], "1.2 features at 1.1: a warning"
+    assert judged.silent == ["tasks"], "declared, not advertised: not verified, not failed"
+    caps.resume_grace.nanos = 1  # any non-zero grace advertises resume
+    assert compare(info, ts, "binary").problems == [
+        "certified over binary, a transport the declaration of typescript (ts.json) does not list for its server",
+        "the server advertises resume (Capabilities.resume_grace) but the declaration of typescript (ts.json) "
+        "does not list it",
+    ]
+
+
+def _replaced(decl: Any, **change: Any) -> Any:
+    return dataclasses.replace(decl, **{k: frozenset(v) for k, v in change.items()})
 
 
 def test_without_a_declaration_the_check_skips_saying_how_to_give_one(server: Any) -> None:

@@ -18,7 +18,15 @@ from typing import Any
 
 from openenv_conformance.tables import FEATURES, TRANSPORTS
 
-__all__ = ["Declaration", "DeclarationError", "load_declaration", "parse_declaration"]
+__all__ = [
+    "Declaration",
+    "DeclarationError",
+    "Judgement",
+    "advertised_value",
+    "compare",
+    "load_declaration",
+    "parse_declaration",
+]
 
 _VERSION = re.compile(r"1\.(0|[1-9][0-9]*)")
 
@@ -109,3 +117,51 @@ def load_declaration(path: str | Path) -> Declaration:
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise DeclarationError(f"{p}: not JSON: {e}") from None
     return parse_declaration(data, str(p))
+
+
+@dataclasses.dataclass
+class Judgement:
+    """A declaration against a server's description (:func:`compare`).
+
+    Attributes:
+        problems: what contradicts the declaration (each a failure).
+        advertised: declared features the server advertises (to probe).
+        ahead: of those, the ones newer than the declared protocol version (a warning).
+        silent: declared features the server does not advertise (not verified).
+    """
+
+    problems: list[str]
+    advertised: list[str]
+    ahead: list[str]
+    silent: list[str]
+
+
+def advertised_value(caps: Any, field: str) -> int:
+    """A ``Capabilities`` field as a number: a ``Duration`` in whole seconds rounded up (any
+    non-zero duration counts at least 1), booleans and counts as themselves."""
+    if field in ("handshake_timeout", "resume_grace", "idle_timeout"):
+        if not caps.HasField(field):
+            return 0
+        d = getattr(caps, field)
+        return int(d.seconds) + (1 if d.nanos > 0 else 0)
+    return int(getattr(caps, field))
+
+
+def compare(info: Any, decl: Declaration, transport: str) -> Judgement:
+    """Judge ``decl`` by a server's ``EnvironmentInfo`` (``info``), certified over ``transport``
+    (``grpc``, ``http`` or ``binary``): the same protocol version, every advertised feature
+    declared, the transport declared for its server."""
+    where = f"the declaration of {decl.binding} ({decl.source})"
+    problems: list[str] = []
+    if info.protocol_version != decl.protocol_version:
+        problems.append(f"the server speaks protocol {info.protocol_version}, {where} says {decl.protocol_version}")
+    if transport not in {TRANSPORTS[t] for t in decl.server_transports}:
+        problems.append(f"certified over {transport}, a transport {where} does not list for its server")
+    caps = info.capabilities
+    offered = {f for f, (_, field, least) in FEATURES.items() if field and advertised_value(caps, field) >= least}
+    for f in sorted(offered - decl.features):
+        problems.append(f"the server advertises {f} (Capabilities.{FEATURES[f][1]}) but {where} does not list it")
+    both = sorted(offered & decl.features)
+    ahead = [f for f in both if int((FEATURES[f][0] or "1.0").split(".")[1]) > decl.minor]
+    silent = sorted(f for f in decl.features - offered if FEATURES[f][1] is not None)
+    return Judgement(problems, both, ahead, silent)

@@ -13,9 +13,9 @@ from openenv.v1 import task_pb2, tool_pb2
 from openenv.values import from_struct
 from openenv_conformance.canonical import differing_fields
 from openenv_conformance.context import Context
+from openenv_conformance.declaration import compare
 from openenv_conformance.errors import CheckSkipped, CheckWarning, Violation
 from openenv_conformance.registry import check
-from openenv_conformance.tables import FEATURES, TRANSPORTS
 from openenv_conformance.transport import (
     EPISODE_FIELDS,
     FRAMES,
@@ -640,21 +640,6 @@ def unauthenticated(ctx: Context) -> None:
 # --------------------------------------------------------------------------- binding declarations
 
 
-def _advertised(caps: pb.Capabilities, field: str) -> int:
-    """A capability's value as a number: a ``Duration`` in whole seconds rounded up (so any
-    non-zero duration counts as at least 1), booleans and counts as themselves."""
-    if field in ("handshake_timeout", "resume_grace", "idle_timeout"):
-        if not caps.HasField(field):
-            return 0
-        d = getattr(caps, field)
-        return int(d.seconds) + (1 if d.nanos > 0 else 0)
-    return int(getattr(caps, field))
-
-
-def _minor(version: str) -> int:
-    return int(version.split(".")[1])
-
-
 def _probe_vectorised(ctx: Context) -> str:
     if ctx.capacity < 2:
         return "not probed (capacity 1)"
@@ -748,33 +733,20 @@ def declaration(ctx: Context) -> str:
     decl = ctx.options.declaration
     if decl is None:
         raise CheckSkipped("no binding declaration given (openenv certify --declaration FILE)")
-    info = ctx.info
-    where = f"the declaration of {decl.binding} ({decl.source})"
-    problems: list[str] = []
-    if info.protocol_version != decl.protocol_version:
-        problems.append(f"the server speaks protocol {info.protocol_version}, {where} says {decl.protocol_version}")
-    declared_kinds = {TRANSPORTS[t] for t in decl.server_transports}
-    if ctx.transport not in declared_kinds:
-        problems.append(f"certified over {ctx.transport}, a transport {where} does not list for its server")
-    caps = info.capabilities
-    advertised = {f for f, (_, field, least) in FEATURES.items() if field and _advertised(caps, field) >= least}
-    for f in sorted(advertised - decl.features):
-        problems.append(f"the server advertises {f} (Capabilities.{FEATURES[f][1]}) but {where} does not list it")
-    if problems:
-        raise Violation("; ".join(problems))
-    done = []
-    for f in sorted(advertised & decl.features):
+    judged = compare(ctx.info, decl, ctx.transport)
+    if judged.problems:
+        raise Violation("; ".join(judged.problems))
+    probe_notes = []
+    for f in judged.advertised:
         probe = _PROBES.get(f)
-        done.append(f"{f}: {probe(ctx) if probe else 'advertised'}")
-    silent = sorted(f for f in decl.features - advertised if FEATURES[f][1] is not None)
-    note = "; ".join(done)
-    if silent:
-        note += f"; declared, not offered by this server or environment (not verified): {', '.join(silent)}"
+        probe_notes.append(f"{f}: {probe(ctx) if probe else 'advertised'}")
+    note = "; ".join(probe_notes)
+    if judged.silent:
+        note += f"; declared, not offered by this server or environment (not verified): {', '.join(judged.silent)}"
     note += "; TLS is not verified (the certifier speaks plaintext)"
-    ahead = sorted(f for f in advertised & decl.features if _minor(FEATURES[f][0] or "1.0") > decl.minor)
-    if ahead:
+    if judged.ahead:
         raise CheckWarning(
-            f"protocol {decl.protocol_version} advertises features of later minors ({', '.join(ahead)}): a client "
-            f"following docs/protocol.md §10 does not use them; {note}"
+            f"protocol {decl.protocol_version} advertises features of later minors ({', '.join(judged.ahead)}): a "
+            f"client following docs/protocol.md §10 does not use them; {note}"
         )
     return note
