@@ -79,8 +79,11 @@ def load() -> dict[str, Any]:
     names, numbers, classes = set(), set(), set()
     for i, row in enumerate(errors.get("codes", [])):
         where = f"proto/tables/errors.json codes[{i}]"
-        _need(row, ("name", "number", "class", "summary", "since", "rfc", "delivery", "fatal", "retryable"), where)
+        keys = ("name", "number", "class", "summary", "since", "rfc", "delivery", "fatal", "retryable", "ws_code")
+        _need(row, keys, where)
         where += f" ({row['name']})"
+        if not isinstance(row.get("ws_code", 0), str | None):
+            raise TableError(f"{where}: ws_code must be a WSErrorCode name or null (no frame)")
         if row["delivery"] not in DELIVERY:
             raise TableError(f"{where}: delivery {row['delivery']!r} is not one of {', '.join(DELIVERY)}")
         if row["fatal"] not in FATAL:

@@ -241,6 +241,7 @@ def _data_comparisons() -> list[tuple[str, Mapping[Any, Any], Mapping[Any, Any]]
     features = _data("features")
     return [
         ("ERROR_CODES", tables.ERROR_CODES, {r["name"]: r["number"] for r in _data("errors")["codes"]}),
+        ("WS_CODE", tables.WS_CODE, {r["name"]: r["ws_code"] for r in _data("errors")["codes"]}),
         (
             "FEATURES",
             tables.FEATURES,

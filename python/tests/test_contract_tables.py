@@ -138,6 +138,15 @@ def test_a_change_to_the_error_table_not_made_in_python_fails() -> None:
     assert "INTERNAL: openenv.errors has no class Boom" in _error_differences(renamed)
 
 
+def test_the_bridge_sends_the_tables_ws_code() -> None:
+    """openenv.json_protocol's WSErrorCode of each code (what the bridge's error frames carry)."""
+    from openenv.json_protocol import frames
+
+    table = {r["name"]: r["ws_code"] for r in _data("errors")["codes"] if r["ws_code"] is not None}
+    assert {c.name: v for c, v in frames.WS_CODE.items() if c.name in table} == table
+    assert set(table) | {r["name"] for r in _data("errors")["codes"]} == {c.name for c in frames.WS_CODE}
+
+
 def test_retryable_follows_the_table() -> None:
     assert errors.Unavailable("draining").retryable and errors.ResourceExhausted("full").retryable
     assert errors.Aborted("gone").retryable
