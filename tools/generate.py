@@ -13,6 +13,10 @@ python[dev]; it formats its output with the ``ruff`` of the same venv and this r
 ruff.toml) into ``envs/X/src/<package>/bp/``, a package of its own because the generated code
 imports relatively (``gridworld.bp.gridworld.v1``). Offline: no remote plugin.
 
+The contract's tables (``proto/tables/*.json``) and the bindings' declarations
+(``*/openenv-binding.json``) give ``python/src/openenv/_contract.py``, the generated tables of
+docs/protocol.md and the bindings matrix of docs/bindings.md (``tools/contract_tables.py``).
+
 TypeScript bindings (``typescript/src/gen/``) come from ``buf generate`` with the template
 ``buf.gen.yaml`` and the locally installed ``protoc-gen-es`` (``npm ci`` in ``typescript/``
 first when ``node_modules`` is missing). Without Node.js/npm on PATH that step is skipped
@@ -31,6 +35,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+import contract_tables  # tools/contract_tables.py: the contract's tables as data
 from grpc_tools import protoc
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -219,6 +224,9 @@ def check() -> int:
             committed = {p.relative_to(ROOT) for p in TS_GEN.rglob("*") if p.is_file()}
             stale += sorted(committed - set(ts))  # generated once, no longer produced
             fresh += ts
+    tables = [p.relative_to(ROOT) for p in contract_tables.stale()]
+    stale += tables
+    fresh += [p.relative_to(ROOT) for p in contract_tables.outputs()]
     if stale:
         print("generated code is stale; run `make generate`:", *stale, sep="\n  ", file=sys.stderr)
         return 1
@@ -238,6 +246,8 @@ def main() -> int:
         print("wrote", p)
     for p in generate_typescript() or []:
         print("wrote", p)
+    for p in contract_tables.write():  # proto/tables/*.json and */openenv-binding.json
+        print("wrote", p.relative_to(ROOT))
     shutil.rmtree(ROOT / "python" / "src" / "openenv" / "__pycache__", ignore_errors=True)
     return 0
 

@@ -24,6 +24,7 @@ _NOT_MUTANTS = {
     "slow_steps_await",
     "inert",
     "offers_slow_action",
+    "old_binding",
 }
 
 

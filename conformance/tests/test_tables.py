@@ -9,8 +9,11 @@ in the certifier, on purpose.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping
 from typing import Any
+
+from conformance_testlib import ROOT
 
 from openenv.errors import EnvError, ErrorCode, Internal
 from openenv.json_protocol import frames, jsonrpc
@@ -19,6 +22,10 @@ from openenv.v1 import environment_pb2 as pb
 from openenv.v1 import error_pb2, tool_pb2
 from openenv.values import to_struct
 from openenv_conformance import tables
+from openenv_conformance.errors import Violation
+from openenv_conformance.model import EpisodeModel
+from openenv_conformance.spec import EnvSpec
+from openenv_conformance.transport import PROTOCOL_VERSION
 
 _MISSING = "<missing>"
 
@@ -220,3 +227,132 @@ def test_the_restated_tables_agree_with_each_other() -> None:
     assert set(tables.RPC_CODE) <= set(tables.ERROR_CODES)
     assert set(tables.FROM_RPC_CODE) <= set(tables.RPC_CODES.values())
     assert tables.close_status(1000).name == "OK" and tables.close_status(4000).name == "UNKNOWN"
+
+
+# --------------------------------------------------------------------------- the contract's data
+
+
+def _data(name: str) -> Any:
+    return json.loads((ROOT / "proto" / "tables" / f"{name}.json").read_text(encoding="utf-8"))
+
+
+def _data_comparisons() -> list[tuple[str, Mapping[Any, Any], Mapping[Any, Any]]]:
+    """(table, the certifier's, the contract's data in proto/tables/)."""
+    features = _data("features")
+    return [
+        ("ERROR_CODES", tables.ERROR_CODES, {r["name"]: r["number"] for r in _data("errors")["codes"]}),
+        ("WS_CODE", tables.WS_CODE, {r["name"]: r["ws_code"] for r in _data("errors")["codes"]}),
+        (
+            "FEATURES",
+            tables.FEATURES,
+            {
+                f["id"]: (
+                    f["minor"],
+                    f["advertised"]["field"] if f["advertised"] else None,
+                    f["advertised"]["min"] if f["advertised"] else 0,
+                )
+                for f in features["features"]
+            },
+        ),
+        (
+            "TRANSPORTS",
+            dict.fromkeys(tables.TRANSPORTS, True),
+            dict.fromkeys((t["id"] for t in features["transports"]), True),
+        ),
+        (
+            "PROTOCOL_VERSION (openenv_conformance.transport)",
+            {"version": PROTOCOL_VERSION},
+            {
+                "version": max(
+                    (f["minor"] for f in features["features"] if f["minor"]), key=lambda v: int(v.split(".")[1])
+                )
+            },
+        ),
+    ]
+
+
+def test_restated_tables_match_the_contracts_data() -> None:
+    problems = []
+    for name, restated, data in _data_comparisons():
+        diff = _differences(restated, data)
+        if diff:
+            problems.append(f"tables.{name}:\n    " + "\n    ".join(diff).replace("openenv ", "proto/tables "))
+    assert not problems, (
+        "the certifier's tables (openenv_conformance/tables.py) and the contract's data (proto/tables/*.json) "
+        "differ:\n  " + "\n  ".join(problems)
+    )
+
+
+def _ts(episode_id: str, step_count: int, **flags: bool) -> pb.TimeStep:
+    return pb.TimeStep(episode_id=episode_id, step_count=step_count, **flags)
+
+
+def _error(code: str) -> pb.SessionResponse:
+    return pb.SessionResponse(error=error_pb2.Status(code=tables.ERROR_CODES[code], message="x"))
+
+
+def _model_disagreements(transitions: list[dict[str, Any]]) -> list[str]:
+    """Where the certifier's episode model (openenv_conformance.model.EpisodeModel) and the
+    transitions of proto/tables/sessions.json differ: each transition's answer is fed to a model
+    in its source status, which must accept it and land where the data says. The model has no
+    step timeouts (lifecycle.timeout_aborts restates that row itself)."""
+    out = []
+    for t in transitions:
+        if t["event"] == "step_times_out":
+            continue
+        for auto in (False, True) if t["auto_reset"] is None else (t["auto_reset"],):
+            for source in t["from"]:
+                model = EpisodeModel(EnvSpec(pb.EnvironmentInfo(capabilities=pb.Capabilities(auto_reset=auto))))
+                if source != "NOT_STARTED":
+                    model.episode_id, model.step_count = "a" * 32, 3
+                model.status = source
+                before = (model.episode_id, model.step_count, model.status)
+                where = f"{source} --{t['event']} (auto_reset {auto})"
+                answers = []
+                for answer in t["answer"].split("|"):
+                    if answer in tables.ERROR_CODES:
+                        answers.append(_error(answer))
+                    elif answer == "reset_time_step" or t["event"] == "reset":
+                        kind = "reset" if t["event"] == "reset" else "step"
+                        answers.append(pb.SessionResponse(**{kind: {"time_step": _ts("b" * 32, 0)}}))
+                    elif answer == "time_step":
+                        flags = {"step_terminates": {"terminated": True}, "step_truncates": {"truncated": True}}
+                        step = _ts(model.episode_id, model.step_count + 1, **flags.get(t["event"], {}))
+                        answers.append(pb.SessionResponse(step=pb.StepResponse(time_step=step)))
+                    else:  # state
+                        status = pb.EpisodeStatus.Value(f"EPISODE_STATUS_{source}")
+                        answers.append(
+                            pb.SessionResponse(
+                                state=pb.StateResponse(
+                                    episode_id=model.episode_id, step_count=model.step_count, status=status
+                                )
+                            )
+                        )
+                for resp in answers:
+                    model.episode_id, model.step_count, model.status = before
+                    try:
+                        if t["event"] == "reset":
+                            model.on_reset(resp)
+                        elif t["event"] == "state":
+                            model.on_state(resp)
+                        else:
+                            model.on_step(resp)
+                    except Violation as e:
+                        out.append(f"{where}: the model refuses {resp.WhichOneof('kind')}: {e}")
+                        continue
+                    to = source if t["to"] == "same" else t["to"]
+                    count = {"0": 0, "+1": before[1] + 1, "same": before[1]}[t["step_count"]]
+                    if (model.status, model.step_count) != (to, count):
+                        out.append(
+                            f"{where}: the model lands in {model.status}/{model.step_count}, the data {to}/{count}"
+                        )
+    return out
+
+
+def test_the_certifiers_episode_model_makes_the_datas_transitions() -> None:
+    transitions = _data("sessions")["episode_transitions"]
+    assert not _model_disagreements(transitions)
+    wrong = [dict(t, to="TERMINATED") for t in transitions if t["event"] == "step_rejected"]
+    assert any("the model lands in RUNNING/3, the data TERMINATED/3" in d for d in _model_disagreements(wrong))
+    refused = [dict(t, answer="FAILED_PRECONDITION") for t in transitions if t["event"] == "state"]
+    assert any("the model refuses error" in d for d in _model_disagreements(refused))

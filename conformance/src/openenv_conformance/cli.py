@@ -13,6 +13,7 @@ from rich.markup import escape
 from openenv_conformance.certificate import LABEL, CertificateError, image_digest, issue_for_image, verify
 from openenv_conformance.console import ConsoleProgress
 from openenv_conformance.context import RunOptions
+from openenv_conformance.declaration import DeclarationError, load_declaration
 from openenv_conformance.registry import LEVELS, all_checks
 from openenv_conformance.runner import certify as run
 from openenv_conformance.targets import TargetOptions
@@ -200,6 +201,15 @@ def _write(path: str, text: str) -> None:
     default=None,
     help="Ed25519 private key (PEM, PKCS#8) signing the --certificate.",
 )
+@click.option(
+    "--declaration",
+    "declaration_path",
+    type=click.Path(dir_okay=False),
+    default=None,
+    metavar="FILE",
+    help="A binding's declaration (e.g. typescript/openenv-binding.json): protocol.declaration checks the server "
+    "against it (its protocol version, every advertised feature declared and answering, its transport).",
+)
 @click.option("--list-checks", is_flag=True, help="List every check (id, level, title) and exit.")
 @click.option("-v", "--verbose", is_flag=True, help="Show notes of passing checks and full reasons.")
 def certify(
@@ -230,6 +240,7 @@ def certify(
     sandbox_secrets: tuple[str, ...],
     certificate_path: str | None,
     signing_key: str | None,
+    declaration_path: str | None,
     list_checks: bool,
     verbose: bool,
 ) -> None:
@@ -253,8 +264,15 @@ def certify(
         raise click.UsageError("--certificate needs --signing-key (an Ed25519 private key, PEM)")
     if certificate_path and not target.startswith("docker:"):
         raise click.UsageError("--certificate binds a certificate to an image: the target must be docker:IMAGE")
+    declaration = None
+    if declaration_path:
+        try:
+            declaration = load_declaration(declaration_path)
+        except DeclarationError as e:
+            raise click.UsageError(f"--declaration: {e}") from None
     console = Console(highlight=False, soft_wrap=True)
     opts = RunOptions(
+        declaration=declaration,
         capacity_limit=capacity_limit,
         token=token,
         idle_bound=idle_bound,

@@ -20,6 +20,7 @@ from hypothesis.stateful import RuleBasedStateMachine, run_state_machine_as_test
 
 from openenv.v1 import environment_pb2 as pb
 from openenv.v1 import tool_pb2
+from openenv_conformance.declaration import Declaration
 from openenv_conformance.errors import CheckFailed, CheckNotExercised, CheckSkipped, Violation
 from openenv_conformance.registry import Check
 from openenv_conformance.spec import EnvSpec
@@ -80,6 +81,9 @@ class RunOptions:
             limits must end it first).
         sandbox_secrets: more names (a path component) and absolute paths that submitted code
             must not read (``sandbox.answer_key``), beside the environment's package.
+        declaration: the binding's declaration (``openenv certify --declaration FILE``,
+            :func:`openenv_conformance.declaration.load_declaration`) that ``protocol.declaration``
+            checks the server against; None: that check is skipped.
     """
 
     seed: int | None = None
@@ -100,6 +104,7 @@ class RunOptions:
     sandbox_files_bound: int = 100_000
     sandbox_timeout: float = 60.0
     sandbox_secrets: tuple[str, ...] = ()
+    declaration: Declaration | None = None
 
 
 def _example_of(e: BaseException) -> str | None:

@@ -76,6 +76,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption(
         "--openenv-parity-with", default=None, metavar="URL", help="the target's other transport, for the parity check"
     )
+    g.addoption(
+        "--openenv-declaration",
+        default=None,
+        metavar="FILE",
+        help="a binding's declaration (openenv-binding.json) that protocol.declaration checks the targets against",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -114,6 +120,13 @@ class _Live:
             self.config.stash.setdefault(_SEEDS, {})[self.spec] = seed
             if self.config.getoption("openenv_max_examples"):
                 opts.max_examples = self.config.getoption("openenv_max_examples")
+            if self.config.getoption("openenv_declaration"):
+                from openenv_conformance.declaration import DeclarationError, load_declaration
+
+                try:
+                    opts.declaration = load_declaration(self.config.getoption("openenv_declaration"))
+                except DeclarationError as e:
+                    raise pytest.UsageError(f"--openenv-declaration: {e}") from None
             t_opts = TargetOptions(
                 serve_args=tuple(self.config.getoption("openenv_serve_arg")),
                 transport=self.config.getoption("openenv_transport"),

@@ -4,8 +4,9 @@ The certifier is an independent oracle: it does not take the error table, the fr
 or the codes of OpenEnv's JSON protocol from the implementation it certifies (``openenv.errors``,
 ``openenv.json_protocol``), where a mistake would be shared by the server and its judge and so go
 unseen. Each table below restates one section of ``docs/protocol.md`` or ``docs/bridge.md``;
-``conformance/tests/test_tables.py`` compares every one with the implementation's own, so a
-change to either must be made twice, on purpose.
+``conformance/tests/test_tables.py`` compares every one with the implementation's own and with
+the contract's data (``proto/tables/*.json``), so a change to either must be made twice, on
+purpose.
 
 Only the generated bindings of the contract (``openenv.v1``) are shared: they *are* the
 contract.
@@ -19,6 +20,7 @@ __all__ = [
     "CLOSE_CODES",
     "ERROR_CODES",
     "ERROR_TYPE",
+    "FEATURES",
     "FROM_RPC_CODE",
     "FROM_WS_CODE",
     "HELLO",
@@ -29,6 +31,7 @@ __all__ = [
     "RPC_METHODS",
     "STATE_KEYS",
     "STOCK_HELLO_CODES",
+    "TRANSPORTS",
     "WS_CODE",
     "WS_CODE_AT_OPEN",
     "close_status",
@@ -53,6 +56,28 @@ ERROR_CODES: dict[str, int] = {
     "UNAVAILABLE": 14,
     "UNAUTHENTICATED": 16,
 }
+
+#: docs/protocol.md §10 "Features by minor version" (the matrix RFC -> feature -> minor): every
+#: feature a binding may declare (``openenv-binding.json``), with the protocol minor it landed in
+#: (None: no wire change) and the ``Capabilities`` field that advertises it with the least value
+#: that does (``max_num_envs`` 2: a vectorised session of two; a ``Duration`` counts in whole
+#: seconds, so 1 is "set and not zero"). None: nothing on the wire says a server offers it.
+FEATURES: dict[str, tuple[str | None, str | None, int]] = {
+    "core": ("1.0", None, 0),
+    "vectorised_sessions": ("1.1", "max_num_envs", 2),
+    "hardened_listeners": ("1.2", "handshake_timeout", 1),
+    "tasks": ("1.2", "tasks", 1),
+    "server_load": ("1.2", "load_reporting", 1),
+    "resume": ("1.2", "resume_grace", 1),
+    "snapshots": ("1.2", "snapshots", 1),
+    "fork": ("1.2", "max_forks", 1),
+    "strict_contract": ("1.2", None, 0),
+    "pipelined_messages": ("1.3", "pipelined_requests", 1),
+    "sandboxed_code_tools": (None, None, 0),
+}
+
+#: The transports a declaration names, and the certifier's transport kind speaking each.
+TRANSPORTS: dict[str, str] = {"grpc": "grpc", "openenv_json": "http", "binary_ws": "binary"}
 
 # =========================================================================== docs/bridge.md
 

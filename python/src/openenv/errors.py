@@ -1,8 +1,11 @@
 """The protocol's error table, as Python exceptions.
 
-One table of codes (``docs/protocol.md``) is shared by the gRPC server, the WebSocket
-bridge, the clients and the conformance suite. Every exception here carries the code,
-so a caller can branch on ``err.code`` or catch the specific class.
+One table of codes (``docs/protocol.md`` §5.2, the data ``proto/tables/errors.json``) is shared
+by the gRPC server, the WebSocket bridge, the clients and the conformance suite. Every exception
+here carries the code, so a caller can branch on ``err.code`` or catch the specific class, and
+says whether the request may be retried (``err.retryable``, from the generated
+``openenv._contract``). The classes are checked against the data at import: a code added to
+the table and not here (or the other way round) fails every import of ``openenv``.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from typing import Any, cast
 
 from google.protobuf import struct_pb2
 
+from openenv import _contract
 from openenv.v1 import error_pb2
 from openenv.values import from_value, to_value
 
@@ -80,6 +84,13 @@ class EnvError(Exception):
         self.message = message
         self.details = details
         self.fatal = fatal
+
+    @property
+    def retryable(self) -> bool:
+        """True when the same request may succeed if sent again, later or to another server (in
+        a new session when this error ended the session): the error table's "Retryable" column
+        (docs/protocol.md §5.2): ``RESOURCE_EXHAUSTED`` (capacity), ``ABORTED``, ``UNAVAILABLE``."""
+        return int(self.code) in _RETRYABLE
 
     def __str__(self) -> str:
         return f"{self.code.name}: {self.message}" + (" (session ended)" if self.fatal else "")
@@ -225,7 +236,13 @@ _BY_CODE: dict[ErrorCode, type[EnvError]] = {
     )
 }
 
-# The proto enum and this table must agree; checked at import so drift cannot ship.
+_RETRYABLE = frozenset(row.number for row in _contract.ERRORS if row.retryable)
+
+# The proto enum, the error table's data and these classes must agree; checked at import so
+# drift cannot ship (python/tests/test_contract_tables.py says where they differ).
 assert {c.name: c.value for c in ErrorCode} == {
     n.removeprefix("ERROR_CODE_"): v for n, v in error_pb2.ErrorCode.items() if v
 }, "openenv.errors.ErrorCode is out of sync with openenv.v1.ErrorCode"
+assert {(c.code.name, c.__name__) for c in _BY_CODE.values()} == {(r.name, r.cls) for r in _contract.ERRORS}, (
+    "openenv.errors is out of sync with proto/tables/errors.json (run `make generate`)"
+)

@@ -9,16 +9,18 @@ import jsonschema
 from google.protobuf import descriptor_pb2
 
 from openenv.v1 import environment_pb2 as pb
-from openenv.v1 import tool_pb2
+from openenv.v1 import task_pb2, tool_pb2
 from openenv.values import from_struct
 from openenv_conformance.canonical import differing_fields
 from openenv_conformance.context import Context
-from openenv_conformance.errors import CheckSkipped, Violation
+from openenv_conformance.declaration import compare
+from openenv_conformance.errors import CheckSkipped, CheckWarning, Violation
 from openenv_conformance.registry import check
 from openenv_conformance.transport import (
     EPISODE_FIELDS,
     FRAMES,
     GRPC,
+    PROTOCOL_VERSION,
     SERVICE,
     SessionLike,
     StreamEnd,
@@ -633,3 +635,118 @@ def unauthenticated(ctx: Context) -> None:
     if answer.code is not grpc.StatusCode.UNAUTHENTICATED:
         raise Violation(f"an anonymous handshake ended with {answer.code.name}, not UNAUTHENTICATED")
     ctx.fresh_session_works("an anonymous stream")
+
+
+# --------------------------------------------------------------------------- binding declarations
+
+
+def _probe_vectorised(ctx: Context) -> str:
+    if ctx.capacity < 2:
+        return "not probed (capacity 1)"
+    s = ctx.wire.session()
+    try:
+        expect_ok(s.handshake(num_envs=2), "handshake", "a handshake with num_envs 2 (max_num_envs >= 2)")
+    finally:
+        s.shutdown()
+    return "a vectorised session of 2 opened"
+
+
+def _probe_tasks(ctx: Context) -> str:
+    s = ctx.session()
+    try:
+        expect_ok(s.exchange(s.request(list_tasks=task_pb2.ListTasksRequest(limit=1))), "list_tasks", "list_tasks")
+    finally:
+        s.shutdown()
+    return "list_tasks answered"
+
+
+def _probe_load(ctx: Context) -> str:
+    try:
+        ctx.grpc_wire().get_load()
+    except grpc.aio.AioRpcError as e:
+        raise Violation(f"load_reporting is set but GetLoad failed: {e.code().name}: {e.details()}") from None
+    return "GetLoad answered"
+
+
+def _probe_resume(ctx: Context) -> str:
+    s = ctx.wire.session()
+    try:
+        hs = pb.HandshakeRequest(protocol_version=PROTOCOL_VERSION, client_name="openenv-certify", resumable=True)
+        answer = expect_ok(s.exchange(s.request(handshake=hs)), "handshake", "a resumable handshake")
+        s.opened = True
+        if not answer.resume_token:
+            raise Violation("resume_grace is advertised but a resumable handshake returned no resume_token")
+    finally:
+        s.shutdown()
+    return "a resumable handshake returned a resume token"
+
+
+def _probe_snapshots(ctx: Context) -> str:
+    if not ctx.spec.sim:
+        return "not probed (tools-only: no episode to snapshot)"
+    s, _ = ctx.episode()
+    try:
+        expect_ok(s.exchange(s.request(snapshot=pb.SnapshotRequest())), "snapshot", "a snapshot after reset")
+    finally:
+        s.shutdown()
+    return "a snapshot answered"
+
+
+def _probe_pipelined(ctx: Context) -> str:
+    s = ctx.session()
+    try:
+        read = {"state": pb.StateRequest()} if ctx.spec.sim else {"list_tools": tool_pb2.ListToolsRequest()}
+        msg = pb.SessionRequest(request_id=4100)
+        msg.pipelined.requests.add(request_id=4101, **read)
+        if not s.send(msg):
+            raise Violation("the stream did not accept a pipelined message")
+        resp = expect_response(s.recv(), "pipelined", "a pipelined message of one request")
+        if [r.request_id for r in resp.pipelined.responses] != [4101]:
+            raise Violation(f"a pipelined message of one request was answered with {describe(resp)}")
+    finally:
+        s.shutdown()
+    return "a pipelined message answered"
+
+
+#: The request each advertised feature is probed with ("does", beyond "advertises"); the level
+#: checks of the feature (protocol.load, protocol.pipelined_messages, vector.*, sessions.*)
+#: hold it to its rules.
+_PROBES: dict[str, Any] = {
+    "vectorised_sessions": _probe_vectorised,
+    "tasks": _probe_tasks,
+    "server_load": _probe_load,
+    "resume": _probe_resume,
+    "snapshots": _probe_snapshots,
+    "pipelined_messages": _probe_pipelined,
+}
+
+
+@check(
+    "protocol.declaration",
+    "The binding's declaration (--declaration FILE) matches the server: the same protocol version; every "
+    "feature the server advertises is declared and answers its request; the transport is declared",
+    "docs/bindings.md (What each binding implements); docs/protocol.md §10 (features by minor version)",
+    requires=(GRPC,),
+    why="gRPC only: the features are probed with requests of the gRPC stream",
+)
+def declaration(ctx: Context) -> str:
+    decl = ctx.options.declaration
+    if decl is None:
+        raise CheckSkipped("no binding declaration given (openenv certify --declaration FILE)")
+    judged = compare(ctx.info, decl, ctx.transport)
+    if judged.problems:
+        raise Violation("; ".join(judged.problems))
+    probe_notes = []
+    for f in judged.advertised:
+        probe = _PROBES.get(f)
+        probe_notes.append(f"{f}: {probe(ctx) if probe else 'advertised'}")
+    note = "; ".join(probe_notes)
+    if judged.silent:
+        note += f"; declared, not offered by this server or environment (not verified): {', '.join(judged.silent)}"
+    note += "; TLS is not verified (the certifier speaks plaintext)"
+    if judged.ahead:
+        raise CheckWarning(
+            f"protocol {decl.protocol_version} advertises features of later minors ({', '.join(judged.ahead)}): a "
+            f"client following docs/protocol.md §10 does not use them; {note}"
+        )
+    return note

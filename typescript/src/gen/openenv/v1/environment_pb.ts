@@ -96,7 +96,9 @@ export type EnvironmentInfo = Message<"openenv.v1.EnvironmentInfo"> & {
   description: string;
 
   /**
-   * The protocol version the server speaks, "MAJOR.MINOR" (this file: "1.1").
+   * The protocol version the server speaks, "MAJOR.MINOR". This file is at
+   * the newest minor of proto/tables/features.json, which lists what each minor
+   * added (docs/protocol.md §10).
    *
    * @generated from field: string protocol_version = 4;
    */
@@ -200,6 +202,9 @@ export type Capabilities = Message<"openenv.v1.Capabilities"> & {
 
   /**
    * Absolute tolerance used when comparing floats for determinism.
+   * Harness-only: read by conformance runs (openenv certify), not by clients;
+   * marked to move out of Capabilities in a future minor (the field and its
+   * number stay on the wire; proto/tables/features.json "harness_only").
    *
    * @generated from field: double float_tolerance = 4;
    */
@@ -266,6 +271,9 @@ export type Capabilities = Message<"openenv.v1.Capabilities"> & {
   /**
    * Upper bound on steps per episode a conformance run should spend on this
    * environment (0: no preference).
+   * Harness-only: read by conformance runs (openenv certify), not by clients;
+   * marked to move out of Capabilities in a future minor (the field and its
+   * number stay on the wire; proto/tables/features.json "harness_only").
    *
    * @generated from field: uint32 action_budget = 13;
    */
