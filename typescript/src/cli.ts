@@ -5,6 +5,9 @@
  *   openenv-ts serve gridworld --port 0 --ready-file /tmp/addr     (or: serve echo [--tools-only])
  *   openenv-ts serve ./my-env.js --export myEnv      (an ES module exporting a definition)
  *   openenv-ts serve gridworld --host 0.0.0.0 --token-file tokens.txt   (RFC 0003, docs/security.md)
+ *   openenv-ts serve gridworld --tls-cert server.pem --tls-key server.key [--tls-client-ca ca.pem]
+ *       (TLS, mutual TLS with a client CA; also $OPENENV_TLS_CERT, $OPENENV_TLS_KEY, $OPENENV_TLS_CLIENT_CA)
+ *   openenv-ts serve gridworld --resume-grace 60 --max-pipelined-requests 256   (RFC 0006, RFC 0009)
  *   openenv-ts info grpc://127.0.0.1:50051 [--json] [--token T]
  *   openenv-ts play grpc://127.0.0.1:50051 --episodes 3 --seed 7 --max-steps 50 [--token T]
  *
@@ -65,6 +68,11 @@ async function serveCommand(args: string[]): Promise<void> {
       "token-file": { type: "string" },
       "allow-anonymous": { type: "boolean", default: ["1", "true", "yes"].includes(process.env.OPENENV_ALLOW_ANONYMOUS ?? "") },
       "handshake-timeout": { type: "string", default: "10" },
+      "resume-grace": { type: "string", default: "60" },
+      "max-pipelined-requests": { type: "string", default: "256" },
+      "tls-cert": { type: "string", default: process.env.OPENENV_TLS_CERT },
+      "tls-key": { type: "string", default: process.env.OPENENV_TLS_KEY },
+      "tls-client-ca": { type: "string", default: process.env.OPENENV_TLS_CLIENT_CA },
     },
   });
   const target = positionals[0];
@@ -76,6 +84,19 @@ async function serveCommand(args: string[]): Promise<void> {
   if (!(handshakeTimeout >= 0 && Number.isFinite(handshakeTimeout))) {
     throw new Error(`--handshake-timeout takes seconds >= 0 (0 disables), got ${values["handshake-timeout"]}`);
   }
+  const resumeGrace = Number(values["resume-grace"]);
+  if (!(resumeGrace >= 0 && Number.isFinite(resumeGrace))) {
+    throw new Error(`--resume-grace takes seconds >= 0 (0 disables), got ${values["resume-grace"]}`);
+  }
+  const maxPipelined = Number(values["max-pipelined-requests"]);
+  if (!(Number.isInteger(maxPipelined) && maxPipelined >= 0)) {
+    throw new Error(`--max-pipelined-requests takes an integer >= 0 (0 disables), got ${values["max-pipelined-requests"]}`);
+  }
+  const [certFile, keyFile, clientCaFile] = [values["tls-cert"], values["tls-key"], values["tls-client-ca"]];
+  if ((certFile === undefined) !== (keyFile === undefined) || (clientCaFile !== undefined && certFile === undefined)) {
+    throw new Error("TLS needs --tls-cert and --tls-key together (and --tls-client-ca only with them)");
+  }
+  const tls = certFile === undefined ? undefined : { certFile, keyFile, clientCaFile };
   const def = await load(target, values.export!);
   const readyFile = values["ready-file"];
   await serve(def, {
@@ -89,8 +110,12 @@ async function serveCommand(args: string[]): Promise<void> {
     tokens,
     allowAnonymous: values["allow-anonymous"],
     handshakeTimeoutMs: handshakeTimeout * 1000,
+    resumeGraceMs: resumeGrace * 1000,
+    maxPipelinedRequests: maxPipelined,
+    tls,
     ready: (server) => {
-      const auth = tokens.size > 0 ? ` (bearer token required, ${tokens.size} accepted)` : "";
+      const auth = (tokens.size > 0 ? ` (bearer token required, ${tokens.size} accepted)` : "") +
+        (tls?.clientCaFile !== undefined ? " (mutual TLS)" : "");
       process.stderr.write(`serving ${def.name} on ${server.address}${auth}\n`);
       if (readyFile !== undefined) {
         writeFileSync(readyFile + ".tmp", server.address);
