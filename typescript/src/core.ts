@@ -223,6 +223,11 @@ export class SessionClient<A = unknown, O = AnyValue, S = AnyValue> {
   /** Open the stream and the session (handshake). */
   protected async open(): Promise<void> {
     const connectMs = this.opts.connectTimeoutMs ?? 30_000;
+    if (this.opts.resumeToken) {
+      // Another client's session: its journal holds that client's ids (exactly-once by id), so
+      // this one numbers its requests from a random point far from them.
+      this.nextId = BigInt(Math.floor(Math.random() * 2 ** 40)) << 20n;
+    }
     await this.attach(this.opts.resumeToken ?? "", connectMs);
     this.resumed = this.resumed && (this.opts.resumeToken ?? "") !== "";
   }
