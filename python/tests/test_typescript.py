@@ -85,40 +85,58 @@ def node() -> str:
 def _serving(args: list[str], tmp: Path, name: str, env: dict[str, str] | None = None) -> Iterator[str]:
     """Start a server subprocess that writes its URL to --ready-file; yield the URL.
     ``env``: variables set for the server (on top of this process's)."""
-    with _serving_urls(args, tmp, name, env) as (url, _):
+    with _serving_all([_Server(args, name, env)], tmp) as [(url, _)]:
         yield url
 
 
+@dataclasses.dataclass
+class _Server:
+    """A server to start: its command (without port and ready files), name, extra environment,
+    and whether it also reports its HTTP side's URL (``--http-ready-file``)."""
+
+    args: list[str]
+    name: str
+    env: dict[str, str] | None = None
+    http: bool = False
+
+
 @contextlib.contextmanager
-def _serving_urls(
-    args: list[str], tmp: Path, name: str, env: dict[str, str] | None = None, *, http: bool = False
-) -> Iterator[tuple[str, str]]:
-    """As :func:`_serving`; with ``http`` the server also writes its HTTP side's URL
-    (``--http-ready-file``), yielded second ("" without)."""
-    ready, http_ready = tmp / f"{name}.addr", tmp / f"{name}.http"
-    log = (tmp / f"{name}.log").open("w")
-    proc = subprocess.Popen(
-        [*args, "--port", "0", "--ready-file", str(ready), *(["--http-ready-file", str(http_ready)] if http else [])],
-        cwd=REPO_ROOT,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        env={**os.environ, "GRPC_VERBOSITY": "ERROR", **(env or {})},
-    )
+def _serving_all(servers: list[_Server], tmp: Path) -> Iterator[list[tuple[str, str]]]:
+    """Start every server at once (they start side by side), then wait until each has written
+    its URL; yield (gRPC URL, HTTP URL or "") per server; stop them all afterwards."""
+    started: list[tuple[_Server, subprocess.Popen[bytes], Path, Path, Any]] = []
     try:
+        for sv in servers:
+            ready, http_ready = tmp / f"{sv.name}.addr", tmp / f"{sv.name}.http"
+            log = (tmp / f"{sv.name}.log").open("w")
+            http = ["--http-ready-file", str(http_ready)] if sv.http else []
+            proc = subprocess.Popen(
+                [*sv.args, "--port", "0", "--ready-file", str(ready), *http],
+                cwd=REPO_ROOT,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env={**os.environ, "GRPC_VERBOSITY": "ERROR", **(sv.env or {})},
+            )
+            started.append((sv, proc, ready, http_ready, log))
         deadline = time.monotonic() + WAIT_S
-        while not ready.exists() or (http and not http_ready.exists()):
-            if proc.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"{name} did not start:\n{(tmp / f'{name}.log').read_text()}")
-            time.sleep(0.05)
-        yield ready.read_text().strip(), http_ready.read_text().strip() if http else ""
+        urls: list[tuple[str, str]] = []
+        for sv, proc, ready, http_ready, _ in started:
+            while not ready.exists() or (sv.http and not http_ready.exists()):
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    pytest.fail(f"{sv.name} did not start:\n{(tmp / f'{sv.name}.log').read_text()}")
+                time.sleep(0.05)
+            urls.append((ready.read_text().strip(), http_ready.read_text().strip() if sv.http else ""))
+        yield urls
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
-        log.close()
+        for _, proc, *_ in started:
+            proc.send_signal(signal.SIGTERM)
+        for _, proc, _, _, log in started:
+            try:
+                proc.wait(15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(5)
+            log.close()
 
 
 PY_TOKEN = "py-listener-token"
@@ -139,22 +157,16 @@ def python_envs(tmp_path_factory: pytest.TempPathFactory, pki: Any) -> Iterator[
     gridworld with its HTTP side (the binary WebSocket, RFC 0011), math_env (declared tasks,
     RFC 0004) and an echo_env requiring a client certificate (mutual TLS)."""
     tmp = tmp_path_factory.mktemp("python-envs")
-    openenv_cli = str(BIN / "openenv")
+    serve = [str(BIN / "openenv"), "serve"]
     mtls = ["--tls-cert", str(pki.server_cert), "--tls-key", str(pki.server_key), "--tls-client-ca", str(pki.ca)]
-    with (
-        _serving([openenv_cli, "serve", "echo_env.server:EchoEnvironment", "--no-http"], tmp, "echo") as echo,
-        _serving_urls([openenv_cli, "serve", "gridworld.server:GridWorldEnvironment"], tmp, "gridworld", http=True) as (
-            grid,
-            grid_http,
-        ),
-        _serving(
-            [openenv_cli, "serve", "echo_env.server:EchoEnvironment", "--no-http", "--token", PY_TOKEN],
-            tmp,
-            "echo-secured",
-        ) as secured,
-        _serving([openenv_cli, "serve", "math_env.server:MathEnvironment", "--no-http"], tmp, "math") as math,
-        _serving([openenv_cli, "serve", "echo_env.server:EchoEnvironment", "--no-http", *mtls], tmp, "mtls") as mutual,
-    ):
+    servers = [
+        _Server([*serve, "echo_env.server:EchoEnvironment", "--no-http"], "echo"),
+        _Server([*serve, "gridworld.server:GridWorldEnvironment"], "gridworld", http=True),
+        _Server([*serve, "echo_env.server:EchoEnvironment", "--no-http", "--token", PY_TOKEN], "echo-secured"),
+        _Server([*serve, "math_env.server:MathEnvironment", "--no-http"], "math"),
+        _Server([*serve, "echo_env.server:EchoEnvironment", "--no-http", *mtls], "mtls"),
+    ]
+    with _serving_all(servers, tmp) as [(echo, _), (grid, grid_http), (secured, _), (math, _), (mutual, _)]:
         yield {
             "OPENENV_ECHO_URL": echo,
             "OPENENV_GRIDWORLD_URL": grid,

@@ -12,7 +12,7 @@
  */
 
 import { createHash, randomBytes } from "node:crypto";
-import { create, toBinary } from "@bufbuild/protobuf";
+import { create, toBinary, type JsonObject } from "@bufbuild/protobuf";
 import { Aborted, EnvError, InvalidArgument, ResourceExhausted, Unimplemented, statusOf } from "./errors.js";
 import {
   SessionRequestSchema,
@@ -216,7 +216,7 @@ export class Resumes<A, O, S> {
    * Open `count` sessions from `snapshot` (of `session` now, when undefined), parked for a
    * client to claim. All or none; errors are not fatal to `session`.
    */
-  async fork(session: Session<A, O, S>, options: Record<string, never> | object, count: number,
+  async fork(session: Session<A, O, S>, options: JsonObject, count: number,
              snapshot: Snapshot | undefined): Promise<Resumable<A, O, S>[]> {
     const rt = this.manager.runtime;
     if (!rt.def.snapshots) {
@@ -235,7 +235,7 @@ export class Resumes<A, O, S> {
           `${n} forks do not fit`, { details: { active_sessions: this.manager.active, max_sessions: max } });
       }
       for (let i = 0; i < n; i++) {
-        const s = await this.manager.open(options as never, session.clientName);
+        const s = await this.manager.open(options, session.clientName);
         opened.push(s);
         await s.restore(snap);
       }

@@ -677,7 +677,9 @@ export class Server<A, O, S = undefined> {
         };
       }
       case "fork": { // RFC 0006: sessions parked for a client to claim with their tokens
-        const forks = await this.resumes.fork(session, this.optionsOf.get(session) ?? {}, k.value.count, k.value.snapshot);
+        const options = this.optionsOf.get(session) ?? {};
+        const forks = await this.resumes.fork(session, options, k.value.count, k.value.snapshot);
+        forks.forEach((f) => this.optionsOf.set(f.session, options)); // a fork's forks are made alike
         return {
           kind: {
             case: "fork",
