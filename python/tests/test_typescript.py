@@ -232,7 +232,9 @@ def ts_gridworld_with_token(node: str, tmp_path_factory: pytest.TempPathFactory)
 
 def test_typescript_suite_against_python_environments(node: str, python_envs: dict[str, str]) -> None:
     """node --test: the TS client against Python echo_env and gridworld (tools, episodes,
-    pipelining, errors, vectorised sessions, a bearer token) and the TS server helper in process."""
+    pipelining, errors, vectorised sessions, a bearer token; protocol 1.3: tasks on math_env,
+    GetLoad, resume through a dropping proxy, fork, coalesced pipelined messages, mutual TLS,
+    the binary WebSocket and the browser build over it) and the TS server helper in process."""
     suites = sorted(str(p.relative_to(TS_ROOT)) for p in (TS_ROOT / "dist" / "test").glob("*.test.js"))
     assert suites, "no compiled TypeScript test suites in typescript/dist/test"
     r = _run([node, "--test", *suites], 300, env={**os.environ, **python_envs})
@@ -241,7 +243,7 @@ def test_typescript_suite_against_python_environments(node: str, python_envs: di
     counts = {k: int(v) for k, v in re.findall(r"^# (pass|fail|skipped|cancelled) (\d+)$", out, re.MULTILINE)}
     assert counts.get("fail") == 0 and counts.get("cancelled") == 0, out[-3000:]
     assert counts.get("skipped") == 0, "interop tests were skipped although the servers' URLs were set"
-    assert counts.get("pass", 0) >= 15, counts
+    assert counts.get("pass", 0) >= 60, counts  # every suite ran, the 1.3 cases included
 
 
 def test_typescript_cli_plays_python_gridworld(node: str, python_envs: dict[str, str]) -> None:
@@ -581,10 +583,14 @@ def _payload(move: int) -> payload_pb2.Payload:
     return p
 
 
-def test_python_client_over_mutual_tls_to_the_typescript_server(ts_gridworld_mtls: str, pki: Any) -> None:
+def test_python_client_over_mutual_tls_to_the_typescript_server(node: str, ts_gridworld_mtls: str, pki: Any) -> None:
     """The TypeScript server's TLS (RFC 0003): a Python client trusting the test CA and
-    presenting a client certificate plays; one without a certificate is refused."""
+    presenting a client certificate plays; one without a certificate is refused; so is the
+    TypeScript CLI without one, and with one it describes the server."""
     assert ts_gridworld_mtls.startswith("grpcs://")
+    info = [node, "dist/src/cli.js", "info", ts_gridworld_mtls, "--ca-file", str(pki.ca)]
+    r = _run([*info, "--client-cert", str(pki.client_cert), "--client-key", str(pki.client_key)], 60)
+    assert r.returncode == 0 and "gridworld_ts 0.1.0 (protocol 1.3)" in r.stdout, r.stderr
 
     async def main() -> None:
         mtls = (str(pki.client_cert), str(pki.client_key))

@@ -8,7 +8,8 @@
  *   openenv-ts serve gridworld --tls-cert server.pem --tls-key server.key [--tls-client-ca ca.pem]
  *       (TLS, mutual TLS with a client CA; also $OPENENV_TLS_CERT, $OPENENV_TLS_KEY, $OPENENV_TLS_CLIENT_CA)
  *   openenv-ts serve gridworld --resume-grace 60 --max-pipelined-requests 256   (RFC 0006, RFC 0009)
- *   openenv-ts info grpc://127.0.0.1:50051 [--json] [--token T]
+ *   openenv-ts info grpc://127.0.0.1:50051 [--json] [--token T]   (also grpcs:// with --ca-file F
+ *       [--client-cert F --client-key F], and ws://HOST:PORT/v1/session)
  *   openenv-ts play grpc://127.0.0.1:50051 --episodes 3 --seed 7 --max-steps 50 [--token T]
  *
  * `serve` accepts the bearer tokens of `--token` (repeatable), `--token-file` (one per
@@ -24,7 +25,7 @@ import { resolve } from "node:path";
 import { pathToFileURL } from "node:url";
 import { parseArgs } from "node:util";
 import { toJson } from "@bufbuild/protobuf";
-import { EnvClient } from "./client.js";
+import { EnvClient, type ClientOptions } from "./client.js";
 import type { EnvironmentDefinition } from "./environment.js";
 import { echo } from "./envs/echo.js";
 import { gridworld, SplitMix64 } from "./envs/gridworld.js";
@@ -125,11 +126,24 @@ async function serveCommand(args: string[]): Promise<void> {
   });
 }
 
+/** The client's TLS flags (grpcs://, wss://): the CA to trust, a client certificate for mutual TLS. */
+const TLS_FLAGS = {
+  "ca-file": { type: "string" },
+  "client-cert": { type: "string" },
+  "client-key": { type: "string" },
+} as const;
+
+function tlsOptions(values: { "ca-file"?: string; "client-cert"?: string; "client-key"?: string }): ClientOptions {
+  return { caFile: values["ca-file"], clientCertFile: values["client-cert"], clientKeyFile: values["client-key"] };
+}
+
 async function infoCommand(args: string[]): Promise<void> {
   const { values, positionals } = parseArgs({
-    args, allowPositionals: true, options: { json: { type: "boolean" }, token: { type: "string" } },
+    args, allowPositionals: true, options: { json: { type: "boolean" }, token: { type: "string" }, ...TLS_FLAGS },
   });
-  const env = await EnvClient.connect(positionals[0] ?? "", { clientName: "openenv-ts info", token: values.token });
+  const env = await EnvClient.connect(positionals[0] ?? "", {
+    clientName: "openenv-ts info", token: values.token, ...tlsOptions(values),
+  });
   try {
     // The advertised descriptors resolve the `google.protobuf.Any` examples of typed environments.
     const info = toJson(EnvironmentInfoSchema, env.info, { useProtoFieldName: true, registry: env.registry }) as Record<
@@ -155,9 +169,12 @@ async function playCommand(args: string[]): Promise<void> {
       seed: { type: "string", default: "0" },
       "max-steps": { type: "string", default: "50" },
       token: { type: "string" },
+      ...TLS_FLAGS,
     },
   });
-  const env = await EnvClient.connect(positionals[0] ?? "", { clientName: "openenv-ts play", token: values.token });
+  const env = await EnvClient.connect(positionals[0] ?? "", {
+    clientName: "openenv-ts play", token: values.token, ...tlsOptions(values),
+  });
   try {
     const examples = env.info.action?.examples ?? [];
     if (examples.length === 0) {
