@@ -117,12 +117,18 @@ export const openStandard: Opener = (url, protocols, _opts, events) => new Promi
   };
 });
 
+/** ws_node.ts, loaded only under Node.js; named by a variable so that bundlers leave it out of browser builds. */
+const NODE_MODULE = "./ws_node.js";
+
+async function nodeModule(): Promise<typeof import("./ws_node.js")> {
+  return (await import(NODE_MODULE)) as typeof import("./ws_node.js");
+}
+
 async function opener(opts: WebSocketOptions): Promise<Opener> {
   if (!isNode || opts.useGlobalWebSocket) {
     return openStandard;
   }
-  const mod = await import("./ws_node.js");
-  return mod.openNode;
+  return (await nodeModule()).openNode;
 }
 
 /** A {@link Connector} opening `Session` streams over the binary WebSocket at `url`. */
@@ -169,8 +175,7 @@ export function sideUrl(url: string, path: string): string {
 export async function httpSideCall(url: string, path: string, opts: WebSocketOptions = {}): Promise<unknown> {
   const target = sideUrl(url, path);
   if (isNode) {
-    const mod = await import("./ws_node.js");
-    return await mod.getJson(target, opts);
+    return await (await nodeModule()).getJson(target, opts);
   }
   const headers: Record<string, string> = opts.token ? { authorization: `Bearer ${opts.token}` } : {};
   const resp = await fetch(target, { headers });

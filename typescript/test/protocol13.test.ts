@@ -356,4 +356,32 @@ describe("binary WebSocket transport (RFC 0011), TypeScript client -> Python ser
   });
 });
 
+describe("the browser build", () => {
+  it("imports nothing of Node.js or gRPC (src/browser.ts and everything it imports)", async () => {
+    const { readFile } = await import("node:fs/promises");
+    const { dirname, resolve } = await import("node:path");
+    const seen = new Set<string>();
+    const external = new Set<string>();
+    const walk = async (file: string): Promise<void> => {
+      if (seen.has(file)) {
+        return;
+      }
+      seen.add(file);
+      const src = await readFile(file, "utf8");
+      for (const m of src.matchAll(/^(?:import|export)[^;]*?from\s+"([^"]+)"|^import\s+"([^"]+)"|import\("([^"]+)"\)/gms)) {
+        const spec = m[1] ?? m[2] ?? m[3]!;
+        if (spec.startsWith(".")) {
+          await walk(resolve(dirname(file), spec));
+        } else {
+          external.add(spec);
+        }
+      }
+    };
+    await walk(fileURLToPath(new URL("../src/browser.js", import.meta.url)));
+    assert.ok(seen.size >= 8, [...seen].join(" "));
+    const bad = [...external].filter((s) => s.startsWith("node:") || s.startsWith("@grpc/") || !/^(@bufbuild\/protobuf|ajv)/.test(s));
+    assert.deepEqual(bad, [], `the browser build imports ${bad.join(", ")}`);
+  });
+});
+
 void Server;
