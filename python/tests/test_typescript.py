@@ -151,10 +151,16 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> Any:
     return make_pki(tmp_path_factory.mktemp("pki"))
 
 
+def _ws_url(http_url: str) -> str:
+    """The binary WebSocket transport's URL on an HTTP listener (RFC 0011)."""
+    return http_url.replace("http://", "ws://", 1).rstrip("/") + "/v1/session"
+
+
 @pytest.fixture(scope="module")
 def python_envs(tmp_path_factory: pytest.TempPathFactory, pki: Any) -> Iterator[dict[str, str]]:
     """The Python reference environments, served by ``openenv serve`` subprocesses: the
-    gridworld with its HTTP side (the binary WebSocket, RFC 0011), math_env (declared tasks,
+    gridworld and the echo_env requiring a token with their HTTP sides (the binary WebSocket,
+    RFC 0011), math_env (declared tasks,
     RFC 0004) and an echo_env requiring a client certificate (mutual TLS)."""
     tmp = tmp_path_factory.mktemp("python-envs")
     serve = [str(BIN / "openenv"), "serve"]
@@ -162,15 +168,16 @@ def python_envs(tmp_path_factory: pytest.TempPathFactory, pki: Any) -> Iterator[
     servers = [
         _Server([*serve, "echo_env.server:EchoEnvironment", "--no-http"], "echo"),
         _Server([*serve, "gridworld.server:GridWorldEnvironment"], "gridworld", http=True),
-        _Server([*serve, "echo_env.server:EchoEnvironment", "--no-http", "--token", PY_TOKEN], "echo-secured"),
+        _Server([*serve, "echo_env.server:EchoEnvironment", "--token", PY_TOKEN], "echo-secured", http=True),
         _Server([*serve, "math_env.server:MathEnvironment", "--no-http"], "math"),
         _Server([*serve, "echo_env.server:EchoEnvironment", "--no-http", *mtls], "mtls"),
     ]
-    with _serving_all(servers, tmp) as [(echo, _), (grid, grid_http), (secured, _), (math, _), (mutual, _)]:
+    with _serving_all(servers, tmp) as [(echo, _), (grid, grid_http), (secured, secured_http), (math, _), (mutual, _)]:
         yield {
             "OPENENV_ECHO_URL": echo,
             "OPENENV_GRIDWORLD_URL": grid,
-            "OPENENV_GRIDWORLD_WS_URL": grid_http.replace("http://", "ws://", 1).rstrip("/") + "/v1/session",
+            "OPENENV_GRIDWORLD_WS_URL": _ws_url(grid_http),
+            "OPENENV_SECURED_WS_URL": _ws_url(secured_http),
             "OPENENV_SECURED_URL": secured,
             "OPENENV_SECURED_TOKEN": PY_TOKEN,
             "OPENENV_MATH_URL": math,

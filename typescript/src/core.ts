@@ -330,6 +330,15 @@ export class SessionClient<A = unknown, O = AnyValue, S = AnyValue> {
 
   private onClosed(err: EnvError | undefined): void {
     this.transport = undefined;
+    if (this.reconnecting) { // a reattaching stream failed: its handshake fails and the loop tries again
+      for (const [id, w] of this.pending) {
+        if (w.req.kind.case === "handshake") {
+          this.pending.delete(id);
+          w.reject(err ?? new Unavailable("the stream ended during the resume handshake"));
+        }
+      }
+      return;
+    }
     const transient = err !== undefined && TRANSIENT.has(err.code);
     if (!this.over && this.broken === undefined && this.resumeToken !== "" && transient) {
       void this.reconnect();
@@ -347,14 +356,13 @@ export class SessionClient<A = unknown, O = AnyValue, S = AnyValue> {
     const deadline = Date.now() + graceMs;
     let backoff = 50;
     let last: EnvError | undefined;
-    const handshakeId = (): bigint => this.nextId;
     while (Date.now() < deadline && this.broken === undefined) {
       try {
         await this.attach(this.resumeToken, Math.max(1000, Math.min(this.opts.connectTimeoutMs ?? 30_000, deadline - Date.now())));
         this.reconnects += 1;
         this.reconnecting = false;
         const unanswered = [...this.pending.values()].map((w) => w.req)
-          .filter((r) => r.kind.case !== "handshake" && r.requestId !== handshakeId())
+          .filter((r) => r.kind.case !== "handshake")
           .sort((a, b) => (a.requestId < b.requestId ? -1 : 1));
         const held = this.held.splice(0);
         const again = [...unanswered, ...held.filter((r) => !unanswered.includes(r))];
@@ -364,8 +372,8 @@ export class SessionClient<A = unknown, O = AnyValue, S = AnyValue> {
         return;
       } catch (e) {
         last = e instanceof EnvError ? e : new Unavailable(String(e));
-        if (last.code !== ErrorCode.UNAVAILABLE && last.code !== ErrorCode.DEADLINE_EXCEEDED) {
-          break; // ABORTED: the session is gone
+        if (!TRANSIENT.has(last.code) && last.code !== ErrorCode.DEADLINE_EXCEEDED) {
+          break; // ABORTED: the session is gone (or the token is refused)
         }
         this.transport?.cancel();
         await new Promise((r) => setTimeout(r, backoff));

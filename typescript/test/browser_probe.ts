@@ -1,25 +1,31 @@
 /**
  * Run by protocol13.test.ts under `node --experimental-websocket`: the browser build
- * (src/browser.ts, the standard WebSocket API) plays one gridworld episode at the URL given
- * and prints a JSON report. Not a test file of its own.
+ * (src/browser.ts, the standard WebSocket API) at the URL given (and with the bearer token
+ * given, offered as the subprotocol `bearer.<token>`): one gridworld episode, or one echo_env
+ * tool call, and the server's load; prints a JSON report. Not a test file of its own.
  */
 
 import { create } from "@bufbuild/protobuf";
 import { WebClient } from "../src/browser.js";
-import { ActionSchema, Move, type Action, type Observation } from "../src/gen/gridworld/v1/gridworld_pb.js";
+import { ActionSchema, type Action, type Observation } from "../src/gen/gridworld/v1/gridworld_pb.js";
 import { bestMove } from "./helpers.js";
 
-const url = process.argv[2]!;
-const env = await WebClient.connect<Action, Observation>(url, { clientName: "browser-probe" });
-let ts = await env.reset({ seed: 9 });
-while (!ts.done) {
-  ts = await env.step(create(ActionSchema, { move: bestMove(ts.observation!) }));
+const [url, token] = [process.argv[2]!, process.argv[3]];
+const env = await WebClient.connect<Action, Observation>(url, { clientName: "browser-probe", token });
+const report: Record<string, unknown> = { name: env.info.name };
+if (env.info.name === "gridworld") {
+  let ts = await env.reset({ seed: 9 });
+  while (!ts.done) {
+    ts = await env.step(create(ActionSchema, { move: bestMove(ts.observation!) }));
+  }
+  report.steps = ts.stepCount;
+  report.terminated = ts.terminated;
+} else {
+  report.echoed = (await env.callTool("echo_message", { message: "from a browser" })).structuredContent;
 }
 const states = await Promise.all([env.state(), env.state(), env.state()]); // coalesced
-const load = await env.getLoad();
-process.stdout.write(JSON.stringify({
-  name: env.info.name, steps: ts.stepCount, terminated: ts.terminated, maxSessions: load.maxSessions,
-  pipelined: env.sent.pipelined, states: states.length,
-}) + "\n");
+report.states = states.length;
+report.pipelined = env.sent.pipelined;
+report.maxSessions = (await env.getLoad()).maxSessions;
+process.stdout.write(JSON.stringify(report) + "\n");
 await env.close();
-void Move;
