@@ -32,6 +32,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import grpc
 import pytest
@@ -84,52 +85,104 @@ def node() -> str:
 def _serving(args: list[str], tmp: Path, name: str, env: dict[str, str] | None = None) -> Iterator[str]:
     """Start a server subprocess that writes its URL to --ready-file; yield the URL.
     ``env``: variables set for the server (on top of this process's)."""
-    ready = tmp / f"{name}.addr"
-    log = (tmp / f"{name}.log").open("w")
-    proc = subprocess.Popen(
-        [*args, "--port", "0", "--ready-file", str(ready)],
-        cwd=REPO_ROOT,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        env={**os.environ, "GRPC_VERBOSITY": "ERROR", **(env or {})},
-    )
+    with _serving_all([_Server(args, name, env)], tmp) as [(url, _)]:
+        yield url
+
+
+@dataclasses.dataclass
+class _Server:
+    """A server to start: its command (without port and ready files), name, extra environment,
+    and whether it also reports its HTTP side's URL (``--http-ready-file``)."""
+
+    args: list[str]
+    name: str
+    env: dict[str, str] | None = None
+    http: bool = False
+
+
+@contextlib.contextmanager
+def _serving_all(servers: list[_Server], tmp: Path) -> Iterator[list[tuple[str, str]]]:
+    """Start every server at once (they start side by side), then wait until each has written
+    its URL; yield (gRPC URL, HTTP URL or "") per server; stop them all afterwards."""
+    started: list[tuple[_Server, subprocess.Popen[bytes], Path, Path, Any]] = []
     try:
+        for sv in servers:
+            ready, http_ready = tmp / f"{sv.name}.addr", tmp / f"{sv.name}.http"
+            log = (tmp / f"{sv.name}.log").open("w")
+            http = ["--http-ready-file", str(http_ready)] if sv.http else []
+            proc = subprocess.Popen(
+                [*sv.args, "--port", "0", "--ready-file", str(ready), *http],
+                cwd=REPO_ROOT,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env={**os.environ, "GRPC_VERBOSITY": "ERROR", **(sv.env or {})},
+            )
+            started.append((sv, proc, ready, http_ready, log))
         deadline = time.monotonic() + WAIT_S
-        while not ready.exists():
-            if proc.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"{name} did not start:\n{(tmp / f'{name}.log').read_text()}")
-            time.sleep(0.05)
-        yield ready.read_text().strip()
+        urls: list[tuple[str, str]] = []
+        for sv, proc, ready, http_ready, _ in started:
+            while not ready.exists() or (sv.http and not http_ready.exists()):
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    pytest.fail(f"{sv.name} did not start:\n{(tmp / f'{sv.name}.log').read_text()}")
+                time.sleep(0.05)
+            urls.append((ready.read_text().strip(), http_ready.read_text().strip() if sv.http else ""))
+        yield urls
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
-        log.close()
+        for _, proc, *_ in started:
+            proc.send_signal(signal.SIGTERM)
+        for _, proc, _, _, log in started:
+            try:
+                proc.wait(15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(5)
+            log.close()
 
 
 PY_TOKEN = "py-listener-token"
 
 
 @pytest.fixture(scope="module")
-def python_envs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
-    """The Python reference environments, served by ``openenv serve`` subprocesses."""
+def pki(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """A CA, a server certificate (localhost, 127.0.0.1) and a client certificate, generated
+    for this run (security_kit; no key is committed)."""
+    from security_kit import make_pki
+
+    return make_pki(tmp_path_factory.mktemp("pki"))
+
+
+def _ws_url(http_url: str) -> str:
+    """The binary WebSocket transport's URL on an HTTP listener (RFC 0011)."""
+    return http_url.replace("http://", "ws://", 1).rstrip("/") + "/v1/session"
+
+
+@pytest.fixture(scope="module")
+def python_envs(tmp_path_factory: pytest.TempPathFactory, pki: Any) -> Iterator[dict[str, str]]:
+    """The Python reference environments, served by ``openenv serve`` subprocesses: the
+    gridworld and the echo_env requiring a token with their HTTP sides (the binary WebSocket,
+    RFC 0011), math_env (declared tasks,
+    RFC 0004) and an echo_env requiring a client certificate (mutual TLS)."""
     tmp = tmp_path_factory.mktemp("python-envs")
-    openenv_cli = str(BIN / "openenv")
-    with (
-        _serving([openenv_cli, "serve", "echo_env.server:EchoEnvironment"], tmp, "echo") as echo,
-        _serving([openenv_cli, "serve", "gridworld.server:GridWorldEnvironment"], tmp, "gridworld") as grid,
-        _serving(
-            [openenv_cli, "serve", "echo_env.server:EchoEnvironment", "--token", PY_TOKEN], tmp, "echo-secured"
-        ) as secured,
-    ):
+    serve = [str(BIN / "openenv"), "serve"]
+    mtls = ["--tls-cert", str(pki.server_cert), "--tls-key", str(pki.server_key), "--tls-client-ca", str(pki.ca)]
+    servers = [
+        _Server([*serve, "echo_env.server:EchoEnvironment", "--no-http"], "echo"),
+        _Server([*serve, "gridworld.server:GridWorldEnvironment"], "gridworld", http=True),
+        _Server([*serve, "echo_env.server:EchoEnvironment", "--token", PY_TOKEN], "echo-secured", http=True),
+        _Server([*serve, "math_env.server:MathEnvironment", "--no-http"], "math"),
+        _Server([*serve, "echo_env.server:EchoEnvironment", "--no-http", *mtls], "mtls"),
+    ]
+    with _serving_all(servers, tmp) as [(echo, _), (grid, grid_http), (secured, secured_http), (math, _), (mutual, _)]:
         yield {
             "OPENENV_ECHO_URL": echo,
             "OPENENV_GRIDWORLD_URL": grid,
+            "OPENENV_GRIDWORLD_WS_URL": _ws_url(grid_http),
+            "OPENENV_SECURED_WS_URL": _ws_url(secured_http),
             "OPENENV_SECURED_URL": secured,
             "OPENENV_SECURED_TOKEN": PY_TOKEN,
+            "OPENENV_MATH_URL": math,
+            "OPENENV_MTLS_URL": mutual,
+            "OPENENV_TLS_DIR": str(pki.ca.parent),
         }
 
 
@@ -186,7 +239,9 @@ def ts_gridworld_with_token(node: str, tmp_path_factory: pytest.TempPathFactory)
 
 def test_typescript_suite_against_python_environments(node: str, python_envs: dict[str, str]) -> None:
     """node --test: the TS client against Python echo_env and gridworld (tools, episodes,
-    pipelining, errors, vectorised sessions, a bearer token) and the TS server helper in process."""
+    pipelining, errors, vectorised sessions, a bearer token; protocol 1.3: tasks on math_env,
+    GetLoad, resume through a dropping proxy, fork, coalesced pipelined messages, mutual TLS,
+    the binary WebSocket and the browser build over it) and the TS server helper in process."""
     suites = sorted(str(p.relative_to(TS_ROOT)) for p in (TS_ROOT / "dist" / "test").glob("*.test.js"))
     assert suites, "no compiled TypeScript test suites in typescript/dist/test"
     r = _run([node, "--test", *suites], 300, env={**os.environ, **python_envs})
@@ -195,7 +250,7 @@ def test_typescript_suite_against_python_environments(node: str, python_envs: di
     counts = {k: int(v) for k, v in re.findall(r"^# (pass|fail|skipped|cancelled) (\d+)$", out, re.MULTILINE)}
     assert counts.get("fail") == 0 and counts.get("cancelled") == 0, out[-3000:]
     assert counts.get("skipped") == 0, "interop tests were skipped although the servers' URLs were set"
-    assert counts.get("pass", 0) >= 15, counts
+    assert counts.get("pass", 0) >= 60, counts  # every suite ran, the 1.3 cases included
 
 
 def test_typescript_cli_plays_python_gridworld(node: str, python_envs: dict[str, str]) -> None:
@@ -272,7 +327,7 @@ def test_python_client_plays_the_typescript_gridworld(ts_gridworld: str) -> None
 
         async with openenv.EnvClient(ts_gridworld) as env:
             info = env.info
-            assert info.name == "gridworld_ts" and info.protocol_version == "1.1"
+            assert info.name == "gridworld_ts" and info.protocol_version == "1.3"
             assert info.observation.message_type == "gridworld.v1.Observation"
             assert [f.name for f in info.descriptors.file] == ["gridworld/v1/gridworld.proto"]
             python_side = descriptor_pb2.FileDescriptorProto()
@@ -307,17 +362,13 @@ def test_typescript_gridworld_advertises_what_the_python_one_does(
     # The listeners' guards (RFC 0003) have the same defaults: a 10 s handshake deadline, no token on loopback.
     assert ts.capabilities.handshake_timeout.seconds == py.capabilities.handshake_timeout.seconds == 10
     assert not ts.capabilities.auth_required and not py.capabilities.auth_required
-    # The differences are the server's, not the environment's: the TypeScript helper offers
-    # snapshots but neither resumable sessions nor forks (RFC 0006), no GetLoad (RFC 0005) and
-    # no pipelined messages (RFC 0009: clients send it one message per request).
-    assert ts.capabilities.snapshots and py.capabilities.snapshots
-    assert not ts.capabilities.HasField("resume_grace") and ts.capabilities.max_forks == 0
-    assert py.capabilities.load_reporting and not ts.capabilities.load_reporting
-    assert py.capabilities.pipelined_requests and not ts.capabilities.pipelined_requests
-    py.capabilities.ClearField("resume_grace")
-    py.capabilities.max_forks = 0
-    py.capabilities.load_reporting = False
-    py.capabilities.pipelined_requests, py.capabilities.max_pipelined_requests = False, 0
+    # Both servers speak 1.3 with the same defaults: snapshots and forks up to the capacity,
+    # resumable sessions kept 60 s (RFC 0006), GetLoad (RFC 0005), pipelined messages of up to
+    # 256 requests (RFC 0009). The one difference is the environment's: the TypeScript
+    # gridworld declares its mazes as tasks (RFC 0004).
+    assert ts.capabilities.tasks and not py.capabilities.tasks
+    assert [s.name for s in ts.task_splits] == ["train", "test"] and not py.task_splits
+    ts.capabilities.tasks = False
     for field in ("action", "observation", "state", "descriptors", "capabilities"):
         assert getattr(ts, field) == getattr(py, field), field
     assert (ts.name, py.name) == ("gridworld_ts", "gridworld")
@@ -371,7 +422,7 @@ def test_typescript_server_health_reflection_and_cli_info(ts_gridworld: str) -> 
         assert {"openenv.v1.EnvironmentService", "grpc.health.v1.Health"} <= services
         assert answers[1].file_descriptor_response.file_descriptor_proto
     r = subprocess.run([str(BIN / "openenv"), "info", ts_gridworld], capture_output=True, text=True, timeout=WAIT_S)
-    assert r.returncode == 0 and "gridworld_ts 0.1.0 (protocol 1.1)" in r.stdout, r.stderr
+    assert r.returncode == 0 and "gridworld_ts 0.1.0 (protocol 1.3)" in r.stdout, r.stderr
 
 
 def test_typescript_server_ends_the_stream_on_an_oversized_message(node: str, tmp_path: Path) -> None:
@@ -399,6 +450,165 @@ def test_typescript_server_ends_the_stream_on_an_oversized_message(node: str, tm
         "ts-small",
     ) as url:
         asyncio.run(main(url))
+
+
+# --------------------------------------------------------------------------- Python -> TS server, protocol 1.3
+
+
+@pytest.fixture(scope="module")
+def ts_gridworld_mtls(node: str, tmp_path_factory: pytest.TempPathFactory, pki: Any) -> Iterator[str]:
+    """The TypeScript gridworld serving mutual TLS: a certificate signed by the test CA is required."""
+    with _serving(
+        [
+            node,
+            str(TS_ROOT / "dist" / "src" / "cli.js"),
+            "serve",
+            "gridworld",
+            "--tls-cert",
+            str(pki.server_cert),
+            "--tls-key",
+            str(pki.server_key),
+            "--tls-client-ca",
+            str(pki.ca),
+        ],
+        tmp_path_factory.mktemp("ts-gridworld-mtls"),
+        "ts-gridworld-mtls",
+    ) as url:
+        yield url
+
+
+def test_python_client_uses_protocol_13_on_the_typescript_server(ts_gridworld: str) -> None:
+    """Tasks and splits (RFC 0004), GetLoad (RFC 0005), fork (RFC 0006) and the Python client's
+    coalesced pipelined messages (RFC 0009), against the TypeScript gridworld."""
+    from openenv.client.load import get_load
+
+    async def main() -> None:
+        async with openenv.EnvClient(ts_gridworld, client_name="py-1.3") as env:
+            assert env.info is not None and env.info.protocol_version == "1.3"
+            caps = env.info.capabilities
+            assert caps.load_reporting and caps.pipelined_requests and caps.max_pipelined_requests == 256
+            assert caps.resume_grace.seconds == 60 and caps.snapshots and caps.max_forks == caps.max_sessions
+            assert caps.tasks and env.task_splits == {"train": 100, "test": 20}
+            held_out = await env.list_tasks("test")
+            assert [t.id for t in held_out][:2] == ["maze-1000", "maze-1001"] and len(held_out) == 20
+            assert {t.split for t in held_out} == {"test"} and held_out[0].metadata == {"seed": 1000}
+            assert len(await env.list_tasks()) == 100 and len(await env.list_tasks(limit=7)) == 7
+            by_task, by_seed = await env.reset(task_id="maze-7"), await env.reset(seed=7)
+            assert list(by_task.observation.grid) == list(by_seed.observation.grid)
+            with pytest.raises(NotFound):
+                await env.reset(task_id="maze-x")
+            # Steps issued together: the client coalesces them into pipelined messages.
+            r = await env.reset(seed=3)
+            moves = [1, 2, 3, 4, 1, 1, 3, 2]
+            results = await asyncio.gather(*(env.step(_action(m)) for m in moves))
+            assert [x.step_count for x in results] == list(range(1, 9))
+            # Forks start from this session's state and are independent of it and of each other.
+            forks = await env.fork(2)
+            try:
+                states = [await f.state() for f in forks]
+                assert [st.step_count for st in states] == [8, 8]
+                a = await forks[0].step(_action(1))
+                b = await forks[1].step(_action(1))
+                assert list(a.observation.grid) == list(b.observation.grid) and a.step_count == 9
+                assert (await env.state()).step_count == 8
+            finally:
+                for f in forks:
+                    await f.close()
+            del r
+        async with grpc.aio.insecure_channel(ts_gridworld.removeprefix("grpc://")) as ch:
+            load = await get_load(ch, WAIT_S)
+            assert load.max_sessions == 1024 and load.steps_total >= 10 and load.sessions_opened_total >= 3
+            assert load.uptime.seconds >= 0 and not load.draining
+
+    asyncio.run(main())
+
+
+def test_python_client_resumes_on_the_typescript_server_after_a_drop(ts_gridworld: str) -> None:
+    """RFC 0006 across languages: the connection to the TypeScript server drops with steps in
+    flight, the Python client reattaches with its resume token and re-sends them, and each is
+    applied exactly once (the journal answers a re-sent one from its record)."""
+    from tcp_proxy import TcpProxy
+
+    port = int(ts_gridworld.rsplit(":", 1)[1])
+
+    async def main() -> None:
+        async with TcpProxy(port) as proxy, openenv.EnvClient(f"grpc://127.0.0.1:{proxy.port}") as env:
+            conn = env.connection
+            assert isinstance(conn, openenv.client.GrpcConnection) and conn.resume_token
+            await env.reset(seed=21)
+            for i in range(1, 4):
+                pending = [asyncio.ensure_future(env.step(_action(1 + k % 4))) for k in range(4)]
+                proxy.drop()
+                done = await asyncio.wait_for(asyncio.gather(*pending), WAIT_S)
+                assert [r.step_count for r in done] == [4 * i - 3, 4 * i - 2, 4 * i - 1, 4 * i]
+            assert conn.resumes >= 1
+            assert (await env.state()).step_count == 12
+
+    asyncio.run(main())
+
+
+def test_typescript_server_answers_pipelined_messages_by_the_rules(ts_gridworld: str) -> None:
+    """RFC 0009 on the TypeScript server, byte for byte: one answer per request in order under
+    its own id, refusals in place, an empty message refused whole, and a close inside ending
+    the rest ("not applied", fatal) and then the stream."""
+    req = environment_pb2.SessionRequest
+
+    async def main() -> None:
+        async with RawSession(ts_gridworld.removeprefix("grpc://")) as s:
+            await s.open()
+            items = [
+                req(request_id=11, reset=environment_pb2.ResetRequest(seed=4)),
+                req(request_id=12, step=environment_pb2.StepRequest(action=_payload(1))),
+                req(request_id=13, handshake=environment_pb2.HandshakeRequest(protocol_version="1.3")),
+                req(request_id=14),
+                req(request_id=15, state=environment_pb2.StateRequest()),
+            ]
+            resp = await s.request(req(request_id=10, pipelined=environment_pb2.PipelinedRequests(requests=items)))
+            answers = resp.pipelined.responses
+            assert [a.request_id for a in answers] == [11, 12, 13, 14, 15]
+            assert [a.WhichOneof("kind") for a in answers] == ["reset", "step", "error", "error", "state"]
+            assert answers[2].error.code == 9 and answers[3].error.code == 3  # FAILED_PRECONDITION, INVALID_ARGUMENT
+            assert answers[4].state.step_count == 1 and not any(a.error.fatal for a in answers)
+            empty = await s.request(req(request_id=20, pipelined=environment_pb2.PipelinedRequests()))
+            assert empty.error.code == 3 and not empty.error.fatal
+            closing = [
+                req(request_id=31, state=environment_pb2.StateRequest()),
+                req(request_id=32, close=environment_pb2.CloseRequest()),
+                req(request_id=33, state=environment_pb2.StateRequest()),
+            ]
+            resp = await s.request(req(request_id=30, pipelined=environment_pb2.PipelinedRequests(requests=closing)))
+            kinds = [a.WhichOneof("kind") for a in resp.pipelined.responses]
+            assert kinds == ["state", "close", "error"] and resp.pipelined.responses[2].error.fatal
+            assert (await s.ended()).code == grpc.StatusCode.OK
+
+    asyncio.run(main())
+
+
+def _payload(move: int) -> payload_pb2.Payload:
+    p = payload_pb2.Payload()
+    p.message.Pack(_action(move))
+    return p
+
+
+def test_python_client_over_mutual_tls_to_the_typescript_server(node: str, ts_gridworld_mtls: str, pki: Any) -> None:
+    """The TypeScript server's TLS (RFC 0003): a Python client trusting the test CA and
+    presenting a client certificate plays; one without a certificate is refused; so is the
+    TypeScript CLI without one, and with one it describes the server."""
+    assert ts_gridworld_mtls.startswith("grpcs://")
+    info = [node, "dist/src/cli.js", "info", ts_gridworld_mtls, "--ca-file", str(pki.ca)]
+    r = _run([*info, "--client-cert", str(pki.client_cert), "--client-key", str(pki.client_key)], 60)
+    assert r.returncode == 0 and "gridworld_ts 0.1.0 (protocol 1.3)" in r.stdout, r.stderr
+
+    async def main() -> None:
+        mtls = (str(pki.client_cert), str(pki.client_key))
+        async with openenv.EnvClient(ts_gridworld_mtls, ca_file=str(pki.ca), client_cert=mtls) as env:
+            r = await env.reset(seed=2)
+            assert (await env.step(_action(_shortest_path(r.observation)[0]))).step_count == 1
+        with pytest.raises(openenv.EnvError):
+            async with openenv.EnvClient(ts_gridworld_mtls, ca_file=str(pki.ca), connect_timeout=2):
+                pass
+
+    asyncio.run(main())
 
 
 # --------------------------------------------------------------------------- certification
@@ -508,19 +718,28 @@ def test_certify_keeps_capacity_scale_streams_off_the_shared_connection(ts_echo:
     assert all(not c.goaways for c in seen), f"the server sent GOAWAY (error codes per connection): {seen}"
 
 
+#: The seed and search depth of the Python reference environments' certification
+#: (conformance/tests/test_reference_envs.py): the TypeScript servers are certified alike.
+CERTIFY_ARGS = ["--seed", "20261129", "--max-examples", "25"]
+
+#: The checks of protocol 1.2 and 1.3 features a 1.3 server must pass, not skip (RFC 0005,
+#: 0006, 0009); the snapshot ones only where the environment offers snapshots.
+CHECKS_13 = ["protocol.load", "protocol.pipelined_messages", "sessions.resume_exactly_once"]
+CHECKS_SNAPSHOTS = ["sessions.restore_reproduces", "sessions.forks_independent", "sessions.foreign_snapshot_refused"]
+
+
 @pytest.mark.parametrize("env_fixture", ["ts_gridworld", "ts_echo"])
 def test_openenv_certify_passes_on_typescript_environments(
     env_fixture: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
     """`openenv certify` (conformance/), unchanged, against environments served from Node:
-    the gridworld (typed messages) and the echo (tools)."""
+    the gridworld (typed messages, snapshots) and the echo (tools), at every level, with the
+    Python reference environments' seed and depth; the 1.3 features' checks pass, not skip."""
     _require_certify()
     url = request.getfixturevalue(env_fixture)
     report = tmp_path / "report.json"
     r = subprocess.run(
-        # 30 examples per search (the suite's default is 100): the TypeScript binding's runtime
-        # under every check, at a depth a CI run can afford three times.
-        [str(BIN / "openenv"), "certify", url, "--max-examples", "30", "--report", str(report)],
+        [str(BIN / "openenv"), "certify", url, *CERTIFY_ARGS, "--report", str(report)],
         capture_output=True,
         text=True,
         timeout=900,
@@ -531,6 +750,10 @@ def test_openenv_certify_passes_on_typescript_environments(
     results = {c["id"]: c["status"] for c in json.loads(report.read_text())["results"]}
     assert results["protocol.handshake_deadline"] == "pass", results
     assert results["protocol.unauthenticated"] == "skip", "no token: nothing to refuse"
+    expected = CHECKS_13 + (CHECKS_SNAPSHOTS if env_fixture == "ts_gridworld" else [])
+    assert {c: results[c] for c in expected} == dict.fromkeys(expected, "pass"), results
+    bad = {c: st for c, st in results.items() if st in ("fail", "error")}
+    assert not bad, bad
 
 
 def test_openenv_certify_passes_on_the_typescript_gridworld_with_a_token(
@@ -549,8 +772,7 @@ def test_openenv_certify_passes_on_the_typescript_gridworld_with_a_token(
             ts_gridworld_with_token,
             "--token",
             TS_TOKEN,
-            "--max-examples",
-            "30",
+            *CERTIFY_ARGS,
             "--report",
             str(report),
         ],

@@ -5,7 +5,11 @@
  *   openenv-ts serve gridworld --port 0 --ready-file /tmp/addr     (or: serve echo [--tools-only])
  *   openenv-ts serve ./my-env.js --export myEnv      (an ES module exporting a definition)
  *   openenv-ts serve gridworld --host 0.0.0.0 --token-file tokens.txt   (RFC 0003, docs/security.md)
- *   openenv-ts info grpc://127.0.0.1:50051 [--json] [--token T]
+ *   openenv-ts serve gridworld --tls-cert server.pem --tls-key server.key [--tls-client-ca ca.pem]
+ *       (TLS, mutual TLS with a client CA; also $OPENENV_TLS_CERT, $OPENENV_TLS_KEY, $OPENENV_TLS_CLIENT_CA)
+ *   openenv-ts serve gridworld --resume-grace 60 --max-pipelined-requests 256   (RFC 0006, RFC 0009)
+ *   openenv-ts info grpc://127.0.0.1:50051 [--json] [--token T]   (also grpcs:// with --ca-file F
+ *       [--client-cert F --client-key F], and ws://HOST:PORT/v1/session)
  *   openenv-ts play grpc://127.0.0.1:50051 --episodes 3 --seed 7 --max-steps 50 [--token T]
  *
  * `serve` accepts the bearer tokens of `--token` (repeatable), `--token-file` (one per
@@ -21,7 +25,7 @@ import { resolve } from "node:path";
 import { pathToFileURL } from "node:url";
 import { parseArgs } from "node:util";
 import { toJson } from "@bufbuild/protobuf";
-import { EnvClient } from "./client.js";
+import { EnvClient, type ClientOptions } from "./client.js";
 import type { EnvironmentDefinition } from "./environment.js";
 import { echo } from "./envs/echo.js";
 import { gridworld, SplitMix64 } from "./envs/gridworld.js";
@@ -65,6 +69,11 @@ async function serveCommand(args: string[]): Promise<void> {
       "token-file": { type: "string" },
       "allow-anonymous": { type: "boolean", default: ["1", "true", "yes"].includes(process.env.OPENENV_ALLOW_ANONYMOUS ?? "") },
       "handshake-timeout": { type: "string", default: "10" },
+      "resume-grace": { type: "string", default: "60" },
+      "max-pipelined-requests": { type: "string", default: "256" },
+      "tls-cert": { type: "string", default: process.env.OPENENV_TLS_CERT },
+      "tls-key": { type: "string", default: process.env.OPENENV_TLS_KEY },
+      "tls-client-ca": { type: "string", default: process.env.OPENENV_TLS_CLIENT_CA },
     },
   });
   const target = positionals[0];
@@ -76,6 +85,19 @@ async function serveCommand(args: string[]): Promise<void> {
   if (!(handshakeTimeout >= 0 && Number.isFinite(handshakeTimeout))) {
     throw new Error(`--handshake-timeout takes seconds >= 0 (0 disables), got ${values["handshake-timeout"]}`);
   }
+  const resumeGrace = Number(values["resume-grace"]);
+  if (!(resumeGrace >= 0 && Number.isFinite(resumeGrace))) {
+    throw new Error(`--resume-grace takes seconds >= 0 (0 disables), got ${values["resume-grace"]}`);
+  }
+  const maxPipelined = Number(values["max-pipelined-requests"]);
+  if (!(Number.isInteger(maxPipelined) && maxPipelined >= 0)) {
+    throw new Error(`--max-pipelined-requests takes an integer >= 0 (0 disables), got ${values["max-pipelined-requests"]}`);
+  }
+  const [certFile, keyFile, clientCaFile] = [values["tls-cert"], values["tls-key"], values["tls-client-ca"]];
+  if ((certFile === undefined) !== (keyFile === undefined) || (clientCaFile !== undefined && certFile === undefined)) {
+    throw new Error("TLS needs --tls-cert and --tls-key together (and --tls-client-ca only with them)");
+  }
+  const tls = certFile === undefined ? undefined : { certFile, keyFile, clientCaFile };
   const def = await load(target, values.export!);
   const readyFile = values["ready-file"];
   await serve(def, {
@@ -89,8 +111,12 @@ async function serveCommand(args: string[]): Promise<void> {
     tokens,
     allowAnonymous: values["allow-anonymous"],
     handshakeTimeoutMs: handshakeTimeout * 1000,
+    resumeGraceMs: resumeGrace * 1000,
+    maxPipelinedRequests: maxPipelined,
+    tls,
     ready: (server) => {
-      const auth = tokens.size > 0 ? ` (bearer token required, ${tokens.size} accepted)` : "";
+      const auth = (tokens.size > 0 ? ` (bearer token required, ${tokens.size} accepted)` : "") +
+        (tls?.clientCaFile !== undefined ? " (mutual TLS)" : "");
       process.stderr.write(`serving ${def.name} on ${server.address}${auth}\n`);
       if (readyFile !== undefined) {
         writeFileSync(readyFile + ".tmp", server.address);
@@ -100,11 +126,24 @@ async function serveCommand(args: string[]): Promise<void> {
   });
 }
 
+/** The client's TLS flags (grpcs://, wss://): the CA to trust, a client certificate for mutual TLS. */
+const TLS_FLAGS = {
+  "ca-file": { type: "string" },
+  "client-cert": { type: "string" },
+  "client-key": { type: "string" },
+} as const;
+
+function tlsOptions(values: { "ca-file"?: string; "client-cert"?: string; "client-key"?: string }): ClientOptions {
+  return { caFile: values["ca-file"], clientCertFile: values["client-cert"], clientKeyFile: values["client-key"] };
+}
+
 async function infoCommand(args: string[]): Promise<void> {
   const { values, positionals } = parseArgs({
-    args, allowPositionals: true, options: { json: { type: "boolean" }, token: { type: "string" } },
+    args, allowPositionals: true, options: { json: { type: "boolean" }, token: { type: "string" }, ...TLS_FLAGS },
   });
-  const env = await EnvClient.connect(positionals[0] ?? "", { clientName: "openenv-ts info", token: values.token });
+  const env = await EnvClient.connect(positionals[0] ?? "", {
+    clientName: "openenv-ts info", token: values.token, ...tlsOptions(values),
+  });
   try {
     // The advertised descriptors resolve the `google.protobuf.Any` examples of typed environments.
     const info = toJson(EnvironmentInfoSchema, env.info, { useProtoFieldName: true, registry: env.registry }) as Record<
@@ -130,9 +169,12 @@ async function playCommand(args: string[]): Promise<void> {
       seed: { type: "string", default: "0" },
       "max-steps": { type: "string", default: "50" },
       token: { type: "string" },
+      ...TLS_FLAGS,
     },
   });
-  const env = await EnvClient.connect(positionals[0] ?? "", { clientName: "openenv-ts play", token: values.token });
+  const env = await EnvClient.connect(positionals[0] ?? "", {
+    clientName: "openenv-ts play", token: values.token, ...tlsOptions(values),
+  });
   try {
     const examples = env.info.action?.examples ?? [];
     if (examples.length === 0) {

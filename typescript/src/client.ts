@@ -8,12 +8,17 @@
  * await env.close();
  * ```
  *
- * What you may rely on:
+ * URLs: `grpc://host:port` (or `host:port`), `grpcs://host:port` (TLS: `ca`/`caFile` to
+ * trust, `clientCert`/`clientKey` for mutual TLS), and `ws://host:port/v1/session` /
+ * `wss://...` for the binary WebSocket transport (RFC 0011, ws.ts).
+ *
+ * What you may rely on (core.ts has the transport-free details):
  *
  * - Every request carries an id and its answer is matched by id, so a call that times
  *   out on the client (`timeoutMs`) never shifts the answers of later calls.
  * - Calls may be issued without awaiting the previous one (pipelining): they are sent in
- *   call order and answered in that order.
+ *   call order and answered in that order; requests issued while a message awaits its
+ *   answer go out together as one pipelined message (RFC 0009).
  * - Errors reject with the class of the protocol's error table ({@link EnvError}
  *   subclasses, `code` = google.rpc.Code); `fatal` ones mean the session is over.
  * - Typed observations (`Payload.message`) are decoded with the descriptors the server
@@ -21,99 +26,65 @@
  * - A `token` (default `$OPENENV_TOKEN`) travels as `authorization: Bearer <token>`
  *   metadata on every call (RFC 0003); a server that refuses it ends the session with
  *   {@link Unauthenticated}.
+ * - `resumable: true` (RFC 0006) survives dropped connections; `fork()` opens sessions
+ *   claimed with `connect(url, { resumeToken })`; `getLoad()` reads the server's load (RFC 0005).
  */
 
-import { create, toBinary, type JsonObject, type JsonValue, type MessageInitShape, type Registry } from "@bufbuild/protobuf";
-import { DurationSchema, type Duration } from "@bufbuild/protobuf/wkt";
+import { readFileSync } from "node:fs";
+import { create, fromJson, type JsonValue } from "@bufbuild/protobuf";
 import * as grpc from "@grpc/grpc-js";
 import { TOKEN_ENV } from "./auth.js";
+import type { AnyValue } from "./codec.js";
 import {
-  decodePayload,
-  encodeValue,
+  SessionClient,
   fromValue,
-  registryOf,
-  type AnyValue,
-} from "./codec.js";
-import {
-  DeadlineExceeded,
-  EnvError,
-  FailedPrecondition,
-  ResourceExhausted,
-  Unavailable,
-  errorFromStatus,
-} from "./errors.js";
-import {
+  type Connector,
+  type SessionOptions,
+} from "./core.js";
+import { EnvError, Unavailable } from "./errors.js";
+import { GetLoadRequestSchema, ServerLoadSchema, type ServerLoad } from "./gen/openenv/v1/load_pb.js";
+import { clientOptions, environmentServiceDefinition, parseUrl } from "./grpc.js";
+import { httpSideCall, isWebSocketUrl, webSocketConnector, type WebSocketOptions } from "./ws.js";
+
+export {
   AutoresetMode,
   EpisodeStatus,
-  SessionRequestSchema,
-  type EnvironmentInfo,
-  type SessionResponse,
-  type Snapshot,
-  type TimeStep,
-} from "./gen/openenv/v1/environment_pb.js";
-import type { RubricScore } from "./gen/openenv/v1/rubric_pb.js";
-import type { ContentBlock, Tool } from "./gen/openenv/v1/tool_pb.js";
-import { PROTOCOL_VERSION, clientOptions, environmentServiceDefinition, parseUrl } from "./grpc.js";
+  SessionClient,
+  type CallOptions,
+  type Forks,
+  type SessionOptions,
+  type SessionState,
+  type StepResult,
+  type TaskPage,
+  type ToolResultValue,
+  type Transport,
+  type TransportSink,
+  type Connector,
+} from "./core.js";
 
-export { AutoresetMode, EpisodeStatus };
-
-/** One time step, as `reset` and `step` return it. */
-export interface StepResult<O = AnyValue> {
-  /** The observation, decoded (a protobuf message, JSON value or tensor). */
-  observation: O | undefined;
-  /** The reward; undefined means "no reward for this step", which is not 0. */
-  reward: number | undefined;
-  terminated: boolean;
-  truncated: boolean;
-  /** `terminated || truncated`. */
-  done: boolean;
-  /** Environment-specific metadata (never dropped). */
-  metadata: JsonObject;
-  /** The rubric's score tree, when the environment has a rubric. */
-  rewardBreakdown: RubricScore | undefined;
-  episodeId: string;
-  stepCount: number;
-}
-
-/** What `state` returns. */
-export interface SessionState<S = AnyValue> {
-  episodeId: string;
-  stepCount: number;
-  status: EpisodeStatus;
-  /** The environment-specific state, decoded; undefined when it has none. */
-  state: S | undefined;
-}
-
-/** A tool's result, with its JSON parts decoded. */
-export interface ToolResultValue {
-  content: ContentBlock[];
-  structuredContent: JsonObject | undefined;
-  isError: boolean;
-}
+/** A PEM value: its contents, or (`*File` options) a path. */
+type Pem = string | Uint8Array;
 
 /** Options of {@link EnvClient.connect}. */
-export interface ClientOptions {
-  /** Sent in the handshake, for the server's logs. */
-  clientName?: string;
-  /** Passed to the environment factory (handshake options). */
-  options?: JsonObject;
-  /** Default client-side timeout of every request, in ms (none by default). */
-  timeoutMs?: number;
-  /** How long to wait for the channel and the handshake, in ms (default 30 s). */
-  connectTimeoutMs?: number;
-  /** Largest message sent or received (default 64 MiB; the server's limit also applies). */
-  maxMessageBytes?: number;
+export interface ClientOptions extends SessionOptions {
   /** Keepalive ping interval, in ms (default 30 s, protocol §9). */
   keepaliveMs?: number;
-  /** Instances of a vectorised session (protocol §3.9); 0 or 1 is a plain session. */
-  numEnvs?: number;
-  /** Autoreset mode of a vectorised session. */
-  autoresetMode?: AutoresetMode;
   /**
    * Bearer token for a server that requires one (RFC 0003), sent as `authorization:
    * Bearer <token>` metadata on every call; default `$OPENENV_TOKEN`. An empty string sends none.
    */
   token?: string;
+  /** TLS (`grpcs://`, `wss://`): the CA certificates to trust (PEM; default: the system's). */
+  ca?: Pem;
+  /** The same, from a file. */
+  caFile?: string;
+  /** Mutual TLS: this client's certificate chain (PEM) ... */
+  clientCert?: Pem;
+  /** ... and its private key (PEM). */
+  clientKey?: Pem;
+  /** The same two, from files. */
+  clientCertFile?: string;
+  clientKeyFile?: string;
 }
 
 /** The call metadata carrying `token` (RFC 0003); empty without one. */
@@ -125,45 +96,59 @@ export function tokenMetadata(token: string | undefined): grpc.Metadata {
   return md;
 }
 
-/** Per-call options. */
-export interface CallOptions {
-  /** Client-side timeout of this call, in ms. */
-  timeoutMs?: number;
+function pem(value: Pem | undefined, file: string | undefined): Buffer | undefined {
+  if (value !== undefined) {
+    return Buffer.from(value);
+  }
+  return file === undefined ? undefined : readFileSync(file);
 }
 
-type RequestKind = MessageInitShape<typeof SessionRequestSchema>["kind"];
-
-function duration(ms: number): Duration {
-  const whole = Math.floor(ms / 1000);
-  return create(DurationSchema, { seconds: BigInt(whole), nanos: Math.round((ms - whole * 1000) * 1e6) });
+/** The TLS material of `opts` (undefined parts are the defaults). */
+export function tlsMaterial(opts: ClientOptions): { ca?: Buffer; cert?: Buffer; key?: Buffer } {
+  return {
+    ca: pem(opts.ca, opts.caFile),
+    cert: pem(opts.clientCert, opts.clientCertFile),
+    key: pem(opts.clientKey, opts.clientKeyFile),
+  };
 }
 
-const DEFAULT_MAX_MESSAGE = 64 * 1024 * 1024;
+function channelCredentials(url: string, opts: ClientOptions): grpc.ChannelCredentials {
+  if (!url.startsWith("grpcs://")) {
+    return grpc.credentials.createInsecure();
+  }
+  const { ca, cert, key } = tlsMaterial(opts);
+  if ((cert === undefined) !== (key === undefined)) {
+    throw new Error("mutual TLS needs both clientCert and clientKey");
+  }
+  return grpc.credentials.createSsl(ca ?? null, key ?? null, cert ?? null);
+}
 
 /** An async session with one environment server (one environment instance, or N). */
-export class EnvClient<A = unknown, O = AnyValue, S = AnyValue> {
-  /** The environment's description, from the handshake. */
-  info!: EnvironmentInfo;
-  /** Server-assigned session id. */
-  sessionId = "";
-  /** Registry of the advertised message types (decodes typed payloads). */
-  registry!: Registry;
+export class EnvClient<A = unknown, O = AnyValue, S = AnyValue> extends SessionClient<A, O, S> {
+  private readonly client: grpc.Client | undefined;
+  private readonly token: string | undefined;
 
-  private readonly client: grpc.Client;
-  private call: grpc.ClientDuplexStream<Uint8Array, SessionResponse> | undefined;
-  private readonly pending = new Map<bigint, { resolve: (r: SessionResponse) => void; reject: (e: EnvError) => void }>();
-  private nextId = 0n;
-  private broken: EnvError | undefined;
-  private serverLimit = 0;
-
-  private constructor(readonly url: string, private readonly opts: ClientOptions) {
-    const max = opts.maxMessageBytes ?? DEFAULT_MAX_MESSAGE;
-    const Ctor = grpc.makeGenericClientConstructor(environmentServiceDefinition, "EnvironmentService");
-    this.client = new Ctor(parseUrl(url), grpc.credentials.createInsecure(),
-      clientOptions(max, opts.keepaliveMs ?? 30_000));
+  private constructor(url: string, private readonly clientOpts: ClientOptions) {
+    const token = clientOpts.token ?? process.env[TOKEN_ENV];
+    let client: grpc.Client | undefined;
+    let connector: Connector;
+    if (isWebSocketUrl(url)) {
+      const { ca, cert, key } = tlsMaterial(clientOpts);
+      const wsOpts: WebSocketOptions = { token, ca, cert, key, maxMessageBytes: clientOpts.maxMessageBytes };
+      connector = webSocketConnector(url, wsOpts);
+    } else {
+      const max = clientOpts.maxMessageBytes ?? 64 * 1024 * 1024;
+      const Ctor = grpc.makeGenericClientConstructor(environmentServiceDefinition, "EnvironmentService");
+      client = new Ctor(parseUrl(url), channelCredentials(url, clientOpts), clientOptions(max, clientOpts.keepaliveMs ?? 30_000));
+      const c = client;
+      connector = (sink) => grpcConnector(c, url, token, clientOpts.connectTimeoutMs ?? 30_000)(sink);
+    }
+    super(url, clientOpts, connector);
+    this.client = client;
+    this.token = token;
   }
 
-  /** Open the channel and the session (handshake). */
+  /** Open the connection and the session (handshake). */
   static async connect<A = unknown, O = AnyValue, S = AnyValue>(
     url: string, opts: ClientOptions = {}): Promise<EnvClient<A, O, S>> {
     const c = new EnvClient<A, O, S>(url, opts);
@@ -176,275 +161,80 @@ export class EnvClient<A = unknown, O = AnyValue, S = AnyValue> {
     return c;
   }
 
-  private async open(): Promise<void> {
-    const connectMs = this.opts.connectTimeoutMs ?? 30_000;
+  /** The server's live load (RFC 0005): `GetLoad` over gRPC, `GET /load` beside a WebSocket URL. */
+  override async getLoad(): Promise<ServerLoad> {
+    if (this.client === undefined) {
+      const { ca, cert, key } = tlsMaterial(this.clientOpts);
+      return serverLoadOf(await httpSideCall(this.url, "/load", { token: this.token, ca, cert, key }));
+    }
+    const client = this.client;
+    const method = environmentServiceDefinition.GetLoad;
+    return await new Promise<ServerLoad>((resolve, reject) => {
+      client.makeUnaryRequest(method.path, method.requestSerialize, method.responseDeserialize,
+        create(GetLoadRequestSchema), tokenMetadata(this.token),
+        { deadline: Date.now() + (this.clientOpts.connectTimeoutMs ?? 30_000) },
+        (err: grpc.ServiceError | null, value?: unknown) => {
+          if (err) {
+            reject(EnvError.fromCode(err.code, err.details || grpc.status[err.code] || "GetLoad failed"));
+          } else {
+            resolve((value as { load?: ServerLoad }).load!);
+          }
+        });
+    });
+  }
+
+  protected override shutdown(): void {
+    super.shutdown();
+    this.client?.close();
+  }
+}
+
+/** The ServerLoad of `GET /load` (proto3 JSON, docs/protocol.md §1.1). */
+export function serverLoadOf(body: unknown): ServerLoad {
+  const obj = body as Record<string, unknown>;
+  const load = (obj !== null && typeof obj === "object" && "load" in obj ? obj.load : obj) as JsonValue;
+  return fromJson(ServerLoadSchema, load, { ignoreUnknownFields: true });
+}
+
+/** A connector opening `Session` streams on a grpc-js channel. */
+function grpcConnector(client: grpc.Client, url: string, token: string | undefined, connectMs: number): Connector {
+  return async (sink) => {
     await new Promise<void>((resolve, reject) => {
-      this.client.waitForReady(Date.now() + connectMs, (err) => {
+      client.waitForReady(Date.now() + connectMs, (err) => {
         if (err) {
-          reject(new Unavailable(`cannot connect to ${this.url} within ${connectMs / 1000} s`, { fatal: true }));
+          reject(new Unavailable(`cannot connect to ${url} within ${connectMs / 1000} s`, { fatal: true }));
         } else {
           resolve();
         }
       });
     });
-    const call = this.client.makeBidiStreamRequest<Uint8Array, SessionResponse>(
+    const call = client.makeBidiStreamRequest<Uint8Array, Buffer>(
       environmentServiceDefinition.Session.path,
-      environmentServiceDefinition.Session.requestSerialize as (m: Uint8Array) => Buffer,
-      environmentServiceDefinition.Session.responseDeserialize as (b: Buffer) => SessionResponse,
-      tokenMetadata(this.opts.token ?? process.env[TOKEN_ENV]));
-    this.call = call;
-    call.on("data", (resp: SessionResponse) => {
-      const waiter = this.pending.get(resp.requestId);
-      if (waiter !== undefined) {
-        this.pending.delete(resp.requestId);
-        waiter.resolve(resp);
-      }
-    });
+      (m: Uint8Array) => Buffer.from(m.buffer, m.byteOffset, m.byteLength),
+      (b: Buffer) => b,
+      tokenMetadata(token));
+    let done = false;
+    call.on("data", (b: Buffer) => sink.message(b));
     call.on("error", (err: grpc.ServiceError) => {
-      this.fail(EnvError.fromCode(err.code, err.details || grpc.status[err.code] || "stream failed", { fatal: true }));
+      if (!done) {
+        done = true;
+        sink.closed(EnvError.fromCode(err.code, err.details || grpc.status[err.code] || "stream failed", { fatal: true }));
+      }
     });
     call.on("status", (st: grpc.StatusObject) => {
-      if (st.code === grpc.status.OK) {
-        this.fail(new FailedPrecondition("the session has ended", { fatal: true }));
+      if (st.code === grpc.status.OK && !done) {
+        done = true;
+        sink.closed(undefined);
       }
     });
-    const resp = await this.request({
-      case: "handshake",
-      value: {
-        protocolVersion: PROTOCOL_VERSION,
-        clientName: this.opts.clientName ?? "openenv-typescript",
-        options: this.opts.options,
-        numEnvs: this.opts.numEnvs ?? 0,
-        autoresetMode: this.opts.autoresetMode ?? AutoresetMode.UNSPECIFIED,
-      },
-    }, { timeoutMs: connectMs });
-    if (resp.kind.case !== "handshake") {
-      throw new FailedPrecondition(`expected a handshake answer, got ${resp.kind.case}`);
-    }
-    this.sessionId = resp.kind.value.sessionId;
-    this.info = resp.kind.value.info!;
-    this.serverLimit = Number(this.info.capabilities?.maxMessageBytes ?? 0n);
-    this.registry = registryOf(this.info.descriptors);
-  }
-
-  private fail(err: EnvError): void {
-    if (this.broken === undefined) {
-      this.broken = err;
-    }
-    for (const w of this.pending.values()) {
-      w.reject(this.broken);
-    }
-    this.pending.clear();
-  }
-
-  private shutdown(): void {
-    this.call?.cancel();
-    this.fail(new FailedPrecondition("the client is closed", { fatal: true }));
-    this.client.close();
-  }
-
-  /**
-   * Send one request and wait for its answer (the raw SessionResponse); error answers
-   * reject with their {@link EnvError}. Requests issued back to back are pipelined.
-   */
-  request(kind: RequestKind, opts: CallOptions = {}): Promise<SessionResponse> {
-    if (this.broken !== undefined) {
-      return Promise.reject(this.broken);
-    }
-    if (this.call === undefined) {
-      return Promise.reject(new FailedPrecondition("not connected: use EnvClient.connect()"));
-    }
-    this.nextId += 1n;
-    const id = this.nextId;
-    const bytes = toBinary(SessionRequestSchema, create(SessionRequestSchema, { requestId: id, kind }));
-    const max = this.opts.maxMessageBytes ?? DEFAULT_MAX_MESSAGE;
-    const limit = this.serverLimit > 0 ? Math.min(max, this.serverLimit) : max;
-    if (bytes.length > limit) {
-      return Promise.reject(new ResourceExhausted(`request of ${bytes.length} bytes exceeds the ${limit}-byte message limit`));
-    }
-    const timeoutMs = opts.timeoutMs ?? this.opts.timeoutMs;
-    return new Promise<SessionResponse>((resolve, reject) => {
-      let timer: NodeJS.Timeout | undefined;
-      this.pending.set(id, {
-        resolve: (r) => {
-          clearTimeout(timer);
-          if (r.kind.case === "error") {
-            reject(errorFromStatus(r.kind.value));
-          } else {
-            resolve(r);
-          }
-        },
-        reject: (e) => {
-          clearTimeout(timer);
-          reject(e);
-        },
-      });
-      if (timeoutMs !== undefined) {
-        timer = setTimeout(() => {
-          this.pending.delete(id); // its late answer is matched by id and discarded
-          reject(new DeadlineExceeded(`no answer within ${timeoutMs / 1000} s (client-side timeout)`));
-        }, timeoutMs);
-      }
-      this.call!.write(bytes);
-    });
-  }
-
-  /** Decode a TimeStep. */
-  parseTimeStep(ts: TimeStep | undefined): StepResult<O> {
     return {
-      observation: decodePayload(ts?.observation, this.registry) as O | undefined,
-      reward: ts?.reward,
-      terminated: ts?.terminated ?? false,
-      truncated: ts?.truncated ?? false,
-      done: (ts?.terminated ?? false) || (ts?.truncated ?? false),
-      metadata: ts?.metadata ?? {},
-      rewardBreakdown: ts?.rewardBreakdown,
-      episodeId: ts?.episodeId ?? "",
-      stepCount: Number(ts?.stepCount ?? 0n),
+      send: (data) => {
+        call.write(data);
+      },
+      end: () => call.end(),
+      cancel: () => call.cancel(),
     };
-  }
-
-  /** Start a new episode and return its first time step. */
-  async reset(args: { seed?: number | bigint; episodeId?: string; options?: JsonObject } & CallOptions = {}):
-    Promise<StepResult<O>> {
-    const resp = await this.request({
-      case: "reset",
-      value: {
-        seed: args.seed === undefined ? undefined : BigInt(args.seed),
-        episodeId: args.episodeId ?? "",
-        options: args.options,
-      },
-    }, args);
-    return this.parseTimeStep(resp.kind.case === "reset" ? resp.kind.value.timeStep : undefined);
-  }
-
-  /**
-   * Apply an action: a protobuf message (packed in `Any`), a `Payload`, or a JSON value.
-   * `stepTimeoutMs` asks the server to stop waiting for the environment
-   * (DEADLINE_EXCEEDED, episode aborted); `timeoutMs` bounds the wait here.
-   */
-  async step(action: A, opts: CallOptions & { stepTimeoutMs?: number } = {}): Promise<StepResult<O>> {
-    const resp = await this.request({
-      case: "step",
-      value: {
-        action: encodeValue(action, this.registry),
-        timeout: opts.stepTimeoutMs === undefined ? undefined : duration(opts.stepTimeoutMs),
-      },
-    }, opts);
-    return this.parseTimeStep(resp.kind.case === "step" ? resp.kind.value.timeStep : undefined);
-  }
-
-  /** Episode id, step count, episode status and the environment-specific state. */
-  async state(opts: CallOptions & { envId?: number } = {}): Promise<SessionState<S>> {
-    const resp = await this.request({ case: "state", value: { envId: opts.envId ?? 0 } }, opts);
-    if (resp.kind.case !== "state") {
-      throw new FailedPrecondition(`expected a state answer, got ${resp.kind.case}`);
-    }
-    const st = resp.kind.value;
-    return {
-      episodeId: st.episodeId,
-      stepCount: Number(st.stepCount),
-      status: st.status,
-      state: decodePayload(st.state, this.registry) as S | undefined,
-    };
-  }
-
-  /** The session's state now, as an opaque, sealed `openenv.v1.Snapshot` (RFC 0006). */
-  async snapshot(opts: CallOptions = {}): Promise<Snapshot> {
-    const resp = await this.request({ case: "snapshot", value: {} }, opts);
-    if (resp.kind.case !== "snapshot" || resp.kind.value.snapshot === undefined) {
-      throw new FailedPrecondition(`expected a snapshot answer, got ${resp.kind.case}`);
-    }
-    return resp.kind.value.snapshot;
-  }
-
-  /** Make this session's state the snapshot's; returns the restored episode id, step count and status. */
-  async restore(snapshot: Snapshot, opts: CallOptions = {}): Promise<Omit<SessionState<S>, "state">> {
-    const resp = await this.request({ case: "restore", value: { snapshot } }, opts);
-    if (resp.kind.case !== "restore") {
-      throw new FailedPrecondition(`expected a restore answer, got ${resp.kind.case}`);
-    }
-    const r = resp.kind.value;
-    return { episodeId: r.episodeId, stepCount: Number(r.stepCount), status: r.status };
-  }
-
-  /** The environment's tools. */
-  async listTools(opts: CallOptions = {}): Promise<Tool[]> {
-    const resp = await this.request({ case: "listTools", value: {} }, opts);
-    return resp.kind.case === "listTools" ? resp.kind.value.tools : [];
-  }
-
-  /** Call a tool outside the step loop (no step counted, no reward). */
-  async callTool(name: string, args: JsonObject = {}, opts: CallOptions & { toolTimeoutMs?: number } = {}):
-    Promise<ToolResultValue> {
-    const resp = await this.request({
-      case: "callTool",
-      value: {
-        name,
-        arguments: args,
-        timeout: opts.toolTimeoutMs === undefined ? undefined : duration(opts.toolTimeoutMs),
-      },
-    }, opts);
-    const r = resp.kind.case === "callTool" ? resp.kind.value.result : undefined;
-    return {
-      content: r?.content ?? [],
-      structuredContent: r?.structuredContent,
-      isError: r?.isError ?? false,
-    };
-  }
-
-  /** Reset instances of a vectorised session (all when `envIds` is empty). */
-  async resetBatch(args: { envIds?: number[]; seeds?: (number | bigint)[]; options?: JsonObject } & CallOptions = {}):
-    Promise<{ envIds: number[]; timeSteps: StepResult<O>[] }> {
-    const resp = await this.request({
-      case: "batchReset",
-      value: {
-        envIds: args.envIds ?? [],
-        seeds: (args.seeds ?? []).map((s) => BigInt(s)),
-        options: args.options,
-      },
-    }, args);
-    const r = resp.kind.case === "batchReset" ? resp.kind.value : undefined;
-    return { envIds: r?.envIds ?? [], timeSteps: (r?.timeSteps ?? []).map((t) => this.parseTimeStep(t)) };
-  }
-
-  /** Step instances of a vectorised session with one action each (all when `envIds` is empty). */
-  async stepBatch(actions: A[], opts: CallOptions & { envIds?: number[]; stepTimeoutMs?: number } = {}):
-    Promise<{ envIds: number[]; timeSteps: StepResult<O>[]; finalTimeSteps: Map<number, StepResult<O>> }> {
-    const resp = await this.request({
-      case: "batchStep",
-      value: {
-        envIds: opts.envIds ?? [],
-        actions: actions.map((a) => encodeValue(a, this.registry)),
-        timeout: opts.stepTimeoutMs === undefined ? undefined : duration(opts.stepTimeoutMs),
-      },
-    }, opts);
-    const r = resp.kind.case === "batchStep" ? resp.kind.value : undefined;
-    const finals = new Map<number, StepResult<O>>();
-    for (const [k, v] of Object.entries(r?.finalTimeSteps ?? {})) {
-      finals.set(Number(k), this.parseTimeStep(v));
-    }
-    return { envIds: r?.envIds ?? [], timeSteps: (r?.timeSteps ?? []).map((t) => this.parseTimeStep(t)), finalTimeSteps: finals };
-  }
-
-  /** Close the session (the server closes the environment) and the channel. */
-  async close(): Promise<void> {
-    if (this.call !== undefined && this.broken === undefined) {
-      try {
-        await this.request({ case: "close", value: {} }, { timeoutMs: 10_000 });
-      } catch (e) {
-        if (!(e instanceof EnvError)) {
-          throw e;
-        }
-      }
-    }
-    this.shutdown();
-  }
-
-  /** The error that ended the session, if it has ended. */
-  get ended(): EnvError | undefined {
-    return this.broken;
-  }
+  };
 }
 
 export { fromValue, type JsonValue };

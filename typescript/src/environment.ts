@@ -139,8 +139,22 @@ export interface EnvironmentDefinition<A, O, S = undefined, E extends Environmen
   rubric?: RubricSpec;
   /**
    * Instances implement `snapshot` and `restore`: the server offers snapshot and restore
-   * (RFC 0006, Capabilities.snapshots; default false). This helper does not offer fork or
-   * resumable sessions (Capabilities.max_forks 0, resume_grace unset).
+   * (RFC 0006, Capabilities.snapshots; default false), and with them fork
+   * (`Capabilities.max_forks`). Resumable sessions need no snapshots.
    */
   snapshots?: boolean;
+  /**
+   * The environment's task splits (RFC 0004): split name -> description, in order; the
+   * first is the default split. With it, `listTasks` is required and `Capabilities.tasks`
+   * is set. A reset naming a task reaches `reset` as `options.task_id`.
+   */
+  taskSplits?: Record<string, string>;
+  /** The tasks of one split, in a stable order (ids unique across splits); read once per server. */
+  listTasks?(split: string): MaybePromise<(string | TaskDeclaration)[]>;
+}
+
+/** One declared task (RFC 0004): its id and facts a policy may see (never the answer). */
+export interface TaskDeclaration {
+  id: string;
+  metadata?: JsonObject;
 }

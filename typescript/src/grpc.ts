@@ -11,8 +11,8 @@ import { FileDescriptorProtoSchema } from "@bufbuild/protobuf/wkt";
 import { EnvironmentService } from "./gen/openenv/v1/environment_pb.js";
 import { plainFileProto, withDependencies } from "./codec.js";
 
-/** The protocol version this binding speaks. */
-export const PROTOCOL_VERSION = "1.1";
+/** The protocol version this binding speaks (docs/protocol.md §10). */
+export const PROTOCOL_VERSION = "1.3";
 /** Default of `Capabilities.max_message_bytes`: 4 MiB, as the Python server (docs/security.md, "What one message may cost"). */
 export const DEFAULT_MAX_MESSAGE_BYTES = 4 * 1024 * 1024;
 /** Default session idle timeout: 300 s. */
@@ -90,14 +90,15 @@ export function clientOptions(maxMessageBytes: number, keepaliveMs: number): Cha
   };
 }
 
-/** The `host:port` target of an environment URL: `grpc://host:port` or `host:port`. */
+/** The `host:port` target of an environment URL: `grpc://host:port`, `grpcs://host:port` (TLS) or `host:port`. */
 export function parseUrl(url: string): string {
   if (!url.includes("://")) {
     return url;
   }
   const u = new URL(url);
-  if (u.protocol !== "grpc:") {
-    throw new Error(`unsupported URL scheme ${u.protocol} in ${url} (use grpc://host:port)`);
+  if (u.protocol !== "grpc:" && u.protocol !== "grpcs:") {
+    throw new Error(`unsupported URL scheme ${u.protocol} in ${url} (use grpc://host:port, grpcs://host:port ` +
+      "or ws(s)://host:port/v1/session)");
   }
   if (u.hostname === "" || u.port === "") {
     throw new Error(`environment URL ${url} needs a host and a port`);

@@ -11,7 +11,19 @@ export * from "./environment.js";
 export * from "./errors.js";
 export { PROTOCOL_VERSION, SERVICE_NAME, parseUrl, serviceDefinition, environmentServiceDefinition } from "./grpc.js";
 export { Runtime, Session, SessionManager, VectorSession, type RuntimeOptions } from "./session.js";
-export { DEFAULT_HANDSHAKE_TIMEOUT_MS, Server, serve, type ServeOptions, type ServerOptions } from "./server.js";
+export {
+  DEFAULT_HANDSHAKE_TIMEOUT_MS,
+  Server,
+  serve,
+  serverCredentials,
+  type ServeOptions,
+  type ServerOptions,
+  type TlsOptions,
+} from "./server.js";
+export { DEFAULT_MAX_PIPELINED_REQUESTS, answerPipelined } from "./pipelined.js";
+export { DEFAULT_RESUME_GRACE_MS, Journal, Resumes } from "./resume.js";
+export { MAX_TASKS_PAGE, TASK_OPTION, TaskCatalog } from "./tasks.js";
+export { SUBPROTOCOL, closeError, isWebSocketUrl, webSocketConnector, type WebSocketOptions } from "./ws.js";
 export * from "./tools.js";
 export { gridworld, GridWorld } from "./envs/gridworld.js";
 export { echo, Echo } from "./envs/echo.js";
@@ -20,4 +32,6 @@ export * as payloadPb from "./gen/openenv/v1/payload_pb.js";
 export * as toolPb from "./gen/openenv/v1/tool_pb.js";
 export * as rubricPb from "./gen/openenv/v1/rubric_pb.js";
 export * as errorPb from "./gen/openenv/v1/error_pb.js";
+export * as loadPb from "./gen/openenv/v1/load_pb.js";
+export * as taskPb from "./gen/openenv/v1/task_pb.js";
 export * as gridworldPb from "./gen/gridworld/v1/gridworld_pb.js";

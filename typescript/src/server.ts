@@ -16,6 +16,7 @@
  * of ending the stream.
  */
 
+import { readFileSync } from "node:fs";
 import { create, toBinary, type JsonObject, type MessageInitShape } from "@bufbuild/protobuf";
 import { DurationSchema, type Duration } from "@bufbuild/protobuf/wkt";
 import * as grpc from "@grpc/grpc-js";
@@ -24,6 +25,7 @@ import { HealthImplementation, service as healthService } from "grpc-health-chec
 import { TokenSet, checkBind, tokenGuard } from "./auth.js";
 import type { EnvironmentDefinition } from "./environment.js";
 import {
+  Aborted,
   DeadlineExceeded,
   EnvError,
   FailedPrecondition,
@@ -39,6 +41,7 @@ import {
   SessionRequestSchema,
   SessionResponseSchema,
   type GetInfoResponse,
+  HandshakeResponseSchema,
   type SessionRequest,
   type SessionResponse,
   type TimeStep,
@@ -59,6 +62,56 @@ import {
   type StateOutcome,
 } from "./session.js";
 import { strictFromBinary } from "./wire.js";
+import { GetLoadResponseSchema, type GetLoadResponse } from "./gen/openenv/v1/load_pb.js";
+import { DEFAULT_MAX_PIPELINED_REQUESTS, answerPipelined, endsSession } from "./pipelined.js";
+import { DEFAULT_RESUME_GRACE_MS, Resumes, type Resumable } from "./resume.js";
+import { TaskCatalog, perInstanceTasks, withTask } from "./tasks.js";
+import type { ListTasksRequest, ListTasksResponse } from "./gen/openenv/v1/task_pb.js";
+
+/**
+ * TLS of the listener (RFC 0003): PEM contents (strings or Buffers) or, with the `*File`
+ * fields, paths. With `clientCa` the server requires a client certificate signed by it
+ * (mutual TLS).
+ */
+export interface TlsOptions {
+  cert?: string | Buffer;
+  key?: string | Buffer;
+  clientCa?: string | Buffer;
+  certFile?: string;
+  keyFile?: string;
+  clientCaFile?: string;
+}
+
+function pem(value: string | Buffer | undefined, file: string | undefined, what: string): Buffer | undefined {
+  if (value !== undefined) {
+    return Buffer.from(value);
+  }
+  if (file === undefined) {
+    return undefined;
+  }
+  try {
+    return readFileSync(file);
+  } catch (e) {
+    throw new Error(`cannot read the TLS ${what} ${file}: ${e instanceof Error ? e.message : String(e)}`);
+  }
+}
+
+/** The server credentials of `tls` (insecure without it). */
+export function serverCredentials(tls: TlsOptions | undefined): grpc.ServerCredentials {
+  if (tls === undefined) {
+    return grpc.ServerCredentials.createInsecure();
+  }
+  const cert = pem(tls.cert, tls.certFile, "certificate");
+  const key = pem(tls.key, tls.keyFile, "key");
+  if (cert === undefined || key === undefined) {
+    throw new Error("TLS needs both a certificate and its key");
+  }
+  const ca = pem(tls.clientCa, tls.clientCaFile, "client CA");
+  return grpc.ServerCredentials.createSsl(ca ?? null, [{ cert_chain: cert, private_key: key }], ca !== undefined);
+}
+
+/** How many recent step durations GetLoad's percentiles cover. */
+const LATENCY_WINDOW = 512;
 
 /** Where and how to serve. */
 export interface ServerOptions extends RuntimeOptions {
@@ -83,6 +136,20 @@ export interface ServerOptions extends RuntimeOptions {
    * 10 000; 0 disables).
    */
   handshakeTimeoutMs?: number;
+  /**
+   * How long a resumable session whose stream dropped is kept for its client to reattach
+   * (RFC 0006, `Capabilities.resume_grace`; default 60 000; 0: no resumption).
+   */
+  resumeGraceMs?: number;
+  /** Largest fork count (default: the capacity, when the environment offers snapshots). */
+  maxForks?: number;
+  /**
+   * Most requests one pipelined message may carry (RFC 0009,
+   * `Capabilities.max_pipelined_requests`; default 256; 0: pipelined messages are not accepted).
+   */
+  maxPipelinedRequests?: number;
+  /** Serve TLS (`grpcs://`), and mutual TLS with `clientCa`. */
+  tls?: TlsOptions;
 }
 
 /** Default of {@link ServerOptions.handshakeTimeoutMs}: 10 s. */
@@ -90,6 +157,7 @@ export const DEFAULT_HANDSHAKE_TIMEOUT_MS = 10_000;
 
 const SNAKE: Record<string, string> = {
   listTools: "list_tools", callTool: "call_tool", batchReset: "batch_reset", batchStep: "batch_step",
+  listTasks: "list_tasks",
 };
 
 function durationMs(d: Duration | undefined): number | undefined {
@@ -183,6 +251,8 @@ type Call = grpc.ServerDuplexStream<Buffer, SessionResponse>;
 export class Server<A, O, S = undefined> {
   readonly runtime: Runtime<A, O, S>;
   readonly manager: SessionManager<A, O, S>;
+  /** Resumable sessions and forks (RFC 0006). */
+  readonly resumes: Resumes<A, O, S>;
   /** The bound port, once started. */
   port: number | undefined;
   private readonly host: string;
@@ -193,6 +263,16 @@ export class Server<A, O, S = undefined> {
   readonly tokens: TokenSet;
   /** The handshake deadline in ms (0: none). */
   readonly handshakeTimeoutMs: number;
+  /** Most requests of one pipelined message (0: not accepted). */
+  readonly maxPipelinedRequests: number;
+  /** The declared tasks (RFC 0004), read at start. */
+  tasks: TaskCatalog | undefined;
+  private readonly optionsOf = new WeakMap<object, JsonObject>();
+  private readonly started = Date.now();
+  private stepsTotal = 0n;
+  private queuedHandshakes = 0;
+  private readonly latencies: number[] = [];
+  private latencyNext = 0;
 
   constructor(definition: EnvironmentDefinition<A, O, S>, private readonly options: ServerOptions = {}) {
     this.runtime = new Runtime(definition, options);
@@ -206,20 +286,74 @@ export class Server<A, O, S = undefined> {
       throw new Error(`handshakeTimeoutMs must be a finite number >= 0, got ${deadline}`);
     }
     this.handshakeTimeoutMs = deadline;
+    const grace = options.resumeGraceMs ?? DEFAULT_RESUME_GRACE_MS;
+    if (!(grace >= 0 && Number.isFinite(grace))) {
+      throw new Error(`resumeGraceMs must be a finite number >= 0, got ${grace}`);
+    }
+    const snapshots = definition.snapshots ?? false;
+    const maxForks = snapshots ? Math.min(options.maxForks ?? this.runtime.maxSessions, this.runtime.maxSessions) : 0;
+    this.resumes = new Resumes(this.manager, grace, maxForks);
+    const pipelined = options.maxPipelinedRequests ?? DEFAULT_MAX_PIPELINED_REQUESTS;
+    if (!(Number.isInteger(pipelined) && pipelined >= 0)) {
+      throw new Error(`maxPipelinedRequests must be an integer >= 0, got ${pipelined}`);
+    }
+    this.maxPipelinedRequests = pipelined;
     const caps = this.runtime.info.capabilities!; // what GetInfo and the handshake tell clients (RFC 0003)
     caps.authRequired = this.tokens.size > 0;
     caps.handshakeTimeout = deadline > 0 ? durationOf(deadline) : undefined;
+    caps.resumeGrace = grace > 0 ? durationOf(grace) : undefined; // RFC 0006
+    caps.maxForks = maxForks;
+    caps.loadReporting = true; // RFC 0005
+    caps.pipelinedRequests = pipelined > 0; // RFC 0009
+    caps.maxPipelinedRequests = pipelined;
   }
 
-  /** `grpc://host:port` of the running server. */
+  /** `grpc://host:port` (`grpcs://` with TLS) of the running server. */
   get address(): string {
     const host = ["0.0.0.0", "::", ""].includes(this.host) ? "127.0.0.1" : this.host;
-    return `grpc://${host.includes(":") ? `[${host}]` : host}:${this.port}`;
+    const scheme = this.options.tls === undefined ? "grpc" : "grpcs";
+    return `${scheme}://${host.includes(":") ? `[${host}]` : host}:${this.port}`;
+  }
+
+  /** The server's live load (RFC 0005): what GetLoad answers. */
+  load(): GetLoadResponse {
+    const sorted = [...this.latencies].sort((a, b) => a - b);
+    const pct = (q: number): number => sorted.length === 0 ? 0
+      : sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))]!;
+    return create(GetLoadResponseSchema, {
+      load: {
+        sessionsOpen: this.manager.active,
+        maxSessions: this.runtime.maxSessions,
+        queuedHandshakes: this.queuedHandshakes,
+        stepLatencyP50: durationOf(pct(0.5)),
+        stepLatencyP99: durationOf(pct(0.99)),
+        stepsTotal: this.stepsTotal,
+        sessionsOpenedTotal: BigInt(this.manager.openedTotal),
+        draining: this.manager.draining,
+        uptime: durationOf(Date.now() - this.started),
+      },
+    });
+  }
+
+  private recordStep(ms: number): void {
+    this.stepsTotal += 1n;
+    if (this.latencies.length < LATENCY_WINDOW) {
+      this.latencies.push(ms);
+    } else {
+      this.latencies[this.latencyNext] = ms;
+      this.latencyNext = (this.latencyNext + 1) % LATENCY_WINDOW;
+    }
   }
 
   /** Bind, start serving and report SERVING. */
   async start(): Promise<this> {
     checkBind(this.host, this.tokens, this.options.allowAnonymous ?? false);
+    this.tasks = await TaskCatalog.of(this.runtime.def as EnvironmentDefinition<unknown, unknown, unknown>);
+    if (this.tasks !== undefined) { // RFC 0004
+      this.runtime.info.capabilities!.tasks = true;
+      this.runtime.info.taskSplits = this.tasks.splitProtos();
+    }
+    const credentials = serverCredentials(this.options.tls);
     const server = new grpc.Server({
       ...serverOptions(this.runtime.maxMessageBytes, this.runtime.maxSessions),
       interceptors: [tokenGuard(this.tokens)],
@@ -228,6 +362,9 @@ export class Server<A, O, S = undefined> {
       Session: (call: Call) => this.session(call),
       GetInfo: (_call: unknown, callback: grpc.sendUnaryData<GetInfoResponse>) => {
         callback(null, create(GetInfoResponseSchema, { info: this.runtime.info }));
+      },
+      GetLoad: (_call: unknown, callback: grpc.sendUnaryData<GetLoadResponse>) => {
+        callback(null, this.load());
       },
     });
     this.health.addToServer(server);
@@ -240,7 +377,7 @@ export class Server<A, O, S = undefined> {
     }
     const host = this.host.includes(":") ? `[${this.host}]` : this.host;
     this.port = await new Promise<number>((resolve, reject) => {
-      server.bindAsync(`${host}:${this.requestedPort}`, grpc.ServerCredentials.createInsecure(), (err, port) => {
+      server.bindAsync(`${host}:${this.requestedPort}`, credentials, (err, port) => {
         if (err) {
           reject(new Error(`cannot bind ${this.host}:${this.requestedPort}: ${err.message}`));
         } else {
@@ -277,15 +414,18 @@ export class Server<A, O, S = undefined> {
         resolve();
       });
     });
+    await this.resumes.closeParked();
     await this.manager.shutdown();
   }
 
   // ----------------------------------------------------------------- one Session stream
 
   private session(call: Call): void {
+    const stream = {}; // this stream's identity, for the resume registry
     let session: AnySession<A, O, S> | undefined;
+    let entry: Resumable<A, O, S> | undefined; // set when the session is resumable (RFC 0006)
     let first = true;
-    let ended = false;
+    let ended = false; // nothing more is written
     let chain: Promise<void> = Promise.resolve();
     // The handshake deadline (RFC 0003): a stream silent for that long ends DEADLINE_EXCEEDED.
     const limit = this.handshakeTimeoutMs;
@@ -297,29 +437,55 @@ export class Server<A, O, S = undefined> {
       deadline = undefined;
     };
 
-    const release = async (): Promise<void> => {
-      if (session !== undefined) {
-        await session.close();
+    /** The stream is done with its session: `over` (close, fatal error, idle, drain) closes it;
+     *  otherwise a resumable session is parked for its client to come back. */
+    const release = async (over: boolean): Promise<void> => {
+      const e = entry;
+      entry = undefined;
+      if (e !== undefined) {
+        if (!over && !this.manager.draining && !e.session.closed) {
+          this.resumes.park(e);
+          session = undefined;
+          return;
+        }
+        this.resumes.forget(e);
+        await e.journal.settle();
+      }
+      const s = session;
+      session = undefined;
+      if (s !== undefined) {
+        await s.close();
       }
     };
-    const finish = async (): Promise<void> => {
+    const finish = async (over: boolean): Promise<void> => {
       if (!ended) {
         ended = true;
         call.end();
       }
-      await release();
+      await release(over);
     };
     const write = (resp: SessionResponse): void => {
       if (!ended) {
         call.write(resp);
       }
     };
-    const terminate = (err: EnvError): void => { // idle timeout, drain: the stream's gRPC status
+    const endWith = (err: EnvError): void => {
       if (!ended) {
         ended = true;
         call.emit("error", { code: err.code, details: err.message });
       }
-      void release();
+    };
+    const terminate = (err: EnvError): void => { // idle timeout, drain: the stream's gRPC status
+      endWith(err);
+      void release(true);
+    };
+    const dropped = (): void => { // the client went away: a resumable session is parked at once
+      ended = true;
+      if (entry !== undefined) {
+        void release(false);
+      } else {
+        enqueue(() => release(false));
+      }
     };
 
     const handle = async (req: SessionRequest | Undecodable): Promise<void> => {
@@ -333,42 +499,52 @@ export class Server<A, O, S = undefined> {
         write(answer({ case: "error", value: statusOf(err) }));
         if (first) {
           first = false;
-          await finish();
+          await finish(true);
         }
         return;
       }
       if (first) {
         first = false;
+        let hello: MessageInitShape<typeof HandshakeResponseSchema>;
         try {
-          session = await this.handshake(req);
+          [session, entry, hello] = await this.handshake(req, stream);
         } catch (e) {
           const err = internalError(e);
           err.fatal = true;
           write(answer({ case: "error", value: statusOf(err) }));
-          await finish();
+          await finish(true);
           return;
         }
         session.setTerminate(terminate);
+        if (entry !== undefined) {
+          entry.onTakeover = () => { // another stream resumed this session: end this one, keep the session
+            endWith(new Aborted("the session was resumed on another stream"));
+            void release(false);
+          };
+        }
         if (ended) { // the client went away during the handshake
-          await release();
+          await release(false);
           return;
         }
-        write(answer({
-          case: "handshake",
-          value: { sessionId: session.id, protocolVersion: PROTOCOL_VERSION, info: this.runtime.info },
-        }));
+        write(answer({ case: "handshake", value: hello }));
         return;
       }
-      let out: Answer;
-      try {
-        out = await this.dispatch(session!, req);
-      } catch (e) {
-        const err = internalError(e);
-        out = { kind: { case: "error", value: statusOf(err) }, close: err.fatal };
+      const s = session!;
+      const e = entry;
+      const one = (item: SessionRequest): Promise<SessionResponse> => e !== undefined
+        ? e.journal.answer(item, () => this.answer(s, item)) // exactly once across reconnects
+        : this.answer(s, item);
+      let answers: SessionResponse[];
+      let over: boolean;
+      if (req.kind.case === "pipelined") { // several requests in one message (RFC 0009)
+        [answers, over] = await answerPipelined(req, one, this.maxPipelinedRequests, this.runtime.maxMessageBytes);
+      } else {
+        const resp = await one(req);
+        [answers, over] = [[resp], endsSession(resp)];
       }
-      write(answer(out.kind));
-      if (out.close) {
-        await finish();
+      answers.forEach(write);
+      if (over) {
+        await finish(true);
       }
     };
 
@@ -382,23 +558,22 @@ export class Server<A, O, S = undefined> {
       const req = decodeRequest(data);
       enqueue(() => handle(req));
     });
-    call.on("end", () => { // half-close: answer what was sent, then end OK
+    call.on("end", () => { // half-close: answer what was sent, then end OK (a resumable session is kept)
       arrived();
-      enqueue(finish);
+      enqueue(() => finish(false));
     });
     call.on("cancelled", () => {
       arrived();
-      ended = true;
-      enqueue(release);
+      dropped();
     });
     call.on("error", () => {
       arrived();
-      ended = true;
-      enqueue(release);
+      dropped();
     });
   }
 
-  private async handshake(req: SessionRequest): Promise<AnySession<A, O, S>> {
+  private async handshake(req: SessionRequest, stream: object):
+    Promise<[AnySession<A, O, S>, Resumable<A, O, S> | undefined, MessageInitShape<typeof HandshakeResponseSchema>]> {
     if (req.kind.case !== "handshake") {
       throw new FailedPrecondition(
         `the first request of a session must be a handshake, got ${SNAKE[req.kind.case ?? ""] ?? req.kind.case ?? "nothing"}`);
@@ -418,11 +593,46 @@ export class Server<A, O, S = undefined> {
       throw new FailedPrecondition(
         `protocol version ${hs.protocolVersion} is not supported; this server speaks ${PROTOCOL_VERSION}`);
     }
+    const hello = { sessionId: "", protocolVersion: PROTOCOL_VERSION, info: this.runtime.info, resumeToken: "", resumed: false };
+    if (hs.resumeToken !== "") { // RFC 0006: reattach a dropped session, or claim a fork
+      const entry = await this.resumes.take(hs.resumeToken, stream);
+      return [entry.session, entry, { ...hello, sessionId: entry.session.id, resumeToken: entry.token, resumed: true }];
+    }
     const options = hs.options ?? {};
-    const session: AnySession<A, O, S> = hs.numEnvs > 1
-      ? new VectorSession(await this.manager.openMany(hs.numEnvs, options, hs.clientName), hs.autoresetMode)
-      : await this.manager.open(options, hs.clientName);
-    return session;
+    this.queuedHandshakes += 1;
+    let session: AnySession<A, O, S>;
+    try {
+      session = hs.numEnvs > 1
+        ? new VectorSession(await this.manager.openMany(hs.numEnvs, options, hs.clientName), hs.autoresetMode)
+        : await this.manager.open(options, hs.clientName);
+    } finally {
+      this.queuedHandshakes -= 1;
+    }
+    let entry: Resumable<A, O, S> | undefined;
+    if (session instanceof Session) {
+      this.optionsOf.set(session, options);
+      if (hs.resumable && this.resumes.graceMs > 0) { // vectorised sessions are not resumable
+        entry = this.resumes.register(session, stream);
+      }
+    }
+    return [session, entry, { ...hello, sessionId: session.id, resumeToken: entry?.token ?? "" }];
+  }
+
+  /** The answer to one request: its result, or its error (never rejects). */
+  private async answer(session: AnySession<A, O, S>, req: SessionRequest): Promise<SessionResponse> {
+    let out: Answer;
+    const stepping = req.kind.case === "step" || req.kind.case === "batchStep";
+    const t0 = stepping ? performance.now() : 0;
+    try {
+      out = await this.dispatch(session, req);
+      if (stepping) {
+        this.recordStep(performance.now() - t0);
+      }
+    } catch (e) {
+      const err = internalError(e);
+      out = { kind: { case: "error", value: statusOf(err) } };
+    }
+    return create(SessionResponseSchema, { requestId: req.requestId, kind: out.kind });
   }
 
   private async dispatch(session: AnySession<A, O, S>, req: SessionRequest): Promise<Answer> {
@@ -439,7 +649,9 @@ export class Server<A, O, S = undefined> {
         return { kind: { case: "step", value: { timeStep: rt.timeStep(r) } } };
       }
       case "reset": {
-        const r = await session.reset(k.value.seed, k.value.episodeId || undefined, k.value.options ?? {});
+        session.requireSim("reset");
+        const options = withTask(this.tasks, k.value.taskId, k.value.options ?? {}); // RFC 0004
+        const r = await session.reset(k.value.seed, k.value.episodeId || undefined, options);
         return { kind: { case: "reset", value: { timeStep: rt.timeStep(r) } } };
       }
       case "state":
@@ -464,8 +676,19 @@ export class Server<A, O, S = undefined> {
           },
         };
       }
-      case "fork":
-        throw new Unimplemented("fork is not offered by this server (Capabilities.max_forks = 0)");
+      case "fork": { // RFC 0006: sessions parked for a client to claim with their tokens
+        const options = this.optionsOf.get(session) ?? {};
+        const forks = await this.resumes.fork(session, options, k.value.count, k.value.snapshot);
+        forks.forEach((f) => this.optionsOf.set(f.session, options)); // a fork's forks are made alike
+        return {
+          kind: {
+            case: "fork",
+            value: { sessionIds: forks.map((f) => f.session.id), resumeTokens: forks.map((f) => f.token) },
+          },
+        };
+      }
+      case "listTasks":
+        return { kind: { case: "listTasks", value: this.listTasks(k.value) } };
       case "close":
         return { kind: { case: "close", value: {} }, close: true };
       case "handshake":
@@ -476,6 +699,13 @@ export class Server<A, O, S = undefined> {
       default:
         throw new InvalidArgument("request has no kind set");
     }
+  }
+
+  private listTasks(req: ListTasksRequest): ListTasksResponse {
+    if (this.tasks === undefined) {
+      throw new Unimplemented("this environment declares no tasks (Capabilities.tasks is false)");
+    }
+    return this.tasks.page(req);
   }
 
   private async dispatchVector(vs: VectorSession<A, O, S>, req: SessionRequest): Promise<Answer> {
@@ -494,11 +724,17 @@ export class Server<A, O, S = undefined> {
         };
       }
       case "batchReset": {
-        const [ids, results] = await vs.reset(k.value.envIds, k.value.seeds, k.value.options ?? {});
+        const options = k.value.options ?? {};
+        const taskIds = k.value.taskIds;
+        const optionsOf = taskIds.length === 0 ? undefined // RFC 0004: one task for all, or one each
+          : (n: number): JsonObject[] => perInstanceTasks(taskIds, n).map((t) => withTask(this.tasks, t, options));
+        const [ids, results] = await vs.reset(k.value.envIds, k.value.seeds, options, optionsOf);
         return { kind: { case: "batchReset", value: { envIds: ids, timeSteps: results.map((r) => rt.timeStep(r)) } } };
       }
       case "state":
         return this.stateAnswer(await vs.state(k.value.envId));
+      case "listTasks":
+        return { kind: { case: "listTasks", value: this.listTasks(k.value) } };
       case "close":
         return { kind: { case: "close", value: {} }, close: true };
       case "handshake":

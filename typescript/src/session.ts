@@ -497,9 +497,11 @@ export class VectorSession<A, O, S> {
     }
   }
 
-  async reset(envIds: readonly number[], seeds: readonly bigint[], options: JsonObject):
-    Promise<[number[], StepOutcome<O>[]]> {
+  /** `optionsOf` (tasks, RFC 0004): the reset options of each of the `n` reset instances. */
+  async reset(envIds: readonly number[], seeds: readonly bigint[], options: JsonObject,
+              optionsOf?: (n: number) => JsonObject[]): Promise<[number[], StepOutcome<O>[]]> {
     const ids = this.ids(envIds);
+    const perOptions = optionsOf?.(ids.length);
     let per: (bigint | undefined)[];
     if (seeds.length === 0) {
       per = ids.map(() => undefined);
@@ -512,7 +514,8 @@ export class VectorSession<A, O, S> {
     }
     const results: StepOutcome<O>[] = [];
     for (let k = 0; k < ids.length; k++) {
-      results.push(await VectorSession.tag(this.sessions[ids[k]!]!.reset(per[k], undefined, options), ids[k]!));
+      const opts = perOptions?.[k] ?? options;
+      results.push(await VectorSession.tag(this.sessions[ids[k]!]!.reset(per[k], undefined, opts), ids[k]!));
     }
     return [ids, results];
   }

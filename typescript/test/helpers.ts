@@ -6,6 +6,7 @@
 
 import { create, toBinary, type MessageInitShape } from "@bufbuild/protobuf";
 import * as grpc from "@grpc/grpc-js";
+import * as net from "node:net";
 import { distances } from "../src/envs/gridworld.js";
 import type { EnvironmentDefinition } from "../src/environment.js";
 import {
@@ -138,4 +139,57 @@ export function bestMove(obs: Observation): Move {
     }
   }
   throw new Error("no move gets closer to the goal");
+}
+
+/**
+ * A loopback TCP proxy (port 0) in front of `upstream` (`host:port`): `cut()` drops every
+ * connection through it at once, as a network failure would; new connections go through.
+ */
+export class TcpProxy {
+  private readonly server: net.Server;
+  private readonly sockets = new Set<net.Socket>();
+  port = 0;
+  cuts = 0;
+
+  private constructor(private readonly upstream: { host: string; port: number }) {
+    this.server = net.createServer((client) => {
+      const remote = net.connect(this.upstream.port, this.upstream.host);
+      for (const s of [client, remote]) {
+        s.setNoDelay(true);
+        this.sockets.add(s);
+        s.on("close", () => this.sockets.delete(s));
+        s.on("error", () => undefined);
+      }
+      client.pipe(remote);
+      remote.pipe(client);
+      client.on("close", () => remote.destroy());
+      remote.on("close", () => client.destroy());
+    });
+  }
+
+  static async start(upstreamUrl: string): Promise<TcpProxy> {
+    const u = new URL(upstreamUrl.includes("://") ? upstreamUrl : `grpc://${upstreamUrl}`);
+    const p = new TcpProxy({ host: u.hostname.replace(/^\[|\]$/g, ""), port: Number(u.port) });
+    await new Promise<void>((resolve) => p.server.listen(0, "127.0.0.1", resolve));
+    p.port = (p.server.address() as net.AddressInfo).port;
+    return p;
+  }
+
+  /** The upstream URL with the proxy's port instead. */
+  url(upstreamUrl: string): string {
+    return upstreamUrl.replace(/:[0-9]+(\/|$)/, `:${this.port}$1`);
+  }
+
+  /** Drop every connection (both sides), as a network failure does. */
+  cut(): void {
+    this.cuts += 1;
+    for (const s of this.sockets) {
+      s.resetAndDestroy();
+    }
+  }
+
+  async close(): Promise<void> {
+    this.cut();
+    await new Promise<void>((resolve) => this.server.close(() => resolve()));
+  }
 }

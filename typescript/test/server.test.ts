@@ -64,7 +64,7 @@ describe("TypeScript gridworld served by the TypeScript server helper", () => {
       try {
         const info = env.info;
         assert.equal(info.name, "gridworld_ts");
-        assert.equal(info.protocolVersion, "1.1");
+        assert.equal(info.protocolVersion, "1.3");
         assert.equal(info.action?.messageType, "gridworld.v1.Action");
         assert.equal(info.observation?.messageType, "gridworld.v1.Observation");
         assert.equal(info.action?.examples.length, 4);
@@ -117,7 +117,7 @@ describe("TypeScript gridworld served by the TypeScript server helper", () => {
       const env = await EnvClient.connect<Action, Observation, State>(server.address);
       try {
         assert.equal(env.info.capabilities?.snapshots, true);
-        assert.equal(env.info.capabilities?.maxForks, 0);
+        assert.equal(env.info.capabilities?.maxForks, server.runtime.maxSessions); // fork: up to the capacity
         await env.reset({ seed: 5 });
         await env.step(move(Move.UP));
         const snap = await env.snapshot();

@@ -181,8 +181,11 @@ export class GridWorld implements Environment<Action, Observation, State> {
   }
 
   reset({ seed, options }: ResetArgs): EnvStep<Observation> {
-    const [height, width] = mazeSize(options, this.size);
-    const s = seed ?? randomBytes(8).readBigUInt64LE();
+    const { task_id: task, ...rest } = options;
+    const [height, width] = mazeSize(rest, this.size);
+    // A task (RFC 0004) is a maze: "maze-N" is the maze the seed N builds.
+    const taskSeed = typeof task === "string" ? mazeOfTask(task) : undefined;
+    const s = taskSeed ?? seed ?? randomBytes(8).readBigUInt64LE();
     const rng = new SplitMix64(s);
     const walls = generateMaze(rng, height, width);
     const [start, goal] = place(rng, walls);
@@ -253,6 +256,20 @@ export class GridWorld implements Environment<Action, Observation, State> {
   }
 }
 
+/** Tasks (RFC 0004): "maze-N" for the maze of seed N; the splits' seeds. */
+export const TASK_SPLITS: Record<string, [string, bigint, number]> = {
+  train: ["the mazes of seeds 0-99", 0n, 100],
+  test: ["the mazes of seeds 1000-1019, held out", 1000n, 20],
+};
+
+function mazeOfTask(task: string): bigint {
+  const m = /^maze-([0-9]{1,19})$/.exec(task);
+  if (m === null) {
+    throw new InvalidArgument(`unknown gridworld task ${JSON.stringify(task)} (tasks are maze-N)`);
+  }
+  return BigInt(m[1]!);
+}
+
 /** The TypeScript gridworld, ready for `serve()`. */
 export const gridworld: EnvironmentDefinition<Action, Observation, State> = {
   name: "gridworld_ts",
@@ -266,6 +283,11 @@ export const gridworld: EnvironmentDefinition<Action, Observation, State> = {
   deterministic: true,
   seeded: true, // the seed builds the maze, as in the Python gridworld
   snapshots: true,
+  taskSplits: Object.fromEntries(Object.entries(TASK_SPLITS).map(([name, [description]]) => [name, description])),
+  listTasks: (split) => {
+    const [, first, n] = TASK_SPLITS[split]!;
+    return Array.from({ length: n }, (_, i) => ({ id: `maze-${first + BigInt(i)}`, metadata: { seed: Number(first) + i } }));
+  },
   maxEpisodeSteps: 100,
   rewardRange: [round6(STEP_PENALTY - SHAPING), round6(STEP_PENALTY + SHAPING + GOAL_REWARD)],
   maxSessions: 1024,
