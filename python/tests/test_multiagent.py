@@ -131,8 +131,17 @@ async def test_two_clients_play_agent_vs_agent_across_processes() -> None:
         assert theirs["board"][:3] == [2, 2, 2]  # o sees x's row as the opponent's marks
 
 
+class NoScissorsForPlayer1(RockPaperScissors):
+    """Rock-paper-scissors where player_1 may not throw scissors: a joint action the rules refuse."""
+
+    def step(self, actions: Any) -> Any:
+        if actions["player_1"] == 2:
+            raise openenv.InvalidAction("player_1 may not throw scissors")
+        return super().step(actions)
+
+
 async def test_simultaneous_steps_gather_both_clients() -> None:
-    async with hosted(RockPaperScissors) as host:
+    async with hosted(NoScissorsForPlayer1) as host:
         async with (
             openenv.EnvClient(host.address, agent_ids=["player_0"]) as a,
             openenv.EnvClient(binary_url(host), join_token=a.world.join_token) as b,
@@ -152,8 +161,8 @@ async def test_simultaneous_steps_gather_both_clients() -> None:
             await b.reset()
             with pytest.raises(openenv.DeadlineExceeded, match="withdrawn"):  # b never acts
                 await a.step(0, step_timeout=0.2)
-            with pytest.raises(openenv.InvalidArgument, match="throw"):  # a refused joint action: both told
-                await asyncio.wait_for(asyncio.gather(a.step(0), b.step(7)), WAIT)
+            refused = await asyncio.wait_for(asyncio.gather(a.step(0), b.step(2), return_exceptions=True), WAIT)
+            assert all(isinstance(e, openenv.InvalidArgument) and "scissors" in e.message for e in refused)
             ra, rb = await asyncio.wait_for(asyncio.gather(a.step(0), b.step(0)), WAIT)
             assert ra.step_count == 1 and ra.agents["player_0"].reward == 0.0
 

@@ -16,12 +16,24 @@ from __future__ import annotations
 
 import random
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar, TypedDict
+from typing import Annotated, Any, ClassVar, Literal, TypedDict
+
+from pydantic import Field
 
 from openenv.errors import InvalidAction
 from openenv.runtime.multiagent import MultiAgentEnvironment, WorldStep
 
 __all__ = ["HighCard", "HighCardView", "RockPaperScissors", "RpsView", "TicTacToe", "TicTacToeView"]
+
+Cell = Annotated[int, Field(ge=0, le=8)]
+"""A tic-tac-toe action: the cell to take, 0-8 row by row."""
+Throw = Annotated[int, Field(ge=0, le=2)]
+"""A rock-paper-scissors action: 0 rock, 1 paper, 2 scissors."""
+Move = Literal["bet", "call", "fold"]
+"""A high-card action."""
+Board = Annotated[list[Annotated[int, Field(ge=0, le=2)]], Field(min_length=9, max_length=9)]
+Mask = Annotated[list[Annotated[int, Field(ge=0, le=1)]], Field(min_length=9, max_length=9)]
+
 
 _LINES = ((0, 1, 2), (3, 4, 5), (6, 7, 8), (0, 3, 6), (1, 4, 7), (2, 5, 8), (0, 4, 8), (2, 4, 6))
 
@@ -30,8 +42,8 @@ class TicTacToeView(TypedDict):
     """One agent's view of the board: 9 cells, row by row, 0 empty, 1 its own mark, 2 the
     opponent's; ``action_mask`` 1 for each cell it may take now (all 0 when it is not to act)."""
 
-    board: list[int]
-    action_mask: list[int]
+    board: Board
+    action_mask: Mask
 
 
 class TicTacToe(MultiAgentEnvironment):
@@ -39,7 +51,7 @@ class TicTacToe(MultiAgentEnvironment):
 
     agents: ClassVar[Mapping[str, str]] = {"x": "first", "o": "second"}
     agent_descriptions: ClassVar[Mapping[str, str]] = {"x": "moves first", "o": "moves second"}
-    action_type = int
+    action_type = Cell
     observation_type = TicTacToeView
     example_actions = (4, 0)
     reward_sum = 0.0
@@ -97,8 +109,8 @@ class RpsView(TypedDict):
     """One agent's view: the round (0-based) and the opponent's throw in the last round (0 rock,
     1 paper, 2 scissors; -1 before the first)."""
 
-    round: int
-    opponent_last: int
+    round: Annotated[int, Field(ge=0, le=3)]
+    opponent_last: Annotated[int, Field(ge=-1, le=2)]
 
 
 class RockPaperScissors(MultiAgentEnvironment):
@@ -106,7 +118,7 @@ class RockPaperScissors(MultiAgentEnvironment):
 
     agents = ("player_0", "player_1")
     simultaneous = True
-    action_type = int
+    action_type = Throw
     observation_type = RpsView
     example_actions = (0, 1, 2)
     reward_sum = 0.0
@@ -147,12 +159,14 @@ class RockPaperScissors(MultiAgentEnvironment):
 
 
 class HighCardView(TypedDict):
-    """One agent's view: its own card (1-9), the bets so far ("bet", "call", "fold"), and the
-    opponent's card once revealed at the showdown (0 before)."""
+    """One agent's view: its own card (1-9), the bets so far ("bet", "call", "fold"), the
+    opponent's card once revealed at the showdown (0 before), and ``action_mask``: 1 for each of
+    "bet", "call", "fold" it may play now."""
 
-    card: int
-    history: list[str]
-    opponent_card: int
+    card: Annotated[int, Field(ge=1, le=9)]
+    history: list[Move]
+    opponent_card: Annotated[int, Field(ge=0, le=9)]
+    action_mask: Annotated[list[Annotated[int, Field(ge=0, le=1)]], Field(min_length=3, max_length=3)]
 
 
 class HighCard(MultiAgentEnvironment):
@@ -160,7 +174,7 @@ class HighCard(MultiAgentEnvironment):
     folds; at a showdown the higher card wins the pot (2 after a call, 1 after a bet and fold)."""
 
     agents: ClassVar[Mapping[str, str]] = {"first": "first", "second": "second"}
-    action_type = str
+    action_type = Move
     observation_type = HighCardView
     example_actions = ("bet", "call")
     reward_sum = 0.0
@@ -173,7 +187,7 @@ class HighCard(MultiAgentEnvironment):
     def __init__(self, **options: Any) -> None:
         super().__init__(**options)
         self.cards = {"first": 0, "second": 0}
-        self.history: list[str] = []
+        self.history: list[Move] = []
         self.over = True
 
     def reset(
@@ -188,11 +202,21 @@ class HighCard(MultiAgentEnvironment):
     def observe(self, agent: str) -> HighCardView:
         other = "second" if agent == "first" else "first"
         shown = self.over and "fold" not in self.history
-        return {"card": self.cards[agent], "history": list(self.history), "opponent_card": self.cards[other] * shown}
+        legal = self._legal(agent) if agent in self.to_act() else ()
+        return {
+            "card": self.cards[agent],
+            "history": list(self.history),
+            "opponent_card": self.cards[other] * shown,
+            "action_mask": [int(m in legal) for m in ("bet", "call", "fold")],
+        }
+
+    @staticmethod
+    def _legal(agent: str) -> tuple[str, ...]:
+        return ("bet", "fold") if agent == "first" else ("call", "fold")
 
     def step(self, actions: Mapping[str, Any]) -> WorldStep | None:
         ((agent, move),) = actions.items()
-        legal = ("bet", "fold") if agent == "first" else ("call", "fold")
+        legal = self._legal(agent)
         if move not in legal:
             raise InvalidAction(f"{agent} may {' or '.join(legal)}, not {move!r}")
         self.history.append(move)

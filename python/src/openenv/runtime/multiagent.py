@@ -160,7 +160,7 @@ class MultiAgentEnvironment(Environment):
         """
         return None
 
-    def step(self, actions: Mapping[str, Any]) -> Any:  # type: ignore[override]
+    def step(self, actions: Mapping[str, Any]) -> Any:
         """Apply one world step: ``actions`` maps agent id -> decoded action, for exactly the
         agent to act (turn-based) or every agent to act (simultaneous), as :meth:`to_act` said.
         Return ``None`` or a :class:`WorldStep`.

@@ -122,8 +122,8 @@ class World:
             value = _check_reward(r)
             if value is not None:
                 self.pending_rewards[agent] = self.pending_rewards.get(agent, 0.0) + value
-        for target, value in ((self.terminated, out.terminated), (self.truncated, out.truncated)):
-            for agent, flag in _flags(value, self.agents).items():
+        for target, given in ((self.terminated, out.terminated), (self.truncated, out.truncated)):
+            for agent, flag in _flags(given, self.agents).items():
                 if agent not in self.agents:
                     raise Internal(f"an end flag for unknown agent {agent!r}")
                 if flag:
