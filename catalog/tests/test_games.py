@@ -8,8 +8,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import random
-from collections.abc import AsyncIterator, Awaitable, Callable
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import warnings
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -26,6 +35,56 @@ WAIT = 120.0  # a hang guard, never a speed check
 async def served(cls: type[openenv.Environment]) -> AsyncIterator[str]:
     async with openenv.Server(cls, "127.0.0.1", 0) as srv:
         yield srv.address
+
+
+@contextlib.contextmanager
+def server_thread(cls: type[openenv.Environment]) -> Iterator[str]:
+    """A server on its own event loop in a thread, for blocking clients (PettingZoo's API)."""
+    loop = asyncio.new_event_loop()
+    srv = openenv.Server(cls, "127.0.0.1", 0)
+    started = threading.Event()
+
+    def serve() -> None:
+        asyncio.set_event_loop(loop)
+        loop.run_until_complete(srv.start())
+        started.set()
+        loop.run_forever()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    assert started.wait(WAIT)
+    try:
+        yield srv.address
+    finally:
+        asyncio.run_coroutine_threadsafe(srv.stop(1.0), loop).result(WAIT)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(WAIT)
+        loop.close()
+
+
+@contextlib.contextmanager
+def serve_process(target: str) -> Iterator[str]:
+    """``openenv serve TARGET`` in its own process on port 0; yields its address."""
+    with tempfile.TemporaryDirectory() as tmp:
+        ready = os.path.join(tmp, "ready")
+        argv = [sys.executable, "-m", "openenv.cli", "serve", target, "--port", "0", "--no-http", "--ready-file", ready]
+        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+        try:
+            deadline = time.monotonic() + WAIT
+            while not os.path.exists(ready):
+                assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
+                assert time.monotonic() < deadline, "the server did not become ready"
+                time.sleep(0.05)
+            yield Path(ready).read_text().strip()
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(timeout=WAIT)
+
+
+def _quietly(fn: Any, *args: Any, **kwargs: Any) -> None:
+    with warnings.catch_warnings():  # PettingZoo's style hints (agent names, dict observations)
+        warnings.simplefilter("ignore", UserWarning)
+        fn(*args, **kwargs)
 
 
 def run(fn: Callable[[], Awaitable[Any]]) -> Any:
@@ -196,6 +255,29 @@ def test_a_pettingzoo_parallel_game_is_simultaneous() -> None:
 
     r, steps = run(go)
     assert steps > 1 and r.truncated and r.agents["player_0"].reward == 1.0 and r.agents["player_1"].reward == -1.0
+
+
+def test_pettingzoo_served_and_adapted_back_passes_pettingzoos_api_tests() -> None:
+    """The round trip: PettingZoo's tic-tac-toe served by ``openenv serve import:pettingzoo:...``
+    (its own process), driven through openenv.pettingzoo's AECEnv by PettingZoo's ``api_test``;
+    rock-paper-scissors' ParallelEnv likewise through ``parallel_api_test``."""
+    from pettingzoo.test import api_test, parallel_api_test
+
+    from openenv.pettingzoo import RemoteAECEnv, RemoteParallelEnv
+
+    with serve_process("import:pettingzoo:classic/tictactoe-v3") as url:
+        env = RemoteAECEnv(url)
+        try:
+            _quietly(api_test, env, num_cycles=20)
+            assert env.possible_agents == ["player_1", "player_2"]
+        finally:
+            env.close()
+    with server_thread(pettingzoo.load("classic/rps-v2:parallel")) as url:
+        par = RemoteParallelEnv(url)
+        try:
+            _quietly(parallel_api_test, par, num_cycles=20)
+        finally:
+            par.close()
 
 
 def test_textarena_tic_tac_toe_is_two_agents_in_their_roles() -> None:
