@@ -181,8 +181,11 @@ class EnvironmentRuntime:
         self.tasks: TaskCatalog | None = TaskCatalog.of(env_cls)  # RFC 0004
         # RFC 0012: a multi-agent environment's worlds (runtime.world); its declaration is checked here.
         self.multi_agent = multi_agent_spec(env_cls) if issubclass(env_cls, MultiAgentEnvironment) else None
-        if self.multi_agent is not None and isolation == "process":
-            raise ValueError(f"{env_cls.__name__} is a multi-agent environment: process isolation is not offered")
+        if self.multi_agent is not None:  # not offered for worlds in 1.4 (RFC 0012): not advertised either
+            if isolation == "process":
+                raise ValueError(f"{env_cls.__name__} is a multi-agent environment: process isolation is not offered")
+            self.max_num_envs, self.resume_grace_s, self.snapshots, self.max_forks = 1, 0.0, False, 0
+            self.tasks = None
         self.info = self._build_info()
 
     def _build_info(self) -> environment_pb2.EnvironmentInfo:
