@@ -5,9 +5,9 @@ ONE client session acts for every agent of a multi-agent world (RFC 0012, docs/m
 each turn it reads ``StepResult.to_act`` and that agent's own view, picks a move for it, and
 learns from the game's end. The learner is Monte Carlo control on a table: a state is the
 acting agent's id and its view (the legal moves left out), the value of a move the mean final
-reward of the games that played it there (a running average once visited often), moves chosen epsilon-greedily (epsilon falling from
-``--epsilon`` to 0.05). No model, no library beyond openenv: it is the shape of self-play, not
-its state of the art.
+reward of the games that played it there (a running average once visited often), moves chosen
+epsilon-greedily (epsilon falling from ``--epsilon`` to 0.05). No model, no library beyond
+openenv: it is the shape of self-play, not its state of the art.
 
 Then the greedy agent plays a uniformly random opponent, from each seat, in the same kind of
 session (the trained agent chooses for its seat, the random one for the other), and so does a
@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import functools
 import json
 import random
 from collections import defaultdict
@@ -131,12 +132,12 @@ async def play(
 
 
 async def train(env: openenv.EnvClient, agent: TabularAgent, games: int, epsilon: float, seed: int) -> None:
+    ids = [s.id for s in env.multi_agent.agents] if env.multi_agent is not None else []
     for i in range(games):
         eps = max(0.05, epsilon * (1 - i / max(1, games)))
         trajectory: list[tuple[str, str, Any]] = []
-        learner = lambda a, v: agent.act(a, v, eps)  # noqa: E731 - both seats learn
-        ids = env.multi_agent.agents if env.multi_agent is not None else ()
-        returns = await play(env, seed + i, {s.id: learner for s in ids}, trajectory)
+        learner = functools.partial(agent.act, epsilon=eps)  # both seats learn, one table
+        returns = await play(env, seed + i, dict.fromkeys(ids, learner), trajectory)
         agent.learn(trajectory, returns)
 
 

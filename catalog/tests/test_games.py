@@ -108,7 +108,9 @@ def test_kuhn_poker_shows_each_agent_its_own_card_and_never_the_others() -> None
         return c0, c1
 
     deals = {seed: deal(seed) for seed in range(40)}
-    pairs = [(a, b) for a in deals for b in deals if a < b and deals[a][1] == deals[b][1] and deals[a][0] != deals[b][0]]
+    pairs = [
+        (a, b) for a in deals for b in deals if a < b and deals[a][1] == deals[b][1] and deals[a][0] != deals[b][0]
+    ]
     assert pairs, deals
     a, b = pairs[0]
 
@@ -148,7 +150,7 @@ def test_openspiel_games_play_to_the_end_with_openspiels_returns() -> None:
     for game in ("tic_tac_toe", "connect_four", "leduc_poker"):
         totals, state = run(lambda game=game: go(game, 7))
         assert state["terminal"] and state["returns"] == totals, (game, state, totals)
-        assert sum(totals.values()) == 0.0 and any(totals.values()) or game == "tic_tac_toe"
+        assert (sum(totals.values()) == 0.0 and any(totals.values())) or game == "tic_tac_toe"
 
 
 def test_a_simultaneous_openspiel_game_takes_a_joint_action() -> None:

@@ -438,8 +438,9 @@ def main() -> int:
         lines += [
             "",
             f"Self-play (examples/selfplay.py, {selfplay['game']}): a tabular agent trained on "
-            f"{selfplay['training_games']} games against itself, then {selfplay['eval_games_per_seat']} games per "
-            "seat against a uniformly random opponent, beside a random agent in the same seat (score: win 1, draw 1/2):",
+            f"{selfplay['training_games']} games against itself, then {selfplay['eval_games_per_seat']} games "
+            "per seat against a uniformly random opponent, beside a random agent in the same seat "
+            "(score: win 1, draw 1/2):",
             "",
             "| seat | trained win | draw | loss | random win | draw | loss | score trained / random |",
             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",

@@ -60,7 +60,9 @@ def test_two_clients_play_white_and_black() -> None:
         async with openenv.EnvClient(url, agent_ids=["white"]) as white:
             async with openenv.EnvClient(url, join_token=white.world.join_token) as black:
                 assert list(black.world.agent_ids) == ["black"]
-                return await asyncio.gather(side(white, list(FOOLS_MATE["white"])), side(black, list(FOOLS_MATE["black"])))
+                return await asyncio.gather(
+                    side(white, list(FOOLS_MATE["white"])), side(black, list(FOOLS_MATE["black"]))
+                )
 
     r_white, r_black = run(go)
     assert r_white.agents["white"].reward == -1.0 and set(r_white.agents) == {"white"}

@@ -43,7 +43,7 @@ class GameEnvironment(openenv.MultiAgentEnvironment):
     def observe(self, agent: str) -> Any:
         return self.game.observe(agent)
 
-    def step(self, actions: Mapping[str, Any]) -> openenv.WorldStep:  # type: ignore[override]
+    def step(self, actions: Mapping[str, Any]) -> openenv.WorldStep:
         for agent, action in actions.items():
             why = self.game.illegal(agent, action)
             if why is not None:
@@ -61,11 +61,25 @@ class GameEnvironment(openenv.MultiAgentEnvironment):
 
 
 def _example_actions(game: Game) -> tuple[Any, ...]:
-    """Legal actions of the first agent to act after ``reset(0)``: actions the certifier may send."""
+    """Legal actions of the agent to act after ``reset(0)``: actions a client (the certifier) may
+    send as one ``step``. None for a simultaneous game: its step takes several agents' actions."""
     game.reset(0)
     acting = game.acting()
-    legal = list(game.legal_actions(acting[0]) or ()) if acting else []
-    return tuple(legal[:3])
+    if game.simultaneous or len(acting) != 1:
+        return ()
+    return tuple(list(game.legal_actions(acting[0]) or ())[:3])
+
+
+def _seeded(game: Game) -> bool:
+    """Whether the reset's seed selects the game: what the game says, else whether a few seeds
+    give different first views (a game whose chance shows only later is not declared seeded)."""
+    if game.seeded is not None:
+        return game.seeded
+    seen = []
+    for seed in range(4):
+        game.reset(seed)
+        seen.append(repr([game.observe(a) for a in game.agents]))
+    return len(set(seen)) > 1
 
 
 def environment(
@@ -100,8 +114,9 @@ def environment(
             "reward_sum": probe.reward_sum,
             "reward_range": probe.reward_range,
             "max_episode_steps": probe.max_steps,
+            "illegal_actions": probe.illegal_actions,
             "hidden_information": probe.hidden_information if hidden_information is None else hidden_information,
-            "seeded": probe.seeded,
+            "seeded": _seeded(probe),
             "example_actions": examples,
             "run_in_thread": threaded,
             "metadata": {"source": source, "kind": kind},

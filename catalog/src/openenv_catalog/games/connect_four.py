@@ -28,7 +28,7 @@ class ConnectFourGame(Game):
     """One game of Connect Four (any board size the options allow)."""
 
     agents = AGENTS
-    roles = {"red": "first", "yellow": "second"}
+    seeded = False  # no chance in the game
     reward_sum = 0.0
     reward_range = (-1.0, 1.0)
 
@@ -36,6 +36,7 @@ class ConnectFourGame(Game):
         if not (4 <= rows <= 10 and 4 <= columns <= 10 and 3 <= connect <= min(6, rows, columns)):
             raise ValueError("options: rows 4-10, columns 4-10, connect 3-6 and at most the board's sides")
         self.rows, self.columns, self.connect = rows, columns, connect
+        self.roles = {"red": "first", "yellow": "second"}
         self.max_steps = rows * columns
         self.action_type = {"type": "integer", "minimum": 0, "maximum": columns - 1}
         cell = {"type": "integer", "minimum": -1, "maximum": 1}

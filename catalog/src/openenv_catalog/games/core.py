@@ -45,8 +45,12 @@ class Game(abc.ABC):
     """When set, every episode's returns sum over the agents to this (0.0: zero-sum)."""
     hidden_information: bool = False
     """True when agents see different things (cards in a hand, private messages)."""
-    seeded: bool = False
-    """True when the reset's seed selects the game (a deal, a draw)."""
+    seeded: bool | None = None
+    """True when the reset's seed selects the game (a deal, a draw), False when it changes
+    nothing; ``None``: unknown, the binding probes a few seeds' first views."""
+    illegal_actions: str = "reject"
+    """``"reject"``: :meth:`illegal` refuses what the rules forbid; ``"penalize"``: the game itself
+    takes any action and punishes a bad one (TextArena's warnings and losses)."""
     max_steps: int | None = None
     """The most world steps a game lasts (``None``: no bound known)."""
 
@@ -89,5 +93,5 @@ class Game(abc.ABC):
     def over(self) -> bool:
         return all(self.terminated[a] or self.truncated[a] for a in self.agents)
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - optional: most games hold nothing
         """Release what the game holds."""

@@ -28,7 +28,9 @@ def pyspiel() -> Any:
     try:
         import pyspiel as module
     except ImportError as e:
-        raise ImporterUnavailable(f"open-spiel is not installed: pip install 'protoenv-catalog[openspiel]' ({e})") from e
+        raise ImporterUnavailable(
+            f"open-spiel is not installed: pip install 'protoenv-catalog[openspiel]' ({e})"
+        ) from e
     return module
 
 
@@ -47,7 +49,9 @@ class OpenSpielGame(Game):
         self.simultaneous = kind.dynamics == spiel.GameType.Dynamics.SIMULTANEOUS
         if kind.utility in (spiel.GameType.Utility.ZERO_SUM, spiel.GameType.Utility.CONSTANT_SUM):
             self.reward_sum = float(self.game.utility_sum())
-        self.hidden_information = kind.information != spiel.GameType.Information.PERFECT_INFORMATION
+        # One-shot games (matrix games) show no agent anything of the other's simultaneous move:
+        # the views are the same; only imperfect-information games hide something in them.
+        self.hidden_information = kind.information == spiel.GameType.Information.IMPERFECT_INFORMATION
         self.seeded = kind.chance_mode != spiel.GameType.ChanceMode.DETERMINISTIC
         self._tensor = kind.provides_observation_tensor
         self._text = kind.provides_observation_string

@@ -67,7 +67,11 @@ class _PettingZooGame(Game):
         if not ok:
             return f"{action!r} is not in {agent}'s action space {space}"
         mask = _mask(obs, self.info.get(agent))
-        if mask is not None and isinstance(action, int) and not bool(np.asarray(mask).ravel()[action - int(getattr(space, 'start', 0))]):
+        if (
+            mask is not None
+            and isinstance(action, int)
+            and not bool(np.asarray(mask).ravel()[action - int(getattr(space, "start", 0))])
+        ):
             legal = [int(i) + int(getattr(space, "start", 0)) for i in np.flatnonzero(np.asarray(mask))]
             return f"{action!r} is masked out for {agent} here; legal: {legal}"
         return None
@@ -83,7 +87,7 @@ class _PettingZooGame(Game):
         raise NotImplementedError
 
     def observe(self, agent: str) -> Any:
-        return spaces._json(self.env.observation_space(agent), self._raw_obs(agent))  # noqa: SLF001
+        return spaces._json(self.env.observation_space(agent), self._raw_obs(agent))
 
     def close(self) -> None:
         self.env.close()

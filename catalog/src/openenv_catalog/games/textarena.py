@@ -48,12 +48,12 @@ class TextArenaGame(Game):
     num_players: int = 2
     max_steps = 200  # world steps: the runtime truncates a game still going then
     hidden_information = True  # each agent's transcript is its own (its role, private messages)
-    seeded = True
-    action_type = {"type": "string", "maxLength": MAX_ACTION_CHARS}
-    observation_type = {"type": "string"}
+    illegal_actions = "penalize"  # TextArena judges a move: a warning and another try, then a loss
 
     def __init__(self) -> None:
         self.agents = tuple(f"player_{i}" for i in range(self.num_players))
+        self.action_type = {"type": "string", "maxLength": MAX_ACTION_CHARS}
+        self.observation_type = {"type": "string"}
         self.roles = {a: f"Player {i}" for i, a in enumerate(self.agents)}
         self._py_rng = random.Random(0).getstate()
         self._np_rng = np.random.RandomState(0).get_state()
@@ -84,9 +84,7 @@ class TextArenaGame(Game):
             base = base.env
         self.base = base
         state = base.state
-        self.roles = {
-            a: str(state.role_mapping.get(i, f"Player {i}")) for i, a in enumerate(self.agents)
-        }
+        self.roles = {a: str(state.role_mapping.get(i, f"Player {i}")) for i, a in enumerate(self.agents)}
         self.transcripts: dict[str, list[tuple[int, str]]] = {a: [] for a in self.agents}
         self.terminated = dict.fromkeys(self.agents, False)
         self.truncated = dict.fromkeys(self.agents, False)

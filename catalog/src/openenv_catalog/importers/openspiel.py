@@ -17,11 +17,12 @@ from openenv_catalog.games.openspiel import OpenSpielGame, pyspiel
 
 __all__ = ["CURATED", "load"]
 
+# Listed and certified (each certification costs CI time): perfect and imperfect information,
+# turn by turn and simultaneous. Any other game string imports too (leduc_poker, goofspiel(...)).
 CURATED = (
     "tic_tac_toe",
     "connect_four",
     "kuhn_poker",
-    "leduc_poker",
     "matrix_rps",
 )
 
@@ -41,12 +42,18 @@ def load(game: str) -> type[Any]:
     ident = re.sub(r"[^a-z0-9]+", "-", game.lower()).strip("-")
     game_cls = type(f"OpenSpiel_{ident.replace('-', '_')}", (OpenSpielGame,), {"game_string": game})
     dynamics = "simultaneous moves" if kind.dynamics == spiel.GameType.Dynamics.SIMULTANEOUS else "turn by turn"
-    info = "imperfect information" if kind.information != spiel.GameType.Information.PERFECT_INFORMATION else "perfect information"
+    info = (
+        "imperfect information"
+        if kind.information != spiel.GameType.Information.PERFECT_INFORMATION
+        else "perfect information"
+    )
     return environment(
         game_cls,
         name=f"openspiel-{ident}",
         version=str(getattr(spiel, "__version__", "2")),
-        description=f"OpenSpiel's {kind.long_name} ({game}), imported: {loaded.num_players()} agents, {dynamics}, {info}.",
+        description=(
+            f"OpenSpiel's {kind.long_name} ({game}), imported: {loaded.num_players()} agents, {dynamics}, {info}."
+        ),
         source=f"openspiel:{game}",
         kind="game",
     )

@@ -31,7 +31,9 @@ def _pz() -> Any:
     try:
         import pettingzoo
     except ImportError as e:
-        raise ImporterUnavailable(f"pettingzoo is not installed: pip install 'protoenv-catalog[pettingzoo]' ({e})") from e
+        raise ImporterUnavailable(
+            f"pettingzoo is not installed: pip install 'protoenv-catalog[pettingzoo]' ({e})"
+        ) from e
     return pettingzoo
 
 

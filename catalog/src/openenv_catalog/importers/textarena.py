@@ -203,7 +203,9 @@ def _multiplayer(game_id: str, players: int, ident: str) -> type[Any]:
         game_cls,
         name=f"textarena-{ident}",
         version="0.7",
-        description=f"TextArena's {game_id}, imported: {players} agents, turn by turn, text moves, rewarded at the end.",
+        description=(
+            f"TextArena's {game_id}, imported: {players} agents, turn by turn, text moves, rewarded at the end."
+        ),
         source=f"textarena:{game_id}" + (f":{players}" if players != 2 else ""),
         kind="text-game",
         example_actions=("[1]", "[4]", "[check]"),
