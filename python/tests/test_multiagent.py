@@ -18,10 +18,12 @@ from typing import Any
 
 import pytest
 from openenv_testenvs import Counter
+from openenv_testkit import wait_until
 
 import openenv
 import openenv.testing
 from openenv.games import HighCard, RockPaperScissors, TicTacToe
+from openenv.rubrics import Score
 from openenv.runtime.multiagent import multi_agent_spec
 from openenv.v1 import multiagent_pb2
 
@@ -275,3 +277,55 @@ def test_declarations_are_checked() -> None:
     for cls in (NoAgents, Twice, BadPolicy):
         with pytest.raises(ValueError):
             multi_agent_spec(cls)
+
+
+class ScoredRounds(RockPaperScissors):
+    """Rock-paper-scissors with a rubric breakdown per agent, agent metadata, and a world step
+    limit below the game's rounds (the limit truncates every agent)."""
+
+    max_episode_steps = 2
+
+    def step(self, actions: Any) -> Any:
+        out = super().step(actions)
+        out.reward_breakdowns = {
+            a: Score(r or 0.0, "round", children=[Score(r or 0.0, "win")]) for a, r in out.rewards.items()
+        }
+        out.infos = {a: {"threw": t} for a, t in actions.items()}
+        return out
+
+
+async def test_per_agent_breakdowns_metadata_and_world_truncation() -> None:
+    async with openenv.testing.InProcessServer(ScoredRounds) as server:
+        async with server.client(agent_ids=["player_0"]) as a, server.client(join_token=a.world.join_token) as b:
+            await a.reset()
+            await b.reset()
+            ra, rb = await asyncio.wait_for(asyncio.gather(a.step(1), b.step(0)), WAIT)
+            mine = ra.agents["player_0"]
+            assert mine.reward_breakdown.score == 1.0 and mine.reward_breakdown.children[0].name == "win"
+            assert mine.metadata == {"threw": 1} and rb.agents["player_1"].metadata == {"threw": 0}  # each its own
+            assert not ra.done and ra.to_act == ["player_0", "player_1"]
+            ra, rb = await asyncio.wait_for(asyncio.gather(a.step(0), b.step(0)), WAIT)
+            assert ra.done and ra.truncated and not ra.terminated and ra.to_act == []  # the limit, not the game
+            assert ra.agents["player_0"].truncated and rb.agents["player_1"].truncated
+            st = await a.state()
+            assert st.status == openenv.EpisodeStatus.TRUNCATED and st.step_count == 2
+
+
+async def test_an_owner_reset_aborts_a_joint_step_still_gathering() -> None:
+    from openenv.runtime.world import Worlds
+
+    async with openenv.testing.InProcessServer(RockPaperScissors) as server:
+        async with (
+            server.client(agent_ids=["player_1"]) as owner,
+            server.client(join_token=owner.world.join_token) as b,
+        ):
+            await owner.reset()
+            await b.reset()
+            waiting = asyncio.ensure_future(b.step(0))  # player_0's part: it waits for player_1's
+            worlds = Worlds.of(server.manager)
+            await wait_until(
+                lambda: any(w.gathered for w in worlds.by_token.values()), WAIT, "player_0's action gathered"
+            )
+            await owner.reset()
+            with pytest.raises(openenv.Aborted, match="new episode"):
+                await asyncio.wait_for(waiting, WAIT)

@@ -176,7 +176,7 @@ class HighCard(MultiAgentEnvironment):
     agents: ClassVar[Mapping[str, str]] = {"first": "first", "second": "second"}
     action_type = Move
     observation_type = HighCardView
-    example_actions = ("bet", "call")
+    example_actions = ("bet", "fold")
     reward_sum = 0.0
     reward_range = (-2.0, 2.0)
     deterministic = True

@@ -55,9 +55,9 @@ def _open(ctx: Context, join_token: str = "", agent_ids: list[str] | tuple[str, 
         hs.world.agent_ids.extend(agent_ids)
     resp = s.exchange(s.request(handshake=hs))
     if isinstance(resp, pb.SessionResponse) and resp.WhichOneof("kind") == "handshake":
-        s.opened = True  # type: ignore[misc]
-        s.info = resp.handshake.info  # type: ignore[misc]
-        s.session_id = resp.handshake.session_id  # type: ignore[misc]
+        s.opened = True
+        s.info = resp.handshake.info
+        s.session_id = resp.handshake.session_id
     return s, resp
 
 
