@@ -328,3 +328,17 @@ def test_bad_game_names_are_clear_errors() -> None:
         textarena.load("NoSuchGame-v0")
     with pytest.raises(ValueError, match="number of players"):
         textarena.load("TicTacToe-v0:zero")
+
+
+def test_openenv_import_names_the_agents_of_a_multi_agent_game() -> None:
+    import json
+
+    from click.testing import CliRunner
+
+    from openenv_catalog.cli import import_command
+
+    r = CliRunner().invoke(import_command, ["openspiel:matrix_rps"])
+    assert r.exit_code == 0, r.output
+    info = json.loads(r.output)
+    assert info["agents"] == {"player_0": "seat 0", "player_1": "seat 1"} and info["mode"] == "simultaneous"
+    assert info["serve"] == "openenv serve import:openspiel:matrix_rps" and info["hidden_information"] is False
