@@ -180,6 +180,10 @@ async def test_self_play_simultaneous_takes_joint_actions() -> None:
         assert {a: s.reward for a, s in r.agents.items()} == {"player_0": 1.0, "player_1": -1.0}
 
 
+class SelfPlayOnly(TicTacToe):
+    joinable = False
+
+
 async def test_joins_leaves_and_their_refusals() -> None:
     async with hosted(TicTacToe) as host:
         url = host.address
@@ -213,6 +217,11 @@ async def test_joins_leaves_and_their_refusals() -> None:
             assert list(again.world.agent_ids) == ["x", "o"]
         with pytest.raises(openenv.NotFound):  # the closed world's token is gone
             await openenv.EnvClient(url, join_token=token).connect()
+    async with openenv.testing.InProcessServer(SelfPlayOnly) as server:
+        with pytest.raises(openenv.FailedPrecondition, match="not joinable"):
+            await server.client(agent_ids=["x"]).connect()
+        async with server.client() as alone:
+            assert alone.world.join_token == "" and alone.multi_agent is not None and not alone.multi_agent.joinable
     async with openenv.testing.InProcessServer(Counter) as server:
         with pytest.raises(openenv.FailedPrecondition, match="not a multi-agent"):
             await server.client(agent_ids=["x"]).connect()

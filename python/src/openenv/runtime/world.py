@@ -458,6 +458,11 @@ class Worlds:
 
     async def create(self, options: Mapping[str, Any] | None, client_name: str, agent_ids: Sequence[str]) -> Seat:
         """A new world (a session slot) and its owner's seat."""
+        cls = self.manager.runtime.env_cls
+        if agent_ids and not getattr(cls, "joinable", True) and set(agent_ids) != set(cls.agent_ids()):  # type: ignore[attr-defined]
+            raise FailedPrecondition(
+                f"{cls.__name__} worlds are not joinable: a session acts for every agent (self-play)", fatal=True
+            )
         session = await self.manager.open(options, client_name)
         world = World(self, session)
         try:
