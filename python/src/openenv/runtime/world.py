@@ -425,9 +425,9 @@ class Seat:
             return w.version != self.seen_version
 
         async with w.changed:
-            if wait:
+            if wait and not ready():
                 try:
-                    await asyncio.wait_for(w.changed.wait_for(ready), timeout)
+                    await asyncio.wait_for(w.changed.wait_for(ready), None if timeout is None else max(timeout, 0.0))
                 except TimeoutError:
                     raise DeadlineExceeded(f"nothing for this session's agents within {timeout:g} s") from None
             return await self._time_step()
