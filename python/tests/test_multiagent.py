@@ -13,6 +13,7 @@ import contextlib
 import subprocess
 import sys
 import textwrap
+import threading
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -382,3 +383,31 @@ async def test_bad_multi_agent_requests_get_clear_errors_and_the_world_goes_on()
         assert r.to_act == ["player_0", "player_1"]
         r = await env.step_agents({"player_0": 2, "player_1": 2})  # the world is unharmed
         assert r.step_count == 1 and all(s.reward == 0.0 for s in r.agents.values())
+
+
+class StuckTicTacToe(TicTacToe):
+    """Tic-tac-toe whose moves wait for the test to release them (a step that outlives its timeout)."""
+
+    run_in_thread = True
+    inline_threshold_s = 0
+    release = threading.Event()
+
+    def step(self, actions: Any) -> Any:
+        assert self.release.wait(WAIT)
+        return super().step(actions)
+
+
+async def test_a_world_step_that_outlives_its_timeout_aborts_the_episode() -> None:
+    async with openenv.testing.InProcessServer(StuckTicTacToe) as server, server.client() as env:
+        await env.reset()
+        try:
+            with pytest.raises(openenv.DeadlineExceeded):
+                await env.step(4, step_timeout=0.05)
+        finally:
+            StuckTicTacToe.release.set()
+        st = await env.state()
+        assert st.status == openenv.EpisodeStatus.ABORTED and st.step_count == 0
+        with pytest.raises(openenv.FailedPrecondition, match="aborted"):
+            await env.step(0)
+        r = await env.reset()
+        assert r.to_act == ["x"]

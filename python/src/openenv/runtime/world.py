@@ -399,7 +399,12 @@ class Seat:
     async def _world_step(self, joint: dict[str, Any], timeout: float | None) -> StepResult[Any]:
         w = self.world
         s = w.session
-        out = await w._env(w.env.step, "step", joint, timeout=timeout)
+        try:
+            out = await w._env(w.env.step, "step", joint, timeout=timeout)
+        except DeadlineExceeded:  # the environment's state is unknown: the episode is aborted, as alone
+            s.status, w.to_act = EpisodeStatus.ABORTED, []
+            w._bump()
+            raise
         w._apply(out, reset=False)
         s.step_count += 1
         w.last_actor = next(iter(joint)) if len(joint) == 1 else None
