@@ -13,6 +13,7 @@ import contextlib
 import subprocess
 import sys
 import textwrap
+import threading
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -180,6 +181,27 @@ async def test_self_play_simultaneous_takes_joint_actions() -> None:
         assert {a: s.reward for a, s in r.agents.items()} == {"player_0": 1.0, "player_1": -1.0}
 
 
+class SelfPlayOnly(TicTacToe):
+    joinable = False
+
+
+async def test_observe_waits_until_its_turn_or_its_deadline() -> None:
+    async with hosted(TicTacToe) as host:
+        async with (
+            openenv.EnvClient(host.address, agent_ids=["x"]) as x,
+            openenv.EnvClient(host.address, join_token=x.world.join_token) as o,
+        ):
+            await x.reset()
+            r = await o.reset()
+            assert r.to_act == ["x"]
+            with pytest.raises(openenv.DeadlineExceeded):  # x has not moved: nothing for o yet
+                await o.observe(wait=True, wait_timeout=0.0)
+            waiting = asyncio.ensure_future(o.observe(wait=True))
+            await x.step(4)
+            r = await asyncio.wait_for(waiting, WAIT)
+            assert r.to_act == ["o"] and r.agents["o"].observation["board"][4] == 2
+
+
 async def test_joins_leaves_and_their_refusals() -> None:
     async with hosted(TicTacToe) as host:
         url = host.address
@@ -213,6 +235,11 @@ async def test_joins_leaves_and_their_refusals() -> None:
             assert list(again.world.agent_ids) == ["x", "o"]
         with pytest.raises(openenv.NotFound):  # the closed world's token is gone
             await openenv.EnvClient(url, join_token=token).connect()
+    async with openenv.testing.InProcessServer(SelfPlayOnly) as server:
+        with pytest.raises(openenv.FailedPrecondition, match="not joinable"):
+            await server.client(agent_ids=["x"]).connect()
+        async with server.client() as alone:
+            assert alone.world.join_token == "" and alone.multi_agent is not None and not alone.multi_agent.joinable
     async with openenv.testing.InProcessServer(Counter) as server:
         with pytest.raises(openenv.FailedPrecondition, match="not a multi-agent"):
             await server.client(agent_ids=["x"]).connect()
@@ -329,3 +356,58 @@ async def test_an_owner_reset_aborts_a_joint_step_still_gathering() -> None:
             await owner.reset()
             with pytest.raises(openenv.Aborted, match="new episode"):
                 await asyncio.wait_for(waiting, WAIT)
+
+
+async def test_bad_multi_agent_requests_get_clear_errors_and_the_world_goes_on() -> None:
+    from openenv.v1 import environment_pb2 as pb
+
+    async with openenv.testing.InProcessServer(RockPaperScissors) as server, server.client() as env:
+        await env.reset()
+
+        async def step(**fields: Any) -> None:
+            await env._request(pb.SessionRequest(step=pb.StepRequest(**fields)))
+
+        three = pb.StepRequest()
+        env.encode_action(0, three.action)
+        with pytest.raises(openenv.InvalidArgument, match="not both"):
+            await step(action=three.action, actions={"player_0": three.action, "player_1": three.action})
+        with pytest.raises(openenv.InvalidArgument, match="unknown agent"):
+            await step(actions={"nobody": three.action})
+        bad = pb.StepRequest()
+        env.encode_action(7, bad.action)  # off the declared type: refused before the world sees it
+        with pytest.raises(openenv.InvalidArgument):
+            await step(actions={"player_0": bad.action, "player_1": three.action})
+        with pytest.raises(openenv.InvalidArgument, match="needs an action"):
+            await step()
+        r = await env.observe(wait=True, wait_timeout=-1.0)  # its agents are to act: answered at once
+        assert r.to_act == ["player_0", "player_1"]
+        r = await env.step_agents({"player_0": 2, "player_1": 2})  # the world is unharmed
+        assert r.step_count == 1 and all(s.reward == 0.0 for s in r.agents.values())
+
+
+class StuckTicTacToe(TicTacToe):
+    """Tic-tac-toe whose moves wait for the test to release them (a step that outlives its timeout)."""
+
+    run_in_thread = True
+    inline_threshold_s = 0
+    release = threading.Event()
+
+    def step(self, actions: Any) -> Any:
+        assert self.release.wait(WAIT)
+        return super().step(actions)
+
+
+async def test_a_world_step_that_outlives_its_timeout_aborts_the_episode() -> None:
+    async with openenv.testing.InProcessServer(StuckTicTacToe) as server, server.client() as env:
+        await env.reset()
+        try:
+            with pytest.raises(openenv.DeadlineExceeded):
+                await env.step(4, step_timeout=0.05)
+        finally:
+            StuckTicTacToe.release.set()
+        st = await env.state()
+        assert st.status == openenv.EpisodeStatus.ABORTED and st.step_count == 0
+        with pytest.raises(openenv.FailedPrecondition, match="aborted"):
+            await env.step(0)
+        r = await env.reset()
+        assert r.to_act == ["x"]

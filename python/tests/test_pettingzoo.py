@@ -87,3 +87,14 @@ def test_aec_rewards_accumulate_as_last_reports_them() -> None:
         with pytest.raises(ValueError, match="simultaneous"):
             with server_thread(RockPaperScissors) as rps:
                 RemoteAECEnv(rps.address)
+
+
+def test_seeded_worlds_pass_pettingzoo_seed_tests() -> None:
+    """The same seed gives the same episodes through the adapters (PettingZoo's seed tests)."""
+    from pettingzoo.test import parallel_seed_test, seed_test
+
+    for game in (TicTacToe, HighCard):
+        with server_thread(game) as srv:
+            _quietly(seed_test, lambda: RemoteAECEnv(srv.address), num_cycles=10)
+    with server_thread(RockPaperScissors) as srv:
+        _quietly(parallel_seed_test, lambda: RemoteParallelEnv(srv.address), num_cycles=10)

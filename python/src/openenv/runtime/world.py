@@ -399,7 +399,12 @@ class Seat:
     async def _world_step(self, joint: dict[str, Any], timeout: float | None) -> StepResult[Any]:
         w = self.world
         s = w.session
-        out = await w._env(w.env.step, "step", joint, timeout=timeout)
+        try:
+            out = await w._env(w.env.step, "step", joint, timeout=timeout)
+        except DeadlineExceeded:  # the environment's state is unknown: the episode is aborted, as alone
+            s.status, w.to_act = EpisodeStatus.ABORTED, []
+            w._bump()
+            raise
         w._apply(out, reset=False)
         s.step_count += 1
         w.last_actor = next(iter(joint)) if len(joint) == 1 else None
@@ -425,9 +430,9 @@ class Seat:
             return w.version != self.seen_version
 
         async with w.changed:
-            if wait:
+            if wait and not ready():
                 try:
-                    await asyncio.wait_for(w.changed.wait_for(ready), timeout)
+                    await asyncio.wait_for(w.changed.wait_for(ready), None if timeout is None else max(timeout, 0.0))
                 except TimeoutError:
                     raise DeadlineExceeded(f"nothing for this session's agents within {timeout:g} s") from None
             return await self._time_step()
@@ -458,6 +463,11 @@ class Worlds:
 
     async def create(self, options: Mapping[str, Any] | None, client_name: str, agent_ids: Sequence[str]) -> Seat:
         """A new world (a session slot) and its owner's seat."""
+        cls = self.manager.runtime.env_cls
+        if agent_ids and not getattr(cls, "joinable", True) and set(agent_ids) != set(cls.agent_ids()):  # type: ignore[attr-defined]
+            raise FailedPrecondition(
+                f"{cls.__name__} worlds are not joinable: a session acts for every agent (self-play)", fatal=True
+            )
         session = await self.manager.open(options, client_name)
         world = World(self, session)
         try:
