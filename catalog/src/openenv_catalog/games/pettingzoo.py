@@ -87,7 +87,7 @@ class _PettingZooGame(Game):
         raise NotImplementedError
 
     def observe(self, agent: str) -> Any:
-        return spaces._json(self.env.observation_space(agent), self._raw_obs(agent))
+        return spaces.json_value(self.env.observation_space(agent), self._raw_obs(agent))
 
     def close(self) -> None:
         self.env.close()
