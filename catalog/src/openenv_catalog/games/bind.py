@@ -25,7 +25,7 @@ class GameEnvironment(openenv.MultiAgentEnvironment):
     game_class: ClassVar[type[Game]]
     deterministic = True
     max_sessions = 64
-    run_in_thread = False  # every game's calls take microseconds to a millisecond
+    run_in_thread = True  # the runtime runs measured-fast hooks on the loop itself (openenv.runtime.inline)
 
     def __init__(self, **options: Any) -> None:
         super().__init__(**options)
@@ -92,12 +92,14 @@ def environment(
     kind: str,
     example_actions: Sequence[Any] | None = None,
     hidden_information: bool | None = None,
-    threaded: bool = False,
+    threaded: bool = True,
 ) -> type[GameEnvironment]:
     """The environment class serving ``game_class`` (probed once here for its declarations).
 
     ``hidden_information`` defaults to what the game says (:attr:`Game.hidden_information`);
-    ``threaded`` runs the hooks on worker threads (a game whose calls may block).
+    ``threaded`` (the default) lets the runtime run the hooks on worker threads when they are slow
+    (a PettingZoo environment may simulate physics); False keeps every call on the event loop,
+    one at a time (TextArena: process-wide generators swapped in around each call).
     """
     probe = game_class()
     try:
