@@ -187,6 +187,7 @@ NEEDS: dict[str, str] = {
     "sessions.resume_exactly_once": "an accepted action that leaves the episode running",
     "concurrency.event_loop_live": "capacity 1: a step that outlives a 1 us timeout (no second session can probe)",
     "sandbox.process_isolation": "session B's programs running while session A holds its processes",
+    "multiagent.reward_sum": "an episode of a multi-agent world that ends within 64 world steps",
 }
 #: The checks ``inert`` (episodes never end, steps never time out) cannot exercise.
 INERT_UNEXERCISED = {"lifecycle.step_after_end", "lifecycle.timeout_aborts", "vector.autoreset_modes"}

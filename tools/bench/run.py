@@ -9,7 +9,10 @@ Results go to ``reports/bench.json`` and ``reports/bench.md``.
 The gridworld rows compare the same environment and typed client declared with the ``_pb2``
 classes (upb, the default) and with the betterproto2 dataclasses (the betterproto facade,
 docs/betterproto.md); the codec micro rows (``tools/bench/codecs.py``) time one encode +
-decode per message through the runtime's codec, without I/O.
+decode per message through the runtime's codec, without I/O. The self-play rows
+(``tools/bench/selfplay.py``, ``--only self-play``) are not timed: a tabular agent trained by
+self-play over a multi-agent session plays a random opponent, and its win rate is reported
+beside a random agent's.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ CODECS = str(ROOT / "tools" / "bench" / "codecs.py")
 HANDOFF = str(ROOT / "tools" / "bench" / "handoff.py")
 COLDSTART = str(ROOT / "tools" / "bench" / "coldstart.py")
 SANDBOX = str(ROOT / "tools" / "bench" / "sandbox.py")
+SELFPLAY = str(ROOT / "tools" / "bench" / "selfplay.py")
 MICRO_LABEL = "codec encode+decode per message, gridworld pb2 vs betterproto2"
 GRIDWORLD_PB2 = "gridworld, pb2 types (upb), sequential"
 GRIDWORLD_BP = "gridworld, betterproto2 types, sequential"
@@ -305,6 +309,15 @@ def main() -> int:
         else:
             print(f"sandbox bench failed: {done.stderr[-2000:]}", file=sys.stderr)
 
+    selfplay: dict[str, Any] = {}
+    if not ns.only or "self-play" in ns.only:  # a self-play agent against random (selfplay.py): rates, not times
+        cmd = [PY, SELFPLAY, *(["--games", "1000", "--eval-games", "200"] if ns.quick else [])]
+        done = subprocess.run(cmd, capture_output=True, text=True, env=ENV, timeout=3600)
+        if done.returncode == 0:
+            selfplay = json.loads(done.stdout.strip().splitlines()[-1])
+        else:
+            print(f"self-play bench failed: {done.stderr[-2000:]}", file=sys.stderr)
+
     memory: dict[str, Any] = {}
     with server(servers["sync"]) as (url, pid):
         time.sleep(0.5)
@@ -368,6 +381,7 @@ def main() -> int:
                 "handoff_us": handoff,
                 "coldstart": coldstart,
                 "sandbox": sandbox,
+                "selfplay": selfplay,
             },
             indent=2,
         )
@@ -420,6 +434,23 @@ def main() -> int:
             "| --- | ---: | ---: |",
             *(f"| {name} | {v['ms_per_call']:.1f} | {v['vs_bare']:.2f} |" for name, v in sandbox.items()),
         ]
+    if selfplay:
+        lines += [
+            "",
+            f"Self-play (examples/selfplay.py, {selfplay['game']}): a tabular agent trained on "
+            f"{selfplay['training_games']} games against itself, then {selfplay['eval_games_per_seat']} games "
+            "per seat against a uniformly random opponent, beside a random agent in the same seat "
+            "(score: win 1, draw 1/2):",
+            "",
+            "| seat | trained win | draw | loss | random win | draw | loss | score trained / random |",
+            "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        ]
+        for seat, t in selfplay["trained_vs_random"].items():
+            b = selfplay["random_vs_random"][seat]
+            lines.append(
+                f"| {seat} | {t['win']:.1%} | {t['draw']:.1%} | {t['loss']:.1%} | {b['win']:.1%} | {b['draw']:.1%} | "
+                f"{b['loss']:.1%} | {t['score_ratio']:.2f} |"
+            )
     by_label = {row["scenario"]: row for row in table}
     if GRIDWORLD_PB2 in by_label and GRIDWORLD_BP in by_label:
         lines += [

@@ -1,7 +1,7 @@
 """The openenv environment catalog: native environments and importers (Gymnasium,
-reasoning-gym, TextArena), listed by ``openenv catalog`` and certified by
-``openenv catalog certify``. ``load("gymnasium:CartPole-v1")`` is the Python API of
-``openenv import``."""
+reasoning-gym, TextArena, OpenSpiel, PettingZoo), listed by ``openenv catalog`` and certified
+by ``openenv catalog certify``; multi-agent games in :mod:`openenv_catalog.games`.
+``load("gymnasium:CartPole-v1")`` is the Python API of ``openenv import``."""
 
 from __future__ import annotations
 

@@ -224,8 +224,9 @@ def markdown_command(output: str | None) -> None:
     "--serve", "serve_args", is_flag=False, flag_value="", default=None, help="Serve it (`openenv serve import:SPEC`)."
 )
 def import_command(spec: str, serve_args: str | None) -> None:
-    """Import SPEC (gymnasium:ENV_ID, reasoning_gym:DATASET, textarena:GAME, verifiers:MODULE)
-    and describe it: name, types, tools, and the one-liner that serves it."""
+    """Import SPEC (gymnasium:ENV_ID, reasoning_gym:DATASET, textarena:GAME, openspiel:GAME,
+    pettingzoo:ID, verifiers:MODULE) and describe it: name, types, tools, its agents when it is a
+    multi-agent environment, and the one-liner that serves it."""
     from openenv.cli.common import load_factory
 
     target = spec if spec.startswith("import:") else f"import:{spec}"
@@ -242,6 +243,12 @@ def import_command(spec: str, serve_args: str | None) -> None:
         "serve": f"openenv serve {target}",
         "certify": f"openenv certify python:{target}",
     }
+    from openenv import MultiAgentEnvironment
+
+    if isinstance(cls, type) and issubclass(cls, MultiAgentEnvironment):
+        info["agents"] = cls.agent_roles()
+        info["mode"] = "simultaneous" if cls.simultaneous else "turn-based"
+        info["hidden_information"] = cls.hidden_information
     if serve_args is None:
         click.echo(json.dumps(info, indent=2))
         return

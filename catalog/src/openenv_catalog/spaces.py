@@ -14,7 +14,7 @@ import numpy as np
 
 import openenv
 
-__all__ = ["declaration", "from_wire", "json_schema", "to_wire"]
+__all__ = ["declaration", "from_wire", "json_schema", "json_value", "to_wire"]
 
 
 def _uniform(bound: Any) -> float | None:
@@ -71,6 +71,11 @@ def to_wire(space: Any, value: Any) -> Any:
     decl = declaration(space)
     if isinstance(decl, openenv.TensorSpec):
         return np.asarray(value, dtype=space.dtype)
+    return _json(space, value)
+
+
+def json_value(space: Any, value: Any) -> Any:
+    """A space's value in its JSON form (the form :func:`json_schema` describes), tensors too."""
     return _json(space, value)
 
 

@@ -34,6 +34,7 @@ LEVELS: tuple[str, ...] = (
     "concurrency",
     "vector",
     "sessions",
+    "multiagent",
     "parity",
     "sandbox",
     "robustness",

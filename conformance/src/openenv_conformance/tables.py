@@ -73,6 +73,7 @@ FEATURES: dict[str, tuple[str | None, str | None, int]] = {
     "fork": ("1.2", "max_forks", 1),
     "strict_contract": ("1.2", None, 0),
     "pipelined_messages": ("1.3", "pipelined_requests", 1),
+    "multi_agent": ("1.4", "multi_agent", 1),
     "sandboxed_code_tools": (None, None, 0),
 }
 

@@ -30,9 +30,10 @@ from openenv.errors import (
     Unimplemented,
 )
 from openenv.host import Host, serve
-from openenv.protocol import PROTOCOL_VERSION, EpisodeStatus, SessionState, StepResult
+from openenv.protocol import PROTOCOL_VERSION, AgentStep, EpisodeStatus, SessionState, StepResult
 from openenv.runtime.codec import TensorSpec
 from openenv.runtime.environment import Environment
+from openenv.runtime.multiagent import MultiAgentEnvironment, WorldStep
 from openenv.runtime.tasks import TaskInfo
 from openenv.runtime.tools import CallToolAction, CallToolObservation, Tool, ToolResult, tool
 from openenv.server import Server
@@ -67,6 +68,7 @@ _compat.install()  # the 0.1 module paths, for one minor version
 
 __all__ = [
     "Aborted",
+    "AgentStep",
     "PROTOCOL_VERSION",
     "BatchResult",
     "CallToolAction",
@@ -86,6 +88,7 @@ __all__ = [
     "InvalidAction",
     "InvalidArgument",
     "Limits",
+    "MultiAgentEnvironment",
     "NotFound",
     "PermissionDenied",
     "ResourceExhausted",
@@ -104,6 +107,7 @@ __all__ = [
     "Unavailable",
     "Unimplemented",
     "VectorEnvClient",
+    "WorldStep",
     "rubrics",
     "serve",
     "tool",

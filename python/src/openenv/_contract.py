@@ -47,7 +47,7 @@ class Feature(NamedTuple):
     rpcs: tuple[str, ...]
 
 
-PROTOCOL_VERSION: Final = "1.3"
+PROTOCOL_VERSION: Final = "1.4"
 """The newest minor of the feature matrix."""
 
 ERRORS: Final[tuple[ErrorRow, ...]] = (
@@ -146,6 +146,7 @@ FEATURES: Final[tuple[Feature, ...]] = (
         ("pipelined",),
         (),
     ),
+    Feature("multi_agent", "0012", "1.4", "environment", ("multi_agent",), ("observe",), ()),
     Feature("sandboxed_code_tools", "0010", None, "environment", (), (), ()),
 )
 

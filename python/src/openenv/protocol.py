@@ -12,12 +12,12 @@ from typing import Any, Generic, TypeVar
 
 from openenv.v1 import environment_pb2
 
-__all__ = ["PROTOCOL_VERSION", "EpisodeStatus", "SessionState", "StepResult"]
+__all__ = ["PROTOCOL_VERSION", "AgentStep", "EpisodeStatus", "SessionState", "StepResult"]
 
-PROTOCOL_VERSION = "1.3"
+PROTOCOL_VERSION = "1.4"
 """The ``MAJOR.MINOR`` this package speaks: 1.0, + RFC 0002 vectorised sessions (1.1), + RFCs
 0003-0007 (1.2: hardened listeners, tasks, server load, sessions that survive, strict contract),
-+ RFC 0009 pipelined requests in one message (1.3)."""
++ RFC 0009 pipelined requests in one message (1.3), + RFC 0012 multi-agent worlds (1.4)."""
 
 ObsT = TypeVar("ObsT")
 
@@ -44,6 +44,25 @@ class SessionState:
 
 
 @dataclasses.dataclass
+class AgentStep(Generic[ObsT]):
+    """One agent's part of a multi-agent time step (RFC 0012, ``AgentTimeStep``): its own view,
+    the reward it received since its previous time step (``None``: none, which is not 0), its
+    end flags, its private ``metadata`` and its ``reward_breakdown``."""
+
+    observation: ObsT | None = None
+    reward: float | None = None
+    terminated: bool = False
+    truncated: bool = False
+    metadata: dict[str, Any] = dataclasses.field(default_factory=dict)
+    reward_breakdown: Any = None
+
+    @property
+    def done(self) -> bool:
+        """True when this agent acts no more this episode (terminated or truncated)."""
+        return self.terminated or self.truncated
+
+
+@dataclasses.dataclass
 class StepResult(Generic[ObsT]):
     """One time step: what ``reset``/``step`` return and what clients receive.
 
@@ -53,6 +72,12 @@ class StepResult(Generic[ObsT]):
     tree (a :class:`openenv.rubrics.Score` on the server, a ``RubricScore`` message or
     :class:`~openenv.rubrics.Score` on the client) when the environment has a rubric.
     ``episode_id`` and ``step_count`` are filled in by the runtime.
+
+    Multi-agent sessions (RFC 0012): ``agents`` maps each agent the session acts for to its
+    :class:`AgentStep`; ``to_act`` names the agents to act now (the world's, whoever acts for
+    them). The top-level fields are then a summary: the view of the session's agent to act next
+    (or of its first agent), the reward of the agent that just acted when the session acts for
+    it, and the world's end flags. Both stay empty for a single-agent environment.
     """
 
     observation: ObsT | None = None
@@ -63,6 +88,8 @@ class StepResult(Generic[ObsT]):
     reward_breakdown: Any = None
     episode_id: str = ""
     step_count: int = 0
+    agents: dict[str, AgentStep[ObsT]] = dataclasses.field(default_factory=dict)
+    to_act: list[str] = dataclasses.field(default_factory=list)
 
     @property
     def done(self) -> bool:

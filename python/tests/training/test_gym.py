@@ -88,6 +88,48 @@ def test_json_schema_types_map_to_spaces_and_untyped_ones_are_refused() -> None:
         assert srv.manager.active == 0  # make() closed the session it opened
 
 
+class Board(openenv.Environment):
+    """A 2x3 board of cells -1..1 (nested fixed-length arrays, as a board game's view)."""
+
+    action_type: ClassVar[Any] = {"type": "integer", "minimum": 0, "maximum": 2}
+    row: ClassVar[Any] = {
+        "type": "array",
+        "items": {"type": "integer", "minimum": -1, "maximum": 1},
+        "minItems": 3,
+        "maxItems": 3,
+    }
+    observation_type: ClassVar[Any] = {
+        "type": "object",
+        "properties": {"board": {"type": "array", "items": row, "minItems": 2, "maxItems": 2}},
+        "required": ["board"],
+    }
+    deterministic = True
+
+    def reset(
+        self, *, seed: int | None = None, episode_id: str | None = None, options: Mapping[str, Any] | None = None
+    ) -> dict[str, Any]:
+        self.board = [[0, 0, 0], [0, 0, 0]]
+        return {"board": self.board}
+
+    def step(self, action: int) -> openenv.StepResult:
+        self.board[1][action] = 1
+        return openenv.StepResult({"board": self.board}, terminated=all(self.board[1]))
+
+
+def test_nested_fixed_length_arrays_are_one_box_of_their_shape() -> None:
+    """A board (rows of cells) is a Box of shape (rows, columns), not a sequence of rows."""
+    with server_thread(Board) as srv:
+        env = openenv.gym.make(srv.address)
+        try:
+            assert env.observation_space["board"] == gym.spaces.Box(-1, 1, (2, 3), np.int64)
+            obs, _ = env.reset(seed=0)
+            obs, *_ = env.step(1)
+            assert obs["board"].shape == (2, 3) and obs["board"][1].tolist() == [0, 1, 0]
+            check_env(env, skip_close_check=True)
+        finally:
+            env.close()
+
+
 def test_a_render_mode_the_observations_cannot_serve_is_refused() -> None:
     with server_thread(TensorEnv) as srv:
         with pytest.raises(ValueError, match="render_mode 'rgb_array' is not offered"):

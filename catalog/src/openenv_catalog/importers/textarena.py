@@ -1,6 +1,10 @@
-"""``textarena:GAME``: a single-player TextArena game as an openenv environment.
+"""``textarena:GAME[:PLAYERS]``: a TextArena game as an openenv environment.
 
-Actions and observations are text (TextArena's own move syntax, e.g. ``[3 4]``); the reward
+A game of two or more players (``TicTacToe-v0``, ``KuhnPoker-v0``; ``Poker-v0:4`` for four)
+is served as a multi-agent environment, each player an agent in its TextArena role
+(:mod:`openenv_catalog.games.textarena`); a single-player game as below.
+
+Single-player games: actions and observations are text (TextArena's own move syntax, e.g. ``[3 4]``); the reward
 is TextArena's at the end of the game (0 on the steps before). ``reset(seed=s)`` seeds the
 game. TextArena games draw from the process-wide ``random`` (and NumPy's) generator, so each
 session keeps its own generator state, swapped in around every call, and calls run on the
@@ -40,6 +44,9 @@ CURATED = (
     "FrozenLake-v0",
     "PegJump-v0",
     "2048-v0",
+    # Two players: a multi-agent environment (openenv_catalog.games.textarena). Others import as
+    # well (KuhnPoker-v0, ConnectFour-v0, ...); each listed one costs a certification in CI.
+    "TicTacToe-v0",
 )
 MAX_ACTION_CHARS = 2000
 
@@ -140,14 +147,36 @@ class TextArenaEnvironment(openenv.Environment):
         return {"game": self.game_id, "done": self.done}
 
 
-def load(game_id: str) -> type[TextArenaEnvironment]:
-    """The environment class of the TextArena game ``game_id``."""
+def _players(game_id: str) -> int:
+    """How many players ``game_id`` takes: the fewest its ``reset`` accepts (1, then 2)."""
+    saved_py, saved_np = random.getstate(), np.random.get_state()
+    try:
+        for n in (1, 2):
+            try:
+                _ta().make(game_id).reset(num_players=n, seed=0)
+                return n
+            except AssertionError:  # TextArena asserts the number of players it takes
+                continue
+    finally:
+        random.setstate(saved_py)
+        np.random.set_state(saved_np)
+    raise LookupError(f"textarena's {game_id!r} takes neither 1 nor 2 players: name the count, {game_id}:N")
+
+
+def load(spec: str) -> type[Any]:
+    """The environment class of the TextArena game ``spec`` (``GAME`` or ``GAME:PLAYERS``)."""
     from textarena.envs.registration import ENV_REGISTRY
 
     _ta()
+    game_id, _, count = spec.partition(":")
     if game_id not in ENV_REGISTRY:
         raise LookupError(f"textarena has no game {game_id!r}")
-    ident = re.sub(r"[^a-z0-9]+", "-", game_id.lower()).strip("-")
+    if count and not (count.isdigit() and 1 <= int(count) <= 16):
+        raise ValueError(f"{spec!r}: the number of players is 1 to 16 ({game_id}:2)")
+    players = int(count) if count else _players(game_id)
+    ident = re.sub(r"[^a-z0-9]+", "-", spec.lower()).strip("-")
+    if players > 1:
+        return _multiplayer(game_id, players, ident)
     attrs: dict[str, Any] = {
         "name": f"textarena-{ident}",
         "game_id": game_id,
@@ -157,3 +186,28 @@ def load(game_id: str) -> type[TextArenaEnvironment]:
         "metadata": {"source": f"textarena:{game_id}", "kind": "text-game"},
     }
     return type(f"TextArena_{ident.replace('-', '_')}", (TextArenaEnvironment,), attrs)
+
+
+def _multiplayer(game_id: str, players: int, ident: str) -> type[Any]:
+    from openenv_catalog.games.bind import environment
+    from openenv_catalog.games.textarena import TextArenaGame
+
+    try:
+        _ta().make(game_id).reset(num_players=players, seed=0)
+    except AssertionError as e:
+        raise LookupError(f"textarena's {game_id!r} cannot take {players} players: {e}") from None
+    game_cls = type(
+        f"TextArenaGame_{ident.replace('-', '_')}", (TextArenaGame,), {"game_id": game_id, "num_players": players}
+    )
+    return environment(
+        game_cls,
+        name=f"textarena-{ident}",
+        version="0.7",
+        description=(
+            f"TextArena's {game_id}, imported: {players} agents, turn by turn, text moves, rewarded at the end."
+        ),
+        source=f"textarena:{game_id}" + (f":{players}" if players != 2 else ""),
+        kind="text-game",
+        example_actions=("[1]", "[4]", "[check]"),
+        threaded=False,
+    )

@@ -5,12 +5,13 @@ from __future__ import annotations
 from hypothesis import strategies as st
 
 from openenv.v1 import environment_pb2 as pb
+from openenv.v1 import multiagent_pb2
 from openenv_conformance.context import Context
 from openenv_conformance.errors import CheckSkipped, Violation
 from openenv_conformance.model import EpisodeModel
 from openenv_conformance.registry import check
 from openenv_conformance.strategies import CALL_TOOL, Action
-from openenv_conformance.transport import EPISODE_FIELDS, SessionLike, describe, expect_error, expect_ok
+from openenv_conformance.transport import EPISODE_FIELDS, GRPC, SessionLike, describe, expect_error, expect_ok
 
 _SPEC = "docs/protocol.md"
 
@@ -99,10 +100,19 @@ def observations(ctx: Context) -> None:
 )
 def valid_actions(ctx: Context) -> None:
     valid = ctx.require_actions()
+    joint = ctx.spec.caps.multi_agent and ctx.info.multi_agent.mode == multiagent_pb2.TURN_MODE_SIMULTANEOUS
+    if joint and GRPC not in ctx.features:
+        raise CheckSkipped("a simultaneous multi-agent world steps with joint actions: OpenEnv's frames carry none")
     for a in ctx.actions.examples:
         s = ctx.session()
-        expect_ok(s.reset(), "reset", "reset")
-        expect_ok(s.step(a), "step", f"declared {a!r}")
+        first = expect_ok(s.reset(), "reset", "reset").time_step
+        if joint:  # RFC 0012: an example is one agent's action; every agent to act plays it
+            st = pb.StepRequest()
+            for agent in first.to_act:
+                st.actions[agent].CopyFrom(a.payload)
+            expect_ok(s.exchange(s.request(step=st)), "step", f"declared {a!r}, played by every agent to act")
+        else:
+            expect_ok(s.step(a), "step", f"declared {a!r}")
         s.shutdown()
     strict = ctx.spec.action.message_type == CALL_TOOL  # tool calls from input schemas must run
 

@@ -1,5 +1,5 @@
-"""Chess against Stockfish (:class:`ChessEnvironment`)."""
+"""Chess against Stockfish (:class:`ChessEnvironment`) or agent against agent (:class:`ChessDuelEnvironment`)."""
 
-from chess_env.server import ChessEnvironment, engine_path
+from chess_env.server import ChessDuelEnvironment, ChessEnvironment, engine_path
 
-__all__ = ["ChessEnvironment", "engine_path"]
+__all__ = ["ChessDuelEnvironment", "ChessEnvironment", "engine_path"]

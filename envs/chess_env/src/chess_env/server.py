@@ -1,4 +1,6 @@
-"""Chess against Stockfish: the agent plays one side, the engine the other.
+"""Chess against Stockfish (:class:`ChessEnvironment`), or agent against agent (:class:`ChessDuelEnvironment`).
+
+Against the engine: the agent plays one side, the engine the other.
 
 Every step is a tool call: ``move(uci)`` plays a move in UCI (``e2e4``, ``e7e8q``) or SAN
 (``Nf3``); the engine answers at once; ``legal_moves()`` and ``board()`` (FEN and an ASCII
@@ -8,6 +10,9 @@ agent's side. Options (handshake or reset): ``color`` (``"white"``/``"black"``, 
 white; seeded at random when ``"random"``), ``skill`` (Stockfish's Skill Level, 0-20, default
 0), ``movetime_ms`` (engine thinking time per move, default 20). The engine is Debian's
 ``stockfish`` (``/usr/games/stockfish``, or ``STOCKFISH_PATH``), one process per session.
+
+Agent against agent (a multi-agent world, RFC 0012): two agents, ``white`` and ``black``, move
+in turn; one session may play both (self-play) or each side joins from its own client.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ import os
 import random
 import shutil
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypedDict
 
 import chess
 import chess.engine
@@ -170,6 +175,100 @@ class ChessEnvironment(openenv.Environment):
         if engine is not None:
             with contextlib.suppress(RuntimeError):  # its loop already closed: nothing left to stop
                 engine.close()
+
+
+class DuelView(TypedDict):
+    """One side's view: the position (FEN, and an ASCII diagram from white's side), the moves it
+    may play now in UCI (empty when it is the other side's turn), and the last move played."""
+
+    fen: str
+    ascii: str
+    legal_moves: list[str]
+    last_move: str
+
+
+class ChessDuelEnvironment(openenv.MultiAgentEnvironment):
+    """Chess for two agents: ``white`` and ``black`` move in turn; reward by outcome."""
+
+    name = "chess_duel"
+    version = "0.1.0"
+    description = "Chess for two agents (white, black), turn by turn; UCI or SAN moves; +1/-1 by outcome, 0 a draw."
+    agents: ClassVar[Mapping[str, str]] = {"white": "white", "black": "black"}
+    agent_descriptions: ClassVar[Mapping[str, str]] = {"white": "moves first", "black": "moves second"}
+    action_type: ClassVar[Any] = {"type": "string", "minLength": 2, "maxLength": 12}
+    observation_type = DuelView
+    reward_sum = 0.0
+    reward_range = (-1.0, 1.0)
+    deterministic = True
+    max_episode_steps = MAX_PLIES
+    max_sessions = 64
+    run_in_thread = False  # python-chess answers in microseconds
+    example_actions = ("e2e4", "Nf3", "d4")
+    metadata: ClassVar[dict[str, Any]] = {"author": "openenv", "kind": "game"}
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        self.board_ = chess.Board()
+        self.result: str | None = None
+
+    def reset(
+        self, *, seed: int | None = None, episode_id: str | None = None, options: Mapping[str, Any] | None = None
+    ) -> None:
+        self.board_ = chess.Board()
+        self.result = None
+
+    def _side(self, agent: str) -> chess.Color:
+        return chess.WHITE if agent == "white" else chess.BLACK
+
+    def to_act(self) -> list[str]:
+        if self.result is not None:
+            return []
+        return ["white" if self.board_.turn == chess.WHITE else "black"]
+
+    def observe(self, agent: str) -> DuelView:
+        mine = agent in self.to_act()
+        last = self.board_.peek().uci() if self.board_.move_stack else ""
+        return {
+            "fen": self.board_.fen(),
+            "ascii": str(self.board_),
+            "legal_moves": [m.uci() for m in self.board_.legal_moves] if mine else [],
+            "last_move": last,
+        }
+
+    def step(self, actions: Mapping[str, Any]) -> openenv.WorldStep | None:  # type: ignore[override]
+        ((agent, move),) = actions.items()
+        try:
+            m = (
+                self.board_.parse_uci(move)
+                if len(move) in (4, 5) and move[1].isdigit()
+                else self.board_.parse_san(move)
+            )
+        except ValueError:
+            legal = " ".join(x.uci() for x in self.board_.legal_moves)
+            raise openenv.InvalidAction(f"{move!r} is not a legal move for {agent} here; legal: {legal}") from None
+        self.board_.push(m)
+        outcome = self.board_.outcome(claim_draw=True)
+        if outcome is None:
+            return None
+        self.result = outcome.result()
+        other = "black" if agent == "white" else "white"
+        if outcome.winner is None:
+            rewards = {agent: 0.0, other: 0.0}
+        else:
+            winner = "white" if outcome.winner == chess.WHITE else "black"
+            rewards = {winner: 1.0, ("black" if winner == "white" else "white"): -1.0}
+        return openenv.WorldStep(
+            rewards=rewards,
+            terminated=True,
+            metadata={"result": self.result, "termination": outcome.termination.name.lower()},
+        )
+
+    def state(self) -> dict[str, Any]:
+        return {"fen": self.board_.fen(), "result": self.result, "plies": self.board_.ply()}
+
+    def render(self) -> str:
+        """The position as an SVG picture (the ``/web`` playground shows it)."""
+        return str(chess.svg.board(getattr(self, "board_", None) or chess.Board(), size=360))
 
 
 def main(argv: list[str] | None = None) -> None:

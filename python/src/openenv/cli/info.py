@@ -13,7 +13,7 @@ from google.protobuf import descriptor_pool, json_format
 from openenv.client.env import default_token
 from openenv.client.grpc import open_channel, token_metadata
 from openenv.client.urls import parse_url
-from openenv.v1 import environment_pb2, environment_pb2_grpc
+from openenv.v1 import environment_pb2, environment_pb2_grpc, multiagent_pb2
 
 __all__ = ["info_command"]
 
@@ -57,3 +57,9 @@ def info_command(url: str, as_json: bool, token: str | None, ca_file: str | None
         kind = spec.get("kind", "PAYLOAD_KIND_UNSPECIFIED").removeprefix("PAYLOAD_KIND_").lower()
         click.echo(f"  {part:<12} {kind} {spec.get('message_type', '')}")
     click.echo("  capabilities " + ", ".join(f"{k}={v}" for k, v in cap.items()))
+    if info.HasField("multi_agent"):  # RFC 0012
+        ma = info.multi_agent
+        mode = "simultaneous" if ma.mode == multiagent_pb2.TURN_MODE_SIMULTANEOUS else "turn-based"
+        agents = ", ".join(f"{a.id} ({a.role})" if a.role and a.role != a.id else a.id for a in ma.agents)
+        extra = f", reward_sum={ma.reward_sum:g}" if ma.HasField("reward_sum") else ""
+        click.echo(f"  agents       {mode}: {agents}{extra}" + (", joinable" if ma.joinable else ""))

@@ -58,13 +58,13 @@ from openenv.client.sync import SyncEnvClient
 from openenv.client.urls import WS_SCHEMES, is_binary_url, is_hf_space, parse_url, scheme_of
 from openenv.client.ws import WsConnection
 from openenv.errors import EnvError, FailedPrecondition
-from openenv.protocol import PROTOCOL_VERSION, EpisodeStatus, SessionState, StepResult
+from openenv.protocol import PROTOCOL_VERSION, AgentStep, EpisodeStatus, SessionState, StepResult
 from openenv.runtime.codec import Codec, codec_for, is_ndarray, message_class, tensor_from_proto, tensor_to_proto
 from openenv.runtime.rubrics import Score
 from openenv.runtime.tasks import TaskInfo
 from openenv.runtime.tools import CallToolAction, CallToolObservation, Tool, ToolResult
 from openenv.security import TOKEN_ENV
-from openenv.v1 import environment_pb2, payload_pb2, rubric_pb2
+from openenv.v1 import environment_pb2, multiagent_pb2, payload_pb2, rubric_pb2
 from openenv.values import from_struct, from_value, to_struct, to_value
 
 ENGINE_ENV = "OPENENV_ENGINE"
@@ -220,6 +220,8 @@ class BaseEnvClient:
         resume: bool = True,
         grpc_engine: str | None = None,
         connection_options: ConnectionOptions | None = None,
+        join_token: str = "",
+        agent_ids: Sequence[str] = (),
     ) -> None:
         if connection is None:  # else the URL only names the server (an in-process one has none)
             scheme_of(base_url)  # ValueError for a scheme no transport speaks
@@ -256,6 +258,11 @@ class BaseEnvClient:
         self.grpc_engine = grpc_engine
         self._attach_token = ""  # a fork's token: connect() reattaches that session
         self._owned: list[tuple[Any, Callable[[], Any]]] = []
+        # RFC 0012: the world to join (empty: a new one) and the agents to act for (empty: all free).
+        self.join_token, self.agent_ids = join_token, tuple(agent_ids)
+        #: The world of a multi-agent session (``WorldInfo``: world id, join token, this session's
+        #: agents, owner); empty for a single-agent environment.
+        self.world = multiagent_pb2.WorldInfo()
 
     # The old settings attributes, read from the options.
     @property
@@ -304,9 +311,14 @@ class BaseEnvClient:
             resume_token=self._attach_token,
         )
         to_struct(self.options, hs.options)
+        if self.join_token or self.agent_ids:
+            hs.world.join_token = self.join_token
+            hs.world.agent_ids.extend(self.agent_ids)
         await conn.open(hs, self.connection_options.connect_timeout)
         self._conn, self._closed = conn, None
         self.session_id, self.info = conn.session_id, conn.info
+        world = getattr(conn, "world", None)
+        self.world = world if isinstance(world, multiagent_pb2.WorldInfo) else multiagent_pb2.WorldInfo()
         return self
 
     async def close(self) -> None:
@@ -439,6 +451,20 @@ class BaseEnvClient:
 
     def parse_result(self, ts: environment_pb2.TimeStep) -> StepResult[Any]:
         """Decode a TimeStep (override in typed clients to shape the observation)."""
+        result = self._parse_flat(ts)
+        for agent, a in ts.agents.items():  # RFC 0012: the views of this session's agents
+            result.agents[agent] = AgentStep(
+                observation=self._decode(a.observation, self._obs_codec) if a.HasField("observation") else None,
+                reward=a.reward if a.HasField("reward") else None,
+                terminated=a.terminated,
+                truncated=a.truncated,
+                metadata=from_struct(a.metadata),
+                reward_breakdown=Score.from_proto(a.reward_breakdown) if a.HasField("reward_breakdown") else None,
+            )
+        result.to_act = list(ts.to_act)
+        return result
+
+    def _parse_flat(self, ts: environment_pb2.TimeStep) -> StepResult[Any]:
         return StepResult(
             observation=self._decode(ts.observation, self._obs_codec) if ts.HasField("observation") else None,
             reward=ts.reward if ts.HasField("reward") else None,
@@ -559,16 +585,58 @@ class EnvClient(BaseEnvClient):
         return self.parse_result((await self._request(req, timeout)).reset.time_step)
 
     async def step(
-        self, action: Any, *, timeout: float | None = None, step_timeout: float | None = None
+        self,
+        action: Any,
+        *,
+        timeout: float | None = None,
+        step_timeout: float | None = None,
+        agent_id: str | None = None,
     ) -> StepResult[Any]:
         """Apply an action. ``timeout`` bounds the wait here; ``step_timeout`` asks the
-        server to stop waiting for the environment (DEADLINE_EXCEEDED, episode aborted)."""
+        server to stop waiting for the environment (DEADLINE_EXCEEDED, episode aborted).
+
+        Multi-agent (RFC 0012): ``agent_id`` names the agent that acts (one this session acts
+        for); None: this session's agent to act now. In a simultaneous world, this is that
+        agent's part of the joint action: the call returns once the world stepped."""
         req = environment_pb2.SessionRequest()
         st = req.step
         self.encode_action(action, st.action)
+        if agent_id:
+            st.agent_id = agent_id
         if step_timeout is not None:
             st.timeout.FromNanoseconds(int(step_timeout * 1e9))
         return self.parse_result((await self._request(req, timeout)).step.time_step)
+
+    async def step_agents(
+        self, actions: Mapping[str, Any], *, timeout: float | None = None, step_timeout: float | None = None
+    ) -> StepResult[Any]:
+        """Multi-agent, simultaneous worlds (RFC 0012): one action per agent of this session that
+        is to act (agent id -> action). Returns once the world stepped (every agent to act, of
+        every session, has an action); ``step_timeout`` bounds the wait for the others on the
+        server (DEADLINE_EXCEEDED, this session's actions withdrawn)."""
+        req = environment_pb2.SessionRequest()
+        st = req.step
+        for agent, action in actions.items():
+            self.encode_action(action, st.actions[agent])
+        if step_timeout is not None:
+            st.timeout.FromNanoseconds(int(step_timeout * 1e9))
+        return self.parse_result((await self._request(req, timeout)).step.time_step)
+
+    async def observe(
+        self, *, wait: bool = False, wait_timeout: float | None = None, timeout: float | None = None
+    ) -> StepResult[Any]:
+        """Multi-agent (RFC 0012): the current time step of this session's agents. ``wait``:
+        once one of them is to act, the episode ended, or a new episode started, that this
+        session has not seen (``wait_timeout`` bounds it on the server: DEADLINE_EXCEEDED)."""
+        req = environment_pb2.SessionRequest(observe=environment_pb2.ObserveRequest(wait=wait))
+        if wait_timeout is not None:
+            req.observe.timeout.FromNanoseconds(int(wait_timeout * 1e9))
+        return self.parse_result((await self._request(req, timeout)).observe.time_step)
+
+    @property
+    def multi_agent(self) -> multiagent_pb2.MultiAgentSpec | None:
+        """How the agents of a multi-agent environment play (RFC 0012), None for a single-agent one."""
+        return self.info.multi_agent if self.info is not None and self.info.HasField("multi_agent") else None
 
     async def list_tools(self, *, timeout: float | None = None) -> list[Tool]:
         """The environment's tools."""

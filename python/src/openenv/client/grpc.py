@@ -34,7 +34,7 @@ from openenv.errors import (
 )
 from openenv.observability import tracing
 from openenv.security import grpc_channel_credentials
-from openenv.v1 import environment_pb2, environment_pb2_grpc
+from openenv.v1 import environment_pb2, environment_pb2_grpc, multiagent_pb2
 
 __all__ = ["DEFAULT_MAX_MESSAGE_BYTES", "GrpcConnection", "channel_ready", "open_channel", "token_metadata"]
 
@@ -146,6 +146,7 @@ class GrpcConnection:
         self.max_message_bytes = self.options.max_message_bytes
         self.session_id = ""
         self.info = environment_pb2.EnvironmentInfo()
+        self.world = multiagent_pb2.WorldInfo()
         self._channel: grpc.aio.Channel | None = None
         self._shared_channel = channel
         self._call: Any = None
@@ -274,6 +275,7 @@ class GrpcConnection:
             raise err
         self.session_id = resp.handshake.session_id
         self.info = resp.handshake.info
+        self.world = resp.handshake.world  # RFC 0012: the world of a multi-agent session
         grace = self.info.capabilities.resume_grace
         self.resume_token = resp.handshake.resume_token
         self.resume_grace_s = grace.seconds + grace.nanos / 1e9

@@ -50,7 +50,7 @@ from openenv.errors import (
     ResourceExhausted,
     Unauthenticated,
 )
-from openenv.v1 import environment_pb2
+from openenv.v1 import environment_pb2, multiagent_pb2
 
 __all__ = ["InProcessConnection"]
 
@@ -118,6 +118,7 @@ class InProcessConnection:
         self.url = f"inprocess://{engine.runtime.env_cls.__name__}"
         self.session_id = ""
         self.info = environment_pb2.EnvironmentInfo()
+        self.world = multiagent_pb2.WorldInfo()
         self.max_message_bytes = self.options.max_message_bytes
         self.resume_token = ""
         self._stream: _ServerStream | None = None
@@ -162,6 +163,7 @@ class InProcessConnection:
             raise err
         self.session_id = resp.handshake.session_id
         self.info = resp.handshake.info
+        self.world = resp.handshake.world  # RFC 0012: the world of a multi-agent session
         self.resume_token = resp.handshake.resume_token
         server_limit = self.info.capabilities.max_message_bytes
         limit = self.options.max_message_bytes

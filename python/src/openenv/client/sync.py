@@ -13,7 +13,7 @@ from openenv.errors import FailedPrecondition
 from openenv.protocol import SessionState, StepResult
 from openenv.runtime.tasks import TaskInfo
 from openenv.runtime.tools import Tool, ToolResult
-from openenv.v1 import environment_pb2, rubric_pb2
+from openenv.v1 import environment_pb2, multiagent_pb2, rubric_pb2
 
 if TYPE_CHECKING:
     from openenv.client.env import BaseEnvClient, BatchResult
@@ -117,6 +117,28 @@ class SyncEnvClient:
 
     def state(self, **kw: Any) -> SessionState:
         return self._run(self.client.state, **kw)
+
+    def step_agents(self, actions: Mapping[str, Any], **kw: Any) -> StepResult[Any]:
+        """Multi-agent, simultaneous worlds (RFC 0012): :meth:`EnvClient.step_agents`."""
+        out: StepResult[Any] = self._run(self._method("step_agents"), actions, **kw)
+        return out
+
+    def observe(self, **kw: Any) -> StepResult[Any]:
+        """Multi-agent worlds (RFC 0012): :meth:`EnvClient.observe`."""
+        out: StepResult[Any] = self._run(self._method("observe"), **kw)
+        return out
+
+    @property
+    def world(self) -> multiagent_pb2.WorldInfo:
+        """The world of a multi-agent session (RFC 0012): :attr:`EnvClient.world`."""
+        world: multiagent_pb2.WorldInfo = getattr(self.client, "world", multiagent_pb2.WorldInfo())
+        return world
+
+    @property
+    def multi_agent(self) -> multiagent_pb2.MultiAgentSpec | None:
+        """:attr:`EnvClient.multi_agent`."""
+        spec: multiagent_pb2.MultiAgentSpec | None = getattr(self.client, "multi_agent", None)
+        return spec
 
     def list_tools(self, **kw: Any) -> list[Tool]:
         out: list[Tool] = self._run(self._method("list_tools"), **kw)

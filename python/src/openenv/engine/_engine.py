@@ -19,7 +19,15 @@ from collections.abc import Callable
 from typing import Any, cast
 
 from openenv.engine._stream import Incoming, Prepared, Stream
-from openenv.errors import EnvError, ErrorCode, FailedPrecondition, Internal, InvalidArgument, ResourceExhausted
+from openenv.errors import (
+    EnvError,
+    ErrorCode,
+    FailedPrecondition,
+    Internal,
+    InvalidArgument,
+    ResourceExhausted,
+    Unimplemented,
+)
 from openenv.json_protocol.jsontext import least_size
 from openenv.protocol import PROTOCOL_VERSION, StepResult
 from openenv.runtime import pipelined
@@ -31,6 +39,7 @@ from openenv.runtime.session import CLIENT, EnvironmentRuntime, SessionManager, 
 from openenv.runtime.session import Session as RuntimeSession
 from openenv.runtime.tasks import answer_list_tasks, with_task
 from openenv.runtime.vector import VectorSession
+from openenv.runtime.world import Seat, Worlds
 from openenv.security import TokenSet
 from openenv.v1 import environment_pb2, error_pb2, load_pb2
 from openenv.values import from_struct, to_struct
@@ -97,6 +106,20 @@ def fill_time_step(ts: environment_pb2.TimeStep, r: StepResult[Any], runtime: En
         ts.reward_breakdown.CopyFrom(bd.to_proto() if hasattr(bd, "to_proto") else bd)
     ts.episode_id = r.episode_id
     ts.step_count = r.step_count
+    if r.agents:  # RFC 0012: the views of the session's agents
+        for agent, a in r.agents.items():
+            at = ts.agents[agent]
+            if a.observation is not None:
+                runtime.observation_codec.encode(a.observation, at.observation)
+            if a.reward is not None:
+                at.reward = a.reward
+            at.terminated, at.truncated = bool(a.terminated), bool(a.truncated)
+            if a.metadata:
+                to_struct(a.metadata, at.metadata)
+            if a.reward_breakdown is not None:
+                bd = a.reward_breakdown
+                at.reward_breakdown.CopyFrom(bd.to_proto() if hasattr(bd, "to_proto") else bd)
+        ts.to_act.extend(r.to_act)
 
 
 def _major(version: str) -> int:
@@ -164,7 +187,7 @@ class Engine:
         into that session's own stream: one stream per session.)"""
         CLIENT.set(client_host(stream.peer() or ""))  # this stream's task: sessions counted per client
         encode: Callable[[Any], Any] | None = getattr(stream, "encode_result", None)
-        session: RuntimeSession | VectorSession | None = None
+        session: RuntimeSession | VectorSession | Seat | None = None
         entry: Resumable | None = None  # set when the session is resumable (RFC 0006)
         ended: list[EnvError] = []
         dropped = False
@@ -262,7 +285,7 @@ class Engine:
 
     async def _answer_pipelined(
         self,
-        session: RuntimeSession | VectorSession,
+        session: RuntimeSession | VectorSession | Seat,
         entry: Resumable | None,
         req: environment_pb2.SessionRequest,
     ) -> tuple[list[environment_pb2.SessionResponse], bool]:
@@ -287,7 +310,7 @@ class Engine:
 
     async def _answer(
         self,
-        session: RuntimeSession | VectorSession,
+        session: RuntimeSession | VectorSession | Seat,
         req: environment_pb2.SessionRequest | list[Any],
         encode: Callable[[Any], Any] | None = None,
         encoded: list[Any] | None = None,
@@ -319,7 +342,7 @@ class Engine:
         req: environment_pb2.SessionRequest,
         resp: environment_pb2.SessionResponse,
         task: asyncio.Task[Any] | None,
-    ) -> tuple[RuntimeSession | VectorSession, Resumable | None]:
+    ) -> tuple[RuntimeSession | VectorSession | Seat, Resumable | None]:
         if req.WhichOneof("kind") != "handshake":
             raise FailedPrecondition(
                 f"the first request of a session must be a handshake, got {req.WhichOneof('kind') or 'nothing'}"
@@ -338,10 +361,24 @@ class Engine:
             raise FailedPrecondition(
                 f"protocol version {hs.protocol_version} is not supported; this server speaks {PROTOCOL_VERSION}"
             )
-        session: RuntimeSession | VectorSession
+        session: RuntimeSession | VectorSession | Seat
         entry: Resumable | None = None
         out = resp.handshake
-        if hs.resume_token:
+        if self.runtime.multi_agent is not None:  # RFC 0012: create or join a world
+            if hs.num_envs > 1:
+                raise FailedPrecondition("a multi-agent environment does not offer vectorised sessions (num_envs > 1)")
+            worlds = Worlds.of(self.manager)
+            if hs.world.join_token:
+                session = worlds.join(hs.world.join_token, list(hs.world.agent_ids))
+            else:
+                session = await worlds.create(from_struct(hs.options), hs.client_name, list(hs.world.agent_ids))
+            w = out.world
+            w.world_id, w.join_token, w.owner = session.world.id, session.world.join_token, session.owner
+            w.agent_ids.extend(session.agents)
+        elif hs.HasField("world"):
+            name = self.runtime.env_cls.__name__
+            raise FailedPrecondition(f"{name} is not a multi-agent environment: no worlds to join")
+        elif hs.resume_token:
             entry = await self.resumes.take(hs.resume_token, task)
             session = entry.session
             out.resume_token, out.resumed = entry.token, True
@@ -361,7 +398,7 @@ class Engine:
 
     async def _dispatch(
         self,
-        session: RuntimeSession | VectorSession,
+        session: RuntimeSession | VectorSession | Seat,
         owned: list[Any],
         resp: environment_pb2.SessionResponse,
         encode: Callable[[Any], Any] | None = None,
@@ -378,8 +415,12 @@ class Engine:
         rt = self.runtime
         if isinstance(session, VectorSession):
             return await self._dispatch_vector(session, kind, req, resp)
+        if isinstance(session, Seat):
+            return await self._dispatch_seat(session, kind, req, resp, prepared, encode, encoded)
         if kind == "step":
             st = req.step
+            if st.agent_id or st.actions:
+                raise InvalidArgument("step.agent_id and step.actions are for multi-agent environments only (RFC 0012)")
             session._require_sim("step")  # UNIMPLEMENTED in tools-only mode comes before a bad payload (§3.5)
             action = prepared.action if prepared is not None else rt.action_codec.decode(st.action)
             timeout = st.timeout.ToNanoseconds() / 1e9 if st.HasField("timeout") else None
@@ -470,8 +511,83 @@ class Engine:
             raise FailedPrecondition("the session is already open: handshake may only be sent once")
         elif kind in ("batch_reset", "batch_step"):
             raise FailedPrecondition(f"{kind} needs a vectorised session (handshake num_envs > 1)")
+        elif kind == "observe":
+            raise FailedPrecondition("observe is for multi-agent environments only (RFC 0012): use state")
         else:
             raise InvalidArgument("request has no kind set")
+        return None
+
+    async def _dispatch_seat(
+        self,
+        seat: Seat,
+        kind: str | None,
+        req: environment_pb2.SessionRequest,
+        resp: environment_pb2.SessionResponse,
+        prepared: Prepared | None,
+        encode: Callable[[Any], Any] | None,
+        encoded: list[Any] | None,
+    ) -> Any:
+        """A request of a multi-agent stream (RFC 0012), answered for the seat's agents."""
+        rt = self.runtime
+        result: StepResult[Any] | None = None
+        out: environment_pb2.TimeStep | None = None
+        if kind == "step":
+            st = req.step
+            has_action = prepared is not None or st.HasField("action")
+            action = None
+            if has_action:
+                action = prepared.action if prepared is not None else rt.action_codec.decode(st.action)
+            actions = {a: rt.action_codec.decode(p) for a, p in st.actions.items()}
+            if not has_action and not actions:
+                raise InvalidArgument("step needs an action (or, in a simultaneous world, actions keyed by agent id)")
+            timeout = st.timeout.ToNanoseconds() / 1e9 if st.HasField("timeout") else None
+            result = await seat.step(action, st.agent_id, actions, timeout, has_action)
+            out = resp.step.time_step
+        elif kind == "reset":
+            r = req.reset
+            if r.task_id:
+                raise Unimplemented("tasks are not offered for multi-agent environments in this version")
+            given = prepared.action if prepared is not None else None
+            options = given if given is not None else from_struct(r.options)
+            result = await seat.reset(r.seed if r.HasField("seed") else None, r.episode_id or None, options)
+            out = resp.reset.time_step
+        elif kind == "observe":
+            o = req.observe
+            timeout = o.timeout.ToNanoseconds() / 1e9 if o.HasField("timeout") else None
+            result = await seat.observe(o.wait, timeout)
+            out = resp.observe.time_step
+        elif kind == "state":
+            s = await seat.state()
+            if encode is not None and encoded is not None:
+                encoded.append(encode(s))
+                resp.state.SetInParent()
+                return None
+            state_out = resp.state
+            state_out.episode_id, state_out.step_count = s.episode_id, s.step_count
+            state_out.status = cast(environment_pb2.EpisodeStatus, int(s.status))  # as in _dispatch
+            if s.state is not None:
+                rt.state_codec.encode(s.state, state_out.state)
+            return None
+        elif kind == "close":
+            resp.close.SetInParent()
+            return _CLOSE
+        elif kind == "handshake":
+            raise FailedPrecondition("the session is already open: handshake may only be sent once")
+        elif kind == "list_tasks":
+            answer_list_tasks(rt.tasks, req.list_tasks, resp.list_tasks)
+            return None
+        elif kind in ("batch_reset", "batch_step"):
+            raise FailedPrecondition(f"{kind} needs a vectorised session; multi-agent worlds have none")
+        elif kind is None:
+            raise InvalidArgument("request has no kind set")
+        else:
+            raise Unimplemented(f"{kind} is not offered for multi-agent environments in this version (RFC 0012)")
+        assert result is not None and out is not None
+        if encode is not None and encoded is not None:
+            encoded.append(encode(result))
+            out.SetInParent()
+        else:
+            fill_time_step(out, result, rt)
         return None
 
     async def _dispatch_vector(

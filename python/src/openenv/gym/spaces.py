@@ -16,7 +16,9 @@ JSON boolean                              ``Discrete(2)``
 JSON integer with both bounds             ``Discrete(max - min + 1, start=min)``
 JSON integer / number                     ``Box`` of shape ``()`` (int64 / float64)
 JSON string                               ``Text`` (``maxLength``, printable characters)
-JSON array of fixed length of numbers     ``Box`` of shape ``(n,)``
+JSON array of fixed length of numbers     ``Box`` of shape ``(n,)``; arrays of such arrays
+                                          (every level of fixed length) ``Box`` of shape
+                                          ``(n, m, ...)``
 JSON array                                ``Sequence(items)``
 JSON object with properties               ``Dict`` of its properties
 message                                   ``Dict`` of its fields (enums ``Discrete`` of their
@@ -187,20 +189,33 @@ def _tensor(spec: payload_pb2.TensorSpec) -> Converter:
 # ------------------------------------------------------------------------------ JSON Schema
 
 
-def _fixed_array(n: int, items: Mapping[str, Any]) -> Converter:
-    """A JSON array of exactly ``n`` numbers (or integers) as a Box of shape (n,)."""
+def _fixed_shape(s: Mapping[str, Any]) -> tuple[tuple[int, ...], Mapping[str, Any]] | None:
+    """The shape and item schema of a JSON array of fixed length of numbers, or of such arrays
+    (every level of fixed length: a board of rows); None for any other array."""
+    n, m = s.get("minItems"), s.get("maxItems")
+    items = s.get("items")
+    if s.get("type") != "array" or n is None or n != m or not isinstance(items, Mapping) or "enum" in items:
+        return None
+    if items.get("type") in ("number", "integer"):
+        return (int(n),), items
+    inner = _fixed_shape(items)
+    return None if inner is None else ((int(n), *inner[0]), inner[1])
+
+
+def _fixed_array(shape: tuple[int, ...], items: Mapping[str, Any]) -> Converter:
+    """A JSON array of exactly ``n`` numbers (or integers), or nested such arrays, as a Box of that shape."""
     lo, hi = items.get("minimum"), items.get("maximum")
     space: gym.spaces.Box
     if items.get("type") == "number":
-        low = np.full((n,), -np.inf if lo is None else lo)
-        high = np.full((n,), np.inf if hi is None else hi)
-        space = gym.spaces.Box(low=low, high=high, shape=(n,), dtype=np.float64)
+        low = np.full(shape, -np.inf if lo is None else lo)
+        high = np.full(shape, np.inf if hi is None else hi)
+        space = gym.spaces.Box(low=low, high=high, shape=shape, dtype=np.float64)
     else:
         info = np.iinfo(np.int64)
         space = gym.spaces.Box(
             low=info.min if lo is None else int(lo),
             high=info.max if hi is None else int(hi),
-            shape=(n,),
+            shape=shape,
             dtype=np.int64,
         )
     dtype = space.dtype
@@ -237,9 +252,9 @@ def _schema(s: Mapping[str, Any], root: Mapping[str, Any], where: str) -> Conver
         items = s.get("items")
         if not isinstance(items, Mapping):
             raise SpaceError(f"{where}: an array without an items schema has no space")
-        n, m = s.get("minItems"), s.get("maxItems")
-        if items.get("type") in ("number", "integer") and n is not None and n == m and "enum" not in items:
-            return _fixed_array(int(n), items)
+        fixed = _fixed_shape(s)
+        if fixed is not None:
+            return _fixed_array(*fixed)
         return _sequence(_schema(items, root, f"{where}[]"))
     if t == "object" or "properties" in s:
         props = s.get("properties")

@@ -46,6 +46,7 @@ from openenv.runtime.limits import (  # declared with the other limits; importab
     Limits,
 )
 from openenv.runtime.load import LoadMeter
+from openenv.runtime.multiagent import MultiAgentEnvironment, multi_agent_spec
 from openenv.runtime.rubrics import CREDITS_METADATA_KEY, Rubric
 from openenv.runtime.snapshots import (
     FORMAT,
@@ -178,6 +179,13 @@ class EnvironmentRuntime:
         if self.snapshots:
             policy(env_cls)  # a malformed snapshot_globals fails here, when the server starts
         self.tasks: TaskCatalog | None = TaskCatalog.of(env_cls)  # RFC 0004
+        # RFC 0012: a multi-agent environment's worlds (runtime.world); its declaration is checked here.
+        self.multi_agent = multi_agent_spec(env_cls) if issubclass(env_cls, MultiAgentEnvironment) else None
+        if self.multi_agent is not None:  # not offered for worlds in 1.4 (RFC 0012): not advertised either
+            if isolation == "process":
+                raise ValueError(f"{env_cls.__name__} is a multi-agent environment: process isolation is not offered")
+            self.max_num_envs, self.resume_grace_s, self.snapshots, self.max_forks = 1, 0.0, False, 0
+            self.tasks = None
         self.info = self._build_info()
 
     def _build_info(self) -> environment_pb2.EnvironmentInfo:
@@ -229,6 +237,9 @@ class EnvironmentRuntime:
         if self.tasks is not None:
             cap.tasks = True
             info.task_splits.extend(self.tasks.split_protos())
+        if self.multi_agent is not None:
+            cap.multi_agent = True
+            info.multi_agent.CopyFrom(self.multi_agent)
         return info
 
     def tool_descriptors(self) -> list[Tool]:

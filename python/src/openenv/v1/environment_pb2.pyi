@@ -5,6 +5,7 @@ from google.protobuf import duration_pb2 as _duration_pb2
 from google.protobuf import struct_pb2 as _struct_pb2
 from openenv.v1 import error_pb2 as _error_pb2
 from openenv.v1 import load_pb2 as _load_pb2
+from openenv.v1 import multiagent_pb2 as _multiagent_pb2
 from openenv.v1 import payload_pb2 as _payload_pb2
 from openenv.v1 import rubric_pb2 as _rubric_pb2
 from openenv.v1 import task_pb2 as _task_pb2
@@ -55,7 +56,7 @@ class GetInfoResponse(_message.Message):
     def __init__(self, info: _Optional[_Union[EnvironmentInfo, _Mapping]] = ...) -> None: ...
 
 class EnvironmentInfo(_message.Message):
-    __slots__ = ("name", "version", "description", "protocol_version", "action", "observation", "state", "descriptors", "capabilities", "rubric", "metadata", "task_splits")
+    __slots__ = ("name", "version", "description", "protocol_version", "action", "observation", "state", "descriptors", "capabilities", "rubric", "metadata", "task_splits", "multi_agent")
     NAME_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
     DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
@@ -68,6 +69,7 @@ class EnvironmentInfo(_message.Message):
     RUBRIC_FIELD_NUMBER: _ClassVar[int]
     METADATA_FIELD_NUMBER: _ClassVar[int]
     TASK_SPLITS_FIELD_NUMBER: _ClassVar[int]
+    MULTI_AGENT_FIELD_NUMBER: _ClassVar[int]
     name: str
     version: str
     description: str
@@ -80,10 +82,11 @@ class EnvironmentInfo(_message.Message):
     rubric: _rubric_pb2.RubricSpec
     metadata: _struct_pb2.Struct
     task_splits: _containers.RepeatedCompositeFieldContainer[_task_pb2.TaskSplit]
-    def __init__(self, name: _Optional[str] = ..., version: _Optional[str] = ..., description: _Optional[str] = ..., protocol_version: _Optional[str] = ..., action: _Optional[_Union[_payload_pb2.TypeSpec, _Mapping]] = ..., observation: _Optional[_Union[_payload_pb2.TypeSpec, _Mapping]] = ..., state: _Optional[_Union[_payload_pb2.TypeSpec, _Mapping]] = ..., descriptors: _Optional[_Union[_descriptor_pb2.FileDescriptorSet, _Mapping]] = ..., capabilities: _Optional[_Union[Capabilities, _Mapping]] = ..., rubric: _Optional[_Union[_rubric_pb2.RubricSpec, _Mapping]] = ..., metadata: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., task_splits: _Optional[_Iterable[_Union[_task_pb2.TaskSplit, _Mapping]]] = ...) -> None: ...
+    multi_agent: _multiagent_pb2.MultiAgentSpec
+    def __init__(self, name: _Optional[str] = ..., version: _Optional[str] = ..., description: _Optional[str] = ..., protocol_version: _Optional[str] = ..., action: _Optional[_Union[_payload_pb2.TypeSpec, _Mapping]] = ..., observation: _Optional[_Union[_payload_pb2.TypeSpec, _Mapping]] = ..., state: _Optional[_Union[_payload_pb2.TypeSpec, _Mapping]] = ..., descriptors: _Optional[_Union[_descriptor_pb2.FileDescriptorSet, _Mapping]] = ..., capabilities: _Optional[_Union[Capabilities, _Mapping]] = ..., rubric: _Optional[_Union[_rubric_pb2.RubricSpec, _Mapping]] = ..., metadata: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., task_splits: _Optional[_Iterable[_Union[_task_pb2.TaskSplit, _Mapping]]] = ..., multi_agent: _Optional[_Union[_multiagent_pb2.MultiAgentSpec, _Mapping]] = ...) -> None: ...
 
 class Capabilities(_message.Message):
-    __slots__ = ("max_sessions", "concurrent_sessions", "deterministic", "float_tolerance", "auto_reset", "tools", "tools_only", "max_message_bytes", "max_episode_steps", "reward_min", "reward_max", "idle_timeout", "action_budget", "max_num_envs", "auth_required", "handshake_timeout", "resume_grace", "snapshots", "max_forks", "tasks", "load_reporting", "lenient_actions", "seeded", "pipelined_requests", "max_pipelined_requests")
+    __slots__ = ("max_sessions", "concurrent_sessions", "deterministic", "float_tolerance", "auto_reset", "tools", "tools_only", "max_message_bytes", "max_episode_steps", "reward_min", "reward_max", "idle_timeout", "action_budget", "max_num_envs", "auth_required", "handshake_timeout", "resume_grace", "snapshots", "max_forks", "tasks", "load_reporting", "lenient_actions", "seeded", "pipelined_requests", "max_pipelined_requests", "multi_agent")
     MAX_SESSIONS_FIELD_NUMBER: _ClassVar[int]
     CONCURRENT_SESSIONS_FIELD_NUMBER: _ClassVar[int]
     DETERMINISTIC_FIELD_NUMBER: _ClassVar[int]
@@ -109,6 +112,7 @@ class Capabilities(_message.Message):
     SEEDED_FIELD_NUMBER: _ClassVar[int]
     PIPELINED_REQUESTS_FIELD_NUMBER: _ClassVar[int]
     MAX_PIPELINED_REQUESTS_FIELD_NUMBER: _ClassVar[int]
+    MULTI_AGENT_FIELD_NUMBER: _ClassVar[int]
     max_sessions: int
     concurrent_sessions: bool
     deterministic: bool
@@ -134,10 +138,11 @@ class Capabilities(_message.Message):
     seeded: bool
     pipelined_requests: bool
     max_pipelined_requests: int
-    def __init__(self, max_sessions: _Optional[int] = ..., concurrent_sessions: _Optional[bool] = ..., deterministic: _Optional[bool] = ..., float_tolerance: _Optional[float] = ..., auto_reset: _Optional[bool] = ..., tools: _Optional[bool] = ..., tools_only: _Optional[bool] = ..., max_message_bytes: _Optional[int] = ..., max_episode_steps: _Optional[int] = ..., reward_min: _Optional[float] = ..., reward_max: _Optional[float] = ..., idle_timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., action_budget: _Optional[int] = ..., max_num_envs: _Optional[int] = ..., auth_required: _Optional[bool] = ..., handshake_timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., resume_grace: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., snapshots: _Optional[bool] = ..., max_forks: _Optional[int] = ..., tasks: _Optional[bool] = ..., load_reporting: _Optional[bool] = ..., lenient_actions: _Optional[bool] = ..., seeded: _Optional[bool] = ..., pipelined_requests: _Optional[bool] = ..., max_pipelined_requests: _Optional[int] = ...) -> None: ...
+    multi_agent: bool
+    def __init__(self, max_sessions: _Optional[int] = ..., concurrent_sessions: _Optional[bool] = ..., deterministic: _Optional[bool] = ..., float_tolerance: _Optional[float] = ..., auto_reset: _Optional[bool] = ..., tools: _Optional[bool] = ..., tools_only: _Optional[bool] = ..., max_message_bytes: _Optional[int] = ..., max_episode_steps: _Optional[int] = ..., reward_min: _Optional[float] = ..., reward_max: _Optional[float] = ..., idle_timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., action_budget: _Optional[int] = ..., max_num_envs: _Optional[int] = ..., auth_required: _Optional[bool] = ..., handshake_timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., resume_grace: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., snapshots: _Optional[bool] = ..., max_forks: _Optional[int] = ..., tasks: _Optional[bool] = ..., load_reporting: _Optional[bool] = ..., lenient_actions: _Optional[bool] = ..., seeded: _Optional[bool] = ..., pipelined_requests: _Optional[bool] = ..., max_pipelined_requests: _Optional[int] = ..., multi_agent: _Optional[bool] = ...) -> None: ...
 
 class SessionRequest(_message.Message):
-    __slots__ = ("request_id", "handshake", "reset", "step", "state", "list_tools", "call_tool", "close", "batch_reset", "batch_step", "snapshot", "restore", "fork", "list_tasks", "pipelined")
+    __slots__ = ("request_id", "handshake", "reset", "step", "state", "list_tools", "call_tool", "close", "batch_reset", "batch_step", "snapshot", "restore", "fork", "list_tasks", "pipelined", "observe")
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     HANDSHAKE_FIELD_NUMBER: _ClassVar[int]
     RESET_FIELD_NUMBER: _ClassVar[int]
@@ -153,6 +158,7 @@ class SessionRequest(_message.Message):
     FORK_FIELD_NUMBER: _ClassVar[int]
     LIST_TASKS_FIELD_NUMBER: _ClassVar[int]
     PIPELINED_FIELD_NUMBER: _ClassVar[int]
+    OBSERVE_FIELD_NUMBER: _ClassVar[int]
     request_id: int
     handshake: HandshakeRequest
     reset: ResetRequest
@@ -168,10 +174,11 @@ class SessionRequest(_message.Message):
     fork: ForkRequest
     list_tasks: _task_pb2.ListTasksRequest
     pipelined: PipelinedRequests
-    def __init__(self, request_id: _Optional[int] = ..., handshake: _Optional[_Union[HandshakeRequest, _Mapping]] = ..., reset: _Optional[_Union[ResetRequest, _Mapping]] = ..., step: _Optional[_Union[StepRequest, _Mapping]] = ..., state: _Optional[_Union[StateRequest, _Mapping]] = ..., list_tools: _Optional[_Union[_tool_pb2.ListToolsRequest, _Mapping]] = ..., call_tool: _Optional[_Union[_tool_pb2.CallToolRequest, _Mapping]] = ..., close: _Optional[_Union[CloseRequest, _Mapping]] = ..., batch_reset: _Optional[_Union[BatchResetRequest, _Mapping]] = ..., batch_step: _Optional[_Union[BatchStepRequest, _Mapping]] = ..., snapshot: _Optional[_Union[SnapshotRequest, _Mapping]] = ..., restore: _Optional[_Union[RestoreRequest, _Mapping]] = ..., fork: _Optional[_Union[ForkRequest, _Mapping]] = ..., list_tasks: _Optional[_Union[_task_pb2.ListTasksRequest, _Mapping]] = ..., pipelined: _Optional[_Union[PipelinedRequests, _Mapping]] = ...) -> None: ...
+    observe: ObserveRequest
+    def __init__(self, request_id: _Optional[int] = ..., handshake: _Optional[_Union[HandshakeRequest, _Mapping]] = ..., reset: _Optional[_Union[ResetRequest, _Mapping]] = ..., step: _Optional[_Union[StepRequest, _Mapping]] = ..., state: _Optional[_Union[StateRequest, _Mapping]] = ..., list_tools: _Optional[_Union[_tool_pb2.ListToolsRequest, _Mapping]] = ..., call_tool: _Optional[_Union[_tool_pb2.CallToolRequest, _Mapping]] = ..., close: _Optional[_Union[CloseRequest, _Mapping]] = ..., batch_reset: _Optional[_Union[BatchResetRequest, _Mapping]] = ..., batch_step: _Optional[_Union[BatchStepRequest, _Mapping]] = ..., snapshot: _Optional[_Union[SnapshotRequest, _Mapping]] = ..., restore: _Optional[_Union[RestoreRequest, _Mapping]] = ..., fork: _Optional[_Union[ForkRequest, _Mapping]] = ..., list_tasks: _Optional[_Union[_task_pb2.ListTasksRequest, _Mapping]] = ..., pipelined: _Optional[_Union[PipelinedRequests, _Mapping]] = ..., observe: _Optional[_Union[ObserveRequest, _Mapping]] = ...) -> None: ...
 
 class SessionResponse(_message.Message):
-    __slots__ = ("request_id", "handshake", "reset", "step", "state", "list_tools", "call_tool", "close", "batch_reset", "batch_step", "snapshot", "restore", "fork", "list_tasks", "pipelined", "error")
+    __slots__ = ("request_id", "handshake", "reset", "step", "state", "list_tools", "call_tool", "close", "batch_reset", "batch_step", "snapshot", "restore", "fork", "list_tasks", "pipelined", "observe", "error")
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     HANDSHAKE_FIELD_NUMBER: _ClassVar[int]
     RESET_FIELD_NUMBER: _ClassVar[int]
@@ -187,6 +194,7 @@ class SessionResponse(_message.Message):
     FORK_FIELD_NUMBER: _ClassVar[int]
     LIST_TASKS_FIELD_NUMBER: _ClassVar[int]
     PIPELINED_FIELD_NUMBER: _ClassVar[int]
+    OBSERVE_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
     request_id: int
     handshake: HandshakeResponse
@@ -203,11 +211,12 @@ class SessionResponse(_message.Message):
     fork: ForkResponse
     list_tasks: _task_pb2.ListTasksResponse
     pipelined: PipelinedResponses
+    observe: ObserveResponse
     error: _error_pb2.Status
-    def __init__(self, request_id: _Optional[int] = ..., handshake: _Optional[_Union[HandshakeResponse, _Mapping]] = ..., reset: _Optional[_Union[ResetResponse, _Mapping]] = ..., step: _Optional[_Union[StepResponse, _Mapping]] = ..., state: _Optional[_Union[StateResponse, _Mapping]] = ..., list_tools: _Optional[_Union[_tool_pb2.ListToolsResponse, _Mapping]] = ..., call_tool: _Optional[_Union[_tool_pb2.CallToolResponse, _Mapping]] = ..., close: _Optional[_Union[CloseResponse, _Mapping]] = ..., batch_reset: _Optional[_Union[BatchResetResponse, _Mapping]] = ..., batch_step: _Optional[_Union[BatchStepResponse, _Mapping]] = ..., snapshot: _Optional[_Union[SnapshotResponse, _Mapping]] = ..., restore: _Optional[_Union[RestoreResponse, _Mapping]] = ..., fork: _Optional[_Union[ForkResponse, _Mapping]] = ..., list_tasks: _Optional[_Union[_task_pb2.ListTasksResponse, _Mapping]] = ..., pipelined: _Optional[_Union[PipelinedResponses, _Mapping]] = ..., error: _Optional[_Union[_error_pb2.Status, _Mapping]] = ...) -> None: ...
+    def __init__(self, request_id: _Optional[int] = ..., handshake: _Optional[_Union[HandshakeResponse, _Mapping]] = ..., reset: _Optional[_Union[ResetResponse, _Mapping]] = ..., step: _Optional[_Union[StepResponse, _Mapping]] = ..., state: _Optional[_Union[StateResponse, _Mapping]] = ..., list_tools: _Optional[_Union[_tool_pb2.ListToolsResponse, _Mapping]] = ..., call_tool: _Optional[_Union[_tool_pb2.CallToolResponse, _Mapping]] = ..., close: _Optional[_Union[CloseResponse, _Mapping]] = ..., batch_reset: _Optional[_Union[BatchResetResponse, _Mapping]] = ..., batch_step: _Optional[_Union[BatchStepResponse, _Mapping]] = ..., snapshot: _Optional[_Union[SnapshotResponse, _Mapping]] = ..., restore: _Optional[_Union[RestoreResponse, _Mapping]] = ..., fork: _Optional[_Union[ForkResponse, _Mapping]] = ..., list_tasks: _Optional[_Union[_task_pb2.ListTasksResponse, _Mapping]] = ..., pipelined: _Optional[_Union[PipelinedResponses, _Mapping]] = ..., observe: _Optional[_Union[ObserveResponse, _Mapping]] = ..., error: _Optional[_Union[_error_pb2.Status, _Mapping]] = ...) -> None: ...
 
 class HandshakeRequest(_message.Message):
-    __slots__ = ("protocol_version", "client_name", "options", "num_envs", "autoreset_mode", "resume_token", "resumable")
+    __slots__ = ("protocol_version", "client_name", "options", "num_envs", "autoreset_mode", "resume_token", "resumable", "world")
     PROTOCOL_VERSION_FIELD_NUMBER: _ClassVar[int]
     CLIENT_NAME_FIELD_NUMBER: _ClassVar[int]
     OPTIONS_FIELD_NUMBER: _ClassVar[int]
@@ -215,6 +224,7 @@ class HandshakeRequest(_message.Message):
     AUTORESET_MODE_FIELD_NUMBER: _ClassVar[int]
     RESUME_TOKEN_FIELD_NUMBER: _ClassVar[int]
     RESUMABLE_FIELD_NUMBER: _ClassVar[int]
+    WORLD_FIELD_NUMBER: _ClassVar[int]
     protocol_version: str
     client_name: str
     options: _struct_pb2.Struct
@@ -222,21 +232,24 @@ class HandshakeRequest(_message.Message):
     autoreset_mode: AutoresetMode
     resume_token: str
     resumable: bool
-    def __init__(self, protocol_version: _Optional[str] = ..., client_name: _Optional[str] = ..., options: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., num_envs: _Optional[int] = ..., autoreset_mode: _Optional[_Union[AutoresetMode, str]] = ..., resume_token: _Optional[str] = ..., resumable: _Optional[bool] = ...) -> None: ...
+    world: _multiagent_pb2.WorldRequest
+    def __init__(self, protocol_version: _Optional[str] = ..., client_name: _Optional[str] = ..., options: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., num_envs: _Optional[int] = ..., autoreset_mode: _Optional[_Union[AutoresetMode, str]] = ..., resume_token: _Optional[str] = ..., resumable: _Optional[bool] = ..., world: _Optional[_Union[_multiagent_pb2.WorldRequest, _Mapping]] = ...) -> None: ...
 
 class HandshakeResponse(_message.Message):
-    __slots__ = ("session_id", "protocol_version", "info", "resume_token", "resumed")
+    __slots__ = ("session_id", "protocol_version", "info", "resume_token", "resumed", "world")
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     PROTOCOL_VERSION_FIELD_NUMBER: _ClassVar[int]
     INFO_FIELD_NUMBER: _ClassVar[int]
     RESUME_TOKEN_FIELD_NUMBER: _ClassVar[int]
     RESUMED_FIELD_NUMBER: _ClassVar[int]
+    WORLD_FIELD_NUMBER: _ClassVar[int]
     session_id: str
     protocol_version: str
     info: EnvironmentInfo
     resume_token: str
     resumed: bool
-    def __init__(self, session_id: _Optional[str] = ..., protocol_version: _Optional[str] = ..., info: _Optional[_Union[EnvironmentInfo, _Mapping]] = ..., resume_token: _Optional[str] = ..., resumed: _Optional[bool] = ...) -> None: ...
+    world: _multiagent_pb2.WorldInfo
+    def __init__(self, session_id: _Optional[str] = ..., protocol_version: _Optional[str] = ..., info: _Optional[_Union[EnvironmentInfo, _Mapping]] = ..., resume_token: _Optional[str] = ..., resumed: _Optional[bool] = ..., world: _Optional[_Union[_multiagent_pb2.WorldInfo, _Mapping]] = ...) -> None: ...
 
 class ResetRequest(_message.Message):
     __slots__ = ("seed", "episode_id", "options", "task_id")
@@ -257,12 +270,23 @@ class ResetResponse(_message.Message):
     def __init__(self, time_step: _Optional[_Union[TimeStep, _Mapping]] = ...) -> None: ...
 
 class StepRequest(_message.Message):
-    __slots__ = ("action", "timeout")
+    __slots__ = ("action", "timeout", "agent_id", "actions")
+    class ActionsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: _payload_pb2.Payload
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[_payload_pb2.Payload, _Mapping]] = ...) -> None: ...
     ACTION_FIELD_NUMBER: _ClassVar[int]
     TIMEOUT_FIELD_NUMBER: _ClassVar[int]
+    AGENT_ID_FIELD_NUMBER: _ClassVar[int]
+    ACTIONS_FIELD_NUMBER: _ClassVar[int]
     action: _payload_pb2.Payload
     timeout: _duration_pb2.Duration
-    def __init__(self, action: _Optional[_Union[_payload_pb2.Payload, _Mapping]] = ..., timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+    agent_id: str
+    actions: _containers.MessageMap[str, _payload_pb2.Payload]
+    def __init__(self, action: _Optional[_Union[_payload_pb2.Payload, _Mapping]] = ..., timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., agent_id: _Optional[str] = ..., actions: _Optional[_Mapping[str, _payload_pb2.Payload]] = ...) -> None: ...
 
 class StepResponse(_message.Message):
     __slots__ = ("time_step",)
@@ -271,7 +295,14 @@ class StepResponse(_message.Message):
     def __init__(self, time_step: _Optional[_Union[TimeStep, _Mapping]] = ...) -> None: ...
 
 class TimeStep(_message.Message):
-    __slots__ = ("observation", "reward", "terminated", "truncated", "metadata", "reward_breakdown", "episode_id", "step_count")
+    __slots__ = ("observation", "reward", "terminated", "truncated", "metadata", "reward_breakdown", "episode_id", "step_count", "agents", "to_act")
+    class AgentsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: _multiagent_pb2.AgentTimeStep
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[_multiagent_pb2.AgentTimeStep, _Mapping]] = ...) -> None: ...
     OBSERVATION_FIELD_NUMBER: _ClassVar[int]
     REWARD_FIELD_NUMBER: _ClassVar[int]
     TERMINATED_FIELD_NUMBER: _ClassVar[int]
@@ -280,6 +311,8 @@ class TimeStep(_message.Message):
     REWARD_BREAKDOWN_FIELD_NUMBER: _ClassVar[int]
     EPISODE_ID_FIELD_NUMBER: _ClassVar[int]
     STEP_COUNT_FIELD_NUMBER: _ClassVar[int]
+    AGENTS_FIELD_NUMBER: _ClassVar[int]
+    TO_ACT_FIELD_NUMBER: _ClassVar[int]
     observation: _payload_pb2.Payload
     reward: float
     terminated: bool
@@ -288,7 +321,23 @@ class TimeStep(_message.Message):
     reward_breakdown: _rubric_pb2.RubricScore
     episode_id: str
     step_count: int
-    def __init__(self, observation: _Optional[_Union[_payload_pb2.Payload, _Mapping]] = ..., reward: _Optional[float] = ..., terminated: _Optional[bool] = ..., truncated: _Optional[bool] = ..., metadata: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., reward_breakdown: _Optional[_Union[_rubric_pb2.RubricScore, _Mapping]] = ..., episode_id: _Optional[str] = ..., step_count: _Optional[int] = ...) -> None: ...
+    agents: _containers.MessageMap[str, _multiagent_pb2.AgentTimeStep]
+    to_act: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, observation: _Optional[_Union[_payload_pb2.Payload, _Mapping]] = ..., reward: _Optional[float] = ..., terminated: _Optional[bool] = ..., truncated: _Optional[bool] = ..., metadata: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., reward_breakdown: _Optional[_Union[_rubric_pb2.RubricScore, _Mapping]] = ..., episode_id: _Optional[str] = ..., step_count: _Optional[int] = ..., agents: _Optional[_Mapping[str, _multiagent_pb2.AgentTimeStep]] = ..., to_act: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class ObserveRequest(_message.Message):
+    __slots__ = ("wait", "timeout")
+    WAIT_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_FIELD_NUMBER: _ClassVar[int]
+    wait: bool
+    timeout: _duration_pb2.Duration
+    def __init__(self, wait: _Optional[bool] = ..., timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+
+class ObserveResponse(_message.Message):
+    __slots__ = ("time_step",)
+    TIME_STEP_FIELD_NUMBER: _ClassVar[int]
+    time_step: TimeStep
+    def __init__(self, time_step: _Optional[_Union[TimeStep, _Mapping]] = ...) -> None: ...
 
 class StateRequest(_message.Message):
     __slots__ = ("env_id",)

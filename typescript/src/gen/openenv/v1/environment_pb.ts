@@ -16,6 +16,8 @@ import type { Status } from "./error_pb.js";
 import { file_openenv_v1_error } from "./error_pb.js";
 import type { GetLoadRequestSchema, GetLoadResponseSchema } from "./load_pb.js";
 import { file_openenv_v1_load } from "./load_pb.js";
+import type { AgentTimeStep, MultiAgentSpec, WorldInfo, WorldRequest } from "./multiagent_pb.js";
+import { file_openenv_v1_multiagent } from "./multiagent_pb.js";
 import type { Payload, TypeSpec } from "./payload_pb.js";
 import { file_openenv_v1_payload } from "./payload_pb.js";
 import type { RubricScore, RubricSpec } from "./rubric_pb.js";
@@ -30,7 +32,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file openenv/v1/environment.proto.
  */
 export const file_openenv_v1_environment: GenFile = /*@__PURE__*/
-  fileDesc("ChxvcGVuZW52L3YxL2Vudmlyb25tZW50LnByb3RvEgpvcGVuZW52LnYxIhAKDkdldEluZm9SZXF1ZXN0IjwKD0dldEluZm9SZXNwb25zZRIpCgRpbmZvGAEgASgLMhsub3BlbmVudi52MS5FbnZpcm9ubWVudEluZm8ivQMKD0Vudmlyb25tZW50SW5mbxIMCgRuYW1lGAEgASgJEg8KB3ZlcnNpb24YAiABKAkSEwoLZGVzY3JpcHRpb24YAyABKAkSGAoQcHJvdG9jb2xfdmVyc2lvbhgEIAEoCRIkCgZhY3Rpb24YBSABKAsyFC5vcGVuZW52LnYxLlR5cGVTcGVjEikKC29ic2VydmF0aW9uGAYgASgLMhQub3BlbmVudi52MS5UeXBlU3BlYxIjCgVzdGF0ZRgHIAEoCzIULm9wZW5lbnYudjEuVHlwZVNwZWMSNwoLZGVzY3JpcHRvcnMYCCABKAsyIi5nb29nbGUucHJvdG9idWYuRmlsZURlc2NyaXB0b3JTZXQSLgoMY2FwYWJpbGl0aWVzGAkgASgLMhgub3BlbmVudi52MS5DYXBhYmlsaXRpZXMSJgoGcnVicmljGAogASgLMhYub3BlbmVudi52MS5SdWJyaWNTcGVjEikKCG1ldGFkYXRhGAsgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIqCgt0YXNrX3NwbGl0cxgMIAMoCzIVLm9wZW5lbnYudjEuVGFza1NwbGl0ItcFCgxDYXBhYmlsaXRpZXMSFAoMbWF4X3Nlc3Npb25zGAEgASgNEhsKE2NvbmN1cnJlbnRfc2Vzc2lvbnMYAiABKAgSFQoNZGV0ZXJtaW5pc3RpYxgDIAEoCBIXCg9mbG9hdF90b2xlcmFuY2UYBCABKAESEgoKYXV0b19yZXNldBgFIAEoCBINCgV0b29scxgGIAEoCBISCgp0b29sc19vbmx5GAcgASgIEhkKEW1heF9tZXNzYWdlX2J5dGVzGAggASgEEh4KEW1heF9lcGlzb2RlX3N0ZXBzGAkgASgESACIAQESFwoKcmV3YXJkX21pbhgKIAEoAUgBiAEBEhcKCnJld2FyZF9tYXgYCyABKAFIAogBARIvCgxpZGxlX3RpbWVvdXQYDCABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SFQoNYWN0aW9uX2J1ZGdldBgNIAEoDRIUCgxtYXhfbnVtX2VudnMYDiABKA0SFQoNYXV0aF9yZXF1aXJlZBgPIAEoCBI0ChFoYW5kc2hha2VfdGltZW91dBgQIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIvCgxyZXN1bWVfZ3JhY2UYGSABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SEQoJc25hcHNob3RzGBogASgIEhEKCW1heF9mb3JrcxgbIAEoDRINCgV0YXNrcxgUIAEoCBIWCg5sb2FkX3JlcG9ydGluZxgXIAEoCBIXCg9sZW5pZW50X2FjdGlvbnMYEiABKAgSDgoGc2VlZGVkGBMgASgIEhoKEnBpcGVsaW5lZF9yZXF1ZXN0cxgoIAEoCBIeChZtYXhfcGlwZWxpbmVkX3JlcXVlc3RzGCkgASgNQhQKEl9tYXhfZXBpc29kZV9zdGVwc0INCgtfcmV3YXJkX21pbkINCgtfcmV3YXJkX21heCLKBQoOU2Vzc2lvblJlcXVlc3QSEgoKcmVxdWVzdF9pZBgBIAEoBBIxCgloYW5kc2hha2UYAiABKAsyHC5vcGVuZW52LnYxLkhhbmRzaGFrZVJlcXVlc3RIABIpCgVyZXNldBgDIAEoCzIYLm9wZW5lbnYudjEuUmVzZXRSZXF1ZXN0SAASJwoEc3RlcBgEIAEoCzIXLm9wZW5lbnYudjEuU3RlcFJlcXVlc3RIABIpCgVzdGF0ZRgFIAEoCzIYLm9wZW5lbnYudjEuU3RhdGVSZXF1ZXN0SAASMgoKbGlzdF90b29scxgGIAEoCzIcLm9wZW5lbnYudjEuTGlzdFRvb2xzUmVxdWVzdEgAEjAKCWNhbGxfdG9vbBgHIAEoCzIbLm9wZW5lbnYudjEuQ2FsbFRvb2xSZXF1ZXN0SAASKQoFY2xvc2UYCCABKAsyGC5vcGVuZW52LnYxLkNsb3NlUmVxdWVzdEgAEjQKC2JhdGNoX3Jlc2V0GAkgASgLMh0ub3BlbmVudi52MS5CYXRjaFJlc2V0UmVxdWVzdEgAEjIKCmJhdGNoX3N0ZXAYCiABKAsyHC5vcGVuZW52LnYxLkJhdGNoU3RlcFJlcXVlc3RIABIvCghzbmFwc2hvdBgQIAEoCzIbLm9wZW5lbnYudjEuU25hcHNob3RSZXF1ZXN0SAASLQoHcmVzdG9yZRgRIAEoCzIaLm9wZW5lbnYudjEuUmVzdG9yZVJlcXVlc3RIABInCgRmb3JrGBIgASgLMhcub3BlbmVudi52MS5Gb3JrUmVxdWVzdEgAEjIKCmxpc3RfdGFza3MYFCABKAsyHC5vcGVuZW52LnYxLkxpc3RUYXNrc1JlcXVlc3RIABIyCglwaXBlbGluZWQYHiABKAsyHS5vcGVuZW52LnYxLlBpcGVsaW5lZFJlcXVlc3RzSABCBgoEa2luZCL+BQoPU2Vzc2lvblJlc3BvbnNlEhIKCnJlcXVlc3RfaWQYASABKAQSMgoJaGFuZHNoYWtlGAIgASgLMh0ub3BlbmVudi52MS5IYW5kc2hha2VSZXNwb25zZUgAEioKBXJlc2V0GAMgASgLMhkub3BlbmVudi52MS5SZXNldFJlc3BvbnNlSAASKAoEc3RlcBgEIAEoCzIYLm9wZW5lbnYudjEuU3RlcFJlc3BvbnNlSAASKgoFc3RhdGUYBSABKAsyGS5vcGVuZW52LnYxLlN0YXRlUmVzcG9uc2VIABIzCgpsaXN0X3Rvb2xzGAYgASgLMh0ub3BlbmVudi52MS5MaXN0VG9vbHNSZXNwb25zZUgAEjEKCWNhbGxfdG9vbBgHIAEoCzIcLm9wZW5lbnYudjEuQ2FsbFRvb2xSZXNwb25zZUgAEioKBWNsb3NlGAggASgLMhkub3BlbmVudi52MS5DbG9zZVJlc3BvbnNlSAASNQoLYmF0Y2hfcmVzZXQYCSABKAsyHi5vcGVuZW52LnYxLkJhdGNoUmVzZXRSZXNwb25zZUgAEjMKCmJhdGNoX3N0ZXAYCiABKAsyHS5vcGVuZW52LnYxLkJhdGNoU3RlcFJlc3BvbnNlSAASMAoIc25hcHNob3QYECABKAsyHC5vcGVuZW52LnYxLlNuYXBzaG90UmVzcG9uc2VIABIuCgdyZXN0b3JlGBEgASgLMhsub3BlbmVudi52MS5SZXN0b3JlUmVzcG9uc2VIABIoCgRmb3JrGBIgASgLMhgub3BlbmVudi52MS5Gb3JrUmVzcG9uc2VIABIzCgpsaXN0X3Rhc2tzGBQgASgLMh0ub3BlbmVudi52MS5MaXN0VGFza3NSZXNwb25zZUgAEjMKCXBpcGVsaW5lZBgeIAEoCzIeLm9wZW5lbnYudjEuUGlwZWxpbmVkUmVzcG9uc2VzSAASIwoFZXJyb3IYDyABKAsyEi5vcGVuZW52LnYxLlN0YXR1c0gAQgYKBGtpbmQi2QEKEEhhbmRzaGFrZVJlcXVlc3QSGAoQcHJvdG9jb2xfdmVyc2lvbhgBIAEoCRITCgtjbGllbnRfbmFtZRgCIAEoCRIoCgdvcHRpb25zGAMgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIQCghudW1fZW52cxgEIAEoDRIxCg5hdXRvcmVzZXRfbW9kZRgFIAEoDjIZLm9wZW5lbnYudjEuQXV0b3Jlc2V0TW9kZRIUCgxyZXN1bWVfdG9rZW4YCCABKAkSEQoJcmVzdW1hYmxlGAkgASgIIpMBChFIYW5kc2hha2VSZXNwb25zZRISCgpzZXNzaW9uX2lkGAEgASgJEhgKEHByb3RvY29sX3ZlcnNpb24YAiABKAkSKQoEaW5mbxgDIAEoCzIbLm9wZW5lbnYudjEuRW52aXJvbm1lbnRJbmZvEhQKDHJlc3VtZV90b2tlbhgEIAEoCRIPCgdyZXN1bWVkGAUgASgIInkKDFJlc2V0UmVxdWVzdBIRCgRzZWVkGAEgASgESACIAQESEgoKZXBpc29kZV9pZBgCIAEoCRIoCgdvcHRpb25zGAMgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIPCgd0YXNrX2lkGHggASgJQgcKBV9zZWVkIjgKDVJlc2V0UmVzcG9uc2USJwoJdGltZV9zdGVwGAEgASgLMhQub3BlbmVudi52MS5UaW1lU3RlcCJeCgtTdGVwUmVxdWVzdBIjCgZhY3Rpb24YASABKAsyEy5vcGVuZW52LnYxLlBheWxvYWQSKgoHdGltZW91dBgCIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbiI3CgxTdGVwUmVzcG9uc2USJwoJdGltZV9zdGVwGAEgASgLMhQub3BlbmVudi52MS5UaW1lU3RlcCKBAgoIVGltZVN0ZXASKAoLb2JzZXJ2YXRpb24YASABKAsyEy5vcGVuZW52LnYxLlBheWxvYWQSEwoGcmV3YXJkGAIgASgBSACIAQESEgoKdGVybWluYXRlZBgDIAEoCBIRCgl0cnVuY2F0ZWQYBCABKAgSKQoIbWV0YWRhdGEYBSABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EjEKEHJld2FyZF9icmVha2Rvd24YBiABKAsyFy5vcGVuZW52LnYxLlJ1YnJpY1Njb3JlEhIKCmVwaXNvZGVfaWQYByABKAkSEgoKc3RlcF9jb3VudBgIIAEoBEIJCgdfcmV3YXJkIh4KDFN0YXRlUmVxdWVzdBIOCgZlbnZfaWQYASABKA0ihgEKDVN0YXRlUmVzcG9uc2USEgoKZXBpc29kZV9pZBgBIAEoCRISCgpzdGVwX2NvdW50GAIgASgEEikKBnN0YXR1cxgDIAEoDjIZLm9wZW5lbnYudjEuRXBpc29kZVN0YXR1cxIiCgVzdGF0ZRgEIAEoCzITLm9wZW5lbnYudjEuUGF5bG9hZCJvChFCYXRjaFJlc2V0UmVxdWVzdBIPCgdlbnZfaWRzGAEgAygNEg0KBXNlZWRzGAIgAygEEigKB29wdGlvbnMYAyABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EhAKCHRhc2tfaWRzGHggAygJIk8KEkJhdGNoUmVzZXRSZXNwb25zZRIPCgdlbnZfaWRzGAEgAygNEigKCnRpbWVfc3RlcHMYAiADKAsyFC5vcGVuZW52LnYxLlRpbWVTdGVwInUKEEJhdGNoU3RlcFJlcXVlc3QSDwoHZW52X2lkcxgBIAMoDRIkCgdhY3Rpb25zGAIgAygLMhMub3BlbmVudi52MS5QYXlsb2FkEioKB3RpbWVvdXQYAyABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24i6AEKEUJhdGNoU3RlcFJlc3BvbnNlEg8KB2Vudl9pZHMYASADKA0SKAoKdGltZV9zdGVwcxgCIAMoCzIULm9wZW5lbnYudjEuVGltZVN0ZXASSwoQZmluYWxfdGltZV9zdGVwcxgDIAMoCzIxLm9wZW5lbnYudjEuQmF0Y2hTdGVwUmVzcG9uc2UuRmluYWxUaW1lU3RlcHNFbnRyeRpLChNGaW5hbFRpbWVTdGVwc0VudHJ5EgsKA2tleRgBIAEoDRIjCgV2YWx1ZRgCIAEoCzIULm9wZW5lbnYudjEuVGltZVN0ZXA6AjgBIg4KDENsb3NlUmVxdWVzdCIPCg1DbG9zZVJlc3BvbnNlIhEKD1NuYXBzaG90UmVxdWVzdCI6ChBTbmFwc2hvdFJlc3BvbnNlEiYKCHNuYXBzaG90GAEgASgLMhQub3BlbmVudi52MS5TbmFwc2hvdCLJAQoIU25hcHNob3QSDgoGZm9ybWF0GAEgASgNEhAKCGVudl9uYW1lGAIgASgJEhMKC2Vudl92ZXJzaW9uGAMgASgJEhIKCmVwaXNvZGVfaWQYBCABKAkSEgoKc3RlcF9jb3VudBgFIAEoBBIpCgZzdGF0dXMYBiABKA4yGS5vcGVuZW52LnYxLkVwaXNvZGVTdGF0dXMSEwoLZW52aXJvbm1lbnQYByABKAwSDgoGcnVicmljGAggASgMEg4KBmRpZ2VzdBgJIAEoDCI4Cg5SZXN0b3JlUmVxdWVzdBImCghzbmFwc2hvdBgBIAEoCzIULm9wZW5lbnYudjEuU25hcHNob3QiZAoPUmVzdG9yZVJlc3BvbnNlEhIKCmVwaXNvZGVfaWQYASABKAkSEgoKc3RlcF9jb3VudBgCIAEoBBIpCgZzdGF0dXMYAyABKA4yGS5vcGVuZW52LnYxLkVwaXNvZGVTdGF0dXMiRAoLRm9ya1JlcXVlc3QSDQoFY291bnQYASABKA0SJgoIc25hcHNob3QYAiABKAsyFC5vcGVuZW52LnYxLlNuYXBzaG90IjoKDEZvcmtSZXNwb25zZRITCgtzZXNzaW9uX2lkcxgBIAMoCRIVCg1yZXN1bWVfdG9rZW5zGAIgAygJIkEKEVBpcGVsaW5lZFJlcXVlc3RzEiwKCHJlcXVlc3RzGAEgAygLMhoub3BlbmVudi52MS5TZXNzaW9uUmVxdWVzdCJEChJQaXBlbGluZWRSZXNwb25zZXMSLgoJcmVzcG9uc2VzGAEgAygLMhsub3BlbmVudi52MS5TZXNzaW9uUmVzcG9uc2UqiAEKDUF1dG9yZXNldE1vZGUSHgoaQVVUT1JFU0VUX01PREVfVU5TUEVDSUZJRUQQABIbChdBVVRPUkVTRVRfTU9ERV9ESVNBQkxFRBABEhwKGEFVVE9SRVNFVF9NT0RFX05FWFRfU1RFUBACEhwKGEFVVE9SRVNFVF9NT0RFX1NBTUVfU1RFUBADKsQBCg1FcGlzb2RlU3RhdHVzEh4KGkVQSVNPREVfU1RBVFVTX1VOU1BFQ0lGSUVEEAASHgoaRVBJU09ERV9TVEFUVVNfTk9UX1NUQVJURUQQARIaChZFUElTT0RFX1NUQVRVU19SVU5OSU5HEAISHQoZRVBJU09ERV9TVEFUVVNfVEVSTUlOQVRFRBADEhwKGEVQSVNPREVfU1RBVFVTX1RSVU5DQVRFRBAEEhoKFkVQSVNPREVfU1RBVFVTX0FCT1JURUQQBTLkAQoSRW52aXJvbm1lbnRTZXJ2aWNlEkYKB1Nlc3Npb24SGi5vcGVuZW52LnYxLlNlc3Npb25SZXF1ZXN0Ghsub3BlbmVudi52MS5TZXNzaW9uUmVzcG9uc2UoATABEkIKB0dldEluZm8SGi5vcGVuZW52LnYxLkdldEluZm9SZXF1ZXN0Ghsub3BlbmVudi52MS5HZXRJbmZvUmVzcG9uc2USQgoHR2V0TG9hZBIaLm9wZW5lbnYudjEuR2V0TG9hZFJlcXVlc3QaGy5vcGVuZW52LnYxLkdldExvYWRSZXNwb25zZWIGcHJvdG8z", [file_google_protobuf_descriptor, file_google_protobuf_duration, file_google_protobuf_struct, file_openenv_v1_error, file_openenv_v1_load, file_openenv_v1_payload, file_openenv_v1_rubric, file_openenv_v1_task, file_openenv_v1_tool]);
+  fileDesc("ChxvcGVuZW52L3YxL2Vudmlyb25tZW50LnByb3RvEgpvcGVuZW52LnYxIhAKDkdldEluZm9SZXF1ZXN0IjwKD0dldEluZm9SZXNwb25zZRIpCgRpbmZvGAEgASgLMhsub3BlbmVudi52MS5FbnZpcm9ubWVudEluZm8i7gMKD0Vudmlyb25tZW50SW5mbxIMCgRuYW1lGAEgASgJEg8KB3ZlcnNpb24YAiABKAkSEwoLZGVzY3JpcHRpb24YAyABKAkSGAoQcHJvdG9jb2xfdmVyc2lvbhgEIAEoCRIkCgZhY3Rpb24YBSABKAsyFC5vcGVuZW52LnYxLlR5cGVTcGVjEikKC29ic2VydmF0aW9uGAYgASgLMhQub3BlbmVudi52MS5UeXBlU3BlYxIjCgVzdGF0ZRgHIAEoCzIULm9wZW5lbnYudjEuVHlwZVNwZWMSNwoLZGVzY3JpcHRvcnMYCCABKAsyIi5nb29nbGUucHJvdG9idWYuRmlsZURlc2NyaXB0b3JTZXQSLgoMY2FwYWJpbGl0aWVzGAkgASgLMhgub3BlbmVudi52MS5DYXBhYmlsaXRpZXMSJgoGcnVicmljGAogASgLMhYub3BlbmVudi52MS5SdWJyaWNTcGVjEikKCG1ldGFkYXRhGAsgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIqCgt0YXNrX3NwbGl0cxgMIAMoCzIVLm9wZW5lbnYudjEuVGFza1NwbGl0Ei8KC211bHRpX2FnZW50GDIgASgLMhoub3BlbmVudi52MS5NdWx0aUFnZW50U3BlYyLsBQoMQ2FwYWJpbGl0aWVzEhQKDG1heF9zZXNzaW9ucxgBIAEoDRIbChNjb25jdXJyZW50X3Nlc3Npb25zGAIgASgIEhUKDWRldGVybWluaXN0aWMYAyABKAgSFwoPZmxvYXRfdG9sZXJhbmNlGAQgASgBEhIKCmF1dG9fcmVzZXQYBSABKAgSDQoFdG9vbHMYBiABKAgSEgoKdG9vbHNfb25seRgHIAEoCBIZChFtYXhfbWVzc2FnZV9ieXRlcxgIIAEoBBIeChFtYXhfZXBpc29kZV9zdGVwcxgJIAEoBEgAiAEBEhcKCnJld2FyZF9taW4YCiABKAFIAYgBARIXCgpyZXdhcmRfbWF4GAsgASgBSAKIAQESLwoMaWRsZV90aW1lb3V0GAwgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEhUKDWFjdGlvbl9idWRnZXQYDSABKA0SFAoMbWF4X251bV9lbnZzGA4gASgNEhUKDWF1dGhfcmVxdWlyZWQYDyABKAgSNAoRaGFuZHNoYWtlX3RpbWVvdXQYECABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SLwoMcmVzdW1lX2dyYWNlGBkgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEhEKCXNuYXBzaG90cxgaIAEoCBIRCgltYXhfZm9ya3MYGyABKA0SDQoFdGFza3MYFCABKAgSFgoObG9hZF9yZXBvcnRpbmcYFyABKAgSFwoPbGVuaWVudF9hY3Rpb25zGBIgASgIEg4KBnNlZWRlZBgTIAEoCBIaChJwaXBlbGluZWRfcmVxdWVzdHMYKCABKAgSHgoWbWF4X3BpcGVsaW5lZF9yZXF1ZXN0cxgpIAEoDRITCgttdWx0aV9hZ2VudBgyIAEoCEIUChJfbWF4X2VwaXNvZGVfc3RlcHNCDQoLX3Jld2FyZF9taW5CDQoLX3Jld2FyZF9tYXgi+QUKDlNlc3Npb25SZXF1ZXN0EhIKCnJlcXVlc3RfaWQYASABKAQSMQoJaGFuZHNoYWtlGAIgASgLMhwub3BlbmVudi52MS5IYW5kc2hha2VSZXF1ZXN0SAASKQoFcmVzZXQYAyABKAsyGC5vcGVuZW52LnYxLlJlc2V0UmVxdWVzdEgAEicKBHN0ZXAYBCABKAsyFy5vcGVuZW52LnYxLlN0ZXBSZXF1ZXN0SAASKQoFc3RhdGUYBSABKAsyGC5vcGVuZW52LnYxLlN0YXRlUmVxdWVzdEgAEjIKCmxpc3RfdG9vbHMYBiABKAsyHC5vcGVuZW52LnYxLkxpc3RUb29sc1JlcXVlc3RIABIwCgljYWxsX3Rvb2wYByABKAsyGy5vcGVuZW52LnYxLkNhbGxUb29sUmVxdWVzdEgAEikKBWNsb3NlGAggASgLMhgub3BlbmVudi52MS5DbG9zZVJlcXVlc3RIABI0CgtiYXRjaF9yZXNldBgJIAEoCzIdLm9wZW5lbnYudjEuQmF0Y2hSZXNldFJlcXVlc3RIABIyCgpiYXRjaF9zdGVwGAogASgLMhwub3BlbmVudi52MS5CYXRjaFN0ZXBSZXF1ZXN0SAASLwoIc25hcHNob3QYECABKAsyGy5vcGVuZW52LnYxLlNuYXBzaG90UmVxdWVzdEgAEi0KB3Jlc3RvcmUYESABKAsyGi5vcGVuZW52LnYxLlJlc3RvcmVSZXF1ZXN0SAASJwoEZm9yaxgSIAEoCzIXLm9wZW5lbnYudjEuRm9ya1JlcXVlc3RIABIyCgpsaXN0X3Rhc2tzGBQgASgLMhwub3BlbmVudi52MS5MaXN0VGFza3NSZXF1ZXN0SAASMgoJcGlwZWxpbmVkGB4gASgLMh0ub3BlbmVudi52MS5QaXBlbGluZWRSZXF1ZXN0c0gAEi0KB29ic2VydmUYMiABKAsyGi5vcGVuZW52LnYxLk9ic2VydmVSZXF1ZXN0SABCBgoEa2luZCKuBgoPU2Vzc2lvblJlc3BvbnNlEhIKCnJlcXVlc3RfaWQYASABKAQSMgoJaGFuZHNoYWtlGAIgASgLMh0ub3BlbmVudi52MS5IYW5kc2hha2VSZXNwb25zZUgAEioKBXJlc2V0GAMgASgLMhkub3BlbmVudi52MS5SZXNldFJlc3BvbnNlSAASKAoEc3RlcBgEIAEoCzIYLm9wZW5lbnYudjEuU3RlcFJlc3BvbnNlSAASKgoFc3RhdGUYBSABKAsyGS5vcGVuZW52LnYxLlN0YXRlUmVzcG9uc2VIABIzCgpsaXN0X3Rvb2xzGAYgASgLMh0ub3BlbmVudi52MS5MaXN0VG9vbHNSZXNwb25zZUgAEjEKCWNhbGxfdG9vbBgHIAEoCzIcLm9wZW5lbnYudjEuQ2FsbFRvb2xSZXNwb25zZUgAEioKBWNsb3NlGAggASgLMhkub3BlbmVudi52MS5DbG9zZVJlc3BvbnNlSAASNQoLYmF0Y2hfcmVzZXQYCSABKAsyHi5vcGVuZW52LnYxLkJhdGNoUmVzZXRSZXNwb25zZUgAEjMKCmJhdGNoX3N0ZXAYCiABKAsyHS5vcGVuZW52LnYxLkJhdGNoU3RlcFJlc3BvbnNlSAASMAoIc25hcHNob3QYECABKAsyHC5vcGVuZW52LnYxLlNuYXBzaG90UmVzcG9uc2VIABIuCgdyZXN0b3JlGBEgASgLMhsub3BlbmVudi52MS5SZXN0b3JlUmVzcG9uc2VIABIoCgRmb3JrGBIgASgLMhgub3BlbmVudi52MS5Gb3JrUmVzcG9uc2VIABIzCgpsaXN0X3Rhc2tzGBQgASgLMh0ub3BlbmVudi52MS5MaXN0VGFza3NSZXNwb25zZUgAEjMKCXBpcGVsaW5lZBgeIAEoCzIeLm9wZW5lbnYudjEuUGlwZWxpbmVkUmVzcG9uc2VzSAASLgoHb2JzZXJ2ZRgyIAEoCzIbLm9wZW5lbnYudjEuT2JzZXJ2ZVJlc3BvbnNlSAASIwoFZXJyb3IYDyABKAsyEi5vcGVuZW52LnYxLlN0YXR1c0gAQgYKBGtpbmQiggIKEEhhbmRzaGFrZVJlcXVlc3QSGAoQcHJvdG9jb2xfdmVyc2lvbhgBIAEoCRITCgtjbGllbnRfbmFtZRgCIAEoCRIoCgdvcHRpb25zGAMgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIQCghudW1fZW52cxgEIAEoDRIxCg5hdXRvcmVzZXRfbW9kZRgFIAEoDjIZLm9wZW5lbnYudjEuQXV0b3Jlc2V0TW9kZRIUCgxyZXN1bWVfdG9rZW4YCCABKAkSEQoJcmVzdW1hYmxlGAkgASgIEicKBXdvcmxkGDIgASgLMhgub3BlbmVudi52MS5Xb3JsZFJlcXVlc3QiuQEKEUhhbmRzaGFrZVJlc3BvbnNlEhIKCnNlc3Npb25faWQYASABKAkSGAoQcHJvdG9jb2xfdmVyc2lvbhgCIAEoCRIpCgRpbmZvGAMgASgLMhsub3BlbmVudi52MS5FbnZpcm9ubWVudEluZm8SFAoMcmVzdW1lX3Rva2VuGAQgASgJEg8KB3Jlc3VtZWQYBSABKAgSJAoFd29ybGQYMiABKAsyFS5vcGVuZW52LnYxLldvcmxkSW5mbyJ5CgxSZXNldFJlcXVlc3QSEQoEc2VlZBgBIAEoBEgAiAEBEhIKCmVwaXNvZGVfaWQYAiABKAkSKAoHb3B0aW9ucxgDIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSDwoHdGFza19pZBh4IAEoCUIHCgVfc2VlZCI4Cg1SZXNldFJlc3BvbnNlEicKCXRpbWVfc3RlcBgBIAEoCzIULm9wZW5lbnYudjEuVGltZVN0ZXAi7AEKC1N0ZXBSZXF1ZXN0EiMKBmFjdGlvbhgBIAEoCzITLm9wZW5lbnYudjEuUGF5bG9hZBIqCgd0aW1lb3V0GAIgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEhAKCGFnZW50X2lkGDIgASgJEjUKB2FjdGlvbnMYMyADKAsyJC5vcGVuZW52LnYxLlN0ZXBSZXF1ZXN0LkFjdGlvbnNFbnRyeRpDCgxBY3Rpb25zRW50cnkSCwoDa2V5GAEgASgJEiIKBXZhbHVlGAIgASgLMhMub3BlbmVudi52MS5QYXlsb2FkOgI4ASI3CgxTdGVwUmVzcG9uc2USJwoJdGltZV9zdGVwGAEgASgLMhQub3BlbmVudi52MS5UaW1lU3RlcCKNAwoIVGltZVN0ZXASKAoLb2JzZXJ2YXRpb24YASABKAsyEy5vcGVuZW52LnYxLlBheWxvYWQSEwoGcmV3YXJkGAIgASgBSACIAQESEgoKdGVybWluYXRlZBgDIAEoCBIRCgl0cnVuY2F0ZWQYBCABKAgSKQoIbWV0YWRhdGEYBSABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EjEKEHJld2FyZF9icmVha2Rvd24YBiABKAsyFy5vcGVuZW52LnYxLlJ1YnJpY1Njb3JlEhIKCmVwaXNvZGVfaWQYByABKAkSEgoKc3RlcF9jb3VudBgIIAEoBBIwCgZhZ2VudHMYMiADKAsyIC5vcGVuZW52LnYxLlRpbWVTdGVwLkFnZW50c0VudHJ5Eg4KBnRvX2FjdBgzIAMoCRpICgtBZ2VudHNFbnRyeRILCgNrZXkYASABKAkSKAoFdmFsdWUYAiABKAsyGS5vcGVuZW52LnYxLkFnZW50VGltZVN0ZXA6AjgBQgkKB19yZXdhcmQiSgoOT2JzZXJ2ZVJlcXVlc3QSDAoEd2FpdBgBIAEoCBIqCgd0aW1lb3V0GAIgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uIjoKD09ic2VydmVSZXNwb25zZRInCgl0aW1lX3N0ZXAYASABKAsyFC5vcGVuZW52LnYxLlRpbWVTdGVwIh4KDFN0YXRlUmVxdWVzdBIOCgZlbnZfaWQYASABKA0ihgEKDVN0YXRlUmVzcG9uc2USEgoKZXBpc29kZV9pZBgBIAEoCRISCgpzdGVwX2NvdW50GAIgASgEEikKBnN0YXR1cxgDIAEoDjIZLm9wZW5lbnYudjEuRXBpc29kZVN0YXR1cxIiCgVzdGF0ZRgEIAEoCzITLm9wZW5lbnYudjEuUGF5bG9hZCJvChFCYXRjaFJlc2V0UmVxdWVzdBIPCgdlbnZfaWRzGAEgAygNEg0KBXNlZWRzGAIgAygEEigKB29wdGlvbnMYAyABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EhAKCHRhc2tfaWRzGHggAygJIk8KEkJhdGNoUmVzZXRSZXNwb25zZRIPCgdlbnZfaWRzGAEgAygNEigKCnRpbWVfc3RlcHMYAiADKAsyFC5vcGVuZW52LnYxLlRpbWVTdGVwInUKEEJhdGNoU3RlcFJlcXVlc3QSDwoHZW52X2lkcxgBIAMoDRIkCgdhY3Rpb25zGAIgAygLMhMub3BlbmVudi52MS5QYXlsb2FkEioKB3RpbWVvdXQYAyABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24i6AEKEUJhdGNoU3RlcFJlc3BvbnNlEg8KB2Vudl9pZHMYASADKA0SKAoKdGltZV9zdGVwcxgCIAMoCzIULm9wZW5lbnYudjEuVGltZVN0ZXASSwoQZmluYWxfdGltZV9zdGVwcxgDIAMoCzIxLm9wZW5lbnYudjEuQmF0Y2hTdGVwUmVzcG9uc2UuRmluYWxUaW1lU3RlcHNFbnRyeRpLChNGaW5hbFRpbWVTdGVwc0VudHJ5EgsKA2tleRgBIAEoDRIjCgV2YWx1ZRgCIAEoCzIULm9wZW5lbnYudjEuVGltZVN0ZXA6AjgBIg4KDENsb3NlUmVxdWVzdCIPCg1DbG9zZVJlc3BvbnNlIhEKD1NuYXBzaG90UmVxdWVzdCI6ChBTbmFwc2hvdFJlc3BvbnNlEiYKCHNuYXBzaG90GAEgASgLMhQub3BlbmVudi52MS5TbmFwc2hvdCLJAQoIU25hcHNob3QSDgoGZm9ybWF0GAEgASgNEhAKCGVudl9uYW1lGAIgASgJEhMKC2Vudl92ZXJzaW9uGAMgASgJEhIKCmVwaXNvZGVfaWQYBCABKAkSEgoKc3RlcF9jb3VudBgFIAEoBBIpCgZzdGF0dXMYBiABKA4yGS5vcGVuZW52LnYxLkVwaXNvZGVTdGF0dXMSEwoLZW52aXJvbm1lbnQYByABKAwSDgoGcnVicmljGAggASgMEg4KBmRpZ2VzdBgJIAEoDCI4Cg5SZXN0b3JlUmVxdWVzdBImCghzbmFwc2hvdBgBIAEoCzIULm9wZW5lbnYudjEuU25hcHNob3QiZAoPUmVzdG9yZVJlc3BvbnNlEhIKCmVwaXNvZGVfaWQYASABKAkSEgoKc3RlcF9jb3VudBgCIAEoBBIpCgZzdGF0dXMYAyABKA4yGS5vcGVuZW52LnYxLkVwaXNvZGVTdGF0dXMiRAoLRm9ya1JlcXVlc3QSDQoFY291bnQYASABKA0SJgoIc25hcHNob3QYAiABKAsyFC5vcGVuZW52LnYxLlNuYXBzaG90IjoKDEZvcmtSZXNwb25zZRITCgtzZXNzaW9uX2lkcxgBIAMoCRIVCg1yZXN1bWVfdG9rZW5zGAIgAygJIkEKEVBpcGVsaW5lZFJlcXVlc3RzEiwKCHJlcXVlc3RzGAEgAygLMhoub3BlbmVudi52MS5TZXNzaW9uUmVxdWVzdCJEChJQaXBlbGluZWRSZXNwb25zZXMSLgoJcmVzcG9uc2VzGAEgAygLMhsub3BlbmVudi52MS5TZXNzaW9uUmVzcG9uc2UqiAEKDUF1dG9yZXNldE1vZGUSHgoaQVVUT1JFU0VUX01PREVfVU5TUEVDSUZJRUQQABIbChdBVVRPUkVTRVRfTU9ERV9ESVNBQkxFRBABEhwKGEFVVE9SRVNFVF9NT0RFX05FWFRfU1RFUBACEhwKGEFVVE9SRVNFVF9NT0RFX1NBTUVfU1RFUBADKsQBCg1FcGlzb2RlU3RhdHVzEh4KGkVQSVNPREVfU1RBVFVTX1VOU1BFQ0lGSUVEEAASHgoaRVBJU09ERV9TVEFUVVNfTk9UX1NUQVJURUQQARIaChZFUElTT0RFX1NUQVRVU19SVU5OSU5HEAISHQoZRVBJU09ERV9TVEFUVVNfVEVSTUlOQVRFRBADEhwKGEVQSVNPREVfU1RBVFVTX1RSVU5DQVRFRBAEEhoKFkVQSVNPREVfU1RBVFVTX0FCT1JURUQQBTLkAQoSRW52aXJvbm1lbnRTZXJ2aWNlEkYKB1Nlc3Npb24SGi5vcGVuZW52LnYxLlNlc3Npb25SZXF1ZXN0Ghsub3BlbmVudi52MS5TZXNzaW9uUmVzcG9uc2UoATABEkIKB0dldEluZm8SGi5vcGVuZW52LnYxLkdldEluZm9SZXF1ZXN0Ghsub3BlbmVudi52MS5HZXRJbmZvUmVzcG9uc2USQgoHR2V0TG9hZBIaLm9wZW5lbnYudjEuR2V0TG9hZFJlcXVlc3QaGy5vcGVuZW52LnYxLkdldExvYWRSZXNwb25zZWIGcHJvdG8z", [file_google_protobuf_descriptor, file_google_protobuf_duration, file_google_protobuf_struct, file_openenv_v1_error, file_openenv_v1_load, file_openenv_v1_multiagent, file_openenv_v1_payload, file_openenv_v1_rubric, file_openenv_v1_task, file_openenv_v1_tool]);
 
 /**
  * Asks for the environment's description.
@@ -162,6 +164,14 @@ export type EnvironmentInfo = Message<"openenv.v1.EnvironmentInfo"> & {
    * @generated from field: repeated openenv.v1.TaskSplit task_splits = 12;
    */
   taskSplits: TaskSplit[];
+
+  /**
+   * How the agents of a multi-agent environment play (RFC 0012); unset for
+   * a single-agent environment.
+   *
+   * @generated from field: openenv.v1.MultiAgentSpec multi_agent = 50;
+   */
+  multiAgent?: MultiAgentSpec | undefined;
 };
 
 /**
@@ -391,6 +401,16 @@ export type Capabilities = Message<"openenv.v1.Capabilities"> & {
    * @generated from field: uint32 max_pipelined_requests = 41;
    */
   maxPipelinedRequests: number;
+
+  /**
+   * True when the environment has several agents (RFC 0012):
+   * EnvironmentInfo.multi_agent describes them, a session acts for some or
+   * all of them (HandshakeRequest.world), time steps carry per-agent views in
+   * TimeStep.agents, and observe answers.
+   *
+   * @generated from field: bool multi_agent = 50;
+   */
+  multiAgent: boolean;
 };
 
 /**
@@ -533,6 +553,15 @@ export type SessionRequest = Message<"openenv.v1.SessionRequest"> & {
      */
     value: PipelinedRequests;
     case: "pipelined";
+  } | {
+    /**
+     * Reads the views of this session's agents in a multi-agent world,
+     * optionally waiting until one of them is to act (RFC 0012).
+     *
+     * @generated from field: openenv.v1.ObserveRequest observe = 50;
+     */
+    value: ObserveRequest;
+    case: "observe";
   } | { case: undefined; value?: undefined };
 };
 
@@ -676,6 +705,14 @@ export type SessionResponse = Message<"openenv.v1.SessionResponse"> & {
     case: "pipelined";
   } | {
     /**
+     * Answer to observe.
+     *
+     * @generated from field: openenv.v1.ObserveResponse observe = 50;
+     */
+    value: ObserveResponse;
+    case: "observe";
+  } | {
+    /**
      * The request failed. When error.fatal is set the server ends the stream
      * after sending it.
      *
@@ -763,6 +800,15 @@ export type HandshakeRequest = Message<"openenv.v1.HandshakeRequest"> & {
    * @generated from field: bool resumable = 9;
    */
   resumable: boolean;
+
+  /**
+   * Multi-agent environments (RFC 0012): create a world or join one, and the
+   * agents this session acts for. Unset: a new world, every agent (self-play).
+   * Set for a single-agent environment: FAILED_PRECONDITION (fatal).
+   *
+   * @generated from field: openenv.v1.WorldRequest world = 50;
+   */
+  world?: WorldRequest | undefined;
 };
 
 /**
@@ -815,6 +861,14 @@ export type HandshakeResponse = Message<"openenv.v1.HandshakeResponse"> & {
    * @generated from field: bool resumed = 5;
    */
   resumed: boolean;
+
+  /**
+   * Multi-agent environments (RFC 0012): the world this session is in and
+   * the agents it acts for. Unset for a single-agent environment.
+   *
+   * @generated from field: openenv.v1.WorldInfo world = 50;
+   */
+  world?: WorldInfo | undefined;
 };
 
 /**
@@ -911,6 +965,29 @@ export type StepRequest = Message<"openenv.v1.StepRequest"> & {
    * @generated from field: google.protobuf.Duration timeout = 2;
    */
   timeout?: Duration | undefined;
+
+  /**
+   * Multi-agent (RFC 0012): the agent that takes `action`, one this session
+   * acts for. Empty: the session's agent to act now (when exactly one of its
+   * agents is in TimeStep.to_act). In a turn-based world an agent that is not
+   * to act is FAILED_PRECONDITION; an agent this session does not act for is
+   * PERMISSION_DENIED. Set for a single-agent environment: INVALID_ARGUMENT.
+   *
+   * @generated from field: string agent_id = 50;
+   */
+  agentId: string;
+
+  /**
+   * Multi-agent (RFC 0012), simultaneous worlds: one action per agent of
+   * this session that is to act, keyed by agent id (instead of `action`).
+   * The step is answered once the world advanced, i.e. once every agent to
+   * act has an action (agents of other sessions included); it returns the
+   * views after that world step. Setting both `action` and `actions`, or
+   * leaving out one of this session's agents to act, is INVALID_ARGUMENT.
+   *
+   * @generated from field: map<string, openenv.v1.Payload> actions = 51;
+   */
+  actions: { [key: string]: Payload };
 };
 
 /**
@@ -1003,6 +1080,27 @@ export type TimeStep = Message<"openenv.v1.TimeStep"> & {
    * @generated from field: uint64 step_count = 8;
    */
   stepCount: bigint;
+
+  /**
+   * Multi-agent (RFC 0012): the part of each agent this session acts for,
+   * keyed by agent id; never an agent it does not act for. The top-level
+   * observation is then the view of this session's agent to act next (or of
+   * its first agent), reward the reward of the agent that acted in this
+   * step when this session acts for it, and terminated/truncated the
+   * world's: every agent is done (terminated when every agent terminated).
+   *
+   * @generated from field: map<string, openenv.v1.AgentTimeStep> agents = 50;
+   */
+  agents: { [key: string]: AgentTimeStep };
+
+  /**
+   * Multi-agent (RFC 0012): the agents to act now, in the environment's
+   * order, whoever acts for them (public to every session of the world).
+   * Turn-based: at most one. Empty when the world's episode is over.
+   *
+   * @generated from field: repeated string to_act = 51;
+   */
+  toAct: string[];
 };
 
 /**
@@ -1011,6 +1109,64 @@ export type TimeStep = Message<"openenv.v1.TimeStep"> & {
  */
 export const TimeStepSchema: GenMessage<TimeStep> = /*@__PURE__*/
   messageDesc(file_openenv_v1_environment, 12);
+
+/**
+ * Reads the views of a multi-agent session's agents (RFC 0012), for a
+ * session that waits for its turn or for another session's moves. In a
+ * single-agent session: FAILED_PRECONDITION.
+ *
+ * @generated from message openenv.v1.ObserveRequest
+ */
+export type ObserveRequest = Message<"openenv.v1.ObserveRequest"> & {
+  /**
+   * False: answer at once. True: answer when one of this session's agents is
+   * to act and has no action pending, when the world's episode is over, or
+   * when the world's owner started a new episode this session has not seen.
+   *
+   * @generated from field: bool wait = 1;
+   */
+  wait: boolean;
+
+  /**
+   * With wait: answer DEADLINE_EXCEEDED (not fatal, nothing changed) when
+   * nothing of the above happened within this time. Unset: wait as long as
+   * the session lives.
+   *
+   * @generated from field: google.protobuf.Duration timeout = 2;
+   */
+  timeout?: Duration | undefined;
+};
+
+/**
+ * Describes the message openenv.v1.ObserveRequest.
+ * Use `create(ObserveRequestSchema)` to create a new message.
+ */
+export const ObserveRequestSchema: GenMessage<ObserveRequest> = /*@__PURE__*/
+  messageDesc(file_openenv_v1_environment, 13);
+
+/**
+ * The current time step of this session's agents: their views, the rewards
+ * they received since this session last read them, their end flags, and who
+ * is to act. Its episode_id and step_count are the world's (step_count
+ * counts world steps).
+ *
+ * @generated from message openenv.v1.ObserveResponse
+ */
+export type ObserveResponse = Message<"openenv.v1.ObserveResponse"> & {
+  /**
+   * The time step, as a step would have returned it.
+   *
+   * @generated from field: openenv.v1.TimeStep time_step = 1;
+   */
+  timeStep?: TimeStep | undefined;
+};
+
+/**
+ * Describes the message openenv.v1.ObserveResponse.
+ * Use `create(ObserveResponseSchema)` to create a new message.
+ */
+export const ObserveResponseSchema: GenMessage<ObserveResponse> = /*@__PURE__*/
+  messageDesc(file_openenv_v1_environment, 14);
 
 /**
  * Reads the session's state. Never fails once the handshake is done.
@@ -1032,7 +1188,7 @@ export type StateRequest = Message<"openenv.v1.StateRequest"> & {
  * Use `create(StateRequestSchema)` to create a new message.
  */
 export const StateRequestSchema: GenMessage<StateRequest> = /*@__PURE__*/
-  messageDesc(file_openenv_v1_environment, 13);
+  messageDesc(file_openenv_v1_environment, 15);
 
 /**
  * The session's state.
@@ -1063,7 +1219,9 @@ export type StateResponse = Message<"openenv.v1.StateResponse"> & {
 
   /**
    * The environment-specific state, of the declared state type; unset when
-   * the environment has none.
+   * the environment has none. In a multi-agent world (RFC 0012) it is the
+   * whole world's and may hold what some agent must not see: it is sent
+   * only to a session that acts for every agent, unset for the others.
    *
    * @generated from field: openenv.v1.Payload state = 4;
    */
@@ -1075,7 +1233,7 @@ export type StateResponse = Message<"openenv.v1.StateResponse"> & {
  * Use `create(StateResponseSchema)` to create a new message.
  */
 export const StateResponseSchema: GenMessage<StateResponse> = /*@__PURE__*/
-  messageDesc(file_openenv_v1_environment, 14);
+  messageDesc(file_openenv_v1_environment, 16);
 
 /**
  * Resets instances of a vectorised session. In a plain session this request
@@ -1122,7 +1280,7 @@ export type BatchResetRequest = Message<"openenv.v1.BatchResetRequest"> & {
  * Use `create(BatchResetRequestSchema)` to create a new message.
  */
 export const BatchResetRequestSchema: GenMessage<BatchResetRequest> = /*@__PURE__*/
-  messageDesc(file_openenv_v1_environment, 15);
+  messageDesc(file_openenv_v1_environment, 17);
 
 /**
  * The first time steps of the reset instances.
@@ -1150,7 +1308,7 @@ export type BatchResetResponse = Message<"openenv.v1.BatchResetResponse"> & {
  * Use `create(BatchResetResponseSchema)` to create a new message.
  */
 export const BatchResetResponseSchema: GenMessage<BatchResetResponse> = /*@__PURE__*/
-  messageDesc(file_openenv_v1_environment, 16);
+  messageDesc(file_openenv_v1_environment, 18);
 
 /**
  * Steps instances of a vectorised session, one action each. The request is
@@ -1189,7 +1347,7 @@ export type BatchStepRequest = Message<"openenv.v1.BatchStepRequest"> & {
  * Use `create(BatchStepRequestSchema)` to create a new message.
  */
 export const BatchStepRequestSchema: GenMessage<BatchStepRequest> = /*@__PURE__*/
-  messageDesc(file_openenv_v1_environment, 17);
+  messageDesc(file_openenv_v1_environment, 19);
 
 /**
  * The results of a batch step.
@@ -1226,7 +1384,7 @@ export type BatchStepResponse = Message<"openenv.v1.BatchStepResponse"> & {
  * Use `create(BatchStepResponseSchema)` to create a new message.
  */
 export const BatchStepResponseSchema: GenMessage<BatchStepResponse> = /*@__PURE__*/
-  messageDesc(file_openenv_v1_environment, 18);
+  messageDesc(file_openenv_v1_environment, 20);
 
 /**
  * Ends the session. The server answers CloseResponse, closes the
@@ -1242,7 +1400,7 @@ export type CloseRequest = Message<"openenv.v1.CloseRequest"> & {
  * Use `create(CloseRequestSchema)` to create a new message.
  */
 export const CloseRequestSchema: GenMessage<CloseRequest> = /*@__PURE__*/
-  messageDesc(file_openenv_v1_environment, 19);
+  messageDesc(file_openenv_v1_environment, 21);
 
 /**
  * The session is closed.
@@ -1257,7 +1415,7 @@ export type CloseResponse = Message<"openenv.v1.CloseResponse"> & {
  * Use `create(CloseResponseSchema)` to create a new message.
  */
 export const CloseResponseSchema: GenMessage<CloseResponse> = /*@__PURE__*/
-  messageDesc(file_openenv_v1_environment, 20);
+  messageDesc(file_openenv_v1_environment, 22);
 
 /**
  * Captures the session's state: the environment's part (its snapshot hook)
@@ -1277,7 +1435,7 @@ export type SnapshotRequest = Message<"openenv.v1.SnapshotRequest"> & {
  * Use `create(SnapshotRequestSchema)` to create a new message.
  */
 export const SnapshotRequestSchema: GenMessage<SnapshotRequest> = /*@__PURE__*/
-  messageDesc(file_openenv_v1_environment, 21);
+  messageDesc(file_openenv_v1_environment, 23);
 
 /**
  * The captured state.
@@ -1299,7 +1457,7 @@ export type SnapshotResponse = Message<"openenv.v1.SnapshotResponse"> & {
  * Use `create(SnapshotResponseSchema)` to create a new message.
  */
 export const SnapshotResponseSchema: GenMessage<SnapshotResponse> = /*@__PURE__*/
-  messageDesc(file_openenv_v1_environment, 22);
+  messageDesc(file_openenv_v1_environment, 24);
 
 /**
  * A session's state at one point. Opaque to clients except for the
@@ -1379,7 +1537,7 @@ export type Snapshot = Message<"openenv.v1.Snapshot"> & {
  * Use `create(SnapshotSchema)` to create a new message.
  */
 export const SnapshotSchema: GenMessage<Snapshot> = /*@__PURE__*/
-  messageDesc(file_openenv_v1_environment, 23);
+  messageDesc(file_openenv_v1_environment, 25);
 
 /**
  * Replaces the session's state with a snapshot's: the episode continues
@@ -1403,7 +1561,7 @@ export type RestoreRequest = Message<"openenv.v1.RestoreRequest"> & {
  * Use `create(RestoreRequestSchema)` to create a new message.
  */
 export const RestoreRequestSchema: GenMessage<RestoreRequest> = /*@__PURE__*/
-  messageDesc(file_openenv_v1_environment, 24);
+  messageDesc(file_openenv_v1_environment, 26);
 
 /**
  * The session now holds the snapshot's state.
@@ -1438,7 +1596,7 @@ export type RestoreResponse = Message<"openenv.v1.RestoreResponse"> & {
  * Use `create(RestoreResponseSchema)` to create a new message.
  */
 export const RestoreResponseSchema: GenMessage<RestoreResponse> = /*@__PURE__*/
-  messageDesc(file_openenv_v1_environment, 25);
+  messageDesc(file_openenv_v1_environment, 27);
 
 /**
  * Opens `count` new sessions, each starting from a snapshot (of this
@@ -1472,7 +1630,7 @@ export type ForkRequest = Message<"openenv.v1.ForkRequest"> & {
  * Use `create(ForkRequestSchema)` to create a new message.
  */
 export const ForkRequestSchema: GenMessage<ForkRequest> = /*@__PURE__*/
-  messageDesc(file_openenv_v1_environment, 26);
+  messageDesc(file_openenv_v1_environment, 28);
 
 /**
  * The new sessions.
@@ -1500,7 +1658,7 @@ export type ForkResponse = Message<"openenv.v1.ForkResponse"> & {
  * Use `create(ForkResponseSchema)` to create a new message.
  */
 export const ForkResponseSchema: GenMessage<ForkResponse> = /*@__PURE__*/
-  messageDesc(file_openenv_v1_environment, 27);
+  messageDesc(file_openenv_v1_environment, 29);
 
 /**
  * Several ordinary requests coalesced into one message (RFC 0009): a client
@@ -1558,7 +1716,7 @@ export type PipelinedRequests = Message<"openenv.v1.PipelinedRequests"> & {
  * Use `create(PipelinedRequestsSchema)` to create a new message.
  */
 export const PipelinedRequestsSchema: GenMessage<PipelinedRequests> = /*@__PURE__*/
-  messageDesc(file_openenv_v1_environment, 28);
+  messageDesc(file_openenv_v1_environment, 30);
 
 /**
  * The answers to a PipelinedRequests, in the order of its requests: for each
@@ -1580,7 +1738,7 @@ export type PipelinedResponses = Message<"openenv.v1.PipelinedResponses"> & {
  * Use `create(PipelinedResponsesSchema)` to create a new message.
  */
 export const PipelinedResponsesSchema: GenMessage<PipelinedResponses> = /*@__PURE__*/
-  messageDesc(file_openenv_v1_environment, 29);
+  messageDesc(file_openenv_v1_environment, 31);
 
 /**
  * What a batch step does with an instance whose episode has ended
