@@ -407,6 +407,11 @@ def _box(space: Any) -> Converter:
 # ------------------------------------------------------------------------------ tensors
 
 
+def _binary_n(shape: tuple[int, ...]) -> Any:
+    """``MultiBinary``'s ``n``: a count for one dimension (``MultiBinary(4)``), else the shape."""
+    return int(shape[0]) if len(shape) == 1 else (list(shape) or [1])
+
+
 def _tensor(spec: payload_pb2.TensorSpec) -> Converter:
     gym = _gym()
     dt = _DTYPES.get(spec.dtype)
@@ -417,7 +422,7 @@ def _tensor(spec: payload_pb2.TensorSpec) -> Converter:
         raise SpaceError(f"a tensor of variable shape {list(shape)} has no Box space (every extent must be fixed)")
     if dt is np.bool_:
         return Converter(
-            gym.spaces.MultiBinary(list(shape) or [1]),
+            gym.spaces.MultiBinary(_binary_n(shape)),
             lambda v: np.asarray(v, dtype=np.int8).reshape(shape or (1,)),
             lambda x: np.asarray(x, dtype=np.bool_).reshape(shape),
         )
@@ -488,7 +493,7 @@ def _annotated(s: Mapping[str, Any], ann: Mapping[str, Any], root: Mapping[str, 
         low = np.array([e.get("minimum", -np.inf) for e in elems], dtype=np.float64).reshape(shape)
         high = np.array([e.get("maximum", np.inf) for e in elems], dtype=np.float64).reshape(shape)
         if kind == "MultiBinary":
-            space: Any = gym.spaces.MultiBinary(list(shape))
+            space: Any = gym.spaces.MultiBinary(_binary_n(shape))
             return Converter(
                 space, lambda v: np.asarray(v, dtype=np.int8).reshape(shape), lambda x: np.asarray(x).tolist()
             )
@@ -525,15 +530,17 @@ def _annotated(s: Mapping[str, Any], ann: Mapping[str, Any], root: Mapping[str, 
             if edges is not None:
                 edge_arr = np.asarray([edges.to_gym(x) for x in v.get("edges", [])], dtype=space.edge_space.dtype)
                 edge_arr = edge_arr.reshape((len(v.get("edges", [])), *space.edge_space.shape))
-            links = np.asarray(v.get("edge_links", []), dtype=np.int64).reshape(-1, 2)
+            links = np.asarray(v.get("edge_links", []), dtype=np.int32).reshape(-1, 2)
             node_arr = node_arr.reshape((len(v["nodes"]), *space.node_space.shape))
-            return gym.spaces.GraphInstance(node_arr, edge_arr, links if edges is not None else None)
+            if edges is None or not len(links):  # no edges: None, as Gymnasium's own samples
+                return gym.spaces.GraphInstance(node_arr, None, None)
+            return gym.spaces.GraphInstance(node_arr, edge_arr, links)
 
         def graph_from_gym(x: Any) -> dict[str, Any]:
             out = {"nodes": [nodes.from_gym(n) for n in x.nodes]}
             if edges is not None:
                 out["edges"] = [edges.from_gym(e) for e in (x.edges if x.edges is not None else [])]
-            links = x.edge_links if x.edge_links is not None else np.zeros((0, 2), dtype=np.int64)
+            links = x.edge_links if x.edge_links is not None else np.zeros((0, 2), dtype=np.int32)
             out["edge_links"] = np.asarray(links).tolist()
             return out
 
