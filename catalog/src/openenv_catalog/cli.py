@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -60,24 +61,53 @@ def type_json(declared: Any) -> Any:
     return {"type": label, "json_schema": schema}
 
 
+def _matching(items: list[Entry], kinds: tuple[str, ...], search: str | None) -> list[Entry]:
+    """The entries of one of ``kinds`` (any, when none) whose name, source, kind, description
+    or tools contain ``search`` (case-insensitive)."""
+    wanted = {k.lower() for k in kinds}
+    out = [e for e in items if not wanted or e.kind.lower() in wanted]
+    if search:
+        needle = search.lower()
+        out = [
+            e
+            for e in out
+            if any(needle in field.lower() for field in (e.name, e.source, e.kind, e.description, *e.tools))
+        ]
+    return out
+
+
 @click.group("catalog", invoke_without_command=True)
 @click.option("--json", "as_json", is_flag=True, help="Print the catalog as JSON.")
+@click.option("--kind", "kinds", multiple=True, metavar="KIND", help="Only this kind (repeatable), e.g. box2d.")
+@click.option("--search", default=None, metavar="TEXT", help="Only entries whose name, source or tools contain TEXT.")
 @click.pass_context
-def catalog_command(ctx: click.Context, as_json: bool) -> None:
-    """List every available environment: name, kind, source, tools, tasks, certification."""
+def catalog_command(ctx: click.Context, as_json: bool, kinds: tuple[str, ...], search: str | None) -> None:
+    """List every available environment, grouped by kind: name, source, tools, tasks, certification."""
     if ctx.invoked_subcommand is not None:
         return
-    items = entries()
+    every = entries()
+    items = _matching(every, kinds, search)
+    known = sorted({e.kind for e in every})
+    unknown = [k for k in kinds if k.lower() not in {x.lower() for x in known}]
+    if unknown:
+        raise click.BadParameter(f"no kind {', '.join(unknown)}; kinds: {', '.join(known)}", param_hint="--kind")
     if as_json:
         click.echo(json.dumps([e.to_dict() for e in items], indent=2))
         return
-    for e in items:
-        cert = f"certified {e.certified['date']}" if e.certified else "not certified"
-        tools = ",".join(e.tools) or "-"
-        click.echo(f"{e.name:<44} {e.kind:<12} {e.source:<40} tools={tools:<28} tasks={e.tasks or '-':<6} {cert}")
-    for source, reason in sorted(skipped_importers().items()):
-        click.echo(f"(importer {source} unavailable: {reason})")
-    click.echo(f"{len(items)} environments, {sum(1 for e in items if e.certified)} certified")
+    for kind in sorted({e.kind for e in items}):
+        group = [e for e in items if e.kind == kind]
+        click.echo(f"{kind} ({len(group)})")
+        for e in group:
+            cert = f"certified {e.certified['date']}" if e.certified else "not certified"
+            if e.certified and e.certified.get("certificate") == "entry":
+                cert += " (entry)"
+            tools = ",".join(e.tools) or "-"
+            click.echo(f"  {e.name:<42} {e.source:<40} tools={tools:<28} tasks={e.tasks or '-':<6} {cert}")
+    if not kinds and not search:
+        for source, reason in sorted(skipped_importers().items()):
+            click.echo(f"(importer {source} unavailable: {reason})")
+    shown = f"{len(items)} of {len(every)}" if len(items) != len(every) else f"{len(items)}"
+    click.echo(f"{shown} environments, {sum(1 for e in items if e.certified)} certified")
 
 
 def _certify_one(
@@ -96,9 +126,46 @@ def _certify_one(
     return e, proc.returncode, (tail[-1] if tail else proc.stdout[-2000:] + proc.stderr[-2000:]), data
 
 
+def _certify_entries(
+    batch: list[Entry], max_examples: int, timeout: float, seed: int | None
+) -> list[tuple[Entry, int, str, dict[str, Any]]]:
+    """Entry certificates of ``batch``, in one worker process (openenv_catalog.certify)."""
+    argv = [sys.executable, "-m", "openenv_catalog.certify", "--max-examples", str(max_examples)]
+    argv += ["--timeout", str(timeout)]
+    if seed is not None:
+        argv += ["--seed", str(seed)]
+    argv += [e.target for e in batch]
+    proc = subprocess.run(argv, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=3600)
+    done: dict[str, dict[str, Any]] = {}
+    for line in proc.stdout.splitlines():
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(rec, dict) and "target" in rec:
+            done[rec["target"]] = rec
+    out = []
+    for e in batch:
+        rec = done.get(e.target)
+        if rec is None:  # the worker died before this entry
+            out.append((e, 2, f"no entry certificate (worker exit {proc.returncode}): {proc.stderr[-1500:]}", {}))
+        else:
+            out.append((e, int(rec["exit_code"]), str(rec["line"]), rec))
+    return out
+
+
 @catalog_command.command("certify")
 @click.option("--jobs", "-j", type=click.IntRange(1), default=2, show_default=True, help="Certifications at once.")
-@click.option("--max-examples", type=click.IntRange(1), default=10, show_default=True, help="Examples per search.")
+@click.option(
+    "--max-examples", type=click.IntRange(1), default=10, show_default=True, help="Examples per search (full)."
+)
+@click.option(
+    "--entry-examples",
+    type=click.IntRange(1),
+    default=5,
+    show_default=True,
+    help="Examples per search of an entry certificate.",
+)
 @click.option("--timeout", type=float, default=30.0, show_default=True, help="Seconds to wait for any one answer.")
 @click.option(
     "--handshake-timeout",
@@ -124,57 +191,118 @@ def _certify_one(
     # CI certifies the native environments as their images in the same run (.ci/run).
     help="Names not to certify (shell pattern), e.g. environments certified otherwise in the same run.",
 )
+@click.option(
+    "--full",
+    "full_all",
+    is_flag=True,
+    help="Certify every entry in full (every check, its own server), not only natives and representatives.",
+)
 @click.option("--write", is_flag=True, help="Record the results in the catalog's certified.json.")
 def certify_command(
     jobs: int,
     max_examples: int,
+    entry_examples: int,
     timeout: float,
     handshake_timeout: float,
     seed: int | None,
     patterns: tuple[str, ...],
     skips: tuple[str, ...],
+    full_all: bool,
     write: bool,
 ) -> None:
-    """Certify every catalog environment (python: targets, servers on loopback), in parallel.
+    """Certify every catalog environment (servers on loopback), in parallel.
 
-    Exit status 1 when any environment is not certified; the count is printed last."""
-    selected = [e for e in entries() if not patterns or any(fnmatch.fnmatch(e.name, p) for p in patterns)]
+    Natives and each importer's representatives get a full certificate (every check, the
+    environment served in a subprocess); every other imported entry an entry certificate
+    (the checks that differ between entries of one importer, openenv_catalog.certify), many
+    entries per worker process. docs/catalog.md says what each covers. Exit status 1 when
+    any environment is not certified; the counts and the time are printed last."""
+    t0 = time.monotonic()
+    every = entries()
+    selected = [e for e in every if not patterns or any(fnmatch.fnmatch(e.name, p) for p in patterns)]
     items = [e for e in selected if not any(fnmatch.fnmatch(e.name, p) for p in skips)]
     if skips:
         click.echo(f"catalog: skipping {len(selected) - len(items)} environments matching {' '.join(skips)}")
     if not items:
         raise click.ClickException("no catalog environment matches")
+    full = [e for e in items if full_all or e.representative]
+    light = [e for e in items if not (full_all or e.representative)]
+    # An entry certificate stands on its importer's full one: a representative is certified in
+    # this run even when --only/--skip left it out.
+    reps = {e.name: e for e in every if e.representative and e.importer}
+    for importer in sorted({e.importer for e in light}):
+        for r in reps.values():
+            if r.importer == importer and r not in full:
+                full.append(r)
+    click.echo(
+        f"catalog: {len(full)} full certifications (natives, importers' representatives), "
+        f"{len(light)} entry certificates, {jobs} at once"
+    )
     records: dict[str, Any] = json.loads(CERTIFIED_FILE.read_text()) if CERTIFIED_FILE.exists() else {}
     failed: list[str] = []
     today = datetime.datetime.now(datetime.UTC).date().isoformat()
+    # Entry certificates in batches, a worker process each: enough batches to keep every job
+    # busy beside the long full certifications, few enough that imports are paid rarely.
+    n_batches = min(len(light), max(1, 2 * jobs))
+    batches = [light[i::n_batches] for i in range(n_batches)] if light else []
+    covered_by = {
+        imp: sorted(r.name for r in reps.values() if r.importer == imp) for imp in {e.importer for e in light}
+    }
+
+    def record(e: Entry, rc: int, line: str, data: dict[str, Any], kind: str) -> None:
+        click.echo(f"{'ok  ' if rc == 0 else 'FAIL'} {e.name:<44} {line}")
+        if rc != 0:
+            # What failed and why, from the report, so a CI log alone is enough to act on.
+            for r in data.get("results", []):
+                if r.get("status") in ("fail", "error"):
+                    click.echo(f"     {r.get('id')}: {r.get('status')}: {r.get('reason', '')}"[:2000])
+            failed.append(e.name)
+            records.pop(e.name, None)
+            return
+        counts = data.get("counts", {})
+        rec: dict[str, Any] = {
+            "date": today,
+            "target": f"python:{e.target}",
+            "suite": data.get("suite_version", ""),
+            "certificate": kind,
+            "max_examples": max_examples if kind == "full" else entry_examples,
+            "passed": counts.get("pass", 0),
+            "skipped": counts.get("skip", 0),
+            "nondeterministic": bool(data.get("declared_nondeterministic", data.get("nondeterministic", False))),
+        }
+        if kind == "entry":
+            rec["covered_by"] = covered_by.get(e.importer, [])
+        records[e.name] = rec
+
     with concurrent.futures.ThreadPoolExecutor(jobs) as pool:
-        futures = [pool.submit(_certify_one, e, max_examples, timeout, handshake_timeout, seed) for e in items]
+        # The full certifications first (the longest tasks), then the batches.
+        futures: dict[concurrent.futures.Future[Any], str] = {}
+        for e in full:
+            futures[pool.submit(_certify_one, e, max_examples, timeout, handshake_timeout, seed)] = "full"
+        for batch in batches:
+            futures[pool.submit(_certify_entries, batch, entry_examples, timeout, seed)] = "entry"
         for fut in concurrent.futures.as_completed(futures):
-            e, rc, line, data = fut.result()
-            click.echo(f"{'ok  ' if rc == 0 else 'FAIL'} {e.name:<44} {line}")
-            if rc != 0:
-                # What failed and why, from the report, so a CI log alone is enough to act on.
-                for r in data.get("results", []):
-                    if r.get("status") in ("fail", "error"):
-                        click.echo(f"     {r.get('id')}: {r.get('status')}: {r.get('reason', '')}"[:2000])
+            if futures[fut] == "full":
+                record(*fut.result(), kind="full")
+            else:
+                for res in fut.result():
+                    record(*res, kind="entry")
+    failed_reps = [e.name for e in full if e.name in failed and e.importer]
+    if failed_reps:  # an entry certificate without its importer's full one certifies nothing
+        for e in light:
+            if e.name not in failed and any(r in failed_reps for r in covered_by.get(e.importer, [])):
+                click.echo(f"FAIL {e.name:<44} its importer's representative is not certified")
                 failed.append(e.name)
                 records.pop(e.name, None)
-                continue
-            counts = data.get("counts", {})
-            records[e.name] = {
-                "date": today,
-                "target": f"python:{e.target}",
-                "suite": data.get("suite_version", ""),
-                "max_examples": max_examples,
-                "passed": counts.get("pass", 0),
-                "skipped": counts.get("skip", 0),
-                "nondeterministic": bool(data.get("declared_nondeterministic", False)),
-            }
     if write:
         CERTIFIED_FILE.write_text(json.dumps(dict(sorted(records.items())), indent=2) + "\n")
-    click.echo(f"catalog: {len(items) - len(failed)} of {len(items)} environments certified")
+    n = len(full) + len(light)
+    click.echo(
+        f"catalog: {n - len(set(failed))} of {n} environments certified "
+        f"({len(full)} full, {len(light)} entry) in {time.monotonic() - t0:.0f} s"
+    )
     if failed:
-        raise click.ClickException(f"not certified: {', '.join(sorted(failed))}")
+        raise click.ClickException(f"not certified: {', '.join(sorted(set(failed)))}")
 
 
 def markdown(items: list[Entry]) -> str:

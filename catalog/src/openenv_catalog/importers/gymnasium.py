@@ -22,7 +22,7 @@ import openenv
 from openenv_catalog.importers import ImporterUnavailable
 from openenv.spaces import Converter, SpaceError, declaration, space_converter
 
-__all__ = ["CURATED", "GymnasiumEnvironment", "load"]
+__all__ = ["CURATED", "KINDS", "REPRESENTATIVES", "GymnasiumEnvironment", "load"]
 
 CURATED = (
     # toy_text
@@ -34,7 +34,6 @@ CURATED = (
     "Taxi-v4",
     # classic_control
     "Acrobot-v1",
-    "CartPole-v0",
     "CartPole-v1",
     "MountainCar-v0",
     "MountainCarContinuous-v0",
@@ -46,6 +45,10 @@ CURATED = (
     "LunarLander-v3",
     "LunarLanderContinuous-v3",
 )
+
+REPRESENTATIVES = ("Blackjack-v1", "Pendulum-v1")
+"""Certified in full for the importer (openenv_catalog.certify): a JSON-typed entry (a Tuple
+observation, a Discrete action) and a tensor-typed one (Box observation and action)."""
 
 KINDS = {"toy_text": "toy-text", "classic_control": "classic-control", "box2d": "box2d"}
 """The catalog kind of an id, by the Gymnasium package its entry point is in."""
