@@ -8,6 +8,7 @@ import datetime
 import fnmatch
 import json
 import os
+import queue
 import subprocess
 import sys
 import tempfile
@@ -19,7 +20,7 @@ import click
 
 from openenv_catalog.registry import CERTIFIED_FILE, Entry, entries, skipped_importers
 
-__all__ = ["catalog_command", "import_command", "markdown", "type_json"]
+__all__ = ["catalog_command", "import_command", "markdown", "plan", "type_json"]
 
 
 def type_json(declared: Any) -> Any:
@@ -126,32 +127,63 @@ def _certify_one(
     return e, proc.returncode, (tail[-1] if tail else proc.stdout[-2000:] + proc.stderr[-2000:]), data
 
 
-def _certify_entries(
-    batch: list[Entry], max_examples: int, timeout: float, seed: int | None
-) -> list[tuple[Entry, int, str, dict[str, Any]]]:
-    """Entry certificates of ``batch``, in one worker process (openenv_catalog.certify)."""
-    argv = [sys.executable, "-m", "openenv_catalog.certify", "--max-examples", str(max_examples)]
-    argv += ["--timeout", str(timeout)]
-    if seed is not None:
-        argv += ["--seed", str(seed)]
-    argv += [e.target for e in batch]
-    proc = subprocess.run(argv, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=3600)
-    done: dict[str, dict[str, Any]] = {}
-    for line in proc.stdout.splitlines():
+class _Worker:
+    """A worker process giving entry certificates (openenv_catalog.certify), one entry at a
+    time on its stdin: its imports are paid once, its entries come as it finishes them."""
+
+    def __init__(self, max_examples: int, timeout: float, seed: int | None) -> None:
+        argv = [sys.executable, "-m", "openenv_catalog.certify", "--max-examples", str(max_examples)]
+        argv += ["--timeout", str(timeout)]
+        if seed is not None:
+            argv += ["--seed", str(seed)]
+        self.stderr = tempfile.TemporaryFile(mode="w+")
+        self.proc = subprocess.Popen(
+            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr, text=True, bufsize=1
+        )
+
+    def certify(self, e: Entry) -> tuple[Entry, int, str, dict[str, Any]]:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
         try:
+            self.proc.stdin.write(e.target + "\n")
+            self.proc.stdin.flush()
+            line = self.proc.stdout.readline()
             rec = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(rec, dict) and "target" in rec:
-            done[rec["target"]] = rec
-    out = []
-    for e in batch:
-        rec = done.get(e.target)
-        if rec is None:  # the worker died before this entry
-            out.append((e, 2, f"no entry certificate (worker exit {proc.returncode}): {proc.stderr[-1500:]}", {}))
-        else:
-            out.append((e, int(rec["exit_code"]), str(rec["line"]), rec))
-    return out
+        except (OSError, ValueError):
+            self.stderr.seek(0)
+            tail = self.stderr.read()[-1500:]
+            return e, 2, f"no entry certificate (the worker ended: {self.proc.poll()}): {tail}", {}
+        return e, int(rec["exit_code"]), str(rec["line"]), rec
+
+    def close(self) -> None:
+        if self.proc.stdin is not None:
+            self.proc.stdin.close()
+        try:
+            self.proc.wait(60)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.stderr.close()
+
+
+def plan(
+    every: list[Entry], items: list[Entry], *, full_all: bool = False
+) -> tuple[list[Entry], list[Entry], dict[str, list[str]]]:
+    """What certifying ``items`` takes: the entries certified in full (natives, importers'
+    representatives; all with ``full_all``), those given an entry certificate, and the
+    representatives each importer's entry certificates stand on (``importer -> names``).
+
+    An entry certificate stands on its importer's full ones: a representative is certified
+    in full in the same run even when the selection left it out."""
+    full = [e for e in items if full_all or e.representative]
+    light = [e for e in items if not (full_all or e.representative)]
+    covered_by: dict[str, list[str]] = {}
+    for importer in sorted({e.importer for e in light}):
+        reps = [r for r in every if r.importer == importer and r.representative]
+        if not reps:
+            raise click.ClickException(f"importer {importer} has no representative to certify in full")
+        covered_by[importer] = sorted(r.name for r in reps)
+        full += [r for r in reps if r not in full]
+    return full, light, covered_by
 
 
 @catalog_command.command("certify")
@@ -225,15 +257,7 @@ def certify_command(
         click.echo(f"catalog: skipping {len(selected) - len(items)} environments matching {' '.join(skips)}")
     if not items:
         raise click.ClickException("no catalog environment matches")
-    full = [e for e in items if full_all or e.representative]
-    light = [e for e in items if not (full_all or e.representative)]
-    # An entry certificate stands on its importer's full one: a representative is certified in
-    # this run even when --only/--skip left it out.
-    reps = {e.name: e for e in every if e.representative and e.importer}
-    for importer in sorted({e.importer for e in light}):
-        for r in reps.values():
-            if r.importer == importer and r not in full:
-                full.append(r)
+    full, light, covered_by = plan(every, items, full_all=full_all)
     click.echo(
         f"catalog: {len(full)} full certifications (natives, importers' representatives), "
         f"{len(light)} entry certificates, {jobs} at once"
@@ -241,13 +265,35 @@ def certify_command(
     records: dict[str, Any] = json.loads(CERTIFIED_FILE.read_text()) if CERTIFIED_FILE.exists() else {}
     failed: list[str] = []
     today = datetime.datetime.now(datetime.UTC).date().isoformat()
-    # Entry certificates in batches, a worker process each: enough batches to keep every job
-    # busy beside the long full certifications, few enough that imports are paid rarely.
-    n_batches = min(len(light), max(1, 2 * jobs))
-    batches = [light[i::n_batches] for i in range(n_batches)] if light else []
-    covered_by = {
-        imp: sorted(r.name for r in reps.values() if r.importer == imp) for imp in {e.importer for e in light}
-    }
+    # One queue, longest first: the full certifications, then the entries. Each job takes the
+    # next task when it is done with one; a job's entries go to its own worker process.
+    tasks: queue.SimpleQueue[tuple[str, Entry]] = queue.SimpleQueue()
+    for e in full:
+        tasks.put(("full", e))
+    for e in light:
+        tasks.put(("entry", e))
+    results: queue.SimpleQueue[tuple[str, tuple[Entry, int, str, dict[str, Any]]]] = queue.SimpleQueue()
+
+    def job() -> None:
+        worker: _Worker | None = None
+        try:
+            while True:
+                try:
+                    kind, e = tasks.get_nowait()
+                except queue.Empty:
+                    return
+                try:
+                    if kind == "full":
+                        results.put((kind, _certify_one(e, max_examples, timeout, handshake_timeout, seed)))
+                        continue
+                    if worker is None or worker.proc.poll() is not None:
+                        worker = _Worker(entry_examples, timeout, seed)
+                    results.put((kind, worker.certify(e)))
+                except Exception as ex:  # noqa: BLE001 - a certification that broke is a failed one
+                    results.put((kind, (e, 2, f"the certification broke: {type(ex).__name__}: {ex}", {})))
+        finally:
+            if worker is not None:
+                worker.close()
 
     def record(e: Entry, rc: int, line: str, data: dict[str, Any], kind: str) -> None:
         click.echo(f"{'ok  ' if rc == 0 else 'FAIL'} {e.name:<44} {line}")
@@ -275,18 +321,12 @@ def certify_command(
         records[e.name] = rec
 
     with concurrent.futures.ThreadPoolExecutor(jobs) as pool:
-        # The full certifications first (the longest tasks), then the batches.
-        futures: dict[concurrent.futures.Future[Any], str] = {}
-        for e in full:
-            futures[pool.submit(_certify_one, e, max_examples, timeout, handshake_timeout, seed)] = "full"
-        for batch in batches:
-            futures[pool.submit(_certify_entries, batch, entry_examples, timeout, seed)] = "entry"
-        for fut in concurrent.futures.as_completed(futures):
-            if futures[fut] == "full":
-                record(*fut.result(), kind="full")
-            else:
-                for res in fut.result():
-                    record(*res, kind="entry")
+        running = [pool.submit(job) for _ in range(jobs)]
+        for _ in range(len(full) + len(light)):
+            kind, (e, rc, line, data) = results.get()
+            record(e, rc, line, data, kind)
+        for fut in running:
+            fut.result()
     failed_reps = [e.name for e in full if e.name in failed and e.importer]
     if failed_reps:  # an entry certificate without its importer's full one certifies nothing
         for e in light:
@@ -306,27 +346,57 @@ def certify_command(
 
 
 def markdown(items: list[Entry]) -> str:
-    """docs/catalog.md: the catalog as a Markdown table (generated; do not edit by hand)."""
+    """docs/catalog.md: the catalog as Markdown, a table per kind (generated; do not edit by hand)."""
+    kinds = sorted({e.kind for e in items})
+    full = sum(1 for e in items if e.certified and e.certified.get("certificate", "full") == "full")
+    entry = sum(1 for e in items if e.certified and e.certified.get("certificate") == "entry")
     lines = [
         "# Environment catalog",
         "",
         "Generated by `openenv catalog markdown` from the installed packages' entry points; do not",
-        "edit by hand. Every entry is certified in CI: the native environments (envs/) as their",
-        "images (`openenv certify docker:IMAGE`, with their certify-args), the others by",
-        "`openenv catalog certify` (python: targets, 10 examples per property). Serve any of them",
-        "with `openenv serve TARGET`.",
+        "edit by hand. Serve any entry with `openenv serve TARGET`; list them with `openenv catalog`",
+        "(`--kind KIND`, `--search TEXT`); Gymnasium entries open with `openenv.gym.make` with the",
+        "original's spaces exactly (docs/training.md, Spaces).",
         "",
-        f"{len(items)} environments.",
+        "Every entry is certified in CI. The native environments (envs/) are certified in full as their",
+        "images (`openenv certify docker:IMAGE`, with their certify-args). An imported entry's",
+        "certificate is one of two, named in the Certificate column:",
         "",
-        "| Name | Kind | Source | Serve target | Tools | Tasks | Certified |",
-        "| --- | --- | --- | --- | --- | --- | --- |",
+        "- **full**: every check of `openenv certify python:TARGET` (10 examples per property), the",
+        "  environment served in its own process. Each importer's representatives get one: it covers",
+        "  the importer's generic code (protocol, engine, sessions, vectors, concurrency, robustness,",
+        "  the adapter's translation), the same for all its entries.",
+        "- **entry**: what differs between two entries of one importer, over gRPC on loopback",
+        "  (5 examples per property): the advertised types and the entry's example actions (they",
+        "  validate; Gymnasium spaces come back exactly), observations against the types, invalid",
+        "  actions refused, step and state before the first reset, step counts, episode ids, close,",
+        "  the same seed giving the same episode whatever the episode id, finite and in-range",
+        "  rewards, its tools (valid and invalid arguments). It stands on its importer's full",
+        "  certificates (named by `covered_by` in certified.json): an entry is not certified when",
+        "  they are not. Many entries share a worker process (the imports are paid once), every",
+        "  entry on its own server; `openenv catalog certify --full` certifies every entry in full.",
+        "",
+        f"{len(items)} environments in {len(kinds)} kinds ({full} full certificates, {entry} entry certificates).",
     ]
-    for e in items:
-        cert = e.certified["date"] if e.certified else "no"
-        tools = ", ".join(f"`{t}`" for t in e.tools) or "-"
-        lines.append(f"| {e.name} | {e.kind} | {e.source} | `{e.target}` | {tools} | {e.tasks or '-'} | {cert} |")
-    for source, reason in sorted(skipped_importers().items()):
-        lines += ["", f"Importer `{source}` is not available: {reason}."]
+    for kind in kinds:
+        group = [e for e in items if e.kind == kind]
+        lines += [
+            "",
+            f"## {kind} ({len(group)})",
+            "",
+            "| Name | Source | Serve target | Tools | Tasks | Certified | Certificate |",
+            "| --- | --- | --- | --- | --- | --- | --- |",
+        ]
+        for e in group:
+            cert = e.certified["date"] if e.certified else "no"
+            scope = (e.certified or {}).get("certificate", "full") if e.certified else "-"
+            tools = ", ".join(f"`{t}`" for t in e.tools) or "-"
+            lines.append(f"| {e.name} | {e.source} | `{e.target}` | {tools} | {e.tasks or '-'} | {cert} | {scope} |")
+    skipped = sorted(skipped_importers().items())
+    if skipped:
+        lines += ["", "## Not available here", ""]
+        for source, reason in skipped:
+            lines.append(f"- `{source}`: {reason}.")
     return "\n".join(lines) + "\n"
 
 

@@ -108,7 +108,7 @@ def entries() -> list[Entry]:
             except ImporterUnavailable as e:  # the importer's package: none of its entries
                 _SKIPPED[ep.name] = str(e)
                 break
-            except ImportError as e:  # a package this one entry needs
+            except (ImportError, LookupError) as e:  # a package this one entry needs, or a gone id
                 _SKIPPED[f"{ep.name}:{ident}"] = str(e)
                 continue
             entry = _describe(

@@ -228,9 +228,9 @@ def json_schema(space: gym.Space[Any]) -> dict[str, Any]:
         s[SPACE] = {"type": "Box", "dtype": _dtype_name(space.dtype)}
         return s
     if isinstance(space, spaces.MultiDiscrete):
-        start, nvec = np.asarray(space.start), np.asarray(space.nvec)
+        first, nvec = np.asarray(space.start), np.asarray(space.nvec)
         shape = tuple(space.shape)
-        s = _nested(lambda i: _number(np.int64, float(start[i]), float(start[i] + nvec[i] - 1)), shape)
+        s = _nested(lambda i: _number(np.int64, float(first[i]), float(first[i] + nvec[i] - 1)), shape)
         s[SPACE] = {"type": "MultiDiscrete", "dtype": _dtype_name(space.dtype)}
         return s
     if isinstance(space, spaces.MultiBinary):
@@ -355,7 +355,8 @@ def _sequence(item: Converter, stack: bool = False) -> Converter:
 
         def stacked(v: Any) -> Any:
             items = [item.to_gym(e) for e in v]
-            return concatenate(item.space, items, create_empty_array(item.space, n=len(items)))
+            out: Any = create_empty_array(item.space, n=len(items))
+            return concatenate(item.space, items, out)
 
         return Converter(space, stacked, lambda x: [item.from_gym(e) for e in iterate(space.stacked_feature_space, x)])
     return Converter(space, lambda v: tuple(item.to_gym(e) for e in v), lambda x: [item.from_gym(e) for e in x])
@@ -703,5 +704,6 @@ def converter(ts: payload_pb2.TypeSpec, descriptors: descriptor_pb2.FileDescript
             raise SpaceError(f"the {what} type is any JSON value: it has no space (declare a JSON Schema)")
         return _schema(schema, schema, what)
     if kind == payload_pb2.PAYLOAD_KIND_MESSAGE:
-        return _message(message_class(descriptors, ts.message_type).DESCRIPTOR, what, unwrap=True)
+        desc: Any = message_class(descriptors, ts.message_type).DESCRIPTOR
+        return _message(desc, what, unwrap=True)
     raise SpaceError(f"the environment declares no {what} type: Gymnasium needs one to derive the {what} space")

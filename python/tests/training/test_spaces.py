@@ -21,7 +21,9 @@ I64 = np.iinfo(np.int64)
 
 SPACES: dict[str, Any] = {
     "box-uniform": Box(-1.0, 1.0, (3,), np.float32),
-    "box-per-dimension": Box(np.array([-4.8, -np.inf, -0.42, -np.inf], np.float32), np.array([4.8, np.inf, 0.42, np.inf], np.float32)),
+    "box-per-dimension": Box(
+        np.array([-4.8, -np.inf, -0.42, -np.inf], np.float32), np.array([4.8, np.inf, 0.42, np.inf], np.float32)
+    ),
     "box-unbounded-f64": Box(-np.inf, np.inf, (2, 2), np.float64),
     "box-scalar": Box(0.0, 5.0, (), np.float32),
     "box-frame-uint8": Box(0, 255, (6, 5, 3), np.uint8),
@@ -31,14 +33,18 @@ SPACES: dict[str, Any] = {
     "discrete-start": Discrete(3, start=-1),
     "discrete-wide": Discrete(100_000, start=7),
     "multidiscrete": MultiDiscrete([3, 4, 2]),
-    "multidiscrete-2d-start-int32": MultiDiscrete(np.array([[2, 3], [4, 5]]), dtype=np.int32, start=np.array([[0, 1], [-2, 3]])),
+    "multidiscrete-2d-start-int32": MultiDiscrete(
+        np.array([[2, 3], [4, 5]]), dtype=np.int32, start=np.array([[0, 1], [-2, 3]])
+    ),
     "multibinary": MultiBinary(4),
     "multibinary-2d": MultiBinary([2, 3]),
     "text": Text(12),
     "text-charset": Text(8, min_length=2, charset="ab]^-\\[ c"),
     "tuple-blackjack": Tuple((Discrete(32), Discrete(11), Discrete(2))),
     "tuple-mixed": Tuple((Box(-1.0, 1.0, (2,), np.float32), Discrete(4, start=1), Text(5))),
-    "dict": Dict({"position": Box(np.array([0.0, -1.0], np.float32), np.array([1.0, 1.0], np.float32)), "n": Discrete(3)}),
+    "dict": Dict(
+        {"position": Box(np.array([0.0, -1.0], np.float32), np.array([1.0, 1.0], np.float32)), "n": Discrete(3)}
+    ),
     "dict-nested": Dict(
         {
             "grid": MultiBinary([2, 2]),
@@ -85,7 +91,7 @@ def test_a_space_and_its_values_come_back_exactly(name: str) -> None:
 def test_per_dimension_bounds_are_advertised_and_enforced() -> None:
     space = SPACES["box-per-dimension"]
     ts = type_spec(declaration(space)).tensor
-    assert list(ts.element_minimum)[0] == pytest.approx(-4.8) and list(ts.element_maximum)[1] == np.inf
+    assert ts.element_minimum[0] == pytest.approx(-4.8) and ts.element_maximum[1] == np.inf
     assert not ts.HasField("minimum")  # some elements are unbounded: no envelope
     codec = codec_for(declaration(space))
     codec.decode(codec.encode(np.array([4.0, 1e9, 0.0, -1e9], dtype=np.float32)))

@@ -19,8 +19,8 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 
 import openenv
-from openenv_catalog.importers import ImporterUnavailable
 from openenv.spaces import Converter, SpaceError, declaration, space_converter
+from openenv_catalog.importers import ImporterUnavailable
 
 __all__ = ["CURATED", "KINDS", "REPRESENTATIVES", "GymnasiumEnvironment", "load"]
 
@@ -78,6 +78,7 @@ class GymnasiumEnvironment(openenv.Environment):
         super().__init__(**options)
         if "rgb_array" in self.render_modes:
             options.setdefault("render_mode", "rgb_array")
+        self.make_options = dict(options)
         try:
             self.env = _gym().make(self.env_id, **options)
         except TypeError as e:
@@ -91,6 +92,12 @@ class GymnasiumEnvironment(openenv.Environment):
     def reset(
         self, *, seed: int | None = None, episode_id: str | None = None, options: Mapping[str, Any] | None = None
     ) -> openenv.StepResult:
+        if seed is not None and self.last_obs is not None:
+            # A fresh instance: some keep state across episodes that a seed does not reset
+            # (Box2D's world: BipedalWalker's episode after another differs in the last bits),
+            # and the same seed must give the same episode whatever came before.
+            self.env.close()
+            self.env = _gym().make(self.env_id, **self.make_options)
         obs, info = self.env.reset(seed=seed, options=dict(options) if options else None)
         self.last_obs = obs
         return openenv.StepResult(self.observation_conv.from_gym(obs), metadata=_plain_info(info))

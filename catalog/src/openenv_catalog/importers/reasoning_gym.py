@@ -52,7 +52,7 @@ CURATED = (
     "calendar_arithmetic",
     # Every other dataset of reasoning-gym 0.1.25 that generates offline in well under a second
     # and whose scorer gives the reference answer 1 and a wrong one less (checked when added).
-    "...bf",
+    "bf",
     "ab",
     "acre",
     "advanced_geometry",

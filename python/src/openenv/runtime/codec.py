@@ -138,8 +138,9 @@ class TensorSpec:
 
     dtype: Any
     shape: Sequence[int | None] = ()
-    minimum: float | tuple[float, ...] | None = None
-    maximum: float | tuple[float, ...] | None = None
+    # A number, a tuple (row-major) or an array of the shape; kept as a float or a tuple.
+    minimum: float | tuple[float, ...] | Any | None = None
+    maximum: float | tuple[float, ...] | Any | None = None
     categorical: bool = False
 
     def __post_init__(self) -> None:
@@ -151,8 +152,10 @@ class TensorSpec:
 
             if not np.issubdtype(np.dtype(self.dtype), np.integer):
                 raise ValueError(f"a categorical tensor has an integer dtype, not {np.dtype(self.dtype).name}")
-            if self.minimum is None or self.maximum is None or not all(
-                math.isfinite(b) for b in self.element_bounds("minimum") + self.element_bounds("maximum")
+            if (
+                self.minimum is None
+                or self.maximum is None
+                or not all(math.isfinite(b) for b in self.element_bounds("minimum") + self.element_bounds("maximum"))
             ):
                 raise ValueError("every element of a categorical tensor is bounded (minimum and maximum)")
 
@@ -166,7 +169,7 @@ class TensorSpec:
         arr = np.asarray(bound, dtype=np.float64)
         if arr.ndim == 0:
             return float(arr)
-        if any(d is None or d < 0 for d in self.shape) or arr.size != math.prod(self.shape):
+        if any(d is None or d < 0 for d in self.shape) or arr.size != math.prod(int(d or 0) for d in self.shape):
             raise ValueError(
                 f"{name} has {arr.size} bounds: per-element bounds need a fixed shape and one bound per element "
                 f"(shape {list(self.shape)})"
@@ -187,7 +190,7 @@ class TensorSpec:
         if isinstance(bound, tuple):
             return bound
         fixed = all(d is not None and d >= 0 for d in self.shape)
-        n = math.prod(self.shape) if fixed else 1  # type: ignore[arg-type]
+        n = math.prod(int(d) for d in self.shape if d is not None) if fixed else 1
         return (unbounded if bound is None else bound,) * n
 
     def to_proto(self) -> payload_pb2.TensorSpec:
@@ -505,7 +508,7 @@ class TensorCodec(Codec):
         for name in ("minimum", "maximum"):
             bound = getattr(spec, name)
             if isinstance(bound, tuple):
-                bound = np.asarray(bound, dtype=np.float64).reshape(tuple(spec.shape))  # type: ignore[arg-type]
+                bound = np.asarray(bound, dtype=np.float64).reshape(tuple(int(d or 0) for d in spec.shape))
             setattr(self, "low" if name == "minimum" else "high", bound)
 
     def encode(self, value: Any, out: payload_pb2.Payload | None = None) -> payload_pb2.Payload:
