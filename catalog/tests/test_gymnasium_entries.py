@@ -4,6 +4,8 @@ passing, and the same episode as the original for the same seed and actions."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import warnings
 
 import gymnasium as gym
@@ -58,3 +60,29 @@ def test_openenv_gym_make_gives_the_original_spaces_and_passes_check_env(env_id:
     finally:
         env.close()
         original.close()
+
+
+def test_an_entry_renders_frames_for_the_playground_and_plays_in_the_terminal() -> None:
+    """render() is the /web picture: an RGB frame once an episode runs (classic_control's
+    pygame drawing); `openenv play` plays Blackjack (a Tuple observation, a Discrete action)."""
+    from openenv.json_protocol.render import render_to_json
+    from openenv_catalog.importers.gymnasium import load
+
+    env = load("CartPole-v1")()
+    try:
+        assert isinstance(env.render(), str)  # before the first reset: a note, not an error
+        env.reset(seed=1)
+        frame = env.render()
+        assert frame.dtype == np.uint8 and frame.ndim == 3 and frame.shape[2] == 3 and frame.any()
+        assert render_to_json(frame)["mime"] == "image/x-raw-rgb"
+    finally:
+        env.close()
+    r = subprocess.run(
+        [sys.executable, "-m", "openenv.cli", "play", "import:gymnasium:Blackjack-v1", "--seed", "3"],
+        input="s\n0\nq\n",
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert r.returncode == 0, r.stderr
+    assert "observation: [7, 10, 0]" in r.stdout and "terminated=True" in r.stdout, r.stdout
