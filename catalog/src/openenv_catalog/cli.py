@@ -7,8 +7,10 @@ import concurrent.futures
 import datetime
 import fnmatch
 import json
+import math
 import os
 import queue
+import select
 import subprocess
 import sys
 import tempfile
@@ -47,8 +49,12 @@ def type_json(declared: Any) -> Any:
     if isinstance(declared, TensorSpec):
         tensor = {"dtype": str(np.dtype(declared.dtype)), "shape": [-1 if d is None else d for d in declared.shape]}
         for bound in ("minimum", "maximum"):
-            if getattr(declared, bound) is not None:
-                tensor[bound] = plain(getattr(declared, bound))
+            if getattr(declared, bound) is not None:  # per element: a list, null where unbounded
+                value = plain(getattr(declared, bound))
+                finite = lambda x: x if isinstance(x, (int, float)) and math.isfinite(x) else None  # noqa: E731
+                tensor[bound] = [finite(x) for x in value] if isinstance(value, list) else finite(value)
+        if declared.categorical:
+            tensor["categorical"] = True
         return {"tensor": tensor}
     descriptor = getattr(declared, "DESCRIPTOR", None)
     if descriptor is not None:
@@ -131,7 +137,8 @@ class _Worker:
     """A worker process giving entry certificates (openenv_catalog.certify), one entry at a
     time on its stdin: its imports are paid once, its entries come as it finishes them."""
 
-    def __init__(self, max_examples: int, timeout: float, seed: int | None) -> None:
+    def __init__(self, max_examples: int, timeout: float, seed: int | None, entry_timeout: float = 600.0) -> None:
+        self.entry_timeout = entry_timeout
         argv = [sys.executable, "-m", "openenv_catalog.certify", "--max-examples", str(max_examples)]
         argv += ["--timeout", str(timeout)]
         if seed is not None:
@@ -146,6 +153,11 @@ class _Worker:
         try:
             self.proc.stdin.write(e.target + "\n")
             self.proc.stdin.flush()
+            ready, _, _ = select.select([self.proc.stdout], [], [], self.entry_timeout)
+            if not ready:  # a hang guard: this entry fails, the next one gets a new worker
+                self.proc.kill()
+                self.proc.wait()
+                return e, 2, f"no entry certificate within {self.entry_timeout:g} s (the worker was stopped)", {}
             line = self.proc.stdout.readline()
             rec = json.loads(line)
         except (OSError, ValueError):
