@@ -47,7 +47,10 @@ def type_json(declared: Any) -> Any:
     if isinstance(declared, dict):
         return plain(declared)
     if isinstance(declared, TensorSpec):
-        tensor = {"dtype": str(np.dtype(declared.dtype)), "shape": [-1 if d is None else d for d in declared.shape]}
+        tensor: dict[str, Any] = {
+            "dtype": str(np.dtype(declared.dtype)),
+            "shape": [-1 if d is None else d for d in declared.shape],
+        }
         for bound in ("minimum", "maximum"):
             if getattr(declared, bound) is not None:  # per element: a list, null where unbounded
                 value = plain(getattr(declared, bound))
