@@ -75,7 +75,9 @@ def test_openenv_import_describes_an_environment_and_rejects_unknown_ones() -> N
     assert info["name"] == "gymnasium-cartpole-v1" and info["serve"] == "openenv serve import:gymnasium:CartPole-v1"
     # The declared types as JSON values, not Python reprs inside strings.
     assert info["action_type"] == {"type": "integer", "minimum": 0, "maximum": 1}
-    assert info["observation_type"] == {"tensor": {"dtype": "float32", "shape": [4]}}
+    tensor = info["observation_type"]["tensor"]  # per-dimension bounds, null where unbounded (RFC 0013)
+    assert tensor["dtype"] == "float32" and tensor["shape"] == [4]
+    assert tensor["minimum"][1] is None and tensor["maximum"][0] == pytest.approx(4.8)
     bad = _openenv("import", "gymnasium:NoSuchEnv-v9")
     assert bad.returncode != 0 and "NoSuchEnv-v9" in bad.stderr
     nosource = _openenv("import", "nosuch:thing")
