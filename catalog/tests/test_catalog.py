@@ -1,4 +1,4 @@
-"""The catalog and its commands, as a user runs them: `openenv catalog` lists at least 40
+"""The catalog and its commands, as a user runs them: `openenv catalog` lists at least 150
 environments from entry points, `openenv import` describes one, `openenv serve import:...`
 serves one over real sockets, and docs/catalog.md is what `openenv catalog markdown` prints.
 """
@@ -34,10 +34,10 @@ def _openenv(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_the_catalog_lists_at_least_40_environments_native_and_imported() -> None:
+def test_the_catalog_lists_at_least_150_environments_native_and_imported() -> None:
     items = entries()
     names = [e.name for e in items]
-    assert len(items) >= 40 and len(set(names)) == len(names)
+    assert len(items) >= 150 and len(set(names)) == len(names)
     assert {"echo_env", "gridworld", "math_env", "coding_env"} <= set(names)
     sources = {e.source.split(":")[0] for e in items if e.kind != "native"}
     assert {"gymnasium", "reasoning_gym", "textarena"} <= sources
@@ -75,7 +75,9 @@ def test_openenv_import_describes_an_environment_and_rejects_unknown_ones() -> N
     assert info["name"] == "gymnasium-cartpole-v1" and info["serve"] == "openenv serve import:gymnasium:CartPole-v1"
     # The declared types as JSON values, not Python reprs inside strings.
     assert info["action_type"] == {"type": "integer", "minimum": 0, "maximum": 1}
-    assert info["observation_type"] == {"tensor": {"dtype": "float32", "shape": [4]}}
+    tensor = info["observation_type"]["tensor"]  # per-dimension bounds, null where unbounded (RFC 0014)
+    assert tensor["dtype"] == "float32" and tensor["shape"] == [4]
+    assert tensor["minimum"][1] is None and tensor["maximum"][0] == pytest.approx(4.8)
     bad = _openenv("import", "gymnasium:NoSuchEnv-v9")
     assert bad.returncode != 0 and "NoSuchEnv-v9" in bad.stderr
     nosource = _openenv("import", "nosuch:thing")

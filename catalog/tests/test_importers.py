@@ -14,7 +14,6 @@ import pytest
 
 import openenv
 from openenv_catalog import ImporterUnavailable, load
-from openenv_catalog.importers import gymnasium as gym_importer
 
 TIMEOUT = 60.0
 
@@ -54,7 +53,7 @@ def test_gymnasium_environments_play_seeded_episodes_over_the_wire(env_id: str) 
 
     async def go(env: Any) -> Any:
         first = await env.reset(seed=7)
-        steps = [await env.step(gym_importer.to_wire(reference.action_space, a)) for a in actions[: len(ref)]]
+        steps = [await env.step(cls.action_conv.from_gym(a)) for a in actions[: len(ref)]]
         return first, steps
 
     first, steps = run(cls, go)

@@ -7,6 +7,7 @@ import json
 import math
 
 import jsonschema
+import numpy as np
 import pytest
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from hypothesis import given, settings
@@ -19,7 +20,7 @@ from openenv_conformance.errors import TargetUnusable
 from openenv_conformance.report import CheckResult, Report
 from openenv_conformance.schemagen import from_schema
 from openenv_conformance.spec import EnvSpec, build_pool
-from openenv_conformance.strategies import ActionSpace, json_safe, message_strategy
+from openenv_conformance.strategies import ActionSpace, _tensor_arrays, json_safe, message_strategy
 from openenv_conformance.targets import TargetOptions, open_target, register_target_kind, target_kinds
 
 # ------------------------------------------------------------------ a message with every field kind
@@ -501,3 +502,33 @@ def test_a_search_that_outlives_its_budget_stops_without_a_false_failure() -> No
     runs.clear()
     spent.search(body, max_examples=10_000, x=st.integers(0, 3))
     assert len(runs) == 1
+
+
+_PER_ELEMENT = payload_pb2.TensorSpec(
+    dtype=payload_pb2.D_TYPE_FLOAT32,
+    shape=[3],
+    element_minimum=[-1.0, 0.0, -math.inf],
+    element_maximum=[1.0, 0.5, math.inf],
+)
+
+
+@settings(max_examples=30, deadline=None, database=None)
+@given(arr=_tensor_arrays(_PER_ELEMENT))
+def test_tensor_actions_are_drawn_within_each_elements_bounds(arr: np.ndarray) -> None:
+    """RFC 0014: per-element bounds narrow what the certifier draws, element by element."""
+    assert arr.shape == (3,) and arr.dtype == np.float32
+    assert -1.0 <= arr[0] <= 1.0 and 0.0 <= arr[1] <= 0.5 and math.isfinite(arr[2])
+
+
+def test_an_observation_outside_its_elements_bound_is_named() -> None:
+    spec = payload_pb2.TypeSpec(kind=payload_pb2.PAYLOAD_KIND_TENSOR, tensor=_PER_ELEMENT)
+    info = pb.EnvironmentInfo(observation=spec)
+    env = EnvSpec(info)
+    p = payload_pb2.Payload()
+    p.tensor.dtype = payload_pb2.D_TYPE_FLOAT32
+    p.tensor.shape[:] = [3]
+    p.tensor.data = np.array([0.5, 0.75, 9.0], dtype=np.float32).tobytes()
+    problems = env.observation.problems(p)
+    assert problems and "element 1" in problems[0] and "element_maximum" in problems[0], problems
+    p.tensor.data = np.array([0.5, 0.25, 9.0], dtype=np.float32).tobytes()
+    assert env.observation.problems(p) == []

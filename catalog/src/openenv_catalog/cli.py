@@ -7,10 +7,14 @@ import concurrent.futures
 import datetime
 import fnmatch
 import json
+import math
 import os
+import queue
+import select
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +22,7 @@ import click
 
 from openenv_catalog.registry import CERTIFIED_FILE, Entry, entries, skipped_importers
 
-__all__ = ["catalog_command", "import_command", "markdown", "type_json"]
+__all__ = ["catalog_command", "import_command", "markdown", "plan", "type_json"]
 
 
 def type_json(declared: Any) -> Any:
@@ -43,10 +47,17 @@ def type_json(declared: Any) -> Any:
     if isinstance(declared, dict):
         return plain(declared)
     if isinstance(declared, TensorSpec):
-        tensor = {"dtype": str(np.dtype(declared.dtype)), "shape": [-1 if d is None else d for d in declared.shape]}
+        tensor: dict[str, Any] = {
+            "dtype": str(np.dtype(declared.dtype)),
+            "shape": [-1 if d is None else d for d in declared.shape],
+        }
         for bound in ("minimum", "maximum"):
-            if getattr(declared, bound) is not None:
-                tensor[bound] = plain(getattr(declared, bound))
+            if getattr(declared, bound) is not None:  # per element: a list, null where unbounded
+                value = plain(getattr(declared, bound))
+                finite = lambda x: x if isinstance(x, (int, float)) and math.isfinite(x) else None  # noqa: E731
+                tensor[bound] = [finite(x) for x in value] if isinstance(value, list) else finite(value)
+        if declared.categorical:
+            tensor["categorical"] = True
         return {"tensor": tensor}
     descriptor = getattr(declared, "DESCRIPTOR", None)
     if descriptor is not None:
@@ -60,24 +71,53 @@ def type_json(declared: Any) -> Any:
     return {"type": label, "json_schema": schema}
 
 
+def _matching(items: list[Entry], kinds: tuple[str, ...], search: str | None) -> list[Entry]:
+    """The entries of one of ``kinds`` (any, when none) whose name, source, kind, description
+    or tools contain ``search`` (case-insensitive)."""
+    wanted = {k.lower() for k in kinds}
+    out = [e for e in items if not wanted or e.kind.lower() in wanted]
+    if search:
+        needle = search.lower()
+        out = [
+            e
+            for e in out
+            if any(needle in field.lower() for field in (e.name, e.source, e.kind, e.description, *e.tools))
+        ]
+    return out
+
+
 @click.group("catalog", invoke_without_command=True)
 @click.option("--json", "as_json", is_flag=True, help="Print the catalog as JSON.")
+@click.option("--kind", "kinds", multiple=True, metavar="KIND", help="Only this kind (repeatable), e.g. box2d.")
+@click.option("--search", default=None, metavar="TEXT", help="Only entries whose name, source or tools contain TEXT.")
 @click.pass_context
-def catalog_command(ctx: click.Context, as_json: bool) -> None:
-    """List every available environment: name, kind, source, tools, tasks, certification."""
+def catalog_command(ctx: click.Context, as_json: bool, kinds: tuple[str, ...], search: str | None) -> None:
+    """List every available environment, grouped by kind: name, source, tools, tasks, certification."""
     if ctx.invoked_subcommand is not None:
         return
-    items = entries()
+    every = entries()
+    items = _matching(every, kinds, search)
+    known = sorted({e.kind for e in every})
+    unknown = [k for k in kinds if k.lower() not in {x.lower() for x in known}]
+    if unknown:
+        raise click.BadParameter(f"no kind {', '.join(unknown)}; kinds: {', '.join(known)}", param_hint="--kind")
     if as_json:
         click.echo(json.dumps([e.to_dict() for e in items], indent=2))
         return
-    for e in items:
-        cert = f"certified {e.certified['date']}" if e.certified else "not certified"
-        tools = ",".join(e.tools) or "-"
-        click.echo(f"{e.name:<44} {e.kind:<12} {e.source:<40} tools={tools:<28} tasks={e.tasks or '-':<6} {cert}")
-    for source, reason in sorted(skipped_importers().items()):
-        click.echo(f"(importer {source} unavailable: {reason})")
-    click.echo(f"{len(items)} environments, {sum(1 for e in items if e.certified)} certified")
+    for kind in sorted({e.kind for e in items}):
+        group = [e for e in items if e.kind == kind]
+        click.echo(f"{kind} ({len(group)})")
+        for e in group:
+            cert = f"certified {e.certified['date']}" if e.certified else "not certified"
+            if e.certified and e.certified.get("certificate") == "entry":
+                cert += " (entry)"
+            tools = ",".join(e.tools) or "-"
+            click.echo(f"  {e.name:<42} {e.source:<40} tools={tools:<28} tasks={e.tasks or '-':<6} {cert}")
+    if not kinds and not search:
+        for source, reason in sorted(skipped_importers().items()):
+            click.echo(f"(importer {source} unavailable: {reason})")
+    shown = f"{len(items)} of {len(every)}" if len(items) != len(every) else f"{len(items)}"
+    click.echo(f"{shown} environments, {sum(1 for e in items if e.certified)} certified")
 
 
 def _certify_one(
@@ -100,9 +140,83 @@ def _certify_one(
     return e, proc.returncode, (tail[-1] if tail else proc.stdout[-2000:] + proc.stderr[-2000:]), data
 
 
+class _Worker:
+    """A worker process giving entry certificates (openenv_catalog.certify), one entry at a
+    time on its stdin: its imports are paid once, its entries come as it finishes them."""
+
+    def __init__(self, max_examples: int, timeout: float, seed: int | None, entry_timeout: float = 600.0) -> None:
+        self.entry_timeout = entry_timeout
+        argv = [sys.executable, "-m", "openenv_catalog.certify", "--max-examples", str(max_examples)]
+        argv += ["--timeout", str(timeout)]
+        if seed is not None:
+            argv += ["--seed", str(seed)]
+        self.stderr = tempfile.TemporaryFile(mode="w+")
+        self.proc = subprocess.Popen(
+            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr, text=True, bufsize=1
+        )
+
+    def certify(self, e: Entry) -> tuple[Entry, int, str, dict[str, Any]]:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        try:
+            self.proc.stdin.write(e.target + "\n")
+            self.proc.stdin.flush()
+            ready, _, _ = select.select([self.proc.stdout], [], [], self.entry_timeout)
+            if not ready:  # a hang guard: this entry fails, the next one gets a new worker
+                self.proc.kill()
+                self.proc.wait()
+                return e, 2, f"no entry certificate within {self.entry_timeout:g} s (the worker was stopped)", {}
+            line = self.proc.stdout.readline()
+            rec = json.loads(line)
+        except (OSError, ValueError):
+            self.stderr.seek(0)
+            tail = self.stderr.read()[-1500:]
+            return e, 2, f"no entry certificate (the worker ended: {self.proc.poll()}): {tail}", {}
+        return e, int(rec["exit_code"]), str(rec["line"]), rec
+
+    def close(self) -> None:
+        if self.proc.stdin is not None:
+            self.proc.stdin.close()
+        try:
+            self.proc.wait(60)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.stderr.close()
+
+
+def plan(
+    every: list[Entry], items: list[Entry], *, full_all: bool = False
+) -> tuple[list[Entry], list[Entry], dict[str, list[str]]]:
+    """What certifying ``items`` takes: the entries certified in full (natives, importers'
+    representatives; all with ``full_all``), those given an entry certificate, and the
+    representatives each importer's entry certificates stand on (``importer -> names``).
+
+    An entry certificate stands on its importer's full ones: a representative is certified
+    in full in the same run even when the selection left it out."""
+    full = [e for e in items if full_all or e.representative]
+    light = [e for e in items if not (full_all or e.representative)]
+    covered_by: dict[str, list[str]] = {}
+    for importer in sorted({e.importer for e in light}):
+        reps = [r for r in every if r.importer == importer and r.representative]
+        if not reps:
+            raise click.ClickException(f"importer {importer} has no representative to certify in full")
+        covered_by[importer] = sorted(r.name for r in reps)
+        full += [r for r in reps if r not in full]
+    return full, light, covered_by
+
+
 @catalog_command.command("certify")
 @click.option("--jobs", "-j", type=click.IntRange(1), default=2, show_default=True, help="Certifications at once.")
-@click.option("--max-examples", type=click.IntRange(1), default=10, show_default=True, help="Examples per search.")
+@click.option(
+    "--max-examples", type=click.IntRange(1), default=10, show_default=True, help="Examples per search (full)."
+)
+@click.option(
+    "--entry-examples",
+    type=click.IntRange(1),
+    default=5,
+    show_default=True,
+    help="Examples per search of an entry certificate.",
+)
 @click.option("--timeout", type=float, default=30.0, show_default=True, help="Seconds to wait for any one answer.")
 @click.option(
     "--handshake-timeout",
@@ -128,82 +242,180 @@ def _certify_one(
     # CI certifies the native environments as their images in the same run (.ci/run).
     help="Names not to certify (shell pattern), e.g. environments certified otherwise in the same run.",
 )
+@click.option(
+    "--full",
+    "full_all",
+    is_flag=True,
+    help="Certify every entry in full (every check, its own server), not only natives and representatives.",
+)
 @click.option("--write", is_flag=True, help="Record the results in the catalog's certified.json.")
 def certify_command(
     jobs: int,
     max_examples: int,
+    entry_examples: int,
     timeout: float,
     handshake_timeout: float,
     seed: int | None,
     patterns: tuple[str, ...],
     skips: tuple[str, ...],
+    full_all: bool,
     write: bool,
 ) -> None:
-    """Certify every catalog environment (python: targets, servers on loopback), in parallel.
+    """Certify every catalog environment (servers on loopback), in parallel.
 
-    Exit status 1 when any environment is not certified; the count is printed last."""
-    selected = [e for e in entries() if not patterns or any(fnmatch.fnmatch(e.name, p) for p in patterns)]
+    Natives and each importer's representatives get a full certificate (every check, the
+    environment served in a subprocess); every other imported entry an entry certificate
+    (the checks that differ between entries of one importer, openenv_catalog.certify), many
+    entries per worker process. docs/catalog.md says what each covers. Exit status 1 when
+    any environment is not certified; the counts and the time are printed last."""
+    t0 = time.monotonic()
+    every = entries()
+    selected = [e for e in every if not patterns or any(fnmatch.fnmatch(e.name, p) for p in patterns)]
     items = [e for e in selected if not any(fnmatch.fnmatch(e.name, p) for p in skips)]
     if skips:
         click.echo(f"catalog: skipping {len(selected) - len(items)} environments matching {' '.join(skips)}")
     if not items:
         raise click.ClickException("no catalog environment matches")
+    full, light, covered_by = plan(every, items, full_all=full_all)
+    click.echo(
+        f"catalog: {len(full)} full certifications (natives, importers' representatives), "
+        f"{len(light)} entry certificates, {jobs} at once"
+    )
     records: dict[str, Any] = json.loads(CERTIFIED_FILE.read_text()) if CERTIFIED_FILE.exists() else {}
     failed: list[str] = []
     today = datetime.datetime.now(datetime.UTC).date().isoformat()
+    # One queue, longest first: the full certifications, then the entries. Each job takes the
+    # next task when it is done with one; a job's entries go to its own worker process.
+    tasks: queue.SimpleQueue[tuple[str, Entry]] = queue.SimpleQueue()
+    for e in full:
+        tasks.put(("full", e))
+    for e in light:
+        tasks.put(("entry", e))
+    results: queue.SimpleQueue[tuple[str, tuple[Entry, int, str, dict[str, Any]]]] = queue.SimpleQueue()
+
+    def job() -> None:
+        worker: _Worker | None = None
+        try:
+            while True:
+                try:
+                    kind, e = tasks.get_nowait()
+                except queue.Empty:
+                    return
+                try:
+                    if kind == "full":
+                        results.put((kind, _certify_one(e, max_examples, timeout, handshake_timeout, seed)))
+                        continue
+                    if worker is None or worker.proc.poll() is not None:
+                        worker = _Worker(entry_examples, timeout, seed)
+                    results.put((kind, worker.certify(e)))
+                except Exception as ex:  # noqa: BLE001 - a certification that broke is a failed one
+                    results.put((kind, (e, 2, f"the certification broke: {type(ex).__name__}: {ex}", {})))
+        finally:
+            if worker is not None:
+                worker.close()
+
+    def record(e: Entry, rc: int, line: str, data: dict[str, Any], kind: str) -> None:
+        click.echo(f"{'ok  ' if rc == 0 else 'FAIL'} {e.name:<44} {line}")
+        if rc != 0:
+            # What failed and why, from the report, so a CI log alone is enough to act on.
+            for r in data.get("results", []):
+                if r.get("status") in ("fail", "error"):
+                    click.echo(f"     {r.get('id')}: {r.get('status')}: {r.get('reason', '')}"[:2000])
+            failed.append(e.name)
+            records.pop(e.name, None)
+            return
+        counts = data.get("counts", {})
+        rec: dict[str, Any] = {
+            "date": today,
+            "target": f"python:{e.target}",
+            "suite": data.get("suite_version", ""),
+            "certificate": kind,
+            "max_examples": max_examples if kind == "full" else entry_examples,
+            "passed": counts.get("pass", 0),
+            "skipped": counts.get("skip", 0),
+            "nondeterministic": bool(data.get("declared_nondeterministic", data.get("nondeterministic", False))),
+        }
+        if kind == "entry":
+            rec["covered_by"] = covered_by.get(e.importer, [])
+        records[e.name] = rec
+
     with concurrent.futures.ThreadPoolExecutor(jobs) as pool:
-        futures = [pool.submit(_certify_one, e, max_examples, timeout, handshake_timeout, seed) for e in items]
-        for fut in concurrent.futures.as_completed(futures):
-            e, rc, line, data = fut.result()
-            click.echo(f"{'ok  ' if rc == 0 else 'FAIL'} {e.name:<44} {line}")
-            if rc != 0:
-                # What failed and why, from the report, so a CI log alone is enough to act on.
-                for r in data.get("results", []):
-                    if r.get("status") in ("fail", "error"):
-                        click.echo(f"     {r.get('id')}: {r.get('status')}: {r.get('reason', '')}"[:2000])
+        running = [pool.submit(job) for _ in range(jobs)]
+        for _ in range(len(full) + len(light)):
+            kind, (e, rc, line, data) = results.get()
+            record(e, rc, line, data, kind)
+        for fut in running:
+            fut.result()
+    failed_reps = [e.name for e in full if e.name in failed and e.importer]
+    if failed_reps:  # an entry certificate without its importer's full one certifies nothing
+        for e in light:
+            if e.name not in failed and any(r in failed_reps for r in covered_by.get(e.importer, [])):
+                click.echo(f"FAIL {e.name:<44} its importer's representative is not certified")
                 failed.append(e.name)
                 records.pop(e.name, None)
-                continue
-            counts = data.get("counts", {})
-            records[e.name] = {
-                "date": today,
-                "target": f"python:{e.target}",
-                "suite": data.get("suite_version", ""),
-                "max_examples": min(max_examples, e.max_examples or max_examples),
-                "passed": counts.get("pass", 0),
-                "skipped": counts.get("skip", 0),
-                "nondeterministic": bool(data.get("declared_nondeterministic", False)),
-            }
     if write:
         CERTIFIED_FILE.write_text(json.dumps(dict(sorted(records.items())), indent=2) + "\n")
-    click.echo(f"catalog: {len(items) - len(failed)} of {len(items)} environments certified")
+    n = len(full) + len(light)
+    click.echo(
+        f"catalog: {n - len(set(failed))} of {n} environments certified "
+        f"({len(full)} full, {len(light)} entry) in {time.monotonic() - t0:.0f} s"
+    )
     if failed:
-        raise click.ClickException(f"not certified: {', '.join(sorted(failed))}")
+        raise click.ClickException(f"not certified: {', '.join(sorted(set(failed)))}")
 
 
 def markdown(items: list[Entry]) -> str:
-    """docs/catalog.md: the catalog as a Markdown table (generated; do not edit by hand)."""
+    """docs/catalog.md: the catalog as Markdown, a table per kind (generated; do not edit by hand)."""
+    kinds = sorted({e.kind for e in items})
+    full = sum(1 for e in items if e.certified and e.certified.get("certificate", "full") == "full")
+    entry = sum(1 for e in items if e.certified and e.certified.get("certificate") == "entry")
     lines = [
         "# Environment catalog",
         "",
         "Generated by `openenv catalog markdown` from the installed packages' entry points; do not",
-        "edit by hand. Every entry is certified in CI: the native environments (envs/) as their",
-        "images (`openenv certify docker:IMAGE`, with their certify-args), the others by",
-        "`openenv catalog certify` (python: targets, 10 examples per property, fewer where an",
-        "environment's metadata caps them with `certify_max_examples`). Serve any of them with",
-        "`openenv serve TARGET`.",
+        "edit by hand. Serve any entry with `openenv serve TARGET`; list them with `openenv catalog`",
+        "(`--kind KIND`, `--search TEXT`); Gymnasium entries open with `openenv.gym.make` with the",
+        "original's spaces exactly (docs/training.md, Spaces).",
         "",
-        f"{len(items)} environments.",
+        "Every entry is certified in CI. The native environments (envs/) are certified in full as their",
+        "images (`openenv certify docker:IMAGE`, with their certify-args). An imported entry's",
+        "certificate is one of two, named in the Certificate column:",
         "",
-        "| Name | Kind | Source | Serve target | Tools | Tasks | Certified |",
-        "| --- | --- | --- | --- | --- | --- | --- |",
+        "- **full**: every check of `openenv certify python:TARGET` (10 examples per property), the",
+        "  environment served in its own process. Each importer's representatives get one: it covers",
+        "  the importer's generic code (protocol, engine, sessions, vectors, concurrency, robustness,",
+        "  the adapter's translation), the same for all its entries.",
+        "- **entry**: what differs between two entries of one importer, over gRPC on loopback",
+        "  (5 examples per property): the advertised types and the entry's example actions (they",
+        "  validate; Gymnasium spaces come back exactly), observations against the types, invalid",
+        "  actions refused, step and state before the first reset, step counts, episode ids, close,",
+        "  the same seed giving the same episode whatever the episode id, finite and in-range",
+        "  rewards, its tools (valid and invalid arguments). It stands on its importer's full",
+        "  certificates (named by `covered_by` in certified.json): an entry is not certified when",
+        "  they are not. Many entries share a worker process (the imports are paid once), every",
+        "  entry on its own server; `openenv catalog certify --full` certifies every entry in full.",
+        "",
+        f"{len(items)} environments in {len(kinds)} kinds ({full} full certificates, {entry} entry certificates).",
     ]
-    for e in items:
-        cert = e.certified["date"] if e.certified else "no"
-        tools = ", ".join(f"`{t}`" for t in e.tools) or "-"
-        lines.append(f"| {e.name} | {e.kind} | {e.source} | `{e.target}` | {tools} | {e.tasks or '-'} | {cert} |")
-    for source, reason in sorted(skipped_importers().items()):
-        lines += ["", f"Importer `{source}` is not available: {reason}."]
+    for kind in kinds:
+        group = [e for e in items if e.kind == kind]
+        lines += [
+            "",
+            f"## {kind} ({len(group)})",
+            "",
+            "| Name | Source | Serve target | Tools | Tasks | Certified | Certificate |",
+            "| --- | --- | --- | --- | --- | --- | --- |",
+        ]
+        for e in group:
+            cert = e.certified["date"] if e.certified else "no"
+            scope = (e.certified or {}).get("certificate", "full") if e.certified else "-"
+            tools = ", ".join(f"`{t}`" for t in e.tools) or "-"
+            lines.append(f"| {e.name} | {e.source} | `{e.target}` | {tools} | {e.tasks or '-'} | {cert} | {scope} |")
+    skipped = sorted(skipped_importers().items())
+    if skipped:
+        lines += ["", "## Not available here", ""]
+        for source, reason in skipped:
+            lines.append(f"- `{source}`: {reason}.")
     return "\n".join(lines) + "\n"
 
 

@@ -4,7 +4,9 @@ Two entry-point groups feed it, so installing a package adds to it:
 
 * ``openenv.environments``: ``name = "module:Class"`` (native environments, e.g. envs/*);
 * ``openenv.importers``: ``source = "module:load"``; the module's ``CURATED`` ids are listed as
-  ``import:SOURCE:ID`` (the importer must be installed with its package).
+  ``import:SOURCE:ID`` (the importer must be installed with its package); its
+  ``REPRESENTATIVES`` (default: the first curated id) are the entries whose full
+  certification covers the importer's generic code (openenv_catalog.certify).
 
 Each :class:`Entry` carries what ``openenv catalog`` shows and the last certification
 recorded in ``certified.json`` (written by ``openenv catalog certify --write``).
@@ -18,6 +20,8 @@ import importlib.metadata
 import json
 from pathlib import Path
 from typing import Any
+
+from openenv_catalog.importers import ImporterUnavailable
 
 __all__ = ["CERTIFIED_FILE", "Entry", "certifications", "entries", "skipped_importers"]
 
@@ -42,6 +46,10 @@ class Entry:
     timeout: float | None = None
     """At least this many seconds to wait for any one answer when certified
     (``metadata["certify_timeout"]``), whatever the run asks."""
+    importer: str = ""
+    """The importer (``openenv.importers`` entry point) of an imported entry; "" for a native one."""
+    representative: bool = False
+    """Certified in full for its importer (natives always are); other entries get an entry certificate."""
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -93,25 +101,32 @@ def entries() -> list[Entry]:
             native.append(Entry(ep.name, "native", ep.dist.name if ep.dist else "?", ep.value, f"unavailable: {e}"))
             continue
         dist = ep.dist.name if ep.dist else "?"
-        native.append(_describe(cls, name=cls.name or ep.name, kind="native", source=dist, target=ep.value))
+        entry = _describe(cls, name=cls.name or ep.name, kind="native", source=dist, target=ep.value)
+        entry.representative = True
+        native.append(entry)
     imported: list[Entry] = []
     _SKIPPED.clear()
     for ep in importlib.metadata.entry_points(group="openenv.importers"):
         module = importlib.import_module(ep.module)
         load = ep.load()
-        for ident in getattr(module, "CURATED", ()):
+        curated = tuple(getattr(module, "CURATED", ()))
+        representatives = set(getattr(module, "REPRESENTATIVES", curated[:1]))
+        for ident in curated:
             try:
                 cls = load(ident)
-            except ImportError as e:
+            except ImporterUnavailable as e:  # the importer's package: none of its entries
                 _SKIPPED[ep.name] = str(e)
                 break
-            imported.append(
-                _describe(
-                    cls, name=cls.name, kind="imported", source=f"{ep.name}:{ident}", target=f"import:{ep.name}:{ident}"
-                )
+            except (ImportError, LookupError) as e:  # a package this one entry needs, or a gone id
+                _SKIPPED[f"{ep.name}:{ident}"] = str(e)
+                continue
+            entry = _describe(
+                cls, name=cls.name, kind="imported", source=f"{ep.name}:{ident}", target=f"import:{ep.name}:{ident}"
             )
+            entry.importer, entry.representative = ep.name, ident in representatives
+            imported.append(entry)
         else:
-            if not getattr(module, "CURATED", ()) and hasattr(module, "REASON"):
+            if not curated and hasattr(module, "REASON"):
                 _SKIPPED[ep.name] = str(module.REASON)
     out = sorted(native, key=lambda e: e.name) + sorted(imported, key=lambda e: e.name)
     for entry in out:

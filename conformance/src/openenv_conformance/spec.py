@@ -212,6 +212,20 @@ class TypeInfo:
             return [f"{self.role} tensor element {arr.min()} below the declared minimum {ts.minimum}"]
         if arr.size and ts.HasField("maximum") and arr.max() > ts.maximum:
             return [f"{self.role} tensor element {arr.max()} above the declared maximum {ts.maximum}"]
+        for name, below in (("element_minimum", True), ("element_maximum", False)):
+            per = getattr(ts, name)
+            if not per:
+                continue
+            if len(per) != arr.size:
+                return [f"{self.role} tensor has {arr.size} elements, the declared {name} {len(per)} bounds"]
+            bound = np.asarray(per, dtype=np.float64)
+            bad = np.flatnonzero(arr < bound if below else arr > bound)
+            if bad.size:
+                i = int(bad[0])
+                where = "below" if below else "above"
+                return [f"{self.role} tensor element {i} ({arr[i]}) {where} its declared bound {bound[i]} ({name})"]
+        if ts.categorical and dt.kind not in "iu":
+            return [f"{self.role} tensor is declared categorical but its dtype is {dt.name}"]
         return []
 
     def decode(self, payload: payload_pb2.Payload) -> Any:

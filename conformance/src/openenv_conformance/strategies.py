@@ -439,7 +439,26 @@ def _tensor_arrays(ts: payload_pb2.TensorSpec) -> st.SearchStrategy[np.ndarray] 
         elements = st.integers(lo_i, hi_i)
     else:
         elements = st.booleans()
-    return hnp.arrays(dt, shape, elements=elements)
+    arrays = hnp.arrays(dt, shape, elements=elements)
+    if ts.element_minimum or ts.element_maximum:  # each element in its own bounds
+        n = math.prod(int(d) for d in ts.shape)
+        low = np.asarray(ts.element_minimum or [-math.inf] * n, dtype=np.float64)
+        high = np.asarray(ts.element_maximum or [math.inf] * n, dtype=np.float64)
+        if low.size != n or high.size != n or (low > high).any():
+            return None
+        if dt.kind in "iu":
+            info = np.iinfo(dt)
+            low = np.clip(np.ceil(low), info.min, info.max)
+            high = np.clip(np.floor(high), info.min, info.max)
+            if (low > high).any():
+                return None
+        fixed = tuple(int(d) for d in ts.shape)
+
+        def clip(arr: np.ndarray) -> np.ndarray:
+            return np.clip(arr.reshape(-1).astype(np.float64), low, high).astype(dt).reshape(fixed)
+
+        arrays = hnp.arrays(dt, fixed, elements=elements).map(clip)
+    return arrays
 
 
 def _tensor_payload(arr: np.ndarray, dtype_code: payload_pb2.DType) -> payload_pb2.Payload:

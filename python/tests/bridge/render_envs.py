@@ -43,3 +43,20 @@ class Frames(openenv.Environment):
         img[..., 1] = 200  # green
         img[..., 3] = 255
         return img
+
+
+class GreyFrames(openenv.Environment):
+    """Observations are grey frames (6x10 uint8 tensors, an Atari screen's shape in small):
+    reset gives a frame of 40s, step ``v`` one of ``v``s."""
+
+    action_type = openenv.TensorSpec(np.uint8, ())
+    observation_type = openenv.TensorSpec(np.uint8, (6, 10), 0, 255)
+    run_in_thread = False
+
+    def reset(
+        self, *, seed: int | None = None, episode_id: str | None = None, options: Mapping[str, Any] | None = None
+    ) -> np.ndarray:
+        return np.full((6, 10), 40, dtype=np.uint8)
+
+    def step(self, action: np.ndarray) -> openenv.StepResult:
+        return openenv.StepResult(np.full((6, 10), int(action), dtype=np.uint8), reward=0.0)

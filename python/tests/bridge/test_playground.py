@@ -242,3 +242,25 @@ def test_rgb_frames_and_array_renders_are_drawn(browser: Any, tmp_path: Path) ->
         browser.find_element(By.ID, "step").click()
         wait.until(lambda d: d.find_element(By.ID, "step-count").text == "1")
         wait.until(lambda d: _pixel(d, 1) == [0, 0, 255, 255])
+
+
+def test_a_grey_frame_observation_is_drawn(browser: Any, tmp_path: Path) -> None:
+    """A uint8 HxW tensor observation (a grey screen) becomes a picture, grey in every channel."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    wait = WebDriverWait(browser, WAIT_S)
+    with openenv_serve("render_envs:GreyFrames", tmp_path) as (_address, url, _proc):
+        browser.get(f"{url}/web/")
+        wait.until(lambda d: d.find_element(By.TAG_NAME, "body").get_attribute("data-ready") == "true")
+        browser.find_element(By.ID, "reset").click()
+        wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#picture-body canvas")) == 1)
+        assert browser.find_element(By.ID, "picture-caption").text == "observation"
+        assert _pixel(browser, 0) == [40, 40, 40, 255]
+        browser.find_element(By.CSS_SELECTOR, "#raw-box summary").click()
+        raw = browser.find_element(By.ID, "raw-action")
+        raw.clear()
+        raw.send_keys("200")
+        browser.find_element(By.ID, "step").click()
+        wait.until(lambda d: d.find_element(By.ID, "step-count").text == "1")
+        wait.until(lambda d: _pixel(d, 0) == [200, 200, 200, 255])

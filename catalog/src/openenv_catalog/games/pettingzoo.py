@@ -2,7 +2,7 @@
 
 The reverse of openenv's PettingZoo adapter: any PettingZoo environment served as a
 multi-agent openenv environment. Agents are PettingZoo's ``possible_agents``; spaces become
-openenv declarations in their JSON form (:mod:`openenv_catalog.spaces`: a ``Dict`` of an
+openenv declarations in their JSON form (:func:`openenv.spaces.json_converter`: a ``Dict`` of an
 ``observation`` and an ``action_mask``, as the classic games have, is an object of arrays).
 
 * An ``AECEnv`` is turn-based: the agent to act is PettingZoo's ``agent_selection``; the
@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from openenv_catalog import spaces
+from openenv import spaces
 from openenv_catalog.games.core import Game
 
 __all__ = ["AECGame", "ParallelGame"]
@@ -52,6 +52,9 @@ class _PettingZooGame(Game):
     def _setup(self, env: Any) -> None:
         self.env = env
         self.agents = tuple(str(a) for a in env.possible_agents)
+        # Each agent's spaces in their JSON form (one converter, openenv.spaces).
+        self._acts = {a: spaces.json_converter(env.action_space(a), f"{a}'s action") for a in self.agents}
+        self._obss = {a: spaces.json_converter(env.observation_space(a), f"{a}'s observation") for a in self.agents}
         self.roles = {a: a for a in self.agents}
         self.action_type, self.observation_type = _schemas(env, self.agents)
         self.info: dict[str, Any] = {}
@@ -60,9 +63,9 @@ class _PettingZooGame(Game):
     def _check(self, agent: str, action: Any, obs: Any) -> str | None:
         space = self.env.action_space(agent)
         try:
-            value = spaces.from_wire(space, action)
+            value = self._acts[agent].to_gym(action)
             ok = bool(space.contains(value))
-        except (TypeError, ValueError, KeyError, IndexError):
+        except (TypeError, ValueError, KeyError, IndexError, spaces.SpaceError):
             ok = False
         if not ok:
             return f"{action!r} is not in {agent}'s action space {space}"
@@ -87,7 +90,7 @@ class _PettingZooGame(Game):
         raise NotImplementedError
 
     def observe(self, agent: str) -> Any:
-        return spaces.json_value(self.env.observation_space(agent), self._raw_obs(agent))
+        return self._obss[agent].from_gym(self._raw_obs(agent))
 
     def close(self) -> None:
         self.env.close()
@@ -140,7 +143,7 @@ class AECGame(_PettingZooGame):
 
     def apply(self, actions: Mapping[str, Any]) -> dict[str, float]:
         (agent,) = self.acting()
-        self.env.step(spaces.from_wire(self.env.action_space(agent), actions[agent]))
+        self.env.step(self._acts[agent].to_gym(actions[agent]))
         rewards = {a: 0.0 for a in self.agents}
         for a, r in self.env.rewards.items():
             rewards[str(a)] += float(r)
@@ -174,7 +177,7 @@ class ParallelGame(_PettingZooGame):
         return self._check(agent, action, self.obs.get(agent))
 
     def apply(self, actions: Mapping[str, Any]) -> dict[str, float]:
-        joint = {a: spaces.from_wire(self.env.action_space(a), actions[a]) for a in self.acting()}
+        joint = {a: self._acts[a].to_gym(actions[a]) for a in self.acting()}
         obs, rew, terms, truncs, infos = self.env.step(joint)
         self.obs.update({str(a): o for a, o in obs.items()})
         self.info.update({str(a): i for a, i in infos.items()})

@@ -128,21 +128,96 @@ def tensor_from_proto(t: payload_pb2.Tensor) -> np.ndarray:
 class TensorSpec:
     """Declares a tensor-valued action, observation or state.
 
-    ``shape`` entries of -1 (or None) may vary. ``minimum``/``maximum`` bound every element.
+    ``shape`` entries of -1 (or None) may vary. ``minimum``/``maximum`` bound every element:
+    a number (the same bound for all), or an array of the (fixed) shape giving each element
+    its own bound (-inf/+inf: unbounded), e.g. a Box whose dimensions have their own ranges;
+    bounds the same for every element are kept as that number, and per-element ones as a
+    tuple in row-major order. ``categorical``: the elements are independent choices, each an
+    integer of its bounds (Gymnasium's ``MultiDiscrete``), not quantities.
     """
 
     dtype: Any
     shape: Sequence[int | None] = ()
-    minimum: float | None = None
-    maximum: float | None = None
+    # A number, a tuple (row-major) or an array of the shape; kept as a float or a tuple.
+    minimum: float | tuple[float, ...] | Any | None = None
+    maximum: float | tuple[float, ...] | Any | None = None
+    categorical: bool = False
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "shape", tuple(self.shape))
+        for name in ("minimum", "maximum"):
+            object.__setattr__(self, name, self._bound(name, getattr(self, name)))
+        if self.categorical:
+            import numpy as np
+
+            if not np.issubdtype(np.dtype(self.dtype), np.integer):
+                raise ValueError(f"a categorical tensor has an integer dtype, not {np.dtype(self.dtype).name}")
+            if (
+                self.minimum is None
+                or self.maximum is None
+                or not all(math.isfinite(b) for b in self.element_bounds("minimum") + self.element_bounds("maximum"))
+            ):
+                raise ValueError("every element of a categorical tensor is bounded (minimum and maximum)")
+
+    def _bound(self, name: str, bound: Any) -> float | tuple[float, ...] | None:
+        if bound is None:
+            return None
+        if isinstance(bound, (int, float)):
+            return float(bound)
+        import numpy as np
+
+        arr = np.asarray(bound, dtype=np.float64)
+        if arr.ndim == 0:
+            return float(arr)
+        if any(d is None or d < 0 for d in self.shape) or arr.size != math.prod(int(d or 0) for d in self.shape):
+            raise ValueError(
+                f"{name} has {arr.size} bounds: per-element bounds need a fixed shape and one bound per element "
+                f"(shape {list(self.shape)})"
+            )
+        if np.isnan(arr).any():
+            raise ValueError(f"{name}: a bound is NaN")
+        flat = tuple(float(x) for x in arr.reshape(-1))
+        unbounded = -math.inf if name == "minimum" else math.inf
+        if all(x == flat[0] for x in flat):
+            return None if flat[0] == unbounded else flat[0]
+        return flat
+
+    def element_bounds(self, name: str) -> tuple[float, ...]:
+        """``minimum`` or ``maximum`` of each element (row-major; -inf/+inf when unbounded),
+        for a fixed shape; one value (the common bound) otherwise."""
+        bound = getattr(self, name)
+        unbounded = -math.inf if name == "minimum" else math.inf
+        if isinstance(bound, tuple):
+            return bound
+        fixed = all(d is not None and d >= 0 for d in self.shape)
+        n = math.prod(int(d) for d in self.shape if d is not None) if fixed else 1
+        return (unbounded if bound is None else bound,) * n
 
     def to_proto(self) -> payload_pb2.TensorSpec:
         spec = payload_pb2.TensorSpec(dtype=dtype_code(self.dtype), shape=[-1 if d is None else d for d in self.shape])
-        if self.minimum is not None:
-            spec.minimum = self.minimum
-        if self.maximum is not None:
-            spec.maximum = self.maximum
+        for name, pick in (("minimum", min), ("maximum", max)):
+            bound = getattr(self, name)
+            if isinstance(bound, tuple):
+                getattr(spec, f"element_{name}").extend(bound)
+                if all(math.isfinite(b) for b in bound):  # the envelope, for readers of `minimum` only
+                    setattr(spec, name, pick(bound))
+            elif bound is not None:
+                setattr(spec, name, bound)
+        spec.categorical = self.categorical
         return spec
+
+    @classmethod
+    def from_proto(cls, spec: payload_pb2.TensorSpec) -> TensorSpec:
+        """The declaration a ``TensorSpec`` message advertises (per-element bounds as arrays)."""
+        shape = tuple(None if d < 0 else int(d) for d in spec.shape)
+        bounds: dict[str, Any] = {}
+        for name in ("minimum", "maximum"):
+            per = getattr(spec, f"element_{name}")
+            if per:
+                bounds[name] = tuple(per)
+            elif spec.HasField(name):
+                bounds[name] = getattr(spec, name)
+        return cls(_dtypes()[spec.dtype], shape, categorical=spec.categorical, **bounds)
 
 
 # --------------------------------------------------------------------------- descriptors
@@ -423,8 +498,18 @@ class TensorCodec(Codec):
     kind = payload_pb2.PAYLOAD_KIND_TENSOR
 
     def __init__(self, spec: TensorSpec) -> None:
+        import numpy as np
+
         self.declared = self.tspec = spec
         self.dtype = _dtypes()[dtype_code(spec.dtype)]
+        # The bounds to compare with: a number, or one per element (shaped as the tensor).
+        self.low: Any = None
+        self.high: Any = None
+        for name in ("minimum", "maximum"):
+            bound = getattr(spec, name)
+            if isinstance(bound, tuple):
+                bound = np.asarray(bound, dtype=np.float64).reshape(tuple(int(d or 0) for d in spec.shape))
+            setattr(self, "low" if name == "minimum" else "high", bound)
 
     def encode(self, value: Any, out: payload_pb2.Payload | None = None) -> payload_pb2.Payload:
         import numpy as np
@@ -444,10 +529,10 @@ class TensorCodec(Codec):
         want = tuple(self.tspec.shape)
         if len(want) != arr.ndim or any(w not in (None, -1) and w != g for w, g in zip(want, arr.shape, strict=True)):
             raise InvalidArgument(f"expected shape {want}, got {arr.shape}")
-        if arr.size and self.tspec.minimum is not None and arr.min() < self.tspec.minimum:
-            raise InvalidArgument(f"element below minimum {self.tspec.minimum}")
-        if arr.size and self.tspec.maximum is not None and arr.max() > self.tspec.maximum:
-            raise InvalidArgument(f"element above maximum {self.tspec.maximum}")
+        if arr.size and self.low is not None and (arr < self.low).any():
+            raise InvalidArgument(f"element {arr[arr < self.low].flat[0]} below its minimum {self.tspec.minimum}")
+        if arr.size and self.high is not None and (arr > self.high).any():
+            raise InvalidArgument(f"element {arr[arr > self.high].flat[0]} above its maximum {self.tspec.maximum}")
         return arr
 
     def from_json(self, obj: Any) -> Any:

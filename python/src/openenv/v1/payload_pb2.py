@@ -26,23 +26,23 @@ from google.protobuf import any_pb2 as google_dot_protobuf_dot_any__pb2
 from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18openenv/v1/payload.proto\x12\nopenenv.v1\x1a\x19google/protobuf/any.proto\x1a\x1cgoogle/protobuf/struct.proto\"\x88\x01\n\x07Payload\x12\'\n\x07message\x18\x01 \x01(\x0b\x32\x14.google.protobuf.AnyH\x00\x12&\n\x04json\x18\x02 \x01(\x0b\x32\x16.google.protobuf.ValueH\x00\x12$\n\x06tensor\x18\x03 \x01(\x0b\x32\x12.openenv.v1.TensorH\x00\x42\x06\n\x04kind\"G\n\x06Tensor\x12 \n\x05\x64type\x18\x01 \x01(\x0e\x32\x11.openenv.v1.DType\x12\r\n\x05shape\x18\x02 \x03(\x03\x12\x0c\n\x04\x64\x61ta\x18\x03 \x01(\x0c\"\x81\x01\n\nTensorSpec\x12 \n\x05\x64type\x18\x01 \x01(\x0e\x32\x11.openenv.v1.DType\x12\r\n\x05shape\x18\x02 \x03(\x03\x12\x14\n\x07minimum\x18\x03 \x01(\x01H\x00\x88\x01\x01\x12\x14\n\x07maximum\x18\x04 \x01(\x01H\x01\x88\x01\x01\x42\n\n\x08_minimumB\n\n\x08_maximum\"\xc4\x01\n\x08TypeSpec\x12%\n\x04kind\x18\x01 \x01(\x0e\x32\x17.openenv.v1.PayloadKind\x12\x14\n\x0cmessage_type\x18\x02 \x01(\t\x12,\n\x0bjson_schema\x18\x03 \x01(\x0b\x32\x17.google.protobuf.Struct\x12&\n\x06tensor\x18\x04 \x01(\x0b\x32\x16.openenv.v1.TensorSpec\x12%\n\x08\x65xamples\x18\x05 \x03(\x0b\x32\x13.openenv.v1.Payload*\xfe\x01\n\x05\x44Type\x12\x16\n\x12\x44_TYPE_UNSPECIFIED\x10\x00\x12\x0f\n\x0b\x44_TYPE_BOOL\x10\x01\x12\x0f\n\x0b\x44_TYPE_INT8\x10\x02\x12\x10\n\x0c\x44_TYPE_UINT8\x10\x03\x12\x10\n\x0c\x44_TYPE_INT16\x10\x04\x12\x11\n\rD_TYPE_UINT16\x10\x05\x12\x10\n\x0c\x44_TYPE_INT32\x10\x06\x12\x11\n\rD_TYPE_UINT32\x10\x07\x12\x10\n\x0c\x44_TYPE_INT64\x10\x08\x12\x11\n\rD_TYPE_UINT64\x10\t\x12\x12\n\x0e\x44_TYPE_FLOAT16\x10\n\x12\x12\n\x0e\x44_TYPE_FLOAT32\x10\x0b\x12\x12\n\x0e\x44_TYPE_FLOAT64\x10\x0c*u\n\x0bPayloadKind\x12\x1c\n\x18PAYLOAD_KIND_UNSPECIFIED\x10\x00\x12\x18\n\x14PAYLOAD_KIND_MESSAGE\x10\x01\x12\x15\n\x11PAYLOAD_KIND_JSON\x10\x02\x12\x17\n\x13PAYLOAD_KIND_TENSOR\x10\x03\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18openenv/v1/payload.proto\x12\nopenenv.v1\x1a\x19google/protobuf/any.proto\x1a\x1cgoogle/protobuf/struct.proto\"\x88\x01\n\x07Payload\x12\'\n\x07message\x18\x01 \x01(\x0b\x32\x14.google.protobuf.AnyH\x00\x12&\n\x04json\x18\x02 \x01(\x0b\x32\x16.google.protobuf.ValueH\x00\x12$\n\x06tensor\x18\x03 \x01(\x0b\x32\x12.openenv.v1.TensorH\x00\x42\x06\n\x04kind\"G\n\x06Tensor\x12 \n\x05\x64type\x18\x01 \x01(\x0e\x32\x11.openenv.v1.DType\x12\r\n\x05shape\x18\x02 \x03(\x03\x12\x0c\n\x04\x64\x61ta\x18\x03 \x01(\x0c\"\xc8\x01\n\nTensorSpec\x12 \n\x05\x64type\x18\x01 \x01(\x0e\x32\x11.openenv.v1.DType\x12\r\n\x05shape\x18\x02 \x03(\x03\x12\x14\n\x07minimum\x18\x03 \x01(\x01H\x00\x88\x01\x01\x12\x14\n\x07maximum\x18\x04 \x01(\x01H\x01\x88\x01\x01\x12\x17\n\x0f\x65lement_minimum\x18\x05 \x03(\x01\x12\x17\n\x0f\x65lement_maximum\x18\x06 \x03(\x01\x12\x13\n\x0b\x63\x61tegorical\x18\x07 \x01(\x08\x42\n\n\x08_minimumB\n\n\x08_maximum\"\xc4\x01\n\x08TypeSpec\x12%\n\x04kind\x18\x01 \x01(\x0e\x32\x17.openenv.v1.PayloadKind\x12\x14\n\x0cmessage_type\x18\x02 \x01(\t\x12,\n\x0bjson_schema\x18\x03 \x01(\x0b\x32\x17.google.protobuf.Struct\x12&\n\x06tensor\x18\x04 \x01(\x0b\x32\x16.openenv.v1.TensorSpec\x12%\n\x08\x65xamples\x18\x05 \x03(\x0b\x32\x13.openenv.v1.Payload*\xfe\x01\n\x05\x44Type\x12\x16\n\x12\x44_TYPE_UNSPECIFIED\x10\x00\x12\x0f\n\x0b\x44_TYPE_BOOL\x10\x01\x12\x0f\n\x0b\x44_TYPE_INT8\x10\x02\x12\x10\n\x0c\x44_TYPE_UINT8\x10\x03\x12\x10\n\x0c\x44_TYPE_INT16\x10\x04\x12\x11\n\rD_TYPE_UINT16\x10\x05\x12\x10\n\x0c\x44_TYPE_INT32\x10\x06\x12\x11\n\rD_TYPE_UINT32\x10\x07\x12\x10\n\x0c\x44_TYPE_INT64\x10\x08\x12\x11\n\rD_TYPE_UINT64\x10\t\x12\x12\n\x0e\x44_TYPE_FLOAT16\x10\n\x12\x12\n\x0e\x44_TYPE_FLOAT32\x10\x0b\x12\x12\n\x0e\x44_TYPE_FLOAT64\x10\x0c*u\n\x0bPayloadKind\x12\x1c\n\x18PAYLOAD_KIND_UNSPECIFIED\x10\x00\x12\x18\n\x14PAYLOAD_KIND_MESSAGE\x10\x01\x12\x15\n\x11PAYLOAD_KIND_JSON\x10\x02\x12\x17\n\x13PAYLOAD_KIND_TENSOR\x10\x03\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'openenv.v1.payload_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_DTYPE']._serialized_start=641
-  _globals['_DTYPE']._serialized_end=895
-  _globals['_PAYLOADKIND']._serialized_start=897
-  _globals['_PAYLOADKIND']._serialized_end=1014
+  _globals['_DTYPE']._serialized_start=712
+  _globals['_DTYPE']._serialized_end=966
+  _globals['_PAYLOADKIND']._serialized_start=968
+  _globals['_PAYLOADKIND']._serialized_end=1085
   _globals['_PAYLOAD']._serialized_start=98
   _globals['_PAYLOAD']._serialized_end=234
   _globals['_TENSOR']._serialized_start=236
   _globals['_TENSOR']._serialized_end=307
   _globals['_TENSORSPEC']._serialized_start=310
-  _globals['_TENSORSPEC']._serialized_end=439
-  _globals['_TYPESPEC']._serialized_start=442
-  _globals['_TYPESPEC']._serialized_end=638
+  _globals['_TENSORSPEC']._serialized_end=510
+  _globals['_TYPESPEC']._serialized_start=513
+  _globals['_TYPESPEC']._serialized_end=709
 # @@protoc_insertion_point(module_scope)

@@ -70,16 +70,22 @@ class Tensor(_message.Message):
     def __init__(self, dtype: _Optional[_Union[DType, str]] = ..., shape: _Optional[_Iterable[int]] = ..., data: _Optional[bytes] = ...) -> None: ...
 
 class TensorSpec(_message.Message):
-    __slots__ = ("dtype", "shape", "minimum", "maximum")
+    __slots__ = ("dtype", "shape", "minimum", "maximum", "element_minimum", "element_maximum", "categorical")
     DTYPE_FIELD_NUMBER: _ClassVar[int]
     SHAPE_FIELD_NUMBER: _ClassVar[int]
     MINIMUM_FIELD_NUMBER: _ClassVar[int]
     MAXIMUM_FIELD_NUMBER: _ClassVar[int]
+    ELEMENT_MINIMUM_FIELD_NUMBER: _ClassVar[int]
+    ELEMENT_MAXIMUM_FIELD_NUMBER: _ClassVar[int]
+    CATEGORICAL_FIELD_NUMBER: _ClassVar[int]
     dtype: DType
     shape: _containers.RepeatedScalarFieldContainer[int]
     minimum: float
     maximum: float
-    def __init__(self, dtype: _Optional[_Union[DType, str]] = ..., shape: _Optional[_Iterable[int]] = ..., minimum: _Optional[float] = ..., maximum: _Optional[float] = ...) -> None: ...
+    element_minimum: _containers.RepeatedScalarFieldContainer[float]
+    element_maximum: _containers.RepeatedScalarFieldContainer[float]
+    categorical: bool
+    def __init__(self, dtype: _Optional[_Union[DType, str]] = ..., shape: _Optional[_Iterable[int]] = ..., minimum: _Optional[float] = ..., maximum: _Optional[float] = ..., element_minimum: _Optional[_Iterable[float]] = ..., element_maximum: _Optional[_Iterable[float]] = ..., categorical: _Optional[bool] = ...) -> None: ...
 
 class TypeSpec(_message.Message):
     __slots__ = ("kind", "message_type", "json_schema", "tensor", "examples")

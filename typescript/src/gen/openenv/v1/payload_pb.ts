@@ -22,7 +22,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file openenv/v1/payload.proto.
  */
 export const file_openenv_v1_payload: GenFile = /*@__PURE__*/
-  fileDesc("ChhvcGVuZW52L3YxL3BheWxvYWQucHJvdG8SCm9wZW5lbnYudjEiiAEKB1BheWxvYWQSJwoHbWVzc2FnZRgBIAEoCzIULmdvb2dsZS5wcm90b2J1Zi5BbnlIABImCgRqc29uGAIgASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlSAASJAoGdGVuc29yGAMgASgLMhIub3BlbmVudi52MS5UZW5zb3JIAEIGCgRraW5kIkcKBlRlbnNvchIgCgVkdHlwZRgBIAEoDjIRLm9wZW5lbnYudjEuRFR5cGUSDQoFc2hhcGUYAiADKAMSDAoEZGF0YRgDIAEoDCKBAQoKVGVuc29yU3BlYxIgCgVkdHlwZRgBIAEoDjIRLm9wZW5lbnYudjEuRFR5cGUSDQoFc2hhcGUYAiADKAMSFAoHbWluaW11bRgDIAEoAUgAiAEBEhQKB21heGltdW0YBCABKAFIAYgBAUIKCghfbWluaW11bUIKCghfbWF4aW11bSLEAQoIVHlwZVNwZWMSJQoEa2luZBgBIAEoDjIXLm9wZW5lbnYudjEuUGF5bG9hZEtpbmQSFAoMbWVzc2FnZV90eXBlGAIgASgJEiwKC2pzb25fc2NoZW1hGAMgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBImCgZ0ZW5zb3IYBCABKAsyFi5vcGVuZW52LnYxLlRlbnNvclNwZWMSJQoIZXhhbXBsZXMYBSADKAsyEy5vcGVuZW52LnYxLlBheWxvYWQq/gEKBURUeXBlEhYKEkRfVFlQRV9VTlNQRUNJRklFRBAAEg8KC0RfVFlQRV9CT09MEAESDwoLRF9UWVBFX0lOVDgQAhIQCgxEX1RZUEVfVUlOVDgQAxIQCgxEX1RZUEVfSU5UMTYQBBIRCg1EX1RZUEVfVUlOVDE2EAUSEAoMRF9UWVBFX0lOVDMyEAYSEQoNRF9UWVBFX1VJTlQzMhAHEhAKDERfVFlQRV9JTlQ2NBAIEhEKDURfVFlQRV9VSU5UNjQQCRISCg5EX1RZUEVfRkxPQVQxNhAKEhIKDkRfVFlQRV9GTE9BVDMyEAsSEgoORF9UWVBFX0ZMT0FUNjQQDCp1CgtQYXlsb2FkS2luZBIcChhQQVlMT0FEX0tJTkRfVU5TUEVDSUZJRUQQABIYChRQQVlMT0FEX0tJTkRfTUVTU0FHRRABEhUKEVBBWUxPQURfS0lORF9KU09OEAISFwoTUEFZTE9BRF9LSU5EX1RFTlNPUhADYgZwcm90bzM", [file_google_protobuf_any, file_google_protobuf_struct]);
+  fileDesc("ChhvcGVuZW52L3YxL3BheWxvYWQucHJvdG8SCm9wZW5lbnYudjEiiAEKB1BheWxvYWQSJwoHbWVzc2FnZRgBIAEoCzIULmdvb2dsZS5wcm90b2J1Zi5BbnlIABImCgRqc29uGAIgASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlSAASJAoGdGVuc29yGAMgASgLMhIub3BlbmVudi52MS5UZW5zb3JIAEIGCgRraW5kIkcKBlRlbnNvchIgCgVkdHlwZRgBIAEoDjIRLm9wZW5lbnYudjEuRFR5cGUSDQoFc2hhcGUYAiADKAMSDAoEZGF0YRgDIAEoDCLIAQoKVGVuc29yU3BlYxIgCgVkdHlwZRgBIAEoDjIRLm9wZW5lbnYudjEuRFR5cGUSDQoFc2hhcGUYAiADKAMSFAoHbWluaW11bRgDIAEoAUgAiAEBEhQKB21heGltdW0YBCABKAFIAYgBARIXCg9lbGVtZW50X21pbmltdW0YBSADKAESFwoPZWxlbWVudF9tYXhpbXVtGAYgAygBEhMKC2NhdGVnb3JpY2FsGAcgASgIQgoKCF9taW5pbXVtQgoKCF9tYXhpbXVtIsQBCghUeXBlU3BlYxIlCgRraW5kGAEgASgOMhcub3BlbmVudi52MS5QYXlsb2FkS2luZBIUCgxtZXNzYWdlX3R5cGUYAiABKAkSLAoLanNvbl9zY2hlbWEYAyABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EiYKBnRlbnNvchgEIAEoCzIWLm9wZW5lbnYudjEuVGVuc29yU3BlYxIlCghleGFtcGxlcxgFIAMoCzITLm9wZW5lbnYudjEuUGF5bG9hZCr+AQoFRFR5cGUSFgoSRF9UWVBFX1VOU1BFQ0lGSUVEEAASDwoLRF9UWVBFX0JPT0wQARIPCgtEX1RZUEVfSU5UOBACEhAKDERfVFlQRV9VSU5UOBADEhAKDERfVFlQRV9JTlQxNhAEEhEKDURfVFlQRV9VSU5UMTYQBRIQCgxEX1RZUEVfSU5UMzIQBhIRCg1EX1RZUEVfVUlOVDMyEAcSEAoMRF9UWVBFX0lOVDY0EAgSEQoNRF9UWVBFX1VJTlQ2NBAJEhIKDkRfVFlQRV9GTE9BVDE2EAoSEgoORF9UWVBFX0ZMT0FUMzIQCxISCg5EX1RZUEVfRkxPQVQ2NBAMKnUKC1BheWxvYWRLaW5kEhwKGFBBWUxPQURfS0lORF9VTlNQRUNJRklFRBAAEhgKFFBBWUxPQURfS0lORF9NRVNTQUdFEAESFQoRUEFZTE9BRF9LSU5EX0pTT04QAhIXChNQQVlMT0FEX0tJTkRfVEVOU09SEANiBnByb3RvMw", [file_google_protobuf_any, file_google_protobuf_struct]);
 
 /**
  * One value of an action, observation or state.
@@ -144,6 +144,37 @@ export type TensorSpec = Message<"openenv.v1.TensorSpec"> & {
    * @generated from field: optional double maximum = 4;
    */
   maximum?: number | undefined;
+
+  /**
+   * Inclusive lower bound of each element, when the bounds differ between elements
+   * (e.g. a Box whose dimensions have their own ranges): one value per element of the
+   * fixed shape, in row-major order; -inf leaves an element unbounded below. Empty: every
+   * element has the bound `minimum` (if set). When set, `minimum` is the lowest of them
+   * if they are all finite (the envelope, for readers that know only `minimum`), unset
+   * otherwise.
+   *
+   * @generated from field: repeated double element_minimum = 5;
+   */
+  elementMinimum: number[];
+
+  /**
+   * Inclusive upper bound of each element, as element_minimum (+inf: unbounded above);
+   * `maximum`, when set beside it, is the highest of them.
+   *
+   * @generated from field: repeated double element_maximum = 6;
+   */
+  elementMaximum: number[];
+
+  /**
+   * The elements are categories, not quantities: an integer dtype, every element bounded
+   * (by `minimum`/`maximum` or element_minimum/element_maximum) and each element one of
+   * the integers of its bounds, with no order or distance between them: a vector of
+   * independent choices (Gymnasium's MultiDiscrete). Learners treat such a tensor as
+   * choices (one categorical distribution per element), not as a point in a box.
+   *
+   * @generated from field: bool categorical = 7;
+   */
+  categorical: boolean;
 };
 
 /**

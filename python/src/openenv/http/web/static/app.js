@@ -249,9 +249,10 @@ function rgbCanvas(width, height, channels, bytes, label) {
   const ctx = c.getContext("2d");
   const img = ctx.createImageData(width, height);
   for (let i = 0, j = 0; i < width * height; i++, j += channels) {
+    const grey = channels === 1;  // a grey frame: one value per pixel
     img.data[4 * i] = bytes[j];
-    img.data[4 * i + 1] = bytes[j + 1];
-    img.data[4 * i + 2] = bytes[j + 2];
+    img.data[4 * i + 1] = grey ? bytes[j] : bytes[j + 1];
+    img.data[4 * i + 2] = grey ? bytes[j] : bytes[j + 2];
     img.data[4 * i + 3] = channels === 4 ? bytes[j + 3] : 255;
   }
   ctx.putImageData(img, 0, 0);
@@ -276,11 +277,30 @@ function renderNode(r) {
   return el("pre", { text: String(r.data) });
 }
 
+// Whether the observation is one grey frame: a uint8 tensor of shape H×W or H×W×1 (an Atari
+// screen in grey). Any other 2-D array (a grid, a board) is data, not a picture.
+function greyFrameType(info) {
+  const t = info && info.observation && info.observation.tensor;
+  if (!t || t.dtype !== "D_TYPE_UINT8") return false;
+  const shape = (t.shape || []).map(Number);
+  return shape.length === 2 || (shape.length === 3 && shape[2] === 1);
+}
+
 // Pictures inside an observation: RGB(A) tensors (H×W×3|4 nested lists of 0..255, or uint8
-// openenv.v1.Tensor fields of a typed observation) and MCP image blocks ({"mimeType": "image/…",
-// "data": base64}).
+// openenv.v1.Tensor fields of a typed observation), a grey frame when the observation type is
+// one (greyFrameType), and MCP image blocks ({"mimeType": "image/…", "data": base64}).
 function findImages(v, out = [], path = "observation", depth = 0) {
   if (out.length >= 4 || depth > 6 || v === null || typeof v !== "object") return out;
+  if (depth === 0 && Array.isArray(v) && app.greyFrames && v.length > 1 && Array.isArray(v[0])) {
+    const h = v.length, w = v[0].length, bytes = new Uint8ClampedArray(h * w);
+    let ok = w > 1, k = 0;
+    for (const r of v) {
+      if (!ok || !Array.isArray(r) || r.length !== w) { ok = false; break; }
+      for (const p of r) bytes[k++] = Array.isArray(p) ? p[0] : p;
+    }
+    if (ok) out.push({ path, node: rgbCanvas(w, h, 1, bytes, path) });
+    return out;
+  }
   if (Array.isArray(v)) {
     const h = v.length, row = v[0], px = Array.isArray(row) ? row[0] : null;
     if (h > 1 && Array.isArray(row) && row.length > 1 && Array.isArray(px) && (px.length === 3 || px.length === 4) && typeof px[0] === "number") {
@@ -493,6 +513,7 @@ async function main() {
   const [schema, info] = await Promise.all([fetchJson("../schema"), fetchJson("../openenv/info")]);
   app.schema = schema;
   app.info = info;
+  app.greyFrames = greyFrameType(info);
   document.title = `${info.name} · openenv playground`;
   $("env-name").textContent = info.name;
   $("env-version").textContent = info.version ? `v${info.version}` : "";

@@ -257,6 +257,31 @@ class TensorSpec(betterproto2.Message):
     Inclusive upper bound of every element, when bounded.
     """
 
+    element_minimum: "list[float]" = betterproto2.field(5, betterproto2.TYPE_DOUBLE, repeated=True)
+    """
+    Inclusive lower bound of each element, when the bounds differ between elements
+    (e.g. a Box whose dimensions have their own ranges): one value per element of the
+    fixed shape, in row-major order; -inf leaves an element unbounded below. Empty: every
+    element has the bound `minimum` (if set). When set, `minimum` is the lowest of them
+    if they are all finite (the envelope, for readers that know only `minimum`), unset
+    otherwise.
+    """
+
+    element_maximum: "list[float]" = betterproto2.field(6, betterproto2.TYPE_DOUBLE, repeated=True)
+    """
+    Inclusive upper bound of each element, as element_minimum (+inf: unbounded above);
+    `maximum`, when set beside it, is the highest of them.
+    """
+
+    categorical: "bool" = betterproto2.field(7, betterproto2.TYPE_BOOL)
+    """
+    The elements are categories, not quantities: an integer dtype, every element bounded
+    (by `minimum`/`maximum` or element_minimum/element_maximum) and each element one of
+    the integers of its bounds, with no order or distance between them: a vector of
+    independent choices (Gymnasium's MultiDiscrete). Learners treat such a tensor as
+    choices (one categorical distribution per element), not as a point in a box.
+    """
+
 
 default_message_pool.register_message("openenv.v1", "TensorSpec", TensorSpec)
 
