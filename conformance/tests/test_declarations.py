@@ -23,6 +23,7 @@ import pytest
 from click.testing import CliRunner
 from conformance_testlib import ROOT, mutant_target
 
+from openenv.protocol import PROTOCOL_VERSION
 from openenv.v1 import environment_pb2 as pb
 from openenv_conformance.cli import certify as certify_cli
 from openenv_conformance.context import RunOptions
@@ -30,6 +31,18 @@ from openenv_conformance.declaration import DeclarationError, compare, load_decl
 from openenv_conformance.runner import certify
 
 PYTHON = ROOT / "python" / "openenv-binding.json"
+#: A binding at 1.1, as the TypeScript one was (gRPC only, no TLS): the judgement is shown on it
+#: whatever the bindings' own declarations say today.
+AT_1_1 = {
+    "binding": "typescript",
+    "language": "TypeScript",
+    "package": "@openenv/sdk",
+    "path": "typescript/",
+    "protocol_version": "1.1",
+    "features": ["core", "vectorised_sessions", "hardened_listeners", "snapshots", "strict_contract"],
+    "transports": {"client": ["grpc"], "server": ["grpc"]},
+    "tls": {"client": False, "server": False, "mutual": False},
+}
 
 
 def _python() -> dict[str, Any]:
@@ -61,7 +74,8 @@ def test_the_python_declaration_holds_and_lies_are_caught(server: Any) -> None:
     assert "TLS is not verified" in ok.note
 
     older = _run(server, dict(_python(), protocol_version="1.2"))
-    assert older.status == "fail" and "speaks protocol 1.3" in older.reason and "says 1.2" in older.reason
+    assert older.status == "fail" and f"speaks protocol {PROTOCOL_VERSION}" in older.reason, older.reason
+    assert "says 1.2" in older.reason
 
     fewer = _run(server, dict(_python(), features=[f for f in _python()["features"] if f != "server_load"]))
     assert fewer.status == "fail", fewer.reason
@@ -84,7 +98,7 @@ def test_the_judgement_of_a_declaration_by_a_description() -> None:
     caps = info.capabilities
     caps.max_num_envs, caps.snapshots, caps.max_sessions = 8, True, 8
     caps.handshake_timeout.seconds = 10
-    ts = parse_declaration(json.loads((ROOT / "typescript" / "openenv-binding.json").read_text()), "ts.json")
+    ts = parse_declaration(AT_1_1, "ts.json")
     judged = compare(info, _replaced(ts, features=[*ts.features, "tasks"]), "grpc")
     assert judged.problems == []
     assert judged.advertised == ["hardened_listeners", "snapshots", "vectorised_sessions"]

@@ -476,6 +476,23 @@ def _fixed_array(n: int, items: Mapping[str, Any]) -> Converter:
     return Converter(space, lambda v: np.asarray(v, dtype=dtype), lambda x: np.asarray(x).tolist())
 
 
+def _nested_numbers(s: Mapping[str, Any], where: str) -> Converter | None:
+    """Nested fixed-length arrays of numbers (a board of rows of cells) as one Box of their
+    whole shape, its bounds element by element; None when ``s`` is not that."""
+    try:
+        shape, elems = _elements(s, where)
+    except SpaceError:
+        return None
+    if not elems or any(e.get("type") not in ("number", "integer") or "enum" in e for e in elems):
+        return None
+    integer = all(e.get("type") == "integer" for e in elems)
+    low = np.array([e.get("minimum", -np.inf) for e in elems], dtype=np.float64).reshape(shape)
+    high = np.array([e.get("maximum", np.inf) for e in elems], dtype=np.float64).reshape(shape)
+    space = _bounds_box(np.int64 if integer else np.float64, shape, low, high)
+    dtype = space.dtype
+    return Converter(space, lambda v: np.asarray(v, dtype=dtype), lambda x: np.asarray(x).tolist())
+
+
 def _elements(s: Mapping[str, Any], where: str) -> tuple[tuple[int, ...], list[Mapping[str, Any]]]:
     """The shape and the element schemas (row-major) of nested fixed-length arrays."""
     shape: list[int] = []
@@ -612,6 +629,10 @@ def _schema(s: Mapping[str, Any], root: Mapping[str, Any], where: str) -> Conver
         n, m = s.get("minItems"), s.get("maxItems")
         if items.get("type") in ("number", "integer") and n is not None and n == m and "enum" not in items:
             return _fixed_array(int(n), items)
+        if items.get("type") == "array" and n is not None and n == m:
+            board = _nested_numbers(s, where)
+            if board is not None:  # a board: rows of a fixed count of numbers, one Box of their shape
+                return board
         return _sequence(_schema(items, root, f"{where}[]"))
     if t == "object" or "properties" in s:
         props = s.get("properties")
