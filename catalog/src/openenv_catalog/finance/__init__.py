@@ -142,6 +142,7 @@ class PortfolioEnvironment(openenv.Environment):
     max_sessions = 256
     action_type: ClassVar[Any] = {
         "type": "array",
+        "title": "weights of " + ", ".join(ASSETS) + ", cash",
         "description": "target weights of " + ", ".join(ASSETS) + " and cash (normalised to sum to 1)",
         "items": {"type": "number", "minimum": 0, "maximum": 1},
         "minItems": len(ASSETS) + 1,

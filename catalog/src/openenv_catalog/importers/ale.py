@@ -32,7 +32,9 @@ stream; ``make bench`` (``tools/bench/atari.py``) measures it at N=64.
 
 from __future__ import annotations
 
+import functools
 import re
+import threading
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
@@ -107,8 +109,11 @@ class AtariEnvironment(openenv.Environment):
 
     game: ClassVar[str] = ""
     rgb: ClassVar[bool] = False
+    meanings: ClassVar[tuple[str, ...]] = ()
+    modes: ClassVar[tuple[int, ...]] = ()
+    difficulties: ClassVar[tuple[int, ...]] = ()
     deterministic = True
-    max_sessions = 64
+    max_sessions = 16
 
     def __init__(self, **options: Any) -> None:
         super().__init__(**options)
@@ -123,46 +128,34 @@ class AtariEnvironment(openenv.Environment):
         max_frames = _int_option(options, "max_num_frames_per_episode", 108_000, 1, 10**9) or 108_000
         mode = _int_option(options, "mode", None, 0, 255)
         difficulty = _int_option(options, "difficulty", None, 0, 255)
-        ale_py = _ale()
-        ale = ale_py.ALEInterface()
-        ale.setLoggerMode(ale_py.LoggerMode.Error)
-        ale.setInt("random_seed", _BASE_SEED)
-        ale.setFloat("repeat_action_probability", 0.0)
-        ale.setInt("frame_skip", 1)
-        ale.setInt("max_num_frames_per_episode", max_frames)
-        ale.loadROM(ale_py.roms.get_rom_path(_snake(self.game)))
-        for label, value, allowed in (
-            ("mode", mode, ale.getAvailableModes()),
-            ("difficulty", difficulty, ale.getAvailableDifficulties()),
-        ):
-            if value is not None and value not in list(allowed):
-                raise openenv.InvalidArgument(f"{self.game} has no {label} {value} (it has {sorted(allowed)})")
-        if mode is not None:
-            ale.setMode(mode)
-        if difficulty is not None:
-            ale.setDifficulty(difficulty)
-        if mode is not None or difficulty is not None:
-            ale.reset_game()
-        self.ale = ale
-        self.actions = list(ale.getMinimalActionSet())
-        self.n_actions = len(self.actions)
-        self.power_on = ale.cloneState(include_rng=True)
-        # restoreState does not redraw the screen: the power-on screen is kept with the state,
-        # and shown until the first frame after a seeded reset is emulated.
-        self.power_on_screen = np.asarray(ale.getScreenRGB()).copy()
-        self.power_on_grey = np.asarray(ale.getScreenGrayscale()).copy()
-        self.restored = False
+        for label, value, allowed in (("mode", mode, self.modes), ("difficulty", difficulty, self.difficulties)):
+            if value is not None and value not in allowed:
+                raise openenv.InvalidArgument(f"{self.game} has no {label} {value} (it has {list(allowed)})")
+        # The emulator is made (or taken from the pool) at the first reset: opening a session
+        # stays cheap, and a closed session's emulator serves the next one.
+        self.key = (_snake(self.game), max_frames, mode, difficulty)
+        self.emulator: _Emulator | None = None
+        self.n_actions = len(self.meanings)
         self.rng = np.random.default_rng()
-        self.previous = self.actions[0]  # NOOP: what a sticky first frame repeats
-        self._grey = np.empty(SCREEN, dtype=np.uint8)
+        self.previous: Any = None  # set at the first reset: NOOP, what a sticky first frame repeats
+        self.restored = False
+
+    @property
+    def ale(self) -> Any:
+        if self.emulator is None:
+            self.emulator = _Emulator.take(self.key)
+            self.actions = self.emulator.actions
+            self.previous = self.actions[0]
+        return self.emulator.ale
 
     def _frame(self) -> np.ndarray:
         if self.rgb:
             return self.render()
+        assert self.emulator is not None
         if self.restored:
-            return downsample(self.power_on_grey)
-        self.ale.getScreenGrayscale(self._grey)
-        return downsample(self._grey)
+            return downsample(self.emulator.power_on_grey)
+        self.ale.getScreenGrayscale(self.emulator.grey)
+        return downsample(self.emulator.grey)
 
     def _info(self) -> dict[str, Any]:
         return {
@@ -174,9 +167,13 @@ class AtariEnvironment(openenv.Environment):
     def reset(
         self, *, seed: int | None = None, episode_id: str | None = None, options: Mapping[str, Any] | None = None
     ) -> openenv.StepResult:
-        if seed is not None:
-            self.rng = np.random.default_rng(seed)
-            self.ale.restoreState(self.power_on)
+        fresh = self.emulator is None
+        ale = self.ale
+        if seed is not None or fresh:
+            if seed is not None:
+                self.rng = np.random.default_rng(seed)
+            assert self.emulator is not None
+            ale.restoreState(self.emulator.power_on)
             self.restored = True
         else:
             self.ale.reset_game()
@@ -207,10 +204,83 @@ class AtariEnvironment(openenv.Environment):
         )
 
     def state(self) -> dict[str, Any]:
+        if self.emulator is None:
+            return {"game": self.game}
         return {"game": self.game, "lives": int(self.ale.lives()), "episode_frame_number": self.ale.getEpisodeFrameNumber()}
 
     def render(self) -> np.ndarray:
-        return self.power_on_screen.copy() if self.restored else np.asarray(self.ale.getScreenRGB())
+        if self.emulator is None:
+            raise openenv.FailedPrecondition("nothing to show before the first reset")
+        return self.emulator.power_on_screen.copy() if self.restored else np.asarray(self.ale.getScreenRGB())
+
+    def close(self) -> None:
+        if self.emulator is not None:
+            self.emulator.give_back()
+            self.emulator = None
+
+
+class _Emulator:
+    """One loaded ROM with its power-on state, pooled per (game, frame limit, mode, difficulty):
+    loading a ROM costs ~0.1 s of CPU, and a certification or a trainer opens many sessions."""
+
+    _pool: ClassVar[dict[tuple[Any, ...], list[_Emulator]]] = {}
+    _lock: ClassVar[threading.Lock] = threading.Lock()
+    POOL_SIZE: ClassVar[int] = 64  # emulators kept per key once their sessions closed
+
+    def __init__(self, key: tuple[Any, ...]) -> None:
+        ale_py = _ale()
+        game, max_frames, mode, difficulty = key
+        ale = ale_py.ALEInterface()
+        ale.setLoggerMode(ale_py.LoggerMode.Error)
+        ale.setInt("random_seed", _BASE_SEED)
+        ale.setFloat("repeat_action_probability", 0.0)
+        ale.setInt("frame_skip", 1)
+        ale.setInt("max_num_frames_per_episode", max_frames)
+        ale.loadROM(ale_py.roms.get_rom_path(game))
+        if mode is not None:
+            ale.setMode(mode)
+        if difficulty is not None:
+            ale.setDifficulty(difficulty)
+        if mode is not None or difficulty is not None:
+            ale.reset_game()
+        self.key = key
+        self.ale = ale
+        self.actions = list(ale.getMinimalActionSet())
+        self.power_on = ale.cloneState(include_rng=True)
+        # restoreState does not redraw the screen: the power-on screen is kept with the state,
+        # and shown until the first frame after a restore is emulated.
+        self.power_on_screen = np.asarray(ale.getScreenRGB()).copy()
+        self.power_on_grey = np.asarray(ale.getScreenGrayscale()).copy()
+        self.grey = np.empty(SCREEN, dtype=np.uint8)
+
+    @classmethod
+    def take(cls, key: tuple[Any, ...]) -> _Emulator:
+        with cls._lock:
+            free = cls._pool.get(key)
+            if free:
+                return free.pop()
+        return cls(key)
+
+    def give_back(self) -> None:
+        with self._lock:
+            free = self._pool.setdefault(self.key, [])
+            if len(free) < self.POOL_SIZE:
+                free.append(self)
+
+
+@functools.cache
+def _game_info(game: str) -> tuple[list[str], tuple[int, ...], tuple[int, ...]]:
+    """A game's minimal action set (names), modes and difficulties, read from its ROM once."""
+    ale_py = _ale()
+    if _snake(game) not in ale_py.roms.get_all_rom_ids():
+        raise LookupError(f"ale-py has no game {game!r} (its ROMs: {', '.join(sorted(ale_py.roms.get_all_rom_ids()))})")
+    probe = ale_py.ALEInterface()
+    probe.setLoggerMode(ale_py.LoggerMode.Error)
+    probe.loadROM(ale_py.roms.get_rom_path(_snake(game)))
+    meanings = [a.name for a in probe.getMinimalActionSet()]
+    modes = tuple(int(m) for m in probe.getAvailableModes())
+    difficulties = tuple(int(d) for d in probe.getAvailableDifficulties())
+    return meanings, modes, difficulties
 
 
 def load(ident: str) -> type[AtariEnvironment]:
@@ -220,12 +290,7 @@ def load(ident: str) -> type[AtariEnvironment]:
     game = ident.removesuffix(_RGB_SUFFIX)
     if not re.fullmatch(r"[A-Z][A-Za-z0-9]*", game):
         raise LookupError(f"{ident!r} is not GAME or GAME/rgb with GAME in CamelCase (e.g. Pong, SpaceInvaders/rgb)")
-    if _snake(game) not in ale_py.roms.get_all_rom_ids():
-        raise LookupError(f"ale-py has no game {game!r} (its ROMs: {', '.join(sorted(ale_py.roms.get_all_rom_ids()))})")
-    probe = ale_py.ALEInterface()
-    probe.setLoggerMode(ale_py.LoggerMode.Error)
-    probe.loadROM(ale_py.roms.get_rom_path(_snake(game)))
-    meanings = [a.name for a in probe.getMinimalActionSet()]
+    meanings, modes, difficulties = _game_info(game)
     shape = (*SCREEN, 3) if rgb else (*FRAME, 1)
     name = "ale-" + _snake(game).replace("_", "-") + ("-rgb" if rgb else "")
     frame = "the full RGB screen (210x160x3)" if rgb else "84x84 greyscale frames"
@@ -233,10 +298,14 @@ def load(ident: str) -> type[AtariEnvironment]:
         "name": name,
         "game": game,
         "rgb": rgb,
+        "meanings": tuple(meanings),
+        "modes": modes,
+        "difficulties": difficulties,
         "version": str(getattr(ale_py, "__version__", "0")),
         "description": f"Atari 2600 {game} (Arcade Learning Environment), {frame}; sticky actions, frame-skip 4.",
         "action_type": {
             "type": "integer",
+            "title": "action (" + ", ".join(f"{i} {m}" for i, m in enumerate(meanings)) + ")",
             "minimum": 0,
             "maximum": len(meanings) - 1,
             "description": ", ".join(f"{i} {m}" for i, m in enumerate(meanings)),

@@ -76,7 +76,7 @@ class MujocoEnvironment(GymnasiumEnvironment):
     """Base of the imported MuJoCo tasks (one subclass per id, made by :func:`load`)."""
 
     env_id: ClassVar[str] = ""
-    max_sessions = 32
+    max_sessions = 16
 
     def __init__(self, **options: Any) -> None:
         openenv.Environment.__init__(self, **options)
