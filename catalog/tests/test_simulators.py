@@ -23,8 +23,8 @@ import openenv
 pytest.importorskip("mujoco")
 pytest.importorskip("ale_py")
 
-from openenv_catalog import load  # noqa: E402
-from openenv_catalog.importers import ale, mujoco  # noqa: E402
+from openenv_catalog import load
+from openenv_catalog.importers import ale, mujoco
 
 TIMEOUT = 120.0  # a hang guard only
 

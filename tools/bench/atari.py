@@ -57,7 +57,8 @@ def served(target: str, seconds: float, num_envs: int) -> float:
             deadline = time.monotonic() + 120
             while not ready.exists():
                 if proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"{target} did not start: {proc.stderr.read().decode()[-2000:] if proc.stderr else ''}")
+                    err = proc.stderr.read().decode()[-2000:] if proc.stderr else ""
+                    raise RuntimeError(f"{target} did not start: {err}")
                 time.sleep(0.05)
             url = ready.read_text().strip()
             out = subprocess.run(

@@ -180,7 +180,9 @@ class PortfolioEnvironment(openenv.Environment):
         super().__init__(**options)
         unknown = sorted(set(options) - {"transaction_cost", "lookback"})
         if unknown:
-            raise openenv.InvalidArgument(f"unknown options {unknown}: finance-portfolio takes transaction_cost, lookback")
+            raise openenv.InvalidArgument(
+                f"unknown options {unknown}: finance-portfolio takes transaction_cost, lookback"
+            )
         self.cost_rate = _option(options, "transaction_cost", 0.001, 0.0, 0.1, integer=False)
         self.lookback = _option(options, "lookback", 20, 1, MAX_LOOKBACK, integer=True)
         self.dates, self.closes = market()
@@ -237,7 +239,8 @@ class PortfolioEnvironment(openenv.Environment):
         w = np.asarray(action, dtype=np.float64) if isinstance(action, (list, tuple)) else None
         if w is None or w.shape != (len(ASSETS) + 1,) or not np.all(np.isfinite(w)) or np.any(w < 0):
             raise openenv.InvalidAction(
-                f"an action is {len(ASSETS) + 1} non-negative numbers (weights of {', '.join(ASSETS)}, cash), got {action!r}"
+                f"an action is {len(ASSETS) + 1} non-negative numbers (weights of {', '.join(ASSETS)}, cash), "
+                f"got {action!r}"
             )
         total = float(w.sum())
         target = w / total if total > 0 else np.eye(len(ASSETS) + 1)[-1]
@@ -287,4 +290,3 @@ class PortfolioEnvironment(openenv.Environment):
             f'<text x="{pad}" y="16" font-family="sans-serif" font-size="12">{self.task} {day} '
             f"value {self.value:.4f} (equal weight {series[1][-1]:.4f})</text></svg>"
         )
-

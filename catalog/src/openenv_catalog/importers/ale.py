@@ -183,7 +183,9 @@ class AtariEnvironment(openenv.Environment):
 
     def step(self, action: Any) -> openenv.StepResult:
         if isinstance(action, bool) or not isinstance(action, (int, np.integer)) or not 0 <= action < self.n_actions:
-            raise openenv.InvalidAction(f"{action!r} is not an action of {self.game}: an integer 0-{self.n_actions - 1}")
+            raise openenv.InvalidAction(
+                f"{action!r} is not an action of {self.game}: an integer 0-{self.n_actions - 1}"
+            )
         chosen = self.actions[int(action)]
         self.restored = False
         reward = 0.0
@@ -206,7 +208,8 @@ class AtariEnvironment(openenv.Environment):
     def state(self) -> dict[str, Any]:
         if self.emulator is None:
             return {"game": self.game}
-        return {"game": self.game, "lives": int(self.ale.lives()), "episode_frame_number": self.ale.getEpisodeFrameNumber()}
+        ale = self.ale
+        return {"game": self.game, "lives": int(ale.lives()), "episode_frame_number": ale.getEpisodeFrameNumber()}
 
     def render(self) -> np.ndarray:
         if self.emulator is None:

@@ -24,6 +24,7 @@ simulator; ``imageio`` is what Gymnasium's renderer imports).
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import threading
@@ -62,10 +63,18 @@ def _gym() -> Any:
     os.environ.setdefault("MUJOCO_GL", "egl")
     try:
         import gymnasium
-        import mujoco  # noqa: F401 - the simulator itself, not only Gymnasium's wrappers
+        import mujoco
     except ImportError as e:
         raise ImporterUnavailable(f"mujoco is not installed: pip install 'protoenv-catalog[mujoco]' ({e})") from e
+    # MuJoCo's warnings (e.g. a model attribute it deprecates) go to the log, not to a
+    # MUJOCO_LOG.TXT it would otherwise write in the working directory.
+    if mujoco.get_mju_user_warning() is None:
+        mujoco.set_mju_user_warning(_warn)
     return gymnasium
+
+
+def _warn(message: str) -> None:
+    logging.getLogger("openenv_catalog.mujoco").warning("MuJoCo: %s", message)
 
 
 def _same_space(a: Any, b: Any) -> bool:
@@ -160,4 +169,3 @@ def load(env_id: str) -> type[MujocoEnvironment]:
         "_SPACES": (obs_space, act_space),
     }
     return type(f"Mujoco_{re.sub(r'[^A-Za-z0-9]', '_', env_id)}", (MujocoEnvironment,), attrs)
-
