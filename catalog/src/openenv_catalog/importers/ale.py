@@ -60,6 +60,23 @@ CURATED = (
     "Breakout/rgb",
 )
 
+# The curated games' minimal action sets, as their ROMs declare them (catalog/tests/
+# test_simulators.py checks each against the ROM): listing the catalog then loads no ROM.
+_CURATED_ACTIONS = {
+    "Pong": "NOOP FIRE RIGHT LEFT RIGHTFIRE LEFTFIRE",
+    "Breakout": "NOOP FIRE RIGHT LEFT",
+    "SpaceInvaders": "NOOP FIRE RIGHT LEFT RIGHTFIRE LEFTFIRE",
+    "Seaquest": "NOOP FIRE UP RIGHT LEFT DOWN UPRIGHT UPLEFT DOWNRIGHT DOWNLEFT UPFIRE RIGHTFIRE LEFTFIRE DOWNFIRE "
+    "UPRIGHTFIRE UPLEFTFIRE DOWNRIGHTFIRE DOWNLEFTFIRE",
+    "Qbert": "NOOP FIRE UP RIGHT LEFT DOWN",
+    "MsPacman": "NOOP UP RIGHT LEFT DOWN UPRIGHT UPLEFT DOWNRIGHT DOWNLEFT",
+    "BeamRider": "NOOP FIRE UP RIGHT LEFT UPRIGHT UPLEFT RIGHTFIRE LEFTFIRE",
+    "Enduro": "NOOP FIRE RIGHT LEFT DOWN DOWNRIGHT DOWNLEFT RIGHTFIRE LEFTFIRE",
+    "Asteroids": "NOOP FIRE UP RIGHT LEFT DOWN UPRIGHT UPLEFT UPFIRE RIGHTFIRE LEFTFIRE DOWNFIRE UPRIGHTFIRE "
+    "UPLEFTFIRE",
+    "Freeway": "NOOP UP DOWN",
+}
+
 FRAME = (84, 84)  # (height, width) of the greyscale frame
 SCREEN = (210, 160)  # the Atari 2600 screen, (height, width)
 _RGB_SUFFIX = "/rgb"
@@ -110,8 +127,6 @@ class AtariEnvironment(openenv.Environment):
     game: ClassVar[str] = ""
     rgb: ClassVar[bool] = False
     meanings: ClassVar[tuple[str, ...]] = ()
-    modes: ClassVar[tuple[int, ...]] = ()
-    difficulties: ClassVar[tuple[int, ...]] = ()
     deterministic = True
     max_sessions = 16
 
@@ -128,7 +143,8 @@ class AtariEnvironment(openenv.Environment):
         max_frames = _int_option(options, "max_num_frames_per_episode", 108_000, 1, 10**9) or 108_000
         mode = _int_option(options, "mode", None, 0, 255)
         difficulty = _int_option(options, "difficulty", None, 0, 255)
-        for label, value, allowed in (("mode", mode, self.modes), ("difficulty", difficulty, self.difficulties)):
+        for index, label, value in ((1, "mode", mode), (2, "difficulty", difficulty)):
+            allowed = _game_info(self.game)[index] if value is not None else ()
             if value is not None and value not in allowed:
                 raise openenv.InvalidArgument(f"{self.game} has no {label} {value} (it has {list(allowed)})")
         # The emulator is made (or taken from the pool) at the first reset: opening a session
@@ -293,7 +309,10 @@ def load(ident: str) -> type[AtariEnvironment]:
     game = ident.removesuffix(_RGB_SUFFIX)
     if not re.fullmatch(r"[A-Z][A-Za-z0-9]*", game):
         raise LookupError(f"{ident!r} is not GAME or GAME/rgb with GAME in CamelCase (e.g. Pong, SpaceInvaders/rgb)")
-    meanings, modes, difficulties = _game_info(game)
+    if game in _CURATED_ACTIONS:
+        meanings = _CURATED_ACTIONS[game].split()
+    else:
+        meanings = _game_info(game)[0]
     shape = (*SCREEN, 3) if rgb else (*FRAME, 1)
     name = "ale-" + _snake(game).replace("_", "-") + ("-rgb" if rgb else "")
     frame = "the full RGB screen (210x160x3)" if rgb else "84x84 greyscale frames"
@@ -302,8 +321,6 @@ def load(ident: str) -> type[AtariEnvironment]:
         "game": game,
         "rgb": rgb,
         "meanings": tuple(meanings),
-        "modes": modes,
-        "difficulties": difficulties,
         "version": str(getattr(ale_py, "__version__", "0")),
         "description": f"Atari 2600 {game} (Arcade Learning Environment), {frame}; sticky actions, frame-skip 4.",
         "action_type": {
