@@ -82,7 +82,7 @@ def served(target: str, seconds: float, num_envs: int) -> float:
 def client(url: str, seconds: float, num_envs: int) -> float:
     from openenv.gym import make_vec
 
-    venv = make_vec(url, num_envs, timeout=120)
+    venv = make_vec(url, num_envs, timeout=900)  # the first reset loads 64 ROMs: setup, not measured
     try:
         venv.reset(seed=0)
         space = venv.action_space
