@@ -244,3 +244,19 @@ def test_frames_are_pictures_for_the_web_playground() -> None:
     assert len(base64.b64decode(data["data"])) == 210 * 160 * 3
     _, chart = asyncio.run(asyncio.wait_for(ask(PortfolioEnvironment), TIMEOUT))
     assert chart["data"]["mime"] == "image/svg+xml" and "<polyline" in chart["data"]["data"]
+
+
+def test_openenv_play_draws_a_frame_in_the_terminal() -> None:
+    """What ``openenv play`` prints for a frame observation: brightness characters, 64 wide
+    (the pseudo-terminal game itself is python/tests/test_play.py's; this is its picture)."""
+    from openenv.cli.play import _lines, _readable
+
+    env = load("ale:Breakout")()
+    try:
+        lines = _lines(_readable(env.reset(seed=0).observation), 1, top=True)
+    finally:
+        env.close()
+    assert lines[0].strip().startswith("(84x84x1 uint8 frame")
+    rows = [line[2:] for line in lines[1:]]
+    assert len(rows) == 32 and {len(r) for r in rows} == {64}
+    assert len(set("".join(rows))) >= 3  # walls, bricks and background, not one shade
