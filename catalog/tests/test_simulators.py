@@ -180,6 +180,8 @@ def test_atari_is_seeded_sticky_actions_included_and_frameskip_is_an_option() ->
     for options in (
         {"frameskip": 0},
         {"frameskip": 2.5},
+        {"frameskip": float("inf")},
+        {"max_num_frames_per_episode": float("nan")},
         {"repeat_action_probability": 1.5},
         {"repeat_action_probability": "high"},
         {"mode": 99},

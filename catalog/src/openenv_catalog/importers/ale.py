@@ -106,7 +106,7 @@ def _int_option(options: Mapping[str, Any], key: str, default: int | None, lo: i
     v = options.get(key, default)
     if v is None:
         return None
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or v != int(v) or not lo <= v <= hi:
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not lo <= v <= hi or v != int(v):
         raise openenv.InvalidArgument(f"{key} must be an integer from {lo} to {hi}, got {v!r}")
     return int(v)
 
