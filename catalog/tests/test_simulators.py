@@ -107,6 +107,8 @@ def test_mujoco_refuses_actions_out_of_bounds_and_options_that_change_its_spaces
     ):
         with pytest.raises(openenv.InvalidArgument):
             load("mujoco:HalfCheetah-v5")(**options)
+    with pytest.raises(openenv.InvalidArgument):  # a Hopper keyword that fails only once the model moves
+        load("mujoco:Hopper-v5")(healthy_z_range=5)
     with pytest.raises(LookupError, match="not a MuJoCo environment"):
         load("mujoco:CartPole-v1")
 

@@ -30,6 +30,8 @@ import re
 import threading
 from typing import Any, ClassVar
 
+import numpy as np
+
 import openenv
 from openenv_catalog.importers import ImporterUnavailable
 from openenv_catalog.importers.gymnasium import GymnasiumEnvironment
@@ -100,7 +102,7 @@ class MujocoEnvironment(GymnasiumEnvironment):
         gym = _gym()
         try:
             self.env = gym.make(self.env_id, render_mode="rgb_array", width=width, height=height, **kwargs)
-        except (TypeError, ValueError) as e:
+        except Exception as e:  # noqa: BLE001 - a bad keyword, value or model: the client's options
             raise openenv.InvalidArgument(f"bad options for {self.env_id}: {e}") from None
         reference = gym.spec(self.env_id)
         probe_obs, probe_act = type(self).spaces()
@@ -114,6 +116,13 @@ class MujocoEnvironment(GymnasiumEnvironment):
                     f"these options change {reference.id}'s {what} space ({want} -> {got}); the catalog entry "
                     "declares the registered one"
                 )
+        if options:  # a bad value may only show when the model moves: try it here, once
+            try:
+                self.env.reset(seed=0)
+                self.env.step(np.zeros(probe_act.shape, dtype=probe_act.dtype))
+            except Exception as e:  # noqa: BLE001 - the options' fault, said at the handshake
+                self.env.close()
+                raise openenv.InvalidArgument(f"bad options for {self.env_id}: {e}") from None
         self.last_obs: Any = None
         self._render_lock = threading.Lock()
 
