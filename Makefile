@@ -121,6 +121,7 @@ fmt: venv
 
 bench: venv
 	$(PY) tools/bench/run.py
+	$(PY) tools/bench/atari.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache

@@ -54,10 +54,36 @@ class _JsonActions(EnvClient):
         PayloadJson(self.info.action, self.info).from_json(action, out)
 
 
+_RAMP = " .:-=+*#%@"  # dark to light
+_PICTURE_COLUMNS = 64
+
+
+def _picture(arr: np.ndarray) -> list[str] | None:
+    """A frame (an ``(H, W, 1|3|4)`` ``uint8`` tensor, e.g. an Atari screen) as text rows of
+    brightness characters, ``_PICTURE_COLUMNS`` wide; None for any other array."""
+    if arr.dtype != np.uint8 or arr.ndim != 3 or arr.shape[2] not in (1, 3, 4) or min(arr.shape[:2]) < 8:
+        return None
+    h, w, c = arr.shape
+    grey = arr[:, :, :3].mean(axis=2) if c >= 3 else arr[:, :, 0].astype(np.float64)
+    cols = min(_PICTURE_COLUMNS, w)
+    rows = max(1, round(h * cols / w / 2))  # a character is about twice as tall as wide
+    ys = (np.arange(rows) * h // rows)[:, None]
+    xs = (np.arange(cols) * w // cols)[None, :]
+    idx = (grey[ys, xs] * (len(_RAMP) - 1) / 255).round().astype(int)
+    return [f"({h}x{w}x{c} uint8 frame, drawn in brightness; /web shows it in colour)"] + [
+        "".join(_RAMP[i] for i in row) for row in idx
+    ]
+
+
 def _json(value: Any) -> Any:
     if isinstance(value, Message):
         return message_to_json(value)
     if isinstance(value, np.ndarray):
+        picture = _picture(value)
+        if picture is not None:
+            return picture
+        if value.dtype.kind == "f":
+            return np.round(value, 4).tolist()
         return value.tolist()
     if hasattr(value, "to_proto"):
         return message_to_json(value.to_proto())
