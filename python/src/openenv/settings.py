@@ -211,7 +211,7 @@ class ServerSettings(Settings):
 
 def worker_count(value: Any, *, resolve: bool = True) -> Any:
     """A ``workers`` value as given (an int, a decimal string, ``"auto"``) as an int, or as
-    ``"auto"`` when not ``resolve``\ d; ``"auto"`` resolves to the cores this process may run
+    ``"auto"`` when ``resolve`` is false; ``"auto"`` resolves to the cores this process may run
     on. A ValueError (or TypeError) for anything else."""
     if isinstance(value, str):
         text = value.strip().lower()

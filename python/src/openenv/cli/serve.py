@@ -24,6 +24,7 @@ from openenv.host import DEFAULT, Host, default_http_port, http_available, serve
 from openenv.runtime.limits import SettingError, field_default, field_doc
 from openenv.security import SecuritySettings
 from openenv.settings import GRPC_LIBRARIES, HttpSettings, Limits, ServerSettings
+from openenv.workers import WorkerFactory
 
 __all__ = ["serve_command", "settings_of"]
 
@@ -46,6 +47,7 @@ OPTION_OF = {
     "grpc_library": "--grpc-library",
     "allowed_origins": "--allowed-origins",
     "allowed_hosts": "--allowed-hosts",
+    "workers": "--workers",
 }
 
 
@@ -76,6 +78,7 @@ def settings_of(
     allowed_hosts: str,
     web: bool | None,
     metrics: bool,
+    workers: str = "1",
 ) -> ServerSettings:
     """The :class:`ServerSettings` of ``openenv serve``'s options (in their units: MiB,
     microseconds); a value a setting refuses is a usage error naming the option."""
@@ -104,6 +107,7 @@ def settings_of(
             grpc_library=grpc_library,  # type: ignore[arg-type]  # checked by ServerSettings
             web=web,
             metrics=metrics,
+            workers=workers,  # type: ignore[arg-type]  # converted and checked by ServerSettings
         )
     except SettingError as e:
         raise click.BadParameter(str(e), param_hint=OPTION_OF.get(e.field, e.field)) from None
@@ -244,6 +248,13 @@ def settings_of(
     help=_doc(ServerSettings, "grpc_library", "--engine is its older name"),
 )
 @click.option(
+    "--workers",
+    default=lambda: os.environ.get("OPENENV_WORKERS", str(field_default(ServerSettings, "workers"))),
+    show_default=f"$OPENENV_WORKERS, else {field_default(ServerSettings, 'workers')}",
+    metavar="N|auto",
+    help=_doc(ServerSettings, "workers"),
+)
+@click.option(
     "--max-pipelined-requests",
     type=click.IntRange(min=0),
     default=field_default(Limits, "max_pipelined_requests"),
@@ -287,6 +298,7 @@ def serve_command(
     max_sessions_per_client: int,
     inline_threshold_us: float | None,
     grpc_library: str,
+    workers: str,
     max_pipelined_requests: int,
     tokens: tuple[str, ...],
     token_file: str | None,
@@ -351,6 +363,7 @@ def serve_command(
         allowed_hosts=allowed_hosts,
         web=web,
         metrics=scrapeable,
+        workers=workers,
     )
     check_port_free(host, port, "the gRPC side", "--port")
     if listen["http_port"] not in (None, DEFAULT):
@@ -367,6 +380,7 @@ def serve_command(
             ready=ready,
             metrics_port=metrics_port,
             binary_port=binary_port,
+            worker_factory=WorkerFactory(load_factory, target),
             **listen,
         )
     except (TypeError, ValueError, RuntimeError, ImportError) as e:

@@ -135,6 +135,9 @@ class Engine:
         self.runtime = manager.runtime
         self._info: environment_pb2.GetInfoResponse | None = None
         self.resumes = Resumes.of(manager)
+        #: The worker siblings of this server (:class:`openenv.workers.WorkerPeers`) when it is
+        #: one of several worker processes: :meth:`load_report` then reports them all.
+        self.workers: Any = None
 
     # ------------------------------------------------------------------ unary calls
 
@@ -146,7 +149,17 @@ class Engine:
         return self._info
 
     def load(self) -> load_pb2.GetLoadResponse:
-        """The answer to ``GetLoad`` (RFC 0005), measured now."""
+        """This process's own load (RFC 0005), measured now; with several workers, the whole
+        server's as last reported (:meth:`load_report` asks them all)."""
+        if self.workers is not None:
+            return cast(load_pb2.GetLoadResponse, self.workers.cached_load())
+        return load_pb2.GetLoadResponse(load=server_load(self.manager))
+
+    async def load_report(self) -> load_pb2.GetLoadResponse:
+        """The answer to ``GetLoad``: the server's load measured now, and with several worker
+        processes (RFC 0013) the whole server's and each worker's."""
+        if self.workers is not None:
+            return cast(load_pb2.GetLoadResponse, await self.workers.load())
         return load_pb2.GetLoadResponse(load=server_load(self.manager))
 
     def refusal(self, authorization: str | None) -> str | None:
