@@ -48,6 +48,7 @@ OPTION_OF = {
     "allowed_origins": "--allowed-origins",
     "allowed_hosts": "--allowed-hosts",
     "workers": "--workers",
+    "max_connections": "--max-connections",
 }
 
 
@@ -79,6 +80,7 @@ def settings_of(
     web: bool | None,
     metrics: bool,
     workers: str = "1",
+    max_connections: int | None = None,
 ) -> ServerSettings:
     """The :class:`ServerSettings` of ``openenv serve``'s options (in their units: MiB,
     microseconds); a value a setting refuses is a usage error naming the option."""
@@ -103,7 +105,13 @@ def settings_of(
                 allowed_origins=split_list(allowed_origins),
                 allowed_hosts=split_list(allowed_hosts),
             ),
-            http=HttpSettings(ws_ping_interval=ws_ping_interval, ws_ping_timeout=ws_ping_timeout),
+            http=HttpSettings(
+                ws_ping_interval=ws_ping_interval,
+                ws_ping_timeout=ws_ping_timeout,
+                max_connections=field_default(HttpSettings, "max_connections")
+                if max_connections is None
+                else max_connections,
+            ),
             grpc_library=grpc_library,  # type: ignore[arg-type]  # checked by ServerSettings
             web=web,
             metrics=metrics,
@@ -248,6 +256,13 @@ def settings_of(
     help=_doc(ServerSettings, "grpc_library", "--engine is its older name"),
 )
 @click.option(
+    "--max-connections",
+    type=int,
+    default=field_default(HttpSettings, "max_connections"),
+    show_default=True,
+    help=_doc(HttpSettings, "max_connections", "per worker; the HTTP and the binary listener each"),
+)
+@click.option(
     "--workers",
     default=lambda: os.environ.get("OPENENV_WORKERS", str(field_default(ServerSettings, "workers"))),
     show_default=f"$OPENENV_WORKERS, else {field_default(ServerSettings, 'workers')}",
@@ -298,6 +313,7 @@ def serve_command(
     max_sessions_per_client: int,
     inline_threshold_us: float | None,
     grpc_library: str,
+    max_connections: int,
     workers: str,
     max_pipelined_requests: int,
     tokens: tuple[str, ...],
@@ -364,6 +380,7 @@ def serve_command(
         web=web,
         metrics=scrapeable,
         workers=workers,
+        max_connections=max_connections,
     )
     check_port_free(host, port, "the gRPC side", "--port")
     if listen["http_port"] not in (None, DEFAULT):
