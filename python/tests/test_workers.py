@@ -51,7 +51,7 @@ class Served:
 
     async def get(self, path: str) -> str:
         def fetch() -> str:
-            with urllib.request.urlopen(self.http_url + path, timeout=WAIT_S) as r:  # noqa: S310 (loopback)
+            with urllib.request.urlopen(self.http_url + path, timeout=WAIT_S) as r:
                 return str(r.read().decode())
 
         return await asyncio.to_thread(fetch)
@@ -75,11 +75,13 @@ async def serving(tmp_path: Path, *extra: str) -> AsyncIterator[Served]:
         str(http_ready),
         *extra,
         cwd=str(TESTS_DIR),
-        stderr=open(tmp_path / "stderr", "wb"),  # noqa: SIM115 (closed with the process)
+        stderr=open(tmp_path / "stderr", "wb"),
         env={**os.environ, "GRPC_VERBOSITY": "ERROR"},
     )
     try:
-        await wait_until(lambda: ready.exists() and http_ready.exists() or proc.returncode is not None, START_S, "ready")
+        await wait_until(
+            lambda: (ready.exists() and http_ready.exists()) or proc.returncode is not None, START_S, "ready"
+        )
         assert proc.returncode is None, (tmp_path / "stderr").read_text()
         yield Served(proc, ready.read_text(), http_ready.read_text())
     finally:
@@ -204,7 +206,7 @@ async def test_a_killed_worker_loses_only_its_sessions_and_comes_back(tmp_path: 
             await asyncio.gather(*(c.close() for c in fresh))
         finally:
             await asyncio.gather(*(c.close() for c in clients), return_exceptions=True)
-        assert "worker 0 (pid %d) died" % victim.pid in (tmp_path / "stderr").read_text()
+        assert f"worker 0 (pid {victim.pid}) died" in (tmp_path / "stderr").read_text()
 
 
 async def test_sigterm_drains_every_worker_and_exits_zero(tmp_path: Path) -> None:

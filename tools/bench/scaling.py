@@ -77,7 +77,7 @@ def server(target: str, workers: int, max_sessions: int, wait_s: float) -> Itera
         "--ready-file", str(files["grpc"]), "--http-ready-file", str(files["http"]),
         "--binary-ready-file", str(files["binary"]),
     ]  # fmt: skip
-    log = open(d / "stderr", "wb")  # noqa: SIM115
+    log = open(d / "stderr", "wb")
     proc = subprocess.Popen(cmd, env={**ENV, "BENCH_WAIT_S": str(wait_s)}, stderr=log, stdout=log)
     try:
         deadline = time.monotonic() + 180
@@ -116,7 +116,9 @@ class Peak(threading.Thread):
 # ---------------------------------------------------------------------------- a client process
 
 
-async def _client(url: str, transport: str, n: int, steps: int, start_at: float, channels: int, duration: float) -> dict[str, Any]:
+async def _client(
+    url: str, transport: str, n: int, steps: int, start_at: float, channels: int, duration: float
+) -> dict[str, Any]:
     import grpc
 
     import openenv
@@ -181,6 +183,67 @@ def client_main(ns: argparse.Namespace) -> None:
     Path(ns.result).write_text(json.dumps(out))
 
 
+# ---------------------------------------------------------------------------- handshake cost
+
+
+def cpu_s(pid: int) -> float:
+    """User + system CPU seconds of a process and its threads."""
+    f = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def _handshakes(url: str, n: int, digest: bool, server_pid: int) -> dict[str, float]:
+    """CPU per handshake of ``n`` sessions opened at once on one connection, client and server,
+    with the description by digest (RFC 0013) or without (the client names none: the server
+    sends and the client decodes it every time, as before 1.4)."""
+    import grpc
+
+    import openenv
+    from openenv.client import grpc as client_grpc
+    from openenv.client.grpc import GrpcConnection
+
+    if not digest:
+        client_grpc.known_digest = lambda server: ""  # type: ignore[assignment]
+    target = url.removeprefix("grpc://")
+    async with grpc.aio.insecure_channel(target) as ch:
+        warm = openenv.EnvClient(url, connection=GrpcConnection(target, url=url, channel=ch), resume=False)
+        await warm.connect()  # the description is known from here on (with digest)
+        clients = [
+            openenv.EnvClient(
+                url, connection=GrpcConnection(target, url=url, channel=ch), connect_timeout=600, resume=False
+            )
+            for _ in range(n)
+        ]
+        s0, c0, t0 = cpu_s(server_pid), time.process_time(), time.perf_counter()
+        await asyncio.gather(*(c.connect() for c in clients))
+        s1, c1, t1 = cpu_s(server_pid), time.process_time(), time.perf_counter()
+        await asyncio.gather(*(c.close() for c in clients))
+        await warm.close()
+    return {"server_us": (s1 - s0) / n * 1e6, "client_us": (c1 - c0) / n * 1e6, "wall_s": t1 - t0}
+
+
+def handshake_main(ns: argparse.Namespace) -> None:
+    out = asyncio.run(_handshakes(ns.url, ns.n, ns.digest == "on", ns.server_pid))
+    Path(ns.result).write_text(json.dumps(out))
+
+
+def handshake_rows(target: str, n: int, rounds: int) -> list[dict[str, Any]]:
+    rows = []
+    with server(target, 1, n + 16, 0.0) as (urls, pid):
+        for rnd in range(rounds):
+            for digest in ("off", "on"):
+                res = Path(tempfile.mkdtemp(prefix="scaling-hs-")) / "r.json"
+                subprocess.run(
+                    [PY, __file__, "handshakes", "--url", urls["grpc"], "--n", str(n), "--digest", digest,
+                     "--server-pid", str(pid), "--result", str(res)],
+                    env=ENV, check=True,
+                )  # fmt: skip
+                row = {"env": target, "sessions": n, "digest": digest, "round": rnd, **json.loads(res.read_text())}
+                rows.append(row)
+                print(json.dumps(row), flush=True)
+    return rows
+
+
 # ---------------------------------------------------------------------------- the driver
 
 
@@ -192,7 +255,14 @@ def q(xs: list[float], p: float) -> float:
 
 
 def run_row(
-    urls: dict[str, str], pid: int, transport: str, n: int, steps: int, clients: int, channels: int, duration: float = 0.0
+    urls: dict[str, str],
+    pid: int,
+    transport: str,
+    n: int,
+    steps: int,
+    clients: int,
+    channels: int,
+    duration: float = 0.0,
 ) -> dict[str, Any]:
     url = {"grpc": urls["grpc"], "binary": urls["binary"], "ws": urls["http"]}[transport]
     d = Path(tempfile.mkdtemp(prefix="scaling-client-"))
@@ -202,11 +272,29 @@ def run_row(
     peak.start()
     procs = [
         subprocess.Popen(
-            [PY, __file__, "client", "--url", url, "--transport", transport, "--n", str(k), "--steps", str(steps),
-             "--start-at", str(start_at), "--channels", str(channels), "--duration", str(duration),
-             "--result", str(d / f"{i}.json")],
+            [
+                PY,
+                __file__,
+                "client",
+                "--url",
+                url,
+                "--transport",
+                transport,
+                "--n",
+                str(k),
+                "--steps",
+                str(steps),
+                "--start-at",
+                str(start_at),
+                "--channels",
+                str(channels),
+                "--duration",
+                str(duration),
+                "--result",
+                str(d / f"{i}.json"),
+            ],
             env=ENV,
-        )  # fmt: skip
+        )
         for i, k in enumerate(shares)
         if k
     ]
@@ -250,6 +338,14 @@ def main() -> int:
     c.add_argument("--channels", type=int)
     c.add_argument("--duration", type=float, default=0.0)
     c.add_argument("--result")
+    h = sub.add_parser("handshakes")
+    h.add_argument("--url")
+    h.add_argument("--n", type=int)
+    h.add_argument("--digest")
+    h.add_argument("--server-pid", type=int)
+    h.add_argument("--result")
+    ap.add_argument("--handshake-sessions", type=int, default=2048)
+    ap.add_argument("--skip-handshakes", action="store_true")
     ap.add_argument("--sessions", default="1024,4096,16384")
     ap.add_argument("--workers", default="1,2")
     ap.add_argument("--transports", default="grpc,binary,ws")
@@ -266,6 +362,9 @@ def main() -> int:
     if ns.cmd == "client":
         client_main(ns)
         return 0
+    if ns.cmd == "handshakes":
+        handshake_main(ns)
+        return 0
     out = Path(ns.out)
     out.mkdir(parents=True, exist_ok=True)
     rows: list[dict[str, Any]] = []
@@ -275,6 +374,10 @@ def main() -> int:
     transports = [t for t in ns.transports.split(",") if t]
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     load0 = os.getloadavg()[0]
+    handshakes: list[dict[str, Any]] = []
+    if not ns.skip_handshakes:
+        for target in ("tools.bench.envs:AsyncEcho", "gridworld.server:GridWorldEnvironment"):
+            handshakes += handshake_rows(target, ns.handshake_sessions, 3)
     if not ns.skip_scaling:
         for n in sizes:
             for w in workers:
@@ -309,19 +412,24 @@ def main() -> int:
         "clients": ns.clients,
         "channels": ns.channels,
     }
-    (out / "scaling.json").write_text(json.dumps({"meta": meta, "rows": rows, "throughput": throughput}, indent=1))
-    (out / "scaling.md").write_text(render(meta, rows, throughput))
-    print(render(meta, rows, throughput))
+    (out / "scaling.json").write_text(
+        json.dumps({"meta": meta, "rows": rows, "throughput": throughput, "handshakes": handshakes}, indent=1)
+    )
+    (out / "scaling.md").write_text(render(meta, rows, throughput, handshakes))
+    print(render(meta, rows, throughput, handshakes))
     return 0
 
 
-def render(meta: dict[str, Any], rows: list[dict[str, Any]], throughput: list[dict[str, Any]]) -> str:
+def render(
+    meta: dict[str, Any], rows: list[dict[str, Any]], throughput: list[dict[str, Any]], handshakes: list[dict[str, Any]]
+) -> str:
     lines = [
         f"Scaling ({meta['started']}; {meta['machine']}; load {meta['load_before']:.1f} -> {meta['load_after']:.1f}; "
         f"step awaits {meta['wait_s']:g} s; reset + {meta['steps']} steps per session; "
         f"{meta['clients']}+ client processes)",
         "",
-        "| transport | workers | sessions | success | connect p50 | connect p99 | step p50 | step p99 | server RSS | wall |",
+        "| transport | workers | sessions | success | connect p50 | connect p99 | step p50 | step p99 "
+        "| server RSS | wall |",
         "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for r in rows:
@@ -331,7 +439,11 @@ def render(meta: dict[str, Any], rows: list[dict[str, Any]], throughput: list[di
             f"{r['rss_mib']:,.0f} MiB | {r['wall_s']:.0f} s |"
         )
     if throughput:
-        lines += ["", "| transport | workers | sessions | steps/s (median of rounds) | rounds | vs 1 worker |", "| --- | ---: | ---: | ---: | --- | ---: |"]
+        lines += [
+            "",
+            "| transport | workers | sessions | steps/s (median of rounds) | rounds | vs 1 worker |",
+            "| --- | ---: | ---: | ---: | --- | ---: |",
+        ]
         base: dict[str, float] = {}
         for t in sorted({r["transport"] for r in throughput}):
             for w in sorted({r["workers"] for r in throughput}):
@@ -341,6 +453,20 @@ def render(meta: dict[str, Any], rows: list[dict[str, Any]], throughput: list[di
                 runs = ", ".join(f"{x:,.0f}" for x in rs)
                 n = next(r["sessions"] for r in throughput if r["transport"] == t)
                 lines.append(f"| {t} | {w} | {n} | {med:,.0f} | {runs} | {med / base[t]:.2f}x |")
+    if handshakes:
+        lines += [
+            "",
+            "| environment | description | server CPU per handshake | client CPU per handshake | runs (server µs) |",
+            "| --- | --- | ---: | ---: | --- |",
+        ]
+        for env in sorted({r["env"] for r in handshakes}):
+            for digest in ("off", "on"):
+                rs = [r for r in handshakes if r["env"] == env and r["digest"] == digest]
+                srv = sorted(r["server_us"] for r in rs)[len(rs) // 2]
+                cli = sorted(r["client_us"] for r in rs)[len(rs) // 2]
+                how = "by digest (1.4)" if digest == "on" else "sent every time"
+                runs = ", ".join(f"{r['server_us']:.0f}" for r in rs)
+                lines.append(f"| {env.split(':')[1]} | {how} | {srv:.0f} µs | {cli:.0f} µs | {runs} |")
     return "\n".join(lines) + "\n"
 
 

@@ -49,7 +49,7 @@ EPISODE_FIELDS = "episode_fields"
 KINDS = ("grpc", "http")
 
 #: The protocol version the suite speaks (and certifies against).
-PROTOCOL_VERSION = "1.3"
+PROTOCOL_VERSION = "1.4"
 
 #: Why a check needing a feature is skipped on a transport without it.
 FEATURE_REASONS: dict[str, str] = {
