@@ -74,6 +74,7 @@ def server(target: str, workers: int, max_sessions: int, wait_s: float) -> Itera
         PY, "-m", "openenv.cli", "serve", target, "--port", "0", "--http-port", "0", "--binary-port", "0",
         "--workers", str(workers), "--max-sessions", str(max_sessions), "--idle-timeout", "0",
         "--max-connections", str(max_sessions + 64), "--max-sessions-per-client", "0", "--grace", "1",
+        "--handshake-timeout", "300",
         "--ready-file", str(files["grpc"]), "--http-ready-file", str(files["http"]),
         "--binary-ready-file", str(files["binary"]),
     ]  # fmt: skip
