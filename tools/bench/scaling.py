@@ -117,8 +117,22 @@ class Peak(threading.Thread):
 # ---------------------------------------------------------------------------- a client process
 
 
+async def _barrier(path: str, index: int, parties: int) -> None:
+    """Until every client process of the row has its sessions open (files in ``path``)."""
+    Path(path, f"ready.{index}").write_text("")
+    while len(list(Path(path).glob("ready.*"))) < parties:
+        await asyncio.sleep(0.05)
+
+
 async def _client(
-    url: str, transport: str, n: int, steps: int, start_at: float, channels: int, duration: float
+    url: str,
+    transport: str,
+    n: int,
+    steps: int,
+    start_at: float,
+    channels: int,
+    duration: float,
+    barrier: tuple[str, int, int] | None = None,
 ) -> dict[str, Any]:
     import grpc
 
@@ -143,6 +157,10 @@ async def _client(
     counted = [0]
     errors: dict[str, int] = {}
 
+    opened = asyncio.Event()
+    window: list[float] = []  # the throughput window's end, once every session of every client is open
+    waiting = [n]
+
     async def one(i: int) -> None:
         nonlocal ok
         c = make(i)
@@ -150,9 +168,15 @@ async def _client(
             await c.connect()
             connect.append(time.time() - start_at)
             await c.reset()
-            if duration:  # throughput: a closed loop until the deadline
-                end = start_at + duration
-                while time.time() < end:
+            if duration:  # throughput: a closed loop over one window, once every session is open
+                waiting[0] -= 1
+                if waiting[0] == 0:
+                    if barrier is not None:
+                        await _barrier(*barrier)
+                    window.append(time.monotonic() + duration)
+                    opened.set()
+                await opened.wait()
+                while time.monotonic() < window[0]:
                     await c.step({"x": i})
                     counted[0] += 1
             else:
@@ -164,6 +188,11 @@ async def _client(
         except Exception as e:  # noqa: BLE001 (counted: the row reports failures by kind)
             key = f"{type(e).__name__}: {str(e)[:80]}"
             errors[key] = errors.get(key, 0) + 1
+            if duration and not opened.is_set():
+                waiting[0] -= 1
+                if waiting[0] == 0:
+                    window.append(time.monotonic())
+                    opened.set()
         finally:
             with contextlib.suppress(Exception):
                 await c.close()
@@ -180,7 +209,8 @@ def client_main(ns: argparse.Namespace) -> None:
         import uvloop
 
         uvloop.install()
-    out = asyncio.run(_client(ns.url, ns.transport, ns.n, ns.steps, ns.start_at, ns.channels, ns.duration))
+    barrier = (ns.barrier, ns.index, ns.parties) if ns.barrier else None
+    out = asyncio.run(_client(ns.url, ns.transport, ns.n, ns.steps, ns.start_at, ns.channels, ns.duration, barrier))
     Path(ns.result).write_text(json.dumps(out))
 
 
@@ -291,6 +321,12 @@ def run_row(
                 str(channels),
                 "--duration",
                 str(duration),
+                "--barrier",
+                str(d),
+                "--index",
+                str(i),
+                "--parties",
+                str(sum(1 for k in shares if k)),
                 "--result",
                 str(d / f"{i}.json"),
             ],
@@ -338,6 +374,9 @@ def main() -> int:
     c.add_argument("--start-at", type=float)
     c.add_argument("--channels", type=int)
     c.add_argument("--duration", type=float, default=0.0)
+    c.add_argument("--barrier", default="")
+    c.add_argument("--index", type=int, default=0)
+    c.add_argument("--parties", type=int, default=1)
     c.add_argument("--result")
     h = sub.add_parser("handshakes")
     h.add_argument("--url")
