@@ -40,7 +40,12 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 PY = sys.executable
-_PATHS = [str(ROOT), str(ROOT / "python" / "src"), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+_PATHS = [
+    str(ROOT),
+    str(ROOT / "python" / "src"),
+    str(ROOT / "envs" / "gridworld" / "src"),
+    *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep)),
+]
 ENV = {**os.environ, "GRPC_VERBOSITY": "ERROR", "PYTHONPATH": os.pathsep.join(_PATHS)}
 
 
