@@ -26,6 +26,7 @@ from openenv.engine import Engine
 from openenv.grpc_libraries import server_class
 from openenv.observability import Observer
 from openenv.observability.grpc import ObservingInterceptor, env_clock
+from openenv.observability.logs import configure_logging
 from openenv.runtime.environment import Environment
 from openenv.runtime.load import server_load
 from openenv.runtime.session import DEFAULT_MAX_MESSAGE_BYTES, EnvironmentRuntime, SessionManager
@@ -525,8 +526,6 @@ def _check_picklable(config: WorkerConfig) -> None:
 def _worker_main(config: WorkerConfig, index: int, restarts: int, conn: Any) -> None:
     """A worker process of a server of several (:class:`openenv.workers.Supervisor`'s target)."""
     os.environ.pop(PARENT_FD_ENV, None)  # the supervisor's promise, not this process's fd
-    from openenv.observability.logs import configure_logging
-
     configure_logging(config.log_level)
     with contextlib.suppress(KeyboardInterrupt):
         _run(_worker_async(config, index, restarts, conn))
