@@ -30,7 +30,6 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
-import multiprocessing
 import os
 import shutil
 import signal
@@ -289,7 +288,9 @@ class Supervisor:
         self.target, self.config = target, config
         self.workers = [_Worker(i) for i in range(config.count)]
         self.urls: dict[str, str | None] = {}
-        self._ctx = multiprocessing.get_context("spawn")
+        import multiprocessing  # here: a server of one process never needs it (test_lazy_imports)
+
+        self._ctx: Any = multiprocessing.get_context("spawn")
         self._stopping = False
         self._done = asyncio.Event()
         self._restarting: set[int] = set()
