@@ -233,6 +233,6 @@ def merge_expositions(texts: list[bytes | None]) -> bytes:
             return [*families.values(), up, sessions, rss]
 
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(_Merged())  # type: ignore[arg-type]
+    registry.register(_Merged())
     data: bytes = generate_latest(registry)
     return data
