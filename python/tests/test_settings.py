@@ -70,6 +70,8 @@ BAD = [
     (openenv.ServerSettings, "reflection", "no"),
     (openenv.ServerSettings, "metrics", None),
     (openenv.ServerSettings, "web", "auto"),
+    (openenv.ServerSettings, "workers", 0),
+    (openenv.ServerSettings, "workers", "many"),
 ]
 
 

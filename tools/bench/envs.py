@@ -10,6 +10,8 @@ compared with stock OpenEnv live in ``python/tests/bridge/bridge_envs.py`` (ours
 
 from __future__ import annotations
 
+import asyncio
+import os
 from typing import Any
 
 import numpy as np
@@ -81,3 +83,18 @@ class ToolEcho(openenv.Environment):
     def echo_message(self, message: str) -> str:
         """Echo the message (named as in OpenEnv's echo_env, whose MCP step path is compared)."""
         return message
+
+
+class WaitStep(AsyncEcho):
+    """OpenEnv's scaling benchmark environment: each step awaits a fixed delay
+    (``$BENCH_WAIT_S`` seconds, default 1.0) and echoes the action; the server's cost per
+    session, not the environment's work, is what the delay leaves to measure."""
+
+    max_sessions = 16384
+
+    async def step(self, action: Any) -> openenv.StepResult:
+        await asyncio.sleep(_WAIT_S)
+        return openenv.StepResult(action, reward=1.0)
+
+
+_WAIT_S = float(os.environ.get("BENCH_WAIT_S", "1.0"))

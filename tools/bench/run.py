@@ -483,6 +483,13 @@ def main() -> int:
         done = subprocess.run([*fleet_cmd, *(["--quick"] if ns.quick else [])], env=ENV, timeout=1800)
         if done.returncode == 0:
             lines += ["", *(out / "fleet.md").read_text().splitlines()]
+    if not ns.only or "scaling" in ns.only:  # issue 34: workers, OpenEnv's scaling shape (scaling.py)
+        scaling_cmd = [PY, str(ROOT / "tools" / "bench" / "scaling.py"), "--out", str(out)]
+        if ns.quick:  # the small sizes only: 16,384 sessions take minutes on 2 cores
+            scaling_cmd += ["--sessions", "1024", "--handshake-sessions", "1024"]
+        done = subprocess.run(scaling_cmd, env=ENV, timeout=7200)
+        if done.returncode == 0:
+            lines += ["", *(out / "scaling.md").read_text().splitlines()]
     status = 0
     if ns.compare:
         regressions, compared = compare(json.loads(Path(ns.compare).read_text()), table, ns.tolerance)

@@ -74,6 +74,7 @@ FEATURES: dict[str, tuple[str | None, str | None, int]] = {
     "strict_contract": ("1.2", None, 0),
     "pipelined_messages": ("1.3", "pipelined_requests", 1),
     "multi_agent": ("1.4", "multi_agent", 1),
+    "description_digest": ("1.4", None, 0),
     "sandboxed_code_tools": (None, None, 0),
     "tensor_element_bounds": (None, None, 0),
 }

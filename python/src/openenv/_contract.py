@@ -147,6 +147,7 @@ FEATURES: Final[tuple[Feature, ...]] = (
         (),
     ),
     Feature("multi_agent", "0012", "1.4", "environment", ("multi_agent",), ("observe",), ()),
+    Feature("description_digest", "0013", "1.4", "server", (), (), ()),
     Feature("sandboxed_code_tools", "0010", None, "environment", (), (), ()),
     Feature("tensor_element_bounds", "0014", None, "environment", (), (), ()),
 )

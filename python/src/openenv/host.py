@@ -26,11 +26,24 @@ from openenv.engine import Engine
 from openenv.grpc_libraries import server_class
 from openenv.observability import Observer
 from openenv.observability.grpc import ObservingInterceptor, env_clock
+from openenv.observability.logs import configure_logging
 from openenv.runtime.environment import Environment
+from openenv.runtime.load import server_load
 from openenv.runtime.session import DEFAULT_MAX_MESSAGE_BYTES, EnvironmentRuntime, SessionManager
 from openenv.security import SecuritySettings, TokenSet, check_bind
 from openenv.server import Server
-from openenv.settings import HostKeywords, ServerSettings, forward_engine_keyword
+from openenv.settings import HostKeywords, ServerSettings, forward_engine_keyword, worker_count
+from openenv.workers import (
+    PortReservation,
+    Supervisor,
+    WorkerConfig,
+    WorkerFactory,
+    WorkerPeers,
+    new_run_dir,
+    remove_run_dir,
+    reuseport_balances,
+    serve_metrics,
+)
 
 log = logging.getLogger("openenv.host")
 
@@ -138,6 +151,15 @@ class Host:
             also ``engine=`` (deprecated: ``grpc_library=``) and ``http_options=`` (an
             :class:`openenv.http.HttpOptions`: its transport fields become ``settings.http``,
             its tokens and TLS, when set, apply to the HTTP side only, as before).
+        worker_factory: with ``workers`` > 1, what each worker process makes its factory from
+            (default ``factory`` itself, which must then pickle, e.g. a class importable by
+            name); a :class:`openenv.workers.WorkerFactory` for one that does not.
+
+    With ``workers=N`` (N > 1, or ``"auto"``: one per core; :class:`ServerSettings`), this host
+    is the supervisor of N worker processes, each serving every listener on the same ports
+    (``SO_REUSEPORT``; :mod:`openenv.workers`): :meth:`start` returns once all serve, a worker
+    that dies is restarted, :meth:`stop` drains them all. Its :attr:`manager` and :attr:`engine`
+    then serve nothing (the workers' do).
     """
 
     def __init__(
@@ -151,6 +173,7 @@ class Host:
         metrics_port: int | None = None,
         binary_port: int | None = None,
         settings: ServerSettings | None = None,
+        worker_factory: Any = None,
         **keywords: Unpack[HostKeywords],
     ) -> None:
         keywords = dict(keywords)  # type: ignore[assignment]
@@ -166,6 +189,26 @@ class Host:
         settings, http_security = _host_settings(settings, dict(keywords))
         #: How this host serves (what was given, the keywords applied).
         self.settings = settings
+        #: Worker processes (1: this process serves; more: it supervises them).
+        self.workers: int = worker_count(settings.workers)
+        if self.workers > 1 and not reuseport_balances():
+            log.warning(
+                "%d workers need SO_REUSEPORT balancing (Linux); serving with one worker on %s",
+                self.workers,
+                sys.platform,
+            )
+            self.workers = 1
+        self._factory = factory
+        self._worker_factory = worker_factory
+        self._supervisor: Supervisor | None = None
+        self._ports = PortReservation()
+        self._run_dir: str | None = None
+        self._urls: dict[str, str | None] = {}
+        self._worker: tuple[str, int, int, int] | None = None  # (run dir, index, count, restarts)
+        self._peers: WorkerPeers | None = None
+        self._supervisor_metrics: Any = None
+        #: How long each worker drains its sessions when the supervisor stops (``serve``'s grace).
+        self.grace_s = 10.0
         security = settings.security
         tokens, allow_anonymous = security.tokens, security.allow_anonymous
         if port is not None:
@@ -188,14 +231,16 @@ class Host:
         self._metrics_server: Any = None
         self.web = is_loopback(http_host or host) if settings.web is None else settings.web
         self.grpc: Server | None = (
-            server_class(settings.grpc_library)(
+            None
+            if self.workers > 1
+            else server_class(settings.grpc_library)(
                 self.manager,
                 host,
                 port,
                 settings=settings,
                 interceptors=[ObservingInterceptor(self.observer, env_clock(self.manager))],
             )
-            if port is not None
+            if port is not None and self.workers == 1
             else None
         )
         #: The protocol engine every listener of this host serves (one pool of sessions).
@@ -213,26 +258,38 @@ class Host:
     @property
     def address(self) -> str | None:
         """``grpc://host:port`` of the gRPC listener, when it runs."""
+        if self._supervisor is not None:
+            return self._urls.get("grpc")
         return self.grpc.address if self.grpc is not None and self.grpc.port else None
 
     @property
     def http_url(self) -> str | None:
         """``http(s)://host:port`` of the HTTP side, when it runs."""
+        if self._supervisor is not None:
+            return self._urls.get("http")
         return self.http.url if self.http is not None else None
 
     @property
     def binary_url(self) -> str | None:
         """``ws(s)://host:port/v1/session`` of the binary transport's own listener, when it runs."""
+        if self._supervisor is not None:
+            return self._urls.get("binary")
         return self.binary.url if self.binary is not None else None
+
+    def worker_pids(self) -> list[int | None]:
+        """The process ids of the workers (with ``workers`` > 1; else this process's)."""
+        return self._supervisor.pids() if self._supervisor is not None else [os.getpid()]
 
     def describe(self) -> list[str]:
         """One line per listener, e.g. ``serving Echo on grpc://127.0.0.1:50051``."""
         name = self.runtime.env_cls.__name__
+        if self._supervisor is not None:
+            name = f"{name} ({self.workers} workers)"
         lines = []
         if self.address:
             lines.append(f"serving {name} on {self.address}")
         if self.http_url:
-            extra = (", /metrics" if self.observer.metrics is not None else "") + (
+            extra = (", /metrics" if self.observer.metrics is not None or self._supervisor else "") + (
                 ", playground /web" if self.web else ""
             )
             lines.append(f"serving {name} on {self.http_url} (HTTP: WebSocket /ws, MCP /mcp, /health{extra})")
@@ -243,7 +300,21 @@ class Host:
         return lines
 
     async def start(self) -> Host:
+        if self.workers > 1:
+            return await self._start_workers()
         try:
+            if self._worker is not None:  # one of several workers: share the ports, answer the siblings
+                run_dir, index, count, restarts = self._worker
+                m = self.observer.metrics
+                self._peers = WorkerPeers(
+                    run_dir, index, count, restarts, lambda: server_load(self.manager), m.render if m else None
+                )
+                await self._peers.start()
+                self.engine.workers = self._peers
+                if m is not None:
+                    self.observer.merged = self._peers.metrics
+                if self.grpc is not None:
+                    self.grpc.reuse_port = True
             if self.grpc is not None:
                 await self.grpc.start()
             if self._http_side is not None:
@@ -256,7 +327,9 @@ class Host:
                     engine=self.engine,
                 )
                 app = b.ObservedApp(bridge, self.observer, web=self.web)
-                self.http = await b.HttpServer(app, self.http_host or self.host, self.http_port, opts).start()
+                http = b.HttpServer(app, self.http_host or self.host, self.http_port, opts)
+                http.reuse_port = self._worker is not None
+                self.http = await http.start()
                 log.info("serving %s over HTTP on %s", self.runtime.env_cls.__name__, self.http.url)
             if self.binary_port is not None:
                 await self._serve_binary(self.binary_port)
@@ -282,8 +355,46 @@ class Host:
             security=s.security,
             http=s.http,
             max_message_bytes=s.http_message_bytes(),
+            reuse_port=self._worker is not None,
         ).start()
         log.info("serving %s over the binary transport on %s", self.runtime.env_cls.__name__, self.binary.url)
+
+    async def _start_workers(self) -> Host:
+        """Reserve the ports, start the workers, return once every one serves."""
+        listen = self.http_host or self.host
+        try:
+            port = self._ports.reserve(self.host, self.port, "the gRPC listener")
+            http_port = self._ports.reserve(listen, self.http_port, "the HTTP listener")
+            binary_port = self._ports.reserve(listen, self.binary_port, "the binary listener")
+            self._run_dir = new_run_dir()
+            factory = self._worker_factory if self._worker_factory is not None else self._factory
+            config = WorkerConfig(
+                factory=factory,
+                host=self.host,
+                port=port,
+                http_port=http_port,
+                http_host=self.http_host,
+                binary_port=binary_port,
+                settings=self.settings.replace(workers=1),
+                grace_s=self.grace_s,
+                run_dir=self._run_dir,
+                count=self.workers,
+                log_level=logging.getLogger().getEffectiveLevel(),
+                keywords={"http_options": self.http_options} if self.http_options is not None else {},
+            )
+            _check_picklable(config)
+            self._supervisor = Supervisor(_worker_main, config)
+            await self._supervisor.start()
+            self._urls = self._supervisor.urls
+            if self.metrics_port is not None:
+                self._supervisor_metrics = await serve_metrics(self._run_dir, self.workers, listen, self.metrics_port)
+                bound = self._supervisor_metrics.sockets[0].getsockname()[1]
+                shown = "127.0.0.1" if listen in ("0.0.0.0", "::", "") else listen
+                self.metrics_url = f"http://{shown}:{bound}/metrics"
+        except BaseException:
+            await self.stop(0.0)
+            raise
+        return self
 
     def _serve_metrics(self, port: int) -> None:
         m = self.observer.metrics
@@ -300,6 +411,17 @@ class Host:
         ``grace_s``), end every session; then close the listeners. Idempotent."""
         if self._stopped.is_set():
             return
+        if self.workers > 1:
+            if self._supervisor is not None:
+                await self._supervisor.stop(grace_s)
+            if self._supervisor_metrics is not None:
+                self._supervisor_metrics.close()
+                self._supervisor_metrics = None
+            self._ports.close()
+            if self._run_dir is not None:
+                remove_run_dir(self._run_dir)
+            self._stopped.set()
+            return
         if self.grpc is not None and self.grpc.port:
             await self.grpc.set_serving(False)
         await self.manager.drain(grace_s)
@@ -312,6 +434,8 @@ class Host:
         if self.grpc is not None:
             await self.grpc.stop(grace_s)
         await self.manager.shutdown()
+        if self._peers is not None:
+            await self._peers.stop()
         if self._metrics_server is not None:
             self._metrics_server.shutdown()
             self._metrics_server.server_close()
@@ -320,7 +444,7 @@ class Host:
 
     async def wait(self) -> None:
         """Until the listeners stop."""
-        if self.grpc is not None and self.grpc.port:
+        if self.grpc is not None and self.grpc.port and self._worker is None:
             await self.grpc.wait()
         else:
             await self._stopped.wait()
@@ -386,6 +510,72 @@ def _watch_parent(loop: asyncio.AbstractEventLoop, stop: asyncio.Event) -> None:
     loop.add_reader(fd, readable)
 
 
+def _check_picklable(config: WorkerConfig) -> None:
+    import pickle
+
+    try:
+        pickle.dumps(config)
+    except Exception as e:  # noqa: BLE001 (pickling raises anything: every failure is this refusal)
+        raise ValueError(
+            f"workers > 1 start each worker from a copy of the factory and settings, and these do not "
+            f"pickle ({type(e).__name__}: {e}): serve a class importable by name (module:Class), or give "
+            "worker_factory=openenv.workers.WorkerFactory(load, target)"
+        ) from None
+
+
+def _worker_main(config: WorkerConfig, index: int, restarts: int, conn: Any) -> None:
+    """A worker process of a server of several (:class:`openenv.workers.Supervisor`'s target)."""
+    os.environ.pop(PARENT_FD_ENV, None)  # the supervisor's promise, not this process's fd
+    configure_logging(config.log_level)
+    with contextlib.suppress(KeyboardInterrupt):
+        _run(_worker_async(config, index, restarts, conn))
+
+
+async def _worker_async(config: WorkerConfig, index: int, restarts: int, conn: Any) -> None:
+    try:
+        factory = config.factory() if isinstance(config.factory, WorkerFactory) else config.factory
+        h = Host(
+            factory,
+            config.host,
+            config.port,
+            http_port=config.http_port,
+            http_host=config.http_host,
+            binary_port=config.binary_port,
+            settings=config.settings,
+            **config.keywords,
+        )
+        h._worker = (config.run_dir, index, config.count, restarts)
+        await h.start()
+    except BaseException as e:  # noqa: BLE001 (told to the supervisor, then the worker exits)
+        with contextlib.suppress(OSError):
+            conn.send(("error", f"{type(e).__name__}: {e}"))
+        raise SystemExit(1) from None
+    conn.send({"grpc": h.address, "http": h.http_url, "binary": h.binary_url})
+    loop = asyncio.get_running_loop()
+    gone = asyncio.Event()  # the supervisor's end of the pipe closed: it is gone
+
+    def readable() -> None:
+        try:
+            conn.recv_bytes()  # the supervisor never writes: only EOF gets here
+        except (EOFError, OSError):
+            loop.remove_reader(conn.fileno())
+            gone.set()
+
+    loop.add_reader(conn.fileno(), readable)
+
+    async def until_over() -> None:
+        done = {asyncio.ensure_future(h.wait()), asyncio.ensure_future(gone.wait())}
+        _, pending = await asyncio.wait(done, return_when=asyncio.FIRST_COMPLETED)
+        for t in pending:
+            t.cancel()
+
+    async def drain() -> None:
+        log.info("worker %d draining (grace %.0f s)", index, config.grace_s)
+        await h.stop(config.grace_s)
+
+    await _until_signalled(until_over(), drain)
+
+
 def _say(lines: list[str]) -> None:
     for line in lines:
         print(line, file=sys.stderr, flush=True)
@@ -403,6 +593,7 @@ async def serve_async(
     metrics_port: int | None = None,
     binary_port: int | None = None,
     settings: ServerSettings | None = None,
+    worker_factory: Any = None,
     **keywords: Unpack[HostKeywords],
 ) -> None:
     """Serve until SIGTERM or SIGINT, then drain (see :func:`serve`)."""
@@ -416,8 +607,10 @@ async def serve_async(
         metrics_port=metrics_port,
         binary_port=binary_port,
         settings=settings,
+        worker_factory=worker_factory,
         **keywords,
     )
+    h.grace_s = grace_s
     await h.start()
     (ready or (lambda srv: _say(srv.describe())))(h)
 
@@ -449,6 +642,7 @@ def serve(
     metrics_port: int | None = None,
     binary_port: int | None = None,
     settings: ServerSettings | None = None,
+    worker_factory: Any = None,
     **keywords: Unpack[HostKeywords],
 ) -> None:
     """Serve an environment until SIGTERM/SIGINT, then drain gracefully; prints where it
@@ -464,7 +658,8 @@ def serve(
         http_host: interface of the HTTP side (default: ``host``).
         metrics_port: also serve ``/metrics`` on this port (see :class:`Host`).
         binary_port: also serve the binary transport on a picows listener of its own (see :class:`Host`).
-        grace_s: how long a drain waits for requests in progress.
+        grace_s: how long a drain waits for requests in progress (in each worker).
+        worker_factory: what each worker process makes its factory from (see :class:`Host`).
         ready: called with the started :class:`Host` (instead of printing its addresses).
         settings: how it serves (:class:`~openenv.settings.ServerSettings`: limits such as
             ``max_sessions``, ``max_message_bytes``, ``idle_timeout_s``, ``resume_grace_s``,
@@ -487,6 +682,7 @@ def serve(
             metrics_port=metrics_port,
             binary_port=binary_port,
             settings=settings,
+            worker_factory=worker_factory,
             **keywords,
         )
     )

@@ -77,7 +77,7 @@ class _Servicer:
         return cast(environment_pb2.GetInfoResponse, self.engine.info())
 
     async def GetLoad(self, request: Any, context: Any) -> load_pb2.GetLoadResponse:  # noqa: N802
-        return cast(load_pb2.GetLoadResponse, self.engine.load())
+        return cast(load_pb2.GetLoadResponse, await self.engine.load_report())
 
     async def Session(self, request_iterator: Any, context: grpc.aio.ServicerContext) -> None:  # noqa: N802
         await self.engine.serve(_GrpcStream(context))
@@ -139,6 +139,8 @@ class Server:
         self.runtime = self.manager.runtime
         self.host, self.requested_port = host, port
         self.port: int | None = None
+        #: Bind with SO_REUSEPORT: several worker processes share the port (openenv.workers).
+        self.reuse_port = False
         self.reflection = settings.reflection
         self.interceptors = list(interceptors)  # grpc.aio server interceptors (e.g. metrics, traces)
         self._server: grpc.aio.Server | None = None
@@ -180,7 +182,7 @@ class Server:
                 ),
             ],
             options=[
-                ("grpc.so_reuseport", 0),
+                ("grpc.so_reuseport", 1 if self.reuse_port else 0),
                 ("grpc.max_receive_message_length", limit),
                 ("grpc.max_send_message_length", limit),
                 ("grpc.keepalive_permit_without_calls", 1),

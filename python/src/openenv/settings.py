@@ -23,6 +23,7 @@ working; :meth:`ServerSettings.of` is the one place that maps them onto the sett
 from __future__ import annotations
 
 import dataclasses
+import os
 import warnings
 from collections.abc import Mapping
 from typing import Any, Literal
@@ -52,6 +53,7 @@ __all__ = [
     "ServerKeywords",
     "ServerSettings",
     "forward_engine_keyword",
+    "worker_count",
 ]
 
 GRPC_LIBRARIES = ("grpcio", "grpclib")
@@ -160,6 +162,16 @@ class ServerSettings(Settings):
     metrics: bool = setting(
         True, "Count metrics (``/metrics`` on the HTTP side; needs prometheus-client).", **boolean()
     )
+    workers: int | Literal["auto"] = setting(
+        1,
+        "Server processes sharing the listeners' ports (SO_REUSEPORT; one per core with ``auto``); "
+        "a session lives in the worker that accepted its connection, limits such as ``max_sessions`` "
+        "apply per worker, a worker that dies is restarted (losing only its sessions), and load, health "
+        "and metrics report the whole server and each worker (docs/performance.md, Workers).",
+        convert=lambda v: worker_count(v, resolve=False),
+        check=lambda v: v == "auto" or (isinstance(v, int) and not isinstance(v, bool) and v >= 1),
+        expect='an integer >= 1 or "auto"',
+    )
     web: bool | None = setting(
         None,
         "Serve the ``/web`` playground (None: only when the HTTP side listens on loopback; it lets "
@@ -197,6 +209,25 @@ class ServerSettings(Settings):
         return self.http.max_message_bytes or self.limits.max_message_bytes or DEFAULT_MAX_MESSAGE_BYTES
 
 
+def worker_count(value: Any, *, resolve: bool = True) -> Any:
+    """A ``workers`` value as given (an int, a decimal string, ``"auto"``) as an int, or as
+    ``"auto"`` when ``resolve`` is false; ``"auto"`` resolves to the cores this process may run
+    on. A ValueError (or TypeError) for anything else."""
+    if isinstance(value, str):
+        text = value.strip().lower()
+        if text == "auto":
+            if not resolve:
+                return "auto"
+            try:
+                return max(1, len(os.sched_getaffinity(0)))
+            except (AttributeError, OSError):  # not Linux
+                return max(1, os.cpu_count() or 1)
+        if not text.isdecimal():
+            raise ValueError(f"{value!r} is neither a number nor auto")
+        return int(text)
+    return value
+
+
 def forward_engine_keyword(keywords: dict[str, Any], stacklevel: int = 3) -> None:
     """Rename a deprecated ``engine`` keyword to ``grpc_library`` in place, with a
     ``DeprecationWarning`` attributed ``stacklevel`` frames up (the caller of the public
@@ -230,5 +261,6 @@ class HostKeywords(ServerKeywords, total=False):
     metrics: bool
     web: bool | None
     grpc_library: Literal["grpcio", "grpclib"]
+    workers: int | Literal["auto"]
     engine: str
     http_options: Any

@@ -24,6 +24,7 @@ from openenv.host import DEFAULT, Host, default_http_port, http_available, serve
 from openenv.runtime.limits import SettingError, field_default, field_doc
 from openenv.security import SecuritySettings
 from openenv.settings import GRPC_LIBRARIES, HttpSettings, Limits, ServerSettings
+from openenv.workers import WorkerFactory
 
 __all__ = ["serve_command", "settings_of"]
 
@@ -46,6 +47,8 @@ OPTION_OF = {
     "grpc_library": "--grpc-library",
     "allowed_origins": "--allowed-origins",
     "allowed_hosts": "--allowed-hosts",
+    "workers": "--workers",
+    "max_connections": "--max-connections",
 }
 
 
@@ -76,6 +79,8 @@ def settings_of(
     allowed_hosts: str,
     web: bool | None,
     metrics: bool,
+    workers: str = "1",
+    max_connections: int | None = None,
 ) -> ServerSettings:
     """The :class:`ServerSettings` of ``openenv serve``'s options (in their units: MiB,
     microseconds); a value a setting refuses is a usage error naming the option."""
@@ -100,10 +105,17 @@ def settings_of(
                 allowed_origins=split_list(allowed_origins),
                 allowed_hosts=split_list(allowed_hosts),
             ),
-            http=HttpSettings(ws_ping_interval=ws_ping_interval, ws_ping_timeout=ws_ping_timeout),
+            http=HttpSettings(
+                ws_ping_interval=ws_ping_interval,
+                ws_ping_timeout=ws_ping_timeout,
+                max_connections=field_default(HttpSettings, "max_connections")
+                if max_connections is None
+                else max_connections,
+            ),
             grpc_library=grpc_library,  # type: ignore[arg-type]  # checked by ServerSettings
             web=web,
             metrics=metrics,
+            workers=workers,  # type: ignore[arg-type]  # converted and checked by ServerSettings
         )
     except SettingError as e:
         raise click.BadParameter(str(e), param_hint=OPTION_OF.get(e.field, e.field)) from None
@@ -244,6 +256,20 @@ def settings_of(
     help=_doc(ServerSettings, "grpc_library", "--engine is its older name"),
 )
 @click.option(
+    "--max-connections",
+    type=int,
+    default=field_default(HttpSettings, "max_connections"),
+    show_default=True,
+    help=_doc(HttpSettings, "max_connections", "per worker; the HTTP and the binary listener each"),
+)
+@click.option(
+    "--workers",
+    default=lambda: os.environ.get("OPENENV_WORKERS", str(field_default(ServerSettings, "workers"))),
+    show_default=f"$OPENENV_WORKERS, else {field_default(ServerSettings, 'workers')}",
+    metavar="N|auto",
+    help=_doc(ServerSettings, "workers"),
+)
+@click.option(
     "--max-pipelined-requests",
     type=click.IntRange(min=0),
     default=field_default(Limits, "max_pipelined_requests"),
@@ -287,6 +313,8 @@ def serve_command(
     max_sessions_per_client: int,
     inline_threshold_us: float | None,
     grpc_library: str,
+    max_connections: int,
+    workers: str,
     max_pipelined_requests: int,
     tokens: tuple[str, ...],
     token_file: str | None,
@@ -351,6 +379,8 @@ def serve_command(
         allowed_hosts=allowed_hosts,
         web=web,
         metrics=scrapeable,
+        workers=workers,
+        max_connections=max_connections,
     )
     check_port_free(host, port, "the gRPC side", "--port")
     if listen["http_port"] not in (None, DEFAULT):
@@ -367,6 +397,7 @@ def serve_command(
             ready=ready,
             metrics_port=metrics_port,
             binary_port=binary_port,
+            worker_factory=WorkerFactory(load_factory, target),
             **listen,
         )
     except (TypeError, ValueError, RuntimeError, ImportError) as e:

@@ -341,6 +341,9 @@ class _PicowsChannel:
         except (OSError, TimeoutError):
             return False
         self.ws = listener  # type: ignore[assignment]  # ours: made by the factory above
+        if transport.response is None:  # the server closed before answering (seen under a 16k burst)
+            await self.close()
+            return False
         if transport.response.headers.get("Sec-WebSocket-Protocol") != BINARY_SUBPROTOCOL:
             await self.close()
             raise Unimplemented(f"{self.url} did not select the subprotocol {BINARY_SUBPROTOCOL}", fatal=True)

@@ -23,6 +23,7 @@ from typing import Any
 
 import grpc
 
+from openenv.client.infocache import info_of, known_digest
 from openenv.client.options import DEFAULT_MAX_MESSAGE_BYTES, ConnectionOptions
 from openenv.errors import (
     Aborted,
@@ -249,6 +250,8 @@ class GrpcConnection:
         return tuple(pairs) or None
 
     async def open(self, handshake: environment_pb2.HandshakeRequest, timeout: float) -> None:
+        if not handshake.known_info_digest:  # the description this process holds (RFC 0013)
+            handshake.known_info_digest = known_digest(self.url)
         self._handshake = handshake
         channel = self._shared_channel  # a fleet's: one HTTP/2 channel per server, not ours to close
         if channel is None:
@@ -274,7 +277,11 @@ class GrpcConnection:
             err.fatal = True
             raise err
         self.session_id = resp.handshake.session_id
-        self.info = resp.handshake.info
+        try:
+            self.info = info_of(self.url, resp.handshake)
+        except EnvError:
+            await self._shutdown(graceful=True)
+            raise
         self.world = resp.handshake.world  # RFC 0012: the world of a multi-agent session
         grace = self.info.capabilities.resume_grace
         self.resume_token = resp.handshake.resume_token

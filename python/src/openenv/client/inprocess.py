@@ -39,6 +39,7 @@ import contextlib
 from collections.abc import Callable, Sequence
 from typing import NoReturn
 
+from openenv.client.infocache import info_of, known_digest
 from openenv.client.options import ConnectionOptions
 from openenv.engine import Engine, Incoming, bounded_serializer, tolerant_parse
 from openenv.errors import (
@@ -151,6 +152,9 @@ class InProcessConnection:
         metadata = [("authorization", authorization)] if authorization else []
         self._stream = _ServerStream(self, self.peer, metadata)
         self._server = asyncio.ensure_future(self._serve(self._stream))
+        key = f"in-process:{id(self.engine)}"
+        if not handshake.known_info_digest:  # the description this process holds (RFC 0013)
+            handshake.known_info_digest = known_digest(key)
         try:
             resp = await self.request(environment_pb2.SessionRequest(handshake=handshake), timeout)
         except BaseException:
@@ -162,7 +166,7 @@ class InProcessConnection:
             err.fatal = True
             raise err
         self.session_id = resp.handshake.session_id
-        self.info = resp.handshake.info
+        self.info = info_of(key, resp.handshake)
         self.world = resp.handshake.world  # RFC 0012: the world of a multi-agent session
         self.resume_token = resp.handshake.resume_token
         server_limit = self.info.capabilities.max_message_bytes

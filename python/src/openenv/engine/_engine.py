@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import hashlib
 import logging
 from collections.abc import Callable
 from typing import Any, cast
@@ -122,6 +123,11 @@ def fill_time_step(ts: environment_pb2.TimeStep, r: StepResult[Any], runtime: En
         ts.to_act.extend(r.to_act)
 
 
+def info_digest(info: environment_pb2.EnvironmentInfo) -> str:
+    """``sha256:`` and the hex SHA-256 of ``info``'s deterministic serialization (RFC 0013)."""
+    return "sha256:" + hashlib.sha256(info.SerializeToString(deterministic=True)).hexdigest()
+
+
 def _major(version: str) -> int:
     """The major of a ``"MAJOR.MINOR"`` version (two decimal integers); ValueError otherwise."""
     major, dot, minor = version.partition(".")
@@ -158,6 +164,9 @@ class Engine:
         self.runtime = manager.runtime
         self._info: environment_pb2.GetInfoResponse | None = None
         self.resumes = Resumes.of(manager)
+        #: The worker siblings of this server (:class:`openenv.workers.WorkerPeers`) when it is
+        #: one of several worker processes: :meth:`load_report` then reports them all.
+        self.workers: Any = None
 
     # ------------------------------------------------------------------ unary calls
 
@@ -165,11 +174,22 @@ class Engine:
         """The answer to ``GetInfo``: the runtime's info as it is at the first call (listeners
         set their capabilities before they serve); the same object every time: do not modify it."""
         if self._info is None:
-            self._info = environment_pb2.GetInfoResponse(info=self.runtime.info)
+            info = self.runtime.info
+            self._info = environment_pb2.GetInfoResponse(info=info, info_digest=info_digest(info))
         return self._info
 
     def load(self) -> load_pb2.GetLoadResponse:
-        """The answer to ``GetLoad`` (RFC 0005), measured now."""
+        """This process's own load (RFC 0005), measured now; with several workers, the whole
+        server's as last reported (:meth:`load_report` asks them all)."""
+        if self.workers is not None:
+            return cast(load_pb2.GetLoadResponse, self.workers.cached_load())
+        return load_pb2.GetLoadResponse(load=server_load(self.manager))
+
+    async def load_report(self) -> load_pb2.GetLoadResponse:
+        """The answer to ``GetLoad``: the server's load measured now, and with several worker
+        processes (RFC 0013) the whole server's and each worker's."""
+        if self.workers is not None:
+            return cast(load_pb2.GetLoadResponse, await self.workers.load())
         return load_pb2.GetLoadResponse(load=server_load(self.manager))
 
     def refusal(self, authorization: str | None) -> str | None:
@@ -207,8 +227,9 @@ class Engine:
 
         try:
             first: Incoming
-            try:
-                first = await asyncio.wait_for(stream.read(), self.handshake_timeout_s)
+            try:  # asyncio.timeout, not wait_for: no task of its own per stream (a burst opens thousands)
+                async with asyncio.timeout(self.handshake_timeout_s):
+                    first = await stream.read()
             except TimeoutError:
                 await stream.abort(ErrorCode.DEADLINE_EXCEEDED, f"no handshake within {self.handshake_timeout_s:g} s")
             if first is None:
@@ -393,7 +414,10 @@ class Engine:
                 out.resume_token = entry.token
         out.session_id = session.id
         out.protocol_version = PROTOCOL_VERSION
-        out.info.CopyFrom(self.runtime.info)
+        described = self.info()
+        out.info_digest = described.info_digest
+        if hs.known_info_digest != described.info_digest:  # else the client holds it (RFC 0013)
+            out.info.CopyFrom(described.info)
         return session, entry
 
     async def _dispatch(

@@ -173,13 +173,16 @@ class GrpclibServer(Server):
 
     async def _unary(self, stream: Stream, answer: Callable[[], Any]) -> None:
         await recv_bounded(stream._stream, self.runtime.max_message_bytes)
-        await stream.send_message(answer().SerializeToString())
+        reply = answer()
+        if asyncio.iscoroutine(reply):
+            reply = await reply
+        await stream.send_message(reply.SerializeToString())
 
     async def _get_info(self, stream: Stream) -> None:
         await self._unary(stream, self._engine.info)
 
     async def _get_load(self, stream: Stream) -> None:
-        await self._unary(stream, self._engine.load)
+        await self._unary(stream, self._engine.load_report)
 
     def _health_status(self, data: bytes | None) -> tuple[str, int | None]:
         try:
@@ -264,7 +267,7 @@ class GrpclibServer(Server):
             ssl = self.tls.server_ssl_context()
             ssl.set_alpn_protocols(["h2"])
         try:
-            await server.start(self.host, self.requested_port, ssl=ssl, reuse_port=False)
+            await server.start(self.host, self.requested_port, ssl=ssl, reuse_port=self.reuse_port)
         except OSError as e:
             raise RuntimeError(f"cannot bind {self.host}:{self.requested_port}: {e}") from None
         sockets = server._server.sockets if server._server is not None else []  # type: ignore[attr-defined]

@@ -331,7 +331,7 @@ class BridgeApp:
             elif self.backend.draining:
                 await respond(send, 503, b'{"status":"unhealthy"}')
             else:
-                await respond(send, 200, b'{"status":"healthy"}')
+                await respond(send, 200, await self._health())
             return
         if path == "/load":
             await self._load(method, send)
@@ -356,9 +356,31 @@ class BridgeApp:
         else:
             await respond(send, 200, doc)
 
+    async def _health(self) -> bytes:
+        """``{"status": "healthy"}``; with several worker processes (RFC 0013) also
+        ``"workers": {"up": U, "total": N}`` (healthy while the answering worker serves)."""
+        report = await self.backend.worker_loads()
+        if report is None:
+            return b'{"status":"healthy"}'
+        up = sum(1 for w in report.workers if w.up)
+        return frames.dumps({"status": "healthy", "workers": {"up": up, "total": len(report.workers)}}).encode()
+
     async def _load(self, method: str, send: Any) -> None:
         if method not in ("GET", "HEAD"):
             await respond(send, 405, b'{"detail":"Method Not Allowed"}')
+            return
+        report = await self.backend.worker_loads()
+        if report is not None:  # several workers: the whole server's, and each worker's
+            doc = json_format.MessageToDict(
+                report.load, preserving_proto_field_name=True, always_print_fields_with_no_presence=True
+            )
+            doc["workers"] = [
+                json_format.MessageToDict(
+                    w, preserving_proto_field_name=True, always_print_fields_with_no_presence=True
+                )
+                for w in report.workers
+            ]
+            await respond(send, 200, frames.dumps(doc).encode())
             return
         try:
             load = await self.backend.load()

@@ -126,6 +126,11 @@ class Backend(abc.ABC):
         """The live load (RFC 0005) for ``GET /load``; None where there is none to report."""
         return None
 
+    async def worker_loads(self) -> load_pb2.GetLoadResponse | None:
+        """With several worker processes (RFC 0013): the whole server's load and each
+        worker's (``GET /load`` adds ``workers``); None for a server of one process."""
+        return None
+
     async def start(self) -> None:
         """Called once before serving."""
         return None
@@ -535,3 +540,9 @@ class LocalBackend(Backend):
 
     async def load(self) -> load_pb2.ServerLoad | None:
         return server_load(self.manager)
+
+    async def worker_loads(self) -> load_pb2.GetLoadResponse | None:
+        engine = self.engine
+        if not isinstance(engine, Engine) or engine.workers is None:
+            return None
+        return await engine.load_report()

@@ -297,8 +297,10 @@ class BinaryListener:
         security: SecuritySettings,
         http: HttpSettings,
         max_message_bytes: int,
+        reuse_port: bool = False,
     ) -> None:
         self.engine, self.host, self.port = engine, host, port
+        self.reuse_port = reuse_port  # several worker processes share the port (openenv.workers)
         self.security, self.http = security, http
         self.limit = max_message_bytes
         self.send_timeout_s = http.limits.ws_send_timeout_s
@@ -332,6 +334,7 @@ class BinaryListener:
             auto_ping_strategy=WSAutoPingStrategy.PING_WHEN_IDLE,
             max_frame_size=self.limit,
             ssl=tls.server_ssl_context() if tls is not None else None,
+            reuse_port=self.reuse_port or None,
         )
         if self.port == 0:
             self.port = self._server.sockets[0].getsockname()[1]
@@ -373,13 +376,25 @@ class BinaryListener:
             return WSUpgradeResponseWithListener(
                 WSUpgradeResponse.create_ok_response(self._info.encode(), {"Content-Type": "application/json"}), None
             )
-        load = server_load(self.engine.manager)
-        return _document(
-            200,
-            json_format.MessageToDict(
-                load, preserving_proto_field_name=True, always_print_fields_with_no_presence=True
-            ),
+        if self.engine.workers is None:
+            load = server_load(self.engine.manager)
+            return _document(
+                200,
+                json_format.MessageToDict(
+                    load, preserving_proto_field_name=True, always_print_fields_with_no_presence=True
+                ),
+            )
+        # Several workers (RFC 0013): this call cannot wait for the siblings' answers, so the
+        # others' part is as of the last GetLoad, /load or /health any worker's listener served.
+        report = self.engine.load()
+        doc = json_format.MessageToDict(
+            report.load, preserving_proto_field_name=True, always_print_fields_with_no_presence=True
         )
+        doc["workers"] = [
+            json_format.MessageToDict(w, preserving_proto_field_name=True, always_print_fields_with_no_presence=True)
+            for w in report.workers
+        ]
+        return _document(200, doc)
 
     async def stop(self) -> None:
         """Stop listening and end every connection (close 1001; the host has drained the

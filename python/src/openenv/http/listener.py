@@ -35,9 +35,17 @@ class UvicornListener:
     """
 
     def __init__(
-        self, config: uvicorn.Config, host: str, port: int, *, backlog: int = 2048, stop_timeout_s: float = 10.0
+        self,
+        config: uvicorn.Config,
+        host: str,
+        port: int,
+        *,
+        backlog: int = 2048,
+        stop_timeout_s: float = 10.0,
+        reuse_port: bool = False,
     ) -> None:
         self.config, self.host, self.requested_port = config, host, port
+        self.reuse_port = reuse_port  # SO_REUSEPORT: several worker processes share the port
         self.backlog, self.stop_timeout_s = backlog, stop_timeout_s
         self.port: int | None = None
         self.server: uvicorn.Server | None = None
@@ -48,6 +56,8 @@ class UvicornListener:
         family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
         sock = socket.socket(family, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if self.reuse_port:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
         try:
             sock.bind((self.host, self.requested_port))
         except OSError as e:

@@ -130,7 +130,8 @@ class ObservedApp:
                 elif m is None:
                     await respond(send, 404, b'{"detail":"metrics need prometheus-client (the http extra)"}')
                 else:
-                    await respond(send, 200, m.render(), [(b"content-type", CONTENT_TYPE.encode())])
+                    body = await self.observer.render()  # type: ignore[union-attr]  # m is its metrics
+                    await respond(send, 200, body, [(b"content-type", CONTENT_TYPE.encode())])
             elif path == "/web" or path.startswith("/web/"):
                 if self.web:
                     await serve_web(scope, send)

@@ -165,6 +165,8 @@ class HttpServer:
         self.host, self.requested_port = host, port
         self.options = options or HttpOptions()
         self.port: int | None = None
+        #: Bind with SO_REUSEPORT (several worker processes share the port; openenv.workers).
+        self.reuse_port = False
         self._listener: UvicornListener | None = None
 
     @property
@@ -182,7 +184,10 @@ class HttpServer:
         browser = BrowserPolicy(opts.allowed_origins, opts.allowed_hosts, bind_host=self.host)
         self.app.browser = browser  # the MCP SDK's own DNS-rebinding protection follows it
         listener = UvicornListener(
-            _uvicorn_config(Guard(self.app, opts.tokens, browser), opts), self.host, self.requested_port
+            _uvicorn_config(Guard(self.app, opts.tokens, browser), opts),
+            self.host,
+            self.requested_port,
+            reuse_port=self.reuse_port,
         )
         await listener.start("HTTP ")
         self._listener, self.port = listener, listener.port

@@ -46,7 +46,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["CONTENT_TYPE", "LATENCY_BUCKETS", "Metrics", "new_metrics"]
+__all__ = ["CONTENT_TYPE", "LATENCY_BUCKETS", "Metrics", "merge_expositions", "new_metrics"]
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -172,3 +172,67 @@ def new_metrics() -> Metrics | None:
         return Metrics()
     except ImportError:
         return None
+
+
+# Samples that do not add up across worker processes: the earliest, the largest, or one of them.
+_EARLIEST = ("_created", "process_start_time_seconds")
+_LARGEST = ("process_max_fds",)
+_ANY = ("python_info", "openenv_sessions_max_per_worker")
+
+
+def merge_expositions(texts: list[bytes | None]) -> bytes:
+    """The metrics of a server of several workers (docs/observability.md, Workers) from each
+    worker's exposition (None: that worker did not answer), in worker order: every sample
+    summed over the workers that answered (counters, histogram buckets and gauges such as
+    ``openenv_sessions_open`` or ``process_resident_memory_bytes``; exact, as each worker
+    counts its own), except creation and start times (the earliest), ``process_max_fds`` (the
+    largest) and ``python_info`` (one); plus, per worker (label ``worker``):
+    ``openenv_worker_up``, ``openenv_worker_sessions_open`` and
+    ``openenv_worker_resident_memory_bytes``."""
+    from prometheus_client import CollectorRegistry, generate_latest
+    from prometheus_client.metrics_core import Metric
+    from prometheus_client.parser import text_string_to_metric_families
+
+    families: dict[str, Metric] = {}
+    samples: dict[str, dict[tuple[str, tuple[tuple[str, str], ...]], float]] = {}
+    up = Metric("openenv_worker_up", "1 when the worker answered, 0 when it is down (restarting).", "gauge")
+    sessions = Metric("openenv_worker_sessions_open", "Sessions open in the worker now.", "gauge")
+    rss = Metric("openenv_worker_resident_memory_bytes", "Resident memory of the worker process.", "gauge")
+    for index, text in enumerate(texts):
+        label = {"worker": str(index)}
+        up.add_sample("openenv_worker_up", label, 0.0 if text is None else 1.0)
+        if text is None:
+            continue
+        open_now = 0.0
+        for fam in text_string_to_metric_families(text.decode()):
+            if fam.name not in families:
+                families[fam.name] = Metric(fam.name, fam.documentation, fam.type, fam.unit)
+                samples[fam.name] = {}
+            acc = samples[fam.name]
+            for s in fam.samples:
+                key = (s.name, tuple(sorted(s.labels.items())))
+                if s.name == "openenv_sessions_open":
+                    open_now += s.value
+                if s.name == "process_resident_memory_bytes":
+                    rss.add_sample(s.name.replace("process_", "openenv_worker_"), label, s.value)
+                if key not in acc:
+                    acc[key] = s.value
+                elif s.name.endswith(_EARLIEST):
+                    acc[key] = min(acc[key], s.value)
+                elif s.name in _LARGEST:
+                    acc[key] = max(acc[key], s.value)
+                elif s.name not in _ANY:
+                    acc[key] += s.value
+        sessions.add_sample("openenv_worker_sessions_open", label, open_now)
+    for name, fam in families.items():
+        for (sample, labels), value in samples[name].items():
+            fam.add_sample(sample, dict(labels), value)
+
+    class _Merged:
+        def collect(self) -> list[Metric]:
+            return [*families.values(), up, sessions, rss]
+
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(_Merged())
+    data: bytes = generate_latest(registry)
+    return data

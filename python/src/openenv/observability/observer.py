@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from openenv.observability import tracing
@@ -34,6 +34,16 @@ class Observer:
         self.metrics: Metrics | None = new_metrics() if metrics is True else (metrics or None)
         if self.metrics is not None and max_sessions is not None:
             self.metrics.sessions_max.set(max_sessions)
+        #: With several worker processes (RFC 0013): every worker's metrics, merged
+        #: (:meth:`openenv.workers.WorkerPeers.metrics`), in place of this process's own.
+        self.merged: Callable[[], Awaitable[bytes]] | None = None
+
+    async def render(self) -> bytes:
+        """What ``/metrics`` answers: this server's metrics (merged over its workers when it
+        runs several); empty without prometheus-client."""
+        if self.merged is not None:
+            return await self.merged()
+        return self.metrics.render() if self.metrics is not None else b""
 
     def session(self, transport: str, *, trace_headers: Any = None, client_name: str = "") -> SessionObserver:
         """A :class:`SessionObserver` for one session stream of ``transport``."""

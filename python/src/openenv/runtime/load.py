@@ -16,7 +16,7 @@ from openenv.v1 import load_pb2
 if TYPE_CHECKING:
     from openenv.runtime.session import SessionManager
 
-__all__ = ["RECENT_STEPS", "LoadMeter", "server_load"]
+__all__ = ["RECENT_STEPS", "LoadMeter", "server_load", "sum_loads"]
 
 RECENT_STEPS = 256  # the window of step_latency_p50/p99: recent enough to follow a change of load
 
@@ -62,4 +62,26 @@ def server_load(manager: SessionManager) -> load_pb2.ServerLoad:
     out.step_latency_p50.FromNanoseconds(int(p50 * 1e9))
     out.step_latency_p99.FromNanoseconds(int(p99 * 1e9))
     out.uptime.FromNanoseconds(int((time.monotonic() - meter.started) * 1e9))
+    return out
+
+
+def sum_loads(loads: list[load_pb2.ServerLoad]) -> load_pb2.ServerLoad:
+    """The load of a server of several workers (RFC 0013) from theirs: capacities, sessions,
+    queues and counters added; the latency quantiles and the uptime of the slowest and the
+    oldest worker (quantiles of separate windows do not add); draining when any worker is."""
+    out = load_pb2.ServerLoad()
+    p50 = p99 = up = 0
+    for w in loads:
+        out.sessions_open += w.sessions_open
+        out.max_sessions += w.max_sessions
+        out.queued_handshakes += w.queued_handshakes
+        out.steps_total += w.steps_total
+        out.sessions_opened_total += w.sessions_opened_total
+        out.draining = out.draining or w.draining
+        p50 = max(p50, w.step_latency_p50.ToNanoseconds())
+        p99 = max(p99, w.step_latency_p99.ToNanoseconds())
+        up = max(up, w.uptime.ToNanoseconds())
+    out.step_latency_p50.FromNanoseconds(p50)
+    out.step_latency_p99.FromNanoseconds(p99)
+    out.uptime.FromNanoseconds(up)
     return out

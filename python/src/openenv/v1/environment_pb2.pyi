@@ -50,10 +50,12 @@ class GetInfoRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class GetInfoResponse(_message.Message):
-    __slots__ = ("info",)
+    __slots__ = ("info", "info_digest")
     INFO_FIELD_NUMBER: _ClassVar[int]
+    INFO_DIGEST_FIELD_NUMBER: _ClassVar[int]
     info: EnvironmentInfo
-    def __init__(self, info: _Optional[_Union[EnvironmentInfo, _Mapping]] = ...) -> None: ...
+    info_digest: str
+    def __init__(self, info: _Optional[_Union[EnvironmentInfo, _Mapping]] = ..., info_digest: _Optional[str] = ...) -> None: ...
 
 class EnvironmentInfo(_message.Message):
     __slots__ = ("name", "version", "description", "protocol_version", "action", "observation", "state", "descriptors", "capabilities", "rubric", "metadata", "task_splits", "multi_agent")
@@ -216,7 +218,7 @@ class SessionResponse(_message.Message):
     def __init__(self, request_id: _Optional[int] = ..., handshake: _Optional[_Union[HandshakeResponse, _Mapping]] = ..., reset: _Optional[_Union[ResetResponse, _Mapping]] = ..., step: _Optional[_Union[StepResponse, _Mapping]] = ..., state: _Optional[_Union[StateResponse, _Mapping]] = ..., list_tools: _Optional[_Union[_tool_pb2.ListToolsResponse, _Mapping]] = ..., call_tool: _Optional[_Union[_tool_pb2.CallToolResponse, _Mapping]] = ..., close: _Optional[_Union[CloseResponse, _Mapping]] = ..., batch_reset: _Optional[_Union[BatchResetResponse, _Mapping]] = ..., batch_step: _Optional[_Union[BatchStepResponse, _Mapping]] = ..., snapshot: _Optional[_Union[SnapshotResponse, _Mapping]] = ..., restore: _Optional[_Union[RestoreResponse, _Mapping]] = ..., fork: _Optional[_Union[ForkResponse, _Mapping]] = ..., list_tasks: _Optional[_Union[_task_pb2.ListTasksResponse, _Mapping]] = ..., pipelined: _Optional[_Union[PipelinedResponses, _Mapping]] = ..., observe: _Optional[_Union[ObserveResponse, _Mapping]] = ..., error: _Optional[_Union[_error_pb2.Status, _Mapping]] = ...) -> None: ...
 
 class HandshakeRequest(_message.Message):
-    __slots__ = ("protocol_version", "client_name", "options", "num_envs", "autoreset_mode", "resume_token", "resumable", "world")
+    __slots__ = ("protocol_version", "client_name", "options", "num_envs", "autoreset_mode", "resume_token", "resumable", "known_info_digest", "world")
     PROTOCOL_VERSION_FIELD_NUMBER: _ClassVar[int]
     CLIENT_NAME_FIELD_NUMBER: _ClassVar[int]
     OPTIONS_FIELD_NUMBER: _ClassVar[int]
@@ -224,6 +226,7 @@ class HandshakeRequest(_message.Message):
     AUTORESET_MODE_FIELD_NUMBER: _ClassVar[int]
     RESUME_TOKEN_FIELD_NUMBER: _ClassVar[int]
     RESUMABLE_FIELD_NUMBER: _ClassVar[int]
+    KNOWN_INFO_DIGEST_FIELD_NUMBER: _ClassVar[int]
     WORLD_FIELD_NUMBER: _ClassVar[int]
     protocol_version: str
     client_name: str
@@ -232,24 +235,27 @@ class HandshakeRequest(_message.Message):
     autoreset_mode: AutoresetMode
     resume_token: str
     resumable: bool
+    known_info_digest: str
     world: _multiagent_pb2.WorldRequest
-    def __init__(self, protocol_version: _Optional[str] = ..., client_name: _Optional[str] = ..., options: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., num_envs: _Optional[int] = ..., autoreset_mode: _Optional[_Union[AutoresetMode, str]] = ..., resume_token: _Optional[str] = ..., resumable: _Optional[bool] = ..., world: _Optional[_Union[_multiagent_pb2.WorldRequest, _Mapping]] = ...) -> None: ...
+    def __init__(self, protocol_version: _Optional[str] = ..., client_name: _Optional[str] = ..., options: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., num_envs: _Optional[int] = ..., autoreset_mode: _Optional[_Union[AutoresetMode, str]] = ..., resume_token: _Optional[str] = ..., resumable: _Optional[bool] = ..., known_info_digest: _Optional[str] = ..., world: _Optional[_Union[_multiagent_pb2.WorldRequest, _Mapping]] = ...) -> None: ...
 
 class HandshakeResponse(_message.Message):
-    __slots__ = ("session_id", "protocol_version", "info", "resume_token", "resumed", "world")
+    __slots__ = ("session_id", "protocol_version", "info", "resume_token", "resumed", "info_digest", "world")
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     PROTOCOL_VERSION_FIELD_NUMBER: _ClassVar[int]
     INFO_FIELD_NUMBER: _ClassVar[int]
     RESUME_TOKEN_FIELD_NUMBER: _ClassVar[int]
     RESUMED_FIELD_NUMBER: _ClassVar[int]
+    INFO_DIGEST_FIELD_NUMBER: _ClassVar[int]
     WORLD_FIELD_NUMBER: _ClassVar[int]
     session_id: str
     protocol_version: str
     info: EnvironmentInfo
     resume_token: str
     resumed: bool
+    info_digest: str
     world: _multiagent_pb2.WorldInfo
-    def __init__(self, session_id: _Optional[str] = ..., protocol_version: _Optional[str] = ..., info: _Optional[_Union[EnvironmentInfo, _Mapping]] = ..., resume_token: _Optional[str] = ..., resumed: _Optional[bool] = ..., world: _Optional[_Union[_multiagent_pb2.WorldInfo, _Mapping]] = ...) -> None: ...
+    def __init__(self, session_id: _Optional[str] = ..., protocol_version: _Optional[str] = ..., info: _Optional[_Union[EnvironmentInfo, _Mapping]] = ..., resume_token: _Optional[str] = ..., resumed: _Optional[bool] = ..., info_digest: _Optional[str] = ..., world: _Optional[_Union[_multiagent_pb2.WorldInfo, _Mapping]] = ...) -> None: ...
 
 class ResetRequest(_message.Message):
     __slots__ = ("seed", "episode_id", "options", "task_id")

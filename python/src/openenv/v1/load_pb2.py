@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from google.protobuf import duration_pb2 as google_dot_protobuf_dot_duration__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x15openenv/v1/load.proto\x12\nopenenv.v1\x1a\x1egoogle/protobuf/duration.proto\"\x10\n\x0eGetLoadRequest\"7\n\x0fGetLoadResponse\x12$\n\x04load\x18\x01 \x01(\x0b\x32\x16.openenv.v1.ServerLoad\"\xaf\x02\n\nServerLoad\x12\x15\n\rsessions_open\x18\x01 \x01(\r\x12\x14\n\x0cmax_sessions\x18\x02 \x01(\r\x12\x19\n\x11queued_handshakes\x18\x03 \x01(\r\x12\x33\n\x10step_latency_p50\x18\x04 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x33\n\x10step_latency_p99\x18\x05 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x13\n\x0bsteps_total\x18\x06 \x01(\x04\x12\x1d\n\x15sessions_opened_total\x18\x07 \x01(\x04\x12\x10\n\x08\x64raining\x18\x08 \x01(\x08\x12)\n\x06uptime\x18\t \x01(\x0b\x32\x19.google.protobuf.Durationb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x15openenv/v1/load.proto\x12\nopenenv.v1\x1a\x1egoogle/protobuf/duration.proto\"\x10\n\x0eGetLoadRequest\"`\n\x0fGetLoadResponse\x12$\n\x04load\x18\x01 \x01(\x0b\x32\x16.openenv.v1.ServerLoad\x12\'\n\x07workers\x18\x02 \x03(\x0b\x32\x16.openenv.v1.WorkerLoad\"l\n\nWorkerLoad\x12\r\n\x05index\x18\x01 \x01(\r\x12\x0b\n\x03pid\x18\x02 \x01(\r\x12\n\n\x02up\x18\x03 \x01(\x08\x12\x10\n\x08restarts\x18\x04 \x01(\r\x12$\n\x04load\x18\x05 \x01(\x0b\x32\x16.openenv.v1.ServerLoad\"\xaf\x02\n\nServerLoad\x12\x15\n\rsessions_open\x18\x01 \x01(\r\x12\x14\n\x0cmax_sessions\x18\x02 \x01(\r\x12\x19\n\x11queued_handshakes\x18\x03 \x01(\r\x12\x33\n\x10step_latency_p50\x18\x04 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x33\n\x10step_latency_p99\x18\x05 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x13\n\x0bsteps_total\x18\x06 \x01(\x04\x12\x1d\n\x15sessions_opened_total\x18\x07 \x01(\x04\x12\x10\n\x08\x64raining\x18\x08 \x01(\x08\x12)\n\x06uptime\x18\t \x01(\x0b\x32\x19.google.protobuf.Durationb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -35,7 +35,9 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_GETLOADREQUEST']._serialized_start=69
   _globals['_GETLOADREQUEST']._serialized_end=85
   _globals['_GETLOADRESPONSE']._serialized_start=87
-  _globals['_GETLOADRESPONSE']._serialized_end=142
-  _globals['_SERVERLOAD']._serialized_start=145
-  _globals['_SERVERLOAD']._serialized_end=448
+  _globals['_GETLOADRESPONSE']._serialized_end=183
+  _globals['_WORKERLOAD']._serialized_start=185
+  _globals['_WORKERLOAD']._serialized_end=293
+  _globals['_SERVERLOAD']._serialized_start=296
+  _globals['_SERVERLOAD']._serialized_end=599
 # @@protoc_insertion_point(module_scope)

@@ -1,9 +1,10 @@
 import datetime
 
 from google.protobuf import duration_pb2 as _duration_pb2
+from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
-from collections.abc import Mapping as _Mapping
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
 from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
@@ -13,10 +14,26 @@ class GetLoadRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class GetLoadResponse(_message.Message):
-    __slots__ = ("load",)
+    __slots__ = ("load", "workers")
     LOAD_FIELD_NUMBER: _ClassVar[int]
+    WORKERS_FIELD_NUMBER: _ClassVar[int]
     load: ServerLoad
-    def __init__(self, load: _Optional[_Union[ServerLoad, _Mapping]] = ...) -> None: ...
+    workers: _containers.RepeatedCompositeFieldContainer[WorkerLoad]
+    def __init__(self, load: _Optional[_Union[ServerLoad, _Mapping]] = ..., workers: _Optional[_Iterable[_Union[WorkerLoad, _Mapping]]] = ...) -> None: ...
+
+class WorkerLoad(_message.Message):
+    __slots__ = ("index", "pid", "up", "restarts", "load")
+    INDEX_FIELD_NUMBER: _ClassVar[int]
+    PID_FIELD_NUMBER: _ClassVar[int]
+    UP_FIELD_NUMBER: _ClassVar[int]
+    RESTARTS_FIELD_NUMBER: _ClassVar[int]
+    LOAD_FIELD_NUMBER: _ClassVar[int]
+    index: int
+    pid: int
+    up: bool
+    restarts: int
+    load: ServerLoad
+    def __init__(self, index: _Optional[int] = ..., pid: _Optional[int] = ..., up: _Optional[bool] = ..., restarts: _Optional[int] = ..., load: _Optional[_Union[ServerLoad, _Mapping]] = ...) -> None: ...
 
 class ServerLoad(_message.Message):
     __slots__ = ("sessions_open", "max_sessions", "queued_handshakes", "step_latency_p50", "step_latency_p99", "steps_total", "sessions_opened_total", "draining", "uptime")

@@ -15,7 +15,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file openenv/v1/load.proto.
  */
 export const file_openenv_v1_load: GenFile = /*@__PURE__*/
-  fileDesc("ChVvcGVuZW52L3YxL2xvYWQucHJvdG8SCm9wZW5lbnYudjEiEAoOR2V0TG9hZFJlcXVlc3QiNwoPR2V0TG9hZFJlc3BvbnNlEiQKBGxvYWQYASABKAsyFi5vcGVuZW52LnYxLlNlcnZlckxvYWQirwIKClNlcnZlckxvYWQSFQoNc2Vzc2lvbnNfb3BlbhgBIAEoDRIUCgxtYXhfc2Vzc2lvbnMYAiABKA0SGQoRcXVldWVkX2hhbmRzaGFrZXMYAyABKA0SMwoQc3RlcF9sYXRlbmN5X3A1MBgEIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIzChBzdGVwX2xhdGVuY3lfcDk5GAUgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEhMKC3N0ZXBzX3RvdGFsGAYgASgEEh0KFXNlc3Npb25zX29wZW5lZF90b3RhbBgHIAEoBBIQCghkcmFpbmluZxgIIAEoCBIpCgZ1cHRpbWUYCSABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb25iBnByb3RvMw", [file_google_protobuf_duration]);
+  fileDesc("ChVvcGVuZW52L3YxL2xvYWQucHJvdG8SCm9wZW5lbnYudjEiEAoOR2V0TG9hZFJlcXVlc3QiYAoPR2V0TG9hZFJlc3BvbnNlEiQKBGxvYWQYASABKAsyFi5vcGVuZW52LnYxLlNlcnZlckxvYWQSJwoHd29ya2VycxgCIAMoCzIWLm9wZW5lbnYudjEuV29ya2VyTG9hZCJsCgpXb3JrZXJMb2FkEg0KBWluZGV4GAEgASgNEgsKA3BpZBgCIAEoDRIKCgJ1cBgDIAEoCBIQCghyZXN0YXJ0cxgEIAEoDRIkCgRsb2FkGAUgASgLMhYub3BlbmVudi52MS5TZXJ2ZXJMb2FkIq8CCgpTZXJ2ZXJMb2FkEhUKDXNlc3Npb25zX29wZW4YASABKA0SFAoMbWF4X3Nlc3Npb25zGAIgASgNEhkKEXF1ZXVlZF9oYW5kc2hha2VzGAMgASgNEjMKEHN0ZXBfbGF0ZW5jeV9wNTAYBCABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SMwoQc3RlcF9sYXRlbmN5X3A5ORgFIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhITCgtzdGVwc190b3RhbBgGIAEoBBIdChVzZXNzaW9uc19vcGVuZWRfdG90YWwYByABKAQSEAoIZHJhaW5pbmcYCCABKAgSKQoGdXB0aW1lGAkgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uYgZwcm90bzM", [file_google_protobuf_duration]);
 
 /**
  * Asks for the server's live load. Cheap: no session is opened and the
@@ -40,11 +40,23 @@ export const GetLoadRequestSchema: GenMessage<GetLoadRequest> = /*@__PURE__*/
  */
 export type GetLoadResponse = Message<"openenv.v1.GetLoadResponse"> & {
   /**
-   * The load at the moment of the call.
+   * The load at the moment of the call. For a server of several worker
+   * processes (RFC 0013), the whole server's: the sum of its workers' that
+   * answered (their capacities, sessions and counters added; the latency
+   * quantiles and uptime of the slowest and oldest worker; draining when any
+   * worker drains).
    *
    * @generated from field: openenv.v1.ServerLoad load = 1;
    */
   load?: ServerLoad | undefined;
+
+  /**
+   * Each worker process of the server, in worker order (RFC 0013); empty for
+   * a server of one process.
+   *
+   * @generated from field: repeated openenv.v1.WorkerLoad workers = 2;
+   */
+  workers: WorkerLoad[];
 };
 
 /**
@@ -53,6 +65,60 @@ export type GetLoadResponse = Message<"openenv.v1.GetLoadResponse"> & {
  */
 export const GetLoadResponseSchema: GenMessage<GetLoadResponse> = /*@__PURE__*/
   messageDesc(file_openenv_v1_load, 1);
+
+/**
+ * One worker process of a server that runs several (RFC 0013): each accepts
+ * connections on the server's shared ports and keeps the sessions it
+ * accepted.
+ *
+ * @generated from message openenv.v1.WorkerLoad
+ */
+export type WorkerLoad = Message<"openenv.v1.WorkerLoad"> & {
+  /**
+   * The worker's number, 0 to the number of workers minus one; it keeps it
+   * across restarts.
+   *
+   * @generated from field: uint32 index = 1;
+   */
+  index: number;
+
+  /**
+   * The operating system's process id of the worker (a restarted worker has a
+   * new one); zero when unknown.
+   *
+   * @generated from field: uint32 pid = 2;
+   */
+  pid: number;
+
+  /**
+   * False when the worker did not answer (it died and is being restarted);
+   * its load is then empty and not in GetLoadResponse.load.
+   *
+   * @generated from field: bool up = 3;
+   */
+  up: boolean;
+
+  /**
+   * How many times the server restarted this worker after it died.
+   *
+   * @generated from field: uint32 restarts = 4;
+   */
+  restarts: number;
+
+  /**
+   * The worker's own load, counters since the worker (re)started.
+   *
+   * @generated from field: openenv.v1.ServerLoad load = 5;
+   */
+  load?: ServerLoad | undefined;
+};
+
+/**
+ * Describes the message openenv.v1.WorkerLoad.
+ * Use `create(WorkerLoadSchema)` to create a new message.
+ */
+export const WorkerLoadSchema: GenMessage<WorkerLoad> = /*@__PURE__*/
+  messageDesc(file_openenv_v1_load, 2);
 
 /**
  * A snapshot of one server's load. Counters are of this server process since
@@ -135,5 +201,5 @@ export type ServerLoad = Message<"openenv.v1.ServerLoad"> & {
  * Use `create(ServerLoadSchema)` to create a new message.
  */
 export const ServerLoadSchema: GenMessage<ServerLoad> = /*@__PURE__*/
-  messageDesc(file_openenv_v1_load, 2);
+  messageDesc(file_openenv_v1_load, 3);
 

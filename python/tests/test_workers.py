@@ -1,0 +1,244 @@
+"""``openenv serve --workers N`` (docs/performance.md, Workers): N real server processes on the
+same ports. Sessions spread over them, the whole server's load and metrics are the exact sums of
+the workers', a killed worker loses only its own sessions and is restarted, and SIGTERM drains
+every worker. Each test starts a real two-worker server (``openenv serve``) and real clients,
+each on a connection of its own (a connection, and every session on it, stays in one worker)."""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import json
+import os
+import signal
+import sys
+import urllib.request
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+from openenv_testkit import TESTS_DIR, WAIT_S, until_raises, wait_until
+
+import openenv
+from openenv.client.grpc import GrpcConnection
+from openenv.v1 import environment_pb2_grpc, load_pb2
+from openenv.workers import reuseport_balances
+
+pytestmark = [
+    pytest.mark.anyio,
+    pytest.mark.skipif(not reuseport_balances(), reason="workers > 1 need SO_REUSEPORT balancing (Linux)"),
+]
+
+OPENENV_CLI = str(Path(sys.executable).parent / "openenv")
+START_S = WAIT_S * 9  # hang guard: three interpreters start on a loaded machine
+SESSIONS = 24  # one connection each: all in one worker of two has odds 2**-23
+
+
+class Served:
+    def __init__(self, proc: asyncio.subprocess.Process, grpc_url: str, http_url: str) -> None:
+        self.proc, self.grpc_url, self.http_url = proc, grpc_url, http_url
+        self.target = grpc_url.removeprefix("grpc://")
+
+    async def load(self) -> load_pb2.GetLoadResponse:
+        async with grpc.aio.insecure_channel(self.target) as ch:
+            resp: load_pb2.GetLoadResponse = await environment_pb2_grpc.EnvironmentServiceStub(ch).GetLoad(
+                load_pb2.GetLoadRequest(), timeout=WAIT_S
+            )
+            return resp
+
+    async def get(self, path: str) -> str:
+        def fetch() -> str:
+            with urllib.request.urlopen(self.http_url + path, timeout=WAIT_S) as r:
+                return str(r.read().decode())
+
+        return await asyncio.to_thread(fetch)
+
+
+@contextlib.asynccontextmanager
+async def serving(tmp_path: Path, *extra: str, http: bool = True) -> AsyncIterator[Served]:
+    """A two-worker ``openenv serve`` (gRPC only unless ``http``: three fewer imports each)."""
+    ready, http_ready = tmp_path / "ready", tmp_path / "http-ready"
+    listen = ["--http-port", "0", "--http-ready-file", str(http_ready)] if http else ["--no-http"]
+    log = (tmp_path / "stderr").open("wb")
+    proc = await asyncio.create_subprocess_exec(
+        OPENENV_CLI,
+        "-v",
+        "serve",
+        "openenv_worker_envs:WhoServes",
+        "--port",
+        "0",
+        "--workers",
+        "2",
+        "--ready-file",
+        str(ready),
+        *listen,
+        *extra,
+        cwd=str(TESTS_DIR),
+        stderr=log,
+        env={**os.environ, "GRPC_VERBOSITY": "ERROR"},
+    )
+    try:
+        await wait_until(
+            lambda: (ready.exists() and (http_ready.exists() or not http)) or proc.returncode is not None,
+            START_S,
+            "ready",
+        )
+        assert proc.returncode is None, (tmp_path / "stderr").read_text()
+        yield Served(proc, ready.read_text(), http_ready.read_text() if http else "")
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+        log.close()
+
+
+def own_connection(url: str) -> GrpcConnection:
+    """A connection on a TCP connection of its own: grpc's channels to one target otherwise
+    share one (its global subchannel pool), and a TCP connection lives in one worker."""
+    target = url.removeprefix("grpc://")
+    channel = grpc.aio.insecure_channel(target, options=[("grpc.use_local_subchannel_pool", 1)])
+    CHANNELS.append(channel)
+    return GrpcConnection(target, url=url, channel=channel)
+
+
+CHANNELS: list[grpc.aio.Channel] = []
+
+
+@pytest.fixture(autouse=True)
+async def _close_channels() -> AsyncIterator[None]:
+    yield
+    while CHANNELS:
+        await CHANNELS.pop().close()
+
+
+async def open_sessions(url: str, n: int, *, resume: bool = True) -> tuple[list[openenv.EnvClient], list[int]]:
+    """``n`` sessions, each on its own connection, reset; and the pid of the worker of each."""
+    clients = [openenv.EnvClient(url, connection=own_connection(url), resume=resume) for _ in range(n)]
+    await asyncio.gather(*(c.connect() for c in clients))
+    pids = [int(r.observation["pid"]) for r in await asyncio.gather(*(c.reset() for c in clients))]
+    return clients, pids
+
+
+def metric(text: str, name: str, **labels: str) -> float:
+    """The value of the sample ``name{labels}`` (labels in any order) in an exposition."""
+    for line in text.splitlines():
+        if not line.startswith(name + "{") and not line.startswith(name + " "):
+            continue
+        head, _, value = line.rpartition(" ")
+        got = dict(kv.split("=", 1) for kv in head[len(name) :].strip("{}").split(",") if kv)
+        if {k: v.strip('"') for k, v in got.items()} == labels:
+            return float(value)
+    raise AssertionError(f"no sample {name}{labels} in:\n{text}")
+
+
+async def test_sessions_spread_over_workers_and_load_and_metrics_count_them_exactly(tmp_path: Path) -> None:
+    async with serving(tmp_path) as srv:
+        clients, pids = await open_sessions(srv.grpc_url, SESSIONS)
+        try:
+            steps = collections.Counter[int]()
+            for i, c in enumerate(clients):  # session i steps i % 3 + 1 times: per-worker sums differ
+                for _ in range(i % 3 + 1):
+                    assert (await c.step({"delta": 1})).observation["pid"] == pids[i]  # it stays put
+                    steps[pids[i]] += 1
+            assert len(set(pids)) == 2, pids  # spread over both workers
+            report = await srv.load()
+            workers = {w.pid: w for w in report.workers}
+            assert sorted(workers) == sorted(set(pids)) and all(w.up for w in report.workers)
+            assert [w.index for w in report.workers] == [0, 1]
+            for pid, w in workers.items():
+                assert w.load.sessions_open == pids.count(pid)
+                assert w.load.sessions_opened_total == pids.count(pid)
+                assert w.load.steps_total == steps[pid]
+                assert w.load.max_sessions == WhoServes_max
+            total = report.load
+            assert (total.sessions_open, total.sessions_opened_total) == (SESSIONS, SESSIONS)
+            assert total.steps_total == sum(steps.values())
+            assert total.max_sessions == 2 * WhoServes_max
+
+            text = await srv.get("/metrics")  # whichever worker answers, the whole server's
+            assert metric(text, "openenv_sessions_opened_total", transport="grpc") == SESSIONS
+            assert metric(text, "openenv_sessions_open", transport="grpc") == SESSIONS
+            assert metric(text, "openenv_requests_total", transport="grpc", kind="step", code="OK") == sum(
+                steps.values()
+            )
+            assert metric(text, "openenv_requests_total", transport="grpc", kind="reset", code="OK") == SESSIONS
+            assert metric(text, "openenv_sessions_max") == 2 * WhoServes_max
+            for w in report.workers:
+                assert metric(text, "openenv_worker_up", worker=str(w.index)) == 1
+                assert metric(text, "openenv_worker_sessions_open", worker=str(w.index)) == pids.count(w.pid)
+
+            doc = json.loads(await srv.get("/load"))
+            assert doc["sessions_opened_total"] == str(SESSIONS)
+            assert sorted(w["pid"] for w in doc["workers"]) == sorted(set(pids))
+            assert json.loads(await srv.get("/health")) == {"status": "healthy", "workers": {"up": 2, "total": 2}}
+        finally:
+            await asyncio.gather(*(c.close() for c in clients))
+
+
+WhoServes_max = 64  # WhoServes.max_sessions: the capacity of one worker
+
+
+async def test_a_killed_worker_loses_only_its_sessions_and_comes_back(tmp_path: Path) -> None:
+    async with serving(tmp_path, http=False) as srv:
+        clients, pids = await open_sessions(srv.grpc_url, SESSIONS)
+        try:
+            before = await srv.load()
+            victim = before.workers[0]
+            os.kill(victim.pid, signal.SIGKILL)
+            lost = [c for c, p in zip(clients, pids, strict=True) if p == victim.pid]
+            kept = [c for c, p in zip(clients, pids, strict=True) if p != victim.pid]
+            assert lost and kept
+            for c in lost:
+                err = await until_raises(lambda c=c: c.step({"delta": 1}), openenv.Unavailable)
+                assert isinstance(err, openenv.Unavailable)
+            for c, p in zip(clients, pids, strict=True):
+                if p != victim.pid:  # the other worker's sessions go on where they were
+                    assert (await c.step({"delta": 1})).observation == {"pid": p, "steps": 1}
+
+            async def restarted() -> bool:
+                w = (await srv.load()).workers[0]
+                return w.up and w.pid != victim.pid
+
+            await until_async(restarted, START_S, "worker 0 restarted")
+            after = (await srv.load()).workers
+            assert after[0].restarts == 1 and after[1].restarts == 0 and after[1].pid == before.workers[1].pid
+            assert after[0].load.sessions_open == 0 and after[1].load.sessions_open == len(kept)
+            fresh, fresh_pids = await open_sessions(srv.grpc_url, SESSIONS)  # the server takes new ones
+            assert set(fresh_pids) == {after[0].pid, after[1].pid}
+            await asyncio.gather(*(c.close() for c in fresh))
+        finally:
+            await asyncio.gather(*(c.close() for c in clients), return_exceptions=True)
+        assert f"worker 0 (pid {victim.pid}) died" in (tmp_path / "stderr").read_text()
+
+
+async def test_sigterm_drains_every_worker_and_exits_zero(tmp_path: Path) -> None:
+    async with serving(tmp_path, "--grace", "3", http=False) as srv:
+        # Not resumable: a drained session is gone, and a resumable one's client would keep
+        # reconnecting (for its grace period) to ports that no longer listen to learn it.
+        clients, pids = await open_sessions(srv.grpc_url, SESSIONS, resume=False)
+        assert len(set(pids)) == 2
+        try:
+            srv.proc.send_signal(signal.SIGTERM)
+            for c in clients:  # every session of every worker is ended by its drain
+                err = await until_raises(lambda c=c: c.step({"delta": 1}), openenv.Unavailable)
+                assert isinstance(err, openenv.Unavailable) and err.fatal
+            rc = await asyncio.wait_for(srv.proc.wait(), START_S)
+        finally:
+            await asyncio.gather(*(c.close() for c in clients), return_exceptions=True)
+        log = (tmp_path / "stderr").read_text()
+        assert rc == 0, log
+        for index in (0, 1):
+            assert f"worker {index} draining" in log
+        for pid in set(pids):
+            assert f"(pid {pid}) exited with code 0" in log
+
+
+async def until_async(pred: Any, timeout: float, what: str) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not await pred():
+        if asyncio.get_running_loop().time() > deadline:
+            pytest.fail(f"timed out after {timeout:g} s waiting for {what}")
+        await asyncio.sleep(0.05)
