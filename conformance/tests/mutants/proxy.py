@@ -110,6 +110,10 @@ class Proxy:
     def load(self) -> Any:
         return self.load_of(self.inner.load())
 
+    async def load_report(self) -> Any:
+        """GetLoad's answer (measured now; the whole server's with several workers)."""
+        return self.load_of(await self.inner.load_report())
+
     async def serve(self, context: Any, **kwargs: Any) -> None:
         stream = _Stream(self, context)
         try:
