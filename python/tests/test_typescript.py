@@ -237,6 +237,16 @@ def ts_gridworld_with_token(node: str, tmp_path_factory: pytest.TempPathFactory)
 # --------------------------------------------------------------------------- TS client -> Python
 
 
+def _failures(tap: str, context: int = 30) -> str:
+    """The failed subtests of node's TAP output, each with the lines that follow it (its error)."""
+    lines = tap.splitlines()
+    out = []
+    for i, line in enumerate(lines):
+        if line.lstrip().startswith("not ok"):
+            out.append("\n".join(lines[i : i + context]))
+    return "\n...\n".join(out)
+
+
 def test_typescript_suite_against_python_environments(node: str, python_envs: dict[str, str]) -> None:
     """node --test: the TS client against Python echo_env and gridworld (tools, episodes,
     pipelining, errors, vectorised sessions, a bearer token; protocol 1.3: tasks on math_env,
@@ -246,7 +256,7 @@ def test_typescript_suite_against_python_environments(node: str, python_envs: di
     assert suites, "no compiled TypeScript test suites in typescript/dist/test"
     r = _run([node, "--test", *suites], 300, env={**os.environ, **python_envs})
     out = r.stdout + r.stderr
-    assert r.returncode == 0, out[-6000:]
+    assert r.returncode == 0, _failures(out) or out[-6000:]
     counts = {k: int(v) for k, v in re.findall(r"^# (pass|fail|skipped|cancelled) (\d+)$", out, re.MULTILINE)}
     assert counts.get("fail") == 0 and counts.get("cancelled") == 0, out[-3000:]
     assert counts.get("skipped") == 0, "interop tests were skipped although the servers' URLs were set"
