@@ -113,3 +113,32 @@ def test_bad_actions_tasks_and_options_are_refused() -> None:
         with pytest.raises(openenv.InvalidArgument):
             PortfolioEnvironment(**options)
     assert len(PortfolioEnvironment(lookback=5).reset(seed=1)["returns"]) == 5
+
+
+def test_a_policy_cannot_see_tomorrow_or_lever_up() -> None:
+    """What a reward-seeking policy would try: read the next day's return from the observation,
+    or put more than the portfolio on the winners (weights summing past 1, one huge weight)."""
+    dates, closes = finance.market()
+    returns = np.diff(np.log(closes), axis=0, prepend=np.log(closes[:1]))  # returns[t]: day t's
+    env = PortfolioEnvironment(transaction_cost=0.0)
+    obs = env.reset(options={"task_id": "2023-02"})
+    today = dates.index(obs["date"])
+    # The window ends today: the return a step earns (tomorrow's) is in no observation yet.
+    assert obs["returns"][-1] == pytest.approx(np.round(returns[today], 6).tolist())
+    seen = {tuple(r) for r in obs["returns"]}
+    assert tuple(np.round(returns[today + 1], 6).tolist()) not in seen
+    # The best asset of tomorrow, all in: the step earns exactly its return, not more.
+    best = int(np.argmax(returns[today + 1]))
+    all_in = [0.0] * (len(ASSETS) + 1)
+    all_in[best] = 1.0
+    step = env.step(all_in)
+    assert step.observation["value"] == pytest.approx(math.exp(returns[today + 1][best]))
+    # Weights are normalised: 100x the same bet is the same bet (no leverage), and a negative
+    # weight (a short) is refused, as is a non-finite one.
+    levered = PortfolioEnvironment(transaction_cost=0.0)
+    levered.reset(options={"task_id": "2023-02"})
+    big = [w * 100 for w in all_in]
+    assert levered.step(big).observation["value"] == pytest.approx(step.observation["value"])
+    for bad in ([-1.0] + [0.0] * len(ASSETS), [math.inf] + [0.0] * len(ASSETS), [math.nan] * (len(ASSETS) + 1)):
+        with pytest.raises(openenv.InvalidAction):
+            levered.step(bad)
