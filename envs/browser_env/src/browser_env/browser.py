@@ -113,21 +113,40 @@ class Lane:
         self._stop_browser()
 
     def _watch(self) -> None:
+        killed_for: float | None = None  # the start of the call whose Chromium was killed
         while self._thread.is_alive():
             time.sleep(1.0)
             started = self._started
-            if started is not None and time.monotonic() - started > STUCK_S:
+            if started is None or time.monotonic() - started <= STUCK_S:
+                continue
+            if killed_for != started:
                 pid = self.browser_pid()
                 if pid is not None:
                     log.warning(
                         "browser lane %d: a call has run for %.0f s: killing Chromium %d", self.index, STUCK_S, pid
                     )
                     self.watchdog_kills += 1
+                    killed_for = started
                     try:
                         os.kill(pid, signal.SIGKILL)
                     except OSError:
                         pass
                     time.sleep(STUCK_S / 3)  # let the call fail before judging the lane again
+                    continue
+            if time.monotonic() - started > 2 * STUCK_S:
+                # Still stuck after its Chromium died (or none was found: stuck launching one, or
+                # in the driver itself): kill Playwright's driver, which fails every call waiting
+                # on it; the lane's next call starts a new driver and a new Chromium.
+                driver = self.driver_pid()
+                if driver is not None:
+                    log.warning("browser lane %d: a call is still stuck: killing the driver %d", self.index, driver)
+                    self.watchdog_kills += 1
+                    try:
+                        os.kill(driver, signal.SIGKILL)
+                    except OSError:
+                        pass
+                killed_for = started
+                time.sleep(STUCK_S / 3)
 
     def _stop_browser(self) -> None:
         for closer in (getattr(self._browser, "close", None), getattr(self._pw, "stop", None)):
@@ -172,10 +191,15 @@ class Lane:
         self.launches += 1
         return self._browser
 
+    def driver_pid(self) -> int | None:
+        """The process id of the lane's Playwright driver (node), or None."""
+        proc = getattr(getattr(getattr(self._pw, "_impl_obj", None), "_connection", None), "_transport", None)
+        pid = getattr(getattr(proc, "_proc", None), "pid", None)
+        return int(pid) if pid is not None else None
+
     def browser_pid(self) -> int | None:
         """The process id of the lane's Chromium (Linux; for tests and diagnostics), or None."""
-        proc = getattr(getattr(getattr(self._pw, "_impl_obj", None), "_connection", None), "_transport", None)
-        driver = getattr(getattr(proc, "_proc", None), "pid", None)
+        driver = self.driver_pid()
         if driver is None:
             return None
         for entry in os.listdir("/proc"):
