@@ -437,7 +437,8 @@ def _commands() -> dict[str, set[str]]:
         text = doc.read_text()
         for lang, body in re.findall(r"^```(\w*)\n(.*?)^```", text, re.S | re.M):
             if lang.lower() not in ("python", "py", "ts", "typescript", "js", "json", "toml", "markdown"):
-                lines += [ln.strip().removeprefix("$ ") for ln in body.splitlines()]
+                joined = re.sub(r"\\\n\s*", " ", body)  # a command continued on the next line is one line
+                lines += [ln.strip().removeprefix("$ ") for ln in joined.splitlines()]
         prose = re.sub(r"^```.*?^```", "", text, flags=re.S | re.M)
         lines += re.findall(r"`(openenv [^`]+)`", prose)
     out: dict[str, set[str]] = {}
