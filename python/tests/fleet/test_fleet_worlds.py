@@ -8,10 +8,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+from openenv_testkit import server_thread
 
 from openenv import EnvClient
 from openenv.errors import FailedPrecondition, InvalidArgument, NotFound
 from openenv.fleet import FleetClient, LocalProvider, WorldTicket
+from openenv.games import TicTacToe
 
 pytestmark = pytest.mark.anyio
 
@@ -92,3 +94,21 @@ async def test_two_clients_of_a_fleet_play_tic_tac_toe_in_one_world(ttt_fleet: L
             await bob_fleet.join("no-such-token")
         with pytest.raises(InvalidArgument, match="not a server of this fleet"):
             await bob_fleet.join(WorldTicket(ticket.join_token, "grpc://127.0.0.1:1"))
+
+
+def test_the_blocking_fleet_client_hands_over_and_joins_a_world_too() -> None:
+    """``fleet.sync()``: ``ticket`` of a blocking session and ``join`` returning one, on two
+    servers in threads (port 0)."""
+    with server_thread(TicTacToe) as a, server_thread(TicTacToe) as b:
+        urls = [a.address, b.address]
+        with FleetClient(urls).sync() as first, FleetClient(urls).sync() as second:
+            x = first.open(agent_ids=["x"])
+            ticket = first.ticket(x)
+            o = second.join(ticket)
+            assert o.server == x.server == ticket.server
+            assert list(o.client.world.agent_ids) == ["o"]
+            x.reset()
+            assert o.reset().to_act == ["x"]
+            x.step(4)
+            seen = o.observe(wait=True)
+            assert seen.to_act == ["o"] and seen.agents["o"].observation["board"][4] == 2
