@@ -409,7 +409,8 @@ class FleetClient:
         :class:`WorldTicket` (or its ``TOKEN@URL`` text) or a bare join token. With the server
         given, the join goes there, whatever its load (joins take no capacity slot); a server
         that is not one of this fleet's is ``InvalidArgument``. With a token alone, each
-        reachable server is asked in turn until one knows it (``NotFound`` when none does).
+        server that answered its last load poll is asked in turn until one knows it
+        (``NotFound``, naming each server's answer, when none does).
         The world's refusals (agent taken, none left, unknown agent) are raised as they are."""
         if self._poller is None:
             await self.connect()
@@ -430,10 +431,13 @@ class FleetClient:
         for srv in list(self.servers.values()):
             if not srv.listed:
                 continue
+            if not srv.up:  # unreachable at the last poll: its worlds cannot be joined now
+                asked[srv.url] = f"down: {srv.error}"
+                continue
             try:
                 return await self._open_on(srv, kw, joined=True)
             except EnvError as e:
-                if e.code != ErrorCode.NOT_FOUND and e.code not in _SERVER_LOST:
+                if e.code != ErrorCode.NOT_FOUND and e.code not in (*_SERVER_LOST, ErrorCode.DEADLINE_EXCEEDED):
                     raise  # the world is there and refused: taken agent, none left, ...
                 asked[srv.url] = f"{e.code.name}: {e.message}"
         why = "; ".join(f"{u}: {m}" for u, m in asked.items()) or "no servers"
