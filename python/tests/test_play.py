@@ -159,3 +159,103 @@ def test_tool_results_print_as_their_text_and_a_tool_without_arguments_asks_noth
     finally:
         child.close(force=True)
     assert child.exitstatus == 0
+
+
+# Multi-agent environments (RFC 0012): self-play in one terminal, or one seat per terminal.
+
+TTT = "openenv.games:TicTacToe"
+
+
+def _act(child: pexpect.spawn, agent: str, action: int) -> None:
+    """At the command prompt: act for ``agent``, which the terminal names as the one to act."""
+    child.expect_exact(">")
+    child.sendline("")
+    child.expect_exact(f"{agent} to act")
+    child.expect_exact("action")
+    child.sendline(str(action))
+
+
+def test_tic_tac_toe_self_play_names_the_agent_to_act_shows_only_its_view_and_refuses_a_taken_cell() -> None:
+    child = _spawn(TTT)
+    try:
+        child.expect_exact("agents: x (first)  o (second); turn-based; you act for every agent (self-play)")
+        child.expect_exact("step=0 to act: x\r\nview of x:")
+        child.expect_exact("board: [0, 0, 0, 0, 0, 0, 0, 0, 0]")
+        _act(child, "x", 4)
+        # o's view: its own marks are 1, the opponent's 2 (the view is o's, not x's).
+        child.expect_exact("step=1 to act: o\r\nview of o:")
+        child.expect_exact("board: [0, 0, 0, 0, 2, 0, 0, 0, 0]")
+        _act(child, "o", 4)  # taken: refused, nothing changes, o still to act
+        child.expect(r"error: INVALID_ARGUMENT: cell 4 is not free")
+        for agent, cell in (("o", 0), ("x", 2), ("o", 1), ("x", 6)):
+            _act(child, agent, cell)
+        child.expect_exact("  x: reward=1 return=1 terminated=True truncated=False")
+        child.expect_exact("  o: reward=-1 return=-1 terminated=True truncated=False")
+        child.expect_exact("step=5 episode over (terminated): x=1 o=-1")
+        child.expect_exact("episode over: r to reset, q to quit")
+        child.sendline("r")  # a new episode: the returns start again
+        child.expect_exact("  x: reward=- return=0 terminated=False truncated=False")
+        child.expect_exact("step=0 to act: x")
+        child.sendline("q")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close(force=True)
+    assert child.exitstatus == 0
+
+
+def test_a_simultaneous_game_asks_each_agent_then_steps_the_world_once() -> None:
+    child = _spawn("openenv.games:RockPaperScissors")
+    try:
+        child.expect_exact("agents: player_0  player_1; simultaneous; you act for every agent (self-play)")
+        child.expect_exact("step=0 to act: player_0, player_1")
+        # paper beats rock, rock beats scissors, a tie: player_0 wins 2 rounds of 3.
+        for k, (a, b) in enumerate(((1, 0), (0, 2), (2, 2)), 1):
+            child.expect_exact(">")
+            child.sendline("")
+            child.expect_exact("player_0 to act")
+            child.expect_exact("action")
+            child.sendline(str(a))
+            child.expect_exact("player_1 to act")  # asked before the world steps
+            assert f"step={k}" not in (child.before or "")
+            child.expect_exact("action")
+            child.sendline(str(b))
+            child.expect_exact(f"step={k} ")
+        child.expect_exact("episode over (terminated): player_0=2 player_1=-2")
+        child.sendline("q")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close(force=True)
+    assert child.exitstatus == 0
+
+
+def test_two_terminals_play_one_tic_tac_toe_world_agent_against_agent() -> None:
+    """The first player acts for x and is told how a second one joins; the second joins for o
+    from that line, waits for its turn, and both see the same game end."""
+    x = _spawn(TTT, "--agent", "x")
+    o: pexpect.spawn | None = None
+    try:
+        x.expect_exact("you act for x")
+        x.expect(r"another player joins with: openenv play --join (\S+@grpc://127\.0\.0\.1:\d+)")
+        ticket = x.match.group(1)
+        x.expect_exact("step=0 to act: x")
+        o = _spawn("--join", ticket)
+        o.expect_exact("you act for o")
+        o.expect_exact("waiting for x...")
+        _act(x, "x", 0)
+        x.expect_exact("waiting for o...")
+        o.expect_exact("step=1 to act: o\r\nview of o:")
+        o.expect_exact("board: [2, 0, 0, 0, 0, 0, 0, 0, 0]")
+        for seat, agent, cell in ((o, "o", 3), (x, "x", 1), (o, "o", 4), (x, "x", 2)):
+            _act(seat, agent, cell)
+        x.expect_exact("step=5 episode over (terminated): x=1")
+        o.expect_exact("step=5 episode over (terminated): o=-1")
+        o.expect_exact("episode over: r waits for the next episode, q to quit")
+        o.sendline("q")
+        o.expect(pexpect.EOF)
+        x.sendline("q")
+        x.expect(pexpect.EOF)
+    finally:
+        x.close(force=True)
+        if o is not None:
+            o.close(force=True)
+    assert x.exitstatus == 0 and o.exitstatus == 0

@@ -14,6 +14,14 @@ far, ``terminated``/``truncated`` and the reward breakdown.
 
 TARGET is a URL (``grpc://``, ``http(s)://``, ``ws(s)://``) or ``module:Class``, served
 in-process on a free loopback port for the game.
+
+A multi-agent environment (RFC 0012) is played by seats: by default one player acts for every
+agent (self-play): each turn names the agent to act, shows that agent's view only, and asks
+that agent's action (a simultaneous game asks each agent's, then steps once). ``--agent ID``
+(repeatable) acts for those agents only and prints how a second player joins the same world
+(``openenv play --join TOKEN@URL``, in another terminal); ``--join`` takes that ticket, a
+fleet's :class:`~openenv.fleet.WorldTicket`, or a bare token with TARGET. A seat whose agents
+are not to act waits for its turn (or the episode's end) and shows what it sees then.
 """
 
 from __future__ import annotations
@@ -22,7 +30,7 @@ import asyncio
 import contextlib
 import json
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import click
@@ -32,10 +40,11 @@ from google.protobuf.message import Message
 from openenv.cli.common import load_factory
 from openenv.client import EnvClient
 from openenv.errors import EnvError
+from openenv.fleet import WorldTicket
 from openenv.host import Host
 from openenv.json_protocol.payloads import PayloadJson, message_to_json
 from openenv.runtime.tools import CallToolObservation, ToolResult
-from openenv.v1 import payload_pb2
+from openenv.v1 import multiagent_pb2, payload_pb2
 from openenv.values import from_struct
 
 __all__ = ["play_command"]
@@ -348,19 +357,173 @@ def _served_here(spec: str) -> Iterator[str]:
         loop.close()
 
 
+def _show_world(r: Any, mine: Sequence[str], returns: dict[str, float], show_views: Sequence[str]) -> None:
+    """A multi-agent time step: one line per agent of this seat (its reward and return), the
+    world's step and who acts, then the views of ``show_views`` (agents of this seat)."""
+    for agent in mine:
+        part = r.agents.get(agent)
+        if part is None:
+            continue
+        reward = "-" if part.reward is None else f"{part.reward:g}"
+        click.echo(
+            f"  {agent}: reward={reward} return={returns[agent]:g} "
+            f"terminated={part.terminated} truncated={part.truncated}"
+        )
+    if r.done:
+        end = "terminated" if r.terminated else "truncated"
+        click.echo(f"step={r.step_count} episode over ({end}): " + " ".join(f"{a}={returns[a]:g}" for a in mine))
+    else:
+        click.echo(f"step={r.step_count} to act: {', '.join(r.to_act) or '-'}")
+    for agent in show_views:
+        part = r.agents.get(agent)
+        if part is None:
+            continue
+        lines = _lines(_readable(part.observation), 1, top=True)
+        text = "\n".join(lines)
+        if len(text) > _MAX_SHOWN:
+            text = text[:_MAX_SHOWN] + " …"
+        click.echo(f"view of {agent}: " + text.strip() if len(lines) == 1 else f"view of {agent}:\n" + text)
+
+
+def _play_world(env: Any, client: _JsonActions, seed: int | None, join_hint: str) -> None:
+    """The multi-agent game loop of one seat (every agent: self-play)."""
+    spec = client.multi_agent
+    assert spec is not None
+    mine = list(client.world.agent_ids)
+    simultaneous = spec.mode == multiagent_pb2.TURN_MODE_SIMULTANEOUS
+    agents = "  ".join(f"{a.id} ({a.role})" if a.role and a.role != a.id else a.id for a in spec.agents)
+    seat = "every agent (self-play)" if len(mine) == len(spec.agents) else ", ".join(mine)
+    click.echo(f"agents: {agents}; {'simultaneous' if simultaneous else 'turn-based'}; you act for {seat}")
+    if join_hint:
+        click.echo(f"another player joins with: {join_hint}")
+    if not client.world.owner:
+        click.echo("waiting for the owner's episode...")
+    returns = dict.fromkeys(mine, 0.0)
+
+    def took(r: Any, fresh: bool = False) -> Any:
+        if fresh:
+            returns.update(dict.fromkeys(mine, 0.0))
+        for a, part in r.agents.items():
+            if a in returns:
+                returns[a] += part.reward or 0.0
+        return r
+
+    def to_act(r: Any) -> list[str]:
+        return [a for a in r.to_act if a in returns]
+
+    def wait_turn(r: Any) -> Any:
+        while not r.done and not to_act(r):
+            click.echo(f"waiting for {', '.join(r.to_act)}...")
+            before = r.episode_id
+            r = env.observe(wait=True)
+            took(r, fresh=r.episode_id != before)
+            _show_world(r, mine, returns, to_act(r) or mine[:1])
+        return r
+
+    try:
+        r = took(env.reset(seed=seed), fresh=True)
+    except EnvError as e:
+        raise click.ClickException(str(e)) from e
+    _show_world(r, mine, returns, to_act(r) or mine[:1])
+    r = wait_turn(r)
+    while True:
+        if r.done:
+            click.echo(
+                "episode over: r to reset, q to quit"
+                if client.world.owner
+                else "episode over: r waits for the next episode, q to quit"
+            )
+        cmd = click.prompt(">", default="s", show_default=False).strip()
+        try:
+            if cmd in ("q", "quit", "exit"):
+                return
+            if cmd in ("s", "step", ""):
+                acting = to_act(r)
+                if not acting:
+                    click.echo("nobody of yours is to act: r to reset, q to quit", err=True)
+                    continue
+                actions: dict[str, Any] = {}
+                try:
+                    for agent in acting if simultaneous else acting[:1]:
+                        click.echo(f"{agent} to act")
+                        actions[agent] = _ask_action(client, [])
+                except _Quit:
+                    return
+                if simultaneous:
+                    r = took(env.step_agents(actions))
+                else:
+                    ((agent, action),) = actions.items()
+                    r = took(env.step(action, agent_id=agent))
+                _show_world(r, mine, returns, to_act(r) or mine[:1])
+                r = wait_turn(r)
+                continue
+            if cmd.startswith("r"):
+                arg = cmd[1:].strip()
+                r = took(env.reset(seed=int(arg) if arg.isdigit() else None), fresh=True)
+                _show_world(r, mine, returns, to_act(r) or mine[:1])
+                r = wait_turn(r)
+            elif cmd in ("t", "state"):
+                st = env.state()
+                click.echo(
+                    json.dumps(
+                        {
+                            "episode_id": st.episode_id,
+                            "step_count": st.step_count,
+                            "status": st.status.name,
+                            "state": _json(st.state),
+                        },
+                        indent=1,
+                        default=str,
+                    )
+                )
+            else:
+                click.echo("s: act, r [seed]: reset, t: state, q: quit", err=True)
+        except EnvError as e:
+            click.echo(f"error: {e}", err=True)
+            if e.fatal:
+                raise click.ClickException("the session ended") from e
+
+
 @click.command("play")
-@click.argument("target")
+@click.argument("target", required=False)
 @click.option("--seed", type=int, default=None, help="Seed of the first episode.")
 @click.option("--connect-timeout", type=float, default=30.0, show_default=True, help="How long to wait for the server.")
-def play_command(target: str, seed: int | None, connect_timeout: float) -> None:
+@click.option(
+    "--agent",
+    "agent_ids",
+    multiple=True,
+    metavar="ID",
+    help="Multi-agent: act for this agent only (repeatable); another player may join for the rest.",
+)
+@click.option(
+    "--join",
+    "join",
+    default=None,
+    metavar="TICKET",
+    help="Multi-agent: join a world: TOKEN@URL (TARGET not needed), or a join token with TARGET.",
+)
+def play_command(
+    target: str | None, seed: int | None, connect_timeout: float, agent_ids: tuple[str, ...], join: str | None
+) -> None:
     """Play TARGET by hand: a URL (grpc://, http://, ws://) or module:Class (served here).
 
     Each turn: Enter (or s) steps with an action asked from the environment's schema,
-    r resets (optionally with a seed: "r 7"), t shows the state, q quits."""
+    r resets (optionally with a seed: "r 7"), t shows the state, q quits. A multi-agent
+    environment is self-play unless --agent or --join picks a seat."""
+    ticket = WorldTicket.parse(join) if join else None
+    if ticket is not None and ticket.server:
+        target = target or ticket.server
+    if not target:
+        raise click.UsageError("give TARGET, or --join TOKEN@URL")
+    world: dict[str, Any] = {}
+    if ticket is not None:
+        world["join_token"] = ticket.join_token
+    if agent_ids:
+        world["agent_ids"] = agent_ids
     with contextlib.ExitStack() as stack:
         url = target if "://" in target else stack.enter_context(_served_here(target))
         try:
-            env = stack.enter_context(_JsonActions(url, connect_timeout=connect_timeout).sync())
+            env = stack.enter_context(_JsonActions(url, connect_timeout=connect_timeout, **world).sync())
         except EnvError as e:
             raise click.ClickException(str(e)) from e
         client = env.client
@@ -370,6 +533,17 @@ def play_command(target: str, seed: int | None, connect_timeout: float) -> None:
             f"playing {info.name} {info.version} (session {client.session_id}); "
             "s (or Enter): step, r [seed]: reset, t: state, q: quit (at any prompt)"
         )
+        if client.multi_agent is not None:
+            spec = client.multi_agent
+            free = len(client.world.agent_ids) < len(spec.agents) and client.world.join_token
+            hint = ""
+            if free:
+                where = url if "://" in url else f"grpc://{url}"
+                hint = f"openenv play --join {WorldTicket(client.world.join_token, where)}"
+            _play_world(env, client, seed, hint)
+            return
+        if world:
+            raise click.ClickException(f"{info.name} is not a multi-agent environment: --agent/--join do not apply")
         ret = 0.0
         try:
             tools = env.list_tools() if info.capabilities.tools else []

@@ -10,7 +10,7 @@
 * :func:`fleet_status` reads each server's health and load (``openenv fleet status``).
 """
 
-from openenv.fleet.client import FleetBatchResult, FleetClient, SyncFleetClient
+from openenv.fleet.client import FleetBatchResult, FleetClient, SyncFleetClient, WorldTicket
 from openenv.fleet.local import LocalProvider
 from openenv.fleet.provider import PROVIDERS, Endpoint, Provider, provider_class, provider_from_state
 from openenv.fleet.status import ServerStatus, fleet_status, format_table
@@ -24,6 +24,7 @@ __all__ = [
     "Provider",
     "ServerStatus",
     "SyncFleetClient",
+    "WorldTicket",
     "fleet_status",
     "format_table",
     "provider_class",

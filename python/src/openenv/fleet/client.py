@@ -30,6 +30,20 @@ What you may rely on:
   lost server named in errors, its count of sessions) lives in their connection, a decorator
   (:class:`openenv.client.MapErrors`) of the server's gRPC stream. :meth:`FleetClient.server_of`
   says which server a session runs on.
+* **Agent vs agent across a fleet** (RFC 0012, "Fleets"). A world lives on one server, and its
+  join token is valid there only. The session that creates it is placed like any other
+  (``open(agent_ids=["x"])``); :meth:`FleetClient.ticket` gives a :class:`WorldTicket` (the
+  join token and the server's URL; ``str()`` is one line to hand over), and another client of
+  the fleet joins the same world with :meth:`FleetClient.join`, given the ticket or only the
+  join token (then it asks each server until one knows the token). A join goes to the world's
+  server whatever its load (joins take no capacity slot), and only to a server of the fleet:
+  a ticket naming another address is refused, so the fleet's token is never sent elsewhere.
+
+  ::
+
+      alice = await fleet.open(agent_ids=["x"])      # creates a world, acts for "x"
+      ticket = fleet.ticket(alice)                   # "TOKEN@grpc://10.0.0.7:50051"
+      bob = await other_fleet.join(str(ticket))      # the same world, the free "o"
 """
 
 from __future__ import annotations
@@ -52,13 +66,13 @@ from openenv.client.env import BatchResult, EnvClient
 from openenv.client.grpc import GrpcConnection, open_channel
 from openenv.client.load import get_load
 from openenv.client.urls import parse_url
-from openenv.errors import EnvError, ErrorCode, FailedPrecondition, Unavailable
+from openenv.errors import EnvError, ErrorCode, FailedPrecondition, InvalidArgument, NotFound, Unavailable
 from openenv.fleet.provider import Endpoint, Provider
 from openenv.protocol import StepResult
 from openenv.security import TOKEN_ENV
 from openenv.v1 import environment_pb2, load_pb2
 
-__all__ = ["FleetBatchResult", "FleetClient", "SyncFleetClient"]
+__all__ = ["FleetBatchResult", "FleetClient", "SyncFleetClient", "WorldTicket"]
 
 _T = TypeVar("_T")
 Servers = Provider | Sequence[str | Endpoint] | Callable[[], Iterable[str | Endpoint]]
@@ -75,6 +89,31 @@ class FleetBatchResult(BatchResult):
     results of the others."""
 
     errors: dict[int, EnvError] = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass(frozen=True)
+class WorldTicket:
+    """Where a multi-agent world of a fleet is joined (RFC 0012): its ``join_token`` and the URL of
+    the ``server`` it lives on. ``str()`` is ``TOKEN@URL``, one line to hand to the other side;
+    :meth:`parse` reads it back (a bare token parses with ``server=""``: the fleet finds it)."""
+
+    join_token: str
+    server: str = ""
+
+    def __str__(self) -> str:
+        return f"{self.join_token}@{self.server}" if self.server else self.join_token
+
+    @classmethod
+    def parse(cls, text: str | WorldTicket) -> WorldTicket:
+        """A ticket from ``TOKEN@URL`` or a bare ``TOKEN`` (``InvalidArgument`` when empty)."""
+        if isinstance(text, WorldTicket):
+            return text
+        token, _, server = text.strip().partition("@")  # join tokens are URL-safe: never an "@"
+        if not token:
+            raise InvalidArgument(f"not a world ticket (TOKEN or TOKEN@URL): {text!r}")
+        if server and "://" not in server:
+            server = f"grpc://{server}"
+        return cls(token, server)
 
 
 class _Server:
@@ -129,6 +168,7 @@ class _FleetSession(MapErrors):
         super().__init__(inner, self._lost)
         self.fleet, self.server = fleet, server
         self.episode_id = ""
+        self.joined = False  # a join of a world (RFC 0012): it takes no capacity slot there
 
     def _lost(self, e: EnvError) -> EnvError:
         return self.fleet._session_failed(self, e)
@@ -306,28 +346,8 @@ class FleetClient:
                     f"{s.url}: {s.error or 'full'}" for s in self.servers.values()
                 )
                 raise Unavailable(f"no server of the fleet can take a session ({why or 'no servers'})", fatal=True)
-            srv.opening += 1
-            kwargs = {**self.client_kwargs, **overrides}
-            kwargs.setdefault("connect_timeout", self.connect_timeout)
-            # A fleet routes around a lost server (new sessions go elsewhere), so a session whose
-            # server went away is reported at once instead of being waited on for the resume
-            # grace period (RFC 0006); pass resume=True to ride out drops of a live server.
-            kwargs.setdefault("resume", False)
-            if srv.token:  # the server's token: the session's forks open their own connections with it
-                kwargs["token"] = srv.token
-            conn = GrpcConnection(
-                srv.target,
-                url=srv.url,
-                channel=srv.channel,
-                token=srv.token,
-                secure=srv.secure,
-                ca_file=srv.ca_file,
-                client_cert=kwargs.get("client_cert"),
-            )
-            session = _FleetSession(conn, self, srv)
-            client = self.client_cls(srv.url, connection=session, **kwargs)
             try:
-                await client.connect()
+                return await self._open_on(srv, overrides)
             except EnvError as e:
                 if e.code == ErrorCode.RESOURCE_EXHAUSTED:
                     srv.full = True  # until the next poll says otherwise
@@ -336,14 +356,92 @@ class FleetClient:
                 else:
                     raise  # the session's own fault (bad options...): trying elsewhere would not help
                 tried[srv.url] = f"{e.code.name}: {e.message}"
+
+    async def _open_on(self, srv: _Server, overrides: Mapping[str, Any], joined: bool = False) -> EnvClient:
+        """A session on ``srv`` (``joined``: a join of a world there, not counted against its
+        capacity); the handshake's error is raised as it is."""
+        srv.opening += 0 if joined else 1
+        kwargs = {**self.client_kwargs, **overrides}
+        kwargs.setdefault("connect_timeout", self.connect_timeout)
+        # A fleet routes around a lost server (new sessions go elsewhere), so a session whose
+        # server went away is reported at once instead of being waited on for the resume
+        # grace period (RFC 0006); pass resume=True to ride out drops of a live server.
+        kwargs.setdefault("resume", False)
+        if srv.token:  # the server's token: the session's forks open their own connections with it
+            kwargs["token"] = srv.token
+        conn = GrpcConnection(
+            srv.target,
+            url=srv.url,
+            channel=srv.channel,
+            token=srv.token,
+            secure=srv.secure,
+            ca_file=srv.ca_file,
+            client_cert=kwargs.get("client_cert"),
+        )
+        session = _FleetSession(conn, self, srv)
+        session.joined = joined
+        client = self.client_cls(srv.url, connection=session, **kwargs)
+        try:
+            await client.connect()
+        finally:
+            srv.opening -= 0 if joined else 1
+        srv.opened += 0 if joined else 1
+        srv.sessions.add(client)
+        self.sessions.append(client)
+        self._placed[session] = client
+        return client
+
+    # ------------------------------------------------------------------ worlds (RFC 0012)
+
+    def ticket(self, client: EnvClient) -> WorldTicket:
+        """Where another client joins the world of ``client``, an open session of this fleet in
+        a multi-agent environment: its join token and its server's URL (``FailedPrecondition``
+        for a session of a single-agent environment, or of a world that takes no joins)."""
+        url = self.server_of(client)
+        if not client.world.world_id:
+            raise FailedPrecondition(f"session {client.session_id} is not in a multi-agent world: nothing to join")
+        if not client.world.join_token:
+            raise FailedPrecondition(f"the world {client.world.world_id} takes no joins (joinable = False)")
+        return WorldTicket(client.world.join_token, url)
+
+    async def join(self, ticket: str | WorldTicket, agent_ids: Sequence[str] = (), **overrides: Any) -> EnvClient:
+        """Join a world of this fleet, acting for ``agent_ids`` (empty: every free agent), from a
+        :class:`WorldTicket` (or its ``TOKEN@URL`` text) or a bare join token. With the server
+        given, the join goes there, whatever its load (joins take no capacity slot); a server
+        that is not one of this fleet's is ``InvalidArgument``. With a token alone, each
+        server that answered its last load poll is asked in turn until one knows it
+        (``NotFound``, naming each server's answer, when none does).
+        The world's refusals (agent taken, none left, unknown agent) are raised as they are."""
+        if self._poller is None:
+            await self.connect()
+        t = WorldTicket.parse(ticket)
+        kw = {**overrides, "join_token": t.join_token, "agent_ids": tuple(agent_ids)}
+        if t.server:
+            srv = self.servers.get(t.server)
+            if srv is None:
+                await self.refresh()  # a server that joined the fleet since the last poll
+                srv = self.servers.get(t.server)
+            if srv is None or not srv.listed:
+                raise InvalidArgument(
+                    f"{t.server} is not a server of this fleet ({', '.join(self.servers) or 'no servers'}): "
+                    "a ticket is joined only on the fleet's own servers"
+                )
+            return await self._open_on(srv, kw, joined=True)
+        asked: dict[str, str] = {}
+        for srv in list(self.servers.values()):
+            if not srv.listed:
                 continue
-            finally:
-                srv.opening -= 1
-            srv.opened += 1
-            srv.sessions.add(client)
-            self.sessions.append(client)
-            self._placed[session] = client
-            return client
+            if not srv.up:  # unreachable at the last poll: its worlds cannot be joined now
+                asked[srv.url] = f"down: {srv.error}"
+                continue
+            try:
+                return await self._open_on(srv, kw, joined=True)
+            except EnvError as e:
+                if e.code != ErrorCode.NOT_FOUND and e.code not in (*_SERVER_LOST, ErrorCode.DEADLINE_EXCEEDED):
+                    raise  # the world is there and refused: taken agent, none left, ...
+                asked[srv.url] = f"{e.code.name}: {e.message}"
+        why = "; ".join(f"{u}: {m}" for u, m in asked.items()) or "no servers"
+        raise NotFound(f"no server of the fleet has a world with that join token ({why})", fatal=True)
 
     async def open_many(self, n: int, **overrides: Any) -> list[EnvClient]:
         """Open ``n`` sessions at once, spread by load. All or none: if one cannot be opened
@@ -369,7 +467,7 @@ class FleetClient:
         if client is None:
             return
         srv = session.server
-        if client in srv.sessions:
+        if client in srv.sessions and not session.joined:
             srv.closed += 1
         srv.sessions.discard(client)
         with contextlib.suppress(ValueError):
@@ -519,6 +617,12 @@ class SyncFleetClient:
 
     def refresh(self) -> None:
         self._run(self.fleet.refresh)
+
+    def ticket(self, session: _SyncSession | EnvClient) -> WorldTicket:
+        return self.fleet.ticket(session.client if isinstance(session, _SyncSession) else session)
+
+    def join(self, ticket: str | WorldTicket, agent_ids: Sequence[str] = (), **overrides: Any) -> _SyncSession:
+        return _SyncSession(self, self._run(self.fleet.join, ticket, agent_ids, **overrides))
 
     def loads(self) -> dict[str, load_pb2.ServerLoad | None]:
         return self.fleet.loads()
