@@ -25,6 +25,7 @@ LINT_IMPORTS = Path(sys.executable).parent / "lint-imports"
 #: Function-level imports of our own modules that are there on purpose.
 LAZY_IMPORTS = {
     ("openenv_conformance.plugin", "openenv_conformance.context"),
+    ("openenv_conformance.plugin", "openenv_conformance.declaration"),
     ("openenv_conformance.plugin", "openenv_conformance.runner"),
     ("openenv_conformance.plugin", "openenv_conformance.targets"),
 }
