@@ -31,7 +31,7 @@ import contextlib
 import json
 import threading
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import Any, cast
 
 import click
 import numpy as np
@@ -526,7 +526,7 @@ def play_command(
             env = stack.enter_context(_JsonActions(url, connect_timeout=connect_timeout, **world).sync())
         except EnvError as e:
             raise click.ClickException(str(e)) from e
-        client = env.client
+        client = cast(_JsonActions, env.client)  # the sync view of the _JsonActions opened above
         info = client.info
         assert info is not None
         click.echo(
@@ -558,7 +558,7 @@ def play_command(
                     return
                 if cmd in ("s", "step", ""):
                     try:
-                        action = _ask_action(client, tools)  # type: ignore[arg-type]
+                        action = _ask_action(client, tools)
                     except _Quit:
                         return
                     r = env.step(action)
