@@ -246,3 +246,16 @@ def test_sandbox_sizes_take_units() -> None:
     for bad in ("lots", "-1G", "0"):
         with pytest.raises(Exception, match="size"):
             size.convert(bad, None, None)
+
+
+def test_the_memory_probe_counts_what_its_children_held_at_once() -> None:
+    """Nothing bounds it here (a plain interpreter): every child holds its chunk until all do,
+    so the peak is all of it, and nothing was killed."""
+    import subprocess
+    import sys
+
+    mib = 1 << 20
+    code = probes.memory_probe(target=3 * 32 * mib, chunk=32 * mib, step=8 * mib, hold=30.0)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    last = probes.reports(done.stdout)[-1]
+    assert last == {"peak": 96 * mib, "killed": 0, "finished": True}, done.stderr[-2000:]

@@ -653,14 +653,24 @@ report(survived=True)
 def memory_probe(*, target: int, chunk: int, step: int, hold: float) -> str:
     """Several children at once each touch up to ``chunk`` bytes, ``step`` at a time, telling
     the parent as they go; they hold it until every child is done (or ``hold`` seconds), then
-    free it. The parent reports ``peak``: the most bytes held at once by all of them."""
+    free it. The parent reports ``peak``: the most bytes held at once by all of them, and
+    ``killed``: how many children a signal ended (the sandbox's watchdog, or the kernel's OOM
+    killer where a memory cgroup bounds the sandbox).
+
+    ``peak`` is a lower bound of what was really resident, never more: a child's steps count
+    only while the parent, after reading them, still finds them in the child's resident set
+    (``/proc/PID/statm``; where that is unreadable, only while the child has not ended). A
+    child the kernel killed no longer holds what it reported, though it never said ``-``;
+    counting it (as a first version did) made a sandbox bounded by its container's memory
+    cgroup look unbounded whenever the watchdog came second to the OOM killer."""
     body = """\
 import select as _select
 n = max(1, -(-P["target"] // P["chunk"]))
+PAGE = _os.sysconf("SC_PAGE_SIZE")
 r, w = _os.pipe()
 release_r, release_w = _os.pipe()
 kids = []
-for i in range(n):
+for i in range(min(n, 250)):
     try:
         pid = _os.fork()
     except OSError:
@@ -668,50 +678,85 @@ for i in range(n):
     if pid == 0:
         _os.close(r)
         _os.close(release_w)
+        tag = bytes([i])
         held = []
         got = 0
         try:
             while got < P["chunk"]:
                 held.append(b"\\x01" * P["step"])
                 got += P["step"]
-                _os.write(w, b"+")
+                _os.write(w, tag + b"+")
         except MemoryError:
             pass
-        _os.write(w, b"=")
+        _os.write(w, tag + b"=")
         _select.select([release_r], [], [], P["hold"])
         n_held = len(held)
+        _os.write(w, (tag + b"-") * n_held)  # said before it is freed: never counted after
         del held
-        _os.write(w, b"-" * n_held)
         _os._exit(0)
     kids.append(pid)
 _os.close(w)
 report(children=len(kids), step=P["step"])
-held = peak = done = 0
+steps = [0] * len(kids)
+ended = [False] * len(kids)
+killed = [0]  # children a signal ended
+
+def resident(i):
+    # What child i holds now, as far as its report is confirmed: after a read, a child still
+    # holding pages held them at the read too (a child frees only after saying so).
+    if ended[i]:
+        return 0
+    try:
+        with open("/proc/%d/statm" % kids[i]) as f:
+            rss = int(f.read().split()[1]) * PAGE
+    except (OSError, ValueError, IndexError):
+        rss = None
+    if rss is None:  # no /proc here (or not ours to read): alive is what can be known
+        try:
+            got, status = _os.waitpid(kids[i], _os.WNOHANG)
+        except OSError:  # reaped already: it ended
+            got, status = kids[i], 0
+        if got:
+            ended[i] = True
+            killed[0] += 1 if _os.WIFSIGNALED(status) else 0
+            return 0
+        return steps[i] * P["step"]
+    return min(steps[i] * P["step"], rss)
+
+peak = done = 0
 released = False
+pending = b""
 while True:
     data = _os.read(r, 65536)
     if not data:
         break
-    before = peak
-    for c in data:
+    data = pending + data
+    pending = data[len(data) - len(data) % 2:]
+    for k in range(0, len(data) - len(pending), 2):
+        i, c = data[k], data[k + 1]
         if c == 43:  # +
-            held += P["step"]
-            peak = max(peak, held)
+            steps[i] += 1
         elif c == 45:  # -
-            held -= P["step"]
+            steps[i] -= 1
         elif c == 61:  # =
             done += 1
-    if peak != before:
+    held = sum(resident(i) for i in range(len(kids)))
+    if held > peak:
+        peak = held
         report(peak=peak)
     if done >= len(kids) and not released:
         _os.close(release_w)
         released = True
-for pid in kids:
+for i, pid in enumerate(kids):
+    if ended[i]:
+        continue
     try:
-        _os.waitpid(pid, 0)
+        _, status = _os.waitpid(pid, 0)
+        if _os.WIFSIGNALED(status):
+            killed[0] += 1
     except OSError:
         pass
-report(peak=peak, finished=True)
+report(peak=peak, killed=killed[0], finished=True)
 """
     return _program({"target": target, "chunk": chunk, "step": step, "hold": hold}, body)
 

@@ -687,7 +687,9 @@ def memory(ctx: Context) -> str:
     if peak > bound:
         raise Violation(f"the call's processes held {peak // _MIB} MiB at once, above the bound {bound // _MIB} MiB")
     _after(ctx, a, what)
-    return f"held at most {peak // _MIB} MiB at once (bound {bound // _MIB} MiB)"
+    killed = max((int(r.get("killed") or 0) for r in rep), default=0)
+    ended = f"; a signal ended {killed} of its processes (the watchdog or the kernel's OOM killer)" if killed else ""
+    return f"held at most {peak // _MIB} MiB at once (bound {bound // _MIB} MiB){ended}"
 
 
 @check(
