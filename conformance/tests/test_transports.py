@@ -69,8 +69,10 @@ def test_openenv_bridge_in_front_of_a_grpc_server_is_certified(factory: str) -> 
     pytest.importorskip(factory.partition(".")[0])
     with _serve(factory, "--no-http") as server, _bridge(server.url) as bridge:
         assert bridge.url.startswith("http://")
+        # 10 examples, as the reference environments' HTTP sides: every example crosses the same
+        # generic translation (30 cost 210 s of CI for echo_env under load, for no other path).
         report = certify(
-            bridge.url, seed=20261129, max_examples=30, target_options=TargetOptions(parity_with=server.url)
+            bridge.url, seed=20261129, max_examples=10, target_options=TargetOptions(parity_with=server.url)
         )
     assert report.unusable is None, report.unusable
     assert not _bad(report), _bad(report)
