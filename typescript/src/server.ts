@@ -16,7 +16,6 @@
  * of ending the stream.
  */
 
-import { createHash } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { create, toBinary, type JsonObject, type MessageInitShape } from "@bufbuild/protobuf";
 import { DurationSchema, type Duration } from "@bufbuild/protobuf/wkt";
@@ -70,6 +69,7 @@ import { DEFAULT_RESUME_GRACE_MS, Resumes, type Resumable } from "./resume.js";
 import { TaskCatalog, perInstanceTasks, withTask } from "./tasks.js";
 import type { ListTasksRequest, ListTasksResponse } from "./gen/openenv/v1/task_pb.js";
 import { Seat, Worlds } from "./world.js";
+import { digestOf } from "./digest.js";
 
 /**
  * TLS of the listener (RFC 0003): PEM contents (strings or Buffers) or, with the `*File`
@@ -366,8 +366,8 @@ export class Server<A, O, S = undefined> {
       this.runtime.info.capabilities!.tasks = true;
       this.runtime.info.taskSplits = this.tasks.splitProtos();
     }
-    // The description is final now: its digest (RFC 0013), of the bytes GetInfo answers.
-    this.infoDigest = "sha256:" + createHash("sha256").update(toBinary(EnvironmentInfoSchema, this.runtime.info)).digest("hex");
+    // The description is final now: its digest (RFC 0013), of its deterministic serialization.
+    this.infoDigest = digestOf(EnvironmentInfoSchema, this.runtime.info);
     const credentials = serverCredentials(this.options.tls);
     const server = new grpc.Server({
       ...serverOptions(this.runtime.maxMessageBytes, this.runtime.maxSessions),
