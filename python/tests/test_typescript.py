@@ -392,7 +392,9 @@ def test_typescript_gridworld_advertises_what_the_python_one_does(
 
     async def info(url: str) -> environment_pb2.EnvironmentInfo:
         async with openenv.EnvClient(url) as env:
-            return env.info
+            out = environment_pb2.EnvironmentInfo()
+            out.CopyFrom(env.info)  # a copy: the process keeps the one it holds by digest (RFC 0013)
+            return out
 
     ts, py = asyncio.run(info(ts_gridworld)), asyncio.run(info(python_envs["OPENENV_GRIDWORLD_URL"]))
     # The listeners' guards (RFC 0003) have the same defaults: a 10 s handshake deadline, no token on loopback.
