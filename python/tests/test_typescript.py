@@ -887,12 +887,14 @@ def test_openenv_certify_passes_on_typescript_environments(
     """`openenv certify` (conformance/), unchanged, against environments served from Node:
     the gridworld (typed messages, snapshots), the echo (tools) and tic-tac-toe (two agents),
     at every level, with the Python reference environments' seed and depth; the 1.3 features'
-    checks pass, not skip, and so do the multi-agent ones (1.4) on tic-tac-toe."""
+    checks pass, not skip, and so do the multi-agent ones (1.4) on tic-tac-toe; each server
+    bears out typescript/openenv-binding.json (``--declaration``)."""
     _require_certify()
     url = request.getfixturevalue(env_fixture)
     report = tmp_path / "report.json"
+    declaration = ["--declaration", str(TS_ROOT / "openenv-binding.json")]  # what the binding says it implements
     r = subprocess.run(
-        [str(BIN / "openenv"), "certify", url, *CERTIFY_ARGS, "--report", str(report)],
+        [str(BIN / "openenv"), "certify", url, *CERTIFY_ARGS, *declaration, "--report", str(report)],
         capture_output=True,
         text=True,
         timeout=900,
@@ -902,6 +904,7 @@ def test_openenv_certify_passes_on_typescript_environments(
     assert "CERTIFIED" in r.stdout and report.exists()
     results = {c["id"]: c["status"] for c in json.loads(report.read_text())["results"]}
     assert results["protocol.handshake_deadline"] == "pass", results
+    assert results["protocol.declaration"] == "pass", results
     assert results["protocol.unauthenticated"] == "skip", "no token: nothing to refuse"
     if env_fixture == "ts_tictactoe":  # worlds are not resumable in 1.4: the resume check skips
         expected = ["protocol.load", "protocol.pipelined_messages", *CHECKS_14_WORLDS]
