@@ -620,7 +620,7 @@ export class Server<A, O, S = undefined> {
       throw new FailedPrecondition(`${this.runtime.def.name} has one agent: a handshake may not name a world`,
         { fatal: true });
     }
-    if (multi) { // RFC 0012: create a world, or join one by its token
+    if (multi && hs.resumeToken === "") { // RFC 0012: create a world, or join one by its token
       if (hs.numEnvs > 1) {
         throw new FailedPrecondition("a multi-agent environment has no vectorised sessions", { fatal: true });
       }

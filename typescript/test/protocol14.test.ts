@@ -217,6 +217,8 @@ describe("protocol 1.4: the TypeScript client and server (in process)", () => {
   it("plays agent against agent across two sessions", () => tsTtt(twoSessions));
   it("names the description by digest", () => tsTtt(digests));
   it("reports no workers for a server of one process", () => tsTtt(async (url) => {
+    // Worlds are not resumable: a resume token is refused, never taken for a new world.
+    await assert.rejects(connect(url, { resumeToken: "no-such-session" }), EnvError);
     const env = await connect(url);
     try {
       const report = await env.getLoadReport();
