@@ -31,7 +31,7 @@
  */
 
 import { readFileSync } from "node:fs";
-import { create, fromJson, type JsonValue } from "@bufbuild/protobuf";
+import { create, type JsonValue } from "@bufbuild/protobuf";
 import * as grpc from "@grpc/grpc-js";
 import { TOKEN_ENV } from "./auth.js";
 import type { AnyValue } from "./codec.js";
