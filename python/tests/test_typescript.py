@@ -161,7 +161,8 @@ def python_envs(tmp_path_factory: pytest.TempPathFactory, pki: Any) -> Iterator[
     """The Python reference environments, served by ``openenv serve`` subprocesses: the
     gridworld and the echo_env requiring a token with their HTTP sides (the binary WebSocket,
     RFC 0011), math_env (declared tasks,
-    RFC 0004) and an echo_env requiring a client certificate (mutual TLS)."""
+    RFC 0004), an echo_env requiring a client certificate (mutual TLS), and tic-tac-toe
+    (``openenv.games:TicTacToe``, RFC 0012) in one process and with two workers (RFC 0013)."""
     tmp = tmp_path_factory.mktemp("python-envs")
     serve = [str(BIN / "openenv"), "serve"]
     mtls = ["--tls-cert", str(pki.server_cert), "--tls-key", str(pki.server_key), "--tls-client-ca", str(pki.ca)]
@@ -171,8 +172,18 @@ def python_envs(tmp_path_factory: pytest.TempPathFactory, pki: Any) -> Iterator[
         _Server([*serve, "echo_env.server:EchoEnvironment", "--token", PY_TOKEN], "echo-secured", http=True),
         _Server([*serve, "math_env.server:MathEnvironment", "--no-http"], "math"),
         _Server([*serve, "echo_env.server:EchoEnvironment", "--no-http", *mtls], "mtls"),
+        _Server([*serve, "openenv.games:TicTacToe", "--no-http"], "tictactoe"),
+        _Server([*serve, "openenv.games:TicTacToe", "--no-http", "--workers", "2"], "workers"),
     ]
-    with _serving_all(servers, tmp) as [(echo, _), (grid, grid_http), (secured, secured_http), (math, _), (mutual, _)]:
+    with _serving_all(servers, tmp) as [
+        (echo, _),
+        (grid, grid_http),
+        (secured, secured_http),
+        (math, _),
+        (mutual, _),
+        (ttt, _),
+        (workers, _),
+    ]:
         yield {
             "OPENENV_ECHO_URL": echo,
             "OPENENV_GRIDWORLD_URL": grid,
@@ -183,6 +194,8 @@ def python_envs(tmp_path_factory: pytest.TempPathFactory, pki: Any) -> Iterator[
             "OPENENV_MATH_URL": math,
             "OPENENV_MTLS_URL": mutual,
             "OPENENV_TLS_DIR": str(pki.ca.parent),
+            "OPENENV_TICTACTOE_URL": ttt,
+            "OPENENV_WORKERS_URL": workers,
         }
 
 
@@ -205,6 +218,17 @@ def ts_echo(node: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str
         [node, str(TS_ROOT / "dist" / "src" / "cli.js"), "serve", "echo", "--handshake-timeout", "2"],
         tmp_path_factory.mktemp("ts-echo"),
         "ts-echo",
+    ) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def ts_tictactoe(node: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The TypeScript tic-tac-toe (two agents, RFC 0012) served from Node."""
+    with _serving(
+        [node, str(TS_ROOT / "dist" / "src" / "cli.js"), "serve", "tictactoe"],
+        tmp_path_factory.mktemp("ts-tictactoe"),
+        "ts-tictactoe",
     ) as url:
         yield url
 
@@ -251,7 +275,9 @@ def test_typescript_suite_against_python_environments(node: str, python_envs: di
     """node --test: the TS client against Python echo_env and gridworld (tools, episodes,
     pipelining, errors, vectorised sessions, a bearer token; protocol 1.3: tasks on math_env,
     GetLoad, resume through a dropping proxy, fork, coalesced pipelined messages, mutual TLS,
-    the binary WebSocket and the browser build over it) and the TS server helper in process."""
+    the binary WebSocket and the browser build over it; protocol 1.4: worlds of the Python
+    tic-tac-toe, self-play and joined, descriptions by digest, per-worker loads) and the TS
+    server helper in process."""
     suites = sorted(str(p.relative_to(TS_ROOT)) for p in (TS_ROOT / "dist" / "test").glob("*.test.js"))
     assert suites, "no compiled TypeScript test suites in typescript/dist/test"
     r = _run([node, "--test", *suites], 300, env={**os.environ, **python_envs})
@@ -260,7 +286,7 @@ def test_typescript_suite_against_python_environments(node: str, python_envs: di
     counts = {k: int(v) for k, v in re.findall(r"^# (pass|fail|skipped|cancelled) (\d+)$", out, re.MULTILINE)}
     assert counts.get("fail") == 0 and counts.get("cancelled") == 0, out[-3000:]
     assert counts.get("skipped") == 0, "interop tests were skipped although the servers' URLs were set"
-    assert counts.get("pass", 0) >= 60, counts  # every suite ran, the 1.3 cases included
+    assert counts.get("pass", 0) >= 70, counts  # every suite ran, the 1.3 and 1.4 cases included
 
 
 def test_typescript_cli_plays_python_gridworld(node: str, python_envs: dict[str, str]) -> None:
@@ -337,7 +363,7 @@ def test_python_client_plays_the_typescript_gridworld(ts_gridworld: str) -> None
 
         async with openenv.EnvClient(ts_gridworld) as env:
             info = env.info
-            assert info.name == "gridworld_ts" and info.protocol_version == "1.3"
+            assert info.name == "gridworld_ts" and info.protocol_version == "1.4"
             assert info.observation.message_type == "gridworld.v1.Observation"
             assert [f.name for f in info.descriptors.file] == ["gridworld/v1/gridworld.proto"]
             python_side = descriptor_pb2.FileDescriptorProto()
@@ -366,7 +392,9 @@ def test_typescript_gridworld_advertises_what_the_python_one_does(
 
     async def info(url: str) -> environment_pb2.EnvironmentInfo:
         async with openenv.EnvClient(url) as env:
-            return env.info
+            out = environment_pb2.EnvironmentInfo()
+            out.CopyFrom(env.info)  # a copy: the process keeps the one it holds by digest (RFC 0013)
+            return out
 
     ts, py = asyncio.run(info(ts_gridworld)), asyncio.run(info(python_envs["OPENENV_GRIDWORLD_URL"]))
     # The listeners' guards (RFC 0003) have the same defaults: a 10 s handshake deadline, no token on loopback.
@@ -432,7 +460,7 @@ def test_typescript_server_health_reflection_and_cli_info(ts_gridworld: str) -> 
         assert {"openenv.v1.EnvironmentService", "grpc.health.v1.Health"} <= services
         assert answers[1].file_descriptor_response.file_descriptor_proto
     r = subprocess.run([str(BIN / "openenv"), "info", ts_gridworld], capture_output=True, text=True, timeout=WAIT_S)
-    assert r.returncode == 0 and "gridworld_ts 0.1.0 (protocol 1.3)" in r.stdout, r.stderr
+    assert r.returncode == 0 and "gridworld_ts 0.1.0 (protocol 1.4)" in r.stdout, r.stderr
 
 
 def test_typescript_server_ends_the_stream_on_an_oversized_message(node: str, tmp_path: Path) -> None:
@@ -494,7 +522,7 @@ def test_python_client_uses_protocol_13_on_the_typescript_server(ts_gridworld: s
 
     async def main() -> None:
         async with openenv.EnvClient(ts_gridworld, client_name="py-1.3") as env:
-            assert env.info is not None and env.info.protocol_version == "1.3"
+            assert env.info is not None and env.info.protocol_version == "1.4"
             caps = env.info.capabilities
             assert caps.load_reporting and caps.pipelined_requests and caps.max_pipelined_requests == 256
             assert caps.resume_grace.seconds == 60 and caps.snapshots and caps.max_forks == caps.max_sessions
@@ -607,7 +635,7 @@ def test_python_client_over_mutual_tls_to_the_typescript_server(node: str, ts_gr
     assert ts_gridworld_mtls.startswith("grpcs://")
     info = [node, "dist/src/cli.js", "info", ts_gridworld_mtls, "--ca-file", str(pki.ca)]
     r = _run([*info, "--client-cert", str(pki.client_cert), "--client-key", str(pki.client_key)], 60)
-    assert r.returncode == 0 and "gridworld_ts 0.1.0 (protocol 1.3)" in r.stdout, r.stderr
+    assert r.returncode == 0 and "gridworld_ts 0.1.0 (protocol 1.4)" in r.stdout, r.stderr
 
     async def main() -> None:
         mtls = (str(pki.client_cert), str(pki.client_key))
@@ -617,6 +645,116 @@ def test_python_client_over_mutual_tls_to_the_typescript_server(node: str, ts_gr
         with pytest.raises(openenv.EnvError):
             async with openenv.EnvClient(ts_gridworld_mtls, ca_file=str(pki.ca), connect_timeout=2):
                 pass
+
+    asyncio.run(main())
+
+
+# --------------------------------------------------------------------------- Python -> TS server, protocol 1.4
+
+#: A full game of tic-tac-toe, cell by cell (x, o, x, ...): x wins on the diagonal 0-4-8.
+GAME = [0, 1, 4, 2, 8]
+
+
+async def _duel(url: str) -> list[tuple[str, Any, Any, list[str]]]:
+    """Two Python clients in one world (the second joins with the first one's token) play
+    :data:`GAME`, each waiting for its turn with observe(wait); what each saw after each move
+    (its agent, view, reward, to_act) and the world's refusals along the way."""
+    seen: list[tuple[str, Any, Any, list[str]]] = []
+    async with openenv.EnvClient(url, agent_ids=["x"], client_name="py-x") as alice:
+        assert alice.world.owner and list(alice.world.agent_ids) == ["x"] and alice.world.join_token
+        spec = alice.multi_agent
+        assert spec is not None and [a.id for a in spec.agents] == ["x", "o"] and spec.joinable
+        with pytest.raises(FailedPrecondition):  # x is taken
+            async with openenv.EnvClient(url, join_token=alice.world.join_token, agent_ids=["x"]):
+                pass
+        async with openenv.EnvClient(url, join_token=alice.world.join_token, client_name="py-o") as bob:
+            assert list(bob.world.agent_ids) == ["o"] and not bob.world.owner
+            assert bob.world.world_id == alice.world.world_id
+            seats = {"x": alice, "o": bob}
+            waiting = asyncio.ensure_future(bob.reset())  # waits for the owner's episode
+            first = await alice.reset(seed=3)
+            assert (await waiting).episode_id == first.episode_id
+            with pytest.raises(FailedPrecondition):  # not o's turn
+                await bob.step(0)
+            with pytest.raises(openenv.errors.PermissionDenied):
+                await bob.step(0, agent_id="x")
+            r = first
+            for k, cell in enumerate(GAME):
+                agent = "xo"[k % 2]
+                me = seats[agent]
+                mine = await me.observe(wait=True)
+                assert mine.to_act == [agent] and set(mine.agents) == {agent}, mine
+                assert mine.agents[agent].observation["action_mask"][cell] == 1
+                r = await me.step(cell)
+                seen.append((agent, r.agents[agent].observation, r.agents[agent].reward, list(r.to_act)))
+            assert r.terminated and r.metadata == {"winner": "x"}
+            last = await bob.observe(wait=True)  # the end, seen by the loser
+            assert last.terminated and last.agents["o"].reward == -1.0 and last.agents["o"].terminated
+            seen.append(("o", last.agents["o"].observation, last.agents["o"].reward, list(last.to_act)))
+            assert (await bob.state()).state is None, "no world state for a session acting for one agent"
+    return seen
+
+
+def test_python_clients_play_agent_against_agent_on_the_typescript_world(
+    ts_tictactoe: str, python_envs: dict[str, str]
+) -> None:
+    """RFC 0012 across languages: two Python clients, one creating the world and one joining
+    it, play a whole game on the TypeScript tic-tac-toe; every view, reward and to_act equals
+    what the same game gives on the Python openenv.games:TicTacToe."""
+    ts = asyncio.run(_duel(ts_tictactoe))
+    py = asyncio.run(_duel(python_envs["OPENENV_TICTACTOE_URL"]))
+    assert ts == py
+    assert ts[-2][2] == 1.0 and ts[-1][2] == -1.0  # x's winning move, o told its loss
+
+
+def test_typescript_tictactoe_advertises_what_the_python_one_does(
+    ts_tictactoe: str, python_envs: dict[str, str]
+) -> None:
+    """Same game, same description: action and observation TypeSpecs, the MultiAgentSpec, and
+    the capabilities (worlds: no resume, no vectorised sessions, no snapshots) are equal."""
+
+    async def info(url: str) -> environment_pb2.EnvironmentInfo:
+        async with openenv.EnvClient(url) as env:
+            return env.info
+
+    ts, py = asyncio.run(info(ts_tictactoe)), asyncio.run(info(python_envs["OPENENV_TICTACTOE_URL"]))
+    assert ts.protocol_version == py.protocol_version == "1.4"
+    for field in ("description", "action", "observation", "multi_agent", "capabilities"):
+        assert getattr(ts, field) == getattr(py, field), field
+    assert (ts.name, py.name) == ("tic_tac_toe_ts", "tic_tac_toe")
+
+
+def test_description_by_digest_on_the_typescript_server(ts_gridworld: str) -> None:
+    """RFC 0013 on the TypeScript server: handshakes and GetInfo carry the SHA-256 of the
+    description GetInfo answers; a handshake naming it gets no description, one naming another
+    digest gets it; the Python client's second session takes the kept one."""
+    import hashlib
+
+    from openenv.client import infocache
+
+    target = ts_gridworld.removeprefix("grpc://")
+
+    async def main() -> None:
+        async with grpc.aio.insecure_channel(target) as ch:
+            got = await environment_pb2_grpc.EnvironmentServiceStub(ch).GetInfo(
+                environment_pb2.GetInfoRequest(), timeout=WAIT_S
+            )
+        digest = "sha256:" + hashlib.sha256(got.info.SerializeToString(deterministic=True)).hexdigest()
+        assert got.info_digest == digest
+        async with RawSession(target) as s:
+            hs = await s.open(known_info_digest=digest)
+            assert hs.info_digest == digest and not hs.HasField("info")
+        async with RawSession(target) as s:
+            hs = await s.open(known_info_digest="sha256:" + "0" * 64)
+            assert hs.info_digest == digest and hs.info == got.info
+        async with openenv.EnvClient(ts_gridworld) as first:
+            conn = first.connection
+            assert isinstance(conn, openenv.client.GrpcConnection)
+            assert infocache.known_digest(conn.url) == digest  # named in the next handshake to this server
+            async with openenv.EnvClient(ts_gridworld) as second:  # answered without the description
+                assert second.info == got.info
+                r = await second.reset(seed=2)
+                assert (await second.step(_action(_shortest_path(r.observation)[0]))).step_count == 1
 
     asyncio.run(main())
 
@@ -738,18 +876,25 @@ CHECKS_13 = ["protocol.load", "protocol.pipelined_messages", "sessions.resume_ex
 CHECKS_SNAPSHOTS = ["sessions.restore_reproduces", "sessions.forks_independent", "sessions.foreign_snapshot_refused"]
 
 
-@pytest.mark.parametrize("env_fixture", ["ts_gridworld", "ts_echo"])
+#: The checks of protocol 1.4's multi-agent worlds (RFC 0012) a TypeScript world must pass.
+CHECKS_14_WORLDS = ["multiagent.turn_order", "multiagent.views_private", "multiagent.reward_sum", "multiagent.joins"]
+
+
+@pytest.mark.parametrize("env_fixture", ["ts_gridworld", "ts_echo", "ts_tictactoe"])
 def test_openenv_certify_passes_on_typescript_environments(
     env_fixture: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
     """`openenv certify` (conformance/), unchanged, against environments served from Node:
-    the gridworld (typed messages, snapshots) and the echo (tools), at every level, with the
-    Python reference environments' seed and depth; the 1.3 features' checks pass, not skip."""
+    the gridworld (typed messages, snapshots), the echo (tools) and tic-tac-toe (two agents),
+    at every level, with the Python reference environments' seed and depth; the 1.3 features'
+    checks pass, not skip, and so do the multi-agent ones (1.4) on tic-tac-toe; each server
+    bears out typescript/openenv-binding.json (``--declaration``)."""
     _require_certify()
     url = request.getfixturevalue(env_fixture)
     report = tmp_path / "report.json"
+    declaration = ["--declaration", str(TS_ROOT / "openenv-binding.json")]  # what the binding says it implements
     r = subprocess.run(
-        [str(BIN / "openenv"), "certify", url, *CERTIFY_ARGS, "--report", str(report)],
+        [str(BIN / "openenv"), "certify", url, *CERTIFY_ARGS, *declaration, "--report", str(report)],
         capture_output=True,
         text=True,
         timeout=900,
@@ -759,8 +904,12 @@ def test_openenv_certify_passes_on_typescript_environments(
     assert "CERTIFIED" in r.stdout and report.exists()
     results = {c["id"]: c["status"] for c in json.loads(report.read_text())["results"]}
     assert results["protocol.handshake_deadline"] == "pass", results
+    assert results["protocol.declaration"] == "pass", results
     assert results["protocol.unauthenticated"] == "skip", "no token: nothing to refuse"
-    expected = CHECKS_13 + (CHECKS_SNAPSHOTS if env_fixture == "ts_gridworld" else [])
+    if env_fixture == "ts_tictactoe":  # worlds are not resumable in 1.4: the resume check skips
+        expected = ["protocol.load", "protocol.pipelined_messages", *CHECKS_14_WORLDS]
+    else:
+        expected = CHECKS_13 + (CHECKS_SNAPSHOTS if env_fixture == "ts_gridworld" else [])
     assert {c: results[c] for c in expected} == dict.fromkeys(expected, "pass"), results
     bad = {c: st for c, st in results.items() if st in ("fail", "error")}
     assert not bad, bad

@@ -12,13 +12,11 @@
  * ```
  *
  * The bearer token travels as the offered subprotocol `bearer.<token>` (browsers cannot set
- * an `Authorization` header on a WebSocket); `getLoad` reads `GET /load` beside the URL.
+ * an `Authorization` header on a WebSocket); `getLoad` / `getLoadReport` read `GET /load` beside the URL.
  */
 
-import { fromJson, type JsonValue } from "@bufbuild/protobuf";
 import type { AnyValue } from "./codec.js";
-import { SessionClient, type SessionOptions } from "./core.js";
-import { ServerLoadSchema, type ServerLoad } from "./gen/openenv/v1/load_pb.js";
+import { SessionClient, loadReportOf, type LoadReport, type SessionOptions } from "./core.js";
 import { httpSideCall, webSocketConnector } from "./ws.js";
 
 export * from "./core.js";
@@ -51,9 +49,8 @@ export class WebClient<A = unknown, O = AnyValue, S = AnyValue> extends SessionC
     return c;
   }
 
-  /** The server's live load (RFC 0005), from `GET /load` on the same listener. */
-  override async getLoad(): Promise<ServerLoad> {
-    const body = (await httpSideCall(this.url, "/load", { token: this.token })) as Record<string, JsonValue>;
-    return fromJson(ServerLoadSchema, ("load" in body ? body.load : body) as JsonValue, { ignoreUnknownFields: true });
+  /** The server's live load (RFC 0005) and its workers' (RFC 0013), from `GET /load` on the same listener. */
+  override async getLoadReport(): Promise<LoadReport> {
+    return loadReportOf(await httpSideCall(this.url, "/load", { token: this.token }));
   }
 }

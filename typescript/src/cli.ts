@@ -2,7 +2,7 @@
 /**
  * `openenv-ts`: serve a TypeScript environment, describe a server, or play episodes.
  *
- *   openenv-ts serve gridworld --port 0 --ready-file /tmp/addr     (or: serve echo [--tools-only])
+ *   openenv-ts serve gridworld --port 0 --ready-file /tmp/addr     (or: serve echo [--tools-only], serve tictactoe)
  *   openenv-ts serve ./my-env.js --export myEnv      (an ES module exporting a definition)
  *   openenv-ts serve gridworld --host 0.0.0.0 --token-file tokens.txt   (RFC 0003, docs/security.md)
  *   openenv-ts serve gridworld --tls-cert server.pem --tls-key server.key [--tls-client-ca ca.pem]
@@ -29,6 +29,7 @@ import { EnvClient, type ClientOptions } from "./client.js";
 import type { EnvironmentDefinition } from "./environment.js";
 import { echo } from "./envs/echo.js";
 import { gridworld, SplitMix64 } from "./envs/gridworld.js";
+import { tictactoe } from "./envs/tictactoe.js";
 import { EnvironmentInfoSchema } from "./gen/openenv/v1/environment_pb.js";
 import { TokenSet } from "./auth.js";
 import { serve } from "./server.js";
@@ -36,6 +37,7 @@ import { serve } from "./server.js";
 const BUILTIN: Record<string, EnvironmentDefinition<never, never, never>> = {
   gridworld: gridworld as unknown as EnvironmentDefinition<never, never, never>,
   echo: echo as unknown as EnvironmentDefinition<never, never, never>,
+  tictactoe: tictactoe as unknown as EnvironmentDefinition<never, never, never>,
 };
 
 async function load(target: string, exportName: string): Promise<EnvironmentDefinition<never, never, never>> {

@@ -31,26 +31,34 @@
  */
 
 import { readFileSync } from "node:fs";
-import { create, fromJson, type JsonValue } from "@bufbuild/protobuf";
+import { create, type JsonValue } from "@bufbuild/protobuf";
 import * as grpc from "@grpc/grpc-js";
 import { TOKEN_ENV } from "./auth.js";
 import type { AnyValue } from "./codec.js";
 import {
   SessionClient,
   fromValue,
+  loadReportOf,
   type Connector,
+  type LoadReport,
   type SessionOptions,
 } from "./core.js";
 import { EnvError, Unavailable } from "./errors.js";
-import { GetLoadRequestSchema, ServerLoadSchema, type ServerLoad } from "./gen/openenv/v1/load_pb.js";
+import { GetLoadRequestSchema, ServerLoadSchema, type GetLoadResponse, type ServerLoad } from "./gen/openenv/v1/load_pb.js";
 import { clientOptions, environmentServiceDefinition, parseUrl } from "./grpc.js";
 import { httpSideCall, isWebSocketUrl, webSocketConnector, type WebSocketOptions } from "./ws.js";
 
 export {
   AutoresetMode,
   EpisodeStatus,
+  INFO_CACHE_SIZE,
   SessionClient,
+  infoOf,
+  knownInfoDigest,
+  loadReportOf,
+  type AgentStep,
   type CallOptions,
+  type LoadReport,
   type Forks,
   type SessionOptions,
   type SessionState,
@@ -161,15 +169,16 @@ export class EnvClient<A = unknown, O = AnyValue, S = AnyValue> extends SessionC
     return c;
   }
 
-  /** The server's live load (RFC 0005): `GetLoad` over gRPC, `GET /load` beside a WebSocket URL. */
-  override async getLoad(): Promise<ServerLoad> {
+  /** The server's live load (RFC 0005) and its workers' (RFC 0013): `GetLoad` over gRPC,
+   *  `GET /load` beside a WebSocket URL. */
+  override async getLoadReport(): Promise<LoadReport> {
     if (this.client === undefined) {
       const { ca, cert, key } = tlsMaterial(this.clientOpts);
-      return serverLoadOf(await httpSideCall(this.url, "/load", { token: this.token, ca, cert, key }));
+      return loadReportOf(await httpSideCall(this.url, "/load", { token: this.token, ca, cert, key }));
     }
     const client = this.client;
     const method = environmentServiceDefinition.GetLoad;
-    return await new Promise<ServerLoad>((resolve, reject) => {
+    return await new Promise<LoadReport>((resolve, reject) => {
       client.makeUnaryRequest(method.path, method.requestSerialize, method.responseDeserialize,
         create(GetLoadRequestSchema), tokenMetadata(this.token),
         { deadline: Date.now() + (this.clientOpts.connectTimeoutMs ?? 30_000) },
@@ -177,7 +186,8 @@ export class EnvClient<A = unknown, O = AnyValue, S = AnyValue> extends SessionC
           if (err) {
             reject(EnvError.fromCode(err.code, err.details || grpc.status[err.code] || "GetLoad failed"));
           } else {
-            resolve((value as { load?: ServerLoad }).load!);
+            const r = value as GetLoadResponse;
+            resolve({ load: r.load ?? create(ServerLoadSchema), workers: r.workers });
           }
         });
     });
@@ -191,9 +201,7 @@ export class EnvClient<A = unknown, O = AnyValue, S = AnyValue> extends SessionC
 
 /** The ServerLoad of `GET /load` (proto3 JSON, docs/protocol.md §1.1). */
 export function serverLoadOf(body: unknown): ServerLoad {
-  const obj = body as Record<string, unknown>;
-  const load = (obj !== null && typeof obj === "object" && "load" in obj ? obj.load : obj) as JsonValue;
-  return fromJson(ServerLoadSchema, load, { ignoreUnknownFields: true });
+  return loadReportOf(body).load;
 }
 
 /** A connector opening `Session` streams on a grpc-js channel. */

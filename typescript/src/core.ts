@@ -17,11 +17,17 @@
  *   not an answer) is reattached with the resume token within the server's
  *   `resume_grace`, and the requests it had not answered are re-sent under their ids: the
  *   server answers each exactly once.
+ * - The description by digest (RFC 0013): the process keeps the last {@link INFO_CACHE_SIZE}
+ *   descriptions by digest and, per server URL, the digest it last received; a handshake names
+ *   it (`known_info_digest`) and a 1.4 server then leaves the description out.
+ * - Multi-agent worlds (RFC 0012): `agentIds` / `joinToken` create or join a world; time
+ *   steps carry `agents` (this session's agents' views) and `toAct`; `observe`, `stepAgents`.
  */
 
 import {
   create,
   fromBinary,
+  fromJson,
   toBinary,
   type JsonObject,
   type JsonValue,
@@ -35,12 +41,14 @@ import {
   EnvError,
   ErrorCode,
   FailedPrecondition,
+  Internal,
   ResourceExhausted,
   Unavailable,
   errorFromStatus,
 } from "./errors.js";
 import {
   AutoresetMode,
+  EnvironmentInfoSchema,
   EpisodeStatus,
   SessionRequestSchema,
   SessionResponseSchema,
@@ -50,7 +58,8 @@ import {
   type Snapshot,
   type TimeStep,
 } from "./gen/openenv/v1/environment_pb.js";
-import type { ServerLoad } from "./gen/openenv/v1/load_pb.js";
+import { ServerLoadSchema, WorkerLoadSchema, type ServerLoad, type WorkerLoad } from "./gen/openenv/v1/load_pb.js";
+import type { MultiAgentSpec, WorldInfo } from "./gen/openenv/v1/multiagent_pb.js";
 import type { RubricScore } from "./gen/openenv/v1/rubric_pb.js";
 import type { TaskInfo } from "./gen/openenv/v1/task_pb.js";
 import type { ContentBlock, Tool } from "./gen/openenv/v1/tool_pb.js";
@@ -58,6 +67,19 @@ import { PROTOCOL_VERSION } from "./grpc.js"; // (grpc.ts imports only types of 
 
 export { AutoresetMode, EpisodeStatus };
 
+
+/** One agent's part of a time step (RFC 0012): its own view, reward and end flags. */
+export interface AgentStep<O = AnyValue> {
+  observation: O | undefined;
+  /** Its reward since the last time step this session received for it; undefined: none. */
+  reward: number | undefined;
+  terminated: boolean;
+  truncated: boolean;
+  done: boolean;
+  /** Metadata for this agent only. */
+  metadata: JsonObject;
+  rewardBreakdown: RubricScore | undefined;
+}
 
 /** One time step, as `reset` and `step` return it. */
 export interface StepResult<O = AnyValue> {
@@ -75,6 +97,18 @@ export interface StepResult<O = AnyValue> {
   rewardBreakdown: RubricScore | undefined;
   episodeId: string;
   stepCount: number;
+  /** Multi-agent worlds (RFC 0012): agent id -> its part, for this session's agents only ({} otherwise). */
+  agents: Record<string, AgentStep<O>>;
+  /** Multi-agent worlds: the agents to act now, in the environment's order (the whole world's). */
+  toAct: string[];
+}
+
+/** What `getLoadReport` returns (RFC 0005, RFC 0013). */
+export interface LoadReport {
+  /** The whole server's load (the sum over its workers). */
+  load: ServerLoad;
+  /** Each worker process of a server that runs several, in worker order; empty for one process. */
+  workers: WorkerLoad[];
 }
 
 /** What `state` returns. */
@@ -141,6 +175,61 @@ export interface SessionOptions {
   resumeToken?: string;
   /** Coalesce pipelined requests into one message (RFC 0009; default true, when the server accepts them). */
   coalesce?: boolean;
+  /**
+   * Multi-agent environments (RFC 0012): the agents this session acts for. Without
+   * `joinToken`, a new world is created (empty: every agent, self-play); with it, the world is
+   * joined (empty: every agent nobody acts for).
+   */
+  agentIds?: string[];
+  /** Join the world of this token (another session's `world.joinToken`) instead of creating one. */
+  joinToken?: string;
+  /** Name the description this process holds in the handshake (RFC 0013; default true). */
+  infoCache?: boolean;
+}
+
+/** The load report of `GET /load` (proto3 JSON: `{load, workers}`, or a bare ServerLoad). */
+export function loadReportOf(body: unknown): LoadReport {
+  const obj = (body !== null && typeof body === "object" ? body : {}) as Record<string, JsonValue>;
+  const load = ("load" in obj ? obj.load : obj) as JsonValue;
+  const workers = Array.isArray(obj.workers) ? obj.workers : [];
+  return {
+    load: fromJson(ServerLoadSchema, load, { ignoreUnknownFields: true }),
+    workers: workers.map((w) => fromJson(WorkerLoadSchema, w, { ignoreUnknownFields: true })),
+  };
+}
+
+/** Descriptions kept by digest (RFC 0013), per process. */
+export const INFO_CACHE_SIZE = 64;
+const infoByDigest = new Map<string, EnvironmentInfo>();
+const digestOf = new Map<string, string>();
+
+/** The digest to name in a handshake to `server` ("" when this process holds none). */
+export function knownInfoDigest(server: string): string {
+  const d = digestOf.get(server) ?? "";
+  return infoByDigest.has(d) ? d : "";
+}
+
+/** The description a handshake answer carries (then kept under its digest), or the one kept
+ *  under its digest when the server left it out. */
+export function infoOf(server: string, info: EnvironmentInfo | undefined, digest: string): EnvironmentInfo {
+  if (info !== undefined || digest === "") {
+    const got = info ?? create(EnvironmentInfoSchema);
+    if (digest !== "") {
+      infoByDigest.delete(digest);
+      infoByDigest.set(digest, got);
+      while (infoByDigest.size > INFO_CACHE_SIZE) {
+        infoByDigest.delete(infoByDigest.keys().next().value!);
+      }
+      digestOf.set(server, digest);
+    }
+    return got;
+  }
+  const kept = infoByDigest.get(digest);
+  if (kept === undefined) {
+    throw new Internal(`the server left the environment's description out of the handshake (digest ${digest}), ` +
+      "and this client does not hold it", { fatal: true });
+  }
+  return kept;
 }
 
 /** One Session stream, as a transport carries it: whole messages, in order. */
@@ -201,6 +290,12 @@ export class SessionClient<A = unknown, O = AnyValue, S = AnyValue> {
   reconnects = 0;
   /** Messages sent, and how many of them were pipelined messages (RFC 0009). */
   readonly sent = { messages: 0, pipelined: 0 };
+  /** The digest of the description (RFC 0013; "" from a server before 1.4). */
+  infoDigest = "";
+  /** True when the server left the description out and the one this process held was used. */
+  infoFromCache = false;
+  /** Multi-agent environments (RFC 0012): the world this session is in (its join token, agents, ownership). */
+  world: WorldInfo | undefined;
 
   private transport: Transport | undefined;
   private generation = 0;
@@ -250,19 +345,26 @@ export class SessionClient<A = unknown, O = AnyValue, S = AnyValue> {
     this.transport = transport;
     this.nextId += 1n;
     const id = this.nextId;
+    const known = (this.opts.infoCache ?? true) ? knownInfoDigest(this.url) : "";
+    const joinToken = this.opts.joinToken ?? "";
+    const agentIds = this.opts.agentIds ?? [];
     const req = create(SessionRequestSchema, {
       requestId: id,
       kind: {
         case: "handshake",
-        value: token !== "" ? { protocolVersion: PROTOCOL_VERSION, clientName: this.opts.clientName ?? "openenv-typescript", resumeToken: token }
-          : {
-            protocolVersion: PROTOCOL_VERSION,
-            clientName: this.opts.clientName ?? "openenv-typescript",
-            options: this.opts.options,
-            numEnvs: this.opts.numEnvs ?? 0,
-            autoresetMode: this.opts.autoresetMode ?? AutoresetMode.UNSPECIFIED,
-            resumable: this.opts.resumable ?? false,
-          },
+        value: token !== "" ? {
+          protocolVersion: PROTOCOL_VERSION, clientName: this.opts.clientName ?? "openenv-typescript",
+          resumeToken: token, knownInfoDigest: known,
+        } : {
+          protocolVersion: PROTOCOL_VERSION,
+          clientName: this.opts.clientName ?? "openenv-typescript",
+          options: this.opts.options,
+          numEnvs: this.opts.numEnvs ?? 0,
+          autoresetMode: this.opts.autoresetMode ?? AutoresetMode.UNSPECIFIED,
+          resumable: this.opts.resumable ?? false,
+          knownInfoDigest: known,
+          world: joinToken !== "" || agentIds.length > 0 ? { joinToken, agentIds } : undefined,
+        },
       },
     });
     const resp = await this.wait(req, timeoutMs, () => {
@@ -274,7 +376,10 @@ export class SessionClient<A = unknown, O = AnyValue, S = AnyValue> {
     }
     const hs = resp.kind.value;
     this.sessionId = hs.sessionId;
-    this.info = hs.info!;
+    this.info = infoOf(this.url, hs.info, hs.infoDigest);
+    this.infoDigest = hs.infoDigest;
+    this.infoFromCache = hs.info === undefined && hs.infoDigest !== "";
+    this.world = hs.world;
     this.resumeToken = hs.resumeToken;
     this.resumed = hs.resumed;
     this.serverLimit = Number(this.info.capabilities?.maxMessageBytes ?? 0n);
@@ -500,9 +605,28 @@ export class SessionClient<A = unknown, O = AnyValue, S = AnyValue> {
     });
   }
 
+  /** Multi-agent environments (RFC 0012): how the world is played (agents, turn mode, ...); undefined otherwise. */
+  get multiAgent(): MultiAgentSpec | undefined {
+    return this.info?.multiAgent;
+  }
+
   /** Decode a TimeStep. */
   parseTimeStep(ts: TimeStep | undefined): StepResult<O> {
+    const agents: Record<string, AgentStep<O>> = {};
+    for (const [id, part] of Object.entries(ts?.agents ?? {})) {
+      agents[id] = {
+        observation: decodePayload(part.observation, this.registry) as O | undefined,
+        reward: part.reward,
+        terminated: part.terminated,
+        truncated: part.truncated,
+        done: part.terminated || part.truncated,
+        metadata: part.metadata ?? {},
+        rewardBreakdown: part.rewardBreakdown,
+      };
+    }
     return {
+      agents,
+      toAct: [...(ts?.toAct ?? [])],
       observation: decodePayload(ts?.observation, this.registry) as O | undefined,
       reward: ts?.reward,
       terminated: ts?.terminated ?? false,
@@ -533,17 +657,58 @@ export class SessionClient<A = unknown, O = AnyValue, S = AnyValue> {
   /**
    * Apply an action: a protobuf message (packed in `Any`), a `Payload`, or a JSON value.
    * `stepTimeoutMs` asks the server to stop waiting for the environment
-   * (DEADLINE_EXCEEDED, episode aborted); `timeoutMs` bounds the wait here.
+   * (DEADLINE_EXCEEDED, episode aborted); `timeoutMs` bounds the wait here. In a multi-agent
+   * world (RFC 0012) the action is `agentId`'s (default: this session's agent to act); an agent
+   * not to act is `FailedPrecondition`, another session's `PermissionDenied`.
    */
-  async step(action: A, opts: CallOptions & { stepTimeoutMs?: number } = {}): Promise<StepResult<O>> {
+  async step(action: A, opts: CallOptions & { stepTimeoutMs?: number; agentId?: string } = {}): Promise<StepResult<O>> {
     const resp = await this.request({
       case: "step",
       value: {
         action: encodeValue(action, this.registry),
         timeout: opts.stepTimeoutMs === undefined ? undefined : duration(opts.stepTimeoutMs),
+        agentId: opts.agentId ?? "",
       },
     }, opts);
     return this.parseTimeStep(resp.kind.case === "step" ? resp.kind.value.timeStep : undefined);
+  }
+
+  /**
+   * A simultaneous world's step (RFC 0012): this session's part of the joint action, one
+   * action per agent of it that is to act. Answered once the world stepped (every agent to
+   * act, of every session, has an action); `stepTimeoutMs` bounds that wait
+   * (`DeadlineExceeded`, these actions withdrawn).
+   */
+  async stepAgents(actions: Record<string, A>, opts: CallOptions & { stepTimeoutMs?: number } = {}):
+    Promise<StepResult<O>> {
+    const encoded = Object.fromEntries(Object.entries(actions).map(([a, v]) => [a, encodeValue(v, this.registry)]));
+    const resp = await this.request({
+      case: "step",
+      value: {
+        actions: encoded,
+        timeout: opts.stepTimeoutMs === undefined ? undefined : duration(opts.stepTimeoutMs),
+      },
+    }, opts);
+    return this.parseTimeStep(resp.kind.case === "step" ? resp.kind.value.timeStep : undefined);
+  }
+
+  /**
+   * The current time step of this session's agents (RFC 0012); with `wait`, once one of them
+   * is to act, the episode ended, or a new episode started, that this session has not seen
+   * (`waitTimeoutMs`: `DeadlineExceeded` after that long, not fatal).
+   */
+  async observe(args: { wait?: boolean; waitTimeoutMs?: number } & CallOptions = {}): Promise<StepResult<O>> {
+    const resp = await this.request({
+      case: "observe",
+      value: {
+        wait: args.wait ?? false,
+        timeout: args.waitTimeoutMs === undefined ? undefined : duration(args.waitTimeoutMs),
+      },
+    }, args);
+    if (resp.kind.case !== "observe") {
+      throw new FailedPrecondition(`expected an observe answer, got ${resp.kind.case}`);
+    }
+    return this.parseTimeStep(resp.kind.value.timeStep);
   }
 
   /** Episode id, step count, episode status and the environment-specific state. */
@@ -667,7 +832,12 @@ export class SessionClient<A = unknown, O = AnyValue, S = AnyValue> {
   }
 
   /** The server's live load (RFC 0005); transports implement it outside the session stream. */
-  getLoad(): Promise<ServerLoad> {
+  async getLoad(): Promise<ServerLoad> {
+    return (await this.getLoadReport()).load;
+  }
+
+  /** The server's live load and, for a server of several worker processes, each worker's (RFC 0013). */
+  getLoadReport(): Promise<LoadReport> {
     return Promise.reject(new FailedPrecondition("this transport has no GetLoad"));
   }
 

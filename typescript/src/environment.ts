@@ -36,6 +36,7 @@ import {
   type CallToolResponse,
 } from "./gen/openenv/v1/tool_pb.js";
 import type { ToolDefinition } from "./tools.js";
+import type { MultiAgentDeclaration } from "./world.js";
 
 /** What `reset` and `step` return. */
 export interface EnvStep<O> {
@@ -151,6 +152,11 @@ export interface EnvironmentDefinition<A, O, S = undefined, E extends Environmen
   taskSplits?: Record<string, string>;
   /** The tasks of one split, in a stable order (ids unique across splits); read once per server. */
   listTasks?(split: string): MaybePromise<(string | TaskDeclaration)[]>;
+  /**
+   * Set by {@link multiAgent} (world.ts): a multi-agent environment (RFC 0012), whose
+   * instances are worlds. Not written by hand.
+   */
+  multiAgent?: MultiAgentDeclaration;
 }
 
 /** One declared task (RFC 0004): its id and facts a policy may see (never the answer). */

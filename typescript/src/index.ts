@@ -27,6 +27,9 @@ export { SUBPROTOCOL, closeError, isWebSocketUrl, webSocketConnector, type WebSo
 export * from "./tools.js";
 export { gridworld, GridWorld } from "./envs/gridworld.js";
 export { echo, Echo } from "./envs/echo.js";
+export { tictactoe, TicTacToe, type TicTacToeView } from "./envs/tictactoe.js";
+export { Seat, World, Worlds, multiAgent, type MultiAgentDeclaration, type MultiAgentDefinition,
+  type MultiAgentEnvironment, type WorldStep } from "./world.js";
 export * as pb from "./gen/openenv/v1/environment_pb.js";
 export * as payloadPb from "./gen/openenv/v1/payload_pb.js";
 export * as toolPb from "./gen/openenv/v1/tool_pb.js";
@@ -34,4 +37,5 @@ export * as rubricPb from "./gen/openenv/v1/rubric_pb.js";
 export * as errorPb from "./gen/openenv/v1/error_pb.js";
 export * as loadPb from "./gen/openenv/v1/load_pb.js";
 export * as taskPb from "./gen/openenv/v1/task_pb.js";
+export * as multiagentPb from "./gen/openenv/v1/multiagent_pb.js";
 export * as gridworldPb from "./gen/gridworld/v1/gridworld_pb.js";

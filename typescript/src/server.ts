@@ -36,6 +36,7 @@ import {
   Unimplemented,
 } from "./errors.js";
 import {
+  EnvironmentInfoSchema,
   EnvironmentService,
   GetInfoResponseSchema,
   SessionRequestSchema,
@@ -67,6 +68,8 @@ import { DEFAULT_MAX_PIPELINED_REQUESTS, answerPipelined, endsSession } from "./
 import { DEFAULT_RESUME_GRACE_MS, Resumes, type Resumable } from "./resume.js";
 import { TaskCatalog, perInstanceTasks, withTask } from "./tasks.js";
 import type { ListTasksRequest, ListTasksResponse } from "./gen/openenv/v1/task_pb.js";
+import { Seat, Worlds } from "./world.js";
+import { digestOf } from "./digest.js";
 
 /**
  * TLS of the listener (RFC 0003): PEM contents (strings or Buffers) or, with the `*File`
@@ -242,7 +245,7 @@ function servedDefinition(limit: number): grpc.ServiceDefinition {
   };
 }
 
-type AnySession<A, O, S> = Session<A, O, S> | VectorSession<A, O, S>;
+type AnySession<A, O, S> = Session<A, O, S> | VectorSession<A, O, S> | Seat<A, O, S>;
 /** The answer of one request (a SessionResponse.kind), and whether the stream ends after it. */
 type Answer = { kind: MessageInitShape<typeof SessionResponseSchema>["kind"]; close?: boolean };
 type Call = grpc.ServerDuplexStream<Buffer, SessionResponse>;
@@ -267,6 +270,13 @@ export class Server<A, O, S = undefined> {
   readonly maxPipelinedRequests: number;
   /** The declared tasks (RFC 0004), read at start. */
   tasks: TaskCatalog | undefined;
+  /** The worlds of a multi-agent environment (RFC 0012), by join token. */
+  readonly worlds: Worlds<A, O, S>;
+  /**
+   * `sha256:` and the hex SHA-256 of the EnvironmentInfo as served (RFC 0013), set at start:
+   * a handshake naming it in `known_info_digest` is answered without the description.
+   */
+  infoDigest = "";
   private readonly optionsOf = new WeakMap<object, JsonObject>();
   private readonly started = Date.now();
   private stepsTotal = 0n;
@@ -286,7 +296,10 @@ export class Server<A, O, S = undefined> {
       throw new Error(`handshakeTimeoutMs must be a finite number >= 0, got ${deadline}`);
     }
     this.handshakeTimeoutMs = deadline;
-    const grace = options.resumeGraceMs ?? DEFAULT_RESUME_GRACE_MS;
+    const multi = definition.multiAgent !== undefined;
+    this.worlds = new Worlds(this.manager);
+    // Worlds are not resumable in 1.4 (RFC 0012): the handshake's flag is ignored.
+    const grace = multi ? 0 : options.resumeGraceMs ?? DEFAULT_RESUME_GRACE_MS;
     if (!(grace >= 0 && Number.isFinite(grace))) {
       throw new Error(`resumeGraceMs must be a finite number >= 0, got ${grace}`);
     }
@@ -353,6 +366,8 @@ export class Server<A, O, S = undefined> {
       this.runtime.info.capabilities!.tasks = true;
       this.runtime.info.taskSplits = this.tasks.splitProtos();
     }
+    // The description is final now: its digest (RFC 0013), of its deterministic serialization.
+    this.infoDigest = digestOf(EnvironmentInfoSchema, this.runtime.info);
     const credentials = serverCredentials(this.options.tls);
     const server = new grpc.Server({
       ...serverOptions(this.runtime.maxMessageBytes, this.runtime.maxSessions),
@@ -361,7 +376,7 @@ export class Server<A, O, S = undefined> {
     server.addService(servedDefinition(this.runtime.maxMessageBytes), {
       Session: (call: Call) => this.session(call),
       GetInfo: (_call: unknown, callback: grpc.sendUnaryData<GetInfoResponse>) => {
-        callback(null, create(GetInfoResponseSchema, { info: this.runtime.info }));
+        callback(null, create(GetInfoResponseSchema, { info: this.runtime.info, infoDigest: this.infoDigest }));
       },
       GetLoad: (_call: unknown, callback: grpc.sendUnaryData<GetLoadResponse>) => {
         callback(null, this.load());
@@ -481,7 +496,9 @@ export class Server<A, O, S = undefined> {
     };
     const dropped = (): void => { // the client went away: a resumable session is parked at once
       ended = true;
-      if (entry !== undefined) {
+      if (session instanceof Seat) { // leave the world now: requests waiting in it end, its agents are free
+        void release(true);
+      } else if (entry !== undefined) {
         void release(false);
       } else {
         enqueue(() => release(false));
@@ -593,7 +610,35 @@ export class Server<A, O, S = undefined> {
       throw new FailedPrecondition(
         `protocol version ${hs.protocolVersion} is not supported; this server speaks ${PROTOCOL_VERSION}`);
     }
-    const hello = { sessionId: "", protocolVersion: PROTOCOL_VERSION, info: this.runtime.info, resumeToken: "", resumed: false };
+    const known = hs.knownInfoDigest !== "" && hs.knownInfoDigest === this.infoDigest; // the client holds it (RFC 0013)
+    const hello = {
+      sessionId: "", protocolVersion: PROTOCOL_VERSION, info: known ? undefined : this.runtime.info,
+      infoDigest: this.infoDigest, resumeToken: "", resumed: false,
+    };
+    const multi = this.runtime.def.multiAgent !== undefined;
+    if (hs.world !== undefined && !multi) {
+      throw new FailedPrecondition(`${this.runtime.def.name} has one agent: a handshake may not name a world`,
+        { fatal: true });
+    }
+    if (multi && hs.resumeToken === "") { // RFC 0012: create a world, or join one by its token
+      if (hs.numEnvs > 1) {
+        throw new FailedPrecondition("a multi-agent environment has no vectorised sessions", { fatal: true });
+      }
+      const ids = hs.world?.agentIds ?? [];
+      const token = hs.world?.joinToken ?? "";
+      let seat: Seat<A, O, S>;
+      if (token !== "") {
+        seat = this.worlds.join(token, ids);
+      } else {
+        this.queuedHandshakes += 1;
+        try {
+          seat = await this.worlds.create(hs.options ?? {}, hs.clientName, ids);
+        } finally {
+          this.queuedHandshakes -= 1;
+        }
+      }
+      return [seat, undefined, { ...hello, sessionId: seat.id, world: seat.info() }];
+    }
     if (hs.resumeToken !== "") { // RFC 0006: reattach a dropped session, or claim a fork
       const entry = await this.resumes.take(hs.resumeToken, stream);
       return [entry.session, entry, { ...hello, sessionId: entry.session.id, resumeToken: entry.token, resumed: true }];
@@ -638,6 +683,9 @@ export class Server<A, O, S = undefined> {
   private async dispatch(session: AnySession<A, O, S>, req: SessionRequest): Promise<Answer> {
     if (session instanceof VectorSession) {
       return await this.dispatchVector(session, req);
+    }
+    if (session instanceof Seat) {
+      return await this.dispatchSeat(session, req);
     }
     const rt = this.runtime;
     const k = req.kind;
@@ -696,8 +744,49 @@ export class Server<A, O, S = undefined> {
       case "batchReset":
       case "batchStep":
         throw new FailedPrecondition(`${SNAKE[k.case]} needs a vectorised session (handshake num_envs > 1)`);
+      case "observe":
+        throw new FailedPrecondition("observe is for multi-agent environments only (RFC 0012): use state");
       default:
         throw new InvalidArgument("request has no kind set");
+    }
+  }
+
+  /** A request of a session in a multi-agent world (RFC 0012). */
+  private async dispatchSeat(seat: Seat<A, O, S>, req: SessionRequest): Promise<Answer> {
+    const rt = this.runtime;
+    const k = req.kind;
+    switch (k.case) {
+      case "step": {
+        const v = k.value;
+        const action = v.action === undefined ? undefined : rt.actionCodec.decode(v.action);
+        const actions = new Map(Object.entries(v.actions).map(([a, p]) => [a, rt.actionCodec.decode(p)] as const));
+        const ts = await seat.step(action, v.agentId, actions, durationMs(v.timeout));
+        return { kind: { case: "step", value: { timeStep: ts } } };
+      }
+      case "reset": {
+        if (k.value.taskId !== "") {
+          throw new Unimplemented("worlds have no tasks (RFC 0012)");
+        }
+        const ts = await seat.reset(k.value.seed, k.value.episodeId || undefined, k.value.options ?? {});
+        return { kind: { case: "reset", value: { timeStep: ts } } };
+      }
+      case "observe": {
+        const ts = await seat.observe(k.value.wait, durationMs(k.value.timeout));
+        return { kind: { case: "observe", value: { timeStep: ts } } };
+      }
+      case "state":
+        return this.stateAnswer(await seat.state());
+      case "close":
+        return { kind: { case: "close", value: {} }, close: true };
+      case "handshake":
+        throw new FailedPrecondition("the session is already open: handshake may only be sent once");
+      case "batchReset":
+      case "batchStep":
+        throw new FailedPrecondition(`${SNAKE[k.case]} needs a vectorised session; worlds have none (RFC 0012)`);
+      case undefined:
+        throw new InvalidArgument("request has no kind set");
+      default:
+        throw new Unimplemented(`${SNAKE[k.case] ?? k.case} is not offered for multi-agent worlds (RFC 0012)`);
     }
   }
 

@@ -169,10 +169,12 @@ export class Runtime<A, O, S> {
           seconds: BigInt(idleS), nanos: Math.round((this.idleTimeoutMs - idleS * 1000) * 1e6),
         }),
         actionBudget: d.actionBudget ?? 0,
-        maxNumEnvs: this.maxNumEnvs > 1 ? this.maxNumEnvs : 0,
+        maxNumEnvs: this.maxNumEnvs > 1 && d.multiAgent === undefined ? this.maxNumEnvs : 0, // no vectorised worlds
         snapshots: d.snapshots ?? false,
         seeded: d.seeded ?? false,
+        multiAgent: d.multiAgent !== undefined, // RFC 0012
       },
+      multiAgent: d.multiAgent?.spec,
       rubric: d.rubric,
       metadata: d.metadata !== undefined && Object.keys(d.metadata).length > 0 ? d.metadata : undefined,
     });
@@ -253,7 +255,7 @@ export class Session<A, O, S> {
   }
 
   /** Run one request: map environment exceptions to INTERNAL, track activity. */
-  private async guard<T>(fn: () => Promise<T>): Promise<T> {
+  async guard<T>(fn: () => Promise<T>): Promise<T> {
     if (this.closed) {
       throw new FailedPrecondition("session is closed");
     }
