@@ -38,8 +38,8 @@ SESSIONS = 24  # one connection each: all in one worker of two has odds 2**-23
 
 
 class Served:
-    def __init__(self, proc: asyncio.subprocess.Process, grpc_url: str, http_url: str) -> None:
-        self.proc, self.grpc_url, self.http_url = proc, grpc_url, http_url
+    def __init__(self, proc: asyncio.subprocess.Process, grpc_url: str, http_url: str, binary_url: str = "") -> None:
+        self.proc, self.grpc_url, self.http_url, self.binary_url = proc, grpc_url, http_url, binary_url
         self.target = grpc_url.removeprefix("grpc://")
 
     async def load(self) -> load_pb2.GetLoadResponse:
@@ -58,16 +58,25 @@ class Served:
 
 
 @contextlib.asynccontextmanager
-async def serving(tmp_path: Path, *extra: str, http: bool = True) -> AsyncIterator[Served]:
-    """A two-worker ``openenv serve`` (gRPC only unless ``http``: three fewer imports each)."""
-    ready, http_ready = tmp_path / "ready", tmp_path / "http-ready"
+async def serving(
+    tmp_path: Path,
+    *extra: str,
+    http: bool = True,
+    binary: bool = False,
+    target: str = "openenv_worker_envs:WhoServes",
+) -> AsyncIterator[Served]:
+    """A two-worker ``openenv serve`` of ``target`` (gRPC only unless ``http``: three fewer
+    imports each; ``binary``: also the binary transport's own listener)."""
+    ready, http_ready, binary_ready = tmp_path / "ready", tmp_path / "http-ready", tmp_path / "binary-ready"
     listen = ["--http-port", "0", "--http-ready-file", str(http_ready)] if http else ["--no-http"]
+    if binary:
+        listen += ["--binary-port", "0", "--binary-ready-file", str(binary_ready)]
     log = (tmp_path / "stderr").open("wb")
     proc = await asyncio.create_subprocess_exec(
         OPENENV_CLI,
         "-v",
         "serve",
-        "openenv_worker_envs:WhoServes",
+        target,
         "--port",
         "0",
         "--workers",
@@ -82,12 +91,15 @@ async def serving(tmp_path: Path, *extra: str, http: bool = True) -> AsyncIterat
     )
     try:
         await wait_until(
-            lambda: (ready.exists() and (http_ready.exists() or not http)) or proc.returncode is not None,
+            lambda: (ready.exists() and (http_ready.exists() or not http) and (binary_ready.exists() or not binary))
+            or proc.returncode is not None,
             START_S,
             "ready",
         )
         assert proc.returncode is None, (tmp_path / "stderr").read_text()
-        yield Served(proc, ready.read_text(), http_ready.read_text() if http else "")
+        yield Served(
+            proc, ready.read_text(), http_ready.read_text() if http else "", binary_ready.read_text() if binary else ""
+        )
     finally:
         if proc.returncode is None:
             proc.kill()

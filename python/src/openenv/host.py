@@ -309,6 +309,8 @@ class Host:
                 self._peers = WorkerPeers(
                     run_dir, index, count, restarts, lambda: server_load(self.manager), m.render if m else None
                 )
+                self.manager.token_prefix = f"w{index}."  # tokens name their worker (workers.py)
+                self._peers.serve = self.engine.serve  # siblings relay handshakes with its tokens here
                 await self._peers.start()
                 self.engine.workers = self._peers
                 if m is not None:
