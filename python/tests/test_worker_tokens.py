@@ -86,7 +86,7 @@ def total(resp: pb.SessionResponse | None) -> float:
 
 def test_tokens_name_their_worker() -> None:
     assert token_worker("w1.abc") == 1 and token_worker("w12.x-y_z") == 12
-    for token in ("", "abc", "w.abc", "wx.abc", "w1abc", "x1.abc", "w１.abc", "w1234567.abc"):
+    for token in ("", "abc", "w.abc", "wx.abc", "w1abc", "x1.abc", "w\uff11.abc", "w1234567.abc"):
         assert token_worker(token) is None, token
 
 

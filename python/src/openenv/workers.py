@@ -416,7 +416,9 @@ class _RelayedStream:
                         self._inbox.put_nowait(Undecodable(str(e)))
                 elif kind == _UNDECODABLE:
                     rid, too_fine = struct.unpack_from(">QB", payload)
-                    self._inbox.put_nowait(Undecodable(payload[9:].decode(errors="replace"), rid, too_fine=bool(too_fine)))
+                    self._inbox.put_nowait(
+                        Undecodable(payload[9:].decode(errors="replace"), rid, too_fine=bool(too_fine))
+                    )
                 else:  # _END
                     self._inbox.put_nowait(None)
         except (OSError, asyncio.IncompleteReadError, struct.error):
