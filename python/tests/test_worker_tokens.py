@@ -3,10 +3,11 @@
 Two workers of one server, in this process, each on ports of its own (so which worker a
 connection reaches is the test's choice, not the kernel's) and sharing a private run
 directory as ``--workers 2`` siblings do: a handshake with one worker's token on the other's
-listener (gRPC, the HTTP listener's binary WebSocket, the picows listener) is relayed to the
-worker that holds the session or world, and behaves there as on a direct stream: answers,
-the journal, pipelining, half-close, errors in band, statuses and close codes, takeover. A
-sibling that is gone, or does not answer, leaves the answer of an unknown token.
+listener (gRPC on grpc.aio or grpclib, the HTTP listener's binary WebSocket, the picows
+listener) is relayed to the worker that holds the session or world, and behaves there as on
+a direct stream: answers, the journal, pipelining, half-close, errors in band, statuses and
+close codes, takeover. A sibling that is gone, or does not answer, leaves the answer of an
+unknown token.
 test_workers.py runs the same over real ``openenv serve --workers 2`` processes. Cheap: a few
 seconds in all (two in-process hosts per test, no interpreter starts).
 """
@@ -54,7 +55,7 @@ async def two_workers(factory: Any = Counter, **kwargs: Any) -> AsyncIterator[li
 
 
 def url(h: openenv.Host, transport: str) -> str:
-    if transport == "grpc":
+    if transport in ("grpc", "grpclib"):
         assert h.address
         return h.address
     if transport == "http":
@@ -90,9 +91,9 @@ def test_tokens_name_their_worker() -> None:
         assert token_worker(token) is None, token
 
 
-@pytest.mark.parametrize("transport", TRANSPORTS)
+@pytest.mark.parametrize("transport", [*TRANSPORTS, "grpclib"])
 async def test_a_resume_on_a_sibling_is_served_by_the_worker_that_holds_the_session(transport: str) -> None:
-    async with two_workers() as (w0, w1):
+    async with two_workers(**({"grpc_library": "grpclib"} if transport == "grpclib" else {})) as (w0, w1):
         token, session_id = await parked_on(w1, transport)
         assert token.startswith("w1.")
         second = await Raw.open(url(w0, transport))

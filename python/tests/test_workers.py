@@ -1,8 +1,10 @@
 """``openenv serve --workers N`` (docs/performance.md, Workers): N real server processes on the
 same ports. Sessions spread over them, the whole server's load and metrics are the exact sums of
 the workers', a killed worker loses only its own sessions and is restarted, and SIGTERM drains
-every worker. Each test starts a real two-worker server (``openenv serve``) and real clients,
-each on a connection of its own (a connection, and every session on it, stays in one worker)."""
+every worker; a resume or a join on a new connection, whichever worker it reaches, finds its
+session or world (RFC 0013, Tokens across workers). Each test starts a real two-worker server
+(``openenv serve``) and real clients, each on a connection of its own (a connection, and every
+session on it, stays in one worker)."""
 
 from __future__ import annotations
 

@@ -159,7 +159,9 @@ class Host:
     is the supervisor of N worker processes, each serving every listener on the same ports
     (``SO_REUSEPORT``; :mod:`openenv.workers`): :meth:`start` returns once all serve, a worker
     that dies is restarted, :meth:`stop` drains them all. Its :attr:`manager` and :attr:`engine`
-    then serve nothing (the workers' do).
+    then serve nothing (the workers' do). A resume or join token names the worker holding its
+    session or world, and whichever worker the new connection reaches relays that stream to it
+    (RFC 0013, Tokens across workers).
     """
 
     def __init__(

@@ -302,8 +302,9 @@ class WorkerPeers:
             stream.over = True
             writer.write(_frame(_OVER, b""))
             await writer.drain()
-        except _Ended:
-            pass
+        except _Ended:  # the status is sent (a server-side end cancelled the task first: done with)
+            if task.cancelling():
+                task.uncancel()
         except asyncio.CancelledError:
             if not stream.gone:
                 raise  # this worker is stopping
