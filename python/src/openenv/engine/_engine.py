@@ -311,13 +311,13 @@ class Engine:
     def _holder(self, hello: Any, stream: Stream) -> int | None:
         """With several workers: the sibling that holds the session a handshake resumes, or
         the world it joins (its token names that worker), or None (this worker serves it)."""
-        if not isinstance(hello, environment_pb2.SessionRequest) or getattr(stream, "relayed", False):
-            return None  # (a relayed stream is never relayed again)
-        if hello.WhichOneof("kind") != "handshake":
+        if not isinstance(hello, environment_pb2.SessionRequest) or hello.WhichOneof("kind") != "handshake":
             return None
         hs = hello.handshake
         token = hs.world.join_token if self.runtime.multi_agent is not None else hs.resume_token
-        return cast("int | None", self.workers.sibling_of(token)) if token else None
+        if not token or getattr(stream, "relayed", False):  # a relayed stream is never relayed again
+            return None
+        return cast("int | None", self.workers.sibling_of(token))
 
     async def _answer_pipelined(
         self,
