@@ -142,6 +142,22 @@ async def test_a_relayed_stream_half_closed_parks_its_session_and_ends_cleanly(t
         await third.aclose()
 
 
+async def test_a_relayed_call_past_its_deadline_ends_so_and_its_session_waits_for_its_client() -> None:
+    async with two_workers() as (w0, w1):
+        token, _ = await parked_on(w1, "grpc")
+        late = await Raw.open(url(w0, "grpc"), deadline_s=2.0)
+        await late.send(hello(resume_token=token))
+        while (got := await late.recv()) is not None:  # (on a slow machine the deadline may come first)
+            assert got.handshake.resumed
+        assert (await late.ended())[0] == error_pb2.ERROR_CODE_DEADLINE_EXCEEDED
+        again = await Raw.open(url(w0, "grpc"))  # the client went away: the session was parked
+        assert (await again.ask(hello(resume_token=token))).handshake.resumed
+        assert total(await again.ask(step(4, 1))) == 6
+        await again.ask(close(5))
+        await again.aclose()
+        await late.aclose()
+
+
 @pytest.mark.parametrize("transport", TRANSPORTS)
 async def test_a_relayed_stream_ends_with_the_status_a_direct_one_ends_with(transport: str) -> None:
     async with two_workers() as (w0, w1):

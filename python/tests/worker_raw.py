@@ -45,7 +45,8 @@ class Raw:
         self.ws: Any = None
 
     @classmethod
-    async def open(cls, url: str, token: str | None = None) -> Raw:
+    async def open(cls, url: str, token: str | None = None, *, deadline_s: float | None = None) -> Raw:
+        """``deadline_s``: the gRPC call's deadline."""
         self = cls()
         if url.startswith("grpc://"):
             self.channel = grpc.aio.insecure_channel(
@@ -56,7 +57,7 @@ class Raw:
                 request_serializer=lambda b: b,
                 response_deserializer=pb.SessionResponse.FromString,
             )
-            self.call = session(metadata=(("authorization", f"Bearer {token}"),) if token else None)
+            self.call = session(metadata=(("authorization", f"Bearer {token}"),) if token else None, timeout=deadline_s)
         else:
             from websockets.asyncio.client import connect
 
