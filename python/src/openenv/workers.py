@@ -359,6 +359,7 @@ _END = 0x45  # forwarder -> owner: the client's input ended (half-close, a close
 _ANSWER = 0x41  # owner -> forwarder: a SessionResponse
 _STATUS = 0x58  # owner -> forwarder: the stream ended with a status: code (4 bytes), message
 _OVER = 0x5A  # owner -> forwarder: the stream ended without one
+_RELAY_INBOX = 16  # requests a relayed stream holds that its engine has not read yet
 # Either side closing the connection without its last frame: the other is gone.
 
 
@@ -402,7 +403,9 @@ class _RelayedStream:
 
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, peer: str) -> None:
         self._reader, self._writer, self._peer = reader, writer, peer
-        self._inbox: asyncio.Queue[Any] = asyncio.Queue()
+        # Bounded: a client that sends faster than its session answers fills the relay's socket,
+        # then the forwarder stops reading it, and its transport's flow control holds the client.
+        self._inbox: asyncio.Queue[Any] = asyncio.Queue(_RELAY_INBOX)
         self.gone = False  # the forwarder (its client) went away
         self.over = False  # the stream ended: the forwarder may close
 
@@ -412,16 +415,15 @@ class _RelayedStream:
                 kind, payload = await _read_frame(self._reader)
                 if kind == _REQUEST:
                     try:
-                        self._inbox.put_nowait(environment_pb2.SessionRequest.FromString(payload))
+                        item: Any = environment_pb2.SessionRequest.FromString(payload)
                     except Exception as e:  # noqa: BLE001 (the forwarder parsed it: never, but answered in band)
-                        self._inbox.put_nowait(Undecodable(str(e)))
+                        item = Undecodable(str(e))
                 elif kind == _UNDECODABLE:
                     rid, too_fine = struct.unpack_from(">QB", payload)
-                    self._inbox.put_nowait(
-                        Undecodable(payload[9:].decode(errors="replace"), rid, too_fine=bool(too_fine))
-                    )
+                    item = Undecodable(payload[9:].decode(errors="replace"), rid, too_fine=bool(too_fine))
                 else:  # _END
-                    self._inbox.put_nowait(None)
+                    item = None
+                await self._inbox.put(item)
         except (OSError, asyncio.IncompleteReadError, struct.error):
             pass
         # The forwarder closed: its client went away (or the stream is over). To the engine a
