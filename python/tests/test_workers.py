@@ -1,8 +1,10 @@
 """``openenv serve --workers N`` (docs/performance.md, Workers): N real server processes on the
 same ports. Sessions spread over them, the whole server's load and metrics are the exact sums of
 the workers', a killed worker loses only its own sessions and is restarted, and SIGTERM drains
-every worker. Each test starts a real two-worker server (``openenv serve``) and real clients,
-each on a connection of its own (a connection, and every session on it, stays in one worker)."""
+every worker; a resume or a join on a new connection, whichever worker it reaches, finds its
+session or world (RFC 0013, Tokens across workers). Each test starts a real two-worker server
+(``openenv serve``) and real clients, each on a connection of its own (a connection, and every
+session on it, stays in one worker)."""
 
 from __future__ import annotations
 
@@ -21,11 +23,12 @@ from typing import Any
 import grpc
 import pytest
 from openenv_testkit import TESTS_DIR, WAIT_S, until_raises, wait_until
+from worker_raw import Raw, close, hello, reset, step
 
 import openenv
 from openenv.client.grpc import GrpcConnection
-from openenv.v1 import environment_pb2_grpc, load_pb2
-from openenv.workers import reuseport_balances
+from openenv.v1 import environment_pb2_grpc, error_pb2, load_pb2
+from openenv.workers import reuseport_balances, token_worker
 
 pytestmark = [
     pytest.mark.anyio,
@@ -38,8 +41,8 @@ SESSIONS = 24  # one connection each: all in one worker of two has odds 2**-23
 
 
 class Served:
-    def __init__(self, proc: asyncio.subprocess.Process, grpc_url: str, http_url: str) -> None:
-        self.proc, self.grpc_url, self.http_url = proc, grpc_url, http_url
+    def __init__(self, proc: asyncio.subprocess.Process, grpc_url: str, http_url: str, binary_url: str = "") -> None:
+        self.proc, self.grpc_url, self.http_url, self.binary_url = proc, grpc_url, http_url, binary_url
         self.target = grpc_url.removeprefix("grpc://")
 
     async def load(self) -> load_pb2.GetLoadResponse:
@@ -58,16 +61,25 @@ class Served:
 
 
 @contextlib.asynccontextmanager
-async def serving(tmp_path: Path, *extra: str, http: bool = True) -> AsyncIterator[Served]:
-    """A two-worker ``openenv serve`` (gRPC only unless ``http``: three fewer imports each)."""
-    ready, http_ready = tmp_path / "ready", tmp_path / "http-ready"
+async def serving(
+    tmp_path: Path,
+    *extra: str,
+    http: bool = True,
+    binary: bool = False,
+    target: str = "openenv_worker_envs:WhoServes",
+) -> AsyncIterator[Served]:
+    """A two-worker ``openenv serve`` of ``target`` (gRPC only unless ``http``: three fewer
+    imports each; ``binary``: also the binary transport's own listener)."""
+    ready, http_ready, binary_ready = tmp_path / "ready", tmp_path / "http-ready", tmp_path / "binary-ready"
     listen = ["--http-port", "0", "--http-ready-file", str(http_ready)] if http else ["--no-http"]
+    if binary:
+        listen += ["--binary-port", "0", "--binary-ready-file", str(binary_ready)]
     log = (tmp_path / "stderr").open("wb")
     proc = await asyncio.create_subprocess_exec(
         OPENENV_CLI,
         "-v",
         "serve",
-        "openenv_worker_envs:WhoServes",
+        target,
         "--port",
         "0",
         "--workers",
@@ -82,12 +94,17 @@ async def serving(tmp_path: Path, *extra: str, http: bool = True) -> AsyncIterat
     )
     try:
         await wait_until(
-            lambda: (ready.exists() and (http_ready.exists() or not http)) or proc.returncode is not None,
+            lambda: (
+                (ready.exists() and (http_ready.exists() or not http) and (binary_ready.exists() or not binary))
+                or proc.returncode is not None
+            ),
             START_S,
             "ready",
         )
         assert proc.returncode is None, (tmp_path / "stderr").read_text()
-        yield Served(proc, ready.read_text(), http_ready.read_text() if http else "")
+        yield Served(
+            proc, ready.read_text(), http_ready.read_text() if http else "", binary_ready.read_text() if binary else ""
+        )
     finally:
         if proc.returncode is None:
             proc.kill()
@@ -242,3 +259,137 @@ async def until_async(pred: Any, timeout: float, what: str) -> None:
         if asyncio.get_running_loop().time() > deadline:
             pytest.fail(f"timed out after {timeout:g} s waiting for {what}")
         await asyncio.sleep(0.05)
+
+
+RESUMES = 20  # per transport, each on a new connection: none relayed to another worker has odds 2**-20
+
+
+def _seen(resp: Any) -> tuple[int, int]:
+    """(pid, steps) of a WhoServes step's answer."""
+    assert resp.WhichOneof("kind") == "step", resp
+    fields = resp.step.time_step.observation.json.struct_value.fields
+    return int(fields["pid"].number_value), int(fields["steps"].number_value)
+
+
+async def _parked(url: str) -> tuple[str, int]:
+    """A resumable session that stepped once and whose connection dropped: (token, its worker's pid)."""
+    s = await Raw.open(url)
+    token = (await s.ask(hello(resumable=True))).handshake.resume_token
+    await s.ask(reset(2))
+    pid, steps = _seen(await s.ask(step(3, 1)))
+    assert steps == 1
+    await s.drop()
+    return token, pid
+
+
+async def _kill_and_restart(srv: Served) -> int:
+    """SIGKILL worker 0; returns its pid once the restarted worker serves (a connection made
+    while a worker restarts may be reset, which a client retries: not what these tests are about)."""
+    victim = (await srv.load()).workers[0].pid
+    os.kill(victim, signal.SIGKILL)
+
+    async def restarted() -> bool:
+        try:
+            w = (await srv.load()).workers[0]
+        except grpc.aio.AioRpcError as e:  # reset: the connection reached the dying worker
+            assert e.code() == grpc.StatusCode.UNAVAILABLE, e
+            return False
+        return w.up and w.pid != victim
+
+    await until_async(restarted, START_S, "worker 0 restarted")
+    return victim
+
+
+def _session_urls(srv: Served) -> dict[str, str]:
+    return {
+        "grpc": srv.grpc_url,
+        "http": srv.http_url.replace("http://", "ws://", 1) + "/v1/session",
+        "picows": srv.binary_url,
+    }
+
+
+async def test_every_resume_reaches_the_worker_holding_its_session_on_every_transport(tmp_path: Path) -> None:
+    async with serving(tmp_path, binary=True) as srv:
+        urls = _session_urls(srv)
+
+        async def resume(url: str, token: str, pid: int) -> None:
+            s = await Raw.open(url)  # a new connection: either worker
+            try:
+                shake = await s.ask(hello(resume_token=token))
+                assert shake.handshake.resumed, shake
+                assert _seen(await s.ask(step(4, 1))) == (pid, 2)  # where it was, as it was
+                assert (await s.ask(close(5))).WhichOneof("kind") == "close"
+            finally:
+                await s.aclose()
+
+        for url in urls.values():
+            parked = await asyncio.gather(*(_parked(url) for _ in range(RESUMES)))
+            assert len({pid for _, pid in parked}) == 2
+            await asyncio.gather(*(resume(url, token, pid) for token, pid in parked))
+        assert "token is relayed to it" in (tmp_path / "stderr").read_text()
+
+        # A worker dies: its sessions are lost, and resuming one is refused as for any unknown
+        # token, by the restarted worker as by its sibling (which asks the restarted one).
+        parked = await asyncio.gather(*(_parked(srv.grpc_url) for _ in range(SESSIONS)))
+        victim = await _kill_and_restart(srv)
+        lost = [token for token, pid in parked if pid == victim]
+        kept = [(token, pid) for token, pid in parked if pid != victim]
+        assert lost and kept
+        for url in urls.values():
+            for token in lost:
+                s = await Raw.open(url)
+                try:
+                    answer = await s.ask(hello(resume_token=token))
+                finally:
+                    await s.aclose()
+                assert answer.error.code == error_pb2.ERROR_CODE_ABORTED and answer.error.fatal, answer
+                assert "gone" in answer.error.message
+        await asyncio.gather(*(resume(srv.grpc_url, token, pid) for token, pid in kept))  # the others go on
+
+
+JOINS = 20  # worlds per transport, joined on a new connection each
+
+
+async def test_every_join_reaches_the_world_of_its_worker_on_every_transport(tmp_path: Path) -> None:
+    async with serving(tmp_path, binary=True, target="openenv.games:TicTacToe") as srv:
+        urls = _session_urls(srv)
+
+        def client(url: str, **kw: Any) -> openenv.EnvClient:
+            conn = own_connection(url) if url.startswith("grpc://") else None
+            return openenv.EnvClient(url, connection=conn, **kw)
+
+        async def world(url: str) -> int | None:
+            x = await client(url, agent_ids=["x"]).connect()
+            try:
+                o = await client(url, join_token=x.world.join_token).connect()  # a new connection: either worker
+                try:
+                    assert o.world.world_id == x.world.world_id and list(o.world.agent_ids) == ["o"]
+                    await x.reset()
+                    await x.step(4)
+                    r = await o.observe(wait=True)
+                    assert r.to_act == ["o"] and r.agents["o"].observation["board"][4] == 2
+                    await o.step(0)
+                    assert (await x.observe()).agents["x"].observation["board"][0] == 2
+                finally:
+                    await o.close()
+            finally:
+                await x.close()
+            return token_worker(x.world.join_token)
+
+        for url in urls.values():
+            owners = await asyncio.gather(*(world(url) for _ in range(JOINS)))
+            assert set(owners) == {0, 1}
+        assert "token is relayed to it" in (tmp_path / "stderr").read_text()
+
+        # A worker dies: its worlds are lost, and joining one is refused as for any unknown token.
+        owners_x = await asyncio.gather(*(client(srv.grpc_url, agent_ids=["x"]).connect() for _ in range(SESSIONS)))
+        try:
+            lost = [x.world.join_token for x in owners_x if token_worker(x.world.join_token) == 0]
+            assert lost
+            await _kill_and_restart(srv)
+            for url in urls.values():
+                for token in lost:
+                    with pytest.raises(openenv.NotFound, match="join token"):
+                        await client(url, join_token=token).connect()
+        finally:
+            await asyncio.gather(*(x.close() for x in owners_x), return_exceptions=True)

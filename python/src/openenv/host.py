@@ -159,7 +159,9 @@ class Host:
     is the supervisor of N worker processes, each serving every listener on the same ports
     (``SO_REUSEPORT``; :mod:`openenv.workers`): :meth:`start` returns once all serve, a worker
     that dies is restarted, :meth:`stop` drains them all. Its :attr:`manager` and :attr:`engine`
-    then serve nothing (the workers' do).
+    then serve nothing (the workers' do). A resume or join token names the worker holding its
+    session or world, and whichever worker the new connection reaches relays that stream to it
+    (RFC 0013, Tokens across workers).
     """
 
     def __init__(
@@ -309,6 +311,8 @@ class Host:
                 self._peers = WorkerPeers(
                     run_dir, index, count, restarts, lambda: server_load(self.manager), m.render if m else None
                 )
+                self.manager.token_prefix = f"w{index}."  # tokens name their worker (workers.py)
+                self._peers.serve = self.engine.serve  # siblings relay handshakes with its tokens here
                 await self._peers.start()
                 self.engine.workers = self._peers
                 if m is not None:

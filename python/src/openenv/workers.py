@@ -18,6 +18,15 @@ moves). What this module provides:
   directory (``load`` and ``metrics``), so the worker that receives ``GetLoad``, ``GET /load``,
   ``GET /health`` or ``GET /metrics`` reports the whole server (counters summed exactly) and
   each worker (``GetLoadResponse.workers``, ``openenv_worker_*`` metrics; RFC 0013).
+* Tokens across workers: a worker issues resume and join tokens that begin with its index
+  (``w1.``, opaque to clients: :attr:`SessionManager.token_prefix
+  <openenv.runtime.SessionManager.token_prefix>`). A handshake that resumes or joins with a
+  sibling's token, on whichever connection and transport it arrives, is relayed
+  (:meth:`WorkerPeers.relay`) to that sibling over the same private socket, where the
+  sibling's own engine serves it as one more stream; the stream's other sessions, and every
+  session whose token names its own worker, never touch the relay. A sibling that does not
+  answer (it died; its sessions are lost) leaves the handshake to the local engine, which
+  answers as for any unknown token.
 
 Where the OS does not balance connections over ``SO_REUSEPORT`` listeners (it does on Linux;
 macOS and Windows do not), the fallback is one worker, with a warning: run a fleet of servers
@@ -34,15 +43,18 @@ import os
 import shutil
 import signal
 import socket
+import struct
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
+from openenv.errors import ErrorCode
 from openenv.observability.metrics import merge_expositions
+from openenv.runtime.granularity import Undecodable
 from openenv.runtime.load import sum_loads
-from openenv.v1 import load_pb2
+from openenv.v1 import environment_pb2, load_pb2
 
 log = logging.getLogger("openenv.workers")
 
@@ -54,6 +66,7 @@ __all__ = [
     "WorkerFactory",
     "WorkerPeers",
     "reuseport_balances",
+    "token_worker",
 ]
 
 PEER_TIMEOUT_S = 5.0
@@ -61,6 +74,18 @@ PEER_TIMEOUT_S = 5.0
 
 _READY_TIMEOUT_S = 120.0  # a worker imports the environment and binds: slow machines, big envs
 _MAX_BACKOFF_S = 10.0
+
+
+def token_worker(token: str) -> int | None:
+    """The index of the worker that issued ``token`` (a resume or join token that begins with
+    ``w<index>.``), or None for a token without that prefix (a server of one process's)."""
+    if token[:1] != "w":
+        return None
+    head, dot, _ = token.partition(".")
+    digits = head[1:]
+    if not dot or not digits.isdecimal() or not digits.isascii() or len(digits) > 6:
+        return None
+    return int(digits)
 
 
 def reuseport_balances() -> bool:
@@ -150,6 +175,10 @@ class WorkerPeers:
         self._local_load, self._local_metrics = local_load, local_metrics
         self._server: asyncio.AbstractServer | None = None
         self._last: load_pb2.GetLoadResponse | None = None
+        #: The engine's ``serve`` (:meth:`openenv.engine.Engine.serve`): streams relayed by
+        #: siblings are served with it (:meth:`relay`); None: this worker takes none.
+        self.serve: Callable[[Any], Awaitable[None]] | None = None
+        self.relayed_total = 0  # handshakes this worker relayed to a sibling (logs, tests)
 
     def path(self, index: int) -> str:
         return os.path.join(self.run_dir, f"{index}.sock")
@@ -175,7 +204,9 @@ class WorkerPeers:
     async def _answer(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             what = (await asyncio.wait_for(reader.readline(), PEER_TIMEOUT_S)).strip()
-            if what == b"load":
+            if what.startswith(b"session") and self.serve is not None:
+                await self._serve_relayed(reader, writer, what[len(b"session") :].strip().decode(errors="replace"))
+            elif what == b"load":
                 writer.write(self.own().SerializeToString())
             elif what == b"metrics" and self._local_metrics is not None:
                 writer.write(self._local_metrics())
@@ -190,6 +221,97 @@ class WorkerPeers:
     async def ask(self, index: int, what: bytes) -> bytes | None:
         """A sibling's answer to ``what`` (``load``, ``metrics``), or None when it does not answer."""
         return await ask_worker(self.path(index), what)
+
+    def sibling_of(self, token: str) -> int | None:
+        """The index of the sibling that issued ``token``, or None when it is this worker's (or
+        no worker's: it is then unknown here, as to a server of one process)."""
+        index = token_worker(token)
+        if index is None or index == self.index or index >= self.count:
+            return None
+        return index
+
+    async def relay(self, stream: Any, hello: environment_pb2.SessionRequest, index: int) -> bool:
+        """Serve ``stream`` (an engine :class:`~openenv.engine.Stream` whose first request,
+        ``hello``, is a handshake with worker ``index``'s resume or join token) by relaying it
+        to that worker, whose engine serves it as a stream of its own: every request the
+        client sends goes there, every answer and the stream's end (a status, or the end
+        of the answers) come back, in order and as they come (pipelining, half-close and
+        flow control as on a direct stream). True once the stream is over; False, having
+        sent the client nothing, when the worker does not take the stream within
+        :data:`PEER_TIMEOUT_S` (it died: the caller answers the handshake itself, as for an
+        unknown token). A worker that dies later ends the stream with UNAVAILABLE, as a
+        direct stream to a worker that dies ends. Cancelling the caller (the client went
+        away) ends the relayed stream as such (a resumable session is parked)."""
+        writer: asyncio.StreamWriter | None = None
+        try:
+            async with asyncio.timeout(PEER_TIMEOUT_S):
+                reader, writer = await asyncio.open_unix_connection(self.path(index))
+                peer = stream.peer().replace("\n", "").encode()
+                writer.write(b"session " + peer + b"\n" + _frame(_REQUEST, hello.SerializeToString()))
+                await writer.drain()
+                taken = await reader.readexactly(1) == _TAKEN
+        except (OSError, TimeoutError, asyncio.IncompleteReadError):
+            taken = False
+        if not taken:
+            if writer is not None:
+                writer.transport.abort()
+            log.warning("worker %d does not answer: a handshake with its token is answered here", index)
+            return False
+        assert writer is not None
+        self.relayed_total += 1
+        log.info("worker %d: a handshake with worker %d's token is relayed to it", self.index, index)
+        pump = asyncio.ensure_future(_pump(stream, writer))
+        pump.add_done_callback(lambda p: p.cancelled() or p.exception() is None or writer.transport.abort())
+        ok = False
+        try:
+            while True:
+                try:
+                    kind, payload = await _read_frame(reader)
+                except (OSError, asyncio.IncompleteReadError):
+                    if pump.done() and not pump.cancelled() and (failed := pump.exception()) is not None:
+                        raise failed from None  # the client's transport failed: as on a direct stream
+                    await stream.abort(
+                        ErrorCode.UNAVAILABLE,
+                        f"worker {index}, which held this session, stopped: its sessions are lost",
+                    )
+                if kind == _ANSWER:
+                    await stream.write(environment_pb2.SessionResponse.FromString(payload))
+                elif kind == _STATUS:
+                    (code,) = struct.unpack_from(">I", payload)
+                    await stream.abort(ErrorCode(code), payload[4:].decode(errors="replace"))
+                else:  # _OVER: the stream ended without a status
+                    ok = True
+                    return True
+        finally:
+            pump.cancel()
+            if ok:
+                writer.close()
+            else:  # at once: the sibling reads the client gone (or the stream over) now
+                writer.transport.abort()
+
+    async def _serve_relayed(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, peer: str) -> None:
+        """Serve a stream a sibling relays (:meth:`relay`) with this worker's engine."""
+        assert self.serve is not None
+        writer.write(_TAKEN)
+        stream = _RelayedStream(reader, writer, peer)
+        task = asyncio.current_task()
+        assert task is not None
+        pump = asyncio.ensure_future(stream.pump(task))
+        try:
+            await self.serve(stream)
+            stream.over = True
+            writer.write(_frame(_OVER, b""))
+            await writer.drain()
+        except _Ended:  # the status is sent (a server-side end cancelled the task first: done with)
+            if task.cancelling():
+                task.uncancel()
+        except asyncio.CancelledError:
+            if not stream.gone:
+                raise  # this worker is stopping
+            if task.cancelling():
+                task.uncancel()
+        finally:
+            pump.cancel()
 
     async def load(self) -> load_pb2.GetLoadResponse:
         """The whole server's load and each worker's."""
@@ -227,6 +349,114 @@ class WorkerPeers:
         """(Workers that answered, workers)."""
         others = await asyncio.gather(*(self.ask(i, b"load") for i in range(self.count) if i != self.index))
         return 1 + sum(1 for o in others if o is not None), self.count
+
+
+# The relay's frames (WorkerPeers.relay): a kind byte, a 4-byte big-endian length, the payload.
+_TAKEN = b"T"  # the sibling took the stream (one byte, no frame): it is alive
+_REQUEST = 0x51  # forwarder -> owner: a SessionRequest
+_UNDECODABLE = 0x55  # forwarder -> owner: request id (8 bytes), too_fine (1), the error's text
+_END = 0x45  # forwarder -> owner: the client's input ended (half-close, a closed WebSocket)
+_ANSWER = 0x41  # owner -> forwarder: a SessionResponse
+_STATUS = 0x58  # owner -> forwarder: the stream ended with a status: code (4 bytes), message
+_OVER = 0x5A  # owner -> forwarder: the stream ended without one
+_RELAY_INBOX = 16  # requests a relayed stream holds that its engine has not read yet
+# Either side closing the connection without its last frame: the other is gone.
+
+
+def _frame(kind: int, payload: bytes) -> bytes:
+    return struct.pack(">BI", kind, len(payload)) + payload
+
+
+async def _read_frame(reader: asyncio.StreamReader) -> tuple[int, bytes]:
+    kind, size = struct.unpack(">BI", await reader.readexactly(5))
+    return kind, (await reader.readexactly(size) if size else b"")
+
+
+async def _pump(stream: Any, writer: asyncio.StreamWriter) -> None:
+    """The forwarder's side: the client's requests, as the transport reads them, to the owner."""
+    while True:
+        item = await stream.read()  # a transport's failure propagates (relay re-raises it)
+        if item is None:
+            data = _frame(_END, b"")
+        elif isinstance(item, Undecodable):
+            detail = struct.pack(">QB", item.request_id, item.too_fine) + item.error.encode()
+            data = _frame(_UNDECODABLE, detail)
+        else:  # a SessionRequest (the transports that carry tokens prepare none)
+            data = _frame(_REQUEST, getattr(item, "request", item).SerializeToString())
+        try:
+            writer.write(data)
+            await writer.drain()
+        except OSError:
+            return  # the owner is gone: relay tells the client
+        if item is None:
+            return
+
+
+class _Ended(Exception):
+    """A relayed stream was ended with a status (sent to the forwarder)."""
+
+
+class _RelayedStream:
+    """The owner's side: a stream a sibling relays, as the engine's :class:`~openenv.engine.Stream`."""
+
+    relayed = True  # the engine never relays it again
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, peer: str) -> None:
+        self._reader, self._writer, self._peer = reader, writer, peer
+        # Bounded: a client that sends faster than its session answers fills the relay's socket,
+        # then the forwarder stops reading it, and its transport's flow control holds the client.
+        self._inbox: asyncio.Queue[Any] = asyncio.Queue(_RELAY_INBOX)
+        self.gone = False  # the forwarder (its client) went away
+        self.over = False  # the stream ended: the forwarder may close
+
+    async def pump(self, task: asyncio.Task[Any]) -> None:
+        try:
+            while True:
+                kind, payload = await _read_frame(self._reader)
+                if kind == _REQUEST:
+                    try:
+                        item: Any = environment_pb2.SessionRequest.FromString(payload)
+                    except Exception as e:  # noqa: BLE001 (the forwarder parsed it: never, but answered in band)
+                        item = Undecodable(str(e))
+                elif kind == _UNDECODABLE:
+                    rid, too_fine = struct.unpack_from(">QB", payload)
+                    item = Undecodable(payload[9:].decode(errors="replace"), rid, too_fine=bool(too_fine))
+                else:  # _END
+                    item = None
+                await self._inbox.put(item)
+        except (OSError, asyncio.IncompleteReadError, struct.error):
+            pass
+        # The forwarder closed: its client went away (or the stream is over). To the engine a
+        # client that went away is a cancelled stream, as on gRPC: a resumable session is parked.
+        if not self.over:
+            self.gone = True
+            task.cancel()
+
+    async def read(self) -> Any:
+        return await self._inbox.get()
+
+    async def write(self, response: environment_pb2.SessionResponse) -> None:
+        if self.gone:
+            raise asyncio.CancelledError
+        self._writer.write(_frame(_ANSWER, response.SerializeToString()))
+        try:
+            await self._writer.drain()
+        except OSError:
+            self.gone = True
+            raise asyncio.CancelledError from None
+
+    async def abort(self, code: ErrorCode, message: str) -> Any:
+        self.over = True
+        self._writer.write(_frame(_STATUS, struct.pack(">I", int(code)) + message.encode()))
+        with contextlib.suppress(OSError):
+            await self._writer.drain()
+        raise _Ended(message)
+
+    def peer(self) -> str:
+        return self._peer
+
+    def metadata(self) -> tuple[tuple[str, str], ...]:
+        return ()  # the forwarder checked the bearer token; the engine reads no metadata
 
 
 def _worker_load(index: int, data: bytes | None) -> load_pb2.WorkerLoad:

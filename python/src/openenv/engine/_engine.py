@@ -165,7 +165,8 @@ class Engine:
         self._info: environment_pb2.GetInfoResponse | None = None
         self.resumes = Resumes.of(manager)
         #: The worker siblings of this server (:class:`openenv.workers.WorkerPeers`) when it is
-        #: one of several worker processes: :meth:`load_report` then reports them all.
+        #: one of several worker processes: :meth:`load_report` then reports them all, and
+        #: :meth:`serve` relays a handshake with a sibling's resume or join token to it.
         self.workers: Any = None
 
     # ------------------------------------------------------------------ unary calls
@@ -235,6 +236,9 @@ class Engine:
             if first is None:
                 return
             hello = first.request if isinstance(first, Prepared) else first
+            if self.workers is not None and (sibling := self._holder(hello, stream)) is not None:
+                if await self.workers.relay(stream, hello, sibling):
+                    return  # served by the worker that holds the session or world (RFC 0013)
             resp = environment_pb2.SessionResponse(request_id=getattr(hello, "request_id", 0))
             try:
                 session, entry = await self._handshake(_decoded(hello), resp, task)
@@ -303,6 +307,17 @@ class Engine:
                     await entry.journal.settle()
             if session is not None:
                 await session.close()
+
+    def _holder(self, hello: Any, stream: Stream) -> int | None:
+        """With several workers: the sibling that holds the session a handshake resumes, or
+        the world it joins (its token names that worker), or None (this worker serves it)."""
+        if not isinstance(hello, environment_pb2.SessionRequest) or hello.WhichOneof("kind") != "handshake":
+            return None
+        hs = hello.handshake
+        token = hs.world.join_token if self.runtime.multi_agent is not None else hs.resume_token
+        if not token or getattr(stream, "relayed", False):  # a relayed stream is never relayed again
+            return None
+        return cast("int | None", self.workers.sibling_of(token))
 
     async def _answer_pipelined(
         self,

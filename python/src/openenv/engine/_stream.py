@@ -37,7 +37,11 @@ class Stream(Protocol):
 
     The engine calls :meth:`read` and :meth:`write` from one task, never concurrently with
     themselves; :meth:`abort` ends the stream with a status (it raises, as grpc.aio's does) and
-    is the last call. A transport may also define ``encode_result(result) -> Any``: the engine
+    is the last call. A transport that a worker of several serves must also take one
+    :meth:`read` in progress while another task writes: the relay of a resume or join to the
+    sibling worker holding its session reads the client's requests while it writes answers
+    (:meth:`openenv.workers.WorkerPeers.relay`; gRPC, the binary WebSocket and picows do).
+    A transport may also define ``encode_result(result) -> Any``: the engine
     then calls it, in place of encoding into the response, on the result of every request of a
     single session that has one: the ``StepResult`` of ``reset`` and ``step``, the
     ``SessionState`` of ``state``, the ``list[Tool]`` of ``list_tools`` and the ``ToolResult``

@@ -169,7 +169,7 @@ class Resumes:
 
     def register(self, session: Session, owner: asyncio.Task[None] | None) -> Resumable:
         """Make ``session`` resumable, attached to the stream task ``owner``."""
-        entry = Resumable(session, secrets.token_urlsafe(24), owner=owner)
+        entry = Resumable(session, self.manager.token_prefix + secrets.token_urlsafe(24), owner=owner)
         self._by_token[entry.token] = entry
         return entry
 

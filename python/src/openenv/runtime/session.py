@@ -664,6 +664,10 @@ class SessionManager:
         self._closing: set[asyncio.Future[None]] = set()  # close() calls in progress
         self.load = LoadMeter()  # step latencies and counters for GetLoad (runtime.load)
         self.per_client: collections.Counter[str] = collections.Counter()  # slots held per CLIENT
+        #: What the resume and join tokens this server issues begin with: ``""`` for a server
+        #: of one process; ``"w<index>."`` in a worker of several (RFC 0013, Tokens across
+        #: workers), so that a sibling receiving the token knows which worker holds its session.
+        self.token_prefix = ""
 
     @property
     def active(self) -> int:

@@ -60,7 +60,7 @@ class World:
         self.env: MultiAgentEnvironment = session.env  # type: ignore[assignment]
         self.agents: tuple[str, ...] = cls.agent_ids()
         self.id = session.id
-        self.join_token = secrets.token_urlsafe(24) if cls.joinable else ""
+        self.join_token = worlds.manager.token_prefix + secrets.token_urlsafe(24) if cls.joinable else ""
         self.seats: list[Seat] = []
         self.controller: dict[str, Seat] = {}
         self.lock = asyncio.Lock()
