@@ -261,7 +261,12 @@ class WorkerPeers:
         self.relayed_total += 1
         log.info("worker %d: a handshake with worker %d's token is relayed to it", self.index, index)
         pump = asyncio.ensure_future(_pump(stream, writer))
-        pump.add_done_callback(lambda p: p.cancelled() or p.exception() is None or writer.transport.abort())
+
+        def _abort_on_failure(p: asyncio.Future[None]) -> None:
+            if not p.cancelled() and p.exception() is not None:
+                writer.transport.abort()
+
+        pump.add_done_callback(_abort_on_failure)
         ok = False
         try:
             while True:
