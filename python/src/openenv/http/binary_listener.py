@@ -49,7 +49,7 @@ from picows import (
     WSUpgradeResponse,
     WSUpgradeResponseWithListener,
 )
-from picows.picows import WSProtocol  # what ws_create_server builds: subclassed for the upgrade deadline
+from picows.picows import WSProtocol  # type: ignore[attr-defined]  # ws_create_server builds it; not in the stubs
 
 from openenv.engine import Engine, Incoming, bounded_serializer
 from openenv.errors import ErrorCode
@@ -67,6 +67,7 @@ from openenv.http.binary import (
 )
 from openenv.http.deadline import PatientDeadline
 from openenv.http.guard import ws_token_accepted
+from openenv.http.listener import listen_backlog
 from openenv.json_protocol import frames
 from openenv.json_protocol.payloads import info_to_json
 from openenv.runtime.load import server_load
@@ -377,6 +378,7 @@ class BinaryListener:
             self.port,
             ssl=tls.server_ssl_context() if tls is not None else None,
             reuse_port=self.reuse_port or None,
+            backlog=listen_backlog(self.http.max_connections),
         )
         if self.port == 0:
             self.port = self._server.sockets[0].getsockname()[1]
