@@ -6,8 +6,8 @@ after the deadline: when that loop had been starved (a connect burst saturating 
 whose cores other processes hold, a process stopped), the deadline fired on connections whose
 request head had arrived long before, still unread in the socket. uvloop (libuv) even runs
 due timers before it polls the sockets in the same loop iteration, so every such connection
-was closed before its bytes were read: under a burst of 16,384 WebSocket connections, most
-of them (docs/performance.md).
+was closed before its bytes were read (``python/tests/test_starved_server.py`` reproduces it:
+a loop blocked inside a socket read past the deadline, every upgrade then closed unread).
 
 :class:`PatientDeadline` charges the peer only for time the loop was there to read it:
 
