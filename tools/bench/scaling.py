@@ -191,7 +191,7 @@ async def _client(
                     step_t.append(time.perf_counter() - t0)
             ok += 1
         except Exception as e:  # noqa: BLE001 (counted: the row reports failures by kind)
-            key = f"{type(e).__name__}: {str(e)[:80]}"
+            key = f"{type(e).__name__}: {str(e)[:200]}"
             errors[key] = errors.get(key, 0) + 1
             if duration and not opened.is_set():
                 waiting[0] -= 1

@@ -86,6 +86,11 @@ class _Servicer:
 _GRPC_CODES = {c.value[0]: c for c in grpc.StatusCode}
 
 
+UNREQUESTED_S = 600
+"""Seconds a call may wait for the server to pick it up before gRPC cancels it (gRPC's
+default, 30 s, cancelled the tail of a connect burst; see :meth:`Server.start`)."""
+
+
 def max_streams(max_sessions: int) -> int:
     """Concurrent streams one connection may open: a stream per session and 16 for unary calls
     (at least 128): a client multiplexing all its sessions on one connection is never made to wait."""
@@ -214,6 +219,13 @@ class Server:
                 ("grpc.server.max_pending_requests", pending),
                 ("grpc.server.max_pending_requests_hard_limit", pending),
                 ("grpc.max_metadata_size", 16 * 1024),
+                # A call gRPC has accepted but this process has not picked up yet (grpc.aio
+                # takes them one at a time, on its event loop) is cancelled after 30 s by
+                # default: the client sees CANCELLED with no details. That measures the
+                # server's backlog, not the peer: under a burst of 16,384 sessions it
+                # cancelled half of them (issue 34, docs/performance.md). The queue is bounded
+                # by count above; a client that stops waiting cancels its own stream.
+                ("grpc.server_max_unrequested_time_in_server", UNREQUESTED_S),
             ],
         )
         servicer = _Servicer(self.engine)

@@ -316,6 +316,7 @@ class _PicowsChannel:
     def __init__(self, url: str, kw: dict[str, Any], limit: int) -> None:
         self.url, self.kw, self.limit = url, kw, limit
         self.ws: _Listener | None = None
+        self.failure = ""  # why ready() returned False, when an error said so
 
     async def ready(self, timeout: float) -> bool:
         """Connect; False when the server cannot be reached in time, raises the fatal error of
@@ -336,12 +337,15 @@ class _PicowsChannel:
             )
         except picows.WSHandshakeError as e:
             if getattr(e, "response", None) is None:
+                self.failure = f"{type(e).__name__}: {e}"
                 return False  # no HTTP answer in time (or a broken one): not reachable
             raise _refusal(e, self.url) from None
-        except (OSError, TimeoutError):
+        except (OSError, TimeoutError) as e:
+            self.failure = f"{type(e).__name__}: {e}"
             return False
         self.ws = listener  # type: ignore[assignment]  # ours: made by the factory above
         if transport.response is None:  # the server closed before answering (seen under a 16k burst)
+            self.failure = "the server closed the connection before answering the upgrade"
             await self.close()
             return False
         if transport.response.headers.get("Sec-WebSocket-Protocol") != BINARY_SUBPROTOCOL:
@@ -506,6 +510,10 @@ class BinaryWsConnection(GrpcConnection):
 
     async def _channel_ready(self, channel: Any, timeout: float) -> bool:
         return await channel.ready(timeout)  # type: ignore[no-any-return]
+
+    def _not_ready_reason(self, channel: Any) -> str:
+        failure = getattr(channel, "failure", "")
+        return f" ({failure})" if failure else ""
 
     def _open_call(self, channel: Any, metadata: Any) -> Any:
         if channel.ws is None:

@@ -237,6 +237,11 @@ class GrpcConnection:
         The engine's hook, as are :meth:`_new_channel` and :meth:`_open_call`."""
         return await channel_ready(channel, timeout)
 
+    def _not_ready_reason(self, channel: Any) -> str:
+        """What :meth:`_channel_ready` saw fail, appended to "cannot connect" (a hook; gRPC's
+        channel keeps no reason)."""
+        return ""
+
     def _open_call(self, channel: Any, metadata: tuple[tuple[str, str], ...] | None) -> Any:
         """A ``Session`` stream on ``channel`` (not started: it starts with its first write)."""
         return environment_pb2_grpc.EnvironmentServiceStub(channel).Session(metadata=metadata)
@@ -257,7 +262,8 @@ class GrpcConnection:
         if channel is None:
             channel = self._new_channel()
             if not await self._channel_ready(channel, timeout):
-                raise Unavailable(f"cannot connect to {self.url} within {timeout:g} s", fatal=True)
+                why = self._not_ready_reason(channel)
+                raise Unavailable(f"cannot connect to {self.url} within {timeout:g} s{why}", fatal=True)
         self._channel = channel
         # The caller's trace context (W3C traceparent, with the otel extra) travels in the
         # stream's metadata beside the token: the server's request spans join the caller's trace.

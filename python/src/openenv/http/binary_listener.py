@@ -13,7 +13,8 @@ on is the HTTP listener's ``/v1/session`` contract, rule for rule:
   the HTTP side's JSON body (``detail``, ``status``). The side calls are the HTTP
   listener's documents, for ``GET`` only: ``/openenv/info`` (``GetInfo``), ``/load``
   (``GetLoad``), ``/health`` (open, without a token; 503 while draining). Any other path is 404.
-  An upgrade request not complete within ``HttpLimits.head_timeout_s`` is dropped; more than
+  An upgrade request not complete within ``HttpLimits.head_timeout_s`` of the peer's time is
+  dropped (time the server's loop was starved is given back: :mod:`openenv.http.deadline`); more than
   ``HttpSettings.max_connections`` connections are refused with 503;
 * TLS is the server's (:class:`~openenv.security.TlsConfig`, ``wss://``);
 * messages: binary ones carry ``SessionRequest``s; a text message or undecodable bytes are
@@ -47,8 +48,8 @@ from picows import (
     WSUpgradeRequest,
     WSUpgradeResponse,
     WSUpgradeResponseWithListener,
-    ws_create_server,
 )
+from picows.picows import WSProtocol  # type: ignore[attr-defined]  # ws_create_server builds it; not in the stubs
 
 from openenv.engine import Engine, Incoming, bounded_serializer
 from openenv.errors import ErrorCode
@@ -64,7 +65,9 @@ from openenv.http.binary import (
     run_session,
     subprotocol_refusal,
 )
+from openenv.http.deadline import PatientDeadline
 from openenv.http.guard import ws_token_accepted
+from openenv.http.listener import listen_backlog
 from openenv.json_protocol import frames
 from openenv.json_protocol.payloads import info_to_json
 from openenv.runtime.load import server_load
@@ -276,6 +279,31 @@ class _Connection(WSListener):
             raise
 
 
+class _Protocol(WSProtocol):  # type: ignore[misc]  # picows' Cython class
+    """picows' server protocol with the upgrade deadline of the HTTP side: a connection that
+    has not completed its upgrade within ``deadline_s`` of the peer's time is dropped, as
+    picows' own deadline drops it, but time the loop was starved does not count
+    (:class:`~openenv.http.deadline.PatientDeadline`)."""
+
+    def __init__(self, deadline_s: float, **kwargs: object) -> None:
+        super().__init__(**kwargs)
+        self._deadline_s = deadline_s
+        self._deadline: PatientDeadline | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        super().connection_made(transport)
+        self._deadline = PatientDeadline(asyncio.get_running_loop(), self._deadline_s, self._expired)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._deadline is not None:
+            self._deadline.cancel()
+        super().connection_lost(exc)
+
+    def _expired(self) -> None:
+        if self.listener is None and not self.transport.is_disconnected:  # not upgraded yet
+            self.transport.disconnect()
+
+
 class BinaryListener:
     """The binary transport's own listener (see the module docstring): picows on
     ``host:port`` (0: a free port), serving ``engine`` (the host's).
@@ -322,19 +350,35 @@ class BinaryListener:
     async def start(self) -> BinaryListener:
         ping = self.http.ws_ping_interval or 0.0
         tls = self.security.tls
-        self._server = await ws_create_server(
-            self._upgrade,
+        deadline_s = self.http.limits.head_timeout_s
+
+        def protocol() -> _Protocol:  # as picows' ws_create_server makes them, our deadline instead of its own
+            return _Protocol(
+                deadline_s,
+                host_port=None,
+                ws_path=None,
+                is_client_side=False,
+                ws_listener_factory=self._upgrade,
+                logger=log,
+                disconnect_on_exception=True,
+                websocket_handshake_timeout=None,
+                enable_auto_ping=ping > 0,
+                auto_ping_idle_timeout=ping or 20.0,
+                auto_ping_reply_timeout=self.http.ws_ping_timeout or 1e9,
+                auto_ping_strategy=WSAutoPingStrategy.PING_WHEN_IDLE,
+                enable_auto_pong=True,
+                max_frame_size=self.limit,
+                extra_headers=None,
+                read_buffer_init_size=16 * 1024,
+            )
+
+        self._server = await asyncio.get_running_loop().create_server(
+            protocol,
             self.host,
             self.port,
-            websocket_handshake_timeout=self.http.limits.head_timeout_s,
-            logger_name=log,
-            enable_auto_ping=ping > 0,
-            auto_ping_idle_timeout=ping or 20.0,
-            auto_ping_reply_timeout=self.http.ws_ping_timeout or 1e9,
-            auto_ping_strategy=WSAutoPingStrategy.PING_WHEN_IDLE,
-            max_frame_size=self.limit,
             ssl=tls.server_ssl_context() if tls is not None else None,
             reuse_port=self.reuse_port or None,
+            backlog=listen_backlog(self.http.max_connections),
         )
         if self.port == 0:
             self.port = self._server.sockets[0].getsockname()[1]

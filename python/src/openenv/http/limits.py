@@ -14,6 +14,11 @@ held in Python objects) or keep thousands of half-sent requests open (slowloris)
 * a body deadline (:attr:`~HttpLimits.body_timeout_s`): a request body not complete within
   it closes the connection (the application sees a disconnect).
 
+Both deadlines count the peer's time, not the server's (:class:`~openenv.http.deadline.PatientDeadline`):
+time the event loop was starved is given back, and what arrived before a deadline is read
+before it is judged, so a connect burst that saturates the server does not close the
+connections it accepted but could not read in time.
+
 Keep-alive idling is uvicorn's ``timeout_keep_alive``; the number of connections its
 ``limit_concurrency`` (503 beyond).
 
@@ -39,6 +44,7 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from uvicorn.protocols.utils import ClientDisconnected
 from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
 
+from openenv.http.deadline import PatientDeadline
 from openenv.json_protocol import frames
 from openenv.runtime.granularity import json_refusal
 from openenv.settings import HttpLimits  # declared with the other settings (no extra needed)
@@ -102,8 +108,8 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         self._head_lines = 0
         self._line_len: int | None = None  # length of the request line, once seen
         self._tail = b""
-        self._head_timer: asyncio.TimerHandle | None = None
-        self._body_timer: asyncio.TimerHandle | None = None
+        self._head_timer: PatientDeadline | None = None
+        self._body_timer: PatientDeadline | None = None
 
     def connection_made(self, transport: Any) -> None:
         super().connection_made(transport)
@@ -151,7 +157,7 @@ class GuardedHttpProtocol(HttpToolsProtocol):
     def on_headers_complete(self) -> None:
         super().on_headers_complete()
         if not (self.parser.should_upgrade() and self._should_upgrade()):
-            self._body_timer = self.loop.call_later(self.limits.body_timeout_s, self._body_timeout)
+            self._body_timer = PatientDeadline(self.loop, self.limits.body_timeout_s, self._body_timeout)
 
     def on_message_complete(self) -> None:
         super().on_message_complete()
@@ -162,7 +168,7 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         self._line_len = None
 
     def _arm_head_timer(self) -> None:
-        self._head_timer = self.loop.call_later(self.limits.head_timeout_s, self._head_timeout)
+        self._head_timer = PatientDeadline(self.loop, self.limits.head_timeout_s, self._head_timeout)
 
     def _head_timeout(self) -> None:
         self._head_timer = None

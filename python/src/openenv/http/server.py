@@ -22,7 +22,7 @@ import uvicorn
 from openenv.http.app import BridgeApp
 from openenv.http.guard import Guard
 from openenv.http.limits import HttpLimits, protocol_classes
-from openenv.http.listener import UvicornListener
+from openenv.http.listener import UvicornListener, listen_backlog
 from openenv.runtime.session import DEFAULT_MAX_MESSAGE_BYTES
 from openenv.security import BrowserPolicy, SecuritySettings, TlsConfig, TokenSet
 from openenv.settings import HttpSettings
@@ -188,6 +188,7 @@ class HttpServer:
             self.host,
             self.requested_port,
             reuse_port=self.reuse_port,
+            backlog=listen_backlog(opts.max_connections),
         )
         await listener.start("HTTP ")
         self._listener, self.port = listener, listener.port
