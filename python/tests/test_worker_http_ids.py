@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import marshal
 import os
 from collections.abc import AsyncIterator
 from typing import Any
@@ -22,6 +23,7 @@ from typing import Any
 import httpx
 import pytest
 from openenv_worker_envs import WhoServes
+from websockets.exceptions import ConnectionClosed
 from worker_raw import WAIT
 
 import openenv
@@ -197,3 +199,41 @@ async def test_a_gone_or_silent_sibling_leaves_the_answer_of_an_unknown_id(monke
             silent.close()
             os.unlink(path)
         assert relayed(w0) == 0
+
+
+async def test_a_sibling_that_dies_after_taking_a_request_ends_it() -> None:
+    """The sibling takes the request (its one byte) and its socket closes: a 502 for a request
+    whose response had not started, a WebSocket it accepted closed with 1011, the answer of an
+    unknown id for a JSON-RPC request (relayed alone: its answer is then this worker's)."""
+    async with two_workers() as (w0, w1):
+        sid = await create(w1)
+        await asyncio.wait_for(w1.stop(0.0), WAIT)
+        assert w0._peers is not None
+        path = w0._peers.path(1)
+
+        async def dies(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            await reader.readline()  # "asgi"
+            head = await reader.readexactly(5)  # the scope's frame: a kind byte, a length
+            scope = marshal.loads(await reader.readexactly(int.from_bytes(head[1:], "big")))
+            writer.write(b"T")
+            if scope["type"] == "websocket":  # accepted, then gone
+                accept = marshal.dumps({"type": "websocket.accept"})
+                writer.write(b"M" + len(accept).to_bytes(4, "big") + accept)
+            await writer.drain()
+            writer.transport.abort()
+
+        dying = await asyncio.start_unix_server(dies, path=path)
+        try:
+            r = await post(w0, rpc("tools/call", 3, name="who", arguments={}), {**MCP, "Mcp-Session-Id": "w1.abc"})
+            assert r.status_code == 502 and "worker 1" in r.json()["detail"], r.text
+            gone = (await post(w0, rpc("tools/call", 2, name="who", arguments={}, session_id=sid))).json()
+            assert gone["error"]["message"] == f"Unknown session_id: {sid}", gone
+            async with Ws(w0, sid) as ws:  # accepted by the sibling, which then died
+                with pytest.raises(ConnectionClosed) as closed:
+                    await ws.ask({"type": "reset"})
+            assert closed.value.rcvd is not None and closed.value.rcvd.code == 1011, closed.value
+            assert "worker 1" in closed.value.rcvd.reason
+        finally:
+            dying.close()
+            os.unlink(path)
+        assert relayed(w0) == 3
