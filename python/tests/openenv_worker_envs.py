@@ -37,3 +37,8 @@ class WhoServes(openenv.Environment):
     def step(self, action: Nudge) -> openenv.StepResult:
         self.steps += action.delta
         return openenv.StepResult({"pid": os.getpid(), "steps": self.steps}, reward=0.0)
+
+    @openenv.tool
+    def who(self) -> str:
+        """The serving process and this episode's steps, as ``"<pid> <steps>"``."""
+        return f"{os.getpid()} {self.steps}"

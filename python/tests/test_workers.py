@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import grpc
+import httpx
 import pytest
 from openenv_testkit import TESTS_DIR, WAIT_S, until_raises, wait_until
 from worker_raw import Raw, close, hello, reset, step
@@ -393,3 +394,130 @@ async def test_every_join_reaches_the_world_of_its_worker_on_every_transport(tmp
                         await client(url, join_token=token).connect()
         finally:
             await asyncio.gather(*(x.close() for x in owners_x), return_exceptions=True)
+
+
+# ------------------------------------------------------------ session ids over HTTP (RFC 0013)
+
+HTTP_SESSIONS = 20  # each follow-up on a new connection: none relayed to another worker has odds 2**-20
+
+
+def _rpc(method: str, rid: int, **params: Any) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": rid, "method": method, "params": params}
+
+
+async def _post(url: str, body: Any, headers: dict[str, str] | None = None) -> httpx.Response:
+    """``POST /mcp`` on a connection of its own (either worker)."""
+    async with httpx.AsyncClient(base_url=url, trust_env=False, timeout=WAIT_S) as http:
+        return await http.post("/mcp", json=body, headers=headers or {})
+
+
+async def _ws_steps(url: str, sid: str) -> tuple[int, int]:
+    """Reset and step session ``sid`` over ``/ws?session_id=`` on a new connection: (pid, steps)."""
+    from websockets.asyncio.client import connect
+
+    async with asyncio.timeout(WAIT_S):
+        async with connect(url.replace("http://", "ws://") + f"/ws?session_id={sid}") as ws:
+            await ws.send(json.dumps({"type": "reset"}))
+            json.loads(await ws.recv())
+            await ws.send(json.dumps({"type": "step", "data": {"delta": 1}}))
+            frame = json.loads(await ws.recv())
+    assert frame["type"] == "observation", frame
+    seen = frame["data"]["observation"]
+    return int(seen["pid"]), int(seen["steps"])
+
+
+def _who(answer: dict[str, Any]) -> tuple[int, int]:
+    """(pid, steps) of a ``who`` tool call's JSON-RPC answer."""
+    assert "result" in answer and not answer["result"].get("isError"), answer
+    pid, steps = answer["result"]["content"][0]["text"].split()
+    return int(pid), int(steps)
+
+
+async def test_every_http_session_id_reaches_the_worker_holding_its_session(tmp_path: Path) -> None:
+    """OpenEnv's JSON protocol: sessions created with ``openenv/session/create``, then driven
+    over ``/ws?session_id=``, ``tools/call`` and ``openenv/session/close``, each on a new
+    connection, whichever worker it reaches."""
+    async with serving(tmp_path) as srv:
+        url = srv.http_url
+        created = await asyncio.gather(*(_post(url, _rpc("openenv/session/create", 1)) for _ in range(HTTP_SESSIONS)))
+        sids = [r.json()["result"]["session_id"] for r in created]
+        assert {token_worker(s) for s in sids} == {0, 1}, sids  # ids name their worker
+        pids = {w.index: w.pid for w in (await srv.load()).workers}
+
+        async def drive(sid: str) -> None:
+            pid, steps = await _ws_steps(url, sid)
+            assert (pid, steps) == (pids[token_worker(sid)], 1)
+            answer = (await _post(url, _rpc("tools/call", 2, name="who", arguments={}, session_id=sid))).json()
+            assert _who(answer) == (pid, 1), "the step of the WebSocket is the session's"
+            assert (await _ws_steps(url, sid)) == (pid, 1)  # reset, stepped again
+            closed = (await _post(url, _rpc("openenv/session/close", 3, session_id=sid))).json()
+            assert closed["result"] == {"session_id": sid, "closed": True}, closed
+
+        await asyncio.gather(*(drive(s) for s in sids))
+        assert "session is relayed to it" in (tmp_path / "stderr").read_text()
+        await until_async(lambda: _idle(srv), WAIT_S, "every session closed")
+
+        # A worker dies: its sessions are lost, and each is an unknown id whichever worker answers.
+        sids = [
+            r.json()["result"]["session_id"]
+            for r in await asyncio.gather(*(_post(url, _rpc("openenv/session/create", 1)) for _ in range(SESSIONS)))
+        ]
+        victim = await _kill_and_restart(srv)
+        lost = [s for s in sids if token_worker(s) == 0]
+        kept = [s for s in sids if token_worker(s) == 1]
+        assert lost and kept and victim == pids[0]
+        for sid in lost:
+            gone = (await _post(url, _rpc("tools/call", 4, name="who", arguments={}, session_id=sid))).json()
+            assert "Unknown session_id" in gone["error"]["message"], gone
+        for sid in kept:
+            assert _who((await _post(url, _rpc("tools/call", 5, name="who", arguments={}, session_id=sid))).json()) == (
+                pids[1],
+                0,
+            )
+
+
+def _sse_json(r: httpx.Response) -> dict[str, Any]:
+    """The JSON-RPC answer of a Streamable HTTP response (an SSE stream, or JSON)."""
+    if r.headers.get("content-type", "").startswith("application/json"):
+        out: dict[str, Any] = r.json()
+        return out
+    for line in r.text.splitlines():
+        if line.startswith("data:") and line[5:].strip():
+            out = json.loads(line[5:])
+            return out
+    raise AssertionError(f"no answer in {r.status_code} {r.text!r}")
+
+
+async def test_every_mcp_session_reaches_the_worker_holding_it(tmp_path: Path) -> None:
+    """MCP Streamable HTTP: every request of a session (``Mcp-Session-Id``), each on a new
+    connection, reaches the worker that issued its id; ``DELETE`` ends it there."""
+    mcp = {"Accept": "application/json, text/event-stream"}
+    async with serving(tmp_path) as srv:
+        url = srv.http_url
+        pids = {w.index: w.pid for w in (await srv.load()).workers}
+        init = _rpc(
+            "initialize", 1, protocolVersion="2025-06-18", capabilities={}, clientInfo={"name": "t", "version": "0"}
+        )
+
+        async def session() -> str:
+            r = await _post(url, init, mcp)
+            assert r.status_code == 200, r.text
+            sid = r.headers["mcp-session-id"]
+            h = {**mcp, "Mcp-Session-Id": sid, "MCP-Protocol-Version": "2025-06-18"}
+            assert (await _post(url, {"jsonrpc": "2.0", "method": "notifications/initialized"}, h)).status_code == 202
+            for rid in (2, 3):
+                answer = _sse_json(await _post(url, _rpc("tools/call", rid, name="who", arguments={}), h))
+                assert _who(answer) == (pids[token_worker(sid) or 0], 0), (sid, answer)
+            async with httpx.AsyncClient(base_url=url, trust_env=False, timeout=WAIT_S) as http:
+                assert (await http.delete("/mcp", headers=h)).status_code == 200
+            assert (await _post(url, _rpc("tools/call", 4, name="who", arguments={}), h)).status_code == 404
+            return sid
+
+        sids = await asyncio.gather(*(session() for _ in range(HTTP_SESSIONS)))
+        assert {token_worker(s) for s in sids} == {0, 1}, sids
+        assert "session is relayed to it" in (tmp_path / "stderr").read_text()
+        await until_async(lambda: _idle(srv), WAIT_S, "every MCP session's environment session closed")
+
+
+async def _idle(srv: Served) -> bool:
+    return (await srv.load()).load.sessions_open == 0

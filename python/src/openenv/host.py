@@ -330,6 +330,8 @@ class Host:
                     max_message_bytes=opts.max_message_bytes,
                     engine=self.engine,
                 )
+                if self._peers is not None:  # requests naming a sibling's session go to it, and back
+                    bridge.peers, self._peers.asgi = self._peers, bridge
                 app = b.ObservedApp(bridge, self.observer, web=self.web)
                 http = b.HttpServer(app, self.http_host or self.host, self.http_port, opts)
                 http.reuse_port = self._worker is not None

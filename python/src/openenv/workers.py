@@ -27,6 +27,12 @@ moves). What this module provides:
   session whose token names its own worker, never touch the relay. A sibling that does not
   answer (it died; its sessions are lost) leaves the handshake to the local engine, which
   answers as for any unknown token.
+* Session ids across workers: the ids of sessions a worker's HTTP side names on later requests
+  (``openenv/session/create``'s, which ``/ws?session_id=`` and ``POST /mcp``'s
+  ``params.session_id`` name; MCP Streamable HTTP's ``Mcp-Session-Id``) begin with its index
+  too. A request or WebSocket naming a sibling's id is relayed whole (:meth:`WorkerPeers.
+  relay_asgi`: its ASGI scope and messages, each way) to that sibling's HTTP application over
+  the same private socket; requests naming no sibling's id never touch the relay.
 
 Where the OS does not balance connections over ``SO_REUSEPORT`` listeners (it does on Linux;
 macOS and Windows do not), the fallback is one worker, with a warning: run a fleet of servers
@@ -39,6 +45,7 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
+import marshal
 import os
 import shutil
 import signal
@@ -54,6 +61,7 @@ from openenv.errors import ErrorCode
 from openenv.observability.metrics import merge_expositions
 from openenv.runtime.granularity import Undecodable
 from openenv.runtime.load import sum_loads
+from openenv.runtime.session import CLIENT
 from openenv.v1 import environment_pb2, load_pb2
 
 log = logging.getLogger("openenv.workers")
@@ -179,6 +187,10 @@ class WorkerPeers:
         #: siblings are served with it (:meth:`relay`); None: this worker takes none.
         self.serve: Callable[[Any], Awaitable[None]] | None = None
         self.relayed_total = 0  # handshakes this worker relayed to a sibling (logs, tests)
+        #: The worker's HTTP application (the bridge's, behind the bearer-token guard): the
+        #: requests siblings relay are served with it (:meth:`relay_asgi`); None: none taken.
+        self.asgi: Callable[[dict[str, Any], Any, Any], Awaitable[None]] | None = None
+        self.relayed_http_total = 0  # HTTP requests and WebSockets relayed to a sibling
 
     def path(self, index: int) -> str:
         return os.path.join(self.run_dir, f"{index}.sock")
@@ -206,6 +218,8 @@ class WorkerPeers:
             what = (await asyncio.wait_for(reader.readline(), PEER_TIMEOUT_S)).strip()
             if what.startswith(b"session") and self.serve is not None:
                 await self._serve_relayed(reader, writer, what[len(b"session") :].strip().decode(errors="replace"))
+            elif what == b"asgi" and self.asgi is not None:
+                await self._serve_asgi(reader, writer)
             elif what == b"load":
                 writer.write(self.own().SerializeToString())
             elif what == b"metrics" and self._local_metrics is not None:
@@ -318,6 +332,107 @@ class WorkerPeers:
         finally:
             pump.cancel()
 
+    async def relay_asgi(self, index: int, scope: dict[str, Any], receive: Any, send: Any) -> bool:
+        """Serve an HTTP request or WebSocket (``scope``, ``receive``, ``send``: ASGI) that names
+        a session of worker ``index`` by relaying it to that worker's HTTP application
+        (:attr:`asgi`): the scope (the client's address included) goes there, and the
+        messages each way as they come (a streamed response, an SSE stream, a WebSocket's
+        frames), until its application returns. The bearer token was checked here; the
+        sibling trusts the private socket. True once served; False, having sent nothing,
+        when the sibling does not take it within :data:`PEER_TIMEOUT_S` (it died: the caller
+        answers it itself, as for an unknown id). A sibling that dies later ends it: a 502
+        if no response started, else the connection (a WebSocket closes with 1011)."""
+        writer: asyncio.StreamWriter | None = None
+        try:
+            async with asyncio.timeout(PEER_TIMEOUT_S):
+                reader, writer = await asyncio.open_unix_connection(self.path(index))
+                head = {k: scope[k] for k in _SCOPE_KEYS if k in scope}
+                if "websocket.http.response" in (scope.get("extensions") or {}):
+                    head["extensions"] = {"websocket.http.response": {}}
+                writer.write(b"asgi\n" + _frame(_SCOPE, _dumps(head)))
+                await writer.drain()
+                taken = await reader.readexactly(1) == _TAKEN
+        except (OSError, TimeoutError, asyncio.IncompleteReadError, ValueError):
+            taken = False
+        if not taken:
+            if writer is not None:
+                writer.transport.abort()
+            log.warning("worker %d does not answer: a request for its session is answered here", index)
+            return False
+        assert writer is not None
+        self.relayed_http_total += 1
+        log.info("worker %d: a request for worker %d's session is relayed to it", self.index, index)
+        pump = asyncio.ensure_future(_pump_asgi(receive, writer))
+        started = False  # a response started, or the WebSocket was accepted or refused
+        try:
+            while True:
+                try:
+                    kind, payload = await _read_frame(reader)
+                except (OSError, asyncio.IncompleteReadError, struct.error):
+                    await _sibling_gone(scope, send, started, index)
+                    return True
+                if kind == _OVER:
+                    return True
+                msg = marshal.loads(payload)
+                if msg.get("type") in _STARTS:
+                    started = True
+                await send(msg)
+        finally:
+            pump.cancel()
+            writer.transport.abort()  # the sibling reads the client gone (or is done) now
+
+    async def _serve_asgi(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """Serve a request or WebSocket a sibling relays (:meth:`relay_asgi`) with :attr:`asgi`."""
+        assert self.asgi is not None
+        kind, payload = await asyncio.wait_for(_read_frame(reader), PEER_TIMEOUT_S)
+        if kind != _SCOPE:
+            return
+        scope = marshal.loads(payload)
+        client = scope.get("client")
+        CLIENT.set(str(client[0]) if client else "")  # sessions counted per client, as at the guard
+        writer.write(_TAKEN)
+        gone_msg = (
+            {"type": "http.disconnect"} if scope["type"] == "http" else {"type": "websocket.disconnect", "code": 1006}
+        )
+        inbox: asyncio.Queue[dict[str, Any]] = asyncio.Queue(_RELAY_INBOX)
+        closed = False
+
+        async def pump() -> None:
+            try:
+                while True:
+                    k, data = await _read_frame(reader)
+                    if k == _MESSAGE:
+                        await inbox.put(marshal.loads(data))
+            except (OSError, asyncio.IncompleteReadError, struct.error, ValueError, EOFError):
+                pass
+            await inbox.put(gone_msg)  # the forwarder closed: its client is gone (or done)
+
+        async def receive() -> dict[str, Any]:
+            msg = await inbox.get()
+            if msg is gone_msg:
+                inbox.put_nowait(msg)  # and on every later receive
+            return msg
+
+        async def send(msg: dict[str, Any]) -> None:
+            nonlocal closed
+            if closed:
+                return
+            writer.write(_frame(_MESSAGE, _dumps(msg)))
+            try:
+                await writer.drain()
+            except OSError:
+                closed = True
+
+        reading = asyncio.ensure_future(pump())
+        try:
+            await self.asgi(scope, receive, send)
+            if not closed:
+                writer.write(_frame(_OVER, b""))
+        except Exception:
+            log.exception("a request relayed by a sibling failed")
+        finally:
+            reading.cancel()
+
     async def load(self) -> load_pb2.GetLoadResponse:
         """The whole server's load and each worker's."""
         others = await asyncio.gather(*(self.ask(i, b"load") for i in range(self.count) if i != self.index))
@@ -364,6 +479,8 @@ _END = 0x45  # forwarder -> owner: the client's input ended (half-close, a close
 _ANSWER = 0x41  # owner -> forwarder: a SessionResponse
 _STATUS = 0x58  # owner -> forwarder: the stream ended with a status: code (4 bytes), message
 _OVER = 0x5A  # owner -> forwarder: the stream ended without one
+_SCOPE = 0x53  # forwarder -> owner (after "asgi"): an HTTP request's or WebSocket's ASGI scope
+_MESSAGE = 0x4D  # either way: an ASGI message (marshal: dicts of str, bytes, numbers, lists)
 _RELAY_INBOX = 16  # requests a relayed stream holds that its engine has not read yet
 # Either side closing the connection without its last frame: the other is gone.
 
@@ -395,6 +512,78 @@ async def _pump(stream: Any, writer: asyncio.StreamWriter) -> None:
             return  # the owner is gone: relay tells the client
         if item is None:
             return
+
+
+_SCOPE_KEYS = (
+    "type",
+    "asgi",
+    "http_version",
+    "method",
+    "scheme",
+    "path",
+    "raw_path",
+    "query_string",
+    "root_path",
+    "headers",
+    "client",
+    "server",
+    "subprotocols",
+)
+_STARTS = frozenset(("http.response.start", "websocket.accept", "websocket.close", "websocket.http.response.start"))
+
+
+def _dumps(msg: Any) -> bytes:
+    """An ASGI message (or scope) as bytes: marshal, with what it cannot hold made plain
+    (an application may send an ``HTTPStatus``, a ``bytearray`` body, subclasses of ``str``)."""
+    try:
+        return marshal.dumps(msg)
+    except ValueError:
+        return marshal.dumps(_plain(msg))
+
+
+def _plain(v: Any) -> Any:
+    if v is None or type(v) in (str, bytes, int, float, bool):
+        return v
+    if isinstance(v, bool):
+        return bool(v)
+    if isinstance(v, int):  # e.g. an HTTPStatus
+        return int(v)
+    if isinstance(v, (bytes, bytearray, memoryview)):
+        return bytes(v)
+    if isinstance(v, dict):
+        return {str(k): _plain(x) for k, x in v.items()}
+    if isinstance(v, tuple):
+        return tuple(_plain(x) for x in v)
+    if isinstance(v, (list, set, frozenset)):
+        return [_plain(x) for x in v]
+    return str(v)
+
+
+async def _pump_asgi(receive: Any, writer: asyncio.StreamWriter) -> None:
+    """The forwarder's side of a relayed request: the client's ASGI messages, to the owner."""
+    while True:
+        msg = await receive()
+        try:
+            writer.write(_frame(_MESSAGE, _dumps(msg)))
+            await writer.drain()
+        except OSError:
+            return  # the owner is gone: relay_asgi answers the client
+        if msg.get("type", "").endswith(".disconnect"):
+            return
+
+
+async def _sibling_gone(scope: dict[str, Any], send: Any, started: bool, index: int) -> None:
+    """A relayed request's sibling died before its application returned."""
+    why = f"worker {index}, which held this session, stopped: its sessions are lost"
+    with contextlib.suppress(Exception):  # the client may be gone too
+        if scope["type"] == "websocket":
+            await send({"type": "websocket.close", "code": 1011, "reason": why[:120]})
+        elif not started:
+            body = b'{"detail":"' + why.encode() + b'"}'
+            await send(
+                {"type": "http.response.start", "status": 502, "headers": [(b"content-type", b"application/json")]}
+            )
+            await send({"type": "http.response.body", "body": body})
 
 
 class _Ended(Exception):

@@ -300,6 +300,9 @@ class BridgeApp:
             "/openenv/info": frames.dumps(self.info_json).encode(),
         }
         self.browser: Any = None  # the listener's openenv.security.BrowserPolicy, set by HttpServer
+        #: In a worker of several (:mod:`openenv.workers`): its :class:`~openenv.workers.WorkerPeers`,
+        #: which relay requests naming a sibling's session to it; None in a server of one.
+        self.peers: Any = None
         self._mcp_http: Any = None
         self._mcp_lock = asyncio.Lock()
 

@@ -48,6 +48,7 @@ from openenv.json_protocol.jsonrpc import (
 from openenv.json_protocol.jsonrpc import error as _error
 from openenv.json_protocol.jsonrpc import error_of as _rpc_error
 from openenv.json_protocol.jsontext import dumpb, least_size
+from openenv.runtime.session import CLIENT
 from openenv.runtime.tools import Tool, ToolResult
 
 if TYPE_CHECKING:
@@ -134,6 +135,8 @@ async def handle_jsonrpc(
                 return _error(rid, INVALID_PARAMS, "Invalid params - 'session_id' is required")
             if own is not None and sid == own:
                 return _error(rid, INVALID_REQUEST, "Cannot close active WebSocket-managed session via MCP method")
+            if app.peers is not None and (relayed := await _relayed(app, sid, req)) is not None:
+                return relayed
             return {"jsonrpc": "2.0", "id": rid, "result": await app.registry.close(sid)}
         if method == "initialize":
             info = app.backend.info
@@ -165,6 +168,8 @@ async def handle_jsonrpc(
         if target is None:
             sid = params.get("session_id")
             if sid:
+                if app.peers is not None and (relayed := await _relayed(app, sid, req)) is not None:
+                    return relayed
                 target = app.registry.get(sid)
             else:
                 target = temp = await app.backend.open({}, "openenv-mcp-http")
@@ -183,8 +188,87 @@ async def handle_jsonrpc(
             await temp.close()
 
 
+async def _relayed(app: BridgeApp, sid: Any, req: dict[str, Any]) -> dict[str, Any] | None:
+    """The answer of the worker holding session ``sid`` to ``req`` (a worker of several:
+    :mod:`openenv.workers`), relayed there as a ``POST /mcp`` of its own; None when ``sid``
+    is this worker's (or no worker's), or its worker is gone: it is answered here then."""
+    index = app.peers.sibling_of(sid) if isinstance(sid, str) else None
+    if index is None:
+        return None
+    client = CLIENT.get()
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": "/mcp",
+        "raw_path": b"/mcp",
+        "query_string": b"",
+        "root_path": "",
+        "headers": [(b"content-type", b"application/json"), (b"accept", b"application/json")],
+        "client": (client, 0) if client else None,
+        "server": None,
+    }
+    body = dumpb(req)
+    answer: list[bytes] = []
+    status = [0]
+    sent = [False]
+
+    async def receive() -> dict[str, Any]:
+        if not sent[0]:
+            sent[0] = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        await asyncio.Event().wait()  # the relayed request never disconnects by itself
+        raise AssertionError("unreachable")
+
+    async def send(msg: dict[str, Any]) -> None:
+        if msg["type"] == "http.response.start":
+            status[0] = msg["status"]
+        elif msg["type"] == "http.response.body":
+            answer.append(msg.get("body", b""))
+
+    if not await app.peers.relay_asgi(index, scope, receive, send) or status[0] != 200:
+        return None  # the worker is gone (its sessions with it): unknown here, as answered below
+    try:
+        out = bounded_loads(b"".join(answer))
+    except ValueError:
+        return None
+    return out if isinstance(out, dict) else None
+
+
 def _headers(scope: Mapping[str, Any]) -> dict[bytes, bytes]:
     return {k.lower(): v for k, v in scope.get("headers", ())}
+
+
+async def _in_worker(peers: Any, scope: dict[str, Any], receive: Any, send: Any) -> tuple[dict[str, Any], Any] | None:
+    """A Streamable HTTP request in a worker of several (:mod:`openenv.workers`): the MCP
+    session ids it issues begin with its index (``w1.``; the SDK's own id follows), so a
+    request naming a sibling's session is relayed to it (None: done). Else the scope as the
+    SDK knows its ids (this worker's prefix taken off), and ``send`` putting it on."""
+    prefix = f"w{peers.index}.".encode()
+    headers = scope.get("headers") or []
+    for i, (k, v) in enumerate(headers):
+        if k.lower() != b"mcp-session-id":
+            continue
+        index = peers.sibling_of(v.decode("latin-1"))
+        if index is not None:
+            if await peers.relay_asgi(index, scope, receive, send):
+                return None
+            break  # the worker is gone, and its sessions: the SDK answers 404 as for any unknown id
+        if v.startswith(prefix):
+            scope = {**scope, "headers": [*headers[:i], (k, v[len(prefix) :]), *headers[i + 1 :]]}
+        break
+
+    async def naming(msg: dict[str, Any]) -> None:
+        if msg["type"] == "http.response.start":
+            hs = msg.get("headers") or []
+            if any(k.lower() == b"mcp-session-id" for k, _ in hs):
+                named = [(k, prefix + v if k.lower() == b"mcp-session-id" else v) for k, v in hs]
+                msg = {**msg, "headers": named}
+        await send(msg)
+
+    return scope, naming
 
 
 def _is_streamable(scope: Mapping[str, Any]) -> bool:
@@ -253,6 +337,11 @@ async def serve_mcp_http(app: BridgeApp, scope: dict[str, Any], receive: Any, se
         if scope["method"] not in ("GET", "POST", "DELETE"):
             await respond(send, 405, b'{"detail":"Method Not Allowed"}')
             return
+        if app.peers is not None:  # a worker of several: MCP session ids name their worker
+            named = await _in_worker(app.peers, scope, receive, send)
+            if named is None:
+                return  # relayed to the worker holding its session
+            scope, send = named
         await (await app.mcp_http()).handle(scope, receive, send)
         return
     limit = app.max_message_bytes

@@ -109,9 +109,13 @@ async def serve_ws(app: BridgeApp, scope: dict[str, Any], receive: Any, send: An
     msg = await receive()
     if msg["type"] != "websocket.connect":
         return
-    await send({"type": "websocket.accept"})
     query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
     attach_id = (query.get("session_id") or [""])[0]
+    if attach_id and app.peers is not None and (index := app.peers.sibling_of(attach_id)) is not None:
+        # A sibling's session (workers): the connection is relayed to it, from its connect on.
+        if await app.peers.relay_asgi(index, scope, _replayed(msg, receive), send):
+            return  # else the sibling is gone, and so is its session: unknown here, as answered below
+    await send({"type": "websocket.accept"})
     server: SessionServer = backend.engine
     hs = environment_pb2.HandshakeRequest(protocol_version=PROTOCOL_VERSION)
     try:
@@ -132,6 +136,16 @@ async def serve_ws(app: BridgeApp, scope: dict[str, Any], receive: Any, send: An
     finally:
         if attach_id:
             app.registry.detach(attach_id)
+
+
+def _replayed(first: dict[str, Any], receive: Any) -> Any:
+    """``receive`` that first hands out ``first`` (an already received message)."""
+    pending = [first]
+
+    async def replayed() -> Any:
+        return pending.pop() if pending else await receive()
+
+    return replayed
 
 
 class _Attached:

@@ -292,7 +292,7 @@ class Session:
         self.options = dict(options or {})  # the handshake's, for forks
         self.runtime = manager.runtime
         self.env = env
-        self.id = uuid.uuid4().hex
+        self.id = manager.token_prefix + uuid.uuid4().hex  # a worker's names it (workers.py)
         self.client_name = client_name
         self.client = CLIENT.get()  # the client's address (counted per client by the manager)
         self.episode_id = ""
