@@ -170,6 +170,30 @@ def test_sessions_have_their_own_pages() -> None:
     asyncio.run(asyncio.wait_for(main(), 120))
 
 
+def test_a_closed_session_leaves_no_browser_context_behind() -> None:
+    """Each session's context (and its renderer processes) is closed with the session: a leak
+    here grew a server's Chromium by ~270 MB per session until its container thrashed."""
+
+    def contexts() -> int:  # open contexts over every lane's Chromium (this module: one lane)
+        return sum(lane.call(lambda lane=lane: len(lane.browser().contexts)) for lane in list(browser._lanes))
+
+    async def main() -> None:
+        before = await asyncio.to_thread(contexts)  # the module's other sessions (the env fixture)
+        async with openenv.testing.InProcessServer(BrowserEnvironment, max_sessions=4) as server:
+            for round_ in range(3):
+                async with server.client() as a, server.client() as b:
+                    await asyncio.gather(a.reset(seed=round_, task_id="click-test"), b.reset(seed=round_))
+                    assert await asyncio.to_thread(contexts) == before + 2
+                # Closed by the clients: the server ends both sessions, each closes its context.
+                for _ in range(100):
+                    if await asyncio.to_thread(contexts) == before:
+                        break
+                    await asyncio.sleep(0.05)
+                assert await asyncio.to_thread(contexts) == before, f"round {round_}: contexts left open"
+
+    asyncio.run(asyncio.wait_for(main(), 180))
+
+
 def test_a_killed_chromium_ends_the_episode_and_is_replaced(env: Any) -> None:
     obs = _obs(env.reset(seed=9, task_id="click-test"))
     pids = [p for p in (lane.browser_pid() for lane in list(browser._lanes)) if p is not None]

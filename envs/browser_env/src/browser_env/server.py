@@ -323,12 +323,17 @@ class BrowserEnvironment(openenv.Environment):
         return {"task": self._task_id, "seed": self._seed, "goal": self._goal}
 
     def close(self) -> None:
-        lane, self._lane = self._lane, None
-        if lane is not None:
-            try:
-                lane.call(self._drop_context)
-            finally:
-                browser.release(lane)
+        lane = self._lane
+        if lane is None:
+            return
+        try:
+            # While self._lane is still set: _drop_context closes the context only when it
+            # belongs to the lane's running Chromium (clearing the lane first leaked every
+            # session's context and its renderers until the container ran out of memory).
+            lane.call(self._drop_context)
+        finally:
+            self._lane = None
+            browser.release(lane)
 
 
 def main(argv: list[str] | None = None) -> None:
