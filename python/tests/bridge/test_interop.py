@@ -30,37 +30,48 @@ RELEASES = [pytest.param(d, v, id=f"{d}-{v}") for d, v in UPSTREAM]
 @pytest.mark.parametrize(("dist", "version"), RELEASES)
 def test_a_stock_clients_against_our_bridge(dist: str, version: str, tmp_path: Path) -> None:
     py = upstream_python(dist, version)
-    with openenv_serve("bridge_envs:BenchCounter", tmp_path) as (_, url, _p):
-        for scenario in ("generic_async", "generic_sync"):
-            out = run_upstream(py, "upstream_clients.py", scenario, url)
-            assert out["reset"]["observation"]["value"] == 0 and out["reset"]["reward"] is None
-            assert out["step1"]["observation"]["value"] == 2 and out["step1"]["reward"] == 2.0
-            assert out["step1"]["reward_type"] == "float"
-            assert out["step2"]["observation"]["value"] == 5 and out["step2"]["done"] is False
-            assert out["step2"]["observation"]["metadata"] == {"step": 2}, "metadata reaches stock clients"
-            assert out["state"]["step_count"] == 2 and out["state"]["value"] == 5
-            if scenario == "generic_async":
-                assert "VALIDATION_ERROR" in out["bad_action_error"]
-                assert out["after_error"]["observation"]["value"] == 6
-        out = run_upstream(py, "upstream_clients.py", "strict", url)
-        for label, error in out["errors"].items():  # RFC 0007: no coercion, no unknown fields
-            assert "VALIDATION_ERROR" in error, (label, error)
-        assert "dleta" in out["errors"]["misspelled"] and "extra" in out["errors"]["unknown"]
-        assert out["after"]["observation"]["value"] == 2, "refused actions changed nothing"
-    with openenv_serve("echo_env.server:EchoEnvironment", tmp_path) as (_, url, _p):
-        out = run_upstream(py, "upstream_clients.py", "mcp_async", url)
-        assert out["tools"] == ["echo_message", "echo_with_length"]
-        assert out["schema"]["required"] == ["message"]
-        assert out["echo"] == "Hello" and out["length"] == {"message": "abcd", "length": 4}
-        assert out["step"]["observation"]["result"]["data"] == {"message": "hey", "length": 3}
-        assert out["step"]["reward"] == pytest.approx(0.3)
-        assert "no_such_tool" in out["unknown_tool_error"]
-        out = run_upstream(py, "upstream_clients.py", "mcp_sync", url)
-        assert out["echo"] == "Hello sync" and out["length"]["length"] == 4
-    with openenv_serve("bridge_envs:BenchCounter", tmp_path, "--max-sessions", "1") as (_, url, _p):
-        out = run_upstream(py, "upstream_clients.py", "capacity", url)
-        assert "CAPACITY_REACHED" in out["second_error"]
-        assert out["first_still_works"]["observation"]["value"] == 1
+    # The three servers at once, and every scenario in one process of the stock package (its
+    # imports take seconds: a process per scenario was most of this test's time).
+    with (
+        openenv_serve("bridge_envs:BenchCounter", tmp_path) as (_, counter, _p),
+        openenv_serve("echo_env.server:EchoEnvironment", tmp_path) as (_, echo, _p2),
+        openenv_serve("bridge_envs:BenchCounter", tmp_path, "--max-sessions", "1") as (_, single, _p3),
+    ):
+        seen = run_upstream(
+            py,
+            "upstream_clients.py",
+            *("generic_async", counter, "generic_sync", counter, "strict", counter),
+            *("mcp_async", echo, "mcp_sync", echo, "capacity", single),
+            timeout=300.0,  # six scenarios in one process, on a loaded machine
+        )
+    for scenario in ("generic_async", "generic_sync"):
+        out = seen[scenario]
+        assert out["reset"]["observation"]["value"] == 0 and out["reset"]["reward"] is None
+        assert out["step1"]["observation"]["value"] == 2 and out["step1"]["reward"] == 2.0
+        assert out["step1"]["reward_type"] == "float"
+        assert out["step2"]["observation"]["value"] == 5 and out["step2"]["done"] is False
+        assert out["step2"]["observation"]["metadata"] == {"step": 2}, "metadata reaches stock clients"
+        assert out["state"]["step_count"] == 2 and out["state"]["value"] == 5
+        if scenario == "generic_async":
+            assert "VALIDATION_ERROR" in out["bad_action_error"]
+            assert out["after_error"]["observation"]["value"] == 6
+    out = seen["strict"]
+    for label, error in out["errors"].items():  # RFC 0007: no coercion, no unknown fields
+        assert "VALIDATION_ERROR" in error, (label, error)
+    assert "dleta" in out["errors"]["misspelled"] and "extra" in out["errors"]["unknown"]
+    assert out["after"]["observation"]["value"] == 2, "refused actions changed nothing"
+    out = seen["mcp_async"]
+    assert out["tools"] == ["echo_message", "echo_with_length"]
+    assert out["schema"]["required"] == ["message"]
+    assert out["echo"] == "Hello" and out["length"] == {"message": "abcd", "length": 4}
+    assert out["step"]["observation"]["result"]["data"] == {"message": "hey", "length": 3}
+    assert out["step"]["reward"] == pytest.approx(0.3)
+    assert "no_such_tool" in out["unknown_tool_error"]
+    out = seen["mcp_sync"]
+    assert out["echo"] == "Hello sync" and out["length"]["length"] == 4
+    out = seen["capacity"]
+    assert "CAPACITY_REACHED" in out["second_error"]
+    assert out["first_still_works"]["observation"]["value"] == 1
 
 
 @pytest.mark.anyio

@@ -1,7 +1,7 @@
 """OpenEnv's stock clients driving a server, run inside the upstream OpenEnv venv.
 
-``python upstream_clients.py SCENARIO BASE_URL`` prints one JSON object with what the
-client saw; the interop tests (``test_interop.py``) assert on it. Works with ``openenv``
+``python upstream_clients.py SCENARIO BASE_URL [SCENARIO BASE_URL ...]`` prints one JSON object
+with what the client saw in each scenario; the interop tests (``test_interop.py``) assert on it. Works with ``openenv``
 0.10.0 and ``openenv-core`` 0.3.0 (same import package).
 """
 
@@ -139,10 +139,16 @@ SCENARIOS = {
 
 
 def main() -> None:
-    scenario, url = sys.argv[1], sys.argv[2]
-    fn = SCENARIOS[scenario]
-    result = asyncio.run(fn(url)) if asyncio.iscoroutinefunction(fn) else fn(url)
-    print(json.dumps(result, default=str))
+    """``SCENARIO URL [SCENARIO URL ...]``: each scenario in turn, in this one process (the
+    stock package's imports cost seconds); prints ``{scenario: what the client saw}``."""
+    args = sys.argv[1:]
+    if not args or len(args) % 2:
+        raise SystemExit("usage: upstream_clients.py SCENARIO URL [SCENARIO URL ...]")
+    results: dict[str, Any] = {}
+    for scenario, url in zip(args[::2], args[1::2], strict=True):
+        fn = SCENARIOS[scenario]
+        results[scenario] = asyncio.run(fn(url)) if asyncio.iscoroutinefunction(fn) else fn(url)
+    print(json.dumps(results, default=str))
 
 
 if __name__ == "__main__":
