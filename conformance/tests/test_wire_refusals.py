@@ -3,25 +3,26 @@
 from __future__ import annotations
 
 import collections
+import contextlib
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import grpc
 
+from openenv_conformance.context import RunOptions
+from openenv_conformance.runner import certify
 from openenv_conformance.transport.base import StreamEnd
 from openenv_conformance.transport.grpc import Wire
 
 TOKEN = "conformance-wire-token"
 
 
-def test_an_anonymous_handshake_is_refused_unauthenticated_every_time(tmp_path: Path) -> None:
-    """The ``protocol.unauthenticated`` check's exchange, 300 times: each anonymous stream
-    ends UNAUTHENTICATED. Regression: the server used to end a refused stream before its
-    first request arrived, and grpc's client, whose write was then still in flight, reported
-    about 1 in 25 of them as INTERNAL ("Internal error from Core"); certification of an
-    image failed on it once in CI."""
+@contextlib.contextmanager
+def _server_with_token(tmp_path: Path) -> Iterator[str]:
+    """``openenv serve`` of the echo environment requiring :data:`TOKEN`; yields its address."""
     ready = tmp_path / "ready"
     proc = subprocess.Popen(
         [
@@ -37,7 +38,34 @@ def test_an_anonymous_handshake_is_refused_unauthenticated_every_time(tmp_path: 
             assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
             assert time.monotonic() < deadline, "the server did not become ready within 60 s"
             time.sleep(0.05)
-        wire = Wire(ready.read_text(), token=TOKEN, timeout=30)
+        yield ready.read_text()
+    finally:
+        proc.terminate()
+        proc.wait(30)
+
+
+def test_a_run_without_the_targets_token_is_unusable_at_once_and_says_why(tmp_path: Path) -> None:
+    """A server that refuses the run's GetInfo (UNAUTHENTICATED: no token, or a wrong one) has
+    decided: the run stops with the refusal and how to give a token, instead of waiting out
+    its 60 s for the target to answer."""
+    with _server_with_token(tmp_path) as address:
+        for token in (None, "not-the-token"):
+            report = certify(address, levels=["protocol"], run_options=RunOptions(token=token))
+            assert report.exit_code == 2 and report.unusable is not None
+            assert "UNAUTHENTICATED" in report.unusable and "--token" in report.unusable, report.unusable
+            assert "was refused" in report.unusable, report.unusable  # not "did not succeed within 60 s"
+        report = certify(address, levels=["protocol"], run_options=RunOptions(token=TOKEN))
+        assert report.unusable is None and report.exit_code == 0
+
+
+def test_an_anonymous_handshake_is_refused_unauthenticated_every_time(tmp_path: Path) -> None:
+    """The ``protocol.unauthenticated`` check's exchange, 300 times: each anonymous stream
+    ends UNAUTHENTICATED. Regression: the server used to end a refused stream before its
+    first request arrived, and grpc's client, whose write was then still in flight, reported
+    about 1 in 25 of them as INTERNAL ("Internal error from Core"); certification of an
+    image failed on it once in CI."""
+    with _server_with_token(tmp_path) as address:
+        wire = Wire(address, token=TOKEN, timeout=30)
         try:
             ends: collections.Counter[str] = collections.Counter()
             for _ in range(300):
@@ -49,6 +77,3 @@ def test_an_anonymous_handshake_is_refused_unauthenticated_every_time(tmp_path: 
             assert wire.session().handshake().WhichOneof("kind") == "handshake"  # with the token
         finally:
             wire.close()
-    finally:
-        proc.terminate()
-        proc.wait(30)

@@ -920,7 +920,9 @@ def test_openenv_certify_passes_on_the_typescript_gridworld_with_a_token(
 ) -> None:
     """`openenv certify --token` against the TypeScript server requiring a token: the RFC 0003
     checks run (an anonymous handshake is refused UNAUTHENTICATED; a silent stream ends at the
-    advertised handshake deadline) and everything else passes through the token."""
+    advertised handshake deadline) and the protocol and lifecycle levels pass through the token
+    (the same server without a token is certified at every level above: what the token changes
+    is the handshake, which every check of these two levels goes through)."""
     _require_certify()
     report = tmp_path / "report.json"
     env = {k: v for k, v in os.environ.items() if k != "OPENENV_TOKEN"}
@@ -932,6 +934,7 @@ def test_openenv_certify_passes_on_the_typescript_gridworld_with_a_token(
             "--token",
             TS_TOKEN,
             *CERTIFY_ARGS,
+            *("--level", "protocol", "--level", "lifecycle"),
             "--report",
             str(report),
         ],

@@ -76,6 +76,12 @@ def _wait_ready(wire: Transport, timeout: float) -> Any:
             return wire.get_info(timeout=min(5.0, max(0.5, deadline - time.monotonic())))
         except grpc.aio.AioRpcError as e:
             last = f"{e.code().name}: {e.details()}"
+            if e.code() in (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED):
+                # The server is up and has decided: waiting will not change its answer.
+                raise TargetUnusable(
+                    f"GetInfo was refused ({last}): give the target's bearer token "
+                    "(openenv certify --token TOKEN, or $OPENENV_TOKEN)"
+                ) from None
         except NoAnswer as e:
             last = str(e)
         except Violation as e:
