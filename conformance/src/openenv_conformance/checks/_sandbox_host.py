@@ -22,6 +22,39 @@ def host_observable() -> bool:
     return os.path.isdir("/proc/self")
 
 
+#: How long a canary waits for another certification's canary on this host to close.
+CANARY_LOCK_WAIT_S = 600.0
+
+
+def _host_lock(path: str) -> int | None:
+    """An exclusive lock on ``path`` (created world-writable), held until its descriptor closes:
+    one canary at a time on a host. Two certifications on one host would otherwise see each
+    other's canaries: a sandbox that wrongly shows the host's /tmp, probed in one, reaches the
+    canary of the other, which then fails a sandbox that did nothing wrong. Waits up to
+    :data:`CANARY_LOCK_WAIT_S`; None (no lock, as before) if it cannot be had."""
+    import fcntl
+
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    except OSError:
+        return None
+    with contextlib.suppress(OSError):
+        os.fchmod(fd, 0o666)  # another user's certification may take it next (owner only)
+    deadline = time.monotonic() + CANARY_LOCK_WAIT_S
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return fd
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                os.close(fd)
+                return None
+            time.sleep(0.1)
+        except OSError:
+            os.close(fd)
+            return None
+
+
 class Canary:
     """A world-writable pathname UNIX socket under /tmp and a TCP socket on 127.0.0.1, each
     listening and recording who connects (a thread accepts). ``hits`` lists what was reached;
@@ -29,6 +62,7 @@ class Canary:
 
     def __init__(self) -> None:
         base = "/tmp" if os.access("/tmp", os.W_OK | os.X_OK) else tempfile.gettempdir()
+        self._lock_fd = _host_lock(os.path.join(base, "openenv-certify-canary.lock"))
         self.dir = tempfile.mkdtemp(prefix="openenv-certify-canary-", dir=base)
         os.chmod(self.dir, 0o755)
         self.path = os.path.join(self.dir, "canary.sock")
@@ -80,6 +114,10 @@ class Canary:
             os.unlink(self.path)
         with contextlib.suppress(OSError):
             os.rmdir(self.dir)
+        if self._lock_fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._lock_fd)  # releases the host-wide lock
+            self._lock_fd = None
 
     def __enter__(self) -> Canary:
         return self
