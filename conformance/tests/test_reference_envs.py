@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 from conformance_testlib import factory_of, image_report, reference_factories
 
+from openenv_catalog.certify import ENTRY_CHECKS
 from openenv_conformance.registry import LEVELS
 from openenv_conformance.runner import certify
 from openenv_conformance.targets import TargetOptions
@@ -48,22 +49,7 @@ SIDE_EXAMPLES = 10
 #: catalog's entry certificates say (openenv_catalog.certify.ENTRY_CHECKS: descriptors,
 #: observations, actions, rewards, tools, the lifecycle's basics), plus the HTTP endpoints, the
 #: whole state machine over HTTP, and the parity of the two sides.
-HTTP_ENTRY_CHECKS = (
-    "protocol.get_info",
-    "protocol.http_endpoints",
-    "schema.*",
-    "determinism.*",
-    "rewards.*",
-    "tools.*",
-    "lifecycle.state_machine",
-    "lifecycle.step_before_reset",
-    "lifecycle.state_before_reset",
-    "lifecycle.state_never_fails",
-    "lifecycle.step_count",
-    "lifecycle.episode_ids",
-    "lifecycle.close",
-    "parity.*",
-)
+HTTP_ENTRY_CHECKS = (*ENTRY_CHECKS, "protocol.http_endpoints", "lifecycle.state_machine", "parity.*")
 
 
 def _openenv_table(env_dir: Path) -> dict[str, object]:
