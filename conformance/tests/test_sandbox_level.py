@@ -259,3 +259,25 @@ def test_the_memory_probe_counts_what_its_children_held_at_once() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     last = probes.reports(done.stdout)[-1]
     assert last == {"peak": 96 * mib, "killed": 0, "finished": True}, done.stderr[-2000:]
+
+
+def test_the_canary_lock_never_follows_a_planted_symlink(tmp_path: Path) -> None:
+    """The host-wide canary lock lives in /tmp, which every user (and a sandbox that wrongly shows
+    the host's /tmp) can write: a symlink planted at its path is not followed (a root certifier
+    would otherwise chmod the link's target world-writable); a real file is locked and reused."""
+    from openenv_conformance.checks._sandbox_host import _host_lock
+
+    target = tmp_path / "secret"
+    target.write_text("x")
+    target.chmod(0o600)
+    link = tmp_path / "openenv-certify-canary.lock"
+    link.symlink_to(target)
+    assert _host_lock(str(link)) is None
+    assert (target.stat().st_mode & 0o777) == 0o600 and target.read_text() == "x"
+    real = tmp_path / "real.lock"
+    fd = _host_lock(str(real))
+    assert fd is not None and (real.stat().st_mode & 0o777) == 0o666
+    os.close(fd)
+    fd = _host_lock(str(real))  # an existing lock file is opened again, not recreated
+    assert fd is not None
+    os.close(fd)

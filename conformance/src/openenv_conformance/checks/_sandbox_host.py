@@ -33,13 +33,24 @@ def _host_lock(path: str) -> int | None:
     canary of the other, which then fails a sandbox that did nothing wrong. Waits up to
     :data:`CANARY_LOCK_WAIT_S`; None (no lock, as before) if it cannot be had."""
     import fcntl
+    import stat
 
+    # Never through a symlink, and chmod only a file this call created: /tmp is everyone's, and a
+    # root certifier following a planted link would chmod its target.
     try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o666)
+        with contextlib.suppress(OSError):
+            os.fchmod(fd, 0o666)  # another user's certification may take it next
+    except FileExistsError:
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW)
+        except OSError:
+            return None
     except OSError:
         return None
-    with contextlib.suppress(OSError):
-        os.fchmod(fd, 0o666)  # another user's certification may take it next (owner only)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        return None
     deadline = time.monotonic() + CANARY_LOCK_WAIT_S
     while True:
         try:
