@@ -19,10 +19,12 @@ _GROUPS = {
 }
 
 
+# tryfirst: pytest-xdist's worker tags each grouped test in this same hook; the marks must exist by then.
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         path = item.nodeid.split("::", 1)[0]
         for prefix, group in _GROUPS.items():
-            if path.startswith(prefix) or item.get_closest_marker("docker") is not None and group == "docker":
+            if path.startswith(prefix) or (item.get_closest_marker("docker") is not None and group == "docker"):
                 item.add_marker(pytest.mark.xdist_group(group))
                 break
