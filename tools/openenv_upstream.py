@@ -107,9 +107,9 @@ def ensure(
             if not quiet:
                 print(f"creating {venv} ({dist}=={version}); log: {log}", file=sys.stderr)
             _run([_base_python(), "-m", "venv", str(venv)], log, 120)
-            pip = [str(py), "-m", "pip", "--disable-pip-version-check", "-q"]
-            _run([*pip, "install", "-U", "pip"], log, timeout)
-            _run([*pip, "install", f"{dist}=={version}", *extras], log, timeout)
+            # With uv when there is one (tools/pip_install.py: pip's configuration, ~3x faster).
+            install = [sys.executable, str(Path(__file__).with_name("pip_install.py")), "--python", str(py)]
+            _run([*install, f"{dist}=={version}", *extras], log, timeout)
             _run([str(py), "-c", "import openenv.core.env_server, openenv.core.env_client"], log, 300)
             (venv / _STAMP).write_text(f"{dist}=={version}\n")
             if not quiet:

@@ -37,7 +37,7 @@ def _dry_run(target: str, venv: Path) -> list[str]:
 
 
 def _installs(lines: list[str]) -> list[str]:
-    return [line for line in lines if re.search(r"\bpip install\b|\bnpm install\b", line)]
+    return [line for line in lines if re.search(r"\bpip install\b|\bpip_install\.py\b|\bnpm install\b", line)]
 
 
 def test_make_demo_installs_the_runtime_and_the_reference_environments_only(tmp_path: Path) -> None:
