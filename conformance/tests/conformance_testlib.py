@@ -116,3 +116,25 @@ def image_report(env_name: str) -> dict | None:
         return None
     path = Path(where) / f"{env_name}.json"
     return json.loads(path.read_text()) if path.is_file() else None
+
+
+#: The capacity a test serves a reference environment with when it declares more. echo_env and
+#: gridworld declare 1024 sessions (catch, math_env and wordle 256), and the capacity checks open
+#: every slot (concurrency.disconnect_frees_slot twice): ~7 s of a gRPC certification and ~13 s
+#: of an HTTP one on a quiet machine, twice that on CI's, for the same code as at 64. CI's image
+#: certifications (.ci/run) keep each environment's declared capacity.
+TEST_CAPACITY = 64
+#: The handshake deadline a test serves with: protocol.handshake_deadline waits it out (the
+#: runtime's default is 10 s; the image certifications keep it).
+TEST_HANDSHAKE_TIMEOUT_S = 3
+
+
+def quick_serve_args(factory: str) -> list[str]:
+    """``openenv serve`` arguments for certifying ``module:Class`` in a test: the handshake
+    deadline above, and the capacity above when the class declares more (never raised)."""
+    module, _, name = factory.partition(":")
+    cls = getattr(importlib.import_module(module), name)
+    args = [f"--handshake-timeout={TEST_HANDSHAKE_TIMEOUT_S}"]
+    if getattr(cls, "concurrent_sessions", True) and getattr(cls, "max_sessions", 0) > TEST_CAPACITY:
+        args.append(f"--max-sessions={TEST_CAPACITY}")
+    return args

@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conformance_testlib import ROOT
+from conformance_testlib import ROOT, quick_serve_args
 
 from openenv_conformance.registry import LEVELS
 from openenv_conformance.runner import certify
@@ -17,6 +17,7 @@ from openenv_conformance.transport import transport_kind
 
 NOT_SANDBOX = [lv for lv in LEVELS if lv != "sandbox"]
 ECHO = Path(ROOT) / "envs" / "echo_env"
+FACTORY = "echo_env.server:EchoEnvironment"
 
 
 def test_binary_urls_are_their_own_transport() -> None:
@@ -30,11 +31,11 @@ def test_binary_urls_are_their_own_transport() -> None:
 def test_every_level_but_sandbox_passes_over_the_binary_transport(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(ECHO)
     report = certify(
-        "python:echo_env.server:EchoEnvironment",
+        f"python:{FACTORY}",
         levels=NOT_SANDBOX,
         seed=20261129,
         max_examples=3,
-        target_options=TargetOptions(transport="binary"),
+        target_options=TargetOptions(transport="binary", serve_args=quick_serve_args(FACTORY)),
         require_transport="binary",
     )
     assert report.unusable is None, f"{report.unusable}\n{report.logs}"
@@ -63,8 +64,8 @@ def test_every_level_but_sandbox_passes_over_the_picows_listener(
     monkeypatch.chdir(ECHO)
     ready = tmp_path / "binary.url"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "openenv.cli", "serve", "echo_env.server:EchoEnvironment", "--port", "0",
-         "--no-http", "--binary-port", "0", "--binary-ready-file", str(ready)],
+        [sys.executable, "-m", "openenv.cli", "serve", FACTORY, "--port", "0",
+         "--no-http", "--binary-port", "0", "--binary-ready-file", str(ready), *quick_serve_args(FACTORY)],
         env={**os.environ, "PYTHONPATH": os.pathsep.join([str(ECHO), os.environ.get("PYTHONPATH", "")])},
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
     )  # fmt: skip

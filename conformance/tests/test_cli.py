@@ -41,6 +41,7 @@ def test_certified_target_exits_0_and_writes_every_report(tmp_path: Path) -> Non
     rep, junit, md = tmp_path / "r.json", tmp_path / "r.xml", tmp_path / "r.md"
     r = certify(
         "python:echo_env.server:EchoEnvironment",
+        "--serve-arg=--handshake-timeout=3",  # protocol.handshake_deadline waits it out
         "--level",
         "protocol",
         "--level",

@@ -41,6 +41,7 @@ def test_plugin_runs_each_check_as_an_item(tmp_path: Path) -> None:
         "-v",
         "--openenv-certify",
         "python:echo_env.server:EchoEnvironment",
+        "--openenv-serve-arg=--handshake-timeout=3",  # protocol.handshake_deadline waits it out
         "--openenv-level",
         "protocol",
         "--openenv-seed",

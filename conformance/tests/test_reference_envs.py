@@ -17,7 +17,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
-from conformance_testlib import factory_of, image_report, reference_factories
+from conformance_testlib import factory_of, image_report, quick_serve_args, reference_factories
 
 from openenv_catalog.certify import ENTRY_CHECKS
 from openenv_conformance.registry import LEVELS
@@ -26,9 +26,6 @@ from openenv_conformance.targets import TargetOptions
 
 #: Every level but sandbox (its own file certifies it).
 NOT_SANDBOX = [lv for lv in LEVELS if lv != "sandbox"]
-#: The servers' handshake deadline: the runtime's, not the environment's, and
-#: protocol.handshake_deadline waits it out (10 s at the default, 3 s here).
-SERVE_ARGS = ["--handshake-timeout=3"]
 #: Examples per property search. CI also certifies each reference environment's image (.ci/run:
 #: the suite's default, 100, or its [tool.openenv] certify-args, 20 for most) and the catalog
 #: at 10: here, 25 cover both transports and tools-only mode, each run with the whole suite
@@ -112,7 +109,7 @@ def test_reference_environment_passes_every_check(env_dir: Path, factory: str | 
         seed=20261129,
         max_examples=_examples(env_dir),
         timeout=_timeout(env_dir),
-        target_options=TargetOptions(serve_args=SERVE_ARGS),
+        target_options=TargetOptions(serve_args=quick_serve_args(factory)),
     )
     assert report.unusable is None, f"{report.unusable}\n{report.logs}"
     bad = [(r.id, r.status, r.reason, r.example) for r in report.results if r.status in ("fail", "error")]
@@ -139,7 +136,7 @@ def test_reference_environment_passes_over_http(env_dir: Path, factory: str | No
         seed=20261129,
         max_examples=_examples(env_dir, SIDE_EXAMPLES),
         timeout=_timeout(env_dir),
-        target_options=TargetOptions(transport="http", serve_args=SERVE_ARGS),
+        target_options=TargetOptions(transport="http", serve_args=quick_serve_args(factory)),
     )
     assert report.unusable is None, f"{report.unusable}\n{report.logs}"
     bad = [(r.id, r.status, r.reason, r.example) for r in report.results if r.status in ("fail", "error")]
@@ -177,7 +174,7 @@ def test_reference_tool_environment_passes_in_tools_only_mode(env_dir: Path, fac
         seed=20261129,
         max_examples=_examples(env_dir, SIDE_EXAMPLES),
         timeout=_timeout(env_dir),
-        target_options=TargetOptions(serve_args=["--tools-only", *SERVE_ARGS]),
+        target_options=TargetOptions(serve_args=["--tools-only", *quick_serve_args(factory)]),
     )
     bad = [(r.id, r.status, r.reason) for r in report.results if r.status in ("fail", "error")]
     assert report.exit_code == 0, bad or report.unusable

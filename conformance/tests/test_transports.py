@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from conformance_testlib import ROOT, TESTS_DIR
+from conformance_testlib import ROOT, TESTS_DIR, quick_serve_args
 
 from openenv_conformance.runner import certify
 from openenv_conformance.targets import ProcessTarget, TargetOptions
@@ -23,7 +23,8 @@ BIN = Path(sys.executable).parent
 
 @contextmanager
 def _serve(factory: str, *extra: str) -> Iterator[ProcessTarget]:
-    """`openenv serve FACTORY` (gRPC, and HTTP unless --no-http) as a running server."""
+    """`openenv serve FACTORY` (gRPC, and HTTP unless --no-http) as a running server, with a
+    test's capacity and handshake deadline (conformance_testlib.quick_serve_args)."""
     http = "--no-http" not in extra
 
     def argv(ready: str, http_ready: str = "") -> list[str]:
@@ -39,6 +40,7 @@ def _serve(factory: str, *extra: str) -> Iterator[ProcessTarget]:
             "--ready-file",
             ready,
             *more,
+            *quick_serve_args(factory),
             *extra,
         ]
 

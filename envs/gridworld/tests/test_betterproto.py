@@ -240,7 +240,9 @@ def test_the_certifier_passes_the_facade(transport: str) -> None:
         "python:gridworld.server:GridWorldBetterproto",
         seed=20261129,
         max_examples=30,  # the facade's codec under every check; the suite's default (100) is the image's
-        target_options=TargetOptions(transport=transport),
+        # 64 sessions, not the declared 1024: the capacity checks open every slot (~10 s per
+        # certification, for the same code); a 3 s handshake deadline, which one check waits out.
+        target_options=TargetOptions(transport=transport, serve_args=("--max-sessions=64", "--handshake-timeout=3")),
     )
     assert report.unusable is None, f"{report.unusable}\n{report.logs}"
     bad = [(r.id, r.status, r.reason, r.example) for r in report.results if r.status in ("fail", "error")]
