@@ -20,7 +20,6 @@ Standard library only.
 
 from __future__ import annotations
 
-import argparse
 import ast
 import os
 import shlex
@@ -119,13 +118,28 @@ def _uv() -> str | None:
     return shutil.which("uv", path=str(Path(sys.executable).parent)) or shutil.which("uv")
 
 
+def split_args(argv: list[str]) -> tuple[str, bool, list[str]]:
+    """(interpreter, no build isolation, what to install): this script's two options wherever
+    they are, everything else passed to the installer as it stands (``-e PATH`` included)."""
+    python, no_isolation, rest = sys.executable, False, []
+    args = iter(argv)
+    for arg in args:
+        if arg == "--no-build-isolation":
+            no_isolation = True
+        elif arg == "--python":
+            python = next(args, "")
+        elif arg.startswith("--python="):
+            python = arg.partition("=")[2]
+        else:
+            rest.append(arg)
+    return python, no_isolation, rest
+
+
 def main(argv: list[str]) -> int:
-    ap = argparse.ArgumentParser(prog="pip_install.py", description=__doc__.splitlines()[0])
-    ap.add_argument("--python", default=sys.executable, help="the environment's interpreter (default: this one)")
-    ap.add_argument("--no-build-isolation", action="store_true")
-    ap.add_argument("requirements", nargs="+")
-    ns = ap.parse_args(argv)
-    python, no_isolation, reqs = ns.python, ns.no_build_isolation, ns.requirements
+    python, no_isolation, reqs = split_args(argv)
+    if not python or not reqs:
+        print("usage: pip_install.py [--python PY] [--no-build-isolation] REQUIREMENT...", file=sys.stderr)
+        return 2
     pip = [python, "-m", "pip", "install", "--disable-pip-version-check", "--no-compile"]
     pip += ["--no-build-isolation"] if no_isolation else []
     uv = _uv()

@@ -96,3 +96,15 @@ def test_uv_installs_with_this_machines_pip_configuration() -> None:
     assert out.returncode == 0, out.stdout + out.stderr
     assert out.stdout.startswith("installing with uv"), out.stdout
     assert re.search(r"(Checked|Audited) 1 package", out.stdout + out.stderr), out.stdout + out.stderr
+
+
+def test_editable_paths_and_options_pass_through_in_any_order() -> None:
+    mod = _module()
+    assert mod.split_args(["-e", "python[dev]", "--no-build-isolation", "-e", "envs/x", "torch==2.13.0"]) == (
+        sys.executable,
+        True,
+        ["-e", "python[dev]", "-e", "envs/x", "torch==2.13.0"],
+    )
+    assert mod.split_args(["--python", "/v/bin/python", "pkg"]) == ("/v/bin/python", False, ["pkg"])
+    assert mod.split_args(["--python=/v/bin/python", "pkg"]) == ("/v/bin/python", False, ["pkg"])
+    assert mod.main(["--no-build-isolation"]) == 2  # nothing to install: usage, no installer run
