@@ -233,6 +233,35 @@ def ts_tictactoe(node: str, tmp_path_factory: pytest.TempPathFactory) -> Iterato
         yield url
 
 
+#: What the certification of the TypeScript gridworld and echo serves them with: 64 sessions
+#: (both declare 1,024, and the capacity checks open every slot, twice in one check: the same
+#: code as at 64, and test_certify_keeps_capacity_scale_streams_off_the_shared_connection
+#: certifies those checks at 1,024) and a 3 s handshake deadline (one check waits it out).
+TS_CERTIFY_LIMITS = ["--max-sessions", "64", "--handshake-timeout", "3"]
+
+
+@pytest.fixture(scope="module")
+def ts_gridworld_to_certify(node: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The TypeScript gridworld served from Node with TS_CERTIFY_LIMITS."""
+    with _serving(
+        [node, str(TS_ROOT / "dist" / "src" / "cli.js"), "serve", "gridworld", *TS_CERTIFY_LIMITS],
+        tmp_path_factory.mktemp("ts-gridworld-certify"),
+        "ts-gridworld-certify",
+    ) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def ts_echo_to_certify(node: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The TypeScript echo environment served from Node with TS_CERTIFY_LIMITS."""
+    with _serving(
+        [node, str(TS_ROOT / "dist" / "src" / "cli.js"), "serve", "echo", *TS_CERTIFY_LIMITS],
+        tmp_path_factory.mktemp("ts-echo-certify"),
+        "ts-echo-certify",
+    ) as url:
+        yield url
+
+
 TS_TOKEN = "ts-listener-token"
 
 
@@ -880,7 +909,7 @@ CHECKS_SNAPSHOTS = ["sessions.restore_reproduces", "sessions.forks_independent",
 CHECKS_14_WORLDS = ["multiagent.turn_order", "multiagent.views_private", "multiagent.reward_sum", "multiagent.joins"]
 
 
-@pytest.mark.parametrize("env_fixture", ["ts_gridworld", "ts_echo", "ts_tictactoe"])
+@pytest.mark.parametrize("env_fixture", ["ts_gridworld_to_certify", "ts_echo_to_certify", "ts_tictactoe"])
 def test_openenv_certify_passes_on_typescript_environments(
     env_fixture: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
@@ -909,7 +938,7 @@ def test_openenv_certify_passes_on_typescript_environments(
     if env_fixture == "ts_tictactoe":  # worlds are not resumable in 1.4: the resume check skips
         expected = ["protocol.load", "protocol.pipelined_messages", *CHECKS_14_WORLDS]
     else:
-        expected = CHECKS_13 + (CHECKS_SNAPSHOTS if env_fixture == "ts_gridworld" else [])
+        expected = CHECKS_13 + (CHECKS_SNAPSHOTS if env_fixture == "ts_gridworld_to_certify" else [])
     assert {c: results[c] for c in expected} == dict.fromkeys(expected, "pass"), results
     bad = {c: st for c, st in results.items() if st in ("fail", "error")}
     assert not bad, bad
