@@ -83,8 +83,8 @@ REPEAT ?= 5
 test-stress: venv
 	$(PY) tools/stress.py --runs $(RUNS) --repeat $(REPEAT) $(STRESS_ARGS)
 
-# The certifier's mutants, each certified at every level (make test certifies a mutant at the
-# levels of the checks expected to fail on it): run it when a check or a mutant changes.
+# The certifier's mutants, each certified at every level (make test certifies a mutant with the
+# check that must catch it): run it when a check or a mutant changes.
 test-mutants-full: venv
 	OPENENV_MUTANTS_FULL=1 $(PY) -m pytest -n $(JOBS) --dist loadgroup conformance/tests/test_mutants.py $(PYTEST_ARGS)
 
