@@ -27,12 +27,12 @@ from openenv_conformance.targets import TargetOptions
 #: Every level but sandbox (its own file certifies it).
 NOT_SANDBOX = [lv for lv in LEVELS if lv != "sandbox"]
 #: Examples per property search. CI also certifies each reference environment's image (.ci/run:
-#: the suite's default, 100, or its [tool.openenv] certify-args, 20 for most) and the catalog
+#: with its [tool.openenv] certify-args, 20 or 30 for most, else the suite's 100) and the catalog
 #: at 10: here, 25 cover both transports and tools-only mode, each run with the whole suite
 #: (100 cost ~1,800 s of CPU per CI run, over half of it the HTTP side's).
 EXAMPLES = 25
 #: Examples per search of the HTTP side's and tools-only mode's certifications. What they add to
-#: the image's gRPC certification (100 examples, or its certify-args') is the translation of the
+#: the image's gRPC certification (its certify-args' examples, or 100) is the translation of the
 #: environment's types to OpenEnv's JSON and back, the parity of the two sides, and the tools-only
 #: rules: generic code, each environment's types exercised by every search at 10 examples as the
 #: catalog's are (CI time: the HTTP side was over half of this file's CPU when last measured).
