@@ -1,7 +1,7 @@
 """The suite is tested by mutation: each deliberately broken environment in ``mutants/``
-must be caught by the check named in its ``CAUGHT_BY``, and (``make test-mutants-full``)
-only that check and the ones listed in its ``COLLATERAL`` may fail. The healthy base environment and the controls
-(``control_*``: correct environments with unusual declarations) pass everything.
+must be caught by the check named in its ``CAUGHT_BY``, and (``make test-mutants-full``) only
+that check and the ones listed in its ``COLLATERAL`` may fail. The healthy base environment and
+the controls (``control_*``: correct environments with unusual declarations) pass everything.
 
 Every mutant misbehaves deterministically (its docstring says why), so the verdict never
 depends on scheduling. The file is marked ``timing`` and stressed by ``make test-stress``
@@ -40,8 +40,8 @@ FULL = os.environ.get("OPENENV_MUTANTS_FULL", "").strip().lower() not in ("", "0
 
 
 def _scope(mod: Any) -> dict[str, Any]:
-    """What a mutant is certified at: with FULL its own LEVELS, else every level; by default the
-    check that must catch it."""
+    """What a mutant is certified at: by default the check that must catch it; with FULL its own
+    LEVELS, or every level when it declares none."""
     if not FULL:
         return {"checks": [mod.CAUGHT_BY]}
     declared = getattr(mod, "LEVELS", None)
