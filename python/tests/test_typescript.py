@@ -89,6 +89,15 @@ def _serving(args: list[str], tmp: Path, name: str, env: dict[str, str] | None =
         yield url
 
 
+@contextlib.contextmanager
+def _serving_ts(node: str, tmp_path_factory: pytest.TempPathFactory, name: str, *args: str) -> Iterator[str]:
+    """``cli.js serve ARGS`` (an environment of the TypeScript binding) from Node; yield its URL.
+    ``name`` labels its log and temporary directory."""
+    cli = [node, str(TS_ROOT / "dist" / "src" / "cli.js"), "serve", *args]
+    with _serving(cli, tmp_path_factory.mktemp(name), name) as url:
+        yield url
+
+
 @dataclasses.dataclass
 class _Server:
     """A server to start: its command (without port and ready files), name, extra environment,
@@ -202,11 +211,7 @@ def python_envs(tmp_path_factory: pytest.TempPathFactory, pki: Any) -> Iterator[
 @pytest.fixture(scope="module")
 def ts_gridworld(node: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The TypeScript gridworld served from Node with default limits."""
-    with _serving(
-        [node, str(TS_ROOT / "dist" / "src" / "cli.js"), "serve", "gridworld"],
-        tmp_path_factory.mktemp("ts-gridworld"),
-        "ts-gridworld",
-    ) as url:
+    with _serving_ts(node, tmp_path_factory, "ts-gridworld", "gridworld") as url:
         yield url
 
 
@@ -214,22 +219,14 @@ def ts_gridworld(node: str, tmp_path_factory: pytest.TempPathFactory) -> Iterato
 def ts_echo(node: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The TypeScript echo environment (tools) served from Node (a short handshake deadline,
     which certification waits out once)."""
-    with _serving(
-        [node, str(TS_ROOT / "dist" / "src" / "cli.js"), "serve", "echo", "--handshake-timeout", "2"],
-        tmp_path_factory.mktemp("ts-echo"),
-        "ts-echo",
-    ) as url:
+    with _serving_ts(node, tmp_path_factory, "ts-echo", "echo", "--handshake-timeout", "2") as url:
         yield url
 
 
 @pytest.fixture(scope="module")
 def ts_tictactoe(node: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The TypeScript tic-tac-toe (two agents, RFC 0012) served from Node."""
-    with _serving(
-        [node, str(TS_ROOT / "dist" / "src" / "cli.js"), "serve", "tictactoe"],
-        tmp_path_factory.mktemp("ts-tictactoe"),
-        "ts-tictactoe",
-    ) as url:
+    with _serving_ts(node, tmp_path_factory, "ts-tictactoe", "tictactoe") as url:
         yield url
 
 
@@ -243,22 +240,14 @@ TS_CERTIFY_LIMITS = ["--max-sessions", "64", "--handshake-timeout", "3"]
 @pytest.fixture(scope="module")
 def ts_gridworld_to_certify(node: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The TypeScript gridworld served from Node with TS_CERTIFY_LIMITS."""
-    with _serving(
-        [node, str(TS_ROOT / "dist" / "src" / "cli.js"), "serve", "gridworld", *TS_CERTIFY_LIMITS],
-        tmp_path_factory.mktemp("ts-gridworld-certify"),
-        "ts-gridworld-certify",
-    ) as url:
+    with _serving_ts(node, tmp_path_factory, "ts-gridworld-certify", "gridworld", *TS_CERTIFY_LIMITS) as url:
         yield url
 
 
 @pytest.fixture(scope="module")
 def ts_echo_to_certify(node: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The TypeScript echo environment served from Node with TS_CERTIFY_LIMITS."""
-    with _serving(
-        [node, str(TS_ROOT / "dist" / "src" / "cli.js"), "serve", "echo", *TS_CERTIFY_LIMITS],
-        tmp_path_factory.mktemp("ts-echo-certify"),
-        "ts-echo-certify",
-    ) as url:
+    with _serving_ts(node, tmp_path_factory, "ts-echo-certify", "echo", *TS_CERTIFY_LIMITS) as url:
         yield url
 
 
