@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import os
+import signal
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -62,14 +64,54 @@ def cluster() -> Iterator[Cluster]:
         },
     )
     try:
-        c.add_node(**_node_args(2), node_ip_address="127.0.0.1")
-        c.add_node(**_node_args(2), node_ip_address="127.0.0.1")
+        _add_node(c)
+        _add_node(c)
         c.wait_for_nodes()
         ray.init(address=c.address, namespace="openenv-fleet-test", log_to_driver=False)
         yield c
     finally:
         ray.shutdown()
         c.shutdown()
+
+
+def _add_node(cluster: Cluster, tries: int = 3) -> Any:
+    """``cluster.add_node`` for a 2-CPU worker node on loopback, retried when the node does not start.
+
+    Ray gives a new raylet a fixed 30 s to register with the GCS, then raises ("The current node
+    timed out during startup"), leaving the node's processes running. In CI a replacement raylet
+    on the loaded machine missed that once. A cluster's autoscaler would give up on such a node
+    and launch another; so does this: the half-started node's processes (this process's new
+    children: its raylet and helpers; their workers exit with the raylet) are killed first.
+    """
+    for attempt in range(1, tries + 1):
+        before = _children()
+        try:
+            return cluster.add_node(**_node_args(2), node_ip_address="127.0.0.1")
+        except Exception as e:
+            if "timed out during startup" not in str(e) or attempt == tries:
+                raise
+            stray = _children() - before
+            print(f"a Ray node did not start (attempt {attempt} of {tries}: {e}); killing {sorted(stray)}")
+            for pid in stray:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+    raise AssertionError("unreachable")
+
+
+def _children() -> set[int]:
+    """The pids of this process's direct children (from /proc: the test needs no psutil)."""
+    me, found = os.getpid(), set()
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    # "pid (comm) state ppid ...": comm may hold spaces and parentheses.
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == me:
+                found.add(int(entry))
+    return found
 
 
 def _ray_state() -> str:
@@ -114,7 +156,7 @@ def _restarted_on_a_replacement(cluster: Cluster, provider: RayProvider) -> list
     restarts the servers on whichever node lives; the fleet's behaviour under test is the same.
     """
     seen: list[Any] = []
-    replacements = [cluster.add_node(**_node_args(2), node_ip_address="127.0.0.1")]
+    replacements = [_add_node(cluster)]
 
     def listed() -> bool:
         # endpoints() leaves out a server that does not answer within 2 s: keep the list that met
@@ -124,7 +166,7 @@ def _restarted_on_a_replacement(cluster: Cluster, provider: RayProvider) -> list
             return True
         if _node_dead(replacements[-1].node_id) and len(replacements) < 3:
             print(f"replacement node {replacements[-1].node_id[:12]} died on its way in; adding another")
-            replacements.append(cluster.add_node(**_node_args(2), node_ip_address="127.0.0.1"))
+            replacements.append(_add_node(cluster))
         return False
 
     _wait(listed, "Ray to restart the lost servers on a replacement node (up to 3 tried)")
