@@ -351,6 +351,38 @@ class ToolEnv(Tracked):
         return "rested"
 
 
+class FormTools(Tracked):
+    """One tool of six arguments (one an object), with examples that fill them all: a
+    description whose examples hold ``Struct`` maps (runtime/anys.py)."""
+
+    action_type = openenv.CallToolAction
+    example_actions = (
+        openenv.CallToolAction(
+            "register",
+            {"name": "Ada", "city": "London", "age": 36, "email": "a@b.c", "phone": "0", "tags": {"y": 1, "x": 2}},
+        ),
+    )
+
+    def reset(
+        self, *, seed: int | None = None, episode_id: str | None = None, options: Mapping[str, Any] | None = None
+    ) -> openenv.StepResult:
+        return openenv.StepResult(openenv.CallToolObservation())
+
+    @openenv.tool
+    def register(self, name: str, city: str, age: int, email: str, phone: str, tags: dict[str, int]) -> str:
+        """Register a person.
+
+        Args:
+            name: their name.
+            city: where they live.
+            age: in years.
+            email: an address.
+            phone: a number.
+            tags: labels and weights.
+        """
+        return f"{name} of {city}, {age}"
+
+
 # --------------------------------------------------------------------------- concurrency
 
 

@@ -4,6 +4,10 @@ description the client holds gets no description back; any other gets it, with i
 from __future__ import annotations
 
 import hashlib
+import json
+import subprocess
+import sys
+from pathlib import Path
 
 import grpc
 import pytest
@@ -12,6 +16,8 @@ from openenv_testkit import RawSession, running, target
 
 import openenv
 from openenv.client import infocache
+from openenv.engine._engine import info_digest
+from openenv.json_protocol.payloads import parse_info
 from openenv.v1 import environment_pb2, environment_pb2_grpc
 
 pytestmark = pytest.mark.anyio
@@ -58,3 +64,35 @@ def test_an_answer_without_a_description_the_client_does_not_hold_is_a_clear_err
     answer = environment_pb2.HandshakeResponse(session_id="s", info_digest="sha256:" + "1" * 64)
     with pytest.raises(openenv.EnvError, match="does not hold it"):
         infocache.info_of("grpc://nowhere:1", answer)
+
+
+# What a new process (a server replica, a restart, a client of the JSON side) makes of one
+# environment's description: its digest, and its proto3 JSON (GET /openenv/info's body).
+_DESCRIBE = """
+import json
+from openenv.engine._engine import info_digest
+from openenv.json_protocol.payloads import info_to_json
+from openenv.runtime.session import EnvironmentRuntime
+from openenv_testenvs import FormTools
+info = EnvironmentRuntime(FormTools).info
+print(json.dumps({"digest": info_digest(info), "json": info_to_json(info)}))
+"""
+
+
+def test_a_description_whose_examples_hold_maps_has_one_digest_in_every_process() -> None:
+    """An example tool call of six arguments packs a Struct into an Any, and upb orders a map's
+    entries differently in each process: the examples are packed canonically, so replicas and
+    restarts of one environment share a digest (RFC 0013's cache holds across them), and the
+    description parsed from the JSON side comes out the same, byte for byte."""
+    here = str(Path(__file__).resolve().parent)
+    runs = [
+        json.loads(
+            subprocess.run(
+                [sys.executable, "-c", _DESCRIBE], cwd=here, capture_output=True, text=True, check=True, timeout=120
+            ).stdout
+        )
+        for _ in range(3)
+    ]
+    assert len({r["digest"] for r in runs}) == 1, [r["digest"] for r in runs]
+    for r in runs:
+        assert info_digest(parse_info(r["json"])) == r["digest"]

@@ -13,11 +13,12 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from openenv.runtime.anys import canonicalize_anys
 from openenv.v1 import environment_pb2 as pb
 from openenv_conformance.spec import EnvSpec
 from openenv_conformance.transport import SessionLike, StreamEnd, code_name
 
-__all__ = ["canonical", "canonical_time_step", "diff", "differing_fields", "trajectory"]
+__all__ = ["canonical", "canonical_time_step", "diff", "differing_descriptions", "differing_fields", "trajectory"]
 
 
 def canonical(resp: pb.SessionResponse | StreamEnd, spec: EnvSpec) -> dict[str, Any]:
@@ -99,3 +100,20 @@ def diff(a: Any, b: Any, tol: float = 0.0, path: str = "") -> str | None:
 def differing_fields(a: Any, b: Any) -> list[str]:
     """The names of the top-level fields where two messages of one type differ."""
     return [f.name for f in a.DESCRIPTOR.fields if getattr(a, f.name) != getattr(b, f.name)]
+
+
+def differing_descriptions(a: pb.EnvironmentInfo, b: pb.EnvironmentInfo | None, spec: EnvSpec) -> list[str]:
+    """:func:`differing_fields` of two descriptions, their ``Any`` values (examples) compared by
+    content: a map inside one serializes in any order, and two processes pick different ones
+    (openenv.runtime.anys), so equal examples can differ byte for byte. ``b`` missing (a
+    handshake that carried no description) differs in every field."""
+    if b is None:
+        return ["all (the second carries no description)"]
+    pools = [spec.pool] if spec.pool is not None else []
+    copies = []
+    for info in (a, b):
+        c = pb.EnvironmentInfo()
+        c.CopyFrom(info)
+        canonicalize_anys(c, pools)
+        copies.append(c)
+    return differing_fields(*copies)

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from openenv.v1 import environment_pb2 as pb
 from openenv.values import from_struct
-from openenv_conformance.canonical import canonical, diff, differing_fields
+from openenv_conformance.canonical import canonical, diff, differing_descriptions
 from openenv_conformance.context import Context
 from openenv_conformance.errors import CheckSkipped, Violation
 from openenv_conformance.model import status_name
@@ -133,10 +133,10 @@ def grpc_vs_http(ctx: Context) -> str | None:
             "the HTTP side is a stock OpenEnv server (no openenv.hello): its time steps carry no "
             "episode id, step count or terminated/truncated to compare"
         )
-    if ctx.info != other_info:
+    differing = differing_descriptions(ctx.info, other_info, ctx.spec)
+    if differing:
         raise Violation(
-            f"{ctx.transport} and {other.kind} describe the environment differently (fields: "
-            f"{', '.join(differing_fields(ctx.info, other_info))})"
+            f"{ctx.transport} and {other.kind} describe the environment differently (fields: {', '.join(differing)})"
         )
     if ctx.spec.caps.tools:
         tg, th = _tools(grpc_w), _tools(http_w)

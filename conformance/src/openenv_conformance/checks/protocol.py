@@ -11,7 +11,7 @@ from google.protobuf import descriptor_pb2
 from openenv.v1 import environment_pb2 as pb
 from openenv.v1 import task_pb2, tool_pb2
 from openenv.values import from_struct
-from openenv_conformance.canonical import differing_fields
+from openenv_conformance.canonical import differing_descriptions
 from openenv_conformance.context import Context
 from openenv_conformance.declaration import compare
 from openenv_conformance.errors import CheckSkipped, CheckWarning, Violation
@@ -412,10 +412,10 @@ def reflection(ctx: Context) -> None:
 def get_info(ctx: Context) -> None:
     unary = ctx.wire.get_info()
     hs = ctx.session().info
-    if unary != hs:
+    differing = differing_descriptions(unary, hs, ctx.spec)
+    if differing:
         raise Violation(
-            f"GetInfo and the handshake describe the environment differently (fields: "
-            f"{', '.join(differing_fields(unary, hs))})"
+            f"GetInfo and the handshake describe the environment differently (fields: {', '.join(differing)})"
         )
 
 
@@ -573,10 +573,11 @@ def http_endpoints(ctx: Context) -> str | None:
     ids = set()
     for _ in range(2):
         s = ctx.session()
-        if s.info != ctx.info:
+        differing = differing_descriptions(ctx.info, s.info, ctx.spec)
+        if differing:
             raise Violation(
-                f"openenv.hello and GET /openenv/info describe the environment differently (fields: "
-                f"{', '.join(differing_fields(ctx.info, s.info))})"
+                "openenv.hello and GET /openenv/info describe the environment differently "
+                f"(fields: {', '.join(differing)})"
             )
         if not s.session_id:
             raise Violation("openenv.hello carries no session id")

@@ -113,9 +113,7 @@ class HarborEnvironment(openenv.Environment):
     reward_range = (0.0, 1.0)
     example_actions = (
         openenv.CallToolAction("shell", {"command": "ls -la"}),
-        # One argument each: an example packs its arguments as a protobuf Struct into an Any, whose
-        # map entries serialize in no fixed order, so two keys would differ byte for byte between
-        # the gRPC and HTTP descriptions of one server (certify's parity.grpc_vs_http).
+        openenv.CallToolAction("write_file", {"path": "notes.txt", "content": "hello\n"}),
         openenv.CallToolAction("read_file", {"path": "notes.txt"}),
         openenv.CallToolAction("python", {"code": "print(1 + 1)"}),
         openenv.CallToolAction("submit", {}),

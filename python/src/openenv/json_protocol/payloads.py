@@ -20,6 +20,7 @@ from google.protobuf import descriptor_pb2, descriptor_pool, json_format
 from google.protobuf.message import Message
 
 from openenv.errors import InvalidArgument
+from openenv.runtime.anys import canonicalize_anys
 from openenv.runtime.codec import _dtypes, message_class, tensor_from_proto, tensor_to_proto
 from openenv.v1 import environment_pb2, payload_pb2, tool_pb2
 from openenv.values import from_value, to_value
@@ -86,7 +87,11 @@ def parse_info(doc: Any) -> environment_pb2.EnvironmentInfo:
     if isinstance(doc.get("descriptors"), dict):
         json_format.ParseDict(doc["descriptors"], bare.descriptors, ignore_unknown_fields=True)
     info = environment_pb2.EnvironmentInfo()
-    json_format.ParseDict(dict(doc), info, ignore_unknown_fields=True, descriptor_pool=info_pool(bare))
+    pool = info_pool(bare)
+    json_format.ParseDict(dict(doc), info, ignore_unknown_fields=True, descriptor_pool=pool)
+    # json_format packs an Any's message with the map order of this process: the bytes a
+    # server packed canonically (runtime/anys.py) come out only when canonicalized the same way.
+    canonicalize_anys(info, [pool])
     return info
 
 

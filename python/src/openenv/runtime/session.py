@@ -34,6 +34,7 @@ from openenv.errors import (
     Unimplemented,
 )
 from openenv.protocol import PROTOCOL_VERSION, EpisodeStatus, SessionState, StepResult
+from openenv.runtime.anys import canonicalize_anys
 from openenv.runtime.codec import Codec, codec_for, descriptor_set, to_struct
 from openenv.runtime.environment import Environment
 from openenv.runtime.inline import GC_RUNS, HookTimes, InlinePolicy, run_inline, server_threshold_s
@@ -240,6 +241,8 @@ class EnvironmentRuntime:
         if self.multi_agent is not None:
             cap.multi_agent = True
             info.multi_agent.CopyFrom(self.multi_agent)
+        # The examples' bytes the same in every process (their maps sorted): see runtime/anys.py.
+        canonicalize_anys(info, {d.file.pool for d in msgs})
         return info
 
     def tool_descriptors(self) -> list[Tool]:
