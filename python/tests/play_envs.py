@@ -64,3 +64,29 @@ class Notes(openenv.Environment):
     def show(self) -> str:
         """Every note, one per line."""
         return "\n".join(self.notes) or "(none)"
+
+
+class Contacts(openenv.Environment):
+    """A tool environment: ``save(name, phone, city, note="")`` keeps a contact."""
+
+    name = "contacts"
+    version = "0.1.0"
+    max_episode_steps = 10
+    run_in_thread = False
+
+    def reset(
+        self, *, seed: int | None = None, episode_id: str | None = None, options: Mapping[str, Any] | None = None
+    ) -> openenv.StepResult:
+        return openenv.StepResult(openenv.CallToolObservation())
+
+    @openenv.tool
+    def save(self, name: str, phone: str, city: str, note: str = "") -> str:
+        """Keep a contact.
+
+        Args:
+            name: their name.
+            phone: their number.
+            city: where they live.
+            note: anything else.
+        """
+        return f"{name}, {phone}, {city}" + (f" ({note})" if note else "")

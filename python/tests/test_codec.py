@@ -81,6 +81,56 @@ def test_structs_round_trip(d: dict[str, Any]) -> None:
     assert same(from_struct(s), expected(d))
 
 
+def _struct_in_order(items: list[tuple[str, Any]]) -> struct_pb2.Struct:
+    """A Struct whose wire bytes hold ``items`` in this order (concatenated messages merge)."""
+    return struct_pb2.Struct.FromString(b"".join(to_struct({k: v}).SerializeToString() for k, v in items))
+
+
+def _sorted_at_every_depth(x: Any) -> bool:
+    if isinstance(x, dict):
+        return list(x) == sorted(x) and all(_sorted_at_every_depth(v) for v in x.values())
+    if isinstance(x, list):
+        return all(_sorted_at_every_depth(v) for v in x)
+    return True
+
+
+@SETTINGS
+@given(st.dictionaries(st.text(max_size=8), json_values, max_size=6))
+def test_a_structs_members_come_back_sorted_at_every_depth_whatever_their_wire_order(d: dict[str, Any]) -> None:
+    """upb orders a map's members differently in each process: sorted, an observation or a
+    tool's schema reads the same in every process and over every transport."""
+    for items in (list(d.items()), list(reversed(d.items()))):
+        back = from_struct(_struct_in_order(items))
+        assert _sorted_at_every_depth(back) and same(back, expected(d))
+
+
+def test_anys_holding_maps_in_two_orders_are_canonicalized_to_the_same_bytes() -> None:
+    from google.protobuf import any_pb2
+
+    from openenv.runtime.anys import canonicalize_anys
+
+    items = [("path", "a.txt"), ("content", "hi"), ("mode", 420), ("nested", {"y": 1, "x": [{"b": 2, "a": 1}]})]
+    packed = []
+    for order in (items, items[::-1]):
+        spec = payload_pb2.TypeSpec()
+        example = spec.examples.add().message
+        example.type_url = "type.googleapis.com/openenv.v1.CallToolRequest"
+        # The call's bytes written member by member in this order (concatenated messages merge).
+        parts = [tool_pb2.CallToolRequest(name="write")]
+        parts += [tool_pb2.CallToolRequest(arguments=to_struct({k: v})) for k, v in order]
+        example.value = b"".join(p.SerializeToString() for p in parts)
+        packed.append(spec)
+    assert packed[0] != packed[1]  # the same call, two byte orders: unequal as protobuf compares Anys
+    for spec in packed:
+        canonicalize_anys(spec)
+    assert packed[0] == packed[1]
+    back = tool_pb2.CallToolRequest()
+    assert packed[0].examples[0].message.Unpack(back) and from_struct(back.arguments) == dict(sorted(items))
+    unknown = any_pb2.Any(type_url="type.googleapis.com/nowhere.Unknown", value=b"\x08\x01")
+    canonicalize_anys(unknown)  # a type no pool knows: left as it is
+    assert unknown.value == b"\x08\x01"
+
+
 @SETTINGS
 @given(json_values)
 def test_values_encode_as_protobufs_own_json_parser_does(x: Any) -> None:

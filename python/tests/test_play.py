@@ -161,6 +161,29 @@ def test_tool_results_print_as_their_text_and_a_tool_without_arguments_asks_noth
     assert child.exitstatus == 0
 
 
+def test_a_tools_arguments_are_asked_required_first_in_the_order_of_its_signature() -> None:
+    """A tool's schema crosses the wire as a Struct, whose members have no order (upb's differs
+    from one process to the next): play asks the required arguments in the schema's
+    ``required`` order, which is the signature's, and the optional ones after them."""
+    child = _spawn("play_envs:Contacts", cwd=Path(__file__).parent)
+    try:
+        child.expect_exact(">")
+        child.sendline("s")
+        child.expect_exact("tools: 1) save")
+        child.sendline("1")
+        for field, value in (("name", "Ada"), ("phone", "0"), ("city", "London"), ("note", "")):
+            child.expect(r"(name|phone|city|note): ")
+            assert child.match.group(1) == field
+            child.sendline(value)
+        child.expect_exact("result: Ada, 0, London\r\n")
+        child.expect(r"step=1 reward=")
+        child.sendline("q")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close(force=True)
+    assert child.exitstatus == 0
+
+
 # Multi-agent environments (RFC 0012): self-play in one terminal, or one seat per terminal.
 
 TTT = "openenv.games:TicTacToe"

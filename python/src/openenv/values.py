@@ -72,7 +72,8 @@ def to_value(obj: Any, out: struct_pb2.Value | None = None) -> struct_pb2.Value:
 
 
 def from_value(v: struct_pb2.Value) -> Any:
-    """Convert a ``google.protobuf.Value`` into plain Python (integral numbers as int)."""
+    """Convert a ``google.protobuf.Value`` into plain Python (integral numbers as int; objects'
+    keys sorted, as :func:`from_struct`)."""
     kind = v.WhichOneof("kind")
     if kind == "number_value":
         n = v.number_value
@@ -99,7 +100,12 @@ def to_struct(obj: Mapping[str, Any] | None, out: struct_pb2.Struct | None = Non
 
 
 def from_struct(s: struct_pb2.Struct) -> dict[str, Any]:
-    """Convert a ``google.protobuf.Struct`` into a dict."""
+    """Convert a ``google.protobuf.Struct`` into a dict, its keys in sorted order (at any depth).
+
+    A ``Struct``'s members have no order on the wire, and the order upb iterates them in
+    differs from one process to the next; sorted, an observation or a tool's schema reads (and
+    renders into a prompt) the same in every process and over every transport.
+    """
     return _fields(s.fields)
 
 
@@ -124,8 +130,9 @@ def _fill(fields: Any, obj: Mapping[Any, Any]) -> None:
 
 def _fields(fields: Any) -> dict[str, Any]:
     # Keys then indexing: upb's map has no C items(); the ABC's items() costs 3x (measured).
+    # Sorted: see from_struct (sorting two keys costs ~0.15 us of ~2 us, measured).
     out: dict[str, Any] = {}
-    for k in fields:
+    for k in sorted(fields):
         x = fields[k]
         kind = x.WhichOneof("kind")
         if kind == "number_value":

@@ -203,9 +203,13 @@ def _ask(name: str, schema: Any, root: dict[str, Any], required: bool = True) ->
     if isinstance(props, dict) and not props:
         return {}  # an object of no fields (a tool without arguments): nothing to ask
     if isinstance(props, dict):
-        need = set(s.get("required") or [])
+        required_keys = [k for k in s.get("required") or [] if isinstance(k, str) and k in props]
+        need = set(required_keys)
         out: dict[str, Any] = {}
-        for key, sub in props.items():
+        # Required fields in the schema's order (a tool's: its signature's), then the others:
+        # "properties" arrives sorted (a Struct has no order: openenv.values.from_struct).
+        for key in required_keys + [k for k in props if k not in need]:
+            sub = props[key]
             # The only field of a message is what the action is: never left out.
             v = _ask(key, sub, root, key in need or len(props) == 1)
             if v is not None:
