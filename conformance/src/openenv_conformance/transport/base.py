@@ -36,6 +36,8 @@ __all__ = [
     "Transport",
     "code_name",
     "describe",
+    "refusal",
+    "rpc_error",
     "expect_error",
     "expect_ok",
     "expect_response",
@@ -50,6 +52,21 @@ KINDS = ("grpc", "http")
 
 #: The protocol version the suite speaks (and certifies against).
 PROTOCOL_VERSION = "1.4"
+
+
+def rpc_error(code: grpc.StatusCode, details: str) -> grpc.aio.AioRpcError:
+    """A gRPC status as the error a gRPC call raises: what the other transports raise for an
+    answer that has a gRPC equivalent, so callers handle every transport alike."""
+    return grpc.aio.AioRpcError(code, grpc.aio.Metadata(), grpc.aio.Metadata(), details)
+
+
+def refusal(status: int, what: str) -> grpc.aio.AioRpcError | None:
+    """The gRPC error of an HTTP refusal (401 UNAUTHENTICATED, 403 PERMISSION_DENIED) of
+    ``what``; None for any other status. A server that refuses has decided: a caller waiting
+    for the target to come up stops at once (runner._wait_ready)."""
+    code = {401: grpc.StatusCode.UNAUTHENTICATED, 403: grpc.StatusCode.PERMISSION_DENIED}.get(status)
+    return None if code is None else rpc_error(code, f"{what} answered {status}")
+
 
 #: Why a check needing a feature is skipped on a transport without it.
 FEATURE_REASONS: dict[str, str] = {

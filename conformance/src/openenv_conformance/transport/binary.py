@@ -31,10 +31,11 @@ from google.protobuf import json_format
 
 from openenv.client.binary import close_status
 from openenv.client.urls import BINARY_PATH, BINARY_SUBPROTOCOL, is_loopback
+from openenv.json_protocol.payloads import parse_info
 from openenv.v1 import environment_pb2 as pb
 from openenv.v1 import load_pb2
 from openenv_conformance.errors import CheckSkipped, Violation
-from openenv_conformance.transport.base import NoAnswer, RequestBuilder, StreamEnd
+from openenv_conformance.transport.base import NoAnswer, RequestBuilder, StreamEnd, refusal, rpc_error
 from openenv_conformance.transport.grpc import Wire, _thread_loop
 
 __all__ = ["BinarySession", "BinaryWire", "Channel"]
@@ -46,10 +47,6 @@ class Channel:
     def __init__(self, anonymous: bool = False) -> None:
         self.anonymous = anonymous
         self.sessions: list[BinarySession] = []
-
-
-def _rpc_error(code: grpc.StatusCode, details: str) -> grpc.aio.AioRpcError:
-    return grpc.aio.AioRpcError(code, grpc.aio.Metadata(), grpc.aio.Metadata(), details)
 
 
 class BinaryWire(Wire):
@@ -106,21 +103,24 @@ class BinaryWire(Wire):
         except TimeoutError:
             raise NoAnswer(f"no answer to GET {path} within {t:g} s") from None
         except OSError as e:
-            raise _rpc_error(grpc.StatusCode.UNAVAILABLE, f"GET {path}: {e}") from None
+            raise rpc_error(grpc.StatusCode.UNAVAILABLE, f"GET {path}: {e}") from None
 
     # -- unary calls (their HTTP twins on the same listener)
 
     def get_info(self, timeout: float | None = None) -> pb.EnvironmentInfo:
         status, body = self._get("/openenv/info", timeout)
         if status != 200:
-            raise _rpc_error(grpc.StatusCode.UNAVAILABLE, f"GET /openenv/info answered {status}")
-        return json_format.ParseDict(json.loads(body), pb.EnvironmentInfo(), ignore_unknown_fields=True)
+            raise refusal(status, "GET /openenv/info") or rpc_error(
+                grpc.StatusCode.UNAVAILABLE, f"GET /openenv/info answered {status}"
+            )
+        # As the HTTP transport reads it: the advertised descriptors first, Anys canonical.
+        return parse_info(json.loads(body))
 
     def get_load(self, timeout: float | None = None) -> load_pb2.ServerLoad:
         status, body = self._get("/load", timeout)
         if status != 200:
             code = grpc.StatusCode.UNIMPLEMENTED if status == 404 else grpc.StatusCode.UNAVAILABLE
-            raise _rpc_error(code, f"GET /load answered {status}")
+            raise rpc_error(code, f"GET /load answered {status}")
         return json_format.ParseDict(json.loads(body), load_pb2.ServerLoad(), ignore_unknown_fields=True)
 
     def health(self, service: str = "", timeout: float | None = None) -> str:

@@ -78,6 +78,7 @@ from openenv_conformance.transport.base import (
     NoAnswer,
     RequestBuilder,
     StreamEnd,
+    refusal,
 )
 
 __all__ = ["UnsupportedRequest", "WsSession", "WsWire", "parse_info"]
@@ -252,6 +253,9 @@ class WsWire:
         """``GET /openenv/info`` (an openenv server); a stock OpenEnv server is described from
         ``/metadata`` and ``/schema`` (JSON payloads), as openenv's client does."""
         status, doc = self.get("/openenv/info", timeout)
+        refused = refusal(status, "GET /openenv/info")
+        if refused is not None:  # not a stock server: one that wants a token
+            raise refused
         if status == 200 and isinstance(doc, dict):
             try:
                 info = parse_info(doc)
