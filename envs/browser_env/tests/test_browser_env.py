@@ -251,3 +251,25 @@ def test_a_stuck_chromium_is_killed_by_the_watchdog(monkeypatch: pytest.MonkeyPa
         assert (s.reward, s.terminated) == (1.0, True)
     finally:
         env.close()
+
+
+def test_a_task_page_that_does_not_load_in_time_is_unavailable_and_a_later_reset_works(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A reset whose page misses Playwright's deadline (a loaded machine) is tried once more in a
+    new context, then refused UNAVAILABLE saying so (retryable, not an INTERNAL crash); with
+    time to load, the next reset of the same environment plays."""
+    import browser_env.server
+
+    env = BrowserEnvironment()
+    try:
+        monkeypatch.setattr(browser_env.server, "DEFAULT_TIMEOUT_MS", 1)  # no page loads in 1 ms
+        with pytest.raises(openenv.errors.Unavailable, match=r"did not load within 0\.001 s, twice"):
+            env.reset(seed=4, options={"task_id": "click-test"})
+        monkeypatch.undo()
+        obs = env.reset(seed=4, options={"task_id": "click-test"}).observation
+        assert obs is not None
+        s = env.step(policy.act(obs.task, obs.goal, obs.axtree))
+        assert (s.reward, s.terminated) == (1.0, True)
+    finally:
+        env.close()

@@ -303,12 +303,21 @@ class BrowserEnvironment(openenv.Environment):
                 return lane.call(lambda: self._reset_on_lane(str(task_id), task_seed))
             except browser.BrowserUnavailable as e:
                 raise Unavailable(str(e)) from e
-            except Exception:
+            except Exception as e:
                 # A crashed page or browser: the next reset starts with a new context.
                 lane.call(self._drop_context)
-                # Chromium died under this reset (a crash, the watchdog): once more, on a new one.
-                if attempt == 2 or lane.call(lambda: lane.browser() and lane.generation) == generation:
-                    raise
+                timed_out = _is_timeout(e)
+                # Chromium died under this reset (a crash, the watchdog), or the page did not load
+                # in time (a loaded machine): once more, on a new context (and a new Chromium).
+                crashed = lane.call(lambda: lane.browser() and lane.generation) != generation
+                if attempt == 1 and (timed_out or crashed):
+                    continue
+                if timed_out:  # not the environment's fault, nor the client's: try again later
+                    raise Unavailable(
+                        f"the task's page did not load within {DEFAULT_TIMEOUT_MS / 1000:g} s, twice, each time "
+                        f"in a new browser context (the machine is overloaded?); reset again later: {e}"
+                    ) from e
+                raise
         raise AssertionError("unreachable")  # pragma: no cover
 
     def step(self, action: Any) -> openenv.StepResult[Observation]:
@@ -334,6 +343,13 @@ class BrowserEnvironment(openenv.Environment):
         finally:
             self._lane = None
             browser.release(lane)
+
+
+def _is_timeout(e: BaseException) -> bool:
+    """Whether ``e`` is Playwright's timeout (a navigation or wait that took too long)."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    return isinstance(e, PlaywrightTimeout)
 
 
 def main(argv: list[str] | None = None) -> None:
