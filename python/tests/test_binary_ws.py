@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import threading
 from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from openenv_testenvs import Counter
+from openenv_testenvs import Counter, Sleeper
 from tcp_proxy import TcpProxy
 
 import openenv
@@ -436,3 +437,38 @@ async def test_the_side_calls_are_served_beside_the_transport() -> None:
             assert info.status_code == 200 and info.json()["name"]
             load = await http.get("/load", headers=auth)
             assert load.status_code == 200 and load.json()["max_sessions"] >= 1
+
+
+class _Held(Sleeper):
+    """Sleeper's steps, with an event of its own: released when the test says so."""
+
+    barrier = threading.Barrier(1)
+    release = threading.Event()
+
+
+async def test_a_client_sending_faster_than_its_session_runs_is_held_back_by_tcp_not_buffered() -> None:
+    """While a step runs, the client keeps sending 256 KiB requests and reads nothing: the
+    server stops reading its socket once a bounded queue is full (binary_listener.INBOX_HIGH_*),
+    so TCP holds the client back instead of the server's memory filling with requests. Before,
+    the picows listener read on: the client had 96 MiB accepted within seconds."""
+    cap = 96 * 1024 * 1024
+    _Held.release.clear()
+    try:
+        async with hosted(_Held) as host:
+            ws = await raw(url_of(host), max_size=None)
+            assert (await ask(ws, hello())).WhichOneof("kind") == "handshake"
+            reset = await ask(ws, pb.SessionRequest(request_id=2, reset=pb.ResetRequest()))
+            assert reset.WhichOneof("kind") == "reset"
+            await ws.send(step(3, 1).SerializeToString())  # held in the environment until released
+            pad = pb.SessionRequest(request_id=4)
+            pad.step.action.json.CopyFrom(to_value({"pad": "x" * (256 * 1024)}))
+            data, sent = pad.SerializeToString(), 0
+            with contextlib.suppress(TimeoutError):
+                while sent < cap:  # until a send has waited 5 s for the socket: held back
+                    await asyncio.wait_for(ws.send(data), 5.0)
+                    sent += len(data)
+            assert sent < cap, f"{sent / 2**20:.0f} MiB accepted while the session could not take any"
+            _Held.release.set()
+            ws.transport.abort()
+    finally:
+        _Held.release.set()

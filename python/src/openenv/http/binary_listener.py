@@ -20,6 +20,9 @@ on is the HTTP listener's ``/v1/session`` contract, rule for rule:
 * messages: binary ones carry ``SessionRequest``s; a text message or undecodable bytes are
   answered in band (``INVALID_ARGUMENT``, non-fatal); an empty binary message is the client's
   half-close; a message (or a fragmented message's total) over the limit closes with 1009;
+  requests wait in a bounded queue (:data:`INBOX_HIGH_MESSAGES`, :data:`INBOX_HIGH_BYTES`):
+  past it the socket is not read, and TCP holds back a client that sends faster than its
+  session runs;
 * how it ends: 1000 after a close answer or a fatal error answer or a half-close's answers,
   ``4000 + code`` with the status message as reason when the server ends the stream (handshake
   deadline, idle reaper, drain, taken over by a resume); a client that drops the socket has
@@ -83,6 +86,13 @@ _PATH = PATH.encode()
 _BINARY, _TEXT, _CONT, _CLOSE = WSMsgType.BINARY, WSMsgType.TEXT, WSMsgType.CONTINUATION, WSMsgType.CLOSE
 _GOING_AWAY = 1001
 _DOCUMENTS = frozenset({b"/openenv/info", b"/load", b"/health"})
+#: Requests decoded and queued for the engine before the socket is no longer read (it is read
+#: again when the engine has taken the queue down to a quarter): a client that sends without
+#: reading its answers (the engine then waits on the full socket) meets TCP's backpressure
+#: instead of filling the server's memory, as gRPC's flow control and the HTTP listener's
+#: queue bound it. Generous enough that pipelining clients never notice it.
+INBOX_HIGH_MESSAGES = 256
+INBOX_HIGH_BYTES = 8 * 1024 * 1024
 
 
 def _document(status: int, doc: object) -> WSUpgradeResponseWithListener:
@@ -115,6 +125,9 @@ class _Connection(WSListener):
         self._headers = tuple((k.lower(), v) for k, v in request.headers.items())
         self._serialize = bounded_serializer(server.limit)
         self._inbox: collections.deque[Incoming] = collections.deque()
+        self._inbox_bytes = 0  # the wire size of the queued requests
+        self._sizes: collections.deque[int] = collections.deque()  # ... each one's
+        self._reading_paused = False
         self._waiter: asyncio.Future[None] | None = None
         self._parts: list[bytes] | None = None  # a fragmented message's frames so far
         self._parts_text = False
@@ -139,7 +152,7 @@ class _Connection(WSListener):
     def on_ws_frame(self, transport: WSTransport, frame: WSFrame) -> None:
         kind = frame.msg_type
         if kind is _BINARY and frame.fin and self._parts is None:  # the hot path: one frame, one message
-            self._push(decode(frame.get_payload_as_bytes()))
+            self._push(decode(frame.get_payload_as_bytes()), frame.payload_size)
         elif kind is _BINARY or kind is _TEXT:
             if self._parts is not None:  # a new message inside a fragmented one: a broken client
                 self._fail(1002, "a new message inside a fragmented one")
@@ -188,14 +201,23 @@ class _Connection(WSListener):
             self._parts.append(frame.get_payload_as_bytes())
         if frame.fin:
             parts, self._parts = self._parts, None
-            self._push(TEXT_MESSAGE if self._parts_text else decode(b"".join(parts)))
+            self._push(TEXT_MESSAGE if self._parts_text else decode(b"".join(parts)), self._parts_size)
 
-    def _push(self, item: Incoming) -> None:
+    def _push(self, item: Incoming, size: int = 0) -> None:
         if self._eof:  # after the half-close nothing more is read (as the HTTP listener)
             return
         if item is None:
             self._eof = True
         self._inbox.append(item)
+        self._sizes.append(size)
+        self._inbox_bytes += size
+        if (
+            not self._reading_paused
+            and (len(self._inbox) >= INBOX_HIGH_MESSAGES or self._inbox_bytes >= INBOX_HIGH_BYTES)
+            and self.transport is not None
+        ):
+            self._reading_paused = True  # the engine is behind: let TCP hold the client back
+            self.transport.underlying_transport.pause_reading()
         waiter = self._waiter
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
@@ -227,6 +249,16 @@ class _Connection(WSListener):
             self._waiter = asyncio.get_running_loop().create_future()
             await self._waiter
         self._waiter = None
+        self._inbox_bytes -= self._sizes.popleft()
+        if (
+            self._reading_paused
+            and len(inbox) <= INBOX_HIGH_MESSAGES // 4
+            and self._inbox_bytes <= INBOX_HIGH_BYTES // 4
+            and not self.closed
+            and self.transport is not None
+        ):
+            self._reading_paused = False
+            self.transport.underlying_transport.resume_reading()
         return inbox.popleft()
 
     async def write(self, response: environment_pb2.SessionResponse) -> None:
