@@ -38,6 +38,15 @@ export class EnvError extends Error {
     this.fatal = options.fatal ?? false;
   }
 
+  /**
+   * True when the same request may succeed if sent again, later or to another server (in a new
+   * session when this error ended the session): the error table's "Retryable" column
+   * (docs/protocol.md §5.2): `RESOURCE_EXHAUSTED` (capacity), `ABORTED`, `UNAVAILABLE`.
+   */
+  get retryable(): boolean {
+    return RETRYABLE.has(this.code);
+  }
+
   /** The exception class matching `code` (unknown codes give a plain EnvError). */
   static fromCode(code: number, message: string, options: EnvErrorOptions = {}): EnvError {
     const cls = BY_CODE.get(code);
@@ -51,6 +60,13 @@ export class EnvError extends Error {
     return `${ErrorCode[this.code] ?? this.code}: ${this.message}${this.fatal ? " (session ended)" : ""}`;
   }
 }
+
+/** The codes the error table marks retryable (tables.test.ts checks them against the table). */
+export const RETRYABLE: ReadonlySet<ErrorCode> = new Set([
+  ErrorCode.RESOURCE_EXHAUSTED,
+  ErrorCode.ABORTED,
+  ErrorCode.UNAVAILABLE,
+]);
 
 type ErrorClass = new (message?: string, options?: EnvErrorOptions) => EnvError;
 

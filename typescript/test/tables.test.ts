@@ -33,6 +33,7 @@ interface ErrorRow {
   name: string;
   number: number;
   class: string;
+  retryable?: boolean;
   subclasses?: { class: string }[];
 }
 
@@ -72,6 +73,9 @@ function errorDifferences(rows: ErrorRow[]): string[] {
     if (new cls("x").code !== row.number || made.constructor !== cls) {
       out.push(`${row.name}: ${row.class}.code is ${new cls("x").code}, fromCode gives ${made.constructor.name}`);
     }
+    if (made.retryable !== Boolean(row.retryable)) {
+      out.push(`${row.name}: retryable is ${made.retryable} in errors.ts, ${Boolean(row.retryable)} in the table`);
+    }
     for (const sub of row.subclasses ?? []) {
       named.add(sub.class);
       const subCls = exported.get(sub.class);
@@ -104,6 +108,8 @@ describe("the error table (proto/tables/errors.json)", () => {
     assert.ok(errorDifferences(added).some((d) => d.includes("errors.ts exports no class OutOfRange")));
     const renamed = rows.map((r) => (r.name === "INTERNAL" ? { ...r, class: "Boom" } : r));
     assert.ok(errorDifferences(renamed).includes("INTERNAL: errors.ts exports no class Boom"));
+    const unretryable = rows.map((r) => (r.name === "UNAVAILABLE" ? { ...r, retryable: false } : r));
+    assert.ok(errorDifferences(unretryable).includes("UNAVAILABLE: retryable is true in errors.ts, false in the table"));
     const dropped = rows.filter((r) => r.name !== "ABORTED");
     assert.ok(errorDifferences(dropped).some((d) => d.includes("does not name: Aborted")));
   });
