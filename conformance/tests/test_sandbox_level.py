@@ -50,9 +50,16 @@ def test_coding_env_is_among_the_environments_that_run_code() -> None:
     assert "coding_env.server:CodingEnvironment" in [p.values[0] for p in _code_envs()]
 
 
+def _code_envs_and_transports() -> list:
+    """Every code environment over gRPC and HTTP; coding_env over the binary transport too (its
+    probes are tool calls like any other: one environment shows the transport carries them)."""
+    out = [pytest.param(p.values[0], t, id=f"{p.id}-{t}") for p in _code_envs() for t in ("grpc", "http")]
+    out += [pytest.param(p.values[0], "binary", id=f"{p.id}-binary") for p in _code_envs() if p.id == "coding_env"]
+    return out
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("transport", ["grpc", "http"])
-@pytest.mark.parametrize("factory", _code_envs())
+@pytest.mark.parametrize(("factory", "transport"), _code_envs_and_transports())
 def test_an_environment_running_code_certifies_at_the_sandbox_level(factory: str, transport: str) -> None:
     """Every check runs (none skips) and passes; over HTTP the declaration may come from the
     gRPC side with a warning (an HTTP side that drops annotations; openenv serve's keeps them).
