@@ -7,9 +7,11 @@ reward and return printed are the protocol's (the same seeded episode played ove
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pexpect
@@ -28,6 +30,18 @@ def gridworld_env() -> type[openenv.Environment]:
     from gridworld.server import GridWorldEnvironment
 
     return GridWorldEnvironment
+
+
+@contextlib.contextmanager
+def _playing(*args: str, cwd: Path = REPO_ROOT) -> Iterator[pexpect.spawn]:
+    """``openenv play ARGS`` in a pseudo-terminal, for the block to drive and end: the game must
+    then have exited with status 0."""
+    child = _spawn(*args, cwd=cwd)
+    try:
+        yield child
+    finally:
+        child.close(force=True)
+    assert child.exitstatus == 0
 
 
 def _spawn(*args: str, cwd: Path = REPO_ROOT) -> pexpect.spawn:
@@ -54,8 +68,7 @@ async def test_a_gridworld_episode_is_played_to_the_goal_in_a_terminal() -> None
             rewards = [(await env.step(Action(move=m))).reward for m in moves]
     names = ["MOVE_UP", "MOVE_DOWN", "MOVE_LEFT", "MOVE_RIGHT"]  # the order the prompt numbers them
 
-    child = _spawn("gridworld.server:GridWorldEnvironment", "--seed", str(SEED))
-    try:
+    with _playing("gridworld.server:GridWorldEnvironment", "--seed", str(SEED)) as child:
         child.expect(r"playing gridworld 0\.1\.0 \(session [0-9a-f]+\)")
         child.expect(r"step=0 reward=- return=0 terminated=False truncated=False")
         ret = 0.0
@@ -77,14 +90,10 @@ async def test_a_gridworld_episode_is_played_to_the_goal_in_a_terminal() -> None
         child.expect(r'"status": "TERMINATED"')
         child.sendline("q")
         child.expect(pexpect.EOF)
-    finally:
-        child.close(force=True)
-    assert child.exitstatus == 0
 
 
 def test_a_bad_or_empty_answer_is_asked_again_q_quits_anywhere_and_a_bad_target_is_an_error() -> None:
-    child = _spawn("gridworld.server:GridWorldEnvironment", "--seed", "1")
-    try:
+    with _playing("gridworld.server:GridWorldEnvironment", "--seed", "1") as child:
         child.expect_exact(">")
         child.sendline("s")
         child.expect_exact("4) MOVE_RIGHT")
@@ -101,9 +110,6 @@ def test_a_bad_or_empty_answer_is_asked_again_q_quits_anywhere_and_a_bad_target_
         child.sendline("q")  # at the move prompt: quits, is not sent as a move
         child.expect(pexpect.EOF)
         assert "step=2" not in (child.before or "")
-    finally:
-        child.close(force=True)
-    assert child.exitstatus == 0
     bad = _spawn("grpc://127.0.0.1:1", "--connect-timeout", "1")
     bad.expect(pexpect.EOF)
     bad.close()
@@ -112,8 +118,7 @@ def test_a_bad_or_empty_answer_is_asked_again_q_quits_anywhere_and_a_bad_target_
 
 
 def test_a_text_board_prints_as_its_lines_and_q_quits_where_backslash_q_sends_q() -> None:
-    child = _spawn("play_envs:Board", cwd=Path(__file__).parent)
-    try:
+    with _playing("play_envs:Board", cwd=Path(__file__).parent) as child:
         # The board as it reads, line under line (not one escaped JSON string).
         child.expect_exact("observation:\r\n  +---+\r\n  |x.o|\r\n  |.x.|\r\n  +---+\r\n  last move: -")
         child.expect_exact(">")
@@ -130,14 +135,10 @@ def test_a_text_board_prints_as_its_lines_and_q_quits_where_backslash_q_sends_q(
         child.sendline("q")
         child.expect(pexpect.EOF)
         assert "step=2" not in (child.before or "")
-    finally:
-        child.close(force=True)
-    assert child.exitstatus == 0
 
 
 def test_tool_results_print_as_their_text_and_a_tool_without_arguments_asks_nothing() -> None:
-    child = _spawn("play_envs:Notes", cwd=Path(__file__).parent)
-    try:
+    with _playing("play_envs:Notes", cwd=Path(__file__).parent) as child:
         child.expect_exact("observation:\r\n  Take notes.\r\n  Tools: add, show.")
         for note in ("first", "second"):
             child.expect_exact(">")
@@ -156,17 +157,13 @@ def test_tool_results_print_as_their_text_and_a_tool_without_arguments_asks_noth
         child.expect(r"step=3 reward=")
         child.sendline("q")
         child.expect(pexpect.EOF)
-    finally:
-        child.close(force=True)
-    assert child.exitstatus == 0
 
 
 def test_a_tools_arguments_are_asked_required_first_in_the_order_of_its_signature() -> None:
     """A tool's schema crosses the wire as a Struct, whose members have no order (upb's differs
     from one process to the next): play asks the required arguments in the schema's
     ``required`` order, which is the signature's, and the optional ones after them."""
-    child = _spawn("play_envs:Contacts", cwd=Path(__file__).parent)
-    try:
+    with _playing("play_envs:Contacts", cwd=Path(__file__).parent) as child:
         child.expect_exact(">")
         child.sendline("s")
         child.expect_exact("tools: 1) save")
@@ -179,9 +176,6 @@ def test_a_tools_arguments_are_asked_required_first_in_the_order_of_its_signatur
         child.expect(r"step=1 reward=")
         child.sendline("q")
         child.expect(pexpect.EOF)
-    finally:
-        child.close(force=True)
-    assert child.exitstatus == 0
 
 
 # Multi-agent environments (RFC 0012): self-play in one terminal, or one seat per terminal.
@@ -199,8 +193,7 @@ def _act(child: pexpect.spawn, agent: str, action: int) -> None:
 
 
 def test_tic_tac_toe_self_play_names_the_agent_to_act_shows_only_its_view_and_refuses_a_taken_cell() -> None:
-    child = _spawn(TTT)
-    try:
+    with _playing(TTT) as child:
         child.expect_exact("agents: x (first)  o (second); turn-based; you act for every agent (self-play)")
         child.expect_exact("step=0 to act: x\r\nview of x:")
         child.expect_exact("board: [0, 0, 0, 0, 0, 0, 0, 0, 0]")
@@ -221,14 +214,10 @@ def test_tic_tac_toe_self_play_names_the_agent_to_act_shows_only_its_view_and_re
         child.expect_exact("step=0 to act: x")
         child.sendline("q")
         child.expect(pexpect.EOF)
-    finally:
-        child.close(force=True)
-    assert child.exitstatus == 0
 
 
 def test_a_simultaneous_game_asks_each_agent_then_steps_the_world_once() -> None:
-    child = _spawn("openenv.games:RockPaperScissors")
-    try:
+    with _playing("openenv.games:RockPaperScissors") as child:
         child.expect_exact("agents: player_0  player_1; simultaneous; you act for every agent (self-play)")
         child.expect_exact("step=0 to act: player_0, player_1")
         # paper beats rock, rock beats scissors, a tie: player_0 wins 2 rounds of 3.
@@ -246,9 +235,6 @@ def test_a_simultaneous_game_asks_each_agent_then_steps_the_world_once() -> None
         child.expect_exact("episode over (terminated): player_0=2 player_1=-2")
         child.sendline("q")
         child.expect(pexpect.EOF)
-    finally:
-        child.close(force=True)
-    assert child.exitstatus == 0
 
 
 def test_two_terminals_play_one_tic_tac_toe_world_agent_against_agent() -> None:
