@@ -32,7 +32,12 @@ def _rich_file() -> descriptor_pb2.FileDescriptorProto:
         name="conformance_test/rich.proto",
         package="conformance_test",
         syntax="proto3",
-        dependency=["google/protobuf/struct.proto"],
+        dependency=[
+            "google/protobuf/struct.proto",
+            "google/protobuf/duration.proto",
+            "google/protobuf/timestamp.proto",
+            "google/protobuf/wrappers.proto",
+        ],
     )
     enum = f.enum_type.add(name="Color")
     for i, n in enumerate(("COLOR_UNSPECIFIED", "COLOR_RED", "COLOR_BLUE")):
@@ -80,6 +85,13 @@ def _rich_file() -> descriptor_pb2.FileDescriptorProto:
     m.field.add(
         name="meta", number=13, type=F.TYPE_MESSAGE, type_name=".google.protobuf.Struct", label=F.LABEL_OPTIONAL
     )
+    for number, (name, wkt) in enumerate(
+        (("dur", "Duration"), ("ts", "Timestamp"), ("i64w", "Int64Value"), ("bw", "BytesValue"), ("sw", "StringValue")),
+        start=14,
+    ):
+        m.field.add(
+            name=name, number=number, type=F.TYPE_MESSAGE, type_name=f".google.protobuf.{wkt}", label=F.LABEL_OPTIONAL
+        )
     return f
 
 
@@ -104,7 +116,7 @@ def test_message_strategy_builds_valid_messages_of_every_field_kind(m) -> None:
     assert math.isfinite(m.d)
 
 
-def test_message_strategy_reaches_maps_oneofs_and_presence() -> None:
+def test_message_strategy_reaches_maps_oneofs_presence_and_well_known_types() -> None:
     seen: set[str] = set()
 
     @settings(max_examples=300, deadline=None, database=None)
@@ -120,9 +132,19 @@ def test_message_strategy_reaches_maps_oneofs_and_presence() -> None:
             seen.add("nested")
         if m.meta.fields:
             seen.add("struct")
+        # Well-known types built by their own constructors, then converted to this pool's class.
+        for wkt in ("dur", "ts", "i64w", "bw", "sw"):
+            if m.HasField(wkt):
+                assert getattr(m, wkt).DESCRIPTOR.file.pool is RICH.DESCRIPTOR.file.pool
+                seen.add(wkt)
+        if m.dur.seconds or m.dur.nanos or m.ts.seconds or m.ts.nanos:
+            seen.add("time values")
+        if m.i64w.value or m.bw.value or m.sw.value:
+            seen.add("wrapped values")
 
     collect()
-    assert {"map", "left", "right", "maybe", "nested", "struct"} <= seen
+    wanted = {"map", "left", "right", "maybe", "nested", "struct", "dur", "ts", "i64w", "bw", "sw"}
+    assert wanted | {"time values", "wrapped values"} <= seen
 
 
 # ------------------------------------------------------------------ JSON Schema

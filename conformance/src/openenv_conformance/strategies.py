@@ -24,7 +24,7 @@ from typing import Any, Literal
 
 import jsonschema
 import numpy as np
-from google.protobuf import any_pb2, json_format, message_factory, struct_pb2
+from google.protobuf import any_pb2, duration_pb2, json_format, message_factory, struct_pb2, timestamp_pb2, wrappers_pb2
 from google.protobuf import descriptor as _descriptor
 from google.protobuf.message import DecodeError, Message
 from hypothesis import strategies as st
@@ -254,9 +254,18 @@ _INT_RANGES = {
     _FD.TYPE_UINT64: (0, 2**64 - 1),
     _FD.TYPE_FIXED64: (0, 2**64 - 1),
 }
-_WRAPPERS = {
-    f"google.protobuf.{n}Value"
-    for n in ("Double", "Float", "Int64", "UInt64", "Int32", "UInt32", "Bool", "String", "Bytes")
+# The wrapper types, each with its typed constructor (the default pool's class; converted to the
+# target's class by _convert).
+_WRAPPERS: dict[str, Callable[[Any], Message]] = {
+    "google.protobuf.DoubleValue": lambda v: wrappers_pb2.DoubleValue(value=v),
+    "google.protobuf.FloatValue": lambda v: wrappers_pb2.FloatValue(value=v),
+    "google.protobuf.Int64Value": lambda v: wrappers_pb2.Int64Value(value=v),
+    "google.protobuf.UInt64Value": lambda v: wrappers_pb2.UInt64Value(value=v),
+    "google.protobuf.Int32Value": lambda v: wrappers_pb2.Int32Value(value=v),
+    "google.protobuf.UInt32Value": lambda v: wrappers_pb2.UInt32Value(value=v),
+    "google.protobuf.BoolValue": lambda v: wrappers_pb2.BoolValue(value=v),
+    "google.protobuf.StringValue": lambda v: wrappers_pb2.StringValue(value=v),
+    "google.protobuf.BytesValue": lambda v: wrappers_pb2.BytesValue(value=v),
 }
 
 
@@ -306,7 +315,12 @@ def message_strategy(cls: type[Message], max_depth: int = 3) -> st.SearchStrateg
         if name == "google.protobuf.ListValue":
             return st.lists(json_values(3), max_size=3).map(lambda v: to_value(v).list_value).map(_convert(c))
         if name in ("google.protobuf.Duration", "google.protobuf.Timestamp"):
-            return st.builds(lambda s, n: c(seconds=s, nanos=n), st.integers(0, 10**9), st.integers(0, 999_999_999))
+            # Built as the default pool's class (typed constructor), then converted to ``c``, which
+            # may be another pool's class of the same type (the server's descriptors).
+            time_cls = duration_pb2.Duration if name == "google.protobuf.Duration" else timestamp_pb2.Timestamp
+            return st.builds(
+                lambda s, n: time_cls(seconds=s, nanos=n), st.integers(0, 10**9), st.integers(0, 999_999_999)
+            ).map(_convert(c))
         if name == "google.protobuf.Any":
 
             def pack(v: dict[str, Any]) -> Message:
@@ -316,8 +330,7 @@ def message_strategy(cls: type[Message], max_depth: int = 3) -> st.SearchStrateg
 
             return st.dictionaries(st.text(max_size=8), json_values(3), max_size=2).map(pack).map(_convert(c))
         if name in _WRAPPERS:
-            f = d.fields_by_name["value"]
-            return _scalar(f).map(lambda v: c(value=v))
+            return _scalar(d.fields_by_name["value"]).map(_WRAPPERS[name]).map(_convert(c))
         if name in ("google.protobuf.Empty", "google.protobuf.FieldMask"):
             return st.just(c())
         return None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import jsonschema
+from google.protobuf import json_format
 
 from openenv.v1 import environment_pb2 as pb
 from openenv.values import from_struct
@@ -157,7 +158,7 @@ def unknown_tool(ctx: Context) -> None:
         expect_error(s.call_tool(name, {}), "NOT_FOUND", f"call_tool {name!r}", fatal=False)
         _state_if_sim(ctx, s, model, f"state after calling the unknown tool {name!r}")
     if ctx.spec.sim and ctx.spec.action.message_type == CALL_TOOL and ctx.spec.action.cls is not None:
-        msg = ctx.spec.action.cls(name="conformance_no_such_tool")
+        msg = json_format.ParseDict({"name": "conformance_no_such_tool"}, ctx.spec.action.cls())
         resp = s.step(pack(msg, CALL_TOOL))
         expect_error(resp, "NOT_FOUND", "a tool-call step naming an unknown tool", fatal=False)
         model.on_state(s.state(), "state after a tool-call step naming an unknown tool")

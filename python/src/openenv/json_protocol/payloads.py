@@ -59,9 +59,28 @@ def info_pool(info: environment_pb2.EnvironmentInfo) -> descriptor_pool.Descript
 
     for fd in (environment_pb2.DESCRIPTOR, tool_pb2.DESCRIPTOR):
         add_file(fd)
-    for fdp in info.descriptors.file:
-        if fdp.name not in added:
-            add(fdp)
+    # The advertised files, each after its dependencies; a well-known file an environment left
+    # out (google/protobuf/timestamp.proto, say: servers may) comes from protobuf itself.
+    advertised = {fdp.name: fdp for fdp in info.descriptors.file}
+
+    def add_advertised(name: str) -> None:
+        if name in added:
+            return
+        fdp = advertised.get(name)
+        if fdp is None:
+            if name.startswith("google/protobuf/"):
+                try:
+                    add_file(descriptor_pool.Default().FindFileByName(name))
+                except KeyError:
+                    pass  # unknown: pool.Add of its dependant says which file is missing
+            return
+        added.add(name)  # before its dependencies: a cycle ends here, and pool.Add reports it
+        for dep in fdp.dependency:
+            add_advertised(dep)
+        pool.Add(fdp)
+
+    for name in advertised:
+        add_advertised(name)
     return pool
 
 
