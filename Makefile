@@ -2,65 +2,74 @@
 # (a local virtualenv in .venv) on a fresh machine with Python 3.11+, make and git.
 
 SHELL := /bin/bash
-# Found once, on first use (a search through pyenv shims can take seconds per name).
+# Found once, on first use (a search through pyenv shims can take seconds per name). 3.11 first:
+# the lock (requirements/dev.txt) is resolved for it, and make venv refuses another minor version.
 PYTHON ?= $(eval PYTHON := $(shell echo "==> looking for Python 3.11+ on PATH" >&2; \
-	  for p in python3.13 python3.12 python3.11 python3; do echo "    trying $$p" >&2; \
+	  for p in python3.11 python3.12 python3.13 python3; do echo "    trying $$p" >&2; \
 	  if command -v $$p >/dev/null 2>&1 && $$p -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then command -v $$p; break; fi; done))$(PYTHON)
 VENV := .venv
 BIN := $(VENV)/bin
 PY := $(BIN)/python
 PROJECTS := python $(patsubst %/,%,$(sort $(dir $(wildcard conformance/pyproject.toml catalog/pyproject.toml envs/*/pyproject.toml))))
 STAMP := $(VENV)/.installed
+# The development environment's lock (tools/lock.py; docs/testing.md, "One lock"): every package
+# pinned with its hashes, resolved from requirements/dev.in by `make lock` and nothing else.
+LOCK := requirements/dev.txt
 export GRPC_VERBOSITY ?= ERROR
-# Codex CLI and OpenCode (npm packages, pinned) in a local prefix for the agent-harness tests
-# and runs (docs/harnesses.md): `openenv harness run --agent codex|opencode` finds them in
-# .harness-tools/node_modules/.bin/.
+# Codex CLI and OpenCode (npm packages, locked in tools/harness-tools/package-lock.json) in a local
+# prefix for the agent-harness tests and runs (docs/harnesses.md): `openenv harness run --agent
+# codex|opencode` finds them in .harness-tools/node_modules/.bin/.
 HARNESS_TOOLS := .harness-tools
 HARNESS_STAMP := $(HARNESS_TOOLS)/.installed
-CODEX_VERSION := 0.169.0
-OPENCODE_VERSION := 1.18.33
 
-.PHONY: venv demo test docs-check test-stress test-mutants-full check-core-install openenv-suite generate lint typecheck fmt bench clean
+.PHONY: venv lock demo test docs-check test-stress test-mutants-full check-core-install openenv-suite generate lint typecheck fmt bench clean
 
 venv: $(STAMP) $(HARNESS_STAMP)
 
 # Every pip and npm step runs under tools/progress.py (stdlib only, the venv's Python): their
 # output passes through, and a line every 5 s of silence says the step is still running.
 PROGRESS = $(PY) tools/progress.py --
-# uv is installed beside pip: tools/pip_install.py installs with it ~3x faster, reading pip's
-# configuration (where uv cannot be installed or follow that configuration, pip installs).
+# The installers come from the lock too: pip installs the locked pip, setuptools, wheel and uv
+# (hashes checked), then uv installs the rest ~3x faster than pip, reading pip's configuration
+# (tools/pip_install.py; where uv cannot follow that configuration, pip installs).
 $(VENV)/.created:
 	@test -n "$(PYTHON)" || { echo "error: Python 3.11+ is required (python3.11, python3.12 or python3.13 on PATH)"; exit 1; }
 	@test -x $(PY) || $(PYTHON) tools/progress.py --label "creating the virtualenv $(VENV)" -- $(PYTHON) -m venv $(VENV)
-	@# setuptools too: the demo's editable installs build without an isolated environment each.
-	$(PROGRESS) $(PY) -m pip install --disable-pip-version-check -U pip 'setuptools>=77'
-	@$(PROGRESS) $(PY) -m pip install --disable-pip-version-check 'uv>=0.9' || echo "uv not installed: pip installs everything"
+	$(PROGRESS) $(PY) tools/lock.py bootstrap
 	@touch $@
 
 # What `make demo` runs and nothing more: the core with its HTTP side and the reference
 # environments (no torch, no trainers, no npm agents). The full install below includes it.
 DEMO_PROJECTS := envs/echo_env envs/gridworld envs/math_env
 DEMO_STAMP := $(VENV)/.installed-demo
-$(DEMO_STAMP): python/pyproject.toml $(foreach p,$(DEMO_PROJECTS),$(p)/pyproject.toml) Makefile | $(VENV)/.created
-	@# Nothing is byte-compiled at install time (pip: --no-compile): Python compiles what the demo
-	@# imports; compiling every installed module first was a third of the install's time.
-	$(PROGRESS) $(PY) tools/pip_install.py --no-build-isolation \
+# Their dependencies at the lock's versions, nothing else (refused when the lock is stale).
+$(DEMO_STAMP): python/pyproject.toml $(foreach p,$(DEMO_PROJECTS),$(p)/pyproject.toml) $(LOCK) Makefile | $(VENV)/.created
+	$(PROGRESS) $(PY) tools/lock.py install --demo \
 	  -e 'python[http]' $(foreach p,$(DEMO_PROJECTS),-e $(p))
 	@touch $@
 
-# Everything `make test` (and CI) needs: every project editable, every extra, torch.
-$(STAMP): $(foreach p,$(PROJECTS),$(p)/pyproject.toml) Makefile | $(VENV)/.created
-	# A CPU-only torch for the training integrations' tests (protoenv[trl,rl]); pinned, since a
-	# plain resolve of torch may pull a CUDA build.
-	$(PROGRESS) $(PY) tools/pip_install.py torch==2.13.0
-	$(PROGRESS) $(PY) tools/pip_install.py -e 'python[dev]' $(foreach p,$(filter-out python catalog,$(PROJECTS)),-e $(p)) -e 'catalog[all]'
+# Everything `make test` (and CI) needs, exactly as locked (what is not in the lock is removed):
+# every project of requirements/dev.in editable with the extras its tests use, torch's CPU build.
+$(STAMP): $(foreach p,$(PROJECTS),$(p)/pyproject.toml) $(LOCK) requirements/dev.in Makefile | $(VENV)/.created
+	$(PROGRESS) $(PY) tools/lock.py install
 	@touch $@ $(DEMO_STAMP)
 
-$(HARNESS_STAMP): Makefile | $(VENV)/.created
+# `npm install` from the lock (integrity checked), not `npm ci`: npm never records opencode-ai's
+# platform packages for other systems in a lock, and `npm ci` then refuses it as out of sync. The
+# tree is fixed all the same: both CLIs are pinned exactly and pin their platform packages exactly.
+$(HARNESS_STAMP): tools/harness-tools/package.json tools/harness-tools/package-lock.json Makefile | $(VENV)/.created
 	@if command -v npm >/dev/null 2>&1; then \
-	  $(PROGRESS) npm install --prefix $(HARNESS_TOOLS) --no-audit --no-fund --loglevel=error \
-	    @openai/codex@$(CODEX_VERSION) opencode-ai@$(OPENCODE_VERSION) && touch $@; \
+	  mkdir -p $(HARNESS_TOOLS) && cp tools/harness-tools/package.json tools/harness-tools/package-lock.json $(HARNESS_TOOLS)/ && \
+	  $(PROGRESS) npm install --prefix $(HARNESS_TOOLS) --no-audit --no-fund --loglevel=error && touch $@; \
 	else echo "npm not found: Codex CLI and OpenCode not installed (their harness tests skip outside CI)"; fi
+
+# Re-resolve the locks against today's releases: requirements/dev.txt, requirements/upstream/*.txt
+# and tools/harness-tools/package-lock.json. The diff is reviewed like code and committed on its
+# own, with the fixes a newer toolchain needs. UPGRADE=0 keeps every pin the inputs still allow
+# (after adding a dependency to a pyproject.toml or requirements/dev.in).
+UPGRADE ?= 1
+lock: $(VENV)/.created
+	$(PY) tools/lock.py compile $(if $(filter 1,$(UPGRADE)),--upgrade)
 
 demo: $(DEMO_STAMP)
 	$(PY) tools/demo.py

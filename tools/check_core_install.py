@@ -2,20 +2,24 @@
 """The core install works on its own: ``make check-core-install`` (run by .ci/run).
 
 Creates a fresh virtualenv, installs ``python/`` WITHOUT extras (``pip install ./python``, the
-way a trainer installs the runtime), checks that none of the extras' packages came along
-(docker, mcp, uvicorn, websockets, httpx), then in that venv serves an environment over gRPC
+way a trainer installs the runtime; within the development lock's pins), checks that none of
+the extras' packages came along (docker, mcp, uvicorn, websockets, httpx), then in that venv
+serves an environment over gRPC
 (``openenv.serve``, which must fall back to gRPC only and say so) and plays an episode with
 ``EnvClient``, plus ``openenv serve`` from the CLI. Prints what it did; exits 1 on any failure.
 """
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import tempfile
 import textwrap
 import time
 from pathlib import Path
+
+import lock  # tools/lock.py beside this script: the development lock
 
 ROOT = Path(__file__).resolve().parents[1]
 EXTRAS_ONLY = ("docker", "mcp", "uvicorn", "websockets", "httpx", "httptools")
@@ -71,7 +75,13 @@ def main() -> int:
         venv = Path(tmp) / "venv"
         run([sys.executable, "-m", "venv", str(venv)])
         py = venv / "bin" / "python"
-        run([str(py), "-m", "pip", "install", "-q", "--disable-pip-version-check", str(ROOT / "python")])
+        # Within the lock's pins (requirements/dev.txt): the check gives the same answer on any
+        # day; what it checks is which packages come along, not the newest releases.
+        constraints = Path(tmp) / "constraints.txt"
+        constraints.write_text(lock.constraints_text(lock.read_lock()))
+        pip = [str(py), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
+        env = {**os.environ, "PIP_CONSTRAINT": str(constraints)}  # its build environment too (setuptools)
+        run([*pip, "-c", str(constraints), str(ROOT / "python")], env=env)
         run([str(py), "-c", SMOKE])
         ready = Path(tmp) / "ready"
         proc = subprocess.Popen(

@@ -5,7 +5,8 @@ Two PyPI distributions ship the same ``openenv`` import package as this project
 (``openenv`` and ``openenv-core``), so the upstream one can never live in the project's
 venv. This tool creates one venv per (distribution, version) under
 ``.cache/openenv-upstream/<dist>-<version>/`` in the repository (gitignored), installs
-the pinned release with pip, and reuses it on later runs. It is what the interop tests
+the pinned release and exactly its locked dependencies (``requirements/upstream/<dist>-<version>.txt``,
+written by ``make lock``), and reuses it on later runs. It is what the interop tests
 (``python/tests/bridge``) and the benchmarks (``tools/bench_bridge.py``) call.
 
 Usage::
@@ -28,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import fcntl
+import hashlib
 import os
 import shutil
 import subprocess
@@ -73,6 +75,19 @@ def _run(cmd: list[str], log: Path, timeout: float) -> None:
         raise RuntimeError(f"command failed ({proc.returncode}): {' '.join(cmd)}\n--- log tail ---\n{tail}")
 
 
+def lock_of(dist: str, version: str) -> Path:
+    """The committed lock of that release's dependencies (``make lock`` writes it)."""
+    return ROOT / "requirements" / "upstream" / f"{dist}-{version}.txt"
+
+
+def _lock_stamp(dist: str, version: str, extras: tuple[str, ...]) -> str:
+    """What a ready venv records: the release, its extras and its lock's content hash (a changed
+    lock makes a new venv, as a changed release does)."""
+    lock = lock_of(dist, version)
+    digest = hashlib.sha256(lock.read_bytes()).hexdigest()[:16] if lock.is_file() else "unlocked"
+    return f"{dist}=={version} {' '.join(extras)} lock {digest}\n"
+
+
 def ensure(
     dist: str = DEFAULT[0],
     version: str = DEFAULT[1],
@@ -90,14 +105,19 @@ def ensure(
     """
     venv = venv_dir(dist, version, extras)
     py = python_of(venv)
-    if (venv / _STAMP).exists() and py.exists():
+    stamp = _lock_stamp(dist, version, extras)
+
+    def ready() -> bool:
+        return py.exists() and (venv / _STAMP).is_file() and (venv / _STAMP).read_text() == stamp
+
+    if ready():
         return py
     CACHE.mkdir(parents=True, exist_ok=True)
     lock_path = CACHE / f"{venv.name}.lock"
     with lock_path.open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
-            if (venv / _STAMP).exists() and py.exists():
+            if ready():
                 return py
             if venv.exists():
                 shutil.rmtree(venv)
@@ -109,9 +129,17 @@ def ensure(
             _run([_base_python(), "-m", "venv", str(venv)], log, 120)
             # With uv when there is one (tools/pip_install.py: pip's configuration, ~3x faster).
             install = [sys.executable, str(Path(__file__).with_name("pip_install.py")), "--python", str(py)]
-            _run([*install, f"{dist}=={version}", *extras], log, timeout)
+            pinned = lock_of(dist, version)
+            if pinned.is_file():
+                # Exactly the locked dependencies (hashes checked), the release among them; extras
+                # (the benchmark's) within those pins. A release without a lock resolves as declared.
+                _run([*install, "-r", str(pinned)], log, timeout)
+                if extras:
+                    _run([*install, "-c", str(pinned), *extras], log, timeout)
+            else:
+                _run([*install, f"{dist}=={version}", *extras], log, timeout)
             _run([str(py), "-c", "import openenv.core.env_server, openenv.core.env_client"], log, 300)
-            (venv / _STAMP).write_text(f"{dist}=={version}\n")
+            (venv / _STAMP).write_text(stamp)
             if not quiet:
                 print(f"ready in {time.monotonic() - t0:.0f} s: {py}", file=sys.stderr)
         finally:

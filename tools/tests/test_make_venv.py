@@ -37,7 +37,8 @@ def _dry_run(target: str, venv: Path) -> list[str]:
 
 
 def _installs(lines: list[str]) -> list[str]:
-    return [line for line in lines if re.search(r"\bpip install\b|\bpip_install\.py\b|\bnpm install\b", line)]
+    pattern = r"\bpip install\b|\bpip_install\.py\b|\bnpm (install|ci)\b|\block\.py (bootstrap|install)\b"
+    return [line for line in lines if re.search(pattern, line)]
 
 
 def test_make_demo_installs_the_runtime_and_the_reference_environments_only(tmp_path: Path) -> None:
@@ -54,12 +55,23 @@ def test_make_demo_installs_the_runtime_and_the_reference_environments_only(tmp_
 
 
 def test_make_test_still_installs_everything(tmp_path: Path) -> None:
-    """`make test` (and CI's `make venv`) installs torch, every project with every extra, and
-    the npm agent CLIs when npm exists."""
-    text = "\n".join(_installs(_dry_run("venv", tmp_path / "venv")))
-    assert "torch==" in text and "-e 'python[dev]'" in text and "-e 'catalog[all]'" in text
+    """`make test` (and CI's `make venv`) installs the lock, then every project of
+    requirements/dev.in (torch's CPU build, every project with the extras its tests use)."""
+    installs = _installs(_dry_run("venv", tmp_path / "venv"))
+    assert any(line.endswith("tools/lock.py bootstrap") for line in installs), installs
+    assert any(line.endswith("tools/lock.py install") for line in installs), installs
+    dev_in = (ROOT / "requirements" / "dev.in").read_text().splitlines()
+    assert "torch==2.13.0" in dev_in and "-e ./python[dev]" in dev_in and "-e ./catalog[all]" in dev_in
     for env in sorted(p.parent.name for p in ROOT.glob("envs/*/pyproject.toml")):
-        assert f"-e envs/{env}" in text, env
+        assert f"-e ./envs/{env}" in dev_in, env
+
+
+def test_no_install_step_resolves_outside_the_lock(tmp_path: Path) -> None:
+    """Every Python install of `make demo` and `make venv` goes through tools/lock.py (exact
+    pins, hashes checked): none asks pip or uv for a package by name or range."""
+    for target in ("demo", "venv"):
+        for line in _installs(_dry_run(target, tmp_path / target)):
+            assert "tools/lock.py" in line or "npm install" in line, line
 
 
 def test_every_install_step_reports_progress(tmp_path: Path) -> None:
