@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+LOCK = ROOT / "requirements" / "dev.txt"
 _print = threading.Lock()
 
 
@@ -73,7 +74,9 @@ def build(image: Image, prefix: bool, reports: Path | None, seed: str) -> Result
     env_dir = image.env_dir
     t0 = time.monotonic()
     openenv = Path(sys.executable).with_name("openenv")
+    # Within the lock: an image holds the versions the tests ran with (requirements/dev.txt).
     cmd = [str(openenv), "build", str(env_dir.relative_to(ROOT)), "--offline", "--debootstrap-base"]
+    cmd += ["--constraint", str(LOCK.relative_to(ROOT))]
     with subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as proc:
         assert proc.stdout is not None
         for line in proc.stdout:

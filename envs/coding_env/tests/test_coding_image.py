@@ -48,7 +48,8 @@ def coding_container() -> Iterator[Any]:
     try:
         engine.images.get(tag)
     except docker.errors.ImageNotFound:
-        build_image(ENV_DIR, tag=tag, offline=True, engine=engine, echo=lambda m: None)
+        lock = ENV_DIR.parents[1] / "requirements" / "dev.txt"  # as CI builds it (make images)
+        build_image(ENV_DIR, tag=tag, offline=True, constraints=lock, engine=engine, echo=lambda m: None)
     container = start_container(tag, ready_timeout=120)
     try:
         yield container

@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[3]
+#: The lock every test image is built within, as CI builds the environment images (make images).
+LOCK = REPO / "requirements" / "dev.txt"
 ECHO_TAG = os.environ.get("OPENENV_TEST_ECHO_TAG", "openenv-echo-env:pytest")  # helpers on one engine: their own tag
 
 
@@ -68,6 +70,7 @@ def echo_image(engine: object, base_image: str) -> str:
         tag=ECHO_TAG,
         base_image=base_image,
         offline=True,
+        constraints=LOCK,
         engine=engine,
         echo=lambda m: None,
     )  # type: ignore[arg-type]

@@ -236,7 +236,13 @@ def test_a_failing_build_shows_the_build_output(engine: Any, base_image: str, tm
     (env / "Dockerfile").write_text("ARG BASE_IMAGE\nFROM ${BASE_IMAGE}\nRUN echo broken-step-marker && exit 7\n")
     with pytest.raises(openenv.Internal) as exc:
         build_image(
-            env, tag="openenv-broken:pytest", base_image=base_image, offline=True, engine=engine, echo=lambda m: None
+            env,
+            tag="openenv-broken:pytest",
+            base_image=base_image,
+            offline=True,
+            constraints=REPO / "requirements" / "dev.txt",
+            engine=engine,
+            echo=lambda m: None,
         )
     assert "broken-step-marker" in exc.value.message and "non-zero code: 7" in exc.value.message
 
@@ -311,6 +317,8 @@ def test_build_cli_shows_progress_and_prints_the_tag(engine: Any, base_image: st
         "build",
         str(REPO / "envs" / "echo_env"),
         "--offline",
+        "--constraint",
+        str(REPO / "requirements" / "dev.txt"),
         "--base-image",
         base_image,
         "--tag",
@@ -320,6 +328,7 @@ def test_build_cli_shows_progress_and_prints_the_tag(engine: Any, base_image: st
     assert r.returncode == 0, r.stderr[-3000:]
     assert r.stdout.strip() == "openenv-echo-env:pytest-cli"
     assert "Step 1/" in r.stderr and "built openenv-echo-env:pytest-cli" in r.stderr
+    assert "constraints: " in r.stderr and "pins from" in r.stderr
     assert EnvProject.load(REPO / "envs" / "echo_env").image_tag == "openenv-echo-env:0.1.0"
     engine.images.remove("openenv-echo-env:pytest-cli")
 

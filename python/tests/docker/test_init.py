@@ -95,6 +95,7 @@ def test_init_build_run_certify(scaffolded: Path, engine: Any, base_image: str, 
         tag="openenv-scaffold-probe-env:pytest",
         base_image=base_image,
         offline=True,
+        constraints=Path(__file__).resolve().parents[3] / "requirements" / "dev.txt",
         engine=engine,
         echo=lambda m: None,
     )

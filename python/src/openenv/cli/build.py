@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 
 import click
+from click.core import ParameterSource
 
 from openenv.cli.common import fail
 from openenv.deploy.build import DEFAULT_BASE_IMAGE, build_image
@@ -41,6 +42,15 @@ __all__ = ["build_command"]
     default=None,
     help="Source tree of the openenv package to install (default: the running one's).",
 )
+@click.option(
+    "--constraint",
+    "constraint",
+    type=click.Path(exists=True, dir_okay=False),
+    default=None,
+    envvar="OPENENV_BUILD_CONSTRAINT",
+    help="With --offline: a constraints or lock file (name==version; hashes ignored) pinning the "
+    "image's dependencies (from OPENENV_BUILD_CONSTRAINT, it applies to offline builds only).",
+)
 @click.option("-q", "--quiet", "quiet_flag", is_flag=True, help="Print only the resulting tag.")
 def build_command(
     env_dir: str,
@@ -50,10 +60,13 @@ def build_command(
     debootstrap_base: bool,
     no_cache: bool,
     openenv_source: str | None,
+    constraint: str | None,
     quiet_flag: bool,
 ) -> None:
     """Build the Docker image of the environment in ENV_DIR (openenv-<name>:<version>)."""
     echo: Echo = quiet_echo if quiet_flag else functools.partial(click.echo, err=True)
+    if not offline and click.get_current_context().get_parameter_source("constraint") is ParameterSource.ENVIRONMENT:
+        constraint = None  # the variable pins offline builds (CI, make images); an online one resolves as declared
     try:
         result = build_image(
             env_dir,
@@ -63,6 +76,7 @@ def build_command(
             debootstrap_base=debootstrap_base,
             no_cache=no_cache,
             openenv_source=openenv_source,
+            constraints=constraint,
             echo=echo,
         )
     except EnvError as e:

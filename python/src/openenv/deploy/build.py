@@ -16,7 +16,7 @@ import docker.errors
 from openenv.deploy.baseimage import DEFAULT_BASE_TAG, ensure_base_image
 from openenv.deploy.engine import GRPC_PORT, SANDBOX_LABEL, Echo, docker_client
 from openenv.deploy.project import EnvProject, runtime_source
-from openenv.deploy.wheelhouse import Target, build_wheelhouse, copy_project
+from openenv.deploy.wheelhouse import Target, build_wheelhouse, copy_project, read_constraints
 from openenv.errors import FailedPrecondition, Internal
 from openenv.protocol import PROTOCOL_VERSION
 
@@ -100,6 +100,7 @@ def build_image(
     debootstrap_base: bool = False,
     no_cache: bool = False,
     openenv_source: str | os.PathLike[str] | None = None,
+    constraints: str | os.PathLike[str] | None = None,
     engine: docker.DockerClient | None = None,
     echo: Echo = print,
 ) -> BuildResult:
@@ -114,9 +115,15 @@ def build_image(
             inside the image with no network (the build containers get ``network=none``).
         debootstrap_base: use (and build when missing) the debootstrapped local base image.
         no_cache: ignore Docker's layer cache.
+        constraints: a constraints or lock file (``name==version`` lines; hashes and comments are
+            ignored) pinning the offline wheelhouse: the image gets those versions wherever it
+            needs the package (this repository's images: ``requirements/dev.txt``).
         echo: receives progress lines.
     """
     t0 = time.monotonic()
+    if constraints is not None and not offline:
+        raise FailedPrecondition("--constraint pins the offline wheelhouse: build with --offline to use it")
+    pins = read_constraints(constraints) if constraints is not None else None
     env = EnvProject.load(env_dir)
     dc = engine or docker_client(timeout=600)
     if debootstrap_base:
@@ -140,7 +147,9 @@ def build_image(
     projects = [runtime_source(openenv_source)]
     if env.path != projects[0]:
         projects.append(env.path)
-    wh = build_wheelhouse(projects, target, echo)
+    if pins is not None:
+        echo(f"  constraints: {len(pins)} pins from {constraints}")
+    wh = build_wheelhouse(projects, target, echo, constraints=pins)
     labels = image_labels(env, base_image)
     with tempfile.TemporaryDirectory(prefix="openenv-build-") as tmp:
         ctx = Path(tmp)

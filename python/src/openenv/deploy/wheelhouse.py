@@ -4,7 +4,13 @@
 ``openenv`` and an environment), and, for an offline build (``target`` given), every
 dependency as a binary wheel for exactly the image's Python (version, machine, C library),
 pinned in ``requirements``. Both are cached under :func:`cache_dir`: local wheels by the hash
-of their project's files, dependency sets by the hash of the requirements and the target.
+of their project's files, dependency sets by the hash of the requirements, the constraints and
+the target.
+
+``constraints`` (``openenv build --constraint FILE``) pins the dependency set: a lock such as
+this repository's ``requirements/dev.txt`` gives an image exactly the versions its tests ran
+with, whatever the package index holds on the day of the build. A pinned release published
+only as a source distribution is built into a wheel on the host, if it is pure Python.
 """
 
 from __future__ import annotations
@@ -12,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import platform
 import re
 import shutil
 import subprocess
@@ -26,7 +33,15 @@ from packaging.requirements import Requirement
 
 from openenv.errors import FailedPrecondition, Internal
 
-__all__ = ["Target", "Wheelhouse", "build_wheelhouse", "cache_dir", "canonical_name", "copy_project"]
+__all__ = [
+    "Target",
+    "Wheelhouse",
+    "build_wheelhouse",
+    "cache_dir",
+    "canonical_name",
+    "copy_project",
+    "read_constraints",
+]
 
 Echo = Callable[[str], None]
 _SKIP_DIRS = {
@@ -221,6 +236,19 @@ class Target:
     libc: str  # "glibc"
     libc_version: str  # "2.36"
 
+    def is_host(self) -> bool:
+        """Whether wheels built or chosen for this host's Python install in the image: the same
+        Python version and machine, and a C library of the same kind no newer than the image's."""
+        libc, version = platform.libc_ver()
+        if libc != self.libc or not version:
+            return False
+        try:
+            older = tuple(map(int, version.split(".")[:2])) <= tuple(map(int, self.libc_version.split(".")[:2]))
+        except ValueError:
+            return False
+        same = self.python == f"{sys.version_info[0]}.{sys.version_info[1]}" and self.machine == platform.machine()
+        return same and older
+
     def pip_args(self) -> list[str]:
         """``pip download`` flags selecting binary wheels this Python can install."""
         major, minor = self.libc_version.split(".")[:2]
@@ -238,6 +266,31 @@ class Target:
         return out
 
 
+def read_constraints(path: str | os.PathLike[str]) -> list[str]:
+    """The ``name==version`` pins of a constraints or lock file (pip's requirements format:
+    ``--hash`` options, ``# comments`` and ``-e``/``-r``/``-c`` lines are left out), sorted.
+    FailedPrecondition when the file is missing or a requirement in it is not pinned with ``==``."""
+    try:
+        text = Path(path).read_text()
+    except OSError as e:
+        raise FailedPrecondition(f"cannot read the constraints file {path}: {e.strerror}") from None
+    pins: dict[str, str] = {}
+    for logical in re.sub(r"\\\n", " ", text).splitlines():
+        line = logical.split(" #", 1)[0].strip()
+        if not line or line.startswith(("#", "-")):
+            continue
+        line = re.sub(r"\s--hash[= ]\S+", "", line).strip()
+        try:
+            req = Requirement(line)
+        except ValueError as e:
+            raise FailedPrecondition(f"{path}: cannot read {line!r} as a requirement ({e})") from None
+        spec = list(req.specifier)
+        if len(spec) != 1 or spec[0].operator != "==" or "*" in spec[0].version:
+            raise FailedPrecondition(f"{path}: {line!r} is not pinned (name==version): a constraints file pins")
+        pins[canonical_name(req.name)] = spec[0].version
+    return [f"{n}=={v}" for n, v in sorted(pins.items())]
+
+
 @dataclass(frozen=True)
 class Wheelhouse:
     """Wheels and requirements staged for an image: ``local`` (this repo and the env) and ``deps``."""
@@ -247,19 +300,28 @@ class Wheelhouse:
     requirements: list[str]  # pinned (offline) or as declared (online)
 
 
-def build_wheelhouse(projects: Iterable[Path], target: Target | None, echo: Echo = print) -> Wheelhouse:
-    """Wheels of the local projects, plus (when ``target`` is given, i.e. offline) every dependency.
+def build_wheelhouse(
+    projects: Iterable[Path], target: Target | None, echo: Echo = print, constraints: list[str] | None = None
+) -> Wheelhouse:
+    """Wheels of the local projects, plus (when ``target`` is given, i.e. offline) every dependency,
+    at the versions ``constraints`` pins where it names them (:func:`read_constraints`).
 
     Local wheels are cached by the hash of their files; dependency sets by the hash of the
-    requirements and the target, under :func:`cache_dir`.
+    requirements, the constraints and the target, under :func:`cache_dir`.
     """
     local = [_local_wheel(p, echo) for p in projects]
     metas = [_wheel_meta(w) for w in local]
     local_names = {n for n, _ in metas}
     declared = _declared(metas)
     if target is None:
+        if constraints:
+            raise FailedPrecondition("constraints pin the offline wheelhouse: build with --offline to use them")
         return Wheelhouse(local, [], declared)
-    key = hashlib.sha256(json.dumps([declared, target.__dict__]).encode()).hexdigest()[:24]
+    pinned = [c for c in constraints or [] if canonical_name(c.split("==", 1)[0]) not in local_names]
+    key_doc: list[object] = [declared, target.__dict__]
+    if pinned:  # unpinned sets keep the cache keys they had
+        key_doc.append(pinned)
+    key = hashlib.sha256(json.dumps(key_doc).encode()).hexdigest()[:24]
     out = cache_dir() / "wheels" / "deps" / key
     if not (out / "requirements.txt").is_file():
         echo(
@@ -269,22 +331,7 @@ def build_wheelhouse(projects: Iterable[Path], target: Target | None, echo: Echo
         out.parent.mkdir(parents=True, exist_ok=True)
         stage = Path(tempfile.mkdtemp(prefix=f".{key}-", dir=out.parent))
         try:
-            _run(
-                [
-                    sys.executable,
-                    "-m",
-                    "pip",
-                    "download",
-                    "--disable-pip-version-check",
-                    "-q",
-                    "--dest",
-                    str(stage),
-                    *target.pip_args(),
-                    *[str(w) for w in local],
-                ],
-                echo,
-                "downloading dependency wheels",
-            )
+            _download(stage, target, local, pinned, echo)
             pins = []
             for w in sorted(stage.glob("*.whl")):
                 name, version = _wheel_dist(w.name)
@@ -307,3 +354,41 @@ def build_wheelhouse(projects: Iterable[Path], target: Target | None, echo: Echo
         echo(f"  dependency wheels: cached ({key})")
     pins = (out / "requirements.txt").read_text().split()
     return Wheelhouse(local, sorted(out.glob("*.whl")), pins)
+
+
+def _download(stage: Path, target: Target, local: list[Path], pinned: list[str], echo: Echo) -> None:
+    """Every dependency of the local wheels as a wheel in ``stage``, for ``target``, within ``pinned``.
+
+    Unpinned: ``pip download`` of binary wheels for the target's Python (the newest release that
+    has one). Pinned, where this host runs the image's Python (version, machine, C library no
+    newer than the image's): ``pip wheel`` on the host, which takes each pinned release's wheel
+    and builds those published only as source. Pinned for another Python: ``pip download`` of
+    binary wheels within the pins (a source-only pin then fails, saying so).
+    """
+    with tempfile.TemporaryDirectory(prefix="openenv-wheelhouse-") as tmp:
+        wheels = [str(w) for w in local]
+        if not pinned:
+            cmd = [sys.executable, "-m", "pip", "download", "--disable-pip-version-check", "-q", "--dest", str(stage)]
+            _run([*cmd, *target.pip_args(), *wheels], echo, "downloading dependency wheels")
+            return
+        cfile = Path(tmp) / "constraints.txt"
+        cfile.write_text("\n".join(pinned) + "\n")
+        if target.is_host():
+            cmd = [sys.executable, "-m", "pip", "wheel", "--disable-pip-version-check", "-q", "--wheel-dir", str(stage)]
+            _run(
+                [*cmd, "--constraint", str(cfile), *wheels],
+                echo,
+                "gathering the pinned dependency wheels",
+                env={"SOURCE_DATE_EPOCH": "315532800", "PIP_CONSTRAINT": str(cfile)},  # source builds too
+            )
+            return
+        cmd = [sys.executable, "-m", "pip", "download", "--disable-pip-version-check", "-q", "--dest", str(stage)]
+        try:
+            _run([*cmd, *target.pip_args(), "--constraint", str(cfile), *wheels], echo, "downloading dependency wheels")
+        except Internal as e:
+            e.message += (
+                f"\nhint: the image's Python ({target.python}, {target.libc} {target.libc_version}, {target.machine}) "
+                "is not this host's, so every pinned release needs a binary wheel for it on the index"
+            )
+            e.args = (e.message,)
+            raise
