@@ -60,6 +60,11 @@ IN = ROOT / "requirements" / "dev.in"
 LOCK = ROOT / "requirements" / "dev.txt"
 UPSTREAM_DIR = ROOT / "requirements" / "upstream"
 HARNESS_TOOLS = ROOT / "tools" / "harness-tools"
+#: The Python version the locks are resolved for: the oldest that installs them. The environment
+#: images install from requirements/dev.txt on Debian bookworm's python3, 3.11.2, and a package
+#: whose Requires-Python a newer patch (3.11.7, this machine's) meets would fail there
+#: (soupsieve 4.1.4: '>=3.11.5'). The development venv's 3.11.x installs whatever 3.11.2 does.
+RESOLVE_PYTHON = "3.11.2"
 #: Installed first, with pip, from the lock: the tools that install the rest.
 BOOTSTRAP = ("pip", "setuptools", "wheel", "uv")
 #: pip settings of this machine that neither shape a lock nor apply to installing one: a machine's
@@ -128,7 +133,7 @@ def inputs_digest(in_path: Path | None = None) -> str:
     """A digest of everything the resolution depends on: dev.in's lines and, for each project it
     names, the dependency tables of its pyproject.toml (not its comments or other tables)."""
     plain, editables = read_in(in_path)
-    doc: dict[str, object] = {"requirements": plain, "editables": []}
+    doc: dict[str, object] = {"python": RESOLVE_PYTHON, "requirements": plain, "editables": []}
     for e in editables:
         table = tomllib.loads((e.project / "pyproject.toml").read_text()).get("project", {})
         doc["editables"].append(  # type: ignore[union-attr]
@@ -323,7 +328,8 @@ def _compile(
         body = Path(tmp) / out.name
         if out.is_file() and not upgrade:
             shutil.copy(out, body)  # uv keeps the pins of an existing output where it can
-        cmd = [exe, "pip", "compile", "--python", python, *flags, "--generate-hashes", "--no-header"]
+        cmd = [exe, "pip", "compile", "--python", python, "--python-version", RESOLVE_PYTHON, *flags]
+        cmd += ["--generate-hashes", "--no-header"]
         cmd += [a for n in no_emit for a in ("--no-emit-package", n)]
         cmd += ["--upgrade"] if upgrade else [a for p in packages for a in ("--upgrade-package", p)]
         cmd += [str(in_path.relative_to(ROOT)), "-o", str(body)]

@@ -95,6 +95,20 @@ def test_the_installed_environment_is_the_lock() -> None:
     assert wrong == []
 
 
+def test_every_locked_package_installs_on_the_images_python() -> None:
+    """The images install the lock on Debian bookworm's Python (3.11.2, older than this
+    machine's): every locked package's Requires-Python admits it (soupsieve 4.1.4's
+    '>=3.11.5' failed the browser_env image once the lock was resolved for 3.11.7)."""
+    from packaging.specifiers import SpecifierSet
+
+    refused = []
+    for name in lock.read_lock().pins:
+        requires = importlib.metadata.metadata(name).get("Requires-Python")
+        if requires and not SpecifierSet(requires).contains(lock.RESOLVE_PYTHON, prereleases=True):
+            refused.append(f"{name}: Requires-Python {requires}")
+    assert refused == []
+
+
 def _tmp_project(root: Path, deps: list[str]) -> Path:
     proj = root / "proj"
     proj.mkdir(exist_ok=True)
