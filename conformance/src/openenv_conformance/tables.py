@@ -75,6 +75,7 @@ FEATURES: dict[str, tuple[str | None, str | None, int]] = {
     "pipelined_messages": ("1.3", "pipelined_requests", 1),
     "multi_agent": ("1.4", "multi_agent", 1),
     "description_digest": ("1.4", None, 0),
+    "grading": ("1.5", "grades", 1),
     "sandboxed_code_tools": (None, None, 0),
     "tensor_element_bounds": (None, None, 0),
 }

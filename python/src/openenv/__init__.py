@@ -33,6 +33,7 @@ from openenv.host import Host, serve
 from openenv.protocol import PROTOCOL_VERSION, AgentStep, EpisodeStatus, SessionState, StepResult
 from openenv.runtime.codec import TensorSpec
 from openenv.runtime.environment import Environment
+from openenv.runtime.grading import Grading, GradingProbe
 from openenv.runtime.multiagent import MultiAgentEnvironment, WorldStep
 from openenv.runtime.tasks import TaskInfo
 from openenv.runtime.tools import CallToolAction, CallToolObservation, Tool, ToolResult, tool
@@ -81,6 +82,8 @@ __all__ = [
     "EpisodeStatus",
     "ErrorCode",
     "FailedPrecondition",
+    "Grading",
+    "GradingProbe",
     "Host",
     "HttpLimits",
     "HttpSettings",

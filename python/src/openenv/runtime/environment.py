@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from openenv.errors import InvalidArgument, Unimplemented
 from openenv.protocol import StepResult
 from openenv.runtime import snapshots as _snapshots
+from openenv.runtime.grading import Grading, GradingProbe
 from openenv.runtime.tools import CallToolAction, CallToolObservation, ToolDef, collect_tools
 
 if TYPE_CHECKING:
@@ -295,6 +296,22 @@ class Environment:
     that is not a Rubric is refused when the server starts.
     """
 
+    grading: ClassVar[Grading | None] = None
+    """The grading declaration of an environment whose reward is a verdict on submitted work
+    (RFC 0015; docs/protocol.md §7.1): an :class:`openenv.Grading` (feedback level, levels a
+    session may ask for at reset, metadata keys that pass in a strict episode). Advertised as
+    ``Capabilities.grades``, ``feedback`` and ``feedback_offered``. An environment with a tool
+    declared grading (``@openenv.tool(grades=True)``, or RFC 0010's ``"grades"``) and no
+    declaration gets ``Grading()``: strict feedback, nothing else offered.
+
+    In a **strict** episode the runtime replaces a grading tool's result with the step's reward,
+    cuts every reward breakdown to its root, keeps only ``public_metadata`` keys in a step's
+    metadata, and refuses a grading tool as a side call (``FAILED_PRECONDITION``). The
+    environment reads the episode's level in :meth:`reset`'s ``options["feedback"]`` (the runtime
+    fills it in) and keeps what else it returns (its :meth:`state`, a grading step's errors)
+    free of the grader's hidden data. Default: ``None`` (not a grading environment).
+    """
+
     # Filled by __init_subclass__: tools and which methods are coroutines.
     __openenv_tools__: ClassVar[dict[str, ToolDef]] = {}
     __openenv_async__: ClassVar[frozenset[str]] = frozenset()
@@ -494,6 +511,18 @@ class Environment:
         that its answers are invisible to that code: ``openenv.sandbox.check``). Called in the
         server's process, whatever the isolation mode. Default: nothing to check.
         """
+
+    @classmethod
+    def grading_probes(cls) -> Sequence[GradingProbe]:
+        """Tasks as the certifier's ``grading`` level plays them (RFC 0015): for each, the
+        environment's reference solution (tool calls that must earn the top reward), its null
+        solutions (the baseline no attack may beat) and, where task contents vary with the seed,
+        another instance's literal answer to replay. Trusted data, never served to agents: the
+        certifier reads it by importing the class, or with ``python -m openenv.runtime.grading_probes
+        MODULE:CLASS`` in an image. Default: none (the level's checks that need a
+        reference or the environment's own nulls then report that they were not exercised).
+        """
+        return ()
 
     @classmethod
     def list_tasks(cls, split: str) -> Sequence[Any]:

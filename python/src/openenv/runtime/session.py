@@ -37,6 +37,7 @@ from openenv.protocol import PROTOCOL_VERSION, EpisodeStatus, SessionState, Step
 from openenv.runtime.anys import canonicalize_anys
 from openenv.runtime.codec import Codec, codec_for, descriptor_set, to_struct
 from openenv.runtime.environment import Environment
+from openenv.runtime.grading import Grading, grading_spec, strict_breakdown, strict_result
 from openenv.runtime.inline import GC_RUNS, HookTimes, InlinePolicy, run_inline, server_threshold_s
 from openenv.runtime.isolation import ProcessEnv, WorkerRubric
 from openenv.runtime.limits import (  # declared with the other limits; importable from here as before
@@ -155,6 +156,15 @@ class EnvironmentRuntime:
         self.state_codec: Codec = codec_for(env_cls.state_type)
         self.is_async = env_cls.__openenv_async__
         self.default_tool_step = bool(self.tools) and env_cls.step is Environment.step
+        # RFC 0015: a grading environment's declaration, and the tools that grade (declared by
+        # their annotations); strict feedback is enforced on their results below (Session).
+        self.grading_tools = {
+            name: td for name, td in self.tools.items() if grading_spec(td.descriptor.annotations) is not None
+        }
+        declared = env_cls.grading
+        if declared is not None and not isinstance(declared, Grading):
+            raise TypeError(f"{env_cls.__name__}.grading must be an openenv.Grading, got {type(declared).__name__}")
+        self.grading: Grading | None = declared or (Grading() if self.grading_tools else None)
         rubric = getattr(env_cls, "rubric", None)
         if rubric is not None and not isinstance(rubric, Rubric):
             raise TypeError(f"{env_cls.__name__}.rubric must be an openenv.rubrics.Rubric, got {type(rubric).__name__}")
@@ -230,6 +240,11 @@ class EnvironmentRuntime:
         cap.load_reporting = True  # every server answers GetLoad (RFC 0005)
         cap.lenient_actions = c.lenient_actions
         cap.seeded = c.seeded
+        if self.grading is not None:  # RFC 0015
+            levels = {"strict": environment_pb2.FEEDBACK_STRICT, "rich": environment_pb2.FEEDBACK_RICH}
+            cap.grades = True
+            cap.feedback = levels[self.grading.feedback]
+            cap.feedback_offered.extend(levels[x] for x in self.grading.offers)
         rubric = getattr(c, "rubric", None)
         if rubric is not None and hasattr(rubric, "spec"):
             info.rubric.CopyFrom(rubric.spec())
@@ -301,6 +316,9 @@ class Session:
         self.episode_id = ""
         self.step_count = 0
         self.status = EpisodeStatus.NOT_STARTED
+        # RFC 0015: the feedback level of the current episode (of the next one, before a reset).
+        grading = self.runtime.grading
+        self.feedback = grading.feedback if grading is not None else "rich"
         self.last_active = time.monotonic()
         self.busy = False
         self.closed = False
@@ -431,8 +449,18 @@ class Session:
         self, seed: int | None, episode_id: str | None, options: Mapping[str, Any] | None
     ) -> StepResult[Any]:
         eid = episode_id or uuid.uuid4().hex
-        fn = functools.partial(self.env.reset, seed=seed, episode_id=eid, options=dict(options or {}))
+        opts = dict(options or {})
+        grading = self.runtime.grading
+        if grading is not None:  # RFC 0015: the episode's feedback level, which the environment sees too
+            try:
+                level = grading.level(opts)
+            except ValueError as e:
+                raise InvalidArgument(str(e)) from None
+            opts["feedback"] = level
+        fn = functools.partial(self.env.reset, seed=seed, episode_id=eid, options=opts)
         out = await self._call(fn, "reset" in self.runtime.is_async, what="reset")
+        if grading is not None:
+            self.feedback = level
         result = _as_step_result(out)
         result.reward = _check_reward(result.reward)
         if self.rubric is not None:
@@ -492,6 +520,8 @@ class Session:
                 result.truncated = True
             if result.reward is None and self.rubric is not None:
                 await self._score(action, result, timeout, started)
+            if self.runtime.grading is not None and self.feedback == "strict":
+                self._strict(action, result)
         except DeadlineExceeded:
             self.status = EpisodeStatus.ABORTED
             raise
@@ -502,6 +532,26 @@ class Session:
             self.status = EpisodeStatus.TRUNCATED
         result.episode_id, result.step_count = self.episode_id, self.step_count
         return result
+
+    def _strict(self, action: Any, result: StepResult[Any]) -> None:
+        """Strict feedback (RFC 0015): a grading tool's result becomes the step's reward, the
+        breakdown its root, the metadata the keys the environment declares public (and the
+        runtime's trajectory credits, which are rewards)."""
+        grading = self.runtime.grading
+        assert grading is not None
+        if result.metadata:
+            keep = (*grading.public_metadata, CREDITS_METADATA_KEY)
+            result.metadata = {k: v for k, v in result.metadata.items() if k in keep}
+        result.reward_breakdown = strict_breakdown(result.reward_breakdown)
+        if isinstance(action, CallToolAction) and self.runtime.default_tool_step:
+            td = self.runtime.grading_tools.get(action.tool_name)
+            obs = result.observation
+            graded = td is not None and not (
+                isinstance(obs, CallToolObservation) and obs.result is not None and obs.result.is_error
+            )
+            if td is not None and graded:
+                strict = strict_result(result.reward, td.descriptor.output_schema)
+                result.observation = CallToolObservation(action.tool_name, strict)
 
     async def _score(self, action: Any, result: StepResult[Any], timeout: float | None, started: float) -> None:
         """Fill reward and reward_breakdown from the session's rubric (within the step's
@@ -541,9 +591,11 @@ class Session:
     async def call_tool(
         self, name: str, arguments: Mapping[str, Any] | None, timeout: float | None = None
     ) -> ToolResult:
-        return await self._guard(self._call_tool(name, arguments, timeout))
+        return await self._guard(self._call_tool(name, arguments, timeout, side=True))
 
-    async def _call_tool(self, name: str, arguments: Mapping[str, Any] | None, timeout: float | None) -> ToolResult:
+    async def _call_tool(
+        self, name: str, arguments: Mapping[str, Any] | None, timeout: float | None, *, side: bool = False
+    ) -> ToolResult:
         tools = self.runtime.tools
         if not tools:
             raise Unimplemented(f"{self.runtime.env_cls.__name__} has no tools")
@@ -551,6 +603,13 @@ class Session:
         if td is None:
             raise NotFound(f"unknown tool {name!r}; known tools: {', '.join(tools)}")
         kwargs = td.validate(dict(arguments or {}))
+        if side and name in self.runtime.grading_tools and self.feedback == "strict":
+            # RFC 0015: grading happens once per episode, as a step, and only its reward comes back
+            # (else the tool is an oracle answered as often as it is called).
+            raise FailedPrecondition(
+                f"{name!r} grades the episode: call it as a step (a side call of a grading tool is refused "
+                "with strict feedback, docs/protocol.md §7.1)"
+            )
         limit = min((t for t in (timeout, td.timeout_s) if t is not None), default=None)
         if isinstance(self.env, ProcessEnv):
             fn, is_async = functools.partial(self.env.call_tool, name, kwargs), False

@@ -14,7 +14,7 @@ import dataclasses
 import inspect
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from openenv.errors import InvalidArgument
@@ -24,6 +24,10 @@ from openenv.v1 import tool_pb2
 __all__ = ["CallToolAction", "CallToolObservation", "Tool", "ToolResult", "tool"]
 
 RESERVED_TOOL_NAMES = frozenset({"reset", "step", "state", "close"})
+#: The annotation key of a tool that grades submitted work (RFC 0015; openenv.runtime.grading).
+GRADING_ANNOTATION = "openenv/grading"
+#: The languages a grading annotation may name for the submitted work.
+GRADING_LANGUAGES = ("python", "shell", "sql", "text")
 
 
 @dataclasses.dataclass
@@ -379,6 +383,19 @@ def _build(
     return ToolDef(fn, descriptor, inspect.iscoroutinefunction(fn), timeout_s, validate)
 
 
+def grading_annotation(grades: bool | Mapping[str, Any]) -> dict[str, Any]:
+    """The annotation ``@openenv.tool(grades=...)`` writes; ValueError on a malformed declaration."""
+    spec: dict[str, Any] = dict(grades) if isinstance(grades, Mapping) else {}
+    unknown = set(spec) - {"argument", "language"}
+    if unknown:
+        raise ValueError(f"grades: unknown keys {sorted(unknown)} (known: argument, language)")
+    if "argument" in spec and not isinstance(spec["argument"], str):
+        raise ValueError("grades: 'argument' names the argument holding the submitted work (a string)")
+    if "language" in spec and spec["language"] not in GRADING_LANGUAGES:
+        raise ValueError(f"grades: 'language' must be one of {', '.join(GRADING_LANGUAGES)}")
+    return {GRADING_ANNOTATION: spec}
+
+
 def tool(
     fn: Callable[..., Any] | None = None,
     *,
@@ -386,6 +403,7 @@ def tool(
     description: str | None = None,
     timeout_s: float | None = None,
     annotations: dict[str, Any] | None = None,
+    grades: bool | dict[str, Any] = False,
 ) -> Any:
     """Mark an environment method as a tool.
 
@@ -400,13 +418,26 @@ def tool(
             DEADLINE_EXCEEDED (a shorter ``CallToolRequest.timeout`` wins). Sync tools
             can only be bounded when the environment's ``run_in_thread`` is true.
         annotations: MCP tool annotations (``{"readOnlyHint": True}``, ``title``, ...).
+        grades: the tool grades submitted work (RFC 0015): ``True``, or ``{"argument": NAME,
+            "language": "python" | "shell" | "sql" | "text"}`` naming the argument that holds
+            the work. Writes the ``"openenv/grading"`` annotation; the episode's feedback level
+            then applies to the tool's results (:attr:`openenv.Environment.grading`).
 
     The input schema comes from the parameters' type hints (pydantic) and the
     docstring's ``Args:`` section; the output schema from the return annotation.
     """
 
+    if grades:
+        annotations = {**(annotations or {}), **grading_annotation(grades)}
+
     def mark(f: Callable[..., Any]) -> Callable[..., Any]:
         f.__openenv_tool__ = _build(f, name, description, timeout_s, annotations)  # type: ignore[attr-defined]
+        if grades and isinstance(grades, dict) and "argument" in grades:
+            td = f.__openenv_tool__  # type: ignore[attr-defined]
+            if grades["argument"] not in td.descriptor.input_schema.get("properties", {}):
+                raise ValueError(
+                    f"tool {td.descriptor.name!r}: grades names argument {grades['argument']!r}, not one of its"
+                )
         return f
 
     return mark(fn) if fn is not None else mark

@@ -19,6 +19,12 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class Feedback(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    FEEDBACK_UNSPECIFIED: _ClassVar[Feedback]
+    FEEDBACK_STRICT: _ClassVar[Feedback]
+    FEEDBACK_RICH: _ClassVar[Feedback]
+
 class AutoresetMode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     AUTORESET_MODE_UNSPECIFIED: _ClassVar[AutoresetMode]
@@ -34,6 +40,9 @@ class EpisodeStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     EPISODE_STATUS_TERMINATED: _ClassVar[EpisodeStatus]
     EPISODE_STATUS_TRUNCATED: _ClassVar[EpisodeStatus]
     EPISODE_STATUS_ABORTED: _ClassVar[EpisodeStatus]
+FEEDBACK_UNSPECIFIED: Feedback
+FEEDBACK_STRICT: Feedback
+FEEDBACK_RICH: Feedback
 AUTORESET_MODE_UNSPECIFIED: AutoresetMode
 AUTORESET_MODE_DISABLED: AutoresetMode
 AUTORESET_MODE_NEXT_STEP: AutoresetMode
@@ -88,7 +97,7 @@ class EnvironmentInfo(_message.Message):
     def __init__(self, name: _Optional[str] = ..., version: _Optional[str] = ..., description: _Optional[str] = ..., protocol_version: _Optional[str] = ..., action: _Optional[_Union[_payload_pb2.TypeSpec, _Mapping]] = ..., observation: _Optional[_Union[_payload_pb2.TypeSpec, _Mapping]] = ..., state: _Optional[_Union[_payload_pb2.TypeSpec, _Mapping]] = ..., descriptors: _Optional[_Union[_descriptor_pb2.FileDescriptorSet, _Mapping]] = ..., capabilities: _Optional[_Union[Capabilities, _Mapping]] = ..., rubric: _Optional[_Union[_rubric_pb2.RubricSpec, _Mapping]] = ..., metadata: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., task_splits: _Optional[_Iterable[_Union[_task_pb2.TaskSplit, _Mapping]]] = ..., multi_agent: _Optional[_Union[_multiagent_pb2.MultiAgentSpec, _Mapping]] = ...) -> None: ...
 
 class Capabilities(_message.Message):
-    __slots__ = ("max_sessions", "concurrent_sessions", "deterministic", "float_tolerance", "auto_reset", "tools", "tools_only", "max_message_bytes", "max_episode_steps", "reward_min", "reward_max", "idle_timeout", "action_budget", "max_num_envs", "auth_required", "handshake_timeout", "resume_grace", "snapshots", "max_forks", "tasks", "load_reporting", "lenient_actions", "seeded", "pipelined_requests", "max_pipelined_requests", "multi_agent")
+    __slots__ = ("max_sessions", "concurrent_sessions", "deterministic", "float_tolerance", "auto_reset", "tools", "tools_only", "max_message_bytes", "max_episode_steps", "reward_min", "reward_max", "idle_timeout", "action_budget", "max_num_envs", "auth_required", "handshake_timeout", "resume_grace", "snapshots", "max_forks", "tasks", "load_reporting", "lenient_actions", "seeded", "pipelined_requests", "max_pipelined_requests", "multi_agent", "grades", "feedback", "feedback_offered")
     MAX_SESSIONS_FIELD_NUMBER: _ClassVar[int]
     CONCURRENT_SESSIONS_FIELD_NUMBER: _ClassVar[int]
     DETERMINISTIC_FIELD_NUMBER: _ClassVar[int]
@@ -115,6 +124,9 @@ class Capabilities(_message.Message):
     PIPELINED_REQUESTS_FIELD_NUMBER: _ClassVar[int]
     MAX_PIPELINED_REQUESTS_FIELD_NUMBER: _ClassVar[int]
     MULTI_AGENT_FIELD_NUMBER: _ClassVar[int]
+    GRADES_FIELD_NUMBER: _ClassVar[int]
+    FEEDBACK_FIELD_NUMBER: _ClassVar[int]
+    FEEDBACK_OFFERED_FIELD_NUMBER: _ClassVar[int]
     max_sessions: int
     concurrent_sessions: bool
     deterministic: bool
@@ -141,7 +153,10 @@ class Capabilities(_message.Message):
     pipelined_requests: bool
     max_pipelined_requests: int
     multi_agent: bool
-    def __init__(self, max_sessions: _Optional[int] = ..., concurrent_sessions: _Optional[bool] = ..., deterministic: _Optional[bool] = ..., float_tolerance: _Optional[float] = ..., auto_reset: _Optional[bool] = ..., tools: _Optional[bool] = ..., tools_only: _Optional[bool] = ..., max_message_bytes: _Optional[int] = ..., max_episode_steps: _Optional[int] = ..., reward_min: _Optional[float] = ..., reward_max: _Optional[float] = ..., idle_timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., action_budget: _Optional[int] = ..., max_num_envs: _Optional[int] = ..., auth_required: _Optional[bool] = ..., handshake_timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., resume_grace: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., snapshots: _Optional[bool] = ..., max_forks: _Optional[int] = ..., tasks: _Optional[bool] = ..., load_reporting: _Optional[bool] = ..., lenient_actions: _Optional[bool] = ..., seeded: _Optional[bool] = ..., pipelined_requests: _Optional[bool] = ..., max_pipelined_requests: _Optional[int] = ..., multi_agent: _Optional[bool] = ...) -> None: ...
+    grades: bool
+    feedback: Feedback
+    feedback_offered: _containers.RepeatedScalarFieldContainer[Feedback]
+    def __init__(self, max_sessions: _Optional[int] = ..., concurrent_sessions: _Optional[bool] = ..., deterministic: _Optional[bool] = ..., float_tolerance: _Optional[float] = ..., auto_reset: _Optional[bool] = ..., tools: _Optional[bool] = ..., tools_only: _Optional[bool] = ..., max_message_bytes: _Optional[int] = ..., max_episode_steps: _Optional[int] = ..., reward_min: _Optional[float] = ..., reward_max: _Optional[float] = ..., idle_timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., action_budget: _Optional[int] = ..., max_num_envs: _Optional[int] = ..., auth_required: _Optional[bool] = ..., handshake_timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., resume_grace: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., snapshots: _Optional[bool] = ..., max_forks: _Optional[int] = ..., tasks: _Optional[bool] = ..., load_reporting: _Optional[bool] = ..., lenient_actions: _Optional[bool] = ..., seeded: _Optional[bool] = ..., pipelined_requests: _Optional[bool] = ..., max_pipelined_requests: _Optional[int] = ..., multi_agent: _Optional[bool] = ..., grades: _Optional[bool] = ..., feedback: _Optional[_Union[Feedback, str]] = ..., feedback_offered: _Optional[_Iterable[_Union[Feedback, str]]] = ...) -> None: ...
 
 class SessionRequest(_message.Message):
     __slots__ = ("request_id", "handshake", "reset", "step", "state", "list_tools", "call_tool", "close", "batch_reset", "batch_step", "snapshot", "restore", "fork", "list_tasks", "pipelined", "observe")

@@ -60,7 +60,11 @@ export type Tool = Message<"openenv.v1.Tool"> & {
    * string argument holding the code), optionally "output" (the key of
    * structured_content holding what the program printed) and "grades" (true:
    * the episode's reward depends on it). See docs/protocol.md §6 and
-   * docs/rfcs/0010-sandboxed-code-tools.md.
+   * docs/rfcs/0010-sandboxed-code-tools.md. The key "openenv/grading"
+   * declares a tool that grades submitted work (RFC 0015): an object with
+   * optionally "argument" (the string argument holding the work; absent: the
+   * tool grades the session's state) and "language" ("python", "shell",
+   * "sql", "text"). See docs/protocol.md §7.1 and docs/rfcs/0015-grading.md.
    *
    * @generated from field: google.protobuf.Struct annotations = 5;
    */
