@@ -36,6 +36,9 @@ What you may rely on, on every machine where a sandbox starts (else
 
 :func:`put_files` and :func:`get_files` copy files into and out of a workspace (only regular
 files and directories; links and special files are never followed, read or recreated).
+:func:`clean_copy` makes what a verifier runs in the agent's files configure none of its tools
+(git filters, hooks, fsmonitor, aliases, includes: RFC 0015), and :data:`VERIFIER_ENV` keeps the
+work tree off the interpreter's ``sys.path`` and the agent's git configuration out of git's.
 
 :func:`check` is the start-up check an environment runs once (``Environment.preflight``).
 :func:`container_security_options` are what a container needs to host sandboxes
@@ -57,6 +60,7 @@ from openenv.sandbox._box import (
     SandboxError,
     SandboxUnavailable,
 )
+from openenv.sandbox._clean import VERIFIER_ENV, clean_copy, clean_git_config
 from openenv.sandbox._container import container_security_options, seccomp_profile
 from openenv.sandbox._files import WorkspaceFiles, get_files, put_files, safe_relpath
 
@@ -70,8 +74,11 @@ __all__ = [
     "Sandbox",
     "SandboxError",
     "SandboxUnavailable",
+    "VERIFIER_ENV",
     "WorkspaceFiles",
     "check",
+    "clean_copy",
+    "clean_git_config",
     "container_security_options",
     "get_files",
     "put_files",
