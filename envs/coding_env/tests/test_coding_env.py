@@ -1,5 +1,5 @@
 """The coding environment over a real gRPC server on loopback: grading by hidden tests
-(a correct solution scores 1.0, an empty or wrong one 0), the tools, and hostile code
+(a correct solution scores 1.0, anything else 0), the tools, and hostile code
 (fork and memory bombs, infinite loops, writes outside the sandbox, sockets, other
 sessions' files, killing the server) contained while the session and others carry on.
 """
@@ -23,9 +23,11 @@ from openenv.sandbox import check
 TIMEOUT = 120.0
 
 
-def run(fn: Callable[..., Awaitable[Any]], sessions: int = 1) -> Any:
+def run(
+    fn: Callable[..., Awaitable[Any]], sessions: int = 1, env_cls: type[CodingEnvironment] = CodingEnvironment
+) -> Any:
     async def main() -> Any:
-        async with openenv.Server(CodingEnvironment, "127.0.0.1", 0) as srv:
+        async with openenv.Server(env_cls, "127.0.0.1", 0) as srv:
             clients = [openenv.ToolEnvClient(srv.address) for _ in range(sessions)]
             for c in clients:
                 await c.__aenter__()
@@ -77,7 +79,9 @@ def test_the_machine_gives_every_required_isolation_layer() -> None:
     ],
     ids=["correct", "empty", "wrong", "syntax-error", "wrong-name"],
 )
-def test_submit_scores_the_fraction_of_hidden_tests(code: str, reward: float) -> None:
+def test_submit_scores_one_when_every_hidden_test_passes_else_zero(code: str, reward: float) -> None:
+    """All or nothing (RFC 0015): a wrong answer earns what an empty one does."""
+
     async def go(env: Any) -> Any:
         await env.reset(options={"problem_id": "fizzbuzz"})
         return await call(env, "submit", code)
@@ -87,15 +91,24 @@ def test_submit_scores_the_fraction_of_hidden_tests(code: str, reward: float) ->
     assert r.terminated
 
 
-def test_a_partly_right_solution_gets_partial_credit() -> None:
+class PartialCredit(CodingEnvironment):
+    partial_credit = True
+
+
+@pytest.mark.parametrize(("env_cls", "earns"), [(CodingEnvironment, False), (PartialCredit, True)])
+def test_a_partly_right_solution_gets_partial_credit_only_when_opted_in(
+    env_cls: type[CodingEnvironment], earns: bool
+) -> None:
+    """Right on 5 of the 7 hidden cases: 0 by default; 5/7 with the opt-in partial credit. Rich
+    feedback (asked for at reset) says how many passed, in both."""
     code = "def is_prime(n):\n    return n in (2, 3, 5, 7, 97)\n"  # right on small cases only
 
     async def go(env: Any) -> Any:
-        await env.reset(options={"problem_id": "is_prime"})
+        await env.reset(options={"problem_id": "is_prime", "feedback": "rich"})
         return await call(env, "submit", code)
 
-    r = run(go)
-    assert 0.0 < r.reward < 1.0
+    r = run(go, env_cls=env_cls)
+    assert r.reward == (pytest.approx(5 / 7) if earns else 0.0)
     assert r.observation.result.data["passed"] < r.observation.result.data["total"]
 
 
@@ -140,8 +153,9 @@ HOSTILE = {
 @pytest.mark.parametrize("name", sorted(HOSTILE))
 def test_hostile_code_is_contained_and_the_sessions_carry_on(name: str) -> None:
     async def go(victim: Any, other: Any) -> Any:
-        await victim.reset(options={"problem_id": "sum_list"})
-        await other.reset(options={"problem_id": "sum_list"})
+        # Rich feedback: the submissions' pass counts are what is checked.
+        await victim.reset(options={"problem_id": "sum_list", "feedback": "rich"})
+        await other.reset(options={"problem_id": "sum_list", "feedback": "rich"})
         # The other session works while the hostile code runs, and the victim afterwards.
         hostile, good = await asyncio.gather(
             call(victim, "run_python", HOSTILE[name]), call(other, "submit", by_id("sum_list").reference)
@@ -152,12 +166,10 @@ def test_hostile_code_is_contained_and_the_sessions_carry_on(name: str) -> None:
     hostile, good, after = run(go, sessions=2)
     res = hostile.observation.result.data
     assert res["exit_code"] != 0 or res["timed_out"], res
-    # Correctness, not reward == 1.0: the reward has a wall-time penalty (beyond 4 s), and the
-    # good submission runs beside up to 10 s of hostile code on a machine that may be loaded.
     for r in (good, after):
         data = r.observation.result.data
         assert data["passed"] == data["total"] > 0 and not data["timed_out"], data
-        assert r.reward is not None and r.reward >= 0.9
+        assert r.reward == 1.0  # no time penalty: the good submission may run beside 10 s of hostile code
     assert not os.path.exists("/tmp/coding-env-escape")
 
 
@@ -277,7 +289,8 @@ CHEATS = {
 @pytest.mark.parametrize("name", sorted(CHEATS))
 def test_a_submission_that_cheats_scores_no_more_than_an_empty_one(name: str) -> None:
     async def go(env: Any) -> Any:
-        await env.reset(options={"problem_id": "fizzbuzz"})
+        # Rich feedback: the environment's own result is checked for leaks (strict shows the reward only).
+        await env.reset(options={"problem_id": "fizzbuzz", "feedback": "rich"})
         cheat = await call(env, "submit", CHEATS[name])
         await env.reset(options={"problem_id": "fizzbuzz"})
         empty = await call(env, "submit", "")

@@ -87,8 +87,9 @@ def test_hostile_code_is_contained_inside_the_image(coding_container: Any) -> No
             openenv.ToolEnvClient(coding_container.url, token=coding_container.token) as other,
         ):
             for name, code in HOSTILE.items():
-                await victim.reset(options={"problem_id": "sum_list"})
-                await other.reset(options={"problem_id": "sum_list"})
+                # Rich feedback: the submissions' pass counts are what is checked.
+                await victim.reset(options={"problem_id": "sum_list", "feedback": "rich"})
+                await other.reset(options={"problem_id": "sum_list", "feedback": "rich"})
                 hostile, ok = await asyncio.gather(_call(victim, "run_python", code), _call(other, "submit", good))
                 after = await _call(victim, "submit", good)
                 out[name] = (hostile.observation.result.data, ok, after)
@@ -99,12 +100,10 @@ def test_hostile_code_is_contained_inside_the_image(coding_container: Any) -> No
     state = out.pop("state")
     for name, (res, ok, after) in out.items():
         assert res["exit_code"] != 0 or res["timed_out"], (name, res)
-        # Correctness, not reward == 1.0: the reward has a wall-time penalty (beyond 4 s), and the
-        # good submission runs beside up to 10 s of hostile code on a machine that may be loaded.
         for r in (ok, after):
             data = r.observation.result.data
             assert data["passed"] == data["total"] > 0 and not data["timed_out"], (name, data)
-            assert r.reward is not None and r.reward >= 0.9, name
+            assert r.reward == 1.0, name  # no time penalty: it may run beside 10 s of hostile code
     assert coding_container.status == "running"
     layers = state.state["isolation"]
     for name in ("user-namespace", "pid-namespace", "network-namespace", "minimal-root", "disk-quota", "memory"):

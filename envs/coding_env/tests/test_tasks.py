@@ -133,7 +133,8 @@ def test_a_users_tasks_are_served_and_graded_by_their_hidden_tests(tmp_path: Pat
             ("def join_words(ws):\n    return ' '.join(ws)\n", "right"),
             ("def join_words(ws):\n    return ','.join(ws)\n", "wrong"),  # right only on one word and none
         ):
-            first = await env.reset(task_id="join_words")
+            # Rich feedback: the pass counts are checked (strict feedback returns the reward only).
+            first = await env.reset(task_id="join_words", options={"feedback": "rich"})
             out[key] = await env.step(CallToolAction("submit", {"code": code}))
         return tasks, first, out
 
@@ -145,6 +146,7 @@ def test_a_users_tasks_are_served_and_graded_by_their_hidden_tests(tmp_path: Pat
     )
     assert out["right"].reward == 1.0
     assert out["wrong"].observation.result.data == {"passed": 2, "total": 3, "load_error": None, "timed_out": False}
+    assert out["wrong"].reward == 0.0  # all or nothing
 
 
 def test_tasks_made_in_python_work_without_a_file() -> None:

@@ -9,11 +9,16 @@ Every step is a tool call (:class:`openenv.CallToolAction`):
 
 Code runs in the session's :class:`openenv.sandbox.Sandbox` (its workspace's files persist
 within an episode; every call's processes and temporary files end with the call). ``submit``
-grades there too, returns only the number of hidden cases passed (and the load error, raised
-before any hidden case is sent), and empties the workspace after, so nothing the graded run saw
-or wrote reaches a later call; reset empties it too. The reward is
-:mod:`coding_env.rubric`. ``reset(seed=...)`` picks the task deterministically;
-``options={"task_id": ...}`` (or ``"problem_id"``) or ``{"split": "train"|"test"}`` narrow it.
+grades there too, in a fresh process, with the hidden cases in a fresh random order, and empties
+the workspace after, so nothing the graded run saw or wrote reaches a later call; reset empties
+it too. The reward is :mod:`coding_env.rubric`: all or nothing unless :attr:`partial_credit`.
+
+``submit`` is a grading tool (RFC 0015, :attr:`CodingEnvironment.grading`): in a strict episode
+(the default) its result is the reward alone, and it cannot be called as a side call; in a rich
+one (``reset(options={"feedback": "rich"})``) it returns the number of hidden cases passed, the
+load error (raised before any hidden case is sent) and whether the run timed out.
+``reset(seed=...)`` picks the task deterministically; ``options={"task_id": ...}`` (or
+``"problem_id"``) or ``{"split": "train"|"test"}`` narrow it.
 
 The tasks are :data:`coding_env.problems.PROBLEMS`, those of ``$CODING_ENV_TASKS`` (a task file,
 :func:`coding_env.tasks.load_tasks`) when set, or a subclass's: :meth:`CodingEnvironment.with_tasks`.
@@ -24,6 +29,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
+import random
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, ClassVar
@@ -32,7 +38,7 @@ import openenv
 from coding_env.problems import PROBLEMS
 from coding_env.rubric import build_rubric
 from coding_env.tasks import Task, TaskSet, load_tasks
-from openenv.sandbox import FunctionResult, Limits, RunResult, Sandbox, SandboxUnavailable
+from openenv.sandbox import FunctionResult, Limits, RunResult, Sandbox, SandboxError, SandboxUnavailable
 
 MAX_STEPS = 20
 MAX_CODE_CHARS = 50_000
@@ -42,6 +48,11 @@ INSTRUCTIONS = (
     "submit(code) grades it on hidden tests and ends the episode."
 )
 _PACKAGE_DIR = str(Path(__file__).resolve().parent)
+#: The order of the hidden cases of each submission: the operating system's randomness, never a
+#: seed or anything else the agent sees or chooses (RFC 0015, "fresh every time").
+_ORDER = random.SystemRandom()
+#: The probes' problems (grading_probes): a list of strings, a boolean, a dict, floats, two arguments.
+_PROBES = ("fizzbuzz", "is_prime", "word_count", "mean_median", "two_sum")
 
 
 def _sandboxed(*, grades: bool = False, output: str | None = "stdout") -> dict[str, Any]:
@@ -56,6 +67,9 @@ def _sandboxed(*, grades: bool = False, output: str | None = "stdout") -> dict[s
 
 @dataclasses.dataclass
 class Submission:
+    """The verdict of a ``submit``, kept by the environment for its rubric (never served but
+    through the reward, and in rich episodes the tool's own result)."""
+
     code: str
     passed: int
     total: int
@@ -83,8 +97,21 @@ class CodingEnvironment(openenv.Environment):
     deterministic = False
     max_episode_steps = MAX_STEPS
     max_sessions = 16
+    #: Partial credit (an opt-in for curricula; farmable, never the default): the reward is the
+    #: fraction of hidden tests passed less length and time penalties (:mod:`coding_env.rubric`).
+    #: A subclass that sets it gets the matching :attr:`rubric` and :attr:`reward_range`;
+    #: :meth:`with_tasks` takes it too. Default: all or nothing.
+    partial_credit: ClassVar[bool] = False
     rubric = build_rubric()
     reward_range = (rubric.minimum, rubric.maximum)
+    # RFC 0015: submit grades (its RFC 0010 annotation says so). Strict by default; rich (the pass
+    # counts) on request at reset. The public metadata keys come from the task's identity and the
+    # step counter, never from the hidden cases or the verdict.
+    grading = openenv.Grading(
+        feedback="strict",
+        offers=("strict", "rich"),
+        public_metadata=("problem_id", "split", "entry_point", "steps"),
+    )
     example_actions = (
         openenv.CallToolAction("run_python", {"code": "print(1 + 1)"}),
         openenv.CallToolAction("run_tests", {"code": "def f(x):\n    return x\n"}),
@@ -100,11 +127,25 @@ class CodingEnvironment(openenv.Environment):
     }
     task_splits: ClassVar[dict[str, str]] = {s: f"the {s} tasks" for s in tasks.splits}
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        # The advertised rubric is the one served: a subclass choosing partial credit gets its tree
+        # (unless it brings its own rubric).
+        if "partial_credit" in cls.__dict__ and "rubric" not in cls.__dict__:
+            cls.rubric = build_rubric(partial_credit=cls.partial_credit)
+            if "reward_range" not in cls.__dict__:
+                cls.reward_range = (cls.rubric.minimum, cls.rubric.maximum)
+
     @classmethod
     def with_tasks(
-        cls, tasks: TaskSet | Iterable[Task] | str | os.PathLike[str], *, name: str | None = None
+        cls,
+        tasks: TaskSet | Iterable[Task] | str | os.PathLike[str],
+        *,
+        name: str | None = None,
+        partial_credit: bool | None = None,
     ) -> type[CodingEnvironment]:
-        """A subclass serving ``tasks``: a :class:`TaskSet`, tasks, or a task file's path.
+        """A subclass serving ``tasks``: a :class:`TaskSet`, tasks, or a task file's path;
+        ``partial_credit=True`` opts into partial credit (:attr:`partial_credit`).
 
         Every expected value is computed (and every task checked) here, so a bad task fails
         when the class is made, not in an episode."""
@@ -124,7 +165,33 @@ class CodingEnvironment(openenv.Environment):
         }
         if name:
             attrs["name"] = name
+        if partial_credit is not None:
+            attrs["partial_credit"] = bool(partial_credit)
         return type(f"{cls.__name__}WithTasks", (cls,), attrs)
+
+    @classmethod
+    def grading_probes(cls) -> list[openenv.GradingProbe]:
+        """Problems of several kinds with their reference solutions, which earn 1.0, and two null
+        solutions, which earn 0: an empty submission and a function returning None (RFC 0015).
+
+        The shipped problems of :data:`_PROBES` served here, else the first three tasks with a
+        reference solution. No ``replay``: a problem's hidden cases are fixed (the seed picks the
+        problem, not its contents), so another seed's answer is another problem's."""
+        ids = {t.id for t in cls.tasks}
+        picked = [cls.tasks.by_id(i) for i in _PROBES if i in ids]
+        if not picked:
+            picked = [t for t in cls.tasks if t.reference is not None][:3]
+        return [
+            openenv.GradingProbe(
+                task_id=t.id,
+                reference=[openenv.CallToolAction("submit", {"code": t.reference})] if t.reference else None,
+                null=[
+                    [openenv.CallToolAction("submit", {"code": ""})],
+                    [openenv.CallToolAction("submit", {"code": f"def {t.entry_point}(*args):\n    return None\n"})],
+                ],
+            )
+            for t in picked
+        ]
 
     @classmethod
     def secrets(cls) -> list[str]:
@@ -253,33 +320,43 @@ class CodingEnvironment(openenv.Environment):
 
     @openenv.tool(timeout_s=60.0, annotations=_sandboxed(grades=True, output=None))
     def submit(self, code: str) -> dict[str, Any]:
-        """Grade a solution on the hidden tests; this ends the episode.
+        """Grade a solution on the hidden tests; this ends the episode. With strict feedback (the
+        default) the result is the reward; with rich feedback the hidden tests passed.
 
         Args:
             code: Python source defining the function the problem names.
         """
         self._check(code)
         task = self.problem
-        # In the session's sandbox (a call like any other: its processes, /tmp and /dev/shm end
-        # with it), its output not returned; then the workspace is emptied, so nothing the graded
-        # run saw or wrote is there for a later call (a side call after the episode, the next
-        # episode).
+        # The hidden cases in a fresh order for every submission (RFC 0015): a table of answers
+        # keyed on how many times the function was called, learnt in earlier episodes, matches
+        # them only by chance.
+        cases = _ORDER.sample(task.hidden, len(task.hidden))
+        # In the session's sandbox, a call like any other: the sandbox's supervisor forks a new
+        # process for every call and the code is loaded there, so each submission runs in a fresh
+        # interpreter (nothing an earlier call or submission defined, imported or counted is in
+        # it), and its processes, /tmp and /dev/shm end with it. Its output is not returned; then
+        # the workspace is emptied, so nothing the graded run saw or wrote is there for a later
+        # call (a side call after the episode, the next episode).
         try:
-            r: FunctionResult = self._exec(
-                self.sandbox.call_function, code, task.entry_point, [c.args for c in task.hidden]
-            )
+            r: FunctionResult = self._exec(self.sandbox.call_function, code, task.entry_point, [c.args for c in cases])
+        except SandboxError:
+            # The sandbox failed while grading: the run did not complete, so no verdict counts and
+            # the submission earns the lowest reward (RFC 0015); the episode ends as for any other.
+            self.submission = Submission(code, 0, len(cases), 0.0, "the sandbox failed while grading", False)
+            return {"passed": 0, "total": len(cases), "load_error": self.submission.load_error, "timed_out": False}
         finally:
             self._exec(self.sandbox.clear)
-        passed = sum(task.grade(task.hidden, r.cases))
+        passed = sum(task.grade(cases, r.cases))
         self.submission = Submission(
             code,
             passed,
-            len(task.hidden),
+            len(cases),
             r.time_s,
             r.load_error,
             r.timed_out and not any(c.answered for c in r.cases) and r.load_error is None,
         )
-        return {"passed": passed, "total": len(task.hidden), "load_error": r.load_error, "timed_out": r.timed_out}
+        return {"passed": passed, "total": len(cases), "load_error": r.load_error, "timed_out": r.timed_out}
 
     def finish_tool_step(
         self, action: openenv.CallToolAction, observation: openenv.CallToolObservation
@@ -291,6 +368,8 @@ class CodingEnvironment(openenv.Environment):
         )
 
     def state(self) -> dict[str, Any]:
+        # Nothing of a verdict (passed, timed out, run time, load error): in a strict episode two
+        # submissions with the same reward must leave the same state (RFC 0015).
         return {
             "problem_id": self.problem.id,
             "split": self.problem.split,
