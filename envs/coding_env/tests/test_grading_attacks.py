@@ -16,6 +16,8 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import os
+import signal
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
@@ -270,6 +272,66 @@ def test_each_submission_runs_in_a_fresh_interpreter() -> None:
         return [(await _submit(env, "fresh", code)).reward for _ in range(3)]
 
     assert _serve(go, CodingEnvironment.with_tasks([task])) == [1.0, 1.0, 1.0]
+
+
+def _descendants(pid: int) -> list[int]:
+    out = []
+    try:
+        threads = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return out
+    for t in threads:
+        try:
+            with open(f"/proc/{pid}/task/{t}/children") as f:
+                kids = [int(k) for k in f.read().split()]
+        except OSError:
+            continue
+        for k in kids:
+            out += [k, *_descendants(k)]
+    return out
+
+
+def _supervisors() -> list[int]:
+    """This process's sandbox supervisors (the interpreter bubblewrap starts; not bwrap itself)."""
+    out = []
+    for pid in _descendants(os.getpid()):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+        except OSError:
+            continue
+        if b"python" in os.path.basename(argv[0]) and any(a.endswith(b"supervisor.py") for a in argv):
+            out.append(pid)
+    return out
+
+
+def test_a_sandbox_that_dies_while_grading_pays_nothing_and_ends_the_episode() -> None:
+    """The sandbox's supervisor is killed (from outside, as the machine might) while a
+    submission is being graded: the run did not complete, so the step pays 0 and ends the
+    episode like any graded step, and in a strict episode it says nothing else. Before, the
+    failure came back as an error result, the episode stayed open and submit could be called
+    again. The next episode's sandbox starts afresh and grades the reference 1.0."""
+    slow = "import time\ndef sum_list(xs):\n    time.sleep(2)\n    return sum(xs)\n"
+
+    async def go(env: Any) -> Any:
+        await env.reset(options={"task_id": "sum_list"})
+        await env.step(CallToolAction("run_python", {"code": "pass"}))  # starts the session's sandbox
+        [supervisor] = _supervisors()
+        graded = asyncio.ensure_future(env.step(CallToolAction("submit", {"code": slow})))
+        for _ in range(600):  # until the graded call's process exists (bounded: 30 s)
+            if _descendants(supervisor) or graded.done():
+                break
+            await asyncio.sleep(0.05)
+        assert _descendants(supervisor), "the graded call never started"
+        os.kill(supervisor, signal.SIGKILL)
+        killed = await graded
+        after = await _submit(env, "sum_list", by_id("sum_list").reference or "")
+        return killed, after
+
+    killed, after = _serve(go)
+    assert killed.terminated and killed.reward == 0.0
+    assert not killed.observation.result.is_error and killed.observation.result.data == {"reward": 0}
+    assert after.reward == 1.0
 
 
 class PartialCoding(CodingEnvironment):
