@@ -1,7 +1,7 @@
 """The repository environment: on every shipped task the reference fix scores 1 and the
 untouched repository 0 (hidden checks, in one sandbox), the visible tests fail before and pass
 after the fix, and the diff applies with git; the tools over a real gRPC server (the diff in
-the step's metadata); and an agent that tries to pass without fixing (editing the visible
+the step's metadata of a rich episode); and an agent that tries to pass without fixing (editing the visible
 tests, a module that forges answers or reads the grader, planted modules, hunting for the hidden
 checks, paths out of the repository) scoring 0.
 """
@@ -40,10 +40,11 @@ async def tool(env: Any, name: str, **args: Any) -> Any:
 
 
 def _reward(v: Any) -> float:
-    """The rubric's arithmetic on a verdict: 0 on a regression, else the fixed fraction."""
+    """The rubric's arithmetic on a verdict, all-or-nothing (the default): 1 when every hidden
+    check passes, else 0."""
     p, pt = v.pass_to_pass
     f, ft = v.fail_to_pass
-    return 0.0 if p < pt else f / ft
+    return 1.0 if p == pt and f == ft else 0.0
 
 
 def test_every_reference_fix_scores_1_and_the_untouched_repository_0(tmp_path: Path) -> None:
@@ -95,7 +96,8 @@ def test_the_tools_and_a_submission_over_grpc() -> None:
     task = TASKS.by_id("fahrenheit")
 
     async def go(env: Any) -> None:
-        first = await env.reset(options={"task_id": task.id})
+        # rich feedback (asked at reset): submit's counts and the diff in its metadata
+        first = await env.reset(options={"task_id": task.id, "feedback": "rich"})
         assert "celsius_to_fahrenheit" in first.observation.result.content[0]["text"]
         files = (await tool(env, "list_files")).observation.result.data
         assert files == {"result": sorted(task.files)} or files == sorted(task.files)
@@ -233,7 +235,7 @@ def fahrenheit_to_celsius(f):
 @pytest.mark.parametrize("name", sorted(CHEATS))
 def test_a_submission_that_cheats_scores_0(name: str) -> None:
     async def go(env: Any) -> Any:
-        await env.reset(options={"task_id": "fahrenheit"})
+        await env.reset(options={"task_id": "fahrenheit", "feedback": "rich"})  # rich: each check's result
         for path, content in CHEATS[name].items():
             await tool(env, "write_file", path=path, content=content)
         r = await tool(env, "submit")

@@ -1,6 +1,6 @@
 """mini-swe-agent (the Python package) plays two repository tasks through `openenv harness`'s
 runner, against the scripted model on loopback: the script fixes fahrenheit (reward 1, solved,
-the diff in the submit step's metadata) and, played on leap_year, edits a file that is not
+the edit in the trace, the submit step's metadata strict: no diff) and, played on leap_year, edits a file that is not
 there and submits the untouched repository (reward 0)."""
 
 from __future__ import annotations
@@ -60,7 +60,9 @@ def test_mini_swe_agent_fixes_one_repository_and_fails_another(tmp_path: Path) -
     assert bad["status"] == "finished" and not bad["solved"] and bad["reward"] == 0.0, bad
     steps = [s for s in read_trace(tmp_path / "run")["steps"] if s["episode_id"] == ok["episode_id"]]
     assert [json.loads(s["action"])["tool_name"] for s in steps[1:]] == ["search", "edit", "run_tests", "submit"]
+    assert "c * 9 / 5 + 32" in steps[2]["action"]  # the edit, as the agent sent it
     final = steps[-1]
     assert final["reward"] == 1.0 and final["terminated"]
-    meta = final["metadata"] if isinstance(final["metadata"], dict) else json.loads(final["metadata"])
-    assert "+    return c * 9 / 5 + 32\n" in meta["diff"]
+    # strict feedback (the default, RFC 0015): the submit step's metadata has no diff or checks
+    meta = final["metadata"] if isinstance(final["metadata"], dict) else json.loads(final["metadata"] or "{}")
+    assert "diff" not in (meta or {}) and "checks" not in (meta or {})

@@ -1,6 +1,6 @@
 """`openenv play` on the repository environment, driven through a pseudo-terminal as a person
 would: the seeded episode is the fahrenheit task; an edit typed at the argument prompts fixes
-it and the submit (arguments as JSON) is rewarded 1."""
+it and the submit (arguments as JSON) is rewarded 1, shown as the reward alone (strict feedback)."""
 
 from __future__ import annotations
 
@@ -40,9 +40,10 @@ def test_a_repository_task_is_fixed_and_submitted_in_openenv_play() -> None:
         child.sendline("s")
         child.expect_exact("10) submit")
         child.sendline("submit")
-        # submit takes no arguments: play asks for none
+        # submit takes no arguments: play asks for none; strict feedback (the default): its
+        # result is the reward alone, without the pass counts
+        child.expect(r"reward: 1")
         child.expect(r"step=2 reward=1 return=1 terminated=True")
-        child.expect(r"fixed: 1 \(2/2 fail_to_pass checks\)")
         child.expect_exact("episode over")
         child.sendline("q")
         child.expect(pexpect.EOF)

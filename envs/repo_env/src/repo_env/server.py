@@ -9,44 +9,61 @@ Every step is a tool call (:class:`openenv.CallToolAction`):
 * ``run_tests()``: the repository's own (visible) tests, ``python -m unittest`` over ``tests/``;
 * ``run_python(code)``: a script run in the repository (to reproduce the bug);
 * ``diff()``: the changes so far, as a git-style unified diff;
-* ``submit()``: grades the repository with the hidden checks and ends the episode (terminated);
-  the diff is in the step's metadata (``diff``) and in the result.
+* ``submit()``: grades the repository with the hidden checks and ends the episode (terminated).
+
+A grading environment (RFC 0015): ``submit`` is its grading tool. By default an episode gets
+**strict** feedback: ``submit``'s result is the reward alone, the breakdown its root, and the
+metadata only ``task_id``, ``split`` and ``steps`` (the agent has its diff from ``diff()``).
+Asked at reset (``options={"feedback": "rich"}``), an episode gets what curricula and
+evaluations read: ``submit`` returns the pass counts and the diff, the step's metadata holds
+``diff`` and ``checks`` (name -> passed), the breakdown the counts.
 
 The repository lives in the server: only ``edit`` and ``write_file`` change it, so the graded
 files are exactly what the diff shows. Every call that runs code (``run_tests``,
 ``run_python``, ``submit``) empties the session's sandbox workspace, copies the repository in
 and runs there confined (:mod:`openenv.sandbox`); what the code writes is not kept. ``submit``
-runs :data:`repo_env.tasks.GRADER` with one hidden check per answer, in lock step: the checks'
-code enters the sandbox one at a time, their expected values never do (the server compares),
-and neither the checks, the reference fix nor this package is visible from inside. Then the
+runs each hidden check alone, in a fresh confined process on a clean copy of the repository
+(:data:`repo_env.tasks.GRADER`), in a fresh order: the check's code enters the sandbox, its
+expected value never does (the server compares the raw values the check observed), and
+neither the other checks, the reference fix nor this package is visible from inside. A check
+whose process crashed, was killed or ran out of time fails, whatever it answered. Then the
 workspace is emptied again.
 
-Reward (:func:`build_rubric`): 0 unless every ``pass_to_pass`` check passes (no regression);
-then the fraction of ``fail_to_pass`` checks that pass. The untouched repository scores 0 and
-the reference fix 1 on every shipped task (``tests/test_repo_env.py``).
+Reward (:func:`build_rubric`): 1 when every hidden check passes, else 0. With
+:attr:`RepoEnvironment.partial_credit` (an opt-in for curricula), 0 unless every
+``pass_to_pass`` check passes, else the fraction of ``fail_to_pass`` checks that pass. The
+untouched repository scores 0 and the reference fix 1 on every shipped task
+(``tests/test_repo_env.py``, ``tests/test_grading_attacks.py``).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
-from collections.abc import Mapping
+import random
+import time
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
 import openenv
 from openenv.rubrics import Gate, Score, leaf
 from openenv.sandbox import (
+    VERIFIER_ENV,
+    FunctionResult,
     Limits,
     RunResult,
     Sandbox,
     SandboxError,
     SandboxUnavailable,
+    WorkspaceFiles,
+    clean_copy,
     put_files,
     safe_relpath,
 )
 from repo_env.diff import git_diff
-from repo_env.tasks import GRADER, TASKS, Task, TaskSet
+from repo_env.tasks import GRADER, TASKS, Check, Task, TaskSet, same_value
 
 MAX_STEPS = 40
 MAX_FILE_BYTES = 256 * 1024
@@ -54,6 +71,9 @@ MAX_REPO_BYTES = 2 * 1024 * 1024
 MAX_FILES = 200
 MAX_MATCHES = 100
 MAX_READ_LINES = 400
+#: Beyond this many seconds of grading, the checks not yet run fail without running (a
+#: submission that hangs every check costs the server a bounded time).
+GRADE_BUDGET_S = 150.0
 TRUNCATED = "\n[output truncated]"
 INSTRUCTIONS = (
     "Tools: list_files(), read_file(path, start_line, end_line), search(text, path), edit(path, old, new), "
@@ -69,6 +89,10 @@ _RUN_TESTS = (
 
 @dataclasses.dataclass
 class Verdict:
+    """What ``submit`` found: ``results`` (check name -> passed), the passed and total counts
+    of each kind, the diff graded, and the first error of the grading itself (the sandbox
+    failing), if any."""
+
     results: dict[str, bool]
     fail_to_pass: tuple[int, int]
     pass_to_pass: tuple[int, int]
@@ -92,12 +116,16 @@ def no_regressions(action: Any, observation: Any, env: Any) -> Score:
 
 @leaf(minimum=0, maximum=1)
 def fixed(action: Any, observation: Any, env: Any) -> Score:
-    """The fraction of fail_to_pass checks passing."""
+    """1 when every fail_to_pass check passes, else 0; with the environment's ``partial_credit``,
+    the fraction passing."""
     v = _verdict(env, action)
     if v is None:
         return Score(0.0, reason="not a submission")
     passed, total = v.fail_to_pass
-    return Score(passed / total if total else 0.0, reason=f"{passed}/{total} fail_to_pass checks")
+    reason = f"{passed}/{total} fail_to_pass checks"
+    if getattr(env, "partial_credit", False):
+        return Score(passed / total if total else 0.0, reason=reason)
+    return Score(1.0 if total and passed == total else 0.0, reason=reason)
 
 
 def build_rubric() -> Gate:
@@ -105,8 +133,8 @@ def build_rubric() -> Gate:
         no_regressions,
         fixed,
         name="reward",
-        description="0 on any regression (a pass_to_pass check failing), else the fraction of fail_to_pass checks "
-        "passing.",
+        description="1 when every hidden check passes, else 0 (with partial_credit: 0 on any regression, else the "
+        "fraction of fail_to_pass checks passing).",
     )
 
 
@@ -131,6 +159,16 @@ class RepoEnvironment(openenv.Environment):
     max_episode_steps = MAX_STEPS
     max_sessions = 16
     rubric = build_rubric()
+    grading = openenv.Grading(offers=("strict", "rich"), public_metadata=("task_id", "split", "steps"))
+    """RFC 0015: strict feedback by default (the reward alone); ``rich`` on request at reset (pass
+    counts, per-check results, the diff in the metadata). Public metadata: what never derives
+    from the hidden checks (the diff is the agent's own, but it differs between submissions:
+    the agent reads it with ``diff()``)."""
+    partial_credit: ClassVar[bool] = False
+    """Opt-in (a subclass sets it): the old shaping, 0 on any regression, else the fraction of
+    ``fail_to_pass`` checks passing. Farmable (a submission that fixes the easy half of a bug
+    earns half), so for curricula, never the default for training; off, a submission earns 1
+    only when every hidden check passes."""
     reward_range = (0.0, 1.0)
     example_actions = (
         openenv.CallToolAction("list_files", {}),
@@ -141,6 +179,8 @@ class RepoEnvironment(openenv.Environment):
     limits: ClassVar[Limits] = Limits(
         wall_s=30.0, cpu_s=20, processes=32, output_bytes=16 * 1024, disk_bytes=32 * 1024 * 1024
     )
+    check_limits: ClassVar[Limits] = dataclasses.replace(limits, wall_s=10.0, cpu_s=8, output_bytes=4096)
+    """The limits of one hidden check's process (a check that hangs fails after ``wall_s``)."""
     tasks: ClassVar[TaskSet] = TASKS
     metadata: ClassVar[dict[str, Any]] = {
         "author": "openenv",
@@ -190,16 +230,20 @@ class RepoEnvironment(openenv.Environment):
         except (TypeError, ValueError, KeyError) as e:
             raise openenv.InvalidArgument(f"bad task options: {e}") from None
 
-    def _start(self, task: Task) -> None:
+    def _start(self, task: Task, feedback: str | None = None) -> None:
         self.task = task
         self.files: dict[str, str] = dict(task.files)
         self.steps = 0
         self.verdict: Verdict | None = None
+        # The episode's feedback level (the runtime fills it in at reset); strict when the
+        # environment is used without one.
+        self.feedback = feedback if feedback in ("strict", "rich") else "strict"
 
     def reset(
         self, *, seed: int | None = None, episode_id: str | None = None, options: Mapping[str, Any] | None = None
     ) -> openenv.StepResult[Any]:
-        self._start(self._pick(seed, options or {}))
+        options = options or {}
+        self._start(self._pick(seed, options), options.get("feedback"))
         self._exec(self.sandbox.clear)
         text = f"{self.task.statement()}\n\n{INSTRUCTIONS}"
         obs = openenv.CallToolObservation("", openenv.ToolResult([{"type": "text", "text": text}]))
@@ -362,9 +406,11 @@ class RepoEnvironment(openenv.Environment):
         """The changes made so far, as a unified diff (git's format)."""
         return git_diff(self.task.files, self.files) or "(no changes)"
 
-    @openenv.tool(timeout_s=300.0)
+    @openenv.tool(timeout_s=300.0, grades=True)
     def submit(self) -> dict[str, Any]:
-        """Grade the repository with the hidden tests and end the episode; returns the diff."""
+        """Grade the repository with the hidden tests and end the episode. With strict feedback
+        (the default) the result is the reward alone; with rich feedback, the pass counts of
+        each kind of check and the diff graded."""
         self.verdict = self._exec(self.grade, self.files)
         v = self.verdict
         return {
@@ -374,37 +420,62 @@ class RepoEnvironment(openenv.Environment):
         }
 
     def grade(self, files: Mapping[str, str]) -> Verdict:
-        """Run the hidden checks on ``files`` in the emptied workspace; empty it after."""
+        """Run every hidden check on ``files``, each alone: a fresh order per submission, and per
+        check the emptied workspace, a clean copy of the files (:func:`openenv.sandbox.clean_copy`)
+        and one sandbox call of :data:`~repo_env.tasks.GRADER` with the verifier's environment
+        (:data:`openenv.sandbox.VERIFIER_ENV`). A check passes only when its call ran to
+        completion (exit status 0, not killed, not timed out) and the value it observed equals
+        the expected one (:func:`~repo_env.tasks.same_value`, in the server). The workspace is
+        emptied after."""
         task, box = self.task, self.sandbox
-        checks = task.checks
         diff = git_diff(task.files, files)
+        copy = clean_copy(WorkspaceFiles({p: t.encode() for p, t in files.items()}))
+        order = list(task.checks)
+        random.SystemRandom().shuffle(order)  # a fresh order per submission (RFC 0015)
+        passed: dict[str, bool] = {}
         error = None
-        try:
-            box.clear()
-            put_files(box, files)
-            limits = dataclasses.replace(self.limits, wall_s=60.0, output_bytes=4096)
-            r = box.call_function(GRADER, "check", [[c.code] for c in checks], limits=limits)
-            ok = [
-                got.answered and got.error is None and got.value == c.expected
-                for c, got in zip(checks, r.cases, strict=True)
-            ]
-            error = r.load_error
-        except SandboxError as e:
-            ok, error = [False] * len(checks), str(e)[:300]
-        finally:
-            box.clear()
+        deadline = time.monotonic() + GRADE_BUDGET_S
+        with self._verifier_env(box):
+            try:
+                for c in order:
+                    if time.monotonic() >= deadline:
+                        passed[c.name] = False
+                        continue
+                    try:
+                        box.clear()
+                        put_files(box, copy.files, modes=copy.modes, dirs=copy.dirs)
+                        r = box.call_function(GRADER, "check", [[c.code]], limits=self.check_limits)
+                    except SandboxError as e:  # the check broke its sandbox: it fails, the next gets a new one
+                        passed[c.name], error = False, error or str(e)[:300]
+                        continue
+                    passed[c.name] = _check_passed(c, r)
+            finally:
+                box.clear()
 
         def count(kind: str) -> tuple[int, int]:
-            mine = [o for c, o in zip(checks, ok, strict=True) if c.kind == kind]
+            mine = [passed[c.name] for c in task.checks if c.kind == kind]
             return sum(mine), len(mine)
 
         return Verdict(
-            {c.name: o for c, o in zip(checks, ok, strict=True)},
+            {c.name: passed[c.name] for c in task.checks},
             count("fail_to_pass"),
             count("pass_to_pass"),
             diff,
             error,
         )
+
+    @staticmethod
+    @contextlib.contextmanager
+    def _verifier_env(box: Sandbox) -> Iterator[None]:
+        """The sandbox's calls run with :data:`~openenv.sandbox.VERIFIER_ENV` over its own
+        environment while grading (no work tree on the path of any interpreter a check starts,
+        no user site-packages), and with the agent's environment again after."""
+        before = box.env
+        box.env = {**before, **VERIFIER_ENV}
+        try:
+            yield
+        finally:
+            box.env = before
 
     def finish_tool_step(
         self, action: openenv.CallToolAction, observation: openenv.CallToolObservation
@@ -414,21 +485,71 @@ class RepoEnvironment(openenv.Environment):
         done = action.tool_name == "submit" and ok
         meta: dict[str, Any] = {"steps": self.steps}
         if done and self.verdict is not None:
+            # Rich feedback only: in a strict episode the runtime keeps the public keys alone.
             meta["diff"] = self.verdict.diff
             meta["checks"] = dict(self.verdict.results)
         return openenv.StepResult(observation, terminated=done, metadata=meta)
 
     def state(self) -> dict[str, Any]:
-        return {
+        """The task, the step count, whether the repository was submitted and the sandbox's
+        layers; in a rich episode also the files changed. Nothing of the verdict: in a strict
+        episode two submissions are indistinguishable here (RFC 0015)."""
+        st: dict[str, Any] = {
             "task_id": self.task.id,
             "split": self.task.split,
             "steps": self.steps,
-            "changed_files": sorted(
-                p for p in set(self.files) | set(self.task.files) if self.files.get(p) != self.task.files.get(p)
-            ),
             "submitted": self.verdict is not None,
             "isolation": list(self.sandbox.isolation),
         }
+        if self.feedback == "rich":
+            st["changed_files"] = sorted(
+                p for p in set(self.files) | set(self.task.files) if self.files.get(p) != self.task.files.get(p)
+            )
+        return st
+
+    @classmethod
+    def grading_probes(cls) -> list[openenv.GradingProbe]:
+        """For the certifier's ``grading`` level (RFC 0015), on the four tasks issue 46 found
+        paying 0.5 for the bug left in place: the reference fix (its files written with
+        ``write_file``, then ``submit``) earns 1; submitting the untouched repository is the
+        null (0); another task's reference fix, replayed here, earns no more."""
+        known = {t.id for t in cls.tasks}
+        issue_46 = ("bisect_bounds", "fahrenheit", "parse_duration", "roman_subtractive")
+        ids: list[str] = [t for t in issue_46 if t in known]
+        if not ids:  # a subclass with tasks of its own: its first four
+            ids = [t.id for t in cls.tasks][:4]
+        probes = []
+        for i, task_id in enumerate(ids):
+            task = cls.tasks.by_id(task_id)
+            other = cls.tasks.by_id(ids[(i + 1) % len(ids)])
+            probes.append(
+                openenv.GradingProbe(
+                    task_id=task.id,
+                    reference=[*_writes(task.fix), _SUBMIT],
+                    null=[[_SUBMIT]],
+                    replay=[[*_writes(other.fix), _SUBMIT]] if other.id != task.id else [],
+                )
+            )
+        return probes
+
+
+_SUBMIT = openenv.CallToolAction("submit", {})
+
+
+def _writes(files: Mapping[str, str]) -> list[openenv.CallToolAction]:
+    return [openenv.CallToolAction("write_file", {"path": p, "content": text}) for p, text in sorted(files.items())]
+
+
+def _check_passed(check: Check, r: FunctionResult) -> bool:
+    """A check passes only when its process ran to completion (it loaded the grader, exited with
+    status 0, was neither killed nor out of time) and answered a value equal to the expected one.
+    What a crashed, killed or hung check answered before its end does not count."""
+    if r.load_error is not None or r.timed_out or r.killed is not None or r.exit_code != 0:
+        return False
+    if len(r.cases) != 1:
+        return False
+    got = r.cases[0]
+    return got.answered and got.error is None and same_value(got.value, check.expected)
 
 
 def main(argv: list[str] | None = None) -> None:
