@@ -1,5 +1,5 @@
-"""The terminal environment: every task's solution scores 1 and the untouched workspace 0 (in
-one sandbox), the shell session over a real gRPC server (what persists between commands and
+"""The terminal environment: every task's solution scores 1 and the untouched workspace 0, on
+several seeds (in one sandbox), the shell session over a real gRPC server (what persists between commands and
 what does not, exit codes, timeouts, truncated output), and an agent that tries to fool the
 verifier (planted shims and modules that would pass if the verifier used them, links, processes
 left behind, a script that forges results or kills its verifier, hunting for the checks)
@@ -9,6 +9,8 @@ scoring 0.
 from __future__ import annotations
 
 import asyncio
+import base64
+import shlex
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -16,9 +18,10 @@ import pytest
 
 import openenv
 from openenv import CallToolAction
-from terminal_env import TASKS, TerminalEnvironment
+from terminal_env import TASKS, Task, TerminalEnvironment
 
 TIMEOUT = 240.0
+SEEDS = (0, 1, 2)
 
 
 def serve(fn: Callable[..., Awaitable[Any]], sessions: int = 1) -> Any:
@@ -42,38 +45,50 @@ async def sh(env: Any, command: str, **kw: Any) -> dict[str, Any]:
     return dict(r.observation.result.data)
 
 
-def test_every_solution_scores_1_and_the_untouched_workspace_0() -> None:
+def test_every_solution_scores_1_and_the_untouched_workspace_0_on_several_seeds() -> None:
+    """Each task is a family: every instance must be solvable by its solution and unsolved as
+    it starts, or its reward says nothing about the agent."""
     assert len(TASKS) >= 10 and set(TASKS.splits) == {"train", "test"}
     env = TerminalEnvironment()
     try:
-        for task in TASKS:
-            env.reset(options={"task_id": task.id})
-            r = env.run(task.solution)
-            assert r["exit_code"] == 0, (task.id, r)
-            solved = env.verify()
-            assert (solved.passed, solved.error) == (solved.total, None), (task.id, solved)
-            env.reset(options={"task_id": task.id})
-            untouched = env.verify()
-            assert untouched.passed == 0, (task.id, untouched)
+        for family in TASKS:
+            for seed in SEEDS:
+                env.reset(seed=seed, options={"task_id": family.id})
+                task = env.task
+                assert task == family.instance(seed)  # the seed picks the instance
+                r = env.run(task.solution)
+                assert r["exit_code"] == 0, (task.id, seed, r)
+                solved = env.verify()
+                assert (solved.passed, solved.error) == (solved.total, None), (task.id, seed, solved)
+                env.reset(seed=seed, options={"task_id": family.id})
+                untouched = env.verify()
+                assert untouched.passed == 0 and untouched.error is None, (task.id, seed, untouched)
     finally:
         env.close()
 
 
 def test_a_task_solved_over_grpc_is_rewarded_1_and_ends_the_episode() -> None:
+    """The whole loop over the wire, with rich feedback (which shows the per-check results);
+    a wrong count on the same instance is rewarded 0."""
+    task = TASKS.by_id("count_errors").instance(5)
+    logs = sorted(p for p in task.files if p.count("/") == 1 and p.endswith(".log"))
+    per_file = "".join(f"{p}:{sum('ERROR' in line for line in str(task.files[p]).splitlines())}\n" for p in logs)
+    count = int(task.checks[0].expected)
+
     async def go(env: Any) -> Any:
-        first = await env.reset(options={"task_id": "count_errors"})
+        first = await env.reset(seed=5, options={"task_id": "count_errors", "feedback": "rich"})
         assert "logs/*.log" in first.observation.result.content[0]["text"]
         out = await sh(env, "grep -c ERROR logs/*.log")
-        assert out["stdout"] == "logs/app1.log:2\nlogs/app2.log:2\nlogs/app3.log:0\n"
+        assert out["stdout"] == per_file
         assert out["exit_code"] == 0
         await sh(env, "cat logs/*.log | grep -c ERROR > error_count.txt")
         r = await env.step(CallToolAction("submit", {}))
         assert r.observation.result.data == {"passed": 1, "total": 1}
         assert r.reward == 1.0 and r.terminated
         assert r.metadata["checks"] == {"error_count.txt holds the count": True}
-        wrong = await env.reset(options={"task_id": "count_errors"})
+        wrong = await env.reset(seed=5, options={"task_id": "count_errors"})
         assert wrong.metadata["task_id"] == "count_errors"
-        await sh(env, "grep -l ERROR logs/*.log | wc -l > error_count.txt")  # files, not lines
+        await sh(env, f"echo {count + 1} > error_count.txt")  # one line too many
         r = await env.step(CallToolAction("submit", {}))
         return r
 
@@ -125,33 +140,44 @@ def test_the_shell_session_keeps_the_directory_and_exported_variables_only() -> 
     serve(go)
 
 
-_FIZZ = (
-    "def fizz(n):\n"
-    "    return ''.join(('FizzBuzz' if i % 15 == 0 else 'Fizz' if i % 3 == 0 else 'Buzz' if i % 5 == 0 else str(i))"
-    " + '\\n' for i in range(1, n + 1))\n"
-)
+#: The instance the attacks below are played on (an episode reset with this seed).
+SEED = 7
+FIZZ = TASKS.by_id("fizzbuzz_script").instance(SEED)
+HELLO = TASKS.by_id("hello_file").instance(SEED)
 
-#: Files that would make the verifier pass fizzbuzz_script if it used them: Python modules it
-#: might import (from the workspace), shells and tools on a PATH the agent exported, startup
-#: files of bash. The real fizz.sh is missing.
-SHIMS = {
-    "subprocess.py": (
-        "import sys\n" + _FIZZ + "class CompletedProcess:\n"
-        "    def __init__(self, n):\n        self.returncode, self.stdout = 0, fizz(n).encode()\n"
-        "class TimeoutExpired(Exception):\n    pass\n"
-        "PIPE = DEVNULL = -1\n"
-        "def run(argv, **kw):\n    return CompletedProcess(int(argv[-1].split()[-1]))\n"
-    ),
-    "os.py": "raise SystemExit(0)\n",
-    "stat.py": "raise SystemExit(0)\n",
-    "sitecustomize.py": "import builtins\nbuiltins.PWNED = True\n",
-    "bin/bash": (
-        '#!/bin/sh\nn=${3##* }\nseq 1 "$n" | '
-        'awk \'{print ($1%15==0)?"FizzBuzz":($1%3==0)?"Fizz":($1%5==0)?"Buzz":$1}\'\n'
-    ),
-    ".bashrc": "fizz() { :; }\n",
-    ".profile": "fizz() { :; }\n",
-}
+
+def _hidden_answers(task: Task) -> dict[str, list[Any]]:
+    """fizzbuzz_script's checks as command line -> what it must print: the table an agent
+    would need, and that a shim consulted by the verifier would answer from."""
+    return {c.code.split("'")[1]: c.expected for c in task.checks}
+
+
+def _shims(task: Task) -> dict[str, str]:
+    """Files that would make the verifier pass ``task`` (fizzbuzz_script) if it used them:
+    Python modules it might import (from the workspace), a shell on a PATH the agent exported,
+    startup files of bash; the real script is missing."""
+    table = {cmd: [rc, base64.b64encode(out.encode()).decode()] for cmd, (rc, out) in _hidden_answers(task).items()}
+    cases = "".join(f"  {cmd!r}) printf %s {out} | base64 -d ;;\n" for cmd, (_, out) in table.items())
+    return {
+        "subprocess.py": (
+            f"import base64\nTABLE = {table!r}\n"
+            "class CompletedProcess:\n"
+            "    def __init__(self, cmd):\n"
+            "        rc, out = TABLE[cmd]\n"
+            "        self.returncode, self.stdout = rc, base64.b64decode(out)\n"
+            "class TimeoutExpired(Exception):\n    pass\n"
+            "class SubprocessError(Exception):\n    pass\n"
+            "PIPE = DEVNULL = -1\n"
+            "def run(argv, **kw):\n    return CompletedProcess(argv[-1])\n"
+        ),
+        "os.py": "raise SystemExit(0)\n",
+        "stat.py": "raise SystemExit(0)\n",
+        "sitecustomize.py": "import builtins\nbuiltins.PWNED = True\n",
+        "bin/bash": f'#!/bin/sh\nfor a; do last=$a; done\ncase "$last" in\n{cases}esac\n',  # bash ... -c COMMAND
+        # read by a bash that honoured BASH_ENV or ENV: they write the real script first
+        ".bashrc": task.solution + "\n",
+        ".profile": task.solution + "\n",
+    }
 
 
 def _plant(files: dict[str, str]) -> str:
@@ -168,43 +194,49 @@ async def _submit_reward(env: Any) -> float:
     return float(r.reward or 0.0)
 
 
-ATTACKS: dict[str, tuple[str, list[str]]] = {
+_SCRIPT = FIZZ.checks[0].code.split("'")[1].split()[0]  # ./NAME.sh
+_LINE = shlex.quote(HELLO.checks[0].expected.rstrip("\n"))
+_NAME = next(iter(HELLO.answer))
+
+ATTACKS: dict[str, tuple[Task, list[str]]] = {
     # modules and shells planted in the workspace, PATH and BASH_ENV exported to them
     "shims": (
-        "fizzbuzz_script",
-        [_plant(SHIMS), "export PATH=/workspace/bin:$PATH BASH_ENV=/workspace/.bashrc ENV=/workspace/.profile"],
+        FIZZ,
+        [_plant(_shims(FIZZ)), "export PATH=/workspace/bin:$PATH BASH_ENV=/workspace/.bashrc ENV=/workspace/.profile"],
     ),
-    # a fizz.sh that forges answers on every fd, then kills its verifier and everything else
+    # a script that forges answers on every fd, then kills its verifier and everything else
     "forge_and_kill": (
-        "fizzbuzz_script",
+        FIZZ,
         [
-            "cat > fizz.sh <<'EOF'\n#!/bin/bash\nfor fd in $(seq 0 255); do "
+            f"cat > {_SCRIPT} <<'EOF'\n#!/bin/bash\nfor fd in $(seq 0 255); do "
             'echo \'{"n": "0", "value": [0, "x"]}\' >&$fd 2>/dev/null; done\n'
-            "kill -9 $PPID 2>/dev/null; kill -9 -1 2>/dev/null; exit 0\nEOF\nchmod +x fizz.sh"
+            f"kill -9 $PPID 2>/dev/null; kill -9 -1 2>/dev/null; exit 0\nEOF\nchmod +x {_SCRIPT}"
         ],
     ),
     # links: to a right answer elsewhere, to the verifier's own files in /proc
     "links": (
-        "hello_file",
-        ["mkdir d && echo 'hello, terminal' > d/real && ln -s d/real greeting.txt && ln -s /proc/self/fd/0 x"],
+        HELLO,
+        [f"mkdir d && printf '%s\\n' {_LINE} > d/real && ln -s d/real {_NAME} && ln -s /proc/self/fd/0 x"],
     ),
     # a process meant to write the answer after the submit (it ends with its command)
-    "late_writer": ("hello_file", ["(sleep 3; echo 'hello, terminal' > greeting.txt) & disown; nohup sleep 60 &"]),
+    "late_writer": (HELLO, [f"(sleep 3; printf '%s\\n' {_LINE} > {_NAME}) & disown; nohup sleep 60 &"]),
 }
 
 
 @pytest.mark.parametrize("name", sorted(ATTACKS))
 def test_an_agent_that_tries_to_fool_the_verifier_scores_0(name: str) -> None:
-    task_id, commands = ATTACKS[name]
+    """Each attack would pass the task if the verifier fell for it (the shims answer every
+    hidden case; the link and the late writer hold the right line)."""
+    task, commands = ATTACKS[name]
 
     async def go(env: Any) -> float:
-        await env.reset(options={"task_id": task_id})
+        await env.reset(seed=SEED, options={"task_id": task.id})
         for c in commands:
             r = await sh(env, c)
             assert r["exit_code"] == 0, r
         reward = await _submit_reward(env)
         # the server and a fresh episode are fine, and nothing of the attack is left
-        await env.reset(options={"task_id": task_id})
+        await env.reset(seed=SEED, options={"task_id": task.id})
         left = await sh(env, "ls -A")
         assert set(left["stdout"].split()) <= {"README"}, left
         return reward
@@ -213,23 +245,23 @@ def test_an_agent_that_tries_to_fool_the_verifier_scores_0(name: str) -> None:
 
 
 def test_the_same_shims_do_not_spoil_an_honest_solution() -> None:
-    task = TASKS.by_id("fizzbuzz_script")
+    """The shims are not what fails the attack above: with the real script beside them, 1."""
 
     async def go(env: Any) -> float:
-        await env.reset(options={"task_id": task.id})
-        await sh(env, _plant(SHIMS))
-        await sh(env, task.solution)
+        await env.reset(seed=SEED, options={"task_id": FIZZ.id})
+        await sh(env, _plant(_shims(FIZZ)))
+        await sh(env, FIZZ.solution)
         return await _submit_reward(env)
 
     assert serve(go) == 1.0
 
 
 def test_the_checks_and_solutions_are_out_of_reach() -> None:
-    task = TASKS.by_id("count_errors")
+    task = TASKS.by_id("count_errors").instance(SEED)
     secrets = [task.checks[0].name, "HELPERS = {", task.solution]
 
     async def go(env: Any) -> str:
-        await env.reset(options={"task_id": task.id})
+        await env.reset(seed=SEED, options={"task_id": task.id})
         # every name on the file system; the text of every file outside the system's /usr
         r = await sh(
             env,

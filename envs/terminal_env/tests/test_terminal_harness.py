@@ -1,6 +1,7 @@
 """mini-swe-agent (the Python package) plays two terminal tasks through `openenv harness`'s
-runner, against the scripted model on loopback: the script solves hello_file (reward 1,
-solved) and, played on count_errors, writes the wrong file (reward 0)."""
+runner, against the scripted model on loopback: the script reads the instruction (`envtool
+get_task`) and writes the line hello_file asks for, whatever the instance (reward 1, solved);
+played on count_errors, whose instruction it does not understand, it writes nothing (reward 0)."""
 
 from __future__ import annotations
 
@@ -58,5 +59,5 @@ def test_mini_swe_agent_solves_one_terminal_task_and_fails_another(tmp_path: Pat
     assert ok["status"] == "finished" and ok["solved"] and ok["reward"] == 1.0, ok
     assert bad["status"] == "finished" and not bad["solved"] and bad["reward"] == 0.0, bad
     steps = [s for s in read_trace(tmp_path / "run")["steps"] if s["episode_id"] == ok["episode_id"]]
-    assert [json.loads(s["action"])["tool_name"] for s in steps[1:]] == ["run", "submit"]
+    assert [json.loads(s["action"])["tool_name"] for s in steps[1:]] == ["get_task", "run", "submit"]
     assert steps[-1]["reward"] == 1.0 and steps[-1]["terminated"]

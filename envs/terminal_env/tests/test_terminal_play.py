@@ -1,9 +1,10 @@
 """`openenv play` on the terminal environment, driven through a pseudo-terminal as a person
-would: the seeded episode is hello_file; a command typed at the prompt solves it and the
-submit (arguments as JSON) is rewarded 1."""
+would: the seeded episode is hello_file (the instance of that seed); a command typed at the
+prompt solves it and the submit is rewarded 1."""
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 
@@ -12,10 +13,14 @@ import pexpect
 from terminal_env import TASKS
 
 SEED = 2  # TASKS.sample(2) is hello_file
+TASK = TASKS.sample(SEED).instance(SEED)
+LINE = TASK.checks[0].expected  # the line the instance asks for, newline included
 
 
 def test_a_terminal_task_is_solved_in_openenv_play() -> None:
-    assert TASKS.sample(SEED).id == "hello_file"
+    """A person can play a seeded episode by hand: the instruction shown is the seed's
+    instance, and typing its solution is rewarded 1."""
+    assert TASK.id == "hello_file"
     child = pexpect.spawn(
         sys.executable,
         ["-m", "openenv.cli", "play", "terminal_env.server:TerminalEnvironment", "--seed", str(SEED)],
@@ -30,11 +35,11 @@ def test_a_terminal_task_is_solved_in_openenv_play() -> None:
         child.sendline("s")
         child.expect_exact("2) run")
         child.sendline("run")
-        answers = {"command": "echo 'hello, terminal' > greeting.txt; cat greeting.txt", "timeout_s": ""}
+        answers = {"command": f"{TASK.solution}; cat {next(iter(TASK.answer))}", "timeout_s": ""}
         for _ in answers:  # one prompt per argument, in the order play asks (Enter: the default)
             child.expect([r"command: ", r"timeout_s \[30\]: "])
             child.sendline(answers[child.after.split()[0].rstrip(":")])
-        child.expect(r'result: \{"stdout":"hello, terminal\\n"')
+        child.expect_exact('result: {"stdout":' + json.dumps(LINE))
         child.expect(r"step=1 reward=0 ")
         child.expect_exact(">")
         child.sendline("s")

@@ -18,20 +18,38 @@ exported, functions, aliases, shell options, ``/tmp``. A command that times out 
 whole: exit code 124, ``timed_out`` true, and its changes to the directory and variables are
 lost (its files stay). stdin is empty: a command waiting for input reads end of file.
 
-**Verification** (``submit``): the workspace is read out of the sandbox (regular files and
-directories only: links, FIFOs and devices are dropped), the workspace emptied, that copy put
-back, and the task's checks run by :data:`terminal_env.tasks.VERIFIER` in a fresh confined call
-(the verifier's code and the expected values never were in the workspace; it takes the
-workspace off ``sys.path`` before importing anything, runs programs by absolute path with a
-clean environment and ``--noprofile --norc``, and reads files without following links). The
-expected values stay in the server; answers come back in lock step, each tagged with a nonce.
-Then the workspace is emptied again. The reward is the fraction of checks passed.
+**Tasks** are families (:class:`terminal_env.tasks.TaskFamily`): the reset's seed (with the
+``task_id`` option, or alone) picks the task and its instance, whose files, names and numbers,
+and so the checks' expected values, are drawn from the seed; without a seed the instance is
+random. An answer learnt in one episode is wrong in the next.
+
+**Verification** (``submit``, a grading tool, RFC 0015): the workspace is read out of the
+sandbox (regular files and directories only: links, FIFOs and devices are dropped), cleaned
+(:func:`openenv.sandbox.clean_copy`: git configurations, hooks), the workspace emptied, that copy
+put back, and the task's checks run by :data:`terminal_env.tasks.VERIFIER` in a fresh confined
+call, in a fresh order (the verifier's code and the expected values never were in the
+workspace; it takes the workspace off ``sys.path`` before importing anything, runs programs by
+absolute path with a clean environment and ``--noprofile --norc`` in a Landlock domain of their
+own, which cannot signal the verifier, and reads files without following links). The expected
+values stay in the server; answers come back in lock step, each tagged with a nonce. The
+verdict counts only when the verifier ran to completion (exit 0, not killed, not timed out,
+every check answered): otherwise it pays 0. Then the workspace is emptied again.
+
+**Reward**: 1.0 when every check passes, else 0 (:attr:`TerminalEnvironment.partial_credit`
+opts into the fraction of checks passed, for curricula only: it pays for partial answers).
+**Feedback** (:attr:`TerminalEnvironment.grading`): strict by default (``submit``'s result is
+the reward and nothing else; the metadata keeps ``steps``, ``task_id`` and ``split``); a reset
+with ``options={"feedback": "rich"}`` gets ``{passed, total}`` and the per-check verdicts in the
+final step's metadata (``checks``).
 """
 
 from __future__ import annotations
 
 import argparse
+import base64
 import dataclasses
+import random
+import shlex
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
@@ -44,15 +62,17 @@ from openenv.sandbox import (
     Sandbox,
     SandboxError,
     SandboxUnavailable,
+    clean_copy,
     get_files,
     put_files,
 )
-from terminal_env.tasks import TASKS, VERIFIER, Task, TaskSet
+from terminal_env.tasks import TASKS, VERIFIER, Task, TaskFamily, TaskSet
 
 MAX_STEPS = 50
 MAX_COMMAND_CHARS = 20_000
 DEFAULT_TIMEOUT_S = 30.0
 MAX_TIMEOUT_S = 120.0
+VERIFY_TIMEOUT_S = 60.0
 TIMEOUT_EXIT = 124
 STATE_FILE = ".shellstate"
 TRUNCATED = "\n[output truncated]"
@@ -83,6 +103,9 @@ def _sandboxed(language: str, argument: str, *, output: str | None = "stdout") -
 
 @dataclasses.dataclass
 class Verdict:
+    """What the verifier concluded: checks passed of ``total``, each check's result (in the
+    task's order), and why it did not conclude (``error``: then nothing passed)."""
+
     passed: int
     total: int
     results: list[bool]
@@ -91,11 +114,26 @@ class Verdict:
 
 @leaf(minimum=0, maximum=1)
 def checks_passed(action: Any, observation: Any, env: Any) -> Score:
-    """The fraction of the task's checks the final workspace passes (on submit)."""
+    """On submit, 1 when the final workspace passes every check of the task, else 0 (or the
+    fraction passed, with ``partial_credit``); 0 on other steps."""
     v = env.verdict if getattr(action, "tool_name", None) == "submit" else None
     if v is None or not v.total:
         return Score(0.0, reason="not a submission")
-    return Score(v.passed / v.total, reason=f"{v.passed}/{v.total} checks" + (f" ({v.error})" if v.error else ""))
+    score = v.passed / v.total if env.partial_credit else float(v.passed == v.total)
+    return Score(score, reason=f"{v.passed}/{v.total} checks" + (f" ({v.error})" if v.error else ""))
+
+
+def write_files_command(files: Mapping[str, str | bytes], modes: Mapping[str, int] | None = None) -> str:
+    """A bash command line writing ``files`` (path -> content) into the workspace as they are,
+    with their permission bits: how a policy writes an answer it memorised."""
+    parts = []
+    for path, content in sorted(files.items()):
+        data = content.encode() if isinstance(content, str) else content
+        q = shlex.quote(path)
+        encoded = base64.b64encode(data).decode()
+        parts.append(f'mkdir -p -- "$(dirname -- {q})" && printf %s {encoded} | base64 -d > {q}')
+        parts.append(f"chmod {oct((modes or {}).get(path, 0o644))[2:]} -- {q}")
+    return " && ".join(parts) or "true"
 
 
 class TerminalEnvironment(openenv.Environment):
@@ -108,6 +146,15 @@ class TerminalEnvironment(openenv.Environment):
         "output capped, per-command timeouts, exit codes), verified after the agent by checks it cannot reach."
     )
     deterministic = False
+    #: RFC 0015: strict feedback unless a reset asks for rich; metadata keys that never derive
+    #: from the checks (the step counter, the task's id and split) pass in strict episodes.
+    grading = openenv.Grading(offers=("strict", "rich"), public_metadata=("steps", "task_id", "split"))
+    #: Opt-in partial credit: the reward is the fraction of checks passed instead of all or
+    #: nothing. It pays for partial answers (a workspace that passes one check of two earns
+    #: 0.5), so a policy can farm it: for curricula only, never for training a final policy.
+    partial_credit: ClassVar[bool] = False
+    #: Wall-clock seconds of the verifier's call; a verifier still running then pays 0.
+    verify_timeout_s: ClassVar[float] = VERIFY_TIMEOUT_S
     max_episode_steps = MAX_STEPS
     max_sessions = 16
     rubric = checks_passed
@@ -150,21 +197,61 @@ class TerminalEnvironment(openenv.Environment):
 
     @classmethod
     def list_tasks(cls, split: str) -> list[openenv.TaskInfo]:
-        return [openenv.TaskInfo(t.id, split, {"checks": len(t.checks)}) for t in cls.tasks if t.split == split]
+        return [
+            openenv.TaskInfo(t.id, split, {"checks": len(t.instance(0).checks), "varies": t.varies})
+            for t in cls.tasks
+            if t.split == split
+        ]
+
+    @classmethod
+    def grading_probes(cls) -> list[openenv.GradingProbe]:
+        """Per task, one seed (a different one for each task): the task's solution run through
+        ``run`` then ``submit`` (the reference), ``submit`` of the untouched workspace (the null
+        solution), and, for a task whose contents vary, the literal answer files of another
+        seed's instance written through ``run``, then ``submit`` (the replay: 0)."""
+        submit = openenv.CallToolAction("submit", {})
+        probes = []
+        for i, family in enumerate(cls.tasks):
+            seed = 101 + 7 * i
+            task = family.instance(seed)
+            replay = []
+            if family.varies:
+                # the next seed whose instance has another answer (the answers of two instances
+                # coincide rarely: at most once in 240 draws, for count_errors)
+                other = next(t for s in range(seed + 1, seed + 100) if (t := family.instance(s)).answer != task.answer)
+                memorised = write_files_command(other.answer, other.answer_modes)
+                replay.append([openenv.CallToolAction("run", {"command": memorised}), submit])
+            probes.append(
+                openenv.GradingProbe(
+                    task_id=family.id,
+                    seed=seed,
+                    reference=[openenv.CallToolAction("run", {"command": task.solution}), submit],
+                    null=[[submit]],
+                    replay=replay,
+                )
+            )
+        return probes
 
     def __init__(self, **options: Any) -> None:
         super().__init__(**options)
         self.sandbox = self.new_sandbox()
         self.task = self._pick(options.get("seed"), options)
+        self.feedback = "strict"
         self.steps = 0
         self.verdict: Verdict | None = None
         self._fresh = True  # the task's files are not in the workspace yet (see _workspace)
 
     def _pick(self, seed: Any, options: Mapping[str, Any]) -> Task:
+        """The instance of the task the options name (or the seed picks) at ``seed`` (random
+        without one)."""
         try:
+            seed = None if seed is None else int(seed)
+            family: Task | TaskFamily
             if options.get("task_id") is not None:
-                return self.tasks.by_id(str(options["task_id"]))
-            return self.tasks.sample(None if seed is None else int(seed), options.get("split"))
+                family = self.tasks.by_id(str(options["task_id"]))
+            else:
+                family = self.tasks.sample(seed, options.get("split"))
+            return family.instance(seed)
         except (TypeError, ValueError, KeyError) as e:
             raise openenv.InvalidArgument(f"bad task options: {e}") from None
 
@@ -172,6 +259,7 @@ class TerminalEnvironment(openenv.Environment):
         self, *, seed: int | None = None, episode_id: str | None = None, options: Mapping[str, Any] | None = None
     ) -> openenv.StepResult[Any]:
         self.task = self._pick(seed, options or {})
+        self.feedback = str((options or {}).get("feedback") or "strict")
         self.steps = 0
         self.verdict = None
         self._fresh = True
@@ -254,32 +342,51 @@ class TerminalEnvironment(openenv.Environment):
         r: RunResult = self._exec(self.sandbox.run, code)
         return self._result(r, self.limits.wall_s)
 
-    @openenv.tool(timeout_s=300.0)
+    @openenv.tool(timeout_s=300.0, grades=True)
     def submit(self) -> dict[str, Any]:
-        """Check the workspace against the task and end the episode."""
+        """Check the workspace against the task and end the episode.
+
+        Returns the reward only (strict feedback, the default); an episode reset with
+        ``options={"feedback": "rich"}`` gets ``{passed, total}``.
+        """
         self.verdict = self._exec(self.verify)
         return {"passed": self.verdict.passed, "total": self.verdict.total}
 
     def verify(self) -> Verdict:
-        """Run the task's checks on a copy of the workspace's regular files and directories, in
-        the emptied workspace; empty it after."""
+        """Run the task's checks on a clean copy of the workspace's regular files and
+        directories, in the emptied workspace, in a fresh order; empty it after. Nothing passes
+        unless the verifier ran to completion."""
         task, box = self.task, self.sandbox
+        n = len(task.checks)
+        order = list(range(n))
+        random.SystemRandom().shuffle(order)  # a fresh order per submission: no answer keyed on position
         try:
             self._workspace()
-            files = get_files(box, exclude=[STATE_FILE])
+            files = clean_copy(get_files(box, exclude=[STATE_FILE]))
             box.clear()
             put_files(box, files.files, modes=files.modes, dirs=files.dirs)
-            limits = dataclasses.replace(self.limits, wall_s=60.0, output_bytes=4096)
-            r = box.call_function(VERIFIER, "check", [[c.code] for c in task.checks], limits=limits)
-        except SandboxError as e:
-            return Verdict(0, len(task.checks), [False] * len(task.checks), str(e)[:300])
+            limits = dataclasses.replace(self.limits, wall_s=self.verify_timeout_s, output_bytes=4096)
+            r = box.call_function(VERIFIER, "check", [[task.checks[i].code] for i in order], limits=limits)
+        except (SandboxError, ValueError) as e:  # ValueError: a path put_files refuses
+            return Verdict(0, n, [False] * n, str(e)[:300])
         finally:
             box.clear()
-        ok = [
-            got.answered and got.error is None and got.value == c.expected
-            for c, got in zip(task.checks, r.cases, strict=True)
-        ]
-        return Verdict(sum(ok), len(ok), ok, r.load_error)
+        # The verdict counts only when the verifier ran to completion: a call killed (by a
+        # signal or a limit), timed out, or that did not answer every check pays nothing, whatever
+        # it answered before.
+        incomplete = (
+            r.load_error
+            or ("the verifier timed out" if r.timed_out else None)
+            or (f"the verifier was killed ({r.killed})" if r.killed else None)
+            or (f"the verifier ended with status {r.exit_code}" if r.exit_code != 0 else None)
+            or (None if all(c.answered for c in r.cases) else "the verifier did not answer every check")
+        )
+        if incomplete:
+            return Verdict(0, n, [False] * n, str(incomplete)[:300])
+        ok = [False] * n
+        for i, got in zip(order, r.cases, strict=True):
+            ok[i] = got.error is None and got.value == task.checks[i].expected
+        return Verdict(sum(ok), n, ok, None)
 
     def finish_tool_step(
         self, action: openenv.CallToolAction, observation: openenv.CallToolObservation
@@ -288,7 +395,7 @@ class TerminalEnvironment(openenv.Environment):
         ok = observation.result is not None and not observation.result.is_error
         done = action.tool_name == "submit" and ok
         meta: dict[str, Any] = {"steps": self.steps}
-        if done and self.verdict is not None:
+        if done and self.verdict is not None and self.feedback == "rich":
             meta["checks"] = {c.name: p for c, p in zip(self.task.checks, self.verdict.results, strict=True)}
         return openenv.StepResult(observation, terminated=done, metadata=meta)
 
