@@ -1,6 +1,8 @@
 """The math reference environment over a real gRPC server on loopback: seeded tasks,
-tools (calculator, scratchpad, submit), the rubric's breakdown on every step, the
-length penalty, truncation, tools-only mode, and the image factory convention.
+tools (calculator, scratchpad, submit), the rubric's breakdown on every step (rich feedback),
+the length penalty, truncation, tools-only mode, and the image factory convention. What a
+reward-seeking policy can get from it (constants, the rubric without a correct answer, strict
+feedback) is in test_grading.py.
 """
 
 from __future__ import annotations
@@ -122,8 +124,10 @@ def test_info_declares_tools_and_rubric() -> None:
 
 
 def test_solve_with_tools_scores_one() -> None:
+    """Rich feedback (asked at reset): every step carries the rubric's whole breakdown."""
+
     async def go(env: MathEnv) -> None:
-        r = await env.reset(seed=11)
+        r = await env.reset(seed=11, options={"feedback": "rich"})
         task = sample(11)
         assert r.metadata["task_id"] == task.id and task.question in r.observation.result.text
         assert r.reward is None and r.reward_breakdown is None
@@ -137,6 +141,7 @@ def test_solve_with_tools_scores_one() -> None:
         bd = check_breakdown(r)
         assert bd.find("score.correctness").score == 1.0 and bd.find("score.correctness").reason == "correct"
         assert bd.find("score.length_penalty").score == 0.0
+        assert r.observation.result.text == f"Answer recorded: {task.answer}"
         st = await env.state()
         assert st.status is openenv.EpisodeStatus.TERMINATED and st.state["submitted"] == str(task.answer)
         with pytest.raises(openenv.FailedPrecondition):
@@ -146,14 +151,16 @@ def test_solve_with_tools_scores_one() -> None:
 
 
 def test_wrong_answer_bad_format_and_length_penalty() -> None:
+    """Rich feedback: the gate's closed breakdown, the penalty's share."""
+
     async def go(env: MathEnv) -> None:
         task = sample(3)
-        await env.reset(seed=3)
+        await env.reset(seed=3, options={"feedback": "rich"})
         r = await env.step(CallToolAction("submit_answer", {"answer": "forty-two"}))
         assert r.terminated and r.reward == 0.0
         assert len(check_breakdown(r).children) == 1  # gate closed: correctness not evaluated
 
-        await env.reset(seed=3)
+        await env.reset(seed=3, options={"feedback": "rich"})
         n = FREE_STEPS + 3
         for _ in range(n - 1):
             r = await env.step(CallToolAction("scratchpad_read"))
@@ -216,6 +223,8 @@ def test_same_seed_same_trajectory() -> None:
 
 
 def test_tools_only_mode() -> None:
+    """Tools-only: the task from the handshake, tools as side calls; submit_answer grades, and
+    a grading tool is no side call in a strict session (there is no reset to ask for rich)."""
     task = sample(task_id=42)
 
     async def go(env: MathEnv) -> None:
@@ -225,7 +234,8 @@ def test_tools_only_mode() -> None:
                 await call
         assert (await env.call_tool("get_problem")).data == task.question
         assert (await env.call_tool("calculator", {"expression": "1 + 1"})).data == 2
-        assert (await env.call_tool("submit_answer", {"answer": "1"})).text == "Answer recorded: 1"
+        with pytest.raises(openenv.FailedPrecondition):
+            await env.call_tool("submit_answer", {"answer": "1"})
 
     run(go, tools_only=True, options={"task_id": 42})
 

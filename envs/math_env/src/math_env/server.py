@@ -8,13 +8,17 @@ Every step is a tool call (:class:`openenv.CallToolAction`):
 * ``submit_answer(answer)``: ends the episode (terminated).
 
 The reward is the rubric of :mod:`math_env.rubric` (format gate, then correctness minus
-a length penalty); its breakdown travels with every step. ``reset(seed=...)`` samples the
-task deterministically; ``options={"task_id": i}`` or ``{"kind": "word"}`` narrow it.
+a length penalty). ``submit_answer`` is a grading tool (RFC 0015): in a strict episode (the
+default) its result is the reward and every step's breakdown the rubric's root; a reset with
+``options={"feedback": "rich"}`` gets the whole breakdown and the tool's own result.
+``reset(seed=...)`` samples the task deterministically; ``options={"task_id": i}`` or
+``{"kind": "word"}`` narrow it.
 The tasks are declared (RFC 0004) as splits ``train`` (0-799) and ``test`` (800-999), so
 ``reset(task_id="17")`` plays task 17.
 Episodes are truncated after 10 steps. Served tools-only (``--tools-only``), the agent
 gets the task from the handshake options (``seed``, ``task_id``, ``kind``) and can never
-reset.
+reset; ``submit_answer`` is then refused (a grading tool is not a side call in a strict
+session).
 """
 
 from __future__ import annotations
@@ -59,6 +63,9 @@ class MathEnvironment(openenv.Environment):
         openenv.CallToolAction("submit_answer", {"answer": "84"}),
     )
     metadata: ClassVar[dict[str, Any]] = {"author": "openenv", "documentation_url": "envs/math_env/README.md"}
+    # RFC 0015: submit_answer grades. Strict by default (the reward, the breakdown's root, the
+    # step counter); rich on request at reset (the rubric's whole breakdown, the tool's text).
+    grading = openenv.Grading(offers=("strict", "rich"), public_metadata=("steps",))
     # RFC 0004: the 1,000 tasks as two splits; reset(task_id="17") plays task 17.
     task_splits: ClassVar[dict[str, str]] = {
         "train": f"tasks 0-{TRAIN_TASKS - 1}, both kinds alternating",
@@ -72,7 +79,27 @@ class MathEnvironment(openenv.Environment):
 
     def __init__(self, **options: Any) -> None:
         super().__init__(**options)
+        self.feedback = "strict"
         self._start(self._pick(options.get("seed"), options))
+
+    @classmethod
+    def grading_probes(cls) -> list[openenv.GradingProbe]:
+        """Six tasks of both kinds and splits: the right answer earns 1, the empty answer 0, and
+        another task's answer (a different number) 0."""
+        pairs = [(0, 2), (1, 3), (17, 18), (800, 802), (801, 803), (999, 997)]
+
+        def submit(answer: str) -> list[openenv.CallToolAction]:
+            return [openenv.CallToolAction("submit_answer", {"answer": answer})]
+
+        return [
+            openenv.GradingProbe(
+                task_id=str(i),
+                reference=submit(str(TASKS[i].answer)),
+                null=[submit("")],
+                replay=[submit(str(TASKS[other].answer))],
+            )
+            for i, other in pairs
+        ]
 
     @staticmethod
     def _pick(seed: Any, options: Mapping[str, Any]) -> Task:
@@ -95,6 +122,7 @@ class MathEnvironment(openenv.Environment):
         self, *, seed: int | None = None, episode_id: str | None = None, options: Mapping[str, Any] | None = None
     ) -> openenv.StepResult:
         self._start(self._pick(seed, options or {}))
+        self.feedback = (options or {}).get("feedback", "strict")
         text = f"{self.task.question}\n\n{INSTRUCTIONS}"
         obs = openenv.CallToolObservation("", openenv.ToolResult([{"type": "text", "text": text}]))
         return openenv.StepResult(
@@ -134,7 +162,7 @@ class MathEnvironment(openenv.Environment):
         """Everything written to the scratchpad in this episode."""
         return self.scratchpad
 
-    @openenv.tool
+    @openenv.tool(grades={"argument": "answer", "language": "text"})
     def submit_answer(self, answer: str) -> str:
         """Submit the final answer, a plain number; this ends the episode.
 
@@ -154,14 +182,19 @@ class MathEnvironment(openenv.Environment):
         )
 
     def state(self) -> dict[str, Any]:
-        return {
+        out = {
             "task_id": self.task.id,
             "kind": self.task.kind,
             "steps": self.steps,
             "calculator_calls": self.calculator_calls,
             "scratchpad_chars": len(self.scratchpad),
-            "submitted": self.submitted,
+            "answered": self.submitted is not None,
         }
+        # The answer itself only in a rich episode: strict, two answers with the same reward
+        # leave the same state (RFC 0015).
+        if self.feedback == "rich":
+            out["submitted"] = self.submitted
+        return out
 
 
 def main(argv: list[str] | None = None) -> None:
