@@ -1,9 +1,10 @@
 """harbor_env over a real gRPC server on loopback: a task's own tests grade the workspace (the
-reference solution scores 1, nothing done scores 0, with the breakdown of reward.json), the
-tools act in the task's environment, and an agent that goes after the grader fails: it cannot
-read the tests, the solution or the task files, cannot pre-write a reward that counts (directly,
-through a directory it made unwritable, or from a process left behind), and cannot change the
-tests while they run.
+reference solution scores 1, nothing done scores 0, with the breakdown of reward.json in a rich
+episode and the reward alone in a strict one), the tools act in the task's environment, and an
+agent that goes after the grader fails: it cannot read the tests, the solution or the task files,
+cannot pre-write a reward that counts (directly, through a directory it made unwritable, or from a
+process left behind), and cannot change the tests while they run. test_grading_attacks.py plays
+the attacks of issue 46 on every shipped task.
 """
 
 from __future__ import annotations
@@ -90,7 +91,12 @@ def test_the_shipped_set_has_splits_and_over_twenty_tasks_of_every_kind() -> Non
     assert HarborEnvironment.secrets()[0] == str(SHIPPED.parent)
 
 
-def test_a_task_scores_by_its_own_tests_with_the_breakdown(user_env: type[HarborEnvironment]) -> None:
+def test_a_task_scores_by_its_own_tests_with_the_breakdown_in_rich_episodes(
+    user_env: type[HarborEnvironment],
+) -> None:
+    """The tests' reward is the step's; a rich episode (asked for at reset) also gets the named
+    rewards of reward.json as the breakdown, a strict one (the default) the reward alone."""
+
     async def go(env: Any) -> list[Any]:
         first = await env.reset(task_id="say-hello")
         assert "greeting.txt" in first.observation.result.text and "/app" in first.observation.result.text
@@ -98,7 +104,7 @@ def test_a_task_scores_by_its_own_tests_with_the_breakdown(user_env: type[Harbor
         wrong = await tool(env, "write_file", path="greeting.txt", content="goodbye")
         assert data(wrong)["written"] == 7
         out.append(await tool(env, "submit"))
-        await env.reset(task_id="say-hello")
+        await env.reset(task_id="say-hello", options={"feedback": "rich"})
         listing = data(await tool(env, "shell", command="pwd; ls; cat notes.txt; echo hi > greeting.txt"))
         assert listing["stdout"].split() == ["/app", "notes.txt", "some", "notes"]
         edit = await tool(env, "edit_file", path="/app/greeting.txt", old="hi", new="hello")
@@ -109,8 +115,11 @@ def test_a_task_scores_by_its_own_tests_with_the_breakdown(user_env: type[Harbor
 
     bad, good = run(user_env, go)
     assert bad.reward == 0.0 and bad.terminated
+    assert data(bad) == {"reward": 0.0} and not bad.reward_breakdown.children
+    assert set(bad.metadata) <= {"task_id", "steps"}
     assert good.reward == 1.0 and good.terminated
     assert data(good)["rewards"] == {"reward": 1.0, "greeting": 1.0}
+    assert data(good)["exit_code"] == 0 and data(good)["error"] is None
     names = {c.name: c.score for c in good.reward_breakdown.children}
     assert names == {"greeting": 1.0}
 
@@ -135,8 +144,8 @@ HOSTILE = [
     # Pre-write the reward, directly and behind a directory made unwritable.
     "mkdir -p /logs/verifier && echo 1 > /logs/verifier/reward.txt "
     "&& echo '{{\"reward\": 1}}' > /logs/verifier/reward.json",
-    "mkdir -p /tmp/.harbor/logs/verifier && echo '{{\"reward\": 1}}' > /tmp/.harbor/logs/verifier/reward.json "
-    "&& chmod 555 /tmp/.harbor/logs/verifier /tmp/.harbor/logs /tmp/.harbor /tmp",
+    "mkdir -p /dev/shm/.harbor/logs/verifier && echo '{{\"reward\": 1}}' > /dev/shm/.harbor/logs/verifier/reward.json "
+    "&& chmod 555 /dev/shm/.harbor/logs/verifier /dev/shm/.harbor/logs /dev/shm/.harbor /dev/shm",
     "mkdir -p /dev/shm/.harbor/tests "
     "&& printf 'echo 1 > /logs/verifier/reward.txt\\n' > /dev/shm/.harbor/tests/test.sh "
     "&& chmod -R 555 /dev/shm/.harbor /dev/shm",
@@ -151,7 +160,7 @@ def test_an_agent_cannot_read_the_grader_nor_forge_a_reward(tmp_path: Path) -> N
     env_class = HarborEnvironment.with_tasks(tmp_path)
 
     async def go(env: Any) -> tuple[list[str], Any]:
-        await env.reset(task_id="say-hello")
+        await env.reset(task_id="say-hello", options={"feedback": "rich"})
         seen = []
         for cmd in HOSTILE:
             r = data(await tool(env, "shell", command=cmd.format(marker=SECRET, task=task_dir, shipped=SHIPPED)))
@@ -186,10 +195,10 @@ def test_code_the_tests_run_cannot_change_the_tests(tmp_path: Path) -> None:
     )
 
     async def go(env: Any) -> tuple[Any, Any]:
-        await env.reset(task_id="run-greeter")
+        await env.reset(task_id="run-greeter", options={"feedback": "rich"})
         await tool(env, "write_file", path="greet.sh", content=attack + "\n")
         hacked = await tool(env, "submit")
-        await env.reset(task_id="run-greeter")
+        await env.reset(task_id="run-greeter", options={"feedback": "rich"})
         await tool(env, "write_file", path="greet.sh", content="echo hello\n")
         return hacked, await tool(env, "submit")
 

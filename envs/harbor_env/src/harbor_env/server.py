@@ -8,15 +8,23 @@ Every step is a tool call (:class:`openenv.CallToolAction`):
 * ``read_file(path)``, ``write_file(path, content)``, ``edit_file(path, old, new)``: files,
   paths relative to the working directory;
 * ``python(code)``: a Python script (the standard library);
-* ``submit()``: runs the task's tests (``tests/test.sh``, Harbor's verifier contract) on the
-  working directory as it is, and ends the episode with their reward (``reward.json``'s named
-  rewards are the breakdown).
+* ``submit()``: runs the task's tests (``tests/test.sh``, Harbor's verifier contract) on a clean
+  copy of the working directory as it is, and ends the episode with their reward
+  (``reward.json``'s named rewards are the breakdown).
+
+Grading (RFC 0015; :mod:`harbor_env.sandbox`): the tests' verdict counts only when ``test.sh``
+ran to completion (exit status 0, not signalled, not timed out, no process of its left behind);
+otherwise the reward is 0 whatever the reward files say. Feedback is strict by default (the
+runtime passes the reward and nothing else of a graded step); a session may ask for rich feedback
+at reset (``options={"feedback": "rich"}``): the named rewards, the tests' exit code, the tail of
+their output and why a verdict did not count.
 
 Everything runs in the session's :class:`openenv.sandbox.Sandbox` (:mod:`harbor_env.sandbox`):
 no network, bounded time, memory, processes and disk; the task's tests and solution are never in
 it before the grading call, and its files (this package, the task directories) are secrets the
 sandbox checks invisible. ``task.toml``'s ``[agent] timeout_sec`` bounds the episode: once it is
-spent, the next tool call grades the workspace as it is and ends the episode.
+spent, the next tool call grades the workspace as it is and ends the episode (its result is then
+what ``submit`` would have returned: the reward alone with strict feedback).
 
 Tasks: the shipped set (``harbor_env/tasks``: splits ``train`` and ``test``), or
 ``$HARBOR_TASKS`` (a task directory, a directory of tasks, or a directory of splits;
@@ -27,16 +35,18 @@ Tasks: the shipped set (``harbor_env/tasks``: splits ``train`` and ``test``), or
 from __future__ import annotations
 
 import argparse
+import base64
 import json
 import os
 import random
+import shlex
 import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
 import openenv
-from harbor_env.sandbox import TaskBox, Verdict
+from harbor_env.sandbox import SHM, TaskBox, Verdict
 from harbor_env.task import HarborTask, TaskError, TaskSet, load_tasks
 from openenv.rubrics import Score
 from openenv.sandbox import Limits, SandboxUnavailable
@@ -128,6 +138,9 @@ class HarborEnvironment(openenv.Environment):
         open_files=256,
     )
     tasks: ClassVar[TaskSet] = _default_tasks()
+    #: RFC 0015: ``submit`` grades; strict feedback unless a session asks for rich at reset. Public
+    #: metadata: what reset and every step say that does not depend on the tests' verdict.
+    grading = openenv.Grading(offers=("strict", "rich"), public_metadata=("task_id", "split", "workdir", "steps"))
     metadata: ClassVar[dict[str, Any]] = {
         "author": "openenv",
         "documentation_url": "docs/harbor.md",
@@ -173,6 +186,19 @@ class HarborEnvironment(openenv.Environment):
             box.close()
 
     @classmethod
+    def grading_probes(cls) -> list[openenv.GradingProbe]:
+        """Every task (RFC 0015): the reference is its ``solution/solve.sh`` run through the
+        ``shell`` tool, then ``submit`` (with the rest of ``solution/`` unpacked into
+        ``/solution`` first when solve.sh is not alone there); the null is ``submit`` at once."""
+        submit = openenv.CallToolAction("submit", {})
+        probes = []
+        for task in cls.tasks:
+            command = _reference_command(task)
+            reference = None if command is None else [openenv.CallToolAction("shell", {"command": command}), submit]
+            probes.append(openenv.GradingProbe(task_id=task.id, reference=reference, null=[[submit]]))
+        return probes
+
+    @classmethod
     def list_tasks(cls, split: str) -> list[openenv.TaskInfo]:
         return [
             openenv.TaskInfo(t.id, split, {k: v for k, v in t.metadata.items() if isinstance(v, (str, int, float))})
@@ -195,8 +221,9 @@ class HarborEnvironment(openenv.Environment):
         except (TypeError, ValueError, KeyError) as e:
             raise openenv.InvalidArgument(f"bad task options: {e}") from None
 
-    def _begin(self, task: HarborTask) -> None:
+    def _begin(self, task: HarborTask, feedback: str = "strict") -> None:
         self.task = task
+        self.feedback = feedback
         self.steps = 0
         self.verdict: Verdict | None = None
         self.started = time.monotonic()
@@ -206,7 +233,8 @@ class HarborEnvironment(openenv.Environment):
     def reset(
         self, *, seed: int | None = None, episode_id: str | None = None, options: Mapping[str, Any] | None = None
     ) -> openenv.StepResult:
-        self._begin(self._pick(seed, options or {}))
+        opts = options or {}
+        self._begin(self._pick(seed, opts), str(opts.get("feedback") or "strict"))
         self._setup()
         task = self.task
         text = task.instruction + INSTRUCTIONS.format(workdir=task.build.workdir, timeout=task.agent_timeout_s)
@@ -234,13 +262,18 @@ class HarborEnvironment(openenv.Environment):
     def _left(self) -> float:
         return self.task.agent_timeout_s - (time.monotonic() - self.started)
 
-    def _guard(self, *texts: str) -> None:
+    def _guard(self, *texts: str) -> dict[str, Any] | None:
+        """Checks before any tool acts; returns the time-up result (the workspace graded as it
+        is) when the task's time is spent, None otherwise."""
         if self.verdict is not None:
             raise ValueError("the task was submitted: the episode is over")
         if not self.ready:
             self._setup()
         if sum(len(t) for t in texts) > MAX_ARG_CHARS:
             raise ValueError(f"arguments are limited to {MAX_ARG_CHARS} characters")
+        if self._left() <= 0:
+            return self._time_up()
+        return None
 
     def _wall(self) -> float:
         return max(1.0, min(COMMAND_TIMEOUT_S, self._left()))
@@ -263,9 +296,8 @@ class HarborEnvironment(openenv.Environment):
         Args:
             command: the command (a bash script); its stdout and stderr are returned (each at most 64 KiB).
         """
-        self._guard(command)
-        if self._left() <= 0:
-            return self._time_up()
+        if (up := self._guard(command)) is not None:
+            return up
         r = self.box.shell(command, self._wall())
         return {"stdout": r.stdout, "stderr": r.stderr, "exit_code": r.exit_code, "timed_out": r.timed_out}
 
@@ -276,9 +308,8 @@ class HarborEnvironment(openenv.Environment):
         Args:
             code: the script; its stdout and stderr are returned (each at most 64 KiB).
         """
-        self._guard(code)
-        if self._left() <= 0:
-            return self._time_up()
+        if (up := self._guard(code)) is not None:
+            return up
         r = self.box.python(code, self._wall())
         return {"stdout": r.stdout, "stderr": r.stderr, "exit_code": r.exit_code, "timed_out": r.timed_out}
 
@@ -289,7 +320,8 @@ class HarborEnvironment(openenv.Environment):
         Args:
             path: relative to the working directory, or absolute.
         """
-        self._guard(path)
+        if (up := self._guard(path)) is not None:
+            return up
         return self._file_op(op="read", path=path)
 
     @openenv.tool(timeout_s=COMMAND_TIMEOUT_S + 60)
@@ -300,7 +332,8 @@ class HarborEnvironment(openenv.Environment):
             path: relative to the working directory, or absolute.
             content: the file's new text.
         """
-        self._guard(path, content)
+        if (up := self._guard(path, content)) is not None:
+            return up
         return self._file_op(op="write", path=path, content=content)
 
     @openenv.tool(timeout_s=COMMAND_TIMEOUT_S + 60)
@@ -312,18 +345,22 @@ class HarborEnvironment(openenv.Environment):
             old: the text to replace; it must occur exactly once.
             new: its replacement.
         """
-        self._guard(path, old, new)
+        if (up := self._guard(path, old, new)) is not None:
+            return up
         return self._file_op(op="edit", path=path, old=old, new=new)
 
-    @openenv.tool(timeout_s=1000.0)
+    @openenv.tool(timeout_s=1000.0, grades=True)
     def submit(self) -> dict[str, Any]:
         """Grade the working directory with the task's tests; this ends the episode."""
-        self._guard()
+        if (up := self._guard()) is not None:
+            return up
         return self._grade()
 
     def _grade(self) -> dict[str, Any]:
         self.verdict = self.box.verify()
-        return self.verdict.to_dict()
+        # Strict feedback: the reward alone (the runtime replaces submit's result too, but the
+        # time-up path answers through shell, python and the file tools, which do not grade).
+        return self.verdict.rich() if self.feedback == "rich" else self.verdict.strict()
 
     def _time_up(self) -> dict[str, Any]:
         out = self._grade()
@@ -338,9 +375,12 @@ class HarborEnvironment(openenv.Environment):
         if self.verdict is None:
             return openenv.StepResult(observation, reward=0.0, metadata=meta)
         v = self.verdict
-        children = [Score(r, name=k) for k, r in v.rewards.items() if k != "reward"]
-        breakdown = Score(v.reward, name="reward", children=children, reason=v.error or "the task's tests")
-        meta["verifier"] = {"rewards": v.rewards, "error": v.error, "exit_code": v.raw.get("exit_code")}
+        if self.feedback == "rich":
+            children = [Score(r, name=k) for k, r in v.rewards.items() if k != "reward"]
+            breakdown = Score(v.reward, name="reward", children=children, reason=v.error or "the task's tests")
+            meta["verifier"] = {"rewards": v.rewards, "error": v.error, "exit_code": v.detail.get("exit_code")}
+        else:  # the runtime cuts it to this too (strict feedback): nothing but the reward
+            breakdown = Score(v.reward, name="reward")
         return openenv.StepResult(
             observation, reward=v.reward, terminated=True, metadata=meta, reward_breakdown=breakdown
         )
@@ -354,6 +394,25 @@ class HarborEnvironment(openenv.Environment):
             "reward": None if self.verdict is None else self.verdict.reward,
             "isolation": self.box.isolation,
         }
+
+
+def _reference_command(task: HarborTask) -> str | None:
+    """The task's reference solution as one ``shell`` command (for :meth:`HarborEnvironment.grading_probes`):
+    solve.sh's text, or, when ``solution/`` holds more than solve.sh, a command that unpacks it
+    into ``/solution`` (in ``/dev/shm``, emptied after the call) and runs it there, as the oracle
+    does. None without a solve.sh."""
+    solve = task.path / "solution" / "solve.sh"
+    if not solve.is_file():
+        return None
+    exports = "".join(f"export {k}={shlex.quote(v)}\n" for k, v in task.solution_env.items())
+    others = [p for p in (task.path / "solution").rglob("*") if p.is_file() and p != solve]
+    if not others and task.solution_tar is not None:
+        return exports + solve.read_text(encoding="utf-8")
+    data = base64.b64encode(task.solution_tar or b"").decode()
+    return (
+        f"mkdir -p {SHM}/solution && base64 -d <<'EOF' | tar -x -C {SHM}/solution\n{data}\nEOF\n"
+        f"{exports}cd {shlex.quote(task.build.workdir)} && bash /solution/solve.sh"
+    )
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -1,23 +1,42 @@
 """The checks of task runnable-module."""
 
 import json
+import os
+import random
+import shlex
 import subprocess
 import tempfile
 from pathlib import Path
 
 APP = Path("/app")
 
+#: harbor_env's runner of the agent's programs (see run); empty elsewhere.
+UNTRUSTED = shlex.split(os.environ.get("OPENENV_UNTRUSTED", ""))
+
 
 def run(*argv: str, cwd: str = "/app", timeout: float = 30, **kw) -> subprocess.CompletedProcess:
-    """Run a program of the agent's (its output captured, bounded in time)."""
-    return subprocess.run(list(argv), cwd=cwd, capture_output=True, text=True, timeout=timeout, **kw)
+    """Run a program of the agent's: its output captured, bounded in time, and with a lesser identity
+    where the grader offers one ($OPENENV_UNTRUSTED: it can neither read these tests, write their
+    reward nor signal them; Harbor itself has none, so the program runs as it is)."""
+    return subprocess.run([*UNTRUSTED, *argv], cwd=cwd, capture_output=True, text=True, timeout=timeout, **kw)
+
+
+#: Fresh inputs for every run of the tests, so that no constant answer passes.
+RNG = random.SystemRandom()
+
+
+def _text(n: int) -> str:
+    words = ("alpha", "beta", "gamma", "x", "forty-two", "end.")
+    return "".join(RNG.choice(words) + RNG.choice((" ", "  ", "\t", "\n", " \n ")) for _ in range(n))
 
 
 def test_counts():
-    with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as f:
-        f.write("one two  three\nfour\tfive\n")
-    r = run("python3", "-m", "wordcount", f.name)
-    assert r.returncode == 0 and r.stdout.strip() == "5", (r.stdout, r.stderr[-500:])
+    n = RNG.randint(7, 60)
+    for text, want in (("one two  three\nfour\tfive\n", 5), (_text(n), n)):
+        with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as f:
+            f.write(text)
+        r = run("python3", "-m", "wordcount", f.name)
+        assert r.returncode == 0 and r.stdout.strip() == str(want), (want, r.stdout, r.stderr[-500:])
 
 
 def test_usage():

@@ -1,15 +1,22 @@
 """The checks of task status-counts."""
 
 import json
+import os
+import shlex
 import subprocess
 from pathlib import Path
 
 APP = Path("/app")
 
+#: harbor_env's runner of the agent's programs (see run); empty elsewhere.
+UNTRUSTED = shlex.split(os.environ.get("OPENENV_UNTRUSTED", ""))
+
 
 def run(*argv: str, cwd: str = "/app", timeout: float = 30, **kw) -> subprocess.CompletedProcess:
-    """Run a program of the agent's (its output captured, bounded in time)."""
-    return subprocess.run(list(argv), cwd=cwd, capture_output=True, text=True, timeout=timeout, **kw)
+    """Run a program of the agent's: its output captured, bounded in time, and with a lesser identity
+    where the grader offers one ($OPENENV_UNTRUSTED: it can neither read these tests, write their
+    reward nor signal them; Harbor itself has none, so the program runs as it is)."""
+    return subprocess.run([*UNTRUSTED, *argv], cwd=cwd, capture_output=True, text=True, timeout=timeout, **kw)
 
 
 def test_counts():
