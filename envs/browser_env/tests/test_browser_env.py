@@ -33,6 +33,8 @@ except (ImportError, RuntimeError) as e:  # pragma: no cover - depends on the ma
 pytestmark = pytest.mark.xdist_group("browser_env")  # one worker: its Chromium stays up for the module
 
 WINS = ("click-test", "click-button", "enter-text", "enter-password", "focus-text")
+#: Reset options of an episode whose steps' metadata keep the checker's raw reward (RFC 0015).
+RICH = {"feedback": "rich"}
 
 # One Chromium for the whole module (sessions still get a browser context each): cheaper, and
 # the isolation test then shows contexts of one browser apart.
@@ -53,14 +55,14 @@ def _obs(r: Any) -> Observation:
 
 def test_the_scripted_policy_wins_tasks_by_miniwobs_checker_over_grpc() -> None:
     """The CI criterion: a scripted policy plays MiniWoB++ tasks to success over a real gRPC
-    server; the reward is the page's checker's (its raw reward in the metadata)."""
+    server; the reward is the page's checker's (its raw reward in a rich episode's metadata)."""
 
     async def main() -> list[tuple[str, float | None, bool, Any]]:
         out = []
         async with openenv.Server(BrowserEnvironment, "127.0.0.1", 0) as srv:
             async with openenv.EnvClient(srv.address) as client:
                 for i, task in enumerate(WINS):
-                    r = await client.reset(seed=100 + i, task_id=task)
+                    r = await client.reset(seed=100 + i, task_id=task, options={"feedback": "rich"})
                     obs = _obs(r)
                     action = policy.act(obs.task, obs.goal, obs.axtree)
                     s = await client.step(action)
@@ -98,7 +100,7 @@ def test_the_same_seed_gives_the_same_task_instance(env: Any) -> None:
 
 def test_a_wrong_click_loses_by_the_checker(env: Any) -> None:
     for seed in range(3, 30):  # an instance with more than one button
-        obs = _obs(env.reset(seed=seed, task_id="click-button"))
+        obs = _obs(env.reset(seed=seed, task_id="click-button", options=RICH))
         right = policy.act(obs.task, obs.goal, obs.axtree)
         others = [n for n in policy.nodes(obs.axtree) if n.role == "button" and f"'{n.bid}'" not in right]
         if others:
@@ -107,6 +109,38 @@ def test_a_wrong_click_loses_by_the_checker(env: Any) -> None:
     s = env.step(f"click('{wrong.bid}')")
     assert s.reward == 0.0 and s.terminated
     assert s.metadata["miniwob_raw_reward"] < 0
+
+
+def test_strict_steps_keep_the_checkers_raw_reward_and_reason_to_rich_episodes(env: Any) -> None:
+    """RFC 0015: every step is graded; strict (the default) leaves a step's metadata the public
+    keys only. unicode-test's checker explains a wrong click with the right button's name: in a
+    rich episode that reason is in the metadata, in a strict one nothing of the checker is, and
+    two non-winning actions leave the same metadata. The observation is the page: its text
+    holds neither the reason nor MiniWoB++'s human display (last reward, time left)."""
+    caps = env.info.capabilities
+    assert caps.grades and caps.feedback == 1 and list(caps.feedback_offered) == [1, 2]  # strict; strict, rich
+    for seed in range(40):  # an instance with more than one button
+        obs = _obs(env.reset(seed=seed, task_id="unicode-test"))
+        right = obs.goal.split('"')[1]  # 'Click on the "Cancél" button.'
+        wrong = [n for n in policy.nodes(obs.axtree) if n.role == "button" and n.name != right]
+        if wrong:
+            break
+    assert wrong, "no unicode-test instance with a wrong button in 40 seeds"
+    quiet = [env.step(a) for a in ("noop(0)", "scroll(0, 10)")]
+    assert [(s.reward, s.terminated, dict(s.metadata)) for s in quiet] == [(0.0, False, {})] * 2
+    strict = env.step(f"click('{wrong[0].bid}')")
+    assert (strict.reward, strict.terminated) == (0.0, True)
+    assert set(strict.metadata) <= {"task", "seed", "task_error", "browser_crashed"}  # the public keys
+    assert strict.reward_breakdown is None
+    env.reset(seed=seed, task_id="unicode-test", options=RICH)
+    rich = env.step(f"click('{wrong[0].bid}')")
+    assert (rich.reward, rich.terminated) == (0.0, True)
+    assert rich.metadata["miniwob_raw_reward"] == -1
+    assert rich.metadata["reason"].endswith(f"should have clicked on {right}")
+    for o in (obs, _obs(strict), _obs(rich)):
+        text = "\n".join((o.goal, o.axtree, o.last_action_error))
+        for hidden in ("should have clicked", "Last reward", "Time left", "WOB_"):
+            assert hidden not in text, (hidden, text[:300])
 
 
 FORGERIES = (
@@ -130,7 +164,7 @@ FORGERIES = (
 
 
 def test_forged_wins_are_refused_in_band_and_the_checker_still_decides(env: Any) -> None:
-    obs = _obs(env.reset(seed=5, task_id="enter-text"))
+    obs = _obs(env.reset(seed=5, task_id="enter-text", options=RICH))
     for forged in FORGERIES:
         s = env.step(forged) if forged else env.step(" ")
         o = _obs(s)
@@ -211,17 +245,28 @@ def test_a_killed_chromium_ends_the_episode_and_is_replaced(env: Any) -> None:
 
 def test_the_tool_facade_for_harnesses_wins_by_the_checker() -> None:
     """browser_env.harness (what `openenv harness run` drives): the reset's text shows the goal
-    and the tree; each `act` call is a step rewarded by the checker."""
+    and the tree; each `act` call is a step rewarded by the checker. `act` grades the page and
+    shows it, so the facade's episodes are rich (strict would blind the agent); its grading
+    probes (click-test) earn 1 for the click and 0 for waiting."""
     from browser_env.harness import BrowserToolEnvironment
 
     with openenv.testing.sync_client(BrowserToolEnvironment, client_cls=openenv.ToolEnvClient) as tools:
+        caps = tools.info.capabilities
+        assert caps.grades and caps.feedback == 2 and list(caps.feedback_offered) == [2]  # rich only
+        for probe in BrowserToolEnvironment.grading_probes():
+            for calls, want in ((probe.reference, 1.0), *((n, 0.0) for n in probe.null)):
+                tools.reset(seed=probe.seed, task_id=probe.task_id)
+                for call in calls or ():
+                    s = tools.step(call)
+                assert s.reward == want, (probe, calls)
         r = tools.reset(seed=2, task_id="click-button")
         assert r.observation is not None
         text = r.observation.result.text
         assert text.startswith("Goal: Click on the") and "Accessibility tree:" in text
         goal = text.split("\n", 1)[0].removeprefix("Goal: ")
         action = policy.act("click-button", goal, text)
-        assert [t.name for t in tools.list_tools()] == ["act"]
+        (act,) = tools.list_tools()
+        assert act.name == "act" and act.annotations["openenv/grading"] == {}
         s = tools.step(openenv.CallToolAction("act", {"action": "goto('javascript:core.endEpisode(1)')"}))
         assert s.observation is not None
         assert s.reward == 0.0 and not s.terminated and "refused" in s.observation.result.text

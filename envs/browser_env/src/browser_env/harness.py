@@ -8,6 +8,12 @@
 the page's new accessibility tree. No screenshot: harnesses read text. The same action rules
 apply (:mod:`browser_env.actions`).
 
+``act`` grades the page (RFC 0015: a grading tool without an argument) and is also how the agent
+sees it, so this facade's episodes are rich: a strict one would replace every ``act`` result by
+the reward, and the agent would act blind. Nothing finer than the reward reaches the agent
+either way: ``act`` answers the page, the reward and whether the task is over, never the
+checker's state (its raw reward and reason are in the step's metadata, for the trainer).
+
 ::
 
     openenv serve browser_env.harness:BrowserToolEnvironment --port 50051 &
@@ -20,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 import openenv
-from browser_env.server import BrowserEnvironment, Observation
+from browser_env.server import PUBLIC_METADATA, BrowserEnvironment, Observation
 
 __all__ = ["INSTRUCTIONS", "BrowserToolEnvironment"]
 
@@ -55,6 +61,23 @@ class BrowserToolEnvironment(BrowserEnvironment):
     example_actions: ClassVar[Sequence[Any]] = ()
     # Tool calls are the steps: the base class's dispatch, not BrowserEnvironment's.
     step = openenv.Environment.step
+    # act answers the page the agent acts on: strict feedback would hide it (module docstring).
+    grading = openenv.Grading(feedback="rich", offers=("rich",), public_metadata=PUBLIC_METADATA)
+
+    @classmethod
+    def grading_probes(cls) -> list[openenv.GradingProbe]:
+        """click-test (one button, the same bid on every instance): clicking it earns 1, waiting
+        (``noop``) earns 0."""
+
+        def act(action: str) -> openenv.CallToolAction:
+            return openenv.CallToolAction("act", {"action": action})
+
+        return [
+            openenv.GradingProbe(
+                task_id="click-test", seed=seed, reference=[act("click('13')")], null=[[act("noop(0)")]]
+            )
+            for seed in (4, 5)
+        ]
 
     def __init__(self, **options: Any) -> None:
         super().__init__(**options)
@@ -69,7 +92,7 @@ class BrowserToolEnvironment(BrowserEnvironment):
         obs = openenv.CallToolObservation("", openenv.ToolResult([{"type": "text", "text": text}]))
         return openenv.StepResult(obs, metadata=r.metadata)
 
-    @openenv.tool
+    @openenv.tool(grades=True)
     def act(self, action: str) -> str:
         """Perform a BrowserGym action string on the task's page.
 

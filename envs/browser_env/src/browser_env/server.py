@@ -10,6 +10,13 @@ says which functions are allowed and why). The reward is MiniWoB++'s own: after 
 BrowserGym's task validation reads the page's checker (1.0 when its raw reward is positive);
 the episode ends when the task says it is done.
 
+A grading environment (RFC 0015) whose actions are not tool calls: every step is graded. In a
+strict episode (the default) a step's metadata keeps only :data:`PUBLIC_METADATA`: the
+checker's raw reward (``miniwob_raw_reward``) and its reason (``reason``; unicode-test's names
+the button that was right) reach only rich episodes, asked for at reset with
+``options={"feedback": "rich"}``. The observation is the page (goal, accessibility tree,
+screenshot) and never the checker's own state.
+
 The task pages are the HTML files the ``miniwob`` package ships, opened as ``file://`` URLs:
 no network is used. Chromium is shared (:mod:`browser_env.browser`): each session has its own
 browser context and page; ``max_sessions`` bounds them.
@@ -35,7 +42,7 @@ from browser_env.v1.browser_env_pb2 import Observation
 from openenv.errors import Unavailable
 from openenv.runtime.codec import tensor_from_proto, tensor_to_proto
 
-__all__ = ["TASKS", "BrowserEnvironment", "Observation", "screenshot", "task_url"]
+__all__ = ["PUBLIC_METADATA", "TASKS", "BrowserEnvironment", "Observation", "screenshot", "task_url"]
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +86,10 @@ MiniWoB++'s ready flag). BrowserGym's 5 s fails resets on a loaded machine; its 
 their own, shorter timeouts (:data:`browser_env.actions.ELEMENT_TIMEOUT_MS`)."""
 SCREENSHOT_TIMEOUT_MS = 10_000
 """How long a screenshot may wait for the page to paint a frame (it fails the call beyond that)."""
+PUBLIC_METADATA = ("task", "seed", "task_error", "browser_crashed")
+"""A step's metadata keys that strict feedback keeps: the task and seed (the reset's), why the
+task ended without a verdict (the page left the task's URL) and a crashed browser. Not the
+checker's raw reward nor its reason."""
 SETTLE_S = 0.05
 """Pause after an action before the page is read, for the page's JS events (BrowserGym waits
 0.5 s; MiniWoB++'s checkers run in the event handlers themselves)."""
@@ -125,6 +136,9 @@ class BrowserEnvironment(openenv.Environment):
     max_episode_steps = 30
     max_sessions = 4
     deterministic = False
+    # RFC 0015: graded at every step by the page's checker; strict by default (the reward, the
+    # public metadata), rich on request (the checker's raw reward and reason).
+    grading = openenv.Grading(offers=("strict", "rich"), public_metadata=PUBLIC_METADATA)
     task_splits: ClassVar[Mapping[str, str]] = {
         "miniwob": f"{len(TASKS)} MiniWoB++ tasks (clicking, forms, typing), BrowserGym's versions",
     }
