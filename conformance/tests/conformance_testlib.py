@@ -16,6 +16,9 @@ _NOT_MUTANTS = {
     "__init__",
     "__main__",
     "base",
+    "grading_base",
+    "grading_workspace",
+    "gradinglib",
     "proxy",
     "reaping",
     "sandboxlib",
@@ -53,6 +56,7 @@ def mutant_target(name: str, transport: str = "grpc"):  # -> ProcessTarget
         spec=f"mutant:{name}",
         options=TargetOptions(cwd=str(TESTS_DIR), ready_timeout=60.0),
         http_ready=True,
+        factory=f"mutants.{name}:Env",  # the grading level reads its probes with it
     )
     target.use(transport)
     return target

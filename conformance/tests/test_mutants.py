@@ -11,12 +11,14 @@ depends on scheduling. The file is marked ``timing`` and stressed by ``make test
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 from typing import Any
 
 import pytest
 from conformance_testlib import control_names, mutant_module, mutant_names, mutant_target
 
+from openenv.sandbox import SandboxUnavailable, check
 from openenv_conformance.context import RunOptions
 from openenv_conformance.registry import LEVELS, all_checks
 from openenv_conformance.runner import certify
@@ -48,12 +50,25 @@ def _scope(mod: Any) -> dict[str, Any]:
     return {"levels": list(declared) if declared is not None else None}
 
 
+@functools.cache
+def _no_sandbox() -> str:
+    """Why openenv.sandbox cannot run code here ("" when it can)."""
+    try:
+        check()
+    except SandboxUnavailable as e:
+        return str(e)
+    return ""
+
+
 def _needs(name: str) -> None:
-    """Skip a mutant that cannot be built here (the sandbox mutants wrap coding_env)."""
+    """Skip a mutant that cannot be built here (the sandbox mutants wrap coding_env; the grading
+    mutants run their code in openenv.sandbox)."""
     if name.startswith("typed_"):
         pytest.importorskip("gridworld", reason="the typed mutants wrap the gridworld reference environment")
     if name.startswith("sandbox_"):
         pytest.importorskip("coding_env", reason="the sandbox mutants wrap the coding_env reference environment")
+    if name.startswith("grading_") and _no_sandbox():
+        pytest.skip(f"the grading mutants run code in openenv.sandbox, unavailable here: {_no_sandbox()}")
 
 
 def test_there_are_enough_mutants_each_naming_a_real_check() -> None:
@@ -81,6 +96,13 @@ def test_every_sandbox_check_has_a_mutant() -> None:
             pytest.importorskip("coding_env", reason="the sandbox mutants wrap the coding_env reference environment")
             caught.add(mutant_module(name).CAUGHT_BY)
     assert caught == {c.id for c in all_checks() if c.level == "sandbox"}
+
+
+def test_every_grading_check_has_a_mutant() -> None:
+    """Each check of the grading level (RFC 0015) catches the healthy grading environment
+    (mutants/gradinglib.py) with one defence removed."""
+    caught = {mutant_module(name).CAUGHT_BY for name in mutant_names() if name.startswith("grading_")}
+    assert caught == {c.id for c in all_checks() if c.level == "grading"}
 
 
 @pytest.mark.slow
@@ -186,6 +208,11 @@ NEEDS: dict[str, str] = {
     "concurrency.event_loop_live": "capacity 1: a step that outlives a 1 us timeout (no second session can probe)",
     "sandbox.process_isolation": "session B's programs running while session A holds its processes",
     "multiagent.reward_sum": "an episode of a multi-agent world that ends within 64 world steps",
+    "grading.reference": "the environment's probes with a reference (python: and docker: targets)",
+    "grading.constant_answers": "a grading tool taking a submission, or probes holding the untouched workspace",
+    "grading.verdict_forgery": "a null solution to submit after the forgeries (a callable grading tool, or probes)",
+    "grading.feedback": "two submissions with equal rewards, graded as tool-call steps",
+    "grading.replay": "a grading tool taking a Python function (the answer table), or probes with replays",
 }
 #: The checks ``inert`` (episodes never end, steps never time out) cannot exercise.
 INERT_UNEXERCISED = {"lifecycle.step_after_end", "lifecycle.timeout_aborts", "vector.autoreset_modes"}

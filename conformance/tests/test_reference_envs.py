@@ -6,7 +6,7 @@ the single ``openenv.Environment`` subclass defined in ``<package>.server``.
 
 The ``sandbox`` level (RFC 0010) is left to test_sandbox_level.py, which certifies it, over
 both transports, for every environment here that runs submitted code, and checks that it
-skips for one that does not."""
+skips for one that does not; the ``grading`` level (RFC 0015) to test_grading_level.py."""
 
 from __future__ import annotations
 
@@ -24,8 +24,9 @@ from openenv_conformance.registry import LEVELS
 from openenv_conformance.runner import certify
 from openenv_conformance.targets import TargetOptions
 
-#: Every level but sandbox (its own file certifies it).
-NOT_SANDBOX = [lv for lv in LEVELS if lv != "sandbox"]
+#: Every level but sandbox and grading (their own files certify them: test_sandbox_level.py,
+#: test_grading_level.py).
+NOT_SANDBOX = [lv for lv in LEVELS if lv not in ("sandbox", "grading")]
 #: Examples per property search. CI also certifies each reference environment's image (.ci/run:
 #: with its [tool.openenv] certify-args, 20 or 30 for most, else the suite's 100) and the catalog
 #: at 10: here, 25 cover both transports and tools-only mode, each run with the whole suite

@@ -18,6 +18,7 @@ from conformance_testlib import ROOT
 from openenv.errors import EnvError, ErrorCode, Internal
 from openenv.json_protocol import frames, jsonrpc
 from openenv.json_protocol.frames import FrameTranslator, JsonStep
+from openenv.runtime import grading
 from openenv.v1 import environment_pb2 as pb
 from openenv.v1 import error_pb2, tool_pb2
 from openenv.values import to_struct
@@ -182,6 +183,24 @@ def _comparisons() -> list[tuple[str, str, Mapping[Any, Any], Mapping[Any, Any]]
             "docs/bridge.md /mcp",
             _rpc_reading(tables.rpc_status_name),
             _rpc_reading(lambda code, message: jsonrpc.error_from_rpc({"code": code, "message": message}).code.name),
+        ),
+        (
+            "GRADING_* and FEEDBACK_* (the grading annotation and feedback levels)",
+            "docs/protocol.md §7.1",
+            {
+                "annotation": tables.GRADING_ANNOTATION,
+                "languages": tables.GRADING_LANGUAGES,
+                "option": tables.FEEDBACK_OPTION,
+                "levels": tuple(tables.FEEDBACK_LEVELS),
+                "enums": tuple(tables.FEEDBACK_LEVELS.values()),
+            },
+            {
+                "annotation": grading.GRADING_ANNOTATION,
+                "languages": grading.GRADING_LANGUAGES,
+                "option": grading.OPTIONS_KEY,
+                "levels": grading.FEEDBACK_LEVELS,
+                "enums": tuple(pb.Feedback.Name(v) for v in pb.Feedback.values() if v),
+            },
         ),
     ]
     # tables.CLOSE_CODES has no counterpart in openenv (the bridge closes with literal codes,

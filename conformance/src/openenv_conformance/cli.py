@@ -189,6 +189,21 @@ def _write(path: str, text: str) -> None:
     "environment's package (repeatable).",
 )
 @click.option(
+    "--grading-probes",
+    type=click.IntRange(0),
+    default=8,
+    show_default=True,
+    help="Level grading: how many of the environment's grading probes to play (chosen by the seed; 0: all).",
+)
+@click.option(
+    "--grading-timeout",
+    type=click.FloatRange(min=1.0),
+    default=120.0,
+    show_default=True,
+    help="Level grading: seconds a graded step may take to answer (the environment's limits must end a hung "
+    "verifier first).",
+)
+@click.option(
     "--certificate",
     "certificate_path",
     type=click.Path(dir_okay=False),
@@ -238,6 +253,8 @@ def certify(
     sandbox_files_bound: int,
     sandbox_timeout: float,
     sandbox_secrets: tuple[str, ...],
+    grading_probes: int,
+    grading_timeout: float,
     certificate_path: str | None,
     signing_key: str | None,
     declaration_path: str | None,
@@ -282,6 +299,8 @@ def certify(
         sandbox_files_bound=sandbox_files_bound,
         sandbox_timeout=sandbox_timeout,
         sandbox_secrets=tuple(sandbox_secrets),
+        grading_probes=grading_probes,
+        grading_timeout=grading_timeout,
     )
     try:
         report = run(

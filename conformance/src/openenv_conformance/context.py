@@ -81,6 +81,10 @@ class RunOptions:
             limits must end it first).
         sandbox_secrets: more names (a path component) and absolute paths that submitted code
             must not read (``sandbox.answer_key``), beside the environment's package.
+        grading_probes: how many of the environment's grading probes the ``grading`` level plays
+            (chosen by the run's seed when it ships more; 0: every one).
+        grading_timeout: seconds a graded step may take to answer (the environment's own limits
+            must end a verifier that hangs first).
         declaration: the binding's declaration (``openenv certify --declaration FILE``,
             :func:`openenv_conformance.declaration.load_declaration`) that ``protocol.declaration``
             checks the server against; None: that check is skipped.
@@ -104,6 +108,8 @@ class RunOptions:
     sandbox_files_bound: int = 100_000
     sandbox_timeout: float = 60.0
     sandbox_secrets: tuple[str, ...] = ()
+    grading_probes: int = 8
+    grading_timeout: float = 120.0
     declaration: Declaration | None = None
 
 

@@ -37,6 +37,7 @@ LEVELS: tuple[str, ...] = (
     "multiagent",
     "parity",
     "sandbox",
+    "grading",
     "robustness",
 )
 

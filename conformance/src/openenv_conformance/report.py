@@ -121,7 +121,8 @@ class Report:
     image_id: str = ""
     #: The run's options that bound what the checks accept (the ``sandbox`` level's bounds,
     #: when it ran: ``sandbox_memory_bound``, ``sandbox_disk_bound``, ``sandbox_files_bound``,
-    #: ``sandbox_timeout``, ``sandbox_secrets``).
+    #: ``sandbox_timeout``, ``sandbox_secrets``; the ``grading`` level's ``grading_probes`` and
+    #: ``grading_timeout``).
     options: dict[str, Any] = dataclasses.field(default_factory=dict)
     #: ``--require-exercised``: a check that was not exercised is a failure.
     require_exercised: bool = False

@@ -280,6 +280,12 @@ def certify(
             "sandbox_timeout": opts.sandbox_timeout,
             "sandbox_secrets": list(opts.sandbox_secrets),
         }
+    if any(c.level == "grading" for c in selected):
+        report.options = {
+            **(report.options or {}),
+            "grading_probes": opts.grading_probes,
+            "grading_timeout": opts.grading_timeout,
+        }
     t_start = time.monotonic()
     t_opts = target_options or TargetOptions()
     owned = isinstance(target, str)

@@ -30,10 +30,20 @@ from google.protobuf import (  # noqa: F401 - imported so the default pool knows
 from google.protobuf.message import DecodeError, Message
 
 from openenv.v1 import environment_pb2 as pb
-from openenv.v1 import payload_pb2
+from openenv.v1 import payload_pb2, tool_pb2
 from openenv.values import from_struct, from_value
+from openenv_conformance.tables import FEEDBACK_LEVELS, GRADING_ANNOTATION
 
-__all__ = ["DEFAULT_ACTION_BUDGET", "DTYPES", "DescriptorError", "EnvSpec", "TypeInfo", "build_pool", "message_json"]
+__all__ = [
+    "DEFAULT_ACTION_BUDGET",
+    "DTYPES",
+    "DescriptorError",
+    "EnvSpec",
+    "TypeInfo",
+    "build_pool",
+    "grading_declaration",
+    "message_json",
+]
 
 #: Steps per episode the suite spends when the environment does not declare an action budget.
 DEFAULT_ACTION_BUDGET = 12
@@ -66,6 +76,25 @@ def message_json(msg: Message, *, proto_names: bool = False) -> dict[str, Any]:
     # types-protobuf types MessageToDict's pool as the pure-Python class; at run time every pool
     # (descriptor_pool.DescriptorPool() included) is upb's, which MessageToDict takes.
     return json_format.MessageToDict(msg, preserving_proto_field_name=proto_names, descriptor_pool=pool)  # type: ignore[arg-type]
+
+
+def grading_declaration(tool: tool_pb2.Tool) -> Any:
+    """What ``tool`` declares about grading (docs/protocol.md §7.1): the raw value of its
+    ``"openenv/grading"`` annotation (normally an object: ``argument``, ``language``), else, for
+    RFC 0010's ``{"openenv/sandbox": {..., "grades": true}}``, that object; None when the tool
+    declares no grading."""
+    if not tool.HasField("annotations"):
+        return None
+    annotations = from_struct(tool.annotations)
+    if GRADING_ANNOTATION in annotations:
+        return annotations[GRADING_ANNOTATION]
+    sandbox = annotations.get("openenv/sandbox")
+    if isinstance(sandbox, dict) and sandbox.get("grades") is True:
+        return sandbox
+    return None
+
+
+_FEEDBACK_NAMES = {getattr(pb, enum): level for level, enum in FEEDBACK_LEVELS.items()}
 
 
 class DescriptorError(Exception):
@@ -295,6 +324,32 @@ class EnvSpec:
     def reward_range(self) -> tuple[float | None, float | None]:
         c = self.caps
         return (c.reward_min if c.HasField("reward_min") else None, c.reward_max if c.HasField("reward_max") else None)
+
+    @property
+    def grades(self) -> bool:
+        """The environment grades submitted work (``Capabilities.grades``, RFC 0015)."""
+        return bool(self.caps.grades)
+
+    @property
+    def feedback(self) -> str:
+        """The feedback level of an episode whose reset asks for none: ``"strict"`` or ``"rich"``
+        (``"strict"`` for a grading environment that leaves it unspecified, the protocol's
+        default; ``""`` for one that does not grade)."""
+        if not self.grades:
+            return ""
+        return _FEEDBACK_NAMES.get(self.caps.feedback, "strict")
+
+    @property
+    def feedback_offered(self) -> tuple[str, ...]:
+        """The levels an episode may ask for at reset (option ``"feedback"``), by name; an
+        unknown enum value is kept as ``"?N"`` (``grading.declared`` reports it)."""
+        return tuple(_FEEDBACK_NAMES.get(f, f"?{int(f)}") for f in self.caps.feedback_offered)
+
+    @property
+    def strict(self) -> bool:
+        """A session that asks for no level gets strict feedback: a grading tool's side call is
+        refused (FAILED_PRECONDITION), its step answers the reward only (§7.1)."""
+        return self.feedback == "strict"
 
     @property
     def sim(self) -> bool:

@@ -21,8 +21,13 @@ __all__ = [
     "ERROR_CODES",
     "ERROR_TYPE",
     "FEATURES",
+    "FEEDBACK_LEVELS",
+    "FEEDBACK_OPTION",
     "FROM_RPC_CODE",
     "FROM_WS_CODE",
+    "GRADING_ANNOTATION",
+    "GRADING_KEYS",
+    "GRADING_LANGUAGES",
     "HELLO",
     "OBSERVATION_KEYS",
     "REPLY_TYPE",
@@ -79,6 +84,17 @@ FEATURES: dict[str, tuple[str | None, str | None, int]] = {
     "sandboxed_code_tools": (None, None, 0),
     "tensor_element_bounds": (None, None, 0),
 }
+
+#: docs/protocol.md §7.1 "Environments that grade" (RFC 0015): the tool annotation key of a grading
+#: tool, the keys of its object (others are reserved), and the languages ``language`` may name.
+#: RFC 0010's ``{"openenv/sandbox": {..., "grades": true}}`` (§6.1) declares a grading tool too.
+GRADING_ANNOTATION = "openenv/grading"
+GRADING_KEYS = ("argument", "language")
+GRADING_LANGUAGES = ("python", "shell", "sql", "text")
+#: The reset option choosing an episode's feedback level, and the levels by their option value
+#: (weakest first), as ``Capabilities.feedback`` / ``feedback_offered`` name them.
+FEEDBACK_OPTION = "feedback"
+FEEDBACK_LEVELS: dict[str, str] = {"strict": "FEEDBACK_STRICT", "rich": "FEEDBACK_RICH"}
 
 #: The transports a declaration names, and the certifier's transport kind speaking each.
 TRANSPORTS: dict[str, str] = {"grpc": "grpc", "openenv_json": "http", "binary_ws": "binary"}

@@ -22,6 +22,7 @@ protocol over HTTP/WebSocket). ``urls`` holds every transport the target serves,
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import signal
 import subprocess
@@ -38,8 +39,11 @@ from openenv_conformance.errors import TargetUnusable
 from openenv_conformance.transport import transport_kind
 
 __all__ = [
+    "IMAGE_PYTHON",
+    "PROBES_MODULE",
     "DockerTarget",
     "HttpTarget",
+    "ProbesUnreadable",
     "ProcessTarget",
     "PythonTarget",
     "RunningTarget",
@@ -49,6 +53,33 @@ __all__ = [
     "register_target_kind",
     "target_kinds",
 ]
+
+
+#: The module printing an environment's grading probes (RFC 0015) as JSON.
+PROBES_MODULE = "openenv.runtime.grading_probes"
+#: The interpreter of an image built from the template (docs/images.md: the virtualenv
+#: ``/opt/openenv``), which runs :data:`PROBES_MODULE` in a ``docker:`` target's image.
+IMAGE_PYTHON = "/opt/openenv/bin/python"
+
+
+class ProbesUnreadable(Exception):
+    """The environment's grading probes could not be read; the message says why."""
+
+
+def _probes_document(stdout: bytes | str, stderr: bytes | str, status: int, where: str) -> dict[str, Any]:
+    """The document printed by :data:`PROBES_MODULE` (its last line), or ProbesUnreadable."""
+    out = stdout.decode("utf-8", "replace") if isinstance(stdout, bytes) else stdout
+    err = stderr.decode("utf-8", "replace") if isinstance(stderr, bytes) else stderr
+    if status != 0:
+        raise ProbesUnreadable(f"{where} exited with status {status}: {err.strip()[-500:] or out.strip()[-500:]}")
+    lines = [line for line in out.splitlines() if line.strip()]
+    try:
+        doc = json.loads(lines[-1]) if lines else None
+    except ValueError:
+        doc = None
+    if not isinstance(doc, dict) or not isinstance(doc.get("probes"), list):
+        raise ProbesUnreadable(f"{where} printed no probes document: {out.strip()[-300:]!r}")
+    return doc
 
 
 @dataclasses.dataclass
@@ -118,6 +149,14 @@ class Target:
         """What the target printed so far ("" when the suite did not start it)."""
         return ""
 
+    def grading_probes(self, timeout: float = 120.0) -> dict[str, Any] | None:
+        """The environment's grading probes (RFC 0015): the JSON document of
+        ``python -m openenv.runtime.grading_probes FACTORY``, run where the environment is
+        installed (``{"environment": ..., "probes": [...]}``). None when the target cannot say
+        (a running server: its code is not here); :class:`ProbesUnreadable` (with the reason)
+        when the command fails or prints no such document."""
+        return None
+
     def alive(self) -> bool:
         """False once a target the suite started has exited."""
         return True
@@ -182,9 +221,13 @@ class ProcessTarget(Target):
         spec: str = "",
         options: TargetOptions | None = None,
         http_ready: bool = False,
+        factory: str | None = None,
     ) -> None:
         opts = options or TargetOptions()
         self.spec = spec
+        #: ``MODULE:ATTR`` of the environment the process serves, when known: the grading level
+        #: reads its probes with it (:meth:`grading_probes`).
+        self.factory = factory
         self.urls = {}
         self.proc_returncode: int | None = None  # the exit status, once stopped
         self._lifeline = -1
@@ -197,6 +240,7 @@ class ProcessTarget(Target):
         cwd = opts.cwd or os.getcwd()
         env["PYTHONPATH"] = os.pathsep.join(p for p in (cwd, env.get("PYTHONPATH", "")) if p)
         env.update(opts.env or {})
+        self._cwd, self._env = cwd, dict(env)  # what the probes command runs with, as the server
         self._log = open(self._log_path, "wb")
         self.argv = argv(ready, http_file) if http_ready else argv(ready)
         # The server's lifeline (openenv.host.PARENT_FD_ENV): it holds the read end and shuts
@@ -258,6 +302,25 @@ class ProcessTarget(Target):
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
+    @property
+    def pid(self) -> int | None:
+        """The server process's id while it runs (None once stopped)."""
+        return self.proc.pid if self.proc is not None else None
+
+    def grading_probes(self, timeout: float = 120.0) -> dict[str, Any] | None:
+        """``python -m openenv.runtime.grading_probes FACTORY`` with the server's interpreter,
+        directory and environment: the environment's class imported, its ``grading_probes()``
+        called (in a process of its own, so the certifier imports no environment code). None
+        when the factory is not known."""
+        if not self.factory:
+            return None
+        argv = [sys.executable, "-m", PROBES_MODULE, self.factory]
+        try:
+            r = subprocess.run(argv, cwd=self._cwd, env=self._env, capture_output=True, timeout=timeout)
+        except (OSError, subprocess.TimeoutExpired) as e:
+            raise ProbesUnreadable(f"{' '.join(argv[1:])}: {type(e).__name__}: {e}") from None
+        return _probes_document(r.stdout, r.stderr, r.returncode, " ".join(argv[1:]))
+
     def stop(self) -> None:
         proc, self.proc = self.proc, None
         if proc is not None:
@@ -309,7 +372,7 @@ class PythonTarget(ProcessTarget):
                 *opts.serve_args,
             ]
 
-        super().__init__(argv, spec=f"python:{factory}", options=opts, http_ready=http)
+        super().__init__(argv, spec=f"python:{factory}", options=opts, http_ready=http, factory=factory)
 
 
 class DockerTarget(Target):
@@ -353,6 +416,46 @@ class DockerTarget(Target):
         if getattr(self._container, "http_url", ""):
             self.urls["http"] = self._container.http_url
         self._last_logs = ""
+
+    def grading_probes(self, timeout: float = 120.0) -> dict[str, Any] | None:
+        """``python -m openenv.runtime.grading_probes FACTORY`` in a container of the image of
+        its own (the factory is the image's ``openenv.factory`` label; the image's interpreter
+        :data:`IMAGE_PYTHON`), without network, read-only, every capability dropped; removed
+        after. None when the image has no ``openenv.factory`` label."""
+        factory = self.labels.get("openenv.factory")
+        if not factory:
+            return None
+        where = f"{PROBES_MODULE} {factory} in {self.image_id[:19] or self.spec}"
+        try:
+            import docker
+
+            engine = docker.from_env()
+            c = engine.containers.run(
+                self.image_id,
+                ["-m", PROBES_MODULE, factory],
+                entrypoint=IMAGE_PYTHON,
+                detach=True,
+                network_mode="none",
+                read_only=True,
+                tmpfs={"/tmp": "size=64m"},
+                cap_drop=["ALL"],
+                security_opt=["no-new-privileges"],
+                mem_limit="1g",
+                environment={"PYTHONDONTWRITEBYTECODE": "1", "HOME": "/tmp"},
+            )
+        except Exception as e:  # noqa: BLE001 - whatever the engine says, the probes are unreadable
+            raise ProbesUnreadable(f"{where}: {type(e).__name__}: {e}") from None
+        try:
+            status = int(c.wait(timeout=timeout).get("StatusCode", -1))
+            out, err = c.logs(stdout=True, stderr=False), c.logs(stdout=False, stderr=True)
+        except Exception as e:  # noqa: BLE001 - a timeout or the engine's error
+            raise ProbesUnreadable(f"{where}: {type(e).__name__}: {e}") from None
+        finally:
+            try:
+                c.remove(force=True)
+            except Exception:  # noqa: BLE001 - removal is best effort (auto-removed engines)
+                pass
+        return _probes_document(out, err, status, where)
 
     def logs(self) -> str:
         if self._container is None:

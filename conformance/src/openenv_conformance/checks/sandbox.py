@@ -32,6 +32,7 @@ from openenv_conformance.checks._sandbox_host import Canary, host_observable, pr
 from openenv_conformance.context import Context
 from openenv_conformance.errors import CheckNotExercised, CheckSkipped, CheckWarning, Violation
 from openenv_conformance.registry import check
+from openenv_conformance.spec import grading_declaration
 from openenv_conformance.strategies import CALL_TOOL, pack
 from openenv_conformance.targets import ProcessTarget
 from openenv_conformance.transport import NoAnswer, SessionLike, describe, expect_ok
@@ -154,8 +155,13 @@ def _plan(ctx: Context) -> _Plan:
             found, source = _peer_declarations(ctx)
         plan = _Plan(found, source)
         tools = [t for t in code_tools(found) if t.language == "python"]
+        # A tool that grades (RFC 0010's `grades`, or RFC 0015's openenv/grading) is refused as a
+        # side call in a strict session (docs/protocol.md §7.1): only a runner that does not grade
+        # runs the probes there.
+        grading = {tool.name for tool, _ in found if grading_declaration(tool) is not None}
         runners = [t for t in tools if t.output]
-        plan.runner = next((t for t in runners if not t.grades), runners[0] if runners else None)
+        fallback = runners[0] if runners and not ctx.spec.strict else None
+        plan.runner = next((t for t in runners if t.name not in grading), fallback)
         plan.grader = next((t for t in tools if t.grades), None)
         _PLANS[ctx] = plan
     if not plan.found:
@@ -362,7 +368,11 @@ def _grade_request(ctx: Context, s: SessionLike, grader: CodeTool, code: str) ->
 def _reset_for_grading(ctx: Context, s: SessionLike) -> str | None:
     if not ctx.spec.sim:
         return None
-    ts = expect_ok(s.reset(seed=_episode_seed(ctx)), "reset", "reset before grading").time_step
+    # The richest feedback the environment offers (RFC 0015): in a strict episode the runtime
+    # shows the reward alone, which would hide a grader that returns what the graded code printed;
+    # the promise of RFC 0010 holds at every level. Rewards are the same at both.
+    options = {"feedback": "rich"} if "rich" in ctx.spec.feedback_offered else None
+    ts = expect_ok(s.reset(seed=_episode_seed(ctx), options=options), "reset", "reset before grading").time_step
     return _entry_point(ts)
 
 
@@ -403,11 +413,25 @@ def _grade(
     return reward, "\n".join(texts)
 
 
+def _ungradable(ctx: Context) -> str | None:
+    """Why graded code cannot be submitted here (None when it can): a grading tool's side call is
+    refused in a strict session (docs/protocol.md §7.1), and a tools-only server has no steps."""
+    if not _steppable(ctx) and ctx.spec.strict:
+        return (
+            "the grading tool can only be called as a side call here (no tool-call steps), which strict feedback "
+            "refuses (docs/protocol.md §7.1)"
+        )
+    return None
+
+
 def _grading(ctx: Context) -> tuple[SessionLike, str | None]:
     """A session to grade in, and the entry point its episode names."""
     plan = _plan(ctx)
     if plan.grader is None:
         raise CheckSkipped(f"no tool declaring {KEY} grades code (`grades`)")
+    why = _ungradable(ctx)
+    if why is not None:
+        raise CheckSkipped(why)
     s = ctx.session()
     plan.entry_point = _reset_for_grading(ctx, s)
     return s, plan.entry_point
@@ -515,7 +539,9 @@ def answer_key(ctx: Context) -> str:
             f"walked {last.get('entries')} entries{' (stopped at the bound)' if last.get('truncated') else ''}; "
             f"{len(seen)} paths named {names + paths} visible, none readable"
         )
-    if plan.grader is not None:
+    if plan.grader is not None and _ungradable(ctx) is not None:
+        notes.append(f"grading attempt skipped: {_ungradable(ctx)}")
+    elif plan.grader is not None:
         s, entry = _grading(ctx)
         if entry is None:
             notes.append("grading attempt skipped: the reset names no entry_point")
@@ -594,7 +620,8 @@ def _server_ports(ctx: Context) -> list[int]:
 )
 def host_sockets(ctx: Context) -> str:
     plan = _plan(ctx)
-    if plan.runner is None and not (plan.grader is not None and _same_host(ctx)):
+    gradable = plan.grader is not None and _ungradable(ctx) is None
+    if plan.runner is None and not (gradable and _same_host(ctx)):
         _runner(ctx)  # skips, saying why
     canary = Canary() if _same_host(ctx) else None
     try:
@@ -618,7 +645,7 @@ def host_sockets(ctx: Context) -> str:
             a.shutdown()
             tcp = len(last.get("tcp") or {})
             notes.append(f"{last.get('tried')} UNIX sockets and {tcp} TCP addresses tried, none reached")
-        if plan.grader is not None and canary is not None:
+        if gradable and canary is not None:
             s, _ = _grading(ctx)
             what = "connects to every socket it can find while being graded"
             _grade(ctx, s, probes.socket_probe(paths, ports, seconds=3.0, limit=200_000, report_out=False), what)

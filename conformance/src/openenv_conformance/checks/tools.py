@@ -11,6 +11,7 @@ from openenv_conformance.context import Context
 from openenv_conformance.errors import CheckSkipped, Violation
 from openenv_conformance.model import EpisodeModel
 from openenv_conformance.registry import check
+from openenv_conformance.spec import grading_declaration
 from openenv_conformance.strategies import CALL_TOOL, pack
 from openenv_conformance.transport import EPISODE_FIELDS, SessionLike, describe, expect_error, expect_ok
 
@@ -78,8 +79,9 @@ def list_stable(ctx: Context) -> str | None:
 @check(
     "tools.valid_arguments",
     "A call with arguments valid under the tool's input_schema returns a CallToolResponse for that tool (a failing "
-    "tool is a result with is_error); a side call changes no episode state",
-    f"{_SPEC} §6",
+    "tool is a result with is_error); a side call changes no episode state; a grading tool's side call in a "
+    "strict session is FAILED_PRECONDITION, not fatal",
+    f"{_SPEC} §6; §7.1 (a grading tool called as a side call, strict feedback)",
     requires=(EPISODE_FIELDS,),
 )
 def valid_arguments(ctx: Context) -> None:
@@ -88,6 +90,10 @@ def valid_arguments(ctx: Context) -> None:
     if calls is None:
         raise CheckSkipped("the environment lists no tool whose arguments can be generated")
     out_schemas = {t.name: from_struct(t.output_schema) for t in ctx.tools if t.HasField("output_schema")}
+    # RFC 0015: in a session with strict feedback (the default of a grading environment) grading
+    # happens once per episode, as a step: a grading tool's side call is refused once its
+    # arguments are valid. Any other tool (and a grading tool where feedback is rich) answers.
+    refused = {t.name for t in ctx.tools if grading_declaration(t) is not None} if ctx.spec.strict else set()
 
     def call(tool: tuple[str, dict]) -> None:
         name, args = tool
@@ -96,6 +102,12 @@ def valid_arguments(ctx: Context) -> None:
         if ctx.spec.sim:
             model.on_reset(s.reset())
         resp = s.call_tool(name, args)
+        if name in refused:
+            expect_error(
+                resp, "FAILED_PRECONDITION", f"call_tool {name}({args}): a grading tool's side call", fatal=False
+            )
+            _state_if_sim(ctx, s, model, f"state after the refused side call of the grading tool {name}")
+            return
         r = expect_ok(resp, "call_tool", f"call_tool {name}({args})")
         if r.name != name:
             raise Violation(f"call_tool {name}: CallToolResponse names {r.name!r}")
