@@ -4,6 +4,8 @@
   not) that forwards to the real endpoint and records every call, tagged with its episode;
 * :func:`run_harness` (``openenv harness run``): mini-swe-agent, Codex CLI, OpenCode or any command solves
   tasks of an environment through the proxy; the environment's reward scores it;
+* :class:`Jail`: the bubblewrap jail every agent runs in (its own processes and network, the
+  environments' packages, tasks and solutions hidden, a reduced environment);
 * the trace format (:mod:`openenv.harness.trace`): :func:`read_trace`, :func:`load_trace`
   (``datasets``), :func:`to_grpo` (the shape of a TRL ``GRPOTrainer`` ``rollout_func``);
 * :class:`ScriptedModel` (``openenv harness scripted-model``): deterministic replies, for tests.
@@ -24,6 +26,7 @@ from openenv.harness.agents import (
     OpenCodeAgent,
     agent_from_spec,
 )
+from openenv.harness.jail import DEFAULT_JAIL, Jail, JailUnavailable, environment_secrets
 from openenv.harness.proxy import CaptureProxy, EpisodeTags
 from openenv.harness.runner import run_harness
 from openenv.harness.scripted import Script, ScriptedModel, byte_tokens, load_script
@@ -40,6 +43,7 @@ from openenv.harness.trace import (
 __all__ = [
     "AGENTS",
     "CALL_COLUMNS",
+    "DEFAULT_JAIL",
     "EPISODE_COLUMNS",
     "Agent",
     "AgentContext",
@@ -49,6 +53,8 @@ __all__ = [
     "CodexAgent",
     "CommandAgent",
     "EpisodeTags",
+    "Jail",
+    "JailUnavailable",
     "MiniSweAgent",
     "OpenCodeAgent",
     "Script",
@@ -57,6 +63,7 @@ __all__ = [
     "agent_from_spec",
     "byte_tokens",
     "decode_call",
+    "environment_secrets",
     "load_script",
     "load_trace",
     "read_trace",

@@ -9,16 +9,19 @@ Server-Sent Events, which is all these servers speak.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import os
+import socket
 import threading
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Awaitable, Callable, Iterator, MutableMapping
 from typing import Any
 
 import uvicorn
 
 from openenv.http.listener import UvicornListener
 
-__all__ = ["LoopbackServer", "read_body", "send_json", "serve_in_thread", "sse_start"]
+__all__ = ["LoopbackServer", "UnixServer", "read_body", "send_json", "serve_in_thread", "sse_start"]
 
 Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
@@ -104,6 +107,61 @@ class LoopbackServer:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.stop()
+
+
+class _Server(uvicorn.Server):
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:  # the embedding program owns signals
+        yield
+
+
+class UnixServer:
+    """An ASGI app on uvicorn in the current event loop, on a UNIX socket at ``path`` (mode
+    0600): how the runner's server reaches agents whose jail has a network of its own."""
+
+    def __init__(self, app: Any, path: str) -> None:
+        self.app, self.path = app, path
+        self._server: _Server | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._sock: socket.socket | None = None
+
+    async def start(self) -> UnixServer:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.bind(self.path)
+            os.chmod(self.path, 0o600)
+            sock.listen(512)
+        except OSError:
+            sock.close()
+            raise
+        sock.setblocking(False)
+        self._sock, self._server = sock, _Server(_config(self.app))
+        self._task = task = asyncio.ensure_future(self._server.serve(sockets=[sock]))
+        while not self._server.started:
+            if task.done():
+                exc = task.exception()
+                await self.stop()
+                raise RuntimeError(f"server on {self.path} failed to start: {exc}") from exc
+            await asyncio.sleep(0.005)
+        return self
+
+    async def stop(self) -> None:
+        server, task, sock = self._server, self._task, self._sock
+        self._server = self._task = self._sock = None
+        if server is not None:
+            server.should_exit = True
+        if task is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(asyncio.shield(task), 10)
+            if not task.done():
+                if server is not None:
+                    server.force_exit = True
+                task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+        if sock is not None:
+            sock.close()
+        with contextlib.suppress(OSError):
+            os.unlink(self.path)
 
 
 class ThreadServer:

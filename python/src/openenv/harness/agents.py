@@ -174,9 +174,9 @@ class CodexAgent:
                     f"model = {json.dumps(ctx.model)}",
                     'model_provider = "openenv"',
                     'approval_policy = "never"',
-                    # The agent's commands run in its workspace as the runner's user; isolate the
-                    # whole run (a container) for untrusted models: Codex's own sandbox needs
-                    # kernel features a container may lack.
+                    # The agent's commands run in its workspace, in the runner's jail
+                    # (openenv.harness.jail): Codex's own sandbox needs kernel features a
+                    # container may lack, and would not hide the environment's files anyway.
                     'sandbox_mode = "danger-full-access"',
                     "check_for_update_on_startup = false",
                     # A login shell re-reads /etc/profile, which resets PATH (and drops envtool).

@@ -9,13 +9,17 @@ For each task, :func:`run_harness`
    counted, rewarded, recorded);
 3. points the agent at the capture proxy (:mod:`openenv.harness.proxy`), whose episode URL
    tags every call with the run, episode, session and task, and forwards to ``model_url``;
-4. runs the agent to completion or until ``time_budget_s`` (then its process group is killed);
+4. runs the agent, in its jail (:mod:`openenv.harness.jail`: its own PID and network namespaces,
+   the environments' packages, tasks and the run's other files hidden, a reduced environment)
+   unless ``jail=None``, to completion or until ``time_budget_s`` (then its process group is
+   killed);
 5. scores the episode with the environment's rewards (the sum over its steps; ``solved`` when
    the environment ended it at the top of its reward range) and writes the trace:
    ``runs.jsonl``, ``calls.jsonl``, ``steps.jsonl``, ``episodes.jsonl`` (:mod:`openenv.harness.trace`).
 
 ``concurrency`` episodes run at once, each with its own session, workspace and proxy URL, on one
-proxy. The proxy and the tool relay listen on loopback only.
+proxy. The proxy and the tool relay listen on loopback only (and, for jailed agents, on a UNIX
+socket in a private directory, which each jail brings in as its own loopback port).
 """
 
 from __future__ import annotations
@@ -25,18 +29,22 @@ import contextlib
 import importlib.metadata
 import json
 import os
+import shutil
 import signal
 import stat
 import sys
+import tempfile
 import time
 import uuid
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from openenv.client import ToolEnvClient
-from openenv.harness._asgi import LoopbackServer
+from openenv.harness._asgi import LoopbackServer, UnixServer
 from openenv.harness.agents import Agent, AgentContext
+from openenv.harness.jail import DEFAULT_JAIL, Jail
 from openenv.harness.proxy import CaptureProxy, EpisodeTags
 from openenv.harness.relay import EpisodeTools, HarnessApp
 from openenv.harness.trace import TraceWriter
@@ -112,15 +120,25 @@ async def run_harness(
     upstream_api_key: str | None = None,
     client_kwargs: Mapping[str, Any] | None = None,
     on_episode: Callable[[dict[str, Any]], None] | None = None,
+    jail: Jail | None = DEFAULT_JAIL,
 ) -> list[dict[str, Any]]:
     """Run ``agent`` on each of ``tasks`` (``None``: the environment's default reset) of the
     environment at ``target``, capturing its calls to ``model_url``; write the trace to the
-    directory ``out`` and return the episode rows (``on_episode`` gets each as it ends)."""
+    directory ``out`` and return the episode rows (``on_episode`` gets each as it ends).
+
+    Every agent runs in ``jail`` (:class:`~openenv.harness.jail.Jail`; the default hides what
+    every run must, ``Jail(hide=[...])`` more). ``jail=None`` runs it unconfined, as the
+    runner's user with its environment: for an agent you trust only, never for training, since
+    its shell can then read the environment's tasks and solutions and open sessions of its own.
+    Raises :class:`~openenv.harness.jail.JailUnavailable` before any session opens when
+    bubblewrap is missing or cannot build the jail here."""
     if concurrency < 1:
         raise ValueError("concurrency must be >= 1")
     if time_budget_s <= 0:
         raise ValueError("time_budget_s must be > 0")
     agent.check()  # a missing program fails the run before any session opens
+    if jail is not None:
+        jail.check()  # so does a jail that cannot be built: never an agent run unconfined by accident
     out = Path(out).resolve()
     writer = TraceWriter(out)
     run_id = f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
@@ -129,16 +147,32 @@ async def run_harness(
             "run_id": run_id, "target": target, "agent": agent.name, "model": model, "model_url": model_url,
             "tasks": list(tasks), "concurrency": concurrency, "time_budget_s": time_budget_s,
             "request_tokens": request_tokens, "started_at": time.time(), "protoenv": _version(),
+            "jail": None if jail is None else json.dumps(jail.describe()),
         }
     )  # fmt: skip
     proxy = CaptureProxy(model_url, api_key=upstream_api_key, request_tokens=request_tokens)
     app = HarnessApp(proxy)
     await app.start()
+    server = LoopbackServer(app, "127.0.0.1", 0)
+    socket_dir: str | None = None
+    unix: UnixServer | None = None
     try:
-        server = await LoopbackServer(app, "127.0.0.1", 0).start()
+        await server.start()
+        if jail is not None and not jail.share_net:
+            # A directory only this user may enter; each jail mounts the socket in, read-only.
+            socket_dir = tempfile.mkdtemp(prefix="openenv-harness-")
+            if len(socket_dir) > 90:  # a UNIX socket's path holds at most 107 bytes
+                os.rmdir(socket_dir)
+                socket_dir = tempfile.mkdtemp(prefix="openenv-harness-", dir="/tmp")
+            unix = await UnixServer(app, os.path.join(socket_dir, "harness.sock")).start()
     except BaseException:
+        if socket_dir is not None:
+            shutil.rmtree(socket_dir, ignore_errors=True)
+        await server.stop()
         await app.stop()
         raise
+    hidden = jail.hidden(out) if jail is not None else []
+    warned: list[bool] = []
     queue: asyncio.Queue[tuple[int, str | None]] = asyncio.Queue()
     for item in enumerate(tasks):
         queue.put_nowait(item)
@@ -166,6 +200,17 @@ async def run_harness(
             env = _client(target, **dict(client_kwargs or {}))
             async with env:
                 info = env.info
+                if jail is not None and jail.share_net and not warned:
+                    caps = info.capabilities if info is not None else None
+                    if caps is None or not caps.auth_required:
+                        warned.append(True)
+                        warnings.warn(
+                            f"{target} accepts sessions without a token, and the agents share this machine's "
+                            "network (share_net): an agent can open sessions of its own there and try answers "
+                            "before it submits. Serve the environment with a token (docs/harnesses.md).",
+                            RuntimeWarning,
+                            stacklevel=1,
+                        )
                 row["session_id"] = tags.session_id = env.session_id
                 tools = [
                     {"name": t.name, "description": t.description, "inputSchema": t.input_schema}
@@ -192,6 +237,9 @@ async def run_harness(
                 )
                 try:
                     launch = agent.launch(ctx)
+                    if jail is not None:
+                        sock = None if unix is None else unix.path
+                        launch = jail.wrap(launch, ctx, hidden=hidden, port=server.port, socket_path=sock)
                     with log_path.open("wb") as logf:
                         proc = await asyncio.create_subprocess_exec(
                             *launch.argv,
@@ -239,6 +287,10 @@ async def run_harness(
         row["calls"] = tags.finished
         row["duration_s"] = time.perf_counter() - t0
         row["log"] = _tail(log_path)
+        if jail is not None and row["agent_exit_code"] not in (0, None) and row["log"].startswith("bwrap: "):
+            # bubblewrap refused this episode's jail: the agent never ran, which its row must say.
+            row["status"] = "error"
+            row["error"] = f"the agent's jail could not start: {row['log'].splitlines()[0]}"
         writer.add_episode(row)
         return row
 
@@ -256,6 +308,10 @@ async def run_harness(
     try:
         await asyncio.gather(*(worker() for _ in range(min(concurrency, max(1, len(tasks))))))
     finally:
+        if unix is not None:
+            await unix.stop()
+        if socket_dir is not None:
+            shutil.rmtree(socket_dir, ignore_errors=True)
         await server.stop()
         await app.stop()
         await proxy.aclose()

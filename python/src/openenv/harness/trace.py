@@ -20,7 +20,8 @@ variable columns as JSON text (the format's :data:`~openenv.record.rows.SCHEMA`,
 
 ``runs.jsonl``, one row per run (:data:`RUN_COLUMNS`): ``run_id``, ``target``, ``agent``,
 ``model``, ``model_url``, ``tasks``, ``concurrency``, ``time_budget_s``, ``request_tokens``,
-``started_at``, ``protoenv`` (the version that wrote it).
+``started_at``, ``protoenv`` (the version that wrote it), ``jail`` (the agents' jail settings,
+JSON text; null: unconfined).
 
 ``episodes.jsonl``, one row per episode (:data:`EPISODE_COLUMNS`): ``run_id``, ``episode_id``,
 ``session_id``, ``task_id``, ``agent``, ``reward`` (the environment's return), ``solved``,
@@ -75,9 +76,10 @@ EPISODE_COLUMNS = (
 
 RUN_COLUMNS = (
     "run_id", "target", "agent", "model", "model_url", "tasks", "concurrency", "time_budget_s", "request_tokens",
-    "started_at", "protoenv",
+    "started_at", "protoenv", "jail",
 )  # fmt: skip
-"""The columns of ``runs.jsonl``."""
+"""The columns of ``runs.jsonl`` (``jail``: the agents' jail settings as JSON text, null when
+the agents ran unconfined)."""
 
 CALLS, STEPS, EPISODES, RUNS = "calls.jsonl", "steps.jsonl", "episodes.jsonl", "runs.jsonl"
 
