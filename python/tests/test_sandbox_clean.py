@@ -142,3 +142,57 @@ def test_the_verifier_env_keeps_the_work_tree_off_pythons_path(tmp_path: Path) -
     assert "planted module imported" in planted.stderr
     clean = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, env={**base, **VERIFIER_ENV})
     assert clean.stdout.strip() == "real json", clean.stderr
+
+
+def test_a_linked_worktrees_common_config_is_cleaned_too(tmp_path: Path) -> None:
+    """A ``.git`` file pointing at a linked worktree's git directory, whose ``commondir`` names a
+    directory with objects and refs but no HEAD: git reads that directory's config, so its
+    filter runs unless it is cleaned as well."""
+    main = tmp_path / "main"
+    main.mkdir()
+    assert _git(main, "init", "-q", "-b", "main").returncode == 0
+    (main / "a.txt").write_text("one\n")
+    _git(main, "add", "a.txt")
+    assert _git(main, "commit", "-q", "-m", "first").returncode == 0
+    assert _git(main, "worktree", "add", "-q", str(tmp_path / "wt"), "-b", "side").returncode == 0
+    # The agent's workspace: the linked worktree, with the common directory moved inside it.
+    ws = tmp_path / "ws"
+    shutil.copytree(tmp_path / "wt", ws)
+    shutil.copytree(main / ".git", ws / "common")
+    (ws / "common" / "HEAD").unlink()
+    gitdir = ws / "common" / "worktrees" / "wt"
+    (gitdir / "commondir").write_text("../..\n")
+    (gitdir / "gitdir").write_text(f"{ws}/.git\n")
+    (ws / ".git").write_text(f"gitdir: {gitdir}\n")
+    marker = tmp_path / "ran"
+    evil = ws / "evil.sh"
+    evil.write_text(f'#!/bin/sh\necho "$0 $*" >> {marker}\ncat\n')
+    evil.chmod(0o755)
+    (ws / ".gitattributes").write_text("*.txt filter=steal\n")
+    with (ws / "common" / "config").open("a") as f:
+        f.write(f'[filter "steal"]\n\tclean = {evil} clean\n')
+    (ws / "a.txt").write_text("two\n")
+    assert _git(ws, "status", "--porcelain").returncode == 0
+    assert marker.exists()  # the control: git ran the common directory's filter
+    marker.unlink()
+    cleaned = clean_copy(_read(ws))
+    assert "filter" not in cleaned.files["common/config"].decode()
+    shutil.rmtree(ws / "common")
+    _write(cleaned, ws)
+    assert _git(ws, "status", "--porcelain").returncode == 0
+    assert not marker.exists()
+
+
+def test_an_isolated_run_never_imports_a_module_planted_in_the_workspace() -> None:
+    """``Sandbox.run(..., isolated=True)`` (an environment's own program where the agent's files
+    are) does not put the workspace on ``sys.path``: a planted ``tarfile.py`` is imported by a
+    plain run (the control) and never by an isolated one (harbor_env's grader was fooled this
+    way: the planted module printed its verdict)."""
+    from openenv.sandbox import Sandbox, put_files
+
+    with Sandbox() as box:
+        put_files(box, {"tarfile.py": "print('PLANTED')\nraise SystemExit(0)\n"})
+        plain = box.run("import tarfile\nprint('real', hasattr(tarfile, 'open'))\n")
+        isolated = box.run("import tarfile\nprint('real', hasattr(tarfile, 'open'))\n", isolated=True)
+    assert "PLANTED" in plain.stdout
+    assert isolated.stdout.strip() == "real True", isolated.stderr

@@ -499,9 +499,17 @@ class Sandbox:
         mine = ("rlimits", "no-capabilities", "no-new-privs", "landlock", "seccomp", "no-user-namespaces")
         return [r for r in self.require if r in mine]
 
-    def run(self, code: str, *, stdin: bytes = b"", limits: Limits | None = None) -> RunResult:
-        """Run ``code`` as a Python script (``__name__ == "__main__"``) in the workspace."""
-        r = self._call({"mode": "run"}, code.encode(), stdin, limits or self.limits, None)
+    def run(self, code: str, *, stdin: bytes = b"", limits: Limits | None = None, isolated: bool = False) -> RunResult:
+        """Run ``code`` as a Python script (``__name__ == "__main__"``) in the workspace.
+
+        The workspace is first on ``sys.path``, as for any script run in its directory: a module
+        there shadows the standard library's. ``isolated=True`` is for the environment's own
+        programs (a grader, a copier of files) run where the agent's files are: then the
+        workspace is not on the path, and a ``tarfile.py`` the agent left there is never
+        imported in place of the real one. (It does not make the program's children safe: run
+        them with :data:`VERIFIER_ENV`.)"""
+        spec = {"mode": "run", "isolated": True} if isolated else {"mode": "run"}
+        r = self._call(spec, code.encode(), stdin, limits or self.limits, None)
         assert isinstance(r, RunResult)
         return r
 

@@ -162,16 +162,25 @@ def clean_git_config(text: str) -> str:
 
 
 def _git_dirs(files: Mapping[str, bytes], dirs: list[str]) -> set[str]:
-    """Directories that are git directories (a ``HEAD`` file beside ``objects/`` or ``refs/``)."""
-    found = set()
+    """Directories git may read as (part of) a git directory: a ``HEAD`` beside ``objects/``,
+    ``refs/`` or a ``commondir`` file (a linked worktree's), or ``objects/`` beside ``refs/``
+    without a ``HEAD`` (the common directory a ``commondir`` names, whose ``config`` git reads)."""
     paths = set(files) | set(dirs)
-    for path in files:
-        if posixpath.basename(path) == "HEAD":
-            d = posixpath.dirname(path)
-            prefix = f"{d}/" if d else ""
-            if any(p.startswith(prefix + "objects") or p.startswith(prefix + "refs") for p in paths):
-                found.add(d)
-    return found
+    for p in list(paths):  # every ancestor directory, as git sees the tree
+        while "/" in p:
+            p = posixpath.dirname(p)
+            paths.add(p)
+
+    def has(d: str, name: str) -> bool:
+        return (f"{d}/{name}" if d else name) in paths
+
+    candidates = {posixpath.dirname(p) for p in paths if posixpath.basename(p) in ("HEAD", "objects", "refs")}
+    return {
+        d
+        for d in candidates
+        if (has(d, "HEAD") and (has(d, "objects") or has(d, "refs") or has(d, "commondir")))
+        or (has(d, "objects") and has(d, "refs"))
+    }
 
 
 def clean_copy(workspace: WorkspaceFiles) -> WorkspaceFiles:

@@ -167,7 +167,7 @@ def put_files(
     """
     data = _archive(files, modes or {}, dirs)
     limits = dataclasses.replace(box.limits, wall_s=max(box.limits.wall_s, 30.0))
-    r = box.run(_EXTRACT, stdin=data, limits=limits)
+    r = box.run(_EXTRACT, stdin=data, limits=limits, isolated=True)
     if r.exit_code != 0:
         raise SandboxError(f"could not write the files into the sandbox (exit {r.exit_code}): {r.stderr[-500:]}")
 
@@ -183,7 +183,7 @@ def get_files(box: Sandbox, *, exclude: Iterable[str] = ()) -> WorkspaceFiles:
     limits = dataclasses.replace(
         limits, wall_s=max(limits.wall_s, 30.0), output_bytes=limits.disk_bytes * 4 // 3 + (1 << 20)
     )
-    r = box.run(_EXPORT, stdin="\n".join(exclude).encode(), limits=limits)
+    r = box.run(_EXPORT, stdin="\n".join(exclude).encode(), limits=limits, isolated=True)
     if r.exit_code != 0 or r.stdout.endswith("[output truncated]"):
         raise SandboxError(f"could not read the sandbox's workspace (exit {r.exit_code}): {r.stderr[-500:]}")
     try:

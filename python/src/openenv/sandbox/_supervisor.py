@@ -218,7 +218,11 @@ def child(req: dict[str, Any], fds: list[int], namespaces: bool, layers_w: int) 
             os.write(2, f"sandbox: cannot run {argv[0]!r}: {e}\n".encode())
             os._exit(127)
     # The interpreter as a fresh program would have it: no supervisor in sys.path or sys.modules.
-    sys.path[:] = [req["cwd"]] + [p for p in sys.path[1:] if not p.startswith("/.openenv")]
+    # An environment's own program (isolated: a grader, a file copier) gets no working directory
+    # on its path either, so that a module the agent left in the workspace (tarfile.py,
+    # subprocess.py) is never imported in place of the standard library's (RFC 0015).
+    cwd_path = [] if req.get("isolated") else [req["cwd"]]
+    sys.path[:] = cwd_path + [p for p in sys.path[1:] if not p.startswith("/.openenv")]
     for name in ("_confine", "__main__"):
         sys.modules.pop(name, None)
     os.environ.clear()
