@@ -158,7 +158,7 @@ def _execute(conn: sqlite3.Connection, sql: str, keep: int) -> tuple[list[str], 
         if budget.exceeded:
             msg = "the query ran too long"
         elif isinstance(e, MemoryError):
-            msg = "out of memory (the query needs more than the server gives one query)"
+            msg = "out of memory (SQLite's heap, shared by every session of this server, is full)"
         else:
             msg = str(e)
         raise ValueError(f"SQL error: {msg}") from None
