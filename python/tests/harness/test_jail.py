@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib.metadata
 import json
 import os
 import secrets
@@ -149,6 +150,10 @@ json.dump(report, open("report.json", "w"), indent=1)
 """
 
 
+def _within(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
 def _script(port: int) -> Script:
     python = '"$(sed -n \'s/^exec "\\([^"]*\\)".*/\\1/p\' "$(command -v envtool)")"'
     return Script(
@@ -268,16 +273,21 @@ def test_jailed_the_agents_shell_finds_nothing_and_earns_nothing(
     assert json.loads(run["jail"])["hide"] and not json.loads(run["jail"])["share_net"]
 
 
-def test_the_jail_hides_every_installed_environment_and_the_checkout() -> None:
+def test_the_jail_hides_every_installed_environment_and_the_checkout(tmp_path: Path) -> None:
     """What the jail hides is found from the installation itself: each distribution of the
-    entry point group openenv.environments (here editable installs: their project directories),
-    and the checkout's envs/ and .git; the runtime the agent's tools need stays visible."""
-    hidden = environment_secrets()
+    entry point group openenv.environments (here editable installs: their project directories,
+    and their metadata, whose description is the README), the checkout's envs/ and .git, and a
+    $HARBOR_TASKS the runner has; the runtime the agent's tools need stays visible."""
+    hidden = environment_secrets({"HARBOR_TASKS": str(tmp_path)})
+    assert str(tmp_path.resolve()) in hidden, hidden
+    dist = importlib.metadata.distribution("coding-env")
+    metadata = str(dist.locate_file(next(f for f in dist.files or () if f.name == "METADATA")))
+    assert any(_within(metadata, h) for h in hidden), hidden
     package = str(Path(coding_env.__file__).resolve().parent)
-    assert any(package == h or package.startswith(h + "/") for h in hidden), hidden
+    assert any(_within(package, h) for h in hidden), hidden
     assert str(ROOT / "envs") in hidden and str(ROOT / ".git") in hidden, hidden
     runtime = str(ROOT / "python" / "src" / "openenv")
-    assert not any(runtime == h or runtime.startswith(h + "/") for h in hidden), hidden
+    assert not any(_within(runtime, h) for h in hidden), hidden
 
 
 def test_without_bubblewrap_the_runner_refuses_to_start_an_agent(

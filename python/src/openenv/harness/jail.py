@@ -22,8 +22,8 @@ the agent through :meth:`Jail.wrap`, which gives it
   metadata and, for a local or editable install, the project directory), the repository's ``envs/``, ``.cache``
   and ``.git`` (and its other worktrees) when the runner runs from a checkout, the user's
   package and model caches (``~/.cache``, ``$PIP_CACHE_DIR``, ``$UV_CACHE_DIR``, ``$HF_HOME``),
-  container image stores (``/var/lib/docker``, ...), the run directory but the episode's own
-  directories, and every path of ``hide``;
+  container image stores (``/var/lib/docker``, ...), ``$HARBOR_TASKS`` when the runner has it,
+  the run directory but the episode's own directories, and every path of ``hide``;
 * ``/tmp``, ``/var/tmp``, ``/run`` and ``/dev`` fresh and empty; writable: only its workspace,
   its private home (``HOME``) and those fresh directories;
 * an environment reduced to what it needs: the variables its harness is configured with, plus
@@ -65,6 +65,8 @@ FRESH = ("/tmp", "/var/tmp", "/run")
 SOCKET_IN_JAIL = "/run/openenv-harness/harness.sock" if os.path.isdir("/run") else "/tmp/.openenv-harness/harness.sock"
 #: Container image stores: an image's layers hold the environment's package as installed in it.
 STORES = ("/var/lib/docker", "/var/lib/containerd", "/var/lib/containers", "/var/lib/buildkit")
+#: Variables naming task directories of the project's environments (harbor_env's): hidden when set.
+TASK_VARIABLES = ("HARBOR_TASKS",)
 #: Inherited variables an agent keeps (besides ``pass_env`` and what its harness sets).
 KEEP_ENV = frozenset({"PATH", "LANG", "LANGUAGE", "TERM", "TZ", "USER", "LOGNAME", "SHELL", "COLUMNS", "LINES"})
 KEEP_ENV_PREFIXES = ("LC_",)
@@ -187,7 +189,8 @@ def environment_secrets(environ: Mapping[str, str] | None = None) -> list[str]:
     environment (entry point group ``openenv.environments``: the packages its entry points name,
     what its distribution installed, the local project of a local or editable install), the
     repository's ``envs/``, ``.cache``, ``.git`` and other worktrees when the runner runs from a
-    checkout, the package and model caches, and container image stores. Sorted, outermost only."""
+    checkout, the package and model caches, container image stores, and the task directories
+    ``environ`` names (``$HARBOR_TASKS``). Sorted, outermost only."""
     environ = os.environ if environ is None else environ
     found: set[str] = set()
     seen: set[str] = set()
@@ -203,6 +206,8 @@ def environment_secrets(environ: Mapping[str, str] | None = None) -> list[str]:
         found |= _checkout_secrets(root)
     found |= _caches(environ)
     found |= {s for s in STORES if os.path.exists(s)}
+    for name in TASK_VARIABLES:
+        found |= {_real(p) for p in environ.get(name, "").split(os.pathsep) if p and os.path.exists(p)}
     found.discard("/")
     return _outermost(found)
 
