@@ -370,3 +370,16 @@ def test_share_net_reaches_the_hosts_ports_and_warns_of_an_anonymous_target(
     env = dict(line.split("=", 1) for line in (work / "env.txt").read_text().splitlines() if "=" in line)
     assert env["OPENENV_JAIL_TEST_KEEP"] == "kept" and "OPENENV_JAIL_TEST_DROP" not in env, env
     assert env["HOME"] == str(Path(row["workspace"]).parent / "agent" / "home") and env["TMPDIR"] == "/tmp", env
+
+
+def test_the_cli_configures_the_jail_and_refuses_to_configure_none(tmp_path: Path) -> None:
+    """`openenv harness run --no-jail` with a jail option is a usage error (exit 2, before any
+    session): --hide, --pass-env and --share-net configure a jail that --no-jail does not run;
+    a --hide path that does not exist is refused too."""
+    openenv_cli = Path(sys.executable).with_name("openenv")
+    base = [str(openenv_cli), "harness", "run", "grpc://127.0.0.1:9", "--agent", "mini-swe-agent"]
+    base += ["--out", str(tmp_path / "out"), "--model-url", "http://127.0.0.1:9/v1"]
+    both = subprocess.run([*base, "--no-jail", "--hide", str(tmp_path)], capture_output=True, text=True, timeout=120)
+    assert both.returncode == 2 and "--no-jail runs no jail" in both.stderr, both.stderr
+    missing = subprocess.run([*base, "--hide", str(tmp_path / "nowhere")], capture_output=True, text=True, timeout=120)
+    assert missing.returncode == 2 and "does not exist" in missing.stderr, missing.stderr

@@ -62,6 +62,22 @@ async def _split_tasks(target: str, split: str, limit: int | None) -> list[str]:
     help="Ask the upstream for token ids and logprobs (vLLM; a hosted API may refuse return_token_ids).",
 )
 @click.option("--upstream-api-key", envvar="OPENENV_UPSTREAM_API_KEY", default=None, help="The upstream's key.")
+@click.option(
+    "--hide",
+    "hide",
+    multiple=True,
+    type=click.Path(exists=True),
+    help="A file or directory the agent's jail hides besides the environments' own (e.g. $HARBOR_TASKS); repeatable.",
+)
+@click.option("--pass-env", "pass_env", multiple=True, help="An inherited environment variable the agent keeps.")
+@click.option(
+    "--share-net", is_flag=True, help="Keep the host's network in the jail (the environment server needs a token)."
+)
+@click.option(
+    "--no-jail",
+    is_flag=True,
+    help="Run the agent unconfined: it can read the environment's tasks and solutions. Unsafe for training.",
+)
 def run_command(
     target: str,
     agent_spec: str,
@@ -76,10 +92,18 @@ def run_command(
     time_budget: float,
     request_tokens: bool,
     upstream_api_key: str | None,
+    hide: tuple[str, ...],
+    pass_env: tuple[str, ...],
+    share_net: bool,
+    no_jail: bool,
 ) -> None:
     """Run an agent on tasks of the environment at TARGET (grpc://, http(s)://, docker:IMAGE)
-    through the capture proxy; write the trace (runs, calls, steps, episodes .jsonl) to --out."""
+    through the capture proxy; write the trace (runs, calls, steps, episodes .jsonl) to --out.
+    Every agent runs in a bubblewrap jail (docs/harnesses.md, "The agent's jail")."""
     harness = _require()
+    if no_jail and (hide or pass_env or share_net):
+        raise click.UsageError("--no-jail runs no jail: --hide, --pass-env and --share-net configure one")
+    jail = None if no_jail else harness.Jail(hide=hide, pass_env=pass_env, share_net=share_net)
     try:
         agent = harness.agent_from_spec(agent_spec, agent_bin)
     except ValueError as e:
@@ -114,6 +138,7 @@ def run_command(
                 request_tokens=request_tokens,
                 upstream_api_key=upstream_api_key,
                 on_episode=progress,
+                jail=jail,
             )
         )
     except (harness.AgentUnavailable, ValueError, RuntimeError) as e:
