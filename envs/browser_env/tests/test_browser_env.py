@@ -245,14 +245,14 @@ def test_a_killed_chromium_ends_the_episode_and_is_replaced(env: Any) -> None:
 
 def test_the_tool_facade_for_harnesses_wins_by_the_checker() -> None:
     """browser_env.harness (what `openenv harness run` drives): the reset's text shows the goal
-    and the tree; each `act` call is a step rewarded by the checker. `act` grades the page and
-    shows it, so the facade's episodes are rich (strict would blind the agent); its grading
-    probes (click-test) earn 1 for the click and 0 for waiting."""
+    and the tree; each `act` call is a step rewarded by the checker. Every step is graded and
+    `act` is no grading tool (its result is the page the agent acts on, kept in strict episodes,
+    the default); its grading probes (click-test) earn 1 for the click and 0 for waiting."""
     from browser_env.harness import BrowserToolEnvironment
 
     with openenv.testing.sync_client(BrowserToolEnvironment, client_cls=openenv.ToolEnvClient) as tools:
         caps = tools.info.capabilities
-        assert caps.grades and caps.feedback == 2 and list(caps.feedback_offered) == [2]  # rich only
+        assert caps.grades and caps.feedback == 1 and list(caps.feedback_offered) == [1, 2]  # strict by default
         for probe in BrowserToolEnvironment.grading_probes():
             for calls, want in ((probe.reference, 1.0), *((n, 0.0) for n in probe.null)):
                 tools.reset(seed=probe.seed, task_id=probe.task_id)
@@ -266,7 +266,7 @@ def test_the_tool_facade_for_harnesses_wins_by_the_checker() -> None:
         goal = text.split("\n", 1)[0].removeprefix("Goal: ")
         action = policy.act("click-button", goal, text)
         (act,) = tools.list_tools()
-        assert act.name == "act" and act.annotations["openenv/grading"] == {}
+        assert act.name == "act" and "openenv/grading" not in (act.annotations or {})
         s = tools.step(openenv.CallToolAction("act", {"action": "goto('javascript:core.endEpisode(1)')"}))
         assert s.observation is not None
         assert s.reward == 0.0 and not s.terminated and "refused" in s.observation.result.text
@@ -274,6 +274,9 @@ def test_the_tool_facade_for_harnesses_wins_by_the_checker() -> None:
         assert (s.reward, s.terminated) == (1.0, True)
         assert s.observation is not None
         assert s.observation.result.text.startswith("reward: 1; task over: yes")
+        # Strict: the page stays, the checker's detail does not reach the metadata.
+        assert "Accessibility tree:" in s.observation.result.text
+        assert "reason" not in s.metadata and "miniwob_raw_reward" not in s.metadata
 
 
 def _plays_click_test_to_a_win(env: BrowserEnvironment) -> None:

@@ -8,11 +8,12 @@
 the page's new accessibility tree. No screenshot: harnesses read text. The same action rules
 apply (:mod:`browser_env.actions`).
 
-``act`` grades the page (RFC 0015: a grading tool without an argument) and is also how the agent
-sees it, so this facade's episodes are rich: a strict one would replace every ``act`` result by
-the reward, and the agent would act blind. Nothing finer than the reward reaches the agent
-either way: ``act`` answers the page, the reward and whether the task is over, never the
-checker's state (its raw reward and reason are in the step's metadata, for the trainer).
+Every step is graded (RFC 0015: a grading environment without a grading tool grades every step,
+as the non-tool :class:`~browser_env.BrowserEnvironment` does), and ``act`` is how the agent sees
+the page, so it is no grading tool whose result strict feedback would replace: ``act`` answers
+the page, the reward and whether the task is over, never the checker's state. In a strict
+episode (the default) the checker's raw reward and reason are dropped from the step's metadata
+(the reason can name the right element); a rich one (asked for at reset) keeps them.
 
 ::
 
@@ -61,8 +62,9 @@ class BrowserToolEnvironment(BrowserEnvironment):
     example_actions: ClassVar[Sequence[Any]] = ()
     # Tool calls are the steps: the base class's dispatch, not BrowserEnvironment's.
     step = openenv.Environment.step
-    # act answers the page the agent acts on: strict feedback would hide it (module docstring).
-    grading = openenv.Grading(feedback="rich", offers=("rich",), public_metadata=PUBLIC_METADATA)
+    # Every step graded, act no grading tool (module docstring): strict keeps the page, drops the
+    # checker's detail.
+    grading = openenv.Grading(offers=("strict", "rich"), public_metadata=PUBLIC_METADATA)
 
     @classmethod
     def grading_probes(cls) -> list[openenv.GradingProbe]:
@@ -92,7 +94,7 @@ class BrowserToolEnvironment(BrowserEnvironment):
         obs = openenv.CallToolObservation("", openenv.ToolResult([{"type": "text", "text": text}]))
         return openenv.StepResult(obs, metadata=r.metadata)
 
-    @openenv.tool(grades=True)
+    @openenv.tool
     def act(self, action: str) -> str:
         """Perform a BrowserGym action string on the task's page.
 

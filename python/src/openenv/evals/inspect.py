@@ -30,6 +30,7 @@ from inspect_ai.tool import ToolDef, ToolParams
 from openenv.client import EnvClient, SyncEnvClient, ToolEnvClient
 from openenv.protocol import StepResult
 from openenv.runtime.tools import CallToolAction, Tool
+from openenv.v1 import environment_pb2
 
 __all__ = ["env_task", "environment_reward", "play_environment"]
 
@@ -70,7 +71,11 @@ def play_environment(target: str, *, max_turns: int = 10, client_kwargs: dict[st
         episode: dict[str, Any] = {"rewards": [], "breakdown": None, "done": False}
         async with ToolEnvClient(target, **(client_kwargs or {})) as client:
             md = state.metadata or {}
-            r = await client.reset(md.get("seed"), None, None, task_id=md.get("task_id"))
+            # An evaluation reports what the environment grades: rich feedback where it is offered
+            # (RFC 0015; a training loop keeps the strict default).
+            offered = client.info.capabilities.feedback_offered if client.info is not None else ()
+            options = {"feedback": "rich"} if environment_pb2.FEEDBACK_RICH in offered else None
+            r = await client.reset(md.get("seed"), None, options, task_id=md.get("task_id"))
             episode["episode_id"] = r.episode_id
             tools = await client.list_tools()
             state.messages = [ChatMessageUser(content=_text(r))]

@@ -40,6 +40,7 @@ __all__ = [
     "OPTIONS_KEY",
     "Grading",
     "GradingProbe",
+    "ProbeStep",
     "grading_spec",
     "probes_document",
     "strict_breakdown",
@@ -139,15 +140,25 @@ def strict_breakdown(score: Any) -> Any:
 # -- probes: the certifier's trusted view of tasks -----------------------------------------------
 
 
-def _calls(seq: Sequence[Any]) -> tuple[CallToolAction, ...]:
-    out = []
+#: One step of a probe: a tool call, or ``{"action": A}`` (the environment's own JSON action, for
+#: an environment whose actions are not tool calls).
+ProbeStep = CallToolAction | dict[str, Any]
+
+
+def _calls(seq: Sequence[Any]) -> tuple[ProbeStep, ...]:
+    out: list[ProbeStep] = []
     for c in seq:
         if isinstance(c, CallToolAction):
             out.append(c)
         elif isinstance(c, Mapping) and isinstance(c.get("tool"), str):
             out.append(CallToolAction(c["tool"], dict(c.get("arguments") or {})))
+        elif isinstance(c, Mapping) and set(c) == {"action"}:
+            out.append({"action": c["action"]})
         else:
-            raise ValueError(f"a probe's step must be a CallToolAction or {{'tool': ..., 'arguments': ...}}, got {c!r}")
+            raise ValueError(
+                "a probe's step is a CallToolAction, {'tool': ..., 'arguments': ...} or {'action': A} "
+                f"(an environment whose actions are not tool calls), got {c!r}"
+            )
     return tuple(out)
 
 
@@ -155,7 +166,9 @@ def _calls(seq: Sequence[Any]) -> tuple[CallToolAction, ...]:
 class GradingProbe:
     """One task as the certifier's ``grading`` level plays it (never served to agents).
 
-    Each sequence is the tool calls of one episode after its reset, the last one grading.
+    Each sequence is the steps of one episode after its reset, the last one grading: tool calls
+    (:class:`openenv.CallToolAction` or ``{"tool": ..., "arguments": ...}``), or, for an
+    environment whose actions are not tool calls, ``{"action": A}`` with its JSON action.
 
     Attributes:
         task_id: the task to reset into (RFC 0004), or None (the seed picks).
@@ -181,8 +194,11 @@ class GradingProbe:
         object.__setattr__(self, "replay", tuple(_calls(s) for s in self.replay))
 
     def to_json(self) -> dict[str, Any]:
-        def seq(s: Sequence[CallToolAction]) -> list[dict[str, Any]]:
-            return [{"tool": c.tool_name, "arguments": dict(c.arguments)} for c in s]
+        def seq(s: Sequence[ProbeStep]) -> list[dict[str, Any]]:
+            return [
+                {"tool": c.tool_name, "arguments": dict(c.arguments)} if isinstance(c, CallToolAction) else dict(c)
+                for c in s
+            ]
 
         return {
             "task_id": self.task_id,
