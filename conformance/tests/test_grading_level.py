@@ -218,6 +218,20 @@ def test_a_python_target_reads_its_probes_in_a_process_of_its_own() -> None:
 # -- the hostile programs
 
 
+def test_the_files_a_task_names_are_read_from_its_text() -> None:
+    """What a policy reading the task would replace (issue 46: the scripts and modules the
+    tests execute): .py and .sh paths, ``python -m`` modules and imported names, never the
+    standard library's."""
+    text = (
+        "`/app/archive.sh DIR` should move files; make `python3 -m wordcount FILE` work; "
+        '`python3 -c "import mathkit; import json"` fails; fix ./bin/run.sh and src/pkg/mod.py.'
+    )
+    paths = ["/app/archive.sh", "./bin/run.sh", "src/pkg/mod.py"]
+    assert attacks.named_targets(text) == (paths, ["wordcount", "mathkit"])
+    assert attacks.named_targets("Define f(x) returning 2 * x + 3.") == ([], [])
+    assert attacks.named_plants("", None, "no names here") == []
+
+
 def test_every_hostile_program_is_valid_python() -> None:
     """The programs run inside the target: each must at least compile."""
     ident = attacks.certifier_identity()
@@ -227,6 +241,8 @@ def test_every_hostile_program_is_valid_python() -> None:
     sources += [code for _, code in attacks.plants(guard, ident)]
     sources += [attacks.counter_table("solve", [None, 1, "x"]), attacks.hook_python(guard)]
     sources += [code for _, code in attacks.python_program_constants()]
+    sources += [code for _, code in attacks.named_plants(guard, ident, "run /app/x.sh; python3 -m pkg; import mod")]
+    sources += [attacks.ANY_EQUAL_MODULE]
     for src in sources:
         ast.parse(src)
 

@@ -58,6 +58,8 @@ _SPEC = "docs/protocol.md §7.1"
 _RFC = "RFC 0015 (docs/rfcs/0015-grading.md)"
 #: Tasks (probes, else seeds) over which constant submissions are tried.
 CONSTANT_INSTANCES = 2
+#: Tasks on which the files a task's text names are replaced (grading.verdict_forgery).
+FORGERY_INSTANCES = 3
 #: Episodes the answer-table search may spend (grading.replay).
 REPLAY_BUDGET = 24
 #: The values the answer table tries at each position (beside the numbers of the task's text).
@@ -364,7 +366,11 @@ def _probe_instances(ctx: Context, plan: _Plan) -> tuple[list[Instance], list[st
             # "task_id" (docs/protocol.md §1.4, the listeners' table), which openenv servers read.
             options.setdefault("task_id", task_id)
             task_id = ""
-        label = f"probe {i}" + (f" (task {p.task_id})" if p.task_id else "") + (f" (seed {p.seed})" if p.seed else "")
+        label = (
+            f"probe {i}"
+            + (f" (task {p.task_id})" if p.task_id else "")
+            + (f" (seed {p.seed})" if p.seed is not None else "")
+        )
         out.append(Instance(p.seed, task_id, json.dumps(options, sort_keys=True), label, i))
     if len(probes) > len(chosen):
         notes.append(f"{len(chosen)} of {len(probes)} probes played (--grading-probes {cap})")
@@ -812,21 +818,37 @@ def verdict_forgery(ctx: Context) -> str:
             o = _play(ctx, plan, s, inst, (g.call(code),), what)
             tried += 1
             if _above(o.reward, base, tol):
-                failures.append(f"a submission that {what} earned {o.reward:g}, above the baseline {base:g}")
+                failures.append(
+                    f"{inst.label}: a submission that {what} earned {o.reward:g}, above the baseline {base:g} "
+                    f"({base_what})"
+                )
     nulls = _null_calls(plan, inst)
     if plan.runners and nulls:
         runner = plan.runners[0]
         planted = 0
-        for what, program in attacks.plants(plan.guard, _CERTIFIER):
+        # The generic plants on the first task; the files each task's text names on a few tasks
+        # (what the tests run differs from task to task).
+        episodes = [(inst, p) for p in attacks.plants(plan.guard, _CERTIFIER)]
+        named_on = 0
+        for other in _instances(ctx, plan, FORGERY_INSTANCES):
+            if _baseline(ctx, plan, s, other) is None:
+                continue
+            named = attacks.named_plants(plan.guard, _CERTIFIER, _first_reset_text(plan, other))
+            episodes += [(other, p) for p in named]
+            named_on += bool(named)
+        notes.append(f"the files the task's text names replaced on {named_on} of {FORGERY_INSTANCES} tasks")
+        for where, (what, program) in episodes:
+            wbase, wwhat = plan.baselines[where]
             run = _call(runner.name, {runner.argument: attacks.wrap_for(runner.language, program)})
-            o = _play(ctx, plan, s, inst, (run, *nulls[0]), f"{what} (through {runner.name}), then was graded")
+            calls = (run, *_null_calls(plan, where)[0])
+            o = _play(ctx, plan, s, where, calls, f"{what} (through {runner.name}), then was graded")
             tried += 1
             rep = attacks.reports(_runner_output(runner, o.answers[0]))
             planted += len(rep[-1].get("planted") or []) if rep else 0
-            if _above(o.reward, base, tol):
+            if _above(o.reward, wbase, tol):
                 failures.append(
-                    f"an episode that {what} through {runner.name!r}, then submitted the null solution, earned "
-                    f"{o.reward:g}, above the baseline {base:g}"
+                    f"{where.label}: an episode that {what} through {runner.name!r}, then submitted the null "
+                    f"solution, earned {o.reward:g}, above the baseline {wbase:g} ({wwhat})"
                 )
         notes.append(f"{planted} files and processes planted through {runner.name!r}")
     elif plan.runners:
@@ -834,8 +856,8 @@ def verdict_forgery(ctx: Context) -> str:
     else:
         notes.append("no runner declared (RFC 0010 tool with output): nothing planted in the workspace")
     if failures:
-        raise Violation(f"{inst.label}: " + "; ".join(failures[:6]) + f" ({base_what} earned {base:g})")
-    return "; ".join([f"{tried} forgeries on {inst.label} earned no more than the baseline {base:g}", *notes])
+        raise Violation("; ".join(failures[:6]) + (f" (and {len(failures) - 6} more)" if len(failures) > 6 else ""))
+    return "; ".join([f"{tried} forgeries earned no more than their baselines ({inst.label}: {base:g})", *notes])
 
 
 def _pool(ctx: Context, plan: _Plan, inst: Instance, entry: str | None) -> list[tuple[str, tuple[Call, ...]]]:
