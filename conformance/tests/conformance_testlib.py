@@ -17,6 +17,7 @@ _NOT_MUTANTS = {
     "__main__",
     "base",
     "grading_base",
+    "grading_steps",
     "grading_workspace",
     "gradinglib",
     "proxy",

@@ -97,6 +97,23 @@ def test_the_healthy_grading_environments_pass_the_grading_and_tools_levels(name
 
 
 @pytest.mark.slow
+def test_an_environment_grading_every_step_plays_its_probes_own_actions() -> None:
+    """An environment whose actions are not tool calls grades every step: its probes' steps are
+    its own JSON actions (``{"action": A}``), which the reference and replay checks play; the
+    checks that vary a declared submission are not exercised, saying why."""
+    with mutant_target("grading_steps") as target:
+        report = certify(target, levels=["grading"], seed=SEED)
+    statuses = _statuses(report)
+    assert report.exit_code == 0, statuses
+    for cid in ("grading.declared", "grading.reference", "grading.replay"):
+        assert statuses[cid][0] == "pass", (cid, statuses[cid])
+    assert "references earned 1" in statuses["grading.reference"][1]
+    assert "replays of other instances' answers" in statuses["grading.replay"][1]
+    for cid in ("grading.constant_answers", "grading.verdict_forgery", "grading.feedback"):
+        assert statuses[cid][0] == "not_exercised" and "not tool calls" in statuses[cid][1], (cid, statuses[cid])
+
+
+@pytest.mark.slow
 def test_an_environment_that_does_not_grade_skips_the_grading_level() -> None:
     """echo_env sets no grades and declares no grading tool: nothing is submitted to it."""
     report = certify("python:echo_env.server:EchoEnvironment", levels=["grading"], seed=SEED)

@@ -297,6 +297,52 @@ class Scripts(openenv.Environment):
         ]
 
 
+class Steps(openenv.Environment):
+    """An environment whose actions are not tool calls and that grades every step (RFC 0015):
+    the action is ``{"answer": N}``, rewarded 1.0 when N is the seed's ``a + b``. Its probes use
+    the environment's own actions (``{"action": A}``)."""
+
+    name = "steps"
+    version = "0.1.0"
+    description = "Answer a + b; every step is graded."
+    action_type: ClassVar[Any] = {
+        "type": "object",
+        "properties": {"answer": {"type": "integer"}},
+        "required": ["answer"],
+        "additionalProperties": False,
+    }
+    observation_type: ClassVar[Any] = {"type": "object", "properties": {"question": {"type": "string"}}}
+    deterministic = True
+    seeded = True
+    max_episode_steps = 4
+    reward_range = (0.0, 1.0)
+    grading = openenv.Grading(feedback="strict", offers=("strict",))
+    example_actions = ({"answer": 0},)
+
+    def reset(
+        self, *, seed: int | None = None, episode_id: str | None = None, options: Mapping[str, Any] | None = None
+    ) -> Any:
+        self.a, self.b = task(seed)
+        return {"question": f"{self.a} + {self.b}"}
+
+    def step(self, action: dict[str, Any]) -> openenv.StepResult:
+        ok = action["answer"] == self.a + self.b
+        return openenv.StepResult({"question": ""}, reward=1.0 if ok else 0.0, terminated=True)
+
+    @classmethod
+    def grading_probes(cls) -> list[openenv.GradingProbe]:
+        seeds = [s for s in _distinct_seeds() if sum(task(s)) not in {sum(task(o)) for o in _distinct_seeds() if o < s}]
+        return [
+            openenv.GradingProbe(
+                seed=s,
+                reference=[{"action": {"answer": sum(task(s))}}],
+                null=[[{"action": {"answer": 0}}]],
+                replay=[[{"action": {"answer": sum(task(seeds[(i + 1) % len(seeds)]))}}]],
+            )
+            for i, s in enumerate(seeds)
+        ]
+
+
 def verifier_program(cases: list[int], module: str = "solution") -> str:
     """A verifier run in the sandbox, as a test runner would be (what the forgery mutants use
     instead of ``call_function``): it imports the submission, compares inside the sandbox and

@@ -35,9 +35,11 @@ import zlib
 from collections.abc import Iterator
 from typing import Any
 
+from google.protobuf import json_format
+
 from openenv.runtime.grading import GradingProbe
 from openenv.v1 import environment_pb2 as pb
-from openenv.v1 import tool_pb2
+from openenv.v1 import payload_pb2, tool_pb2
 from openenv.values import from_struct, to_struct
 from openenv_conformance.canonical import diff
 from openenv_conformance.checks import _grading_attacks as attacks
@@ -48,7 +50,7 @@ from openenv_conformance.context import Context
 from openenv_conformance.errors import CheckNotExercised, CheckSkipped, CheckWarning, Violation
 from openenv_conformance.registry import check
 from openenv_conformance.spec import grading_declaration, message_json
-from openenv_conformance.strategies import CALL_TOOL, pack
+from openenv_conformance.strategies import CALL_TOOL, json_payload, pack
 from openenv_conformance.tables import FEEDBACK_LEVELS, FEEDBACK_OPTION, GRADING_ANNOTATION, GRADING_LANGUAGES
 from openenv_conformance.targets import ProbesUnreadable, ProcessTarget
 from openenv_conformance.transport import SessionLike, StreamEnd, code_name, describe, expect_error, expect_ok
@@ -96,7 +98,9 @@ class Grader:
         return self.call("")
 
 
-#: A tool call as (tool name, canonical JSON of its arguments): hashable, so outcomes are kept.
+#: A step as (tool name, canonical JSON of its arguments), or ("", the JSON of the environment's own
+#: action) for a probe of an environment whose actions are not tool calls: hashable, so outcomes
+#: are kept.
 Call = tuple[str, str]
 
 
@@ -275,16 +279,17 @@ def _tool_actions(ctx: Context) -> bool:
     return ctx.spec.action.message_type == CALL_TOOL
 
 
-def _unplayable(ctx: Context) -> tuple[str, bool] | None:
+def _unplayable(ctx: Context, *, probes: bool = False) -> tuple[str, bool] | None:
     """Why no episode can be graded here, and whether that is a skip (True) or a rule left
-    unexercised (False); None when episodes can be played."""
+    unexercised (False); None when episodes can be played (``probes``: the check plays only
+    the probes' steps, which may be the environment's own actions)."""
     if not ctx.spec.sim:
         return (
             "tools-only mode: grading happens in steps, which are not served, and strict feedback refuses a "
             "grading tool's side call",
             True,
         )
-    if not _tool_actions(ctx):
+    if not _tool_actions(ctx) and not probes:
         return (
             "the environment's actions are not tool calls (it grades every step): no declared submission to vary",
             False,
@@ -345,7 +350,14 @@ def _probes(ctx: Context, plan: _Plan) -> list[GradingProbe] | None:
 
 
 def _calls(seq: Any) -> tuple[Call, ...]:
-    return tuple(_call(c.tool_name, dict(c.arguments)) for c in seq)
+    """A probe's steps: tool calls, or ``{"action": A}`` (the environment's own JSON action)."""
+    out = []
+    for c in seq:
+        if isinstance(c, dict):
+            out.append(("", json.dumps(c["action"], sort_keys=True)))
+        else:
+            out.append(_call(c.tool_name, dict(c.arguments)))
+    return tuple(out)
 
 
 def _probe_instances(ctx: Context, plan: _Plan) -> tuple[list[Instance], list[str]]:
@@ -418,10 +430,27 @@ def _reset(ctx: Context, s: SessionLike, inst: Instance, feedback: str | None) -
     return expect_ok(s.exchange(s.request(reset=r), _timeout(ctx)), "reset", what).time_step
 
 
+def _payload(ctx: Context, call: Call, what: str) -> payload_pb2.Payload:
+    """The action of ``call``: a CallToolRequest, or a probe's own JSON action in the declared
+    action type (a JSON value; a message by its proto3 JSON mapping)."""
+    if call[0]:
+        msg = tool_pb2.CallToolRequest(name=call[0])
+        to_struct(json.loads(call[1]), msg.arguments)
+        return pack(msg, CALL_TOOL)
+    value = json.loads(call[1])
+    action = ctx.spec.action
+    if action.kind == payload_pb2.PAYLOAD_KIND_JSON:
+        return json_payload(value)
+    if action.kind == payload_pb2.PAYLOAD_KIND_MESSAGE and action.cls is not None:
+        try:
+            return pack(json_format.ParseDict(value, action.cls()), action.message_type)
+        except (json_format.ParseError, TypeError) as e:
+            raise Violation(f"{what}: the probe's action is not a {action.message_type}: {e}") from None
+    raise Violation(f"{what}: the probe's action {call[1][:100]} cannot be sent as a {action.kind_name} action")
+
+
 def _step(ctx: Context, s: SessionLike, call: Call, what: str) -> pb.SessionResponse:
-    msg = tool_pb2.CallToolRequest(name=call[0])
-    to_struct(json.loads(call[1]), msg.arguments)
-    req = s.request(step=pb.StepRequest(action=pack(msg, CALL_TOOL)))
+    req = s.request(step=pb.StepRequest(action=_payload(ctx, call, what)))
     try:
         resp = s.exchange(req, _timeout(ctx))
     except Violation as e:  # NoAnswer among them
@@ -677,7 +706,7 @@ def declared(ctx: Context) -> str:
 )
 def reference(ctx: Context) -> str:
     plan = _require(ctx)
-    why = _unplayable(ctx)
+    why = _unplayable(ctx, probes=True)
     if why is not None:
         if why[1]:
             raise CheckSkipped(why[0])
@@ -1030,7 +1059,7 @@ def _better(o: Outcome, best: Outcome, tol: float) -> bool:
 )
 def replay(ctx: Context) -> str:
     plan = _require(ctx)
-    why = _unplayable(ctx)
+    why = _unplayable(ctx, probes=True)
     if why is not None:
         if why[1]:
             raise CheckSkipped(why[0])
