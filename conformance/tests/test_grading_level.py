@@ -49,11 +49,12 @@ def _statuses(report) -> dict[str, tuple[str, str]]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("transport", ["grpc", "http"])
+@pytest.mark.parametrize("transport", ["grpc", "http", "binary"])
 def test_coding_env_certifies_at_the_grading_level(transport: str) -> None:
     """coding_env (all or nothing, strict by default, a fresh case order per submission, its
     probes) passes every check, each exercised: its references earn 1.0 and no attack earns more
-    than its nulls. The run's duration is the README's figure."""
+    than its nulls. Its capabilities (grades, feedback, feedback_offered: protocol 1.5) are read
+    over every transport the certifier speaks. The run's duration is the README's figure."""
     pytest.importorskip("coding_env")
     _sandbox()
     report = certify(
@@ -70,6 +71,9 @@ def test_coding_env_certifies_at_the_grading_level(transport: str) -> None:
     assert "planted through 'run_python'" in report.result("grading.verdict_forgery").note
     assert "a side call of 'submit' is refused" in report.result("grading.feedback").note
     assert report.options["grading_probes"] == 8
+    caps = report.capabilities
+    assert caps["grades"] is True and caps["feedback"] == "FEEDBACK_STRICT", caps
+    assert caps["feedback_offered"] == ["FEEDBACK_STRICT", "FEEDBACK_RICH"], caps
 
 
 @pytest.mark.slow
