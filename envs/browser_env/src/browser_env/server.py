@@ -139,6 +139,22 @@ class BrowserEnvironment(openenv.Environment):
     # RFC 0015: graded at every step by the page's checker; strict by default (the reward, the
     # public metadata), rich on request (the checker's raw reward and reason).
     grading = openenv.Grading(offers=("strict", "rich"), public_metadata=PUBLIC_METADATA)
+
+    @classmethod
+    def grading_probes(cls) -> list[openenv.GradingProbe]:
+        """click-test (one button, the same bid on every instance), as the environment's own
+        actions: clicking it earns 1, waiting (``noop``) earns 0 (RFC 0015: a probe of an
+        environment whose actions are not tool calls is ``{"action": A}`` steps)."""
+        return [
+            openenv.GradingProbe(
+                task_id="click-test",
+                seed=seed,
+                reference=[{"action": "click('13')"}],
+                null=[[{"action": "noop(0)"}]],
+            )
+            for seed in (4, 5)
+        ]
+
     task_splits: ClassVar[Mapping[str, str]] = {
         "miniwob": f"{len(TASKS)} MiniWoB++ tasks (clicking, forms, typing), BrowserGym's versions",
     }
