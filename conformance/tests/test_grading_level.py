@@ -26,6 +26,7 @@ from openenv.v1 import tool_pb2
 from openenv.values import to_struct
 from openenv_conformance.checks import _grading_attacks as attacks
 from openenv_conformance.checks.grading import _declaration_problems, _grader
+from openenv_conformance.context import RunOptions
 from openenv_conformance.registry import all_checks
 from openenv_conformance.runner import certify
 from openenv_conformance.spec import grading_declaration
@@ -345,3 +346,33 @@ def test_on_the_certifiers_host_killing_every_process_reaches_only_the_targets_d
             except ProcessLookupError:
                 pass
             p.wait(10)
+
+
+#: Every graded reference environment's python: target, with what the grading level can exercise
+#: on it (beside grading.declared, grading.reference and grading.feedback, which all exercise).
+#: CI certifies the same environments' images (docker: targets: probes read in the image).
+GRADED_ENVS = {
+    "terminal_env": ("terminal_env.server:TerminalEnvironment", {"grading.verdict_forgery", "grading.replay"}),
+    "repo_env": ("repo_env.server:RepoEnvironment", {"grading.replay"}),
+    "harbor_env": ("harbor_env.server:HarborEnvironment", {"grading.verdict_forgery"}),
+    "sql_env": ("sql_env.server:SqlEnvironment", {"grading.constant_answers"}),
+    "math_env": ("math_env.server:MathEnvironment", {"grading.constant_answers"}),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("env", sorted(GRADED_ENVS))
+def test_every_graded_reference_environment_certifies_at_the_grading_level(env: str) -> None:
+    """terminal_env, repo_env, harbor_env (every shipped task: all its probes), sql_env and
+    math_env pass the grading level as python: targets, their references earning the top reward,
+    no attack more than their nulls; the checks each one's declarations make applicable are
+    exercised (coding_env and browser_env: the tests above)."""
+    factory, exercised = GRADED_ENVS[env]
+    pytest.importorskip(env)
+    _sandbox()
+    report = certify(f"python:{factory}", levels=["grading"], seed=SEED, run_options=RunOptions(grading_probes=0))
+    assert report.unusable is None, f"{report.unusable}\n{report.logs}"
+    statuses = _statuses(report)
+    assert not [cid for cid, (status, _) in statuses.items() if status in ("fail", "error")], statuses
+    for cid in ("grading.declared", "grading.reference", "grading.feedback", *exercised):
+        assert statuses[cid][0] == "pass", (cid, statuses[cid])
