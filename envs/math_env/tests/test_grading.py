@@ -191,3 +191,33 @@ def test_submit_answer_declares_what_it_grades_and_the_probes_hold() -> None:
     assert annotations["openenv/grading"] == {"argument": "answer", "language": "text"}
     for reference, *others in played:
         assert reference == 1.0 and others and all(r == 0.0 for r in others)
+
+
+def test_a_snapshot_carries_the_task_by_id_never_its_answer() -> None:
+    """A snapshot is sealed, not encrypted: whoever holds it reads it (RFC 0006). math_env's holds
+    the task's id and what the agent did, so the answer never leaves the server (RFC 0015); a
+    session restored from it (or a fork) continues the same episode and grades the right answer."""
+    from openenv.runtime import snapshots
+
+    task = TASKS[17]
+
+    async def play(envs: list[MathEnv]) -> None:
+        (env,) = envs
+        await env.reset(task_id=str(task.id))
+        await env.step(CallToolAction("scratchpad_write", {"text": "thinking"}))
+        snap = await env.snapshot()
+        state = snapshots.loads(snap.environment, MathEnvironment)
+        assert state == {"task": 17, "scratchpad": "thinking\n", "steps": 1, "calculator_calls": 0,
+                         "submitted": None, "feedback": "strict"}  # fmt: skip
+        assert b"Task" not in snap.environment and task.question.encode() not in snap.environment
+        (fork,) = await env.fork(1, snapshot=snap)
+        try:
+            r = await fork.step(CallToolAction("submit_answer", {"answer": str(task.answer)}))
+            assert r.reward is not None and r.reward > 0.9 and r.done
+        finally:
+            await fork.close()
+        await env.restore(snap)
+        r = await env.step(CallToolAction("submit_answer", {"answer": str(task.answer + 1)}))
+        assert r.reward == 0.0 and r.done
+
+    run(play)

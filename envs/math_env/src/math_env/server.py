@@ -31,6 +31,7 @@ import openenv
 from math_env.calculator import evaluate
 from math_env.rubric import MAX_STEPS, build_rubric
 from math_env.tasks import TASKS, Task, sample
+from openenv.runtime import snapshots
 
 MAX_SCRATCHPAD_CHARS = 10_000
 TRAIN_TASKS = 800
@@ -51,7 +52,7 @@ class MathEnvironment(openenv.Environment):
         "the reward is a rubric (format gate, correctness, length penalty)."
     )
     deterministic = True
-    snapshots = True  # RFC 0006: the default hooks (its state pickles)
+    snapshots = True  # RFC 0006: hooks of its own (snapshot, restore): the task by id, never its answer
     max_episode_steps = MAX_STEPS
     run_in_thread = False  # every tool is bounded and cheap: no need to leave the event loop
     max_sessions = 256
@@ -110,6 +111,35 @@ class MathEnvironment(openenv.Environment):
             )
         except (TypeError, ValueError) as e:
             raise openenv.InvalidArgument(f"bad task options: {e}") from None
+
+    def snapshot(self) -> bytes:
+        """The episode as the task's id and what the agent did (RFC 0006), never the task itself:
+        a snapshot is sealed, not encrypted, so its holder reads it, and a grading environment's
+        snapshots carry nothing of the hidden data (RFC 0015: the answer stays in the server;
+        restore looks the task up by its id)."""
+        state = {
+            "task": self.task.id,
+            "scratchpad": self.scratchpad,
+            "steps": self.steps,
+            "calculator_calls": self.calculator_calls,
+            "submitted": self.submitted,
+            "feedback": self.feedback,
+        }
+        return snapshots.dumps(state, type(self))
+
+    def restore(self, data: bytes) -> None:
+        state = snapshots.loads(data, type(self))
+        try:
+            task = TASKS[int(state["task"])]
+            values = (str(state["scratchpad"]), int(state["steps"]), int(state["calculator_calls"]))
+            submitted, feedback = state["submitted"], str(state["feedback"])
+        except (TypeError, ValueError, KeyError, IndexError) as e:
+            raise openenv.InvalidArgument(f"not a math_env snapshot: {e!r}") from None
+        if submitted is not None and not isinstance(submitted, str):
+            raise openenv.InvalidArgument("not a math_env snapshot: the submitted answer is not text")
+        self.task = task
+        self.scratchpad, self.steps, self.calculator_calls = values
+        self.submitted, self.feedback = submitted, feedback
 
     def _start(self, task: Task) -> None:
         self.task = task
