@@ -18,6 +18,8 @@ import re
 import sys
 from typing import Any
 
+from openenv_conformance.checks import _sandbox_probes as sandbox_probes
+
 __all__ = [
     "CONSTANTS",
     "MARK",
@@ -591,14 +593,5 @@ def wrap_for(language: str, program: str) -> str:
 
 
 def reports(output: str) -> list[PlantReport]:
-    """The :data:`MARK` reports printed in ``output``."""
-    out = []
-    for line in output.splitlines():
-        if line.startswith(MARK):
-            try:
-                value = json.loads(line[len(MARK) :])
-            except ValueError:
-                continue
-            if isinstance(value, dict):
-                out.append(value)
-    return out
+    """The :data:`MARK` reports printed in ``output`` (read as the sandbox level reads its own)."""
+    return sandbox_probes.reports(output, MARK)

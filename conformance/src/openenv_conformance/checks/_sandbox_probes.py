@@ -111,13 +111,14 @@ def _program(params: dict[str, Any], *parts: str) -> str:
     return head + "".join(parts)
 
 
-def reports(stdout: str) -> list[dict[str, Any]]:
-    """The report lines a probe printed, in order (lines that do not parse are skipped)."""
+def reports(stdout: str, mark: str = MARK) -> list[dict[str, Any]]:
+    """The report lines a probe printed (each ``mark`` then a JSON object), in order (lines that
+    do not parse are skipped)."""
     out = []
     for line in stdout.splitlines():
-        if line.startswith(MARK):
+        if line.startswith(mark):
             try:
-                value = json.loads(line[len(MARK) :])
+                value = json.loads(line[len(mark) :])
             except ValueError:
                 continue
             if isinstance(value, dict):

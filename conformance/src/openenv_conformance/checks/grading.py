@@ -43,8 +43,7 @@ from openenv.v1 import payload_pb2, tool_pb2
 from openenv.values import from_struct, to_struct
 from openenv_conformance.canonical import diff
 from openenv_conformance.checks import _grading_attacks as attacks
-from openenv_conformance.checks import _sandbox_probes as sandbox_probes
-from openenv_conformance.checks.sandbox import CodeTool, code_tools
+from openenv_conformance.checks.sandbox import CodeTool, code_tools, entry_point, peer_tools
 from openenv_conformance.checks.sandbox import declarations as sandbox_declarations
 from openenv_conformance.context import Context
 from openenv_conformance.errors import CheckNotExercised, CheckSkipped, CheckWarning, Violation
@@ -217,23 +216,6 @@ def _grader(tool: tool_pb2.Tool, spec: dict[str, Any]) -> Grader | None:
     return Grader(tool.name, argument, language, json.dumps(extra, sort_keys=True))
 
 
-def _peer_tools(ctx: Context) -> tuple[list[tool_pb2.Tool], str]:
-    """The tool list of the target's other transport (when this one shows no declaration)."""
-    try:
-        peer = ctx.peer()
-        if peer is None:
-            return [], ""
-        s = peer[0].session()
-        try:
-            s.open()
-            tools = list(expect_ok(s.list_tools(), "list_tools", "list_tools on the peer").tools)
-        finally:
-            s.shutdown()
-    except (Violation, OSError, RuntimeError):
-        return [], ""
-    return tools, f"its {peer[0].kind} side"
-
-
 def _plan(ctx: Context) -> _Plan:
     plan = _PLANS.get(ctx)
     if plan is not None:
@@ -241,7 +223,7 @@ def _plan(ctx: Context) -> _Plan:
     tools, source = ctx.tools, ""
     declared = [(t, grading_declaration(t)) for t in tools if grading_declaration(t) is not None]
     if not declared and ctx.spec.caps.tools:
-        others, where = _peer_tools(ctx)
+        others, where = peer_tools(ctx)
         found = [(t, grading_declaration(t)) for t in others if grading_declaration(t) is not None]
         if found:
             tools, declared, source = others, found, where
@@ -400,12 +382,6 @@ def _instances(ctx: Context, plan: _Plan, n: int) -> list[Instance]:
 # -- playing episodes
 
 
-def _entry_point(ts: pb.TimeStep) -> str | None:
-    meta = from_struct(ts.metadata) if ts.HasField("metadata") else {}
-    ep = meta.get("entry_point") if isinstance(meta, dict) else None
-    return ep if sandbox_probes.valid_entry_point(ep) else None
-
-
 def _texts(value: Any) -> Iterator[str]:
     if isinstance(value, str):
         yield value
@@ -521,7 +497,7 @@ def _play(
         }
     else:
         view["state"] = {"answer": describe(st)}
-    out = Outcome(reward, refused, view, _entry_point(ts0), reset_text, answers)
+    out = Outcome(reward, refused, view, entry_point(ts0), reset_text, answers)
     plan.outcomes[key] = out
     return out
 

@@ -118,8 +118,9 @@ class _Plan:
 _PLANS: weakref.WeakKeyDictionary[Context, _Plan] = weakref.WeakKeyDictionary()
 
 
-def _peer_declarations(ctx: Context) -> tuple[list[tuple[tool_pb2.Tool, Any]], str]:
-    """The declarations of the target's other transport (when this one lists none)."""
+def peer_tools(ctx: Context) -> tuple[list[tool_pb2.Tool], str]:
+    """The tool list of the target's other transport (when this one shows no declaration) and
+    where it came from; nothing when there is no other transport or it does not answer."""
     try:
         peer = ctx.peer()
         if peer is None:
@@ -132,7 +133,13 @@ def _peer_declarations(ctx: Context) -> tuple[list[tuple[tool_pb2.Tool, Any]], s
             s.shutdown()
     except (Violation, OSError, RuntimeError):
         return [], ""
-    return declarations(tools), f"its {peer[0].kind} side"
+    return tools, f"its {peer[0].kind} side"
+
+
+def _peer_declarations(ctx: Context) -> tuple[list[tuple[tool_pb2.Tool, Any]], str]:
+    """The declarations of the target's other transport (when this one lists none)."""
+    tools, where = peer_tools(ctx)
+    return declarations(tools), where
 
 
 def code_tools(found: list[tuple[tool_pb2.Tool, Any]]) -> list[CodeTool]:
@@ -350,7 +357,8 @@ def _after(ctx: Context, a: SessionLike, what: str) -> None:
 # -- grading
 
 
-def _entry_point(ts: pb.TimeStep) -> str | None:
+def entry_point(ts: pb.TimeStep) -> str | None:
+    """The function a reset names for graded code (its metadata's ``entry_point``), if valid."""
     meta = from_struct(ts.metadata) if ts.HasField("metadata") else {}
     ep = meta.get("entry_point") if isinstance(meta, dict) else None
     return ep if probes.valid_entry_point(ep) else None
@@ -373,7 +381,7 @@ def _reset_for_grading(ctx: Context, s: SessionLike) -> str | None:
     # the promise of RFC 0010 holds at every level. Rewards are the same at both.
     options = {"feedback": "rich"} if "rich" in ctx.spec.feedback_offered else None
     ts = expect_ok(s.reset(seed=_episode_seed(ctx), options=options), "reset", "reset before grading").time_step
-    return _entry_point(ts)
+    return entry_point(ts)
 
 
 def _grade(
