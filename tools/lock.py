@@ -21,8 +21,8 @@ Commands (standard library only; uv and pip do the work):
 ``python tools/lock.py compile [--upgrade] [--upgrade-package NAME ...]``
     ``make lock`` (``--upgrade``): re-resolve against today's releases; ``make lock UPGRADE=0``:
     keep every pin the inputs still allow and resolve only what changed (a new dependency).
-    Also writes the locks of the upstream OpenEnv releases the interop tests install
-    (``requirements/upstream/``) and the npm lock of the agent CLIs (``tools/harness-tools/``).
+    Also writes the locks of the separate interpreters the tests install (``requirements/upstream/``:
+    OpenEnv's releases, verifiers with our core) and the npm lock of the agent CLIs (``tools/harness-tools/``).
 ``python tools/lock.py bootstrap``
     pip, setuptools, wheel and uv from the lock into this interpreter's venv (pip, hashes checked).
 ``python tools/lock.py install [--demo -e PROJECT[EXTRAS] ...]``
@@ -354,7 +354,10 @@ def compile_all(python: str, upgrade: bool, packages: list[str]) -> None:
     _, editables = read_in()
     _compile(uv, python, IN, LOCK, [e.name() for e in editables], upgrade, packages)
     for in_path in sorted(UPSTREAM_DIR.glob("*.in")):
-        _compile(uv, python, in_path, in_path.with_suffix(".txt"), [], upgrade, packages)
+        # An upstream .in may name this repository's projects (``-e ./python``: verifiers' venv holds
+        # our core): their dependencies are locked, the projects themselves installed from the tree.
+        _, local = read_in(in_path)
+        _compile(uv, python, in_path, in_path.with_suffix(".txt"), [e.name() for e in local], upgrade, packages)
     npm = shutil.which("npm")
     if npm is None:
         print("npm not found: tools/harness-tools/package-lock.json left as it is", flush=True)

@@ -1,0 +1,122 @@
+#!/usr/bin/env python3
+"""A cached, locked virtualenv holding Prime Intellect's ``verifiers`` beside this project's core.
+
+Why a separate interpreter: verifiers pins ``mcp==2.0.0`` and the project's ``http`` extra needs
+``mcp>=2.3``, so the two cannot share the development venv. This venv holds exactly
+``requirements/upstream/verifiers-<version>.txt`` (hashes checked; ``make lock`` resolves it from
+the ``.in`` beside it, which names verifiers and this repository's ``python/`` project, so the
+lock carries the core's dependencies too) and this tree's ``openenv`` core installed editable
+without dependencies (the gRPC client; no ``http`` extra, hence no mcp conflict).
+
+It lives under ``.cache/verifiers/verifiers-<version>-<lock digest>/`` (gitignored): a changed
+lock makes a new venv, an unchanged one is reused. The editable install follows this tree's
+sources, so a changed ``python/src`` needs no rebuild.
+
+Usage::
+
+    python tools/verifiers_venv.py                # builds once, prints the interpreter
+
+From Python (tests, ``openenv import verifiers:``'s tests)::
+
+    from tools.verifiers_venv import ensure
+    python = ensure()                             # Path of the venv's interpreter
+
+What callers may rely on: the returned interpreter imports ``verifiers`` (the pinned release)
+and ``openenv`` (this tree's core); creation is serialised with a file lock (parallel callers
+wait, then reuse it); a venv is only marked ready after a successful install and import check,
+so an interrupted install is redone next time. Raises ``RuntimeError`` with the install log's
+tail when the install fails (e.g. no access to the package index).
+"""
+
+from __future__ import annotations
+
+import argparse
+import fcntl
+import hashlib
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from openenv_upstream import _base_python, _run, python_of  # a sibling script: the same venv plumbing
+
+ROOT = Path(__file__).resolve().parent.parent
+CACHE = Path(os.environ.get("OPENENV_VERIFIERS_CACHE", ROOT / ".cache" / "verifiers"))
+
+#: The verifiers release the integration is checked against (docs/training.md).
+VERSION = "0.4.0"
+
+_STAMP = ".verifiers-venv-ready"
+#: What a ready venv must import: the release, and this tree's gRPC client.
+_IMPORT_CHECK = "import verifiers, openenv.client"
+
+
+def lock_of(version: str = VERSION) -> Path:
+    """The committed lock of that release with the core's dependencies (``make lock`` writes it)."""
+    return ROOT / "requirements" / "upstream" / f"verifiers-{version}.txt"
+
+
+def lock_digest(version: str = VERSION) -> str:
+    """The first 16 hex digits of the lock's SHA-256: the cache key of its venv."""
+    lock = lock_of(version)
+    if not lock.is_file():
+        raise RuntimeError(f"no lock for verifiers {version}: {lock} (add its .in, then `make lock UPGRADE=0`)")
+    return hashlib.sha256(lock.read_bytes()).hexdigest()[:16]
+
+
+def venv_dir(version: str = VERSION) -> Path:
+    """Where the venv of that release (at its current lock) lives."""
+    return CACHE / f"verifiers-{version}-{lock_digest(version)}"
+
+
+def ensure(version: str = VERSION, *, timeout: float = 900.0, quiet: bool = True) -> Path:
+    """Create (once per lock digest) and return the interpreter of the verifiers venv."""
+    venv = venv_dir(version)
+    py = python_of(venv)
+    stamp = f"verifiers=={version} lock {lock_digest(version)}\n"
+
+    def ready() -> bool:
+        return py.exists() and (venv / _STAMP).is_file() and (venv / _STAMP).read_text() == stamp
+
+    if ready():
+        return py
+    CACHE.mkdir(parents=True, exist_ok=True)
+    with (CACHE / f"{venv.name}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            if ready():
+                return py
+            if venv.exists():
+                shutil.rmtree(venv)
+            log = CACHE / f"{venv.name}.log"
+            log.write_text("")
+            t0 = time.monotonic()
+            if not quiet:
+                print(f"creating {venv} (verifiers=={version}); log: {log}", file=sys.stderr)
+            _run([_base_python(), "-m", "venv", str(venv)], log, 120)
+            install = [sys.executable, str(Path(__file__).with_name("pip_install.py")), "--python", str(py)]
+            # Exactly the lock, hashes checked; then the core from this tree, editable, no dependencies
+            # (they are in the lock: its .in names ./python).
+            _run([*install, "-r", str(lock_of(version))], log, timeout)
+            _run([*install, "--no-deps", "-e", str(ROOT / "python")], log, timeout)
+            _run([str(py), "-c", _IMPORT_CHECK], log, 300)
+            (venv / _STAMP).write_text(stamp)
+            if not quiet:
+                print(f"ready in {time.monotonic() - t0:.0f} s: {py}", file=sys.stderr)
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+    return py
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--version", default=VERSION, help=f"verifiers release (default {VERSION})")
+    ns = ap.parse_args(argv)
+    print(ensure(ns.version, quiet=False))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
