@@ -75,7 +75,7 @@ BASE_TAG = "openenv-harbor-base:bookworm"
 DEBIAN_BASE = "openenv-base:bookworm"
 NETWORK = "openenv-harbor"
 PROXY_NAME = "openenv-harbor-packages"
-PROXY_URL = "http://harbor-packages:3128"
+PROXY_URL = "http://harbor-packages"
 #: uv's installer's host, as Harbor's verifier preamble names it (served by harbor-packages).
 UV_INSTALLER_HOST = "astral.sh"
 #: Debian packages the harbor base adds to openenv-base:bookworm.
@@ -117,7 +117,9 @@ def cache_dir() -> Path:
     return d
 
 
-def _docker(*args: str, input: bytes | None = None, timeout: float = 600, check: bool = True) -> subprocess.CompletedProcess[bytes]:
+def _docker(
+    *args: str, input: bytes | None = None, timeout: float = 600, check: bool = True
+) -> subprocess.CompletedProcess[bytes]:
     try:
         r = subprocess.run(["docker", *args], input=input, capture_output=True, timeout=timeout, check=False)
     except FileNotFoundError:
@@ -271,14 +273,28 @@ def _cafile() -> str:
 
 
 def proxy_env() -> dict[str, str]:
-    """What every task container and build gets so that it reaches harbor-packages."""
+    """What every task container gets so that pip and uv use harbor-packages' index (no proxy
+    variable: the task's own HTTP clients reach its own services directly)."""
     return {
-        "http_proxy": PROXY_URL, "https_proxy": PROXY_URL, "HTTP_PROXY": PROXY_URL, "HTTPS_PROXY": PROXY_URL,
-        "no_proxy": "harbor-packages,localhost,127.0.0.1", "NO_PROXY": "harbor-packages,localhost,127.0.0.1",
         "PIP_INDEX_URL": f"{PROXY_URL}/simple", "PIP_TRUSTED_HOST": "harbor-packages",
         "UV_INDEX_URL": f"{PROXY_URL}/simple", "UV_DEFAULT_INDEX": f"{PROXY_URL}/simple",
         "UV_PYTHON_DOWNLOADS": "never",
     }  # fmt: skip
+
+
+_hosts: list[str] = []
+
+
+def add_hosts() -> list[str]:
+    """``--add-host`` arguments resolving harbor-packages, the apt mirrors and uv's installer to
+    harbor-packages (after :func:`ensure_packages`)."""
+    r = _docker("inspect", "--format", f"{{{{(index .NetworkSettings.Networks \"{NETWORK}\").IPAddress}}}}", PROXY_NAME,
+                timeout=60)  # fmt: skip
+    ip = r.stdout.decode().strip()
+    out = []
+    for h in ["harbor-packages", UV_INSTALLER_HOST, *_apt_hosts()]:
+        out += ["--add-host", f"{h}:{ip}"]
+    return out
 
 
 def ensure_packages() -> None:
@@ -406,10 +422,7 @@ def ensure_task_image(task: HarborTask, *, echo: Any = None) -> tuple[str, list[
         ctx = Path(tmp) / "context"
         shutil.copytree(envdir, ctx, symlinks=True)
         (ctx / "Dockerfile").write_text(text, encoding="utf-8")
-        args = ["build", "-q", "--network", NETWORK, "--label", f"{LABEL}.task={task.id}", "-t", tag]
-        for k, v in proxy_env().items():
-            if k.lower() in ("http_proxy", "https_proxy", "no_proxy"):
-                args += ["--build-arg", f"{k}={v}"]
+        args = ["build", "-q", "--network", NETWORK, *add_hosts(), "--label", f"{LABEL}.task={task.id}", "-t", tag]
         if echo:
             echo(f"building {task.id} ({tag})")
         try:
@@ -494,7 +507,7 @@ class ContainerBox:
         name = f"openenv-harbor-{secrets.token_hex(6)}"
         args = ["run", "-d", "--name", name, "--label", LABEL, "--hostname", "task", *self._resources(task)]
         if online:
-            args += ["--network", NETWORK]
+            args += ["--network", NETWORK, *add_hosts()]
             for k, v in proxy_env().items():
                 args += ["-e", f"{k}={v}"]
         else:
@@ -598,7 +611,8 @@ class ContainerBox:
             self._copy_in(verifier, "tests", task.tests_tar)
             before = self._pids(verifier)
             env = {**task.verifier_env}
-            run = self._exec(verifier, ["bash", "/tests/test.sh"], task.verifier_timeout_s,
+            # 2>&1 in the container: the output in the order test.sh wrote it (its summary last)
+            run = self._exec(verifier, ["bash", "-c", "bash /tests/test.sh 2>&1"], task.verifier_timeout_s,
                              cwd=task.build.workdir, env=env)  # fmt: skip
             after = self._pids(verifier)
             _docker("kill", verifier, check=False, timeout=120)

@@ -2,20 +2,23 @@
 
 A task container (:mod:`harbor_env.container`) sits on an internal Docker network with no route
 out; this server, in a container of its own on that network and on the default bridge, is the
-one thing it reaches, as ``http://harbor-packages:3128``. The containers' ``http_proxy`` and
-``https_proxy`` name it, and ``PIP_INDEX_URL``/``UV_INDEX_URL`` its package index. It serves:
+one thing it reaches, as ``http://harbor-packages``; the containers resolve the apt mirrors'
+host names and uv's installer's to it too (``docker run --add-host``: no proxy variable, so
+the task's own HTTP clients are not redirected), and ``PIP_INDEX_URL``/``UV_INDEX_URL`` name its
+package index. It serves:
 
-* **Debian packages** (``apt-get update``/``install`` through ``http_proxy``): GET of a URL on
-  one of the apt mirrors this machine's own apt sources name (``--apt-host``), fetched there
-  and cached (``/cache``);
+* **Debian packages** (``apt-get update``/``install`` as the image's apt sources say): a GET
+  for one of the apt mirrors this machine's own apt sources name (``--apt-host``), fetched
+  there and cached (``/cache``);
 * **a Python package index** (``/simple/NAME/``, PEP 503): the index this machine's pip uses
   (``--index``), its links rewritten to ``/files/...``, which fetches and caches each file;
 * **uv's installer** (``curl -LsSf https://INSTALLER/uv/VERSION/install.sh | sh``, Harbor's
-  verifier preamble): a ``CONNECT`` to the installer's host (``--tls-host``) is answered with a
+  verifier preamble): port 443 answers for the installer's host (``--tls-host``) with a
   certificate of the local CA the harbor base image trusts, and the script served installs that
   version of uv from the ``uv`` wheel of the package index (``/uv/VERSION/uv.tar.gz``) into
   ``~/.local/bin``, with the ``env`` file the real installer writes;
-* nothing else: any other host, ``CONNECT`` or path is refused with 403 and a line saying why.
+* nothing else: any other host, ``CONNECT`` or path is refused with 403 and a line saying why
+  (it also answers as a forward proxy on port 3128, for clients told to use one).
 
 Standard library only: it runs on the harbor base image's Python (``python3 package_proxy.py
 --cache DIR ...``). Upstream fetches verify TLS with ``--cafile`` (the host's CA bundle).
@@ -44,6 +47,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 NAME = "harbor-packages"
 PORT = 3128
+#: Where the containers reach it (port 80, by its network alias).
+BASE_URL = f"http://{NAME}"
 _LOCK = threading.Lock()
 
 INSTALL_SH = """#!/bin/sh
@@ -51,7 +56,7 @@ INSTALL_SH = """#!/bin/sh
 set -eu
 dest="${{UV_INSTALL_DIR:-${{XDG_BIN_HOME:-$HOME/.local/bin}}}}"
 mkdir -p "$dest"
-url="http://{name}:{port}/uv/{version}/uv.tar.gz"
+url="{base}/uv/{version}/uv.tar.gz"
 if command -v curl >/dev/null 2>&1; then curl -fsSL "$url"; else wget -qO- "$url"; fi | tar -xz -C "$dest"
 cat > "$dest/env" <<EOF
 #!/bin/sh
@@ -82,7 +87,9 @@ def _ctx() -> ssl.SSLContext:
 
 
 def _fetch(url: str, accept: str | None = None) -> bytes:
-    req = urllib.request.Request(url, headers={"User-Agent": "harbor-packages", **({"Accept": accept} if accept else {})})
+    req = urllib.request.Request(
+        url, headers={"User-Agent": "harbor-packages", **({"Accept": accept} if accept else {})}
+    )
     with urllib.request.urlopen(req, timeout=120, context=_ctx()) as r:
         data: bytes = r.read()
         return data
@@ -129,7 +136,7 @@ def simple_page(name: str) -> bytes:
         with _LOCK:
             Config.file_hosts.add(host)
         fname = urllib.parse.unquote(full.rsplit("/", 1)[-1])
-        out = f"http://{NAME}:{PORT}/files/{_token(full)}/{urllib.parse.quote(fname)}"
+        out = f"{BASE_URL}/files/{_token(full)}/{urllib.parse.quote(fname)}"
         return 'href="' + html.escape(out + (f"#{frag}" if frag else "")) + '"'
 
     return _META.sub("", _HREF.sub(link, text)).encode()
@@ -215,14 +222,17 @@ class Handler(BaseHTTPRequestHandler):
         self.do_GET(head=True)
 
     def do_GET(self, head: bool = False) -> None:
-        if self.tls_host is not None:
+        asked = (self.headers.get("Host") or NAME).rsplit(":", 1)[0].strip("[]").lower()
+        if self.server.server_address[1] == 443:  # type: ignore[index]
+            scheme, host, path = "https", asked, self.path
+        elif self.tls_host is not None:
             scheme, host, path = "https", self.tls_host, self.path
         elif self.path.startswith("http://"):
             parts = urllib.parse.urlsplit(self.path)
             scheme, host = "http", parts.hostname or ""
             path = parts.path + (f"?{parts.query}" if parts.query else "")
         else:
-            scheme, host, path = "http", NAME, self.path
+            scheme, host, path = "http", asked if asked in Config.apt_hosts else NAME, self.path
         try:
             if host == NAME or host.startswith("localhost"):
                 self._local(path, head)
@@ -232,7 +242,7 @@ class Handler(BaseHTTPRequestHandler):
                     self._refuse(f"https://{host}{path} is not served here (only uv's install.sh)", 404)
                     return
                 version = m.group(1) or self._latest_uv()
-                self._send(200, INSTALL_SH.format(version=version, name=NAME, port=PORT).encode(), "text/x-sh", head)
+                self._send(200, INSTALL_SH.format(version=version, base=BASE_URL).encode(), "text/x-sh", head)
             elif scheme == "http" and host in Config.apt_hosts:
                 keep = "/pool/" in path or "/by-hash/" in path
                 self._send(200, _cached(f"http://{host}{path}", keep=keep), head=head)
@@ -288,10 +298,18 @@ def main(argv: list[str] | None = None) -> None:
     Config.cert, Config.key = ns.cert, ns.key
     Config.file_hosts = {urllib.parse.urlsplit(ns.index).hostname or ""}
     os.makedirs(Config.cache, exist_ok=True)
-    server = ThreadingHTTPServer(("0.0.0.0", ns.port), Handler)
-    server.daemon_threads = True
-    print(f"harbor-packages serving on :{ns.port}", flush=True)
-    server.serve_forever()
+    servers = [ThreadingHTTPServer(("0.0.0.0", port), Handler) for port in (ns.port, 80)]
+    if Config.cert:
+        tls = ThreadingHTTPServer(("0.0.0.0", 443), Handler)
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(Config.cert, Config.key)
+        tls.socket = ctx.wrap_socket(tls.socket, server_side=True)
+        servers.append(tls)
+    for s in servers:
+        s.daemon_threads = True
+        threading.Thread(target=s.serve_forever, daemon=True).start()
+    print(f"harbor-packages serving on :{ns.port}, :80 and :443", flush=True)
+    threading.Event().wait()
 
 
 if __name__ == "__main__":

@@ -46,12 +46,15 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import openenv
+from harbor_env.container import ContainerBox, docker_available, ensure_base_image, ensure_packages
 from harbor_env.sandbox import SHM, TaskBox, Verdict
 from harbor_env.task import HarborTask, TaskError, TaskSet, load_tasks
 from openenv.rubrics import Score
 from openenv.sandbox import Limits, SandboxUnavailable
 
 TASKS_ENV = "HARBOR_TASKS"
+#: ``sandbox`` (default) or ``container``: how tasks run (docs/harbor.md).
+MODE_ENV = "HARBOR_MODE"
 SHIPPED = Path(__file__).resolve().parent / "tasks"
 _PACKAGE_DIR = str(Path(__file__).resolve().parent)
 MAX_STEPS = 200
@@ -103,9 +106,25 @@ def _runs(language: str, argument: str, output: str | None = "stdout") -> dict[s
     return {"openenv/sandbox": spec}
 
 
+CONTAINER_INSTRUCTIONS = (
+    "\n\n---\nYou work inside the task's container through tools; its working directory is {workdir}. "
+    "shell(command) runs a bash command there (each call starts in {workdir}; files and background processes "
+    "persist); read_file(path), write_file(path, content) and edit_file(path, old, new) work on files (paths relative "
+    "to {workdir}); python(code) runs a script with the container's python3. When you are done, call submit(): the "
+    "task's tests grade the container as you left it and the episode ends. Time limit: {timeout:g} s."
+)
+
+
+def _mode() -> str:
+    mode = os.environ.get(MODE_ENV, "").strip() or "sandbox"
+    if mode not in ("sandbox", "container"):
+        raise ValueError(f"${MODE_ENV} must be 'sandbox' or 'container', not {mode!r}")
+    return mode
+
+
 def _default_tasks() -> TaskSet:
     path = os.environ.get(TASKS_ENV, "").strip()
-    return load_tasks(path or SHIPPED)
+    return load_tasks(path or SHIPPED, mode=_mode())
 
 
 class HarborEnvironment(openenv.Environment):
@@ -137,6 +156,9 @@ class HarborEnvironment(openenv.Environment):
         files=16384,
         open_files=256,
     )
+    #: ``"sandbox"`` (the Dockerfile interpreted into openenv.sandbox) or ``"container"`` (each task in a
+    #: container built from its Dockerfile, :mod:`harbor_env.container`); ``$HARBOR_MODE``.
+    mode: ClassVar[str] = _mode()
     tasks: ClassVar[TaskSet] = _default_tasks()
     #: RFC 0015: ``submit`` grades; strict feedback unless a session asks for rich at reset. Public
     #: metadata: what reset and every step say that does not depend on the tests' verdict.
@@ -149,11 +171,16 @@ class HarborEnvironment(openenv.Environment):
     task_splits: ClassVar[dict[str, str]] = {s: f"the {s} tasks" for s in tasks.splits}
 
     @classmethod
-    def with_tasks(cls, path: str | os.PathLike[str] | TaskSet, *, name: str | None = None) -> type[HarborEnvironment]:
+    def with_tasks(
+        cls, path: str | os.PathLike[str] | TaskSet, *, name: str | None = None, mode: str | None = None
+    ) -> type[HarborEnvironment]:
         """A subclass serving the tasks at ``path`` (checked now: a task that cannot run here fails
-        with :class:`harbor_env.task.TaskError` naming it and what is missing)."""
-        taskset = path if isinstance(path, TaskSet) else load_tasks(path)
+        with :class:`harbor_env.task.TaskError` naming it and what is missing). ``mode``:
+        ``"sandbox"`` or ``"container"`` (default: this class's, ``$HARBOR_MODE``)."""
+        mode = mode or cls.mode
+        taskset = path if isinstance(path, TaskSet) else load_tasks(path, mode=mode)
         attrs: dict[str, Any] = {
+            "mode": mode,
             "tasks": taskset,
             "metadata": {**cls.metadata, "tasks": len(taskset)},
             "task_splits": {s: f"the {s} tasks" for s in taskset.splits},
@@ -171,12 +198,21 @@ class HarborEnvironment(openenv.Environment):
         return [_PACKAGE_DIR, *cls.tasks.sources, *(str(t.path) for t in cls.tasks)]
 
     @classmethod
-    def new_box(cls) -> TaskBox:
+    def new_box(cls) -> TaskBox | ContainerBox:
+        if cls.mode == "container":
+            return ContainerBox()
         return TaskBox(cls.limits, cls.secrets())
 
     @classmethod
     def preflight(cls) -> None:
         """Refuse to serve where the agent's commands cannot be confined as required."""
+        if cls.mode == "container":
+            why = docker_available()
+            if why:
+                raise RuntimeError(f"{cls.__name__} (container mode) needs a Docker engine: {why}")
+            ensure_base_image()
+            ensure_packages()
+            return
         box = cls.new_box()
         try:
             box.start(next(iter(cls.tasks)))
@@ -193,7 +229,7 @@ class HarborEnvironment(openenv.Environment):
         submit = openenv.CallToolAction("submit", {})
         probes = []
         for task in cls.tasks:
-            command = _reference_command(task)
+            command = _reference_command(task, container=cls.mode == "container")
             reference = None if command is None else [openenv.CallToolAction("shell", {"command": command}), submit]
             probes.append(openenv.GradingProbe(task_id=task.id, reference=reference, null=[[submit]]))
         return probes
@@ -237,7 +273,8 @@ class HarborEnvironment(openenv.Environment):
         self._begin(self._pick(seed, opts), str(opts.get("feedback") or "strict"))
         self._setup()
         task = self.task
-        text = task.instruction + INSTRUCTIONS.format(workdir=task.build.workdir, timeout=task.agent_timeout_s)
+        template = CONTAINER_INSTRUCTIONS if self.mode == "container" else INSTRUCTIONS
+        text = task.instruction + template.format(workdir=task.build.workdir, timeout=task.agent_timeout_s)
         obs = openenv.CallToolObservation("", openenv.ToolResult([{"type": "text", "text": text}]))
         return openenv.StepResult(
             obs,
@@ -396,7 +433,7 @@ class HarborEnvironment(openenv.Environment):
         }
 
 
-def _reference_command(task: HarborTask) -> str | None:
+def _reference_command(task: HarborTask, *, container: bool = False) -> str | None:
     """The task's reference solution as one ``shell`` command (for :meth:`HarborEnvironment.grading_probes`):
     solve.sh's text, or, when ``solution/`` holds more than solve.sh, a command that unpacks it
     into ``/solution`` (in ``/dev/shm``, emptied after the call) and runs it there, as the oracle
@@ -405,6 +442,12 @@ def _reference_command(task: HarborTask) -> str | None:
     if not solve.is_file():
         return None
     exports = "".join(f"export {k}={shlex.quote(v)}\n" for k, v in task.solution_env.items())
+    if container:  # /solution in the task's container for the one call (Harbor's oracle), then gone
+        data = base64.b64encode(task.solution_tar or b"").decode()
+        return (
+            f"rm -rf /solution && mkdir -p /solution && base64 -d <<'EOF' | tar -x -C /solution\n{data}\nEOF\n"
+            f"{exports}cd {shlex.quote(task.build.workdir)} && bash /solution/solve.sh; s=$?; rm -rf /solution; exit $s"
+        )
     others = [p for p in (task.path / "solution").rglob("*") if p.is_file() and p != solve]
     if not others and task.solution_tar is not None:
         return exports + solve.read_text(encoding="utf-8")
@@ -420,8 +463,14 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("tasks", nargs="?", help="a task directory, a directory of tasks or of splits (default: shipped)")
     ap.add_argument("--host", default="127.0.0.1")
     ap.add_argument("--port", type=int, default=50051)
+    ap.add_argument(
+        "--mode", choices=("sandbox", "container"), default=None, help="default: $HARBOR_MODE, else sandbox"
+    )
     ns = ap.parse_args(argv)
-    factory = HarborEnvironment.with_tasks(ns.tasks) if ns.tasks else HarborEnvironment
+    if ns.tasks or ns.mode:
+        factory = HarborEnvironment.with_tasks(ns.tasks or HarborEnvironment.tasks.sources[0], mode=ns.mode)
+    else:
+        factory = HarborEnvironment
     openenv.serve(factory, ns.host, ns.port, ready=lambda s: print(f"harbor_env serving on {s.address}"))
 
 

@@ -386,8 +386,36 @@ def _tar_one(path: Path, name: str) -> bytes:
 # -- tasks
 
 
-def load_task(path: str | os.PathLike[str], split: str = "train") -> HarborTask:
-    """One task directory (:class:`TaskError` naming what is wrong or unsupported)."""
+def container_build(env_dir: Path, where: str) -> Build:
+    """What container mode (:mod:`harbor_env.container`) needs of the Dockerfile, which it builds
+    as it is: the working directory (the last ``WORKDIR``, else ``/``) and the base it names."""
+    dockerfile = env_dir / "Dockerfile"
+    if not dockerfile.is_file():
+        raise TaskError(f"{where}: environment/Dockerfile is missing (container mode builds it)")
+    base, workdir, vars = "", "/", {}
+    for _line, word, rest in _instructions(dockerfile.read_text(encoding="utf-8")):
+        if word == "FROM" and rest:
+            base = rest.split()[0]
+            workdir = "/"
+        elif word in ("ARG", "ENV") and "=" in rest:
+            for item in shlex.split(rest) if word == "ENV" else [rest]:
+                k, _, v = item.partition("=")
+                vars[k.strip()] = _subst(v.strip().strip('"'), vars)
+        elif word == "WORKDIR" and rest:
+            workdir = _resolve(_subst(rest.strip().strip('"'), vars), workdir)
+    if not base:
+        raise TaskError(f"{where}: environment/Dockerfile has no FROM")
+    return Build(workdir, {}, (), base)
+
+
+def load_task(path: str | os.PathLike[str], split: str = "train", *, mode: str = "sandbox") -> HarborTask:
+    """One task directory (:class:`TaskError` naming what is wrong or unsupported).
+
+    ``mode``: ``"sandbox"`` (the Dockerfile interpreted into the sandbox, :func:`parse_dockerfile`)
+    or ``"container"`` (built and run as Harbor does, :mod:`harbor_env.container`: ``docker_image``
+    is honoured; multi-step tasks and docker-compose sidecars are refused, naming the field)."""
+    if mode not in ("sandbox", "container"):
+        raise ValueError(f"mode must be 'sandbox' or 'container', not {mode!r}")
     root = Path(path).resolve()
     where = f"task {root.name} ({root})"
     cfg_path = root / "task.toml"
@@ -398,9 +426,22 @@ def load_task(path: str | os.PathLike[str], split: str = "train") -> HarborTask:
     except tomllib.TOMLDecodeError as e:
         raise TaskError(f"{where}: task.toml: {e}") from None
     if config.get("steps"):
-        raise TaskError(f"{where}: multi-step tasks ([[steps]]) are not supported here")
+        raise TaskError(
+            f"{where}: task.toml [[steps]]: multi-step tasks are not supported here (each step's instruction, tests "
+            "and solution would need an episode of their own)"
+        )
     environment = config.get("environment") or {}
-    if environment.get("docker_image"):
+    compose = [n for n in ("docker-compose.yaml", "docker-compose.yml") if (root / "environment" / n).exists()]
+    if mode == "container" and compose:
+        raise TaskError(
+            f"{where}: environment/{compose[0]}: sidecar services (docker compose) are not supported here; "
+            "start the service inside the task's own container (its ENTRYPOINT) instead"
+        )
+    if mode == "container" and environment.get("mcp_servers"):
+        raise TaskError(
+            f"{where}: task.toml [[environment.mcp_servers]]: MCP servers for the agent are not supported here"
+        )
+    if mode == "sandbox" and environment.get("docker_image"):
         raise TaskError(
             f"{where}: [environment] docker_image = {environment['docker_image']!r}: prebuilt images cannot be "
             "pulled here; describe the environment with environment/Dockerfile"
@@ -417,12 +458,19 @@ def load_task(path: str | os.PathLike[str], split: str = "train") -> HarborTask:
     tests = root / "tests"
     if not (tests / "test.sh").is_file():
         raise TaskError(f"{where}: no tests/test.sh (the verifier)")
-    build = parse_dockerfile(root / "environment", where)
+    if mode == "container":
+        build = (
+            container_build(root / "environment", where)
+            if not environment.get("docker_image")
+            else Build(str(environment.get("workdir") or "/"), {}, (), str(environment["docker_image"]))
+        )
+    else:
+        build = parse_dockerfile(root / "environment", where)
     # [environment] workdir (Harbor >= 1.3) overrides the Dockerfile's.
     if environment.get("workdir"):
         build = dataclasses.replace(build, workdir=os.path.normpath(str(environment["workdir"])))
     env = {str(k): str(v) for k, v in (environment.get("env") or {}).items()}
-    if env:
+    if env and mode == "sandbox":
         build = dataclasses.replace(build, env={**build.env, **env})
     solution = root / "solution"
     return HarborTask(
@@ -439,6 +487,13 @@ def load_task(path: str | os.PathLike[str], split: str = "train") -> HarborTask:
 
 class TaskSet:
     """Tasks by id, with their splits (``load_tasks``)."""
+
+    @classmethod
+    def empty(cls, sources: Sequence[str] = ()) -> TaskSet:
+        """A set with no task (what ``harbor-env check`` has when every task was refused)."""
+        out = cls.__new__(cls)
+        out.tasks, out.sources, out._by_id = [], list(sources), {}
+        return out
 
     def __init__(self, tasks: Sequence[HarborTask], sources: Sequence[str] = ()) -> None:
         self.tasks = list(tasks)
@@ -476,20 +531,79 @@ class TaskSet:
         return out
 
 
-def load_tasks(path: str | os.PathLike[str]) -> TaskSet:
+def _registry_paths(root: Path) -> list[Path] | None:
+    """The task directories a Harbor registry-style ``registry.json`` in ``root`` lists (every
+    object with a ``path``, relative to ``root`` or its parent), or None without one."""
+    reg = root / "registry.json"
+    if not reg.is_file():
+        return None
+    try:
+        data = json.loads(reg.read_text(encoding="utf-8"))
+    except ValueError as e:
+        raise TaskError(f"{reg}: not JSON: {e}") from None
+    found: list[Path] = []
+
+    def walk(v: Any) -> None:
+        if isinstance(v, dict):
+            if isinstance(v.get("path"), str):
+                rel = v["path"]
+                cands = [root / rel, root.parent / rel, root / Path(rel).name]
+                found.append(next((c for c in cands if (c / "task.toml").is_file()), cands[0]))
+            for x in v.values():
+                if isinstance(x, (list, dict)):
+                    walk(x)
+        elif isinstance(v, list):
+            for x in v:
+                walk(x)
+
+    walk(data)
+    return found
+
+
+def load_tasks(
+    path: str | os.PathLike[str], *, mode: str = "sandbox", refused: list[tuple[str, str]] | None = None
+) -> TaskSet:
     """A task directory (one task, split ``train``), a directory of task directories (split
-    ``train``), or a directory of such directories (each a split named after it)."""
+    ``train``), a directory of such directories (each a split named after it), or a Harbor
+    registry-style dataset (a ``registry.json`` listing its tasks' paths).
+
+    ``refused``: when given, a task that cannot run here is appended to it as ``(task id,
+    reason)`` instead of failing the whole set (``harbor-env check`` lists them)."""
     root = Path(path).resolve()
     if not root.is_dir():
         raise TaskError(f"{root}: not a directory")
+
+    def one(p: Path, split: str = "train") -> HarborTask | None:
+        if refused is None:
+            return load_task(p, split, mode=mode)
+        try:
+            return load_task(p, split, mode=mode)
+        except TaskError as e:
+            refused.append((p.name, str(e)))
+            return None
+
     if (root / "task.toml").is_file():
-        return TaskSet([load_task(root)], [str(root)])
-    children = sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith((".", "_")))
-    if any((c / "task.toml").is_file() for c in children):
-        return TaskSet([load_task(c) for c in children if (c / "task.toml").is_file()], [str(root)])
-    tasks = []
-    for split in children:
-        tasks += [load_task(c, split.name) for c in sorted(split.iterdir()) if (c / "task.toml").is_file()]
-    if not tasks:
-        raise TaskError(f"{root}: no task.toml in it, its subdirectories or theirs")
+        loaded = [one(root)]
+    elif (listed := _registry_paths(root)) is not None:
+        loaded = []
+        for p in listed:
+            if (p / "task.toml").is_file():
+                loaded.append(one(p))
+            elif refused is not None:
+                refused.append((p.name, f"registry.json lists {p}, which holds no task.toml (not fetched here)"))
+            else:
+                raise TaskError(f"{root}/registry.json lists {p}, which holds no task.toml")
+    else:
+        children = sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith((".", "_")))
+        if any((c / "task.toml").is_file() for c in children):
+            loaded = [one(c) for c in children if (c / "task.toml").is_file()]
+        else:
+            loaded = []
+            for split in children:
+                loaded += [one(c, split.name) for c in sorted(split.iterdir()) if (c / "task.toml").is_file()]
+            if not loaded and refused is None:
+                raise TaskError(f"{root}: no task.toml in it, its subdirectories or theirs")
+    tasks = [t for t in loaded if t is not None]
+    if not tasks and refused is not None:
+        return TaskSet.empty([str(root)])
     return TaskSet(tasks, [str(root)])
