@@ -60,8 +60,11 @@ def _tail(text: str, lines: int) -> str:
     return "\n".join(kept[-lines:]) if lines > 0 else "\n".join(kept)
 
 
-def check_tasks(tasks: Iterable[HarborTask], box: Any = None, *, mode: str = "sandbox") -> list[TaskCheck]:
-    """Null and reference runs of every task (see the module's text)."""
+def check_tasks(
+    tasks: Iterable[HarborTask], box: Any = None, *, mode: str = "sandbox", on_result: Any = None
+) -> list[TaskCheck]:
+    """Null and reference runs of every task (see the module's text); ``on_result(check)`` is
+    called as each task's check ends."""
     from harbor_env.server import HarborEnvironment
 
     own = box is None
@@ -72,7 +75,13 @@ def check_tasks(tasks: Iterable[HarborTask], box: Any = None, *, mode: str = "sa
             box = ContainerBox()
         else:
             box = HarborEnvironment.new_box()
-    out = []
+    class _Out(list):  # type: ignore[type-arg]
+        def append(self, item: TaskCheck) -> None:
+            super().append(item)
+            if on_result is not None:
+                on_result(item)
+
+    out = _Out()
     try:
         for task in tasks:
             t0 = time.perf_counter()
@@ -102,7 +111,7 @@ def check_tasks(tasks: Iterable[HarborTask], box: Any = None, *, mode: str = "sa
                     time.perf_counter() - t0,
                     null_log=str(null.detail.get("log") or ""),
                     reference_log=str(ref.detail.get("log") or ""),
-                )  # fmt: skip
+                )
             )
     finally:
         if own:
@@ -140,19 +149,20 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     tasks = [t for t in taskset if not ns.task or t.id in ns.task]
     refused = [r for r in refused if not ns.task or r[0] in ns.task]
-    results = []
-    for r in check_tasks(tasks, mode=ns.mode) if tasks else []:
-        results.append(r)
+
+    def show(r: TaskCheck) -> None:
         if ns.json:
             print(json.dumps({**dataclasses.asdict(r), "ok": r.ok}), flush=True)
-            continue
+            return
         print(r.line(), flush=True)
         if not ns.quiet:
             for which, log in (("reference", r.reference_log), ("null", r.null_log)):
                 text = _tail(log, 0 if ns.verbose else 6)
                 print(f"     {which} verifier output:" + ("" if text else " (none)"))
                 for line in text.splitlines():
-                    print(f"       | {line}")
+                    print(f"       | {line}", flush=True)
+
+    results = check_tasks(tasks, mode=ns.mode, on_result=show) if tasks else []
     if refused:
         if ns.json:
             for task_id, why in refused:

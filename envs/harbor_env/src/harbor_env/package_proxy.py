@@ -44,6 +44,7 @@ import urllib.parse
 import urllib.request
 import zipfile
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import ClassVar
 
 NAME = "harbor-packages"
 PORT = 3128
@@ -79,7 +80,7 @@ class Config:
     cert = ""
     key = ""
     cafile: str | None = None
-    file_hosts: set[str] = set()
+    file_hosts: ClassVar[set[str]] = set()
 
 
 def _ctx() -> ssl.SSLContext:
@@ -181,7 +182,7 @@ class Handler(BaseHTTPRequestHandler):
     server_version = "harbor-packages"
     tls_host: str | None = None
 
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 (the base class's name)
+    def log_message(self, format: str, *args: object) -> None:
         sys.stderr.write(f"{self.address_string()} {format % args}\n")
 
     def _send(self, code: int, body: bytes, ctype: str = "application/octet-stream", head: bool = False) -> None:

@@ -1,0 +1,3 @@
+#!/bin/sh
+python3 /opt/service.py &
+exec "$@"

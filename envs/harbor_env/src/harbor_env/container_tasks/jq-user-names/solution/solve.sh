@@ -1,0 +1,3 @@
+#!/bin/bash
+set -e
+jq -r '[.[] | select(.active) | .name] | sort | .[]' /app/users.json > /app/active.txt

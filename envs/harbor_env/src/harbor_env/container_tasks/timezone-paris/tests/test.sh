@@ -1,0 +1,6 @@
+#!/bin/bash
+if [ "$(readlink -f /etc/localtime)" = /usr/share/zoneinfo/Europe/Paris ] && [ "$(cat /etc/timezone)" = Europe/Paris ] && [ "$(TZ= date -d @0 +%H)" = 01 ]; then
+  echo 1 > /logs/verifier/reward.txt
+else
+  echo 0 > /logs/verifier/reward.txt
+fi

@@ -1,0 +1,3 @@
+#!/bin/bash
+set -e
+cd /app && zip -q docs.zip docs/*.txt
