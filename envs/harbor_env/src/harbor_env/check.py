@@ -75,6 +75,7 @@ def check_tasks(
             box = ContainerBox()
         else:
             box = HarborEnvironment.new_box()
+
     class _Out(list):  # type: ignore[type-arg]
         def append(self, item: TaskCheck) -> None:
             super().append(item)
