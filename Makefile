@@ -16,9 +16,9 @@ STAMP := $(VENV)/.installed
 # pinned with its hashes, resolved from requirements/dev.in by `make lock` and nothing else.
 LOCK := requirements/dev.txt
 export GRPC_VERBOSITY ?= ERROR
-# Codex CLI and OpenCode (npm packages, locked in tools/harness-tools/package-lock.json) in a local
+# Codex CLI, OpenCode and Claude Code (npm packages, locked in tools/harness-tools/package-lock.json) in a local
 # prefix for the agent-harness tests and runs (docs/harnesses.md): `openenv harness run --agent
-# codex|opencode` finds them in .harness-tools/node_modules/.bin/.
+# codex|opencode|claude-code` finds them in .harness-tools/node_modules/.bin/.
 HARNESS_TOOLS := .harness-tools
 HARNESS_STAMP := $(HARNESS_TOOLS)/.installed
 
@@ -61,7 +61,7 @@ $(HARNESS_STAMP): tools/harness-tools/package.json tools/harness-tools/package-l
 	@if command -v npm >/dev/null 2>&1; then \
 	  mkdir -p $(HARNESS_TOOLS) && cp tools/harness-tools/package.json tools/harness-tools/package-lock.json $(HARNESS_TOOLS)/ && \
 	  $(PROGRESS) npm install --prefix $(HARNESS_TOOLS) --no-audit --no-fund --loglevel=error && touch $@; \
-	else echo "npm not found: Codex CLI and OpenCode not installed (their harness tests skip outside CI)"; fi
+	else echo "npm not found: Codex CLI, OpenCode and Claude Code not installed (their harness tests skip outside CI)"; fi
 
 # Re-resolve the locks against today's releases: requirements/dev.txt, requirements/upstream/*.txt
 # and tools/harness-tools/package-lock.json. The diff is reviewed like code and committed on its

@@ -1,7 +1,7 @@
 """Agent harnesses for real, offline (docs/harnesses.md): mini-swe-agent (the Python package),
-Codex CLI and OpenCode (npm packages, installed by `make venv` under .harness-tools/) solve a task
-of the coding environment through `openenv.harness.run_harness`, against a scripted
-OpenAI-compatible model on loopback; the capture proxy records every call with its tokens;
+Codex CLI, OpenCode and Claude Code (npm packages, installed by `make venv` under .harness-tools/)
+solve a task of the coding environment through `openenv.harness.run_harness`, against a scripted
+OpenAI- and Anthropic-compatible model on loopback; the capture proxy records every call with its tokens;
 the environment's reward scores each episode; traces reload losslessly.
 """
 
@@ -25,6 +25,7 @@ from coding_env.problems import by_id
 from openenv.harness import (
     CALL_COLUMNS,
     CaptureProxy,
+    ClaudeCodeAgent,
     CodexAgent,
     CommandAgent,
     EpisodeTags,
@@ -63,7 +64,7 @@ def _script(finish: dict[str, Any], solution: str = FIZZBUZZ, *, mcp: bool = Fal
 
 
 MINI_FINISH = {"shell": "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"}
-TEXT_FINISH = {"text": "Submitted."}  # Codex and OpenCode end their run on a plain message
+TEXT_FINISH = {"text": "Submitted."}  # Codex, OpenCode and Claude Code end their run on a plain message
 
 
 def _npm_bin(program: str) -> str | None:
@@ -102,6 +103,11 @@ def _canonical(value: Any) -> str:
 def _generated(call: dict[str, Any]) -> str:
     """What the scripted model generated in a call (the text its token ids encode)."""
     r = call["response"]
+    if call["api"] == "messages":
+        block = r["content"][0]
+        if block["type"] == "tool_use":
+            return _canonical({"name": block["name"], "arguments": block["input"]})
+        return str(block["text"])
     if call["api"] == "chat.completions":
         msg = r["choices"][0]["message"]
         if msg.get("tool_calls"):
@@ -196,7 +202,11 @@ def test_mini_swe_agent_solves_a_coding_task_and_every_call_is_captured(tmp_path
 
 @pytest.mark.parametrize(
     ("program", "agent_class", "api", "per_episode"),
-    [("codex", CodexAgent, "responses", 4), ("opencode", OpenCodeAgent, "chat.completions", 5)],
+    [
+        ("codex", CodexAgent, "responses", 4),
+        ("opencode", OpenCodeAgent, "chat.completions", 5),
+        ("claude", ClaudeCodeAgent, "messages", 4),
+    ],
 )
 def test_an_npm_harness_solves_a_coding_task_and_every_streamed_call_is_captured(
     program: str, agent_class: Any, api: str, per_episode: int, tmp_path: Path
@@ -206,10 +216,11 @@ def test_an_npm_harness_solves_a_coding_task_and_every_streamed_call_is_captured
         if os.environ.get("CI"):
             pytest.fail(f"{program} is not installed: make venv installs it under .harness-tools/")
         pytest.skip(f"{program} not installed (make venv installs it under .harness-tools/ when npm is there)")
+    agent = agent_class(exe)
     rows, served = _harness_run(
-        agent_class(exe), _script(TEXT_FINISH, mcp=True), ["fizzbuzz", "sum_list"], tmp_path, concurrency=2
+        agent, _script(TEXT_FINISH, mcp=True), ["fizzbuzz", "sum_list"], tmp_path, concurrency=2
     )
-    _check_solved_and_failed(rows, served, tmp_path, program, per_episode)
+    _check_solved_and_failed(rows, served, tmp_path, agent.name, per_episode)
     calls = [decode_call(c) for c in read_trace(tmp_path)["calls"]]
     assert {(c["api"], c["stream"]) for c in calls} == {(api, True)}
     # run_tests went through the harness's MCP client to the episode's MCP server.
@@ -218,6 +229,8 @@ def test_an_npm_harness_solves_a_coding_task_and_every_streamed_call_is_captured
     for c in via_mcp:
         if api == "responses":
             assert c["response"]["output"][0]["namespace"] == "mcp__openenv"
+        elif api == "messages":
+            assert c["response"]["content"][0]["name"] == "mcp__openenv__run_tests"
         else:
             assert c["response"]["choices"][0]["message"]["tool_calls"][0]["function"]["name"] == "openenv_run_tests"
     _check_lossless(tmp_path)
@@ -293,6 +306,88 @@ def test_the_proxy_passes_streams_through_and_records_both_apis(tmp_path: Path) 
     assert calls[1]["response"]["choices"][0]["message"]["content"] == script.steps[0]["text"]
     assert calls[1]["usage"] == calls[0]["usage"]
     assert calls[3]["response"]["output"] == calls[2]["response"]["output"]
+
+
+def _sse_events(body: str) -> list[dict[str, Any]]:
+    return [json.loads(line[5:]) for line in body.splitlines() if line.startswith("data:")]
+
+
+def test_the_proxy_records_anthropic_messages_streamed_and_not_with_tool_use_usage_and_tokens(tmp_path: Path) -> None:
+    """Claude Code speaks Anthropic's Messages API: the proxy passes its SSE through event by
+    event, adds a stream up into the message a plain call returns (tool_use input parsed from its
+    JSON deltas, message_delta's stop reason and usage merged), records usage and the token data
+    the upstream returned, and replaces x-api-key with its own key."""
+    import httpx
+
+    script = Script(({"tool": "Bash", "arguments": {"command": "echo héllo > out.txt"}}, {"text": "Done, héllo."}))
+    model = serve_in_thread(ScriptedModel(script))
+    writer = TraceWriter(tmp_path)
+    proxy = serve_in_thread(
+        CaptureProxy(
+            f"{model.url}/v1",
+            api_key="real-key",
+            request_tokens=True,
+            default=EpisodeTags(writer.add_call, episode_id="e1"),
+        )
+    )
+    tools = [{"name": "Bash", "description": "run", "input_schema": {"type": "object", "properties": {"command": {}}}}]
+    first = {"model": "m", "max_tokens": 64, "tools": tools, "messages": [{"role": "user", "content": "hi"}]}
+    headers = {"x-api-key": "placeholder", "anthropic-version": "2023-06-01"}
+    try:
+        with httpx.Client(base_url=f"{proxy.url}/v1", headers=headers, timeout=60) as http:
+            plain = http.post("/messages", json=first).json()
+            streamed = http.post("/messages?beta=true", json={**first, "stream": True})
+            assert streamed.headers["content-type"].startswith("text/event-stream")
+            events = _sse_events(streamed.text)
+            second = {**first, "messages": [*first["messages"], {"role": "assistant", "content": plain["content"]}]}
+            text_plain = http.post("/messages", json=second).json()
+            text_events = _sse_events(http.post("/messages", json={**second, "stream": True}).text)
+            counted = http.post("/messages/count_tokens", json=first)  # forwarded, not recorded
+    finally:
+        proxy.stop()
+        model.stop()
+    assert plain["stop_reason"] == "tool_use" and plain["content"][0]["input"] == {"command": "echo héllo > out.txt"}
+    assert [e["type"] for e in events][:2] == ["message_start", "content_block_start"]
+    assert events[-1]["type"] == "message_stop"
+    assert text_plain["content"] == [{"type": "text", "text": "Done, héllo."}]
+    assert (
+        "".join(e["delta"].get("text", "") for e in text_events if e["type"] == "content_block_delta") == "Done, héllo."
+    )
+    assert counted.status_code == 200 and counted.json()["input_tokens"] > 0
+    calls = [decode_call(c) for c in read_trace(tmp_path)["calls"]]
+    assert [(c["api"], c["stream"]) for c in calls] == [("messages", False), ("messages", True)] * 2
+    for c in calls:
+        assert c["status"] == 200 and c["error"] is None and c["episode_id"] == "e1"
+        assert c["injected"] == {"return_token_ids": True}
+        assert bytes(c["completion_token_ids"]).decode() == _generated(c)
+        assert len(c["completion_logprobs"]) == len(c["completion_token_ids"])
+        assert bytes(c["prompt_token_ids"]).decode() == _canonical(
+            {"system": None, "messages": c["request"]["messages"]}
+        )
+        assert c["usage"]["output_tokens"] == len(c["completion_token_ids"]) and c["usage"]["input_tokens"] > 0
+    # A stream adds up to what the plain call returned: content blocks, stop reason, usage.
+    for plain_call, stream_call in (calls[0:2], calls[2:4]):
+        for key in ("content", "stop_reason", "usage", "token_ids", "logprobs"):
+            assert stream_call["response"][key] == plain_call["response"][key], key
+
+
+def test_the_proxy_gives_anthropic_clients_anthropic_shaped_errors(tmp_path: Path) -> None:
+    """An unreachable upstream and a malformed body reach a Messages API client in its own error
+    shape (``{"type": "error", "error": {...}}``), and the failed call is still recorded."""
+    import httpx
+
+    writer = TraceWriter(tmp_path)
+    proxy = serve_in_thread(CaptureProxy("http://127.0.0.1:9/v1", default=EpisodeTags(writer.add_call)))
+    try:
+        down = httpx.post(f"{proxy.url}/v1/messages", json={"model": "m", "messages": []}, timeout=60)
+        bad = httpx.post(f"{proxy.url}/v1/messages", content=b"[not json", timeout=60)
+    finally:
+        proxy.stop()
+    assert down.status_code == 502 and down.json()["type"] == "error"
+    assert "unreachable" in down.json()["error"]["message"] and down.json()["error"]["type"] == "api_error"
+    assert bad.status_code == 400 and bad.json()["error"]["type"] == "invalid_request_error"
+    [call] = read_trace(tmp_path)["calls"]
+    assert call["api"] == "messages" and call["status"] == 502 and "unreachable" in call["error"]
 
 
 def test_an_unreachable_upstream_is_a_502_and_still_recorded(tmp_path: Path) -> None:
@@ -445,3 +540,46 @@ def test_the_cli_serves_the_scripted_model_and_runs_a_command_agent(tmp_path: Pa
         model.terminate()
         model.wait(60)
         stop()
+
+
+def test_the_cli_runs_claude_code_against_a_task_with_every_call_traced(tmp_path: Path) -> None:
+    """`openenv harness run --agent claude-code`, as a user types it: Claude Code (the npm
+    package, from .harness-tools/) solves fizzbuzz against the CLI's scripted model, every model
+    call it made is in the trace (Messages API, streamed, with token ids), and the reward is the
+    environment's."""
+    import subprocess
+    import sys
+
+    exe = _npm_bin("claude")
+    if exe is None:
+        if os.environ.get("CI"):
+            pytest.fail("claude is not installed: make venv installs it under .harness-tools/")
+        pytest.skip("claude not installed (make venv installs it under .harness-tools/ when npm is there)")
+    openenv_cli = [sys.executable, "-m", "openenv.cli"]
+    (tmp_path / "script.json").write_text(json.dumps({"steps": list(_script(TEXT_FINISH).steps)}))
+    address, stop = _serve_coding_env()
+    model = subprocess.Popen(
+        [*openenv_cli, "harness", "scripted-model", "--script", str(tmp_path / "script.json"), "--port", "0"],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        url = _first_line(model).split(" on ")[1].split()[0]
+        run = [*openenv_cli, "harness", "run", address, "--task", "fizzbuzz", "--model-url", url, "--agent-bin", exe]
+        run += ["--out", str(tmp_path / "out"), "--request-tokens", "--time-budget", "300", "--agent", "claude-code"]
+        done = subprocess.run(run, capture_output=True, text=True, timeout=DEADLINE)
+    finally:
+        model.terminate()
+        model.wait(30)
+        stop()
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.splitlines()[-1])["solved"] == 1, done.stderr
+    trace = read_trace(tmp_path / "out")
+    [episode] = trace["episodes"]
+    assert episode["agent"] == "claude-code" and episode["reward"] == 1.0
+    calls = [decode_call(c) for c in trace["calls"]]
+    assert len(calls) == episode["calls"] == 4
+    assert [c["call_index"] for c in calls] == list(range(4))
+    for c in calls:
+        assert (c["api"], c["stream"], c["status"]) == ("messages", True, 200)
+        assert bytes(c["completion_token_ids"]).decode() == _generated(c)

@@ -43,7 +43,9 @@ async def _split_tasks(target: str, split: str, limit: int | None) -> list[str]:
 
 @harness_command.command("run")
 @click.argument("target")
-@click.option("--agent", "agent_spec", required=True, help="mini-swe-agent, codex, opencode or command:CMD.")
+@click.option(
+    "--agent", "agent_spec", required=True, help="mini-swe-agent, codex, opencode, claude-code or command:CMD."
+)
 @click.option("--agent-bin", default=None, help="The agent's program (default: found on PATH).")
 @click.option("--task", "task_ids", multiple=True, help="A task id (RFC 0004); repeat for several.")
 @click.option("--split", default=None, help="Every task of this split (with --limit: the first N).")

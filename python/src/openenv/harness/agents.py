@@ -14,12 +14,17 @@ proxy through its own usual base-URL configuration:
 * ``opencode``: ``opencode run`` with an OpenAI-compatible provider (``@ai-sdk/openai-compatible``,
   bundled) whose ``baseURL`` is the proxy, in a private ``HOME``; its bash tool runs in the
   workspace;
+* ``claude-code``: Claude Code's ``claude -p`` (print mode: one prompt, then exit) with
+  ``ANTHROPIC_BASE_URL`` the proxy (Anthropic's Messages API; the proxy records it as ``api``
+  ``messages``), permissions bypassed (it runs in the runner's jail), its configuration in a
+  private ``CLAUDE_CONFIG_DIR`` and ``HOME``, non-essential traffic (telemetry, updates, error
+  reports) off; its Bash tool runs in the workspace;
 * ``command:CMD``: any program, run with ``sh -c CMD``; it finds the endpoint in
   ``OPENAI_BASE_URL``/``OPENAI_API_KEY``/``OPENENV_MODEL`` and the prompt in
   ``OPENENV_PROMPT_FILE``.
 
 Every agent gets ``envtool`` on its ``PATH`` (the environment's tools, :mod:`openenv.harness.envtool`)
-and ``OPENENV_TOOLS_URL``; Codex CLI and OpenCode also get the same tools as an MCP server
+and ``OPENENV_TOOLS_URL``; Codex CLI, OpenCode and Claude Code also get the same tools as an MCP server
 (``openenv``: Streamable HTTP, :mod:`openenv.harness.relay`), ``OPENENV_MCP_URL`` for others.
 """
 
@@ -33,8 +38,8 @@ import sys
 from pathlib import Path
 from typing import Protocol
 
-__all__ = ["AGENTS", "Agent", "AgentContext", "AgentLaunch", "AgentUnavailable", "CodexAgent", "CommandAgent",
-           "MiniSweAgent", "OpenCodeAgent", "agent_from_spec"]  # fmt: skip
+__all__ = ["AGENTS", "Agent", "AgentContext", "AgentLaunch", "AgentUnavailable", "ClaudeCodeAgent", "CodexAgent",
+           "CommandAgent", "MiniSweAgent", "OpenCodeAgent", "agent_from_spec"]  # fmt: skip
 
 #: The key the harness is given: the proxy needs none, and a real key is the proxy's (--upstream-api-key).
 PLACEHOLDER_KEY = "openenv-harness"
@@ -256,6 +261,66 @@ class OpenCodeAgent:
 
 
 @dataclasses.dataclass
+class ClaudeCodeAgent:
+    """Claude Code (``npm install @anthropic-ai/claude-code``; ``make venv`` installs it locally)."""
+
+    executable: str | None = None
+    max_turns: int = 50
+    name: str = "claude-code"
+
+    def check(self) -> None:
+        self._exe()
+
+    def _exe(self) -> str:
+        return _find(
+            "claude", self.executable or os.environ.get("OPENENV_CLAUDE_BIN"), "npm install @anthropic-ai/claude-code"
+        )
+
+    def launch(self, ctx: AgentContext) -> AgentLaunch:
+        exe = self._exe()
+        env = _base_env(ctx)
+        home = ctx.home / "home"
+        config = ctx.home / "claude"
+        for d in (home, config):
+            d.mkdir(parents=True, exist_ok=True)
+        env.update(
+            # Claude Code appends /v1/messages to its base URL; the episode's proxy URL ends in /v1.
+            ANTHROPIC_BASE_URL=ctx.base_url.removesuffix("/").removesuffix("/v1"),
+            ANTHROPIC_API_KEY=PLACEHOLDER_KEY,
+            ANTHROPIC_MODEL=ctx.model,
+            # Its background calls (titles, summaries) use the "small, fast" model: the same one,
+            # through the same proxy, so they are in the trace as well.
+            ANTHROPIC_SMALL_FAST_MODEL=ctx.model,
+            ANTHROPIC_DEFAULT_HAIKU_MODEL=ctx.model,
+            ANTHROPIC_DEFAULT_SONNET_MODEL=ctx.model,
+            ANTHROPIC_DEFAULT_OPUS_MODEL=ctx.model,
+            CLAUDE_CONFIG_DIR=str(config),
+            HOME=str(home),
+            XDG_CONFIG_HOME=str(home / ".config"),
+            XDG_CACHE_HOME=str(home / ".cache"),
+            # Nothing but model calls leaves it: no telemetry, update checks, error reports or surveys.
+            CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1",
+            DISABLE_AUTOUPDATER="1",
+            DISABLE_TELEMETRY="1",
+            DISABLE_ERROR_REPORTING="1",
+            DISABLE_BUG_COMMAND="1",
+            CLAUDE_CODE_DISABLE_TERMINAL_TITLE="1",
+            # --dangerously-skip-permissions refuses a root user outside a sandbox; the runner's
+            # jail is one (its own user, PID and network namespaces, a read-only host).
+            IS_SANDBOX="1",
+            # The MCP tools in every request, as the other harnesses offer them: not deferred
+            # behind its ToolSearch tool (a model would have to ask for each by name first).
+            ENABLE_TOOL_SEARCH="false",
+        )
+        argv = [exe, "-p", ctx.prompt, "--model", ctx.model, "--dangerously-skip-permissions"]
+        argv += ["--max-turns", str(self.max_turns), "--output-format", "json"]
+        if ctx.mcp_url:
+            servers = {"mcpServers": {"openenv": {"type": "http", "url": ctx.mcp_url}}}
+            argv += ["--mcp-config", json.dumps(servers), "--strict-mcp-config"]
+        return AgentLaunch(argv, env, ctx.workspace)
+
+
+@dataclasses.dataclass
 class CommandAgent:
     """Any program: ``sh -c COMMAND`` in the workspace (see the module's text)."""
 
@@ -269,17 +334,20 @@ class CommandAgent:
         return AgentLaunch(["/bin/sh", "-c", self.command], _base_env(ctx), ctx.workspace)
 
 
-AGENTS = ("mini-swe-agent", "codex", "opencode", "command:CMD")
+AGENTS = ("mini-swe-agent", "codex", "opencode", "claude-code", "command:CMD")
 
 
 def agent_from_spec(spec: str, executable: str | None = None) -> Agent:
-    """``mini-swe-agent``, ``codex`` or ``command:CMD``; ``executable`` overrides the program found."""
+    """``mini-swe-agent``, ``codex``, ``opencode``, ``claude-code`` or ``command:CMD``; ``executable``
+    overrides the program found."""
     if spec == "mini-swe-agent":
         return MiniSweAgent(executable)
     if spec == "codex":
         return CodexAgent(executable)
     if spec == "opencode":
         return OpenCodeAgent(executable)
+    if spec == "claude-code":
+        return ClaudeCodeAgent(executable)
     if spec.startswith("command:") and spec[8:].strip():
         return CommandAgent(spec[8:])
     raise ValueError(f"unknown agent {spec!r}; one of {', '.join(AGENTS)}")

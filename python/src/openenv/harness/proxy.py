@@ -1,22 +1,28 @@
-"""The capture proxy: an OpenAI-compatible endpoint that forwards to the real one and records
-every call.
+"""The capture proxy: an OpenAI- and Anthropic-compatible endpoint that forwards to the real one
+and records every call.
 
 A harness is pointed at the proxy through its usual base-URL setting. Each episode gets its own
 base URL, ``{proxy}/e/{KEY}/v1``, registered with :meth:`CaptureProxy.register` along with the
 tags (run, episode, environment session, task, agent) and the sink its calls go to; plain
 ``{proxy}/v1`` records under the tags given to the constructor (``openenv harness proxy``).
 
-``POST .../chat/completions`` and ``POST .../responses`` are recorded: the request as the
-harness sent it, the response (a stream's events added up into the object a non-streaming call
+``POST .../chat/completions``, ``POST .../responses`` and ``POST .../messages`` (Anthropic's
+Messages API, which Claude Code speaks: ``api`` ``messages`` in the trace) are recorded: the
+request as the harness sent it, the response (a stream's events added up into the object a non-streaming call
 returns), token ids and logprobs when the upstream returns them, usage, the status, and the
 timings. Streams (SSE) reach the harness event by event as they arrive. Any other path (e.g.
 ``GET /v1/models``) is forwarded and not recorded. With ``request_tokens`` the proxy asks the
 upstream for token data the harness did not ask for (``logprobs``, ``return_token_ids``: vLLM's
 and the scripted model's; a hosted API may refuse the latter) and records what it added under
-``injected``; the harness still gets the upstream's answer.
+``injected``; the harness still gets the upstream's answer. The Messages API has no standard
+slot for token data: the proxy records top-level ``prompt_token_ids``, ``token_ids`` and
+``logprobs`` of a message (a stream's ``message_start`` message and ``content_block_delta``
+events may carry them: the scripted model's convention), and asks for them with
+``return_token_ids``.
 
 The upstream's failures reach the harness as they are (status and body); an upstream that
-cannot be reached is a 502 with an OpenAI-shaped error. Either way the call is recorded.
+cannot be reached is a 502 with an OpenAI-shaped error (Anthropic-shaped on ``/messages``).
+Either way the call is recorded.
 """
 
 from __future__ import annotations
@@ -76,6 +82,8 @@ def token_data(api: str, response: Any) -> tuple[list[int] | None, list[int] | N
         content = (first.get("logprobs") or {}).get("content") if isinstance(first.get("logprobs"), Mapping) else None
         if isinstance(content, list):
             lps = [float(c["logprob"]) for c in content if isinstance(c, Mapping) and "logprob" in c]
+    elif api == "messages":
+        ids, lps = response.get("token_ids"), response.get("logprobs")
     else:
         ids = response.get("token_ids")
         lps = response.get("logprobs")
@@ -140,6 +148,8 @@ def assemble_stream(api: str, events: list[tuple[str | None, str]]) -> Any:
             continue
     if api == "responses":
         return _assemble_responses(payloads)
+    if api == "messages":
+        return _assemble_messages(payloads)
     return _assemble_chat(payloads)
 
 
@@ -219,6 +229,74 @@ def _assemble_responses(events: list[Any]) -> Any:
     return final
 
 
+def _assemble_messages(events: list[Any]) -> Any:
+    """The message an Anthropic Messages stream adds up to: ``message_start``'s message, each
+    content block built from its start and deltas (text, thinking, signature, a tool_use's
+    ``input`` parsed from its JSON deltas), ``message_delta``'s stop reason and usage merged;
+    ``token_ids``/``logprobs`` carried by deltas appended in order."""
+    message: dict[str, Any] = {"type": "message", "role": "assistant", "content": []}
+    blocks: dict[int, dict[str, Any]] = {}
+    partial: dict[int, str] = {}
+    ids: list[Any] = []
+    lps: list[Any] = []
+    for ev in events:
+        if not isinstance(ev, Mapping):
+            continue
+        kind = ev.get("type")
+        if kind == "message_start" and isinstance(ev.get("message"), Mapping):
+            message = {**ev["message"], "content": list(ev["message"].get("content") or [])}
+        elif kind == "content_block_start" and isinstance(ev.get("content_block"), Mapping):
+            blocks[int(ev.get("index", len(blocks)))] = dict(ev["content_block"])
+        elif kind == "content_block_delta":
+            i = int(ev.get("index", 0))
+            block = blocks.setdefault(i, {"type": "text", "text": ""})
+            delta = ev.get("delta") or {}
+            dtype = delta.get("type")
+            if dtype == "text_delta":
+                block["text"] = (block.get("text") or "") + str(delta.get("text", ""))
+            elif dtype == "input_json_delta":
+                partial[i] = partial.get(i, "") + str(delta.get("partial_json", ""))
+            elif dtype == "thinking_delta":
+                block["thinking"] = (block.get("thinking") or "") + str(delta.get("thinking", ""))
+            elif dtype == "signature_delta":
+                block["signature"] = (block.get("signature") or "") + str(delta.get("signature", ""))
+            elif dtype == "citations_delta" and delta.get("citation") is not None:
+                block.setdefault("citations", []).append(delta["citation"])
+            if isinstance(ev.get("token_ids"), list):
+                ids.extend(ev["token_ids"])
+            if isinstance(ev.get("logprobs"), list):
+                lps.extend(ev["logprobs"])
+        elif kind == "message_delta":
+            for k, v in (ev.get("delta") or {}).items():
+                message[k] = v
+            if isinstance(ev.get("usage"), Mapping):
+                message["usage"] = {**(message.get("usage") or {}), **ev["usage"]}
+        elif kind == "error":
+            message["error"] = ev.get("error")
+    for i, text in partial.items():
+        try:
+            blocks[i]["input"] = json.loads(text) if text.strip() else {}
+        except ValueError:
+            blocks[i]["input"] = {"_unparsed": text}  # kept as sent: a truncated stream
+    if blocks:
+        message["content"] = [blocks[i] for i in sorted(blocks)]
+    if ids:
+        message["token_ids"] = ids
+    if lps:
+        message["logprobs"] = lps
+    return message
+
+
+def _error_body(api: str | None, message: str, kind: str) -> dict[str, Any]:
+    """An error in the shape of the harness's API (Anthropic's for ``messages``)."""
+    if api == "messages":
+        return {
+            "type": "error",
+            "error": {"type": "api_error" if kind == "upstream_error" else kind, "message": message},
+        }
+    return {"error": {"message": message, "type": kind}}
+
+
 class CaptureProxy:
     """The ASGI app of the capture proxy (see the module's text).
 
@@ -292,26 +370,31 @@ class CaptureProxy:
         except BodyTooLarge as e:
             await send_json(send, 413, {"error": {"message": str(e), "type": "invalid_request_error"}})
             return
+        tail = rest.rstrip("/")
         api = (
             "chat.completions"
-            if rest.rstrip("/").endswith("/chat/completions")
+            if tail.endswith("/chat/completions")
             else "responses"
-            if rest.rstrip("/").endswith("/responses")
+            if tail.endswith("/responses")
+            else "messages"
+            if tail.endswith("/messages")
             else None
         )
+        # Anthropic's clients authenticate with x-api-key (or a bearer token): replaced as well.
+        anthropic = api == "messages" or "/messages/" in tail
         headers = [
             (k.decode("latin-1"), v.decode("latin-1"))
             for k, v in scope["headers"]
             if k.decode("latin-1").lower() not in _DROP_REQUEST
         ]
         if self.api_key is not None:
-            headers = [(k, v) for k, v in headers if k.lower() != "authorization"]
-            headers.append(("authorization", f"Bearer {self.api_key}"))
+            headers = [(k, v) for k, v in headers if k.lower() not in ("authorization", "x-api-key")]
+            headers.append(("x-api-key", self.api_key) if anthropic else ("authorization", f"Bearer {self.api_key}"))
         query = scope.get("query_string", b"").decode("latin-1")
         url = self.upstream + rest + (f"?{query}" if query else "")
         if api is None or scope["method"] != "POST" or tags is None:
             if api is not None and tags is None:
-                await send_json(send, 404, {"error": {"message": "no episode on /v1 here", "type": "not_found"}})
+                await send_json(send, 404, _error_body(api, "no episode on /v1 here", "not_found"))
                 return
             await self._forward_plain(scope["method"], url, headers, body, send)
             return
@@ -336,8 +419,7 @@ class CaptureProxy:
             if not isinstance(request, dict):
                 raise ValueError("not an object")
         except ValueError:
-            err = {"message": "the body must be a JSON object", "type": "invalid_request_error"}
-            await send_json(send, 400, {"error": err})
+            await send_json(send, 400, _error_body(api, "the body must be a JSON object", "invalid_request_error"))
             return
         index = tags.started
         tags.started += 1
@@ -405,7 +487,7 @@ class CaptureProxy:
                 if opened:
                     await send({"type": "http.response.body", "body": b"", "more_body": False})
                 else:
-                    await send_json(send, 502, {"error": {"message": error, "type": "upstream_error"}})
+                    await send_json(send, 502, _error_body(api, str(error), "upstream_error"))
 
     def _with_token_requests(self, api: str, request: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
         if not self.request_tokens:
@@ -416,6 +498,8 @@ class CaptureProxy:
         if api == "chat.completions":
             if not request.get("logprobs"):
                 injected["logprobs"] = True
+        elif api == "messages":
+            pass  # no standard logprobs field: return_token_ids asks for ids and logprobs
         else:
             include = list(request.get("include") or [])
             if "message.output_text.logprobs" not in include:

@@ -1,7 +1,8 @@
-"""A scripted OpenAI-compatible model: deterministic replies for tests and offline demos.
+"""A scripted OpenAI- and Anthropic-compatible model: deterministic replies for tests and offline demos.
 
-:class:`ScriptedModel` serves ``POST /v1/chat/completions`` and ``POST /v1/responses`` (plain
-JSON or Server-Sent Events when ``stream`` is set) and ``GET /v1/models``. Its replies come from
+:class:`ScriptedModel` serves ``POST /v1/chat/completions``, ``POST /v1/responses`` and
+Anthropic's ``POST /v1/messages`` (plain JSON or Server-Sent Events when ``stream`` is set),
+``POST /v1/messages/count_tokens`` and ``GET /v1/models``. Its replies come from
 a :class:`Script`: turn ``n`` of a conversation (``n`` = the assistant turns already in the
 request) plays step ``n``; past the end it says the last text again. The server keeps no
 state between requests, so any number of conversations may run at once.
@@ -11,11 +12,11 @@ A step is one of
 * ``{"shell": "CMD"}``: a call of the request's shell tool, shaped for the harness that sent
   it (``bash`` ``{"command": CMD}`` as mini-swe-agent; ``exec_command`` ``{"cmd": CMD}``,
   ``shell_command`` ``{"command": CMD}`` or ``shell`` ``{"command": ["bash", "-lc", CMD]}`` as
-  Codex CLI; ``bash`` as OpenCode);
+  Codex CLI; ``bash`` as OpenCode; ``Bash`` ``{"command": CMD}`` as Claude Code);
 * ``{"tool": NAME, "arguments": {...}}``: a call of a named tool;
 * ``{"mcp": NAME, "arguments": {...}}``: a call of the MCP tool ``NAME`` as the harness names
-  it (the offered tool called ``NAME`` or ending in ``__NAME`` / ``_NAME``: Codex's
-  ``mcp__SERVER__NAME``, OpenCode's ``SERVER_NAME``);
+  it (the offered tool called ``NAME`` or ending in ``__NAME`` / ``_NAME``: Codex's and Claude
+  Code's ``mcp__SERVER__NAME``, OpenCode's ``SERVER_NAME``);
 * ``{"text": "..."}``: a plain assistant message (a harness ends its run on it).
 
 Token data, as a vLLM server returns it when asked: the "tokenizer" is the UTF-8 bytes of the
@@ -24,7 +25,10 @@ text (or of the tool call's JSON), so ids are 0..255 and decode back exactly. Wi
 ``return_token_ids: true`` the response carries ``prompt_token_ids`` (the bytes of the
 request's canonical JSON messages) and ``choices[].token_ids``. The Responses API has no
 standard slot, so with ``return_token_ids`` the response object carries ``prompt_token_ids``,
-``token_ids`` and ``logprobs`` (floats), the same names.
+``token_ids`` and ``logprobs`` (floats), the same names; so does a Messages API message (a
+stream: ``prompt_token_ids`` on ``message_start``'s message, ``token_ids`` and ``logprobs`` on each
+``content_block_delta`` event). A Messages API turn is the assistant messages already in the
+request, as for chat.
 """
 
 from __future__ import annotations
@@ -120,7 +124,7 @@ def _tool_names(tools: Sequence[Any]) -> dict[str, Any]:
         fn: Mapping[str, Any] = inner if isinstance(inner, Mapping) else t
         name = fn.get("name")
         if isinstance(name, str):
-            out[name] = fn.get("parameters") or {}
+            out[name] = fn.get("parameters") or fn.get("input_schema") or {}  # OpenAI's / Anthropic's
     return out
 
 
@@ -136,6 +140,8 @@ def _mcp_name(name: str, tools: Mapping[str, Any]) -> str:
 def _shell_call(command: str, tools: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
     if "bash" in tools:
         return "bash", {"command": command}
+    if "Bash" in tools:  # Claude Code
+        return "Bash", {"command": command}
     if "exec_command" in tools:
         return "exec_command", {"cmd": command}
     if "shell_command" in tools:
@@ -187,7 +193,8 @@ class ScriptedModel:
             model = {"id": self.script.model, "object": "model", "created": 0, "owned_by": "openenv"}
             await send_json(send, 200, {"object": "list", "data": [model]})
             return
-        if method != "POST" or not (path.endswith("/chat/completions") or path.endswith("/responses")):
+        routes = ("/chat/completions", "/responses", "/messages", "/messages/count_tokens")
+        if method != "POST" or not path.endswith(routes):
             await send_json(send, 404, {"error": {"message": f"no route {method} {path}", "type": "not_found"}})
             return
         try:
@@ -197,9 +204,15 @@ class ScriptedModel:
         except (BodyTooLarge, ValueError) as e:
             await send_json(send, 400, {"error": {"message": str(e), "type": "invalid_request_error"}})
             return
+        if path.endswith("/count_tokens"):  # not a model call: not counted
+            prompt = _canonical({"system": req.get("system"), "messages": req.get("messages") or []})
+            await send_json(send, 200, {"input_tokens": len(byte_tokens(prompt))})
+            return
         self.requests += 1
         if path.endswith("/chat/completions"):
             await self._chat(req, send)
+        elif path.endswith("/messages"):
+            await self._messages(req, send)
         else:
             await self._responses(req, send)
 
@@ -400,6 +413,71 @@ class ScriptedModel:
             )
         await event("response.output_item.done", output_index=0, item=item)
         await event("response.completed", response=resp)
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    # -- Anthropic messages -------------------------------------------------------------------
+
+    async def _messages(self, req: dict[str, Any], send: Send) -> None:
+        messages = req.get("messages") or []
+        turn = sum(1 for m in messages if isinstance(m, Mapping) and m.get("role") == "assistant")
+        reply = self._reply(turn, _tool_names(req.get("tools") or []))
+        prompt_ids = byte_tokens(_canonical({"system": req.get("system"), "messages": messages}))
+        ids = byte_tokens(reply.generated)
+        rid = hashlib.sha1(f"{_canonical(messages)}|{turn}".encode()).hexdigest()[:24]
+        model = str(req.get("model") or self.script.model)
+        want_ids = bool(req.get("return_token_ids"))
+        if reply.text is not None:
+            block: dict[str, Any] = {"type": "text", "text": reply.text}
+        else:
+            args = json.loads(reply.call_args or "{}")
+            block = {"type": "tool_use", "id": f"toolu_{rid[:20]}", "name": reply.call_name, "input": args}
+        stop = "end_turn" if reply.text is not None else "tool_use"
+        usage = {
+            "input_tokens": len(prompt_ids), "output_tokens": len(ids),
+            "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0,
+        }  # fmt: skip
+        msg: dict[str, Any] = {
+            "id": f"msg_{rid}", "type": "message", "role": "assistant", "model": model, "content": [block],
+            "stop_reason": stop, "stop_sequence": None, "usage": usage,
+        }  # fmt: skip
+        if not req.get("stream"):
+            if want_ids:
+                msg.update(prompt_token_ids=prompt_ids, token_ids=ids, logprobs=[_logprob(i) for i in range(len(ids))])
+            await send_json(send, 200, msg)
+            return
+        await sse_start(send)
+
+        async def event(kind: str, **fields: Any) -> None:
+            await _sse(send, {"type": kind, **fields}, event=kind)
+
+        start = {**msg, "content": [], "stop_reason": None, "usage": {**usage, "output_tokens": 0}}
+        if want_ids:
+            start["prompt_token_ids"] = prompt_ids
+        await event("message_start", message=start)
+        opened = {**block, "text": ""} if reply.text is not None else {**block, "input": {}}
+        await event("content_block_start", index=0, content_block=opened)
+        await event("ping")
+        text = reply.text if reply.text is not None else reply.call_args or ""
+        pieces = list(_pieces(text))
+        pos = 0
+        for k, piece in enumerate(pieces):
+            if reply.text is not None:
+                delta = {"type": "text_delta", "text": piece}
+                n = len(piece.encode())
+            else:  # the tool call's tokens, spread over its JSON pieces (the last takes the rest)
+                delta = {"type": "input_json_delta", "partial_json": piece}
+                per = max(1, -(-len(ids) // len(pieces)))
+                n = len(ids) - pos if k == len(pieces) - 1 else min(per, len(ids) - pos)
+            extra = (
+                {"token_ids": ids[pos : pos + n], "logprobs": [_logprob(pos + i) for i in range(n)]} if want_ids else {}
+            )
+            await event("content_block_delta", index=0, delta=delta, **extra)
+            pos += n
+        await event("content_block_stop", index=0)
+        await event(
+            "message_delta", delta={"stop_reason": stop, "stop_sequence": None}, usage={"output_tokens": len(ids)}
+        )
+        await event("message_stop")
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
