@@ -153,6 +153,9 @@ images: venv
 	@# harbor_env's image installs git and what it needs (envs/harbor_env/debs.txt) from staged .debs.
 	@if [ -d envs/harbor_env ] && ! ls envs/harbor_env/debs/*.deb >/dev/null 2>&1; then \
 	  mkdir -p envs/harbor_env/debs && cd envs/harbor_env/debs && apt-get download $$(grep -v '^#' ../debs.txt); fi
+	@# terminal_env's image installs git the same way (envs/terminal_env/debs.txt), for its git tasks.
+	@if [ -d envs/terminal_env ] && ! ls envs/terminal_env/debs/*.deb >/dev/null 2>&1; then \
+	  mkdir -p envs/terminal_env/debs && cd envs/terminal_env/debs && apt-get download $$(grep -v '^#' ../debs.txt); fi
 	@# browser_env's image installs Debian's Chromium from staged .debs (apt's resolution of chromium
 	@# against the base image, downloaded on the host): its build stays offline too.
 	@if [ -d envs/browser_env ]; then envs/browser_env/tools/stage_debs.sh; fi

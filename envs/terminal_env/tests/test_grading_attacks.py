@@ -30,6 +30,14 @@ from terminal_env import TASKS, Check, Task, TaskSet, TerminalEnvironment
 TIMEOUT = 300.0
 SUBMIT = CallToolAction("submit", {})
 VARYING = [f.id for f in TASKS if f.varies]
+#: The families the over-the-wire attacks below are played on: every fourth, old and new
+#: (test_task_families.py replays another seed's answer on every family, in process, and the
+#: grading probes below do it over the wire for every family).
+#: Families whose solution moves or replaces files are left out: a literal replay only writes
+#: files, so it cannot solve them even on their own seed (the test would prove nothing there).
+SAMPLE = [t for t in VARYING[::4] if t not in ("rename_ext", "sort_into_dirs", "compress_logs")]
+#: Another sample for the wire test of the references on more seeds.
+SAMPLE_2 = VARYING[1::4]
 
 
 def serve(fn: Callable[..., Awaitable[Any]], env_cls: type[TerminalEnvironment] = TerminalEnvironment) -> Any:
@@ -143,12 +151,15 @@ def test_guessing_the_count_across_episodes_with_fresh_seeds_earns_0() -> None:
     episode and was paid 1.0 ever after; with contents drawn from each episode's seed, what it
     learnt is wrong in the next episode, and strict feedback shows nothing but the reward."""
 
+    def out_file(seed: int) -> str:  # the file the instruction names (drawn from the seed)
+        return next(iter(instance("count_errors", seed).answer))
+
     async def go(env: Any) -> tuple[list[float], list[dict[str, Any]]]:
         liked: dict[int, float] = {}
         results = []
         for episode, guess in enumerate(range(8)):
             await env.reset(seed=500 + episode, options={"task_id": "count_errors"})
-            await run(env, f"echo {guess} > error_count.txt")
+            await run(env, f"echo {guess} > {out_file(500 + episode)}")
             step = await submit(env)
             results.append(dict(step.observation.result.data))
             liked[guess] = shown(step)
@@ -158,7 +169,7 @@ def test_guessing_the_count_across_episodes_with_fresh_seeds_earns_0() -> None:
         exploit = []
         for episode in range(3):
             await env.reset(seed=900 + episode, options={"task_id": "count_errors"})
-            await run(env, f"echo {best} > error_count.txt")
+            await run(env, f"echo {best} > {out_file(900 + episode)}")
             exploit.append(float((await submit(env)).reward or 0.0))
         return exploit, results
 
@@ -171,7 +182,7 @@ def test_guessing_the_count_across_episodes_with_fresh_seeds_earns_0() -> None:
 # -- (b) a literal answer from another seed --------------------------------------------------------
 
 
-@pytest.mark.parametrize("task_id", VARYING)
+@pytest.mark.parametrize("task_id", SAMPLE)
 def test_a_literal_answer_memorised_on_one_seed_earns_0_on_another(task_id: str) -> None:
     """A policy that memorised what it wrote in a rewarded episode and writes it again: 1.0 on
     the same seed (the answer is complete: the test can fail), 0 on another seed, because every
@@ -365,12 +376,12 @@ def test_the_programs_the_checks_run_cannot_signal_the_verifier() -> None:
 
 
 def test_every_solution_earns_1_on_several_seeds_and_the_untouched_workspace_0() -> None:
-    """Over the wire, in strict episodes: the reference and the null of every task, on seeds
-    other than the in-process test's."""
+    """Over the wire, in strict episodes: the reference and the null of a sample of the tasks,
+    on seeds other than the in-process test's (which plays every family)."""
 
     async def go(env: Any) -> dict[tuple[str, int], tuple[float, float]]:
         out = {}
-        for family in TASKS:
+        for family in map(TASKS.by_id, SAMPLE_2):
             for seed in (40, 41):
                 await env.reset(seed=seed, options={"task_id": family.id})
                 await run(env, instance(family.id, seed).solution)

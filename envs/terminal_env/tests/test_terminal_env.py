@@ -1,5 +1,5 @@
-"""The terminal environment: every task's solution scores 1 and the untouched workspace 0, on
-several seeds (in one sandbox), the shell session over a real gRPC server (what persists between commands and
+"""The terminal environment (every family's solution, untouched workspace and replayed answer:
+test_task_families.py): the shell session over a real gRPC server (what persists between commands and
 what does not, exit codes, timeouts, truncated output), and an agent that tries to fool the
 verifier (planted shims and modules that would pass if the verifier used them, links, processes
 left behind, a script that forges results or kills its verifier, hunting for the checks)
@@ -21,7 +21,6 @@ from openenv import CallToolAction
 from terminal_env import TASKS, Task, TerminalEnvironment
 
 TIMEOUT = 240.0
-SEEDS = (0, 1, 2)
 
 
 def serve(fn: Callable[..., Awaitable[Any]], sessions: int = 1) -> Any:
@@ -45,35 +44,14 @@ async def sh(env: Any, command: str, **kw: Any) -> dict[str, Any]:
     return dict(r.observation.result.data)
 
 
-def test_every_solution_scores_1_and_the_untouched_workspace_0_on_several_seeds() -> None:
-    """Each task is a family: every instance must be solvable by its solution and unsolved as
-    it starts, or its reward says nothing about the agent."""
-    assert len(TASKS) >= 10 and set(TASKS.splits) == {"train", "test"}
-    env = TerminalEnvironment()
-    try:
-        for family in TASKS:
-            for seed in SEEDS:
-                env.reset(seed=seed, options={"task_id": family.id})
-                task = env.task
-                assert task == family.instance(seed)  # the seed picks the instance
-                r = env.run(task.solution)
-                assert r["exit_code"] == 0, (task.id, seed, r)
-                solved = env.verify()
-                assert (solved.passed, solved.error) == (solved.total, None), (task.id, seed, solved)
-                env.reset(seed=seed, options={"task_id": family.id})
-                untouched = env.verify()
-                assert untouched.passed == 0 and untouched.error is None, (task.id, seed, untouched)
-    finally:
-        env.close()
-
-
 def test_a_task_solved_over_grpc_is_rewarded_1_and_ends_the_episode() -> None:
     """The whole loop over the wire, with rich feedback (which shows the per-check results);
     a wrong count on the same instance is rewarded 0."""
     task = TASKS.by_id("count_errors").instance(5)
     logs = sorted(p for p in task.files if p.count("/") == 1 and p.endswith(".log"))
     per_file = "".join(f"{p}:{sum('ERROR' in line for line in str(task.files[p]).splitlines())}\n" for p in logs)
-    count = int(task.checks[0].expected)
+    out_file = next(iter(task.answer))  # errors_<word>.txt: its name is drawn from the seed too
+    count = int(task.answer[out_file])
 
     async def go(env: Any) -> Any:
         first = await env.reset(seed=5, options={"task_id": "count_errors", "feedback": "rich"})
@@ -81,14 +59,14 @@ def test_a_task_solved_over_grpc_is_rewarded_1_and_ends_the_episode() -> None:
         out = await sh(env, "grep -c ERROR logs/*.log")
         assert out["stdout"] == per_file
         assert out["exit_code"] == 0
-        await sh(env, "cat logs/*.log | grep -c ERROR > error_count.txt")
+        await sh(env, f"cat logs/*.log | grep -c ERROR > {out_file}")
         r = await env.step(CallToolAction("submit", {}))
         assert r.observation.result.data == {"passed": 1, "total": 1}
         assert r.reward == 1.0 and r.terminated
-        assert r.metadata["checks"] == {"error_count.txt holds the count": True}
+        assert r.metadata["checks"] == {f"{out_file} holds the count": True}
         wrong = await env.reset(seed=5, options={"task_id": "count_errors"})
         assert wrong.metadata["task_id"] == "count_errors"
-        await sh(env, f"echo {count + 1} > error_count.txt")  # one line too many
+        await sh(env, f"echo {count + 1} > {out_file}")  # one line too many
         r = await env.step(CallToolAction("submit", {}))
         return r
 
@@ -267,7 +245,7 @@ def test_the_checks_and_solutions_are_out_of_reach() -> None:
             env,
             "echo 'HELPERS = {' > control.txt; "
             "find / \\( -path /proc -o -path /sys \\) -prune -o -name '*terminal_env*' -print 2>/dev/null; "
-            "grep -rIlF -e 'error_count.txt holds' -e 'HELPERS = {' --exclude-dir=proc --exclude-dir=sys "
+            f"grep -rIlF -e {shlex.quote(task.checks[0].name)} -e 'HELPERS = {{' --exclude-dir=proc --exclude-dir=sys "
             "--exclude-dir=usr / 2>/dev/null; echo end",
             timeout_s=60,
         )

@@ -12,7 +12,7 @@ import pexpect
 
 from terminal_env import TASKS
 
-SEED = 2  # TASKS.sample(2) is hello_file
+SEED = 31  # TASKS.sample(31) is hello_file
 TASK = TASKS.sample(SEED).instance(SEED)
 LINE = TASK.checks[0].expected  # the line the instance asks for, newline included
 

@@ -148,7 +148,7 @@ class TerminalEnvironment(openenv.Environment):
     deterministic = False
     #: RFC 0015: strict feedback unless a reset asks for rich; metadata keys that never derive
     #: from the checks (the step counter, the task's id and split) pass in strict episodes.
-    grading = openenv.Grading(offers=("strict", "rich"), public_metadata=("steps", "task_id", "split"))
+    grading = openenv.Grading(offers=("strict", "rich"), public_metadata=("steps", "task_id", "split", "tier"))
     #: Opt-in partial credit: the reward is the fraction of checks passed instead of all or
     #: nothing. It pays for partial answers (a workspace that passes one check of two earns
     #: 0.5), so a policy can farm it: for curricula only, never for training a final policy.
@@ -174,7 +174,9 @@ class TerminalEnvironment(openenv.Environment):
         "documentation_url": "envs/terminal_env/README.md",
         "tasks": len(TASKS),
     }
-    task_splits: ClassVar[dict[str, str]] = {s: f"the {s} tasks" for s in TASKS.splits}
+    task_splits: ClassVar[dict[str, str]] = {
+        s: f"the {s} task families ({sum(t.split == s for t in TASKS)})" for s in TASKS.splits
+    }
 
     @classmethod
     def secrets(cls) -> list[str]:
@@ -198,7 +200,7 @@ class TerminalEnvironment(openenv.Environment):
     @classmethod
     def list_tasks(cls, split: str) -> list[openenv.TaskInfo]:
         return [
-            openenv.TaskInfo(t.id, split, {"checks": len(t.instance(0).checks), "varies": t.varies})
+            openenv.TaskInfo(t.id, split, {"checks": len(t.instance(0).checks), "varies": t.varies, "tier": t.tier})
             for t in cls.tasks
             if t.split == split
         ]
@@ -242,15 +244,16 @@ class TerminalEnvironment(openenv.Environment):
         self._fresh = True  # the task's files are not in the workspace yet (see _workspace)
 
     def _pick(self, seed: Any, options: Mapping[str, Any]) -> Task:
-        """The instance of the task the options name (or the seed picks) at ``seed`` (random
-        without one)."""
+        """The instance of the task the options name (or the seed picks, within the options'
+        ``split`` and ``tier``) at ``seed`` (random without one)."""
         try:
             seed = None if seed is None else int(seed)
             family: Task | TaskFamily
             if options.get("task_id") is not None:
                 family = self.tasks.by_id(str(options["task_id"]))
             else:
-                family = self.tasks.sample(seed, options.get("split"))
+                tier = options.get("tier")
+                family = self.tasks.sample(seed, options.get("split"), None if tier is None else str(tier))
             return family.instance(seed)
         except (TypeError, ValueError, KeyError) as e:
             raise openenv.InvalidArgument(f"bad task options: {e}") from None
@@ -266,7 +269,9 @@ class TerminalEnvironment(openenv.Environment):
         self._exec(self.sandbox.clear)  # a sandbox not started yet has nothing to clear
         text = f"{self.task.statement()}\n\n{INSTRUCTIONS}"
         obs = openenv.CallToolObservation("", openenv.ToolResult([{"type": "text", "text": text}]))
-        return openenv.StepResult(obs, metadata={"task_id": self.task.id, "split": self.task.split})
+        return openenv.StepResult(
+            obs, metadata={"task_id": self.task.id, "split": self.task.split, "tier": self.task.tier}
+        )
 
     def close(self) -> None:
         self.sandbox.close()
@@ -403,6 +408,7 @@ class TerminalEnvironment(openenv.Environment):
         return {
             "task_id": self.task.id,
             "split": self.task.split,
+            "tier": self.task.tier,
             "steps": self.steps,
             "submitted": self.verdict is not None,
             "isolation": list(self.sandbox.isolation),

@@ -44,7 +44,13 @@ from typing import Any
 
 from openenv.sandbox import VERIFIER_ENV
 
-__all__ = ["TASKS", "VERIFIER", "Check", "Task", "TaskFamily", "TaskSet"]
+__all__ = ["TASKS", "TIERS", "VERIFIER", "Check", "Task", "TaskFamily", "TaskSet"]
+
+#: The difficulty tiers, easiest first: ``easy`` (one command or two: a count, a chmod, a
+#: skeleton), ``medium`` (a pipeline or a short script over several files, an archive, a git
+#: query), ``hard`` (several steps that depend on each other: joins, a service with a pid file,
+#: jobs under a time limit, a repaired configuration, a git history to search).
+TIERS = ("easy", "medium", "hard")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -74,6 +80,7 @@ class Task:
     split: str = "train"
     answer: Mapping[str, str | bytes] = dataclasses.field(default_factory=dict)
     answer_modes: Mapping[str, int] = dataclasses.field(default_factory=dict)
+    tier: str = "easy"
 
     def statement(self) -> str:
         listing = ", ".join(sorted(self.files)) or "(empty)"
@@ -98,12 +105,17 @@ class TaskFamily:
     id: str
     generate: Callable[[random.Random], Task]
     split: str = "train"
+    tier: str = "easy"
+
+    def __post_init__(self) -> None:
+        if self.tier not in TIERS:
+            raise ValueError(f"{self.id}: unknown tier {self.tier!r}; tiers: {', '.join(TIERS)}")
 
     def instance(self, seed: int | None = None) -> Task:
         """The instance of ``seed``: the same on every machine (the RNG is seeded with the
         family's id and the seed); a random one without a seed."""
         rng = random.Random(f"terminal_env/{self.id}/{seed}" if seed is not None else secrets.randbits(128))
-        return dataclasses.replace(self.generate(rng), id=self.id, split=self.split)
+        return dataclasses.replace(self.generate(rng), id=self.id, split=self.split, tier=self.tier)
 
     @property
     def varies(self) -> bool:
@@ -141,12 +153,22 @@ class TaskSet(Sequence[Task | TaskFamily]):
         except KeyError:
             raise KeyError(f"no task {task_id!r}; known: {', '.join(sorted(self._by_id))}") from None
 
-    def sample(self, seed: int | None, split: str | None = None) -> Task | TaskFamily:
-        """The task (family) of ``seed`` in ``split``: the same on every machine; a random one
-        without a seed. Its instance is ``.instance(seed)``."""
-        pool = [t for t in self._tasks if split is None or t.split == split]
-        if not pool:
+    @property
+    def tiers(self) -> tuple[str, ...]:
+        """The tiers of these tasks, easiest first."""
+        present = {t.tier for t in self._tasks}
+        return tuple(t for t in TIERS if t in present)
+
+    def sample(self, seed: int | None, split: str | None = None, tier: str | None = None) -> Task | TaskFamily:
+        """The task (family) of ``seed`` in ``split`` and ``tier`` (any, when None): the same on
+        every machine; a random one without a seed. Its instance is ``.instance(seed)``."""
+        if split is not None and split not in self.splits:
             raise ValueError(f"unknown split {split!r}; splits: {', '.join(self.splits)}")
+        if tier is not None and tier not in self.tiers:
+            raise ValueError(f"unknown tier {tier!r}; tiers: {', '.join(self.tiers)}")
+        pool = [t for t in self._tasks if (split is None or t.split == split) and (tier is None or t.tier == tier)]
+        if not pool:
+            raise ValueError(f"no task in split {split!r} of tier {tier!r}")
         return random.Random(seed).choice(pool)
 
 
@@ -339,14 +361,17 @@ def _count_errors(rng: random.Random) -> Task:
         lines = [_log_line(rng, i + 1, k * 37 + 36000, e) for k, e in enumerate(kinds)]
         files[f"logs/{name}.log" if i < n_top else f"logs/old/{name}.log"] = _lines(lines)
     files["notes.txt"] = "ERROR lines outside logs/ do not count.\nERROR\n"
+    # The answer's file is named from the seed too: a count alone would be another seed's
+    # answer once in 240 draws; with the name, two seeds never share an answer.
+    out = f"errors_{_word(rng)}.txt"
     return Task(
         "count_errors",
         "Count the lines containing the text ERROR in the files logs/*.log (the .log files directly in logs/, "
-        "not in its subdirectories) and write that number alone to error_count.txt.",
+        f"not in its subdirectories) and write that number alone to {out}.",
         files,
-        (Check("error_count.txt holds the count", "result = read('error_count.txt').strip()", str(count)),),
-        "cat logs/*.log | grep -c ERROR > error_count.txt",
-        answer={"error_count.txt": f"{count}\n"},
+        (Check(f"{out} holds the count", f"result = [{out!r}, read({out!r}).strip()]", [out, str(count)]),),
+        f"cat logs/*.log | grep -c ERROR > {out}",
+        answer={out: f"{count}\n"},
     )
 
 
@@ -579,20 +604,36 @@ def _csv_column(rng: random.Random) -> Task:
     )
 
 
-_FAMILIES: list[tuple[str, Callable[[random.Random], Task]]] = [
-    ("hello_file", _hello_file),
-    ("count_errors", _count_errors),
-    ("top_scores", _top_scores),
-    ("make_executable", _make_executable),
-    ("find_largest", _find_largest),
-    ("replace_host", _replace_host),
-    ("extract_sum", _extract_sum),
-    ("word_freq", _word_freq),
-    ("project_layout", _project_layout),
-    ("fizzbuzz_script", _fizzbuzz_script),
-    ("dedupe_emails", _dedupe_emails),
-    ("csv_column", _csv_column),
+#: The first families (id, generator, tier); every fourth is in the ``test`` split.
+_FAMILIES: list[tuple[str, Callable[[random.Random], Task], str]] = [
+    ("hello_file", _hello_file, "easy"),
+    ("count_errors", _count_errors, "easy"),
+    ("top_scores", _top_scores, "easy"),
+    ("make_executable", _make_executable, "easy"),
+    ("find_largest", _find_largest, "easy"),
+    ("replace_host", _replace_host, "easy"),
+    ("extract_sum", _extract_sum, "medium"),
+    ("word_freq", _word_freq, "medium"),
+    ("project_layout", _project_layout, "easy"),
+    ("fizzbuzz_script", _fizzbuzz_script, "medium"),
+    ("dedupe_emails", _dedupe_emails, "easy"),
+    ("csv_column", _csv_column, "easy"),
 ]
 
-#: The 12 task families, in a stable order; every fourth is in the ``test`` split.
-TASKS = TaskSet(TaskFamily(tid, gen, "test" if i % 4 == 3 else "train") for i, (tid, gen) in enumerate(_FAMILIES))
+# The multi-step families (terminal_env.families) build on the helpers above: imported here,
+# after them, so that the one module a user imports holds every task.
+from terminal_env.families import FAMILIES as _MORE  # noqa: E402
+
+#: Every task family, in a stable order: the first 12 (every fourth in ``test``), then the
+#: multi-step ones of :mod:`terminal_env.families` with the split each declares (``train``,
+#: ``validation`` or ``test``). An id keeps its split and tier for ever: no family moves
+#: between splits, so evaluations on ``test`` stay comparable.
+TASKS = TaskSet(
+    [
+        *(
+            TaskFamily(tid, gen, "test" if i % 4 == 3 else "train", tier)
+            for i, (tid, gen, tier) in enumerate(_FAMILIES)
+        ),
+        *(TaskFamily(tid, gen, split, tier) for tid, gen, tier, split in _MORE),
+    ]
+)
