@@ -20,6 +20,7 @@ import pytest
 import openenv
 from openenv_catalog import entries
 from openenv_catalog.cli import markdown
+from openenv_catalog.registry import WORK_KINDS
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -122,3 +123,39 @@ def test_openenv_serve_import_is_a_one_liner() -> None:
 def test_a_malformed_import_target_is_a_clear_error(spec: str) -> None:
     r = _openenv("serve", spec, "--port", "0", "--no-http")
     assert r.returncode != 0 and "import:gymnasium:ID" in r.stderr
+
+
+def test_every_entry_says_its_kind_of_work_and_the_agentic_sets_lead_the_docs() -> None:
+    """Issue 48: a user picks by kind of work. Every entry has one of the five; the agentic ones
+    are the multi-step environments with tools (terminal, repository, browser, SQL, coding,
+    Harbor tasks), reasoning-gym is reasoning, TextArena games, Gymnasium control; and
+    docs/catalog.md's first section after the introduction is the agentic one, with the
+    terminal environment's baselines linked."""
+    items = entries()
+    assert all(e.work in WORK_KINDS for e in items), [(e.name, e.work) for e in items if e.work not in WORK_KINDS]
+    work = {e.name: e.work for e in items}
+    agentic = {n for n, w in work.items() if w == "agentic"}
+    assert {"terminal_env", "repo_env", "coding_env", "harbor_env", "sql_env", "browser_env"} <= agentic
+    assert not {n for n in agentic if n.startswith(("reasoning-gym-", "textarena-", "gymnasium-"))}
+    assert work["math_env"] == "reasoning" and work["echo_env"] == "demo" and work["wordle"] == "game"
+    assert {w for e in items if e.importer == "reasoning_gym" for w in [e.work]} == {"reasoning"}
+    assert {w for e in items if e.importer == "textarena" for w in [e.work]} == {"game"}
+    assert {w for e in items if e.importer == "gymnasium" for w in [e.work]} == {"control"}
+    text = markdown(items)
+    sections = [line for line in text.splitlines() if line.startswith("## ")]
+    assert sections[0].startswith("## Agentic, multi-step"), sections
+    agentic_part = text.split("## Agentic, multi-step", 1)[1].split("\n## ", 1)[0]
+    assert "| terminal_env | terminal |" in agentic_part
+    assert "[baselines](../envs/terminal_env/README.md#baselines)" in agentic_part
+
+
+def test_openenv_catalog_work_lists_one_kind_of_work() -> None:
+    """`openenv catalog --work agentic` lists the agentic entries only, in JSON with their kind
+    of work; an unknown kind of work is refused, naming the choices."""
+    r = _openenv("catalog", "--work", "agentic", "--json")
+    assert r.returncode == 0, r.stderr
+    listed = json.loads(r.stdout)
+    assert listed and {e["work"] for e in listed} == {"agentic"}
+    assert {e["name"] for e in listed} == {e.name for e in entries() if e.work == "agentic"}
+    bad = _openenv("catalog", "--work", "cooking")
+    assert bad.returncode == 2 and "agentic" in bad.stderr, bad.stderr

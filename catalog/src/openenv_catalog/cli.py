@@ -20,7 +20,7 @@ from typing import Any
 
 import click
 
-from openenv_catalog.registry import CERTIFIED_FILE, Entry, entries, skipped_importers
+from openenv_catalog.registry import CERTIFIED_FILE, WORK_KINDS, Entry, entries, skipped_importers
 
 __all__ = ["catalog_command", "import_command", "markdown", "plan", "type_json"]
 
@@ -71,11 +71,15 @@ def type_json(declared: Any) -> Any:
     return {"type": label, "json_schema": schema}
 
 
-def _matching(items: list[Entry], kinds: tuple[str, ...], search: str | None) -> list[Entry]:
-    """The entries of one of ``kinds`` (any, when none) whose name, source, kind, description
-    or tools contain ``search`` (case-insensitive)."""
+def _matching(
+    items: list[Entry], kinds: tuple[str, ...], search: str | None, works: tuple[str, ...] = ()
+) -> list[Entry]:
+    """The entries of one of ``kinds`` (any, when none) and of one of the kinds of work ``works``
+    (any, when none) whose name, source, kind, description or tools contain ``search``
+    (case-insensitive)."""
     wanted = {k.lower() for k in kinds}
-    out = [e for e in items if not wanted or e.kind.lower() in wanted]
+    work = {w.lower() for w in works}
+    out = [e for e in items if (not wanted or e.kind.lower() in wanted) and (not work or e.work in work)]
     if search:
         needle = search.lower()
         out = [
@@ -86,17 +90,39 @@ def _matching(items: list[Entry], kinds: tuple[str, ...], search: str | None) ->
     return out
 
 
+def _by_work(items: list[Entry]) -> list[tuple[str, list[Entry]]]:
+    """``items`` grouped by kind of work, in :data:`WORK_KINDS` order (the agentic sets first),
+    each group ordered by kind, then as listed."""
+    groups = []
+    for work in WORK_KINDS:
+        group = sorted((e for e in items if e.work == work), key=lambda e: e.kind)
+        if group:
+            groups.append((work, group))
+    return groups
+
+
 @click.group("catalog", invoke_without_command=True)
 @click.option("--json", "as_json", is_flag=True, help="Print the catalog as JSON.")
 @click.option("--kind", "kinds", multiple=True, metavar="KIND", help="Only this kind (repeatable), e.g. box2d.")
+@click.option(
+    "--work",
+    "works",
+    multiple=True,
+    type=click.Choice(WORK_KINDS, case_sensitive=False),
+    help="Only this kind of work (repeatable): agentic (multi-step, tools), reasoning (one answer), game, "
+    "control, demo.",
+)
 @click.option("--search", default=None, metavar="TEXT", help="Only entries whose name, source or tools contain TEXT.")
 @click.pass_context
-def catalog_command(ctx: click.Context, as_json: bool, kinds: tuple[str, ...], search: str | None) -> None:
-    """List every available environment, grouped by kind: name, source, tools, tasks, certification."""
+def catalog_command(
+    ctx: click.Context, as_json: bool, kinds: tuple[str, ...], works: tuple[str, ...], search: str | None
+) -> None:
+    """List every available environment, grouped by kind of work (agentic first), then kind: name,
+    source, tools, tasks, certification."""
     if ctx.invoked_subcommand is not None:
         return
     every = entries()
-    items = _matching(every, kinds, search)
+    items = _matching(every, kinds, search, works)
     known = sorted({e.kind for e in every})
     unknown = [k for k in kinds if k.lower() not in {x.lower() for x in known}]
     if unknown:
@@ -104,16 +130,15 @@ def catalog_command(ctx: click.Context, as_json: bool, kinds: tuple[str, ...], s
     if as_json:
         click.echo(json.dumps([e.to_dict() for e in items], indent=2))
         return
-    for kind in sorted({e.kind for e in items}):
-        group = [e for e in items if e.kind == kind]
-        click.echo(f"{kind} ({len(group)})")
+    for work, group in _by_work(items):
+        click.echo(f"{work} ({len(group)})")
         for e in group:
             cert = f"certified {e.certified['date']}" if e.certified else "not certified"
             if e.certified and e.certified.get("certificate") == "entry":
                 cert += " (entry)"
             tools = ",".join(e.tools) or "-"
-            click.echo(f"  {e.name:<42} {e.source:<40} tools={tools:<28} tasks={e.tasks or '-':<6} {cert}")
-    if not kinds and not search:
+            click.echo(f"  {e.name:<42} {e.kind:<16} {e.source:<40} tools={tools:<28} tasks={e.tasks or '-':<6} {cert}")
+    if not kinds and not search and not works:
         for source, reason in sorted(skipped_importers().items()):
             click.echo(f"(importer {source} unavailable: {reason})")
     shown = f"{len(items)} of {len(every)}" if len(items) != len(every) else f"{len(items)}"
@@ -364,19 +389,56 @@ def certify_command(
         raise click.ClickException(f"not certified: {', '.join(sorted(set(failed)))}")
 
 
+_WORK_TITLES = {
+    "agentic": "Agentic, multi-step",
+    "reasoning": "Single-turn reasoning",
+    "game": "Games",
+    "control": "Control",
+    "demo": "Protocol demos",
+}
+_WORK_TEXT = {
+    "agentic": (
+        "Multi-step work with tools on a state the agent changes (a shell, a repository, a browser, a database), "
+        "graded at the end by checks out of the agent's reach (RFC 0015). The environments to train coding and "
+        "terminal agents on. Baselines: the null agent, the reference solutions and a scripted agent, where the "
+        "Baselines column links them."
+    ),
+    "reasoning": "A question answered in one submission, scored by the dataset's own scorer.",
+    "game": "Games against the rules or against other players (multi-agent: docs/multiagent.md).",
+    "control": "Observation-action loops over simulators (docs/simulators.md).",
+    "demo": "Protocol examples: they exercise the framework and train nothing.",
+}
+
+
+def _link(url: str) -> str:
+    """A Markdown link from docs/ to ``url`` (a repository path, with an anchor, or a URL)."""
+    if not url:
+        return "-"
+    target = url if "://" in url else f"../{url}"
+    return f"[baselines]({target})"
+
+
 def markdown(items: list[Entry]) -> str:
-    """docs/catalog.md: the catalog as Markdown, a table per kind (generated; do not edit by hand)."""
+    """docs/catalog.md: the catalog as Markdown, a section per kind of work, the agentic sets first
+    (generated; do not edit by hand)."""
     kinds = sorted({e.kind for e in items})
     full = sum(1 for e in items if e.certified and e.certified.get("certificate", "full") == "full")
     entry = sum(1 for e in items if e.certified and e.certified.get("certificate") == "entry")
+    groups = _by_work(items)
+    counts = ", ".join(f"{len(g)} {w}" for w, g in groups)
     lines = [
         "# Environment catalog",
         "",
         "Generated by `openenv catalog markdown` from the installed packages' entry points; do not",
         "edit by hand. Serve any entry with `openenv serve TARGET`; list them with `openenv catalog`",
-        "(`--kind KIND`, `--search TEXT`); Gymnasium entries open with `openenv.gym.make` with the",
+        "(`--work WORK`, `--kind KIND`, `--search TEXT`); Gymnasium entries open with `openenv.gym.make` with the",
         "original's spaces exactly (docs/training.md, Spaces). The simulators (`mujoco-*`, `ale-*`) and",
         "`finance-portfolio`: [simulators.md](simulators.md) (options, frames, data).",
+        "",
+        "Each entry says the kind of work it is, so you can pick: **agentic** (multi-step, tools, a state",
+        "the agent changes, graded at the end), **reasoning** (one answer to one question), **game**,",
+        "**control** (a simulator's observation-action loop), **demo** (a protocol example). The agentic",
+        "sets come first.",
         "",
         "Every entry is certified in CI. The native environments (envs/) are certified in full as their",
         "images (`openenv certify docker:IMAGE`, with their certify-args). An imported entry's",
@@ -396,22 +458,28 @@ def markdown(items: list[Entry]) -> str:
         "  they are not. Many entries share a worker process (the imports are paid once), every",
         "  entry on its own server; `openenv catalog certify --full` certifies every entry in full.",
         "",
-        f"{len(items)} environments in {len(kinds)} kinds ({full} full certificates, {entry} entry certificates).",
+        f"{len(items)} environments ({counts}) in {len(kinds)} kinds ({full} full certificates, "
+        f"{entry} entry certificates).",
     ]
-    for kind in kinds:
-        group = [e for e in items if e.kind == kind]
-        lines += [
-            "",
-            f"## {kind} ({len(group)})",
-            "",
-            "| Name | Source | Serve target | Tools | Tasks | Certified | Certificate |",
-            "| --- | --- | --- | --- | --- | --- | --- |",
-        ]
+    for work, group in groups:
+        lines += ["", f"## {_WORK_TITLES.get(work, work)} ({len(group)})", "", _WORK_TEXT.get(work, ""), ""]
+        if work == "agentic":
+            lines += [
+                "| Name | Kind | Source | Serve target | Tools | Tasks | Baselines | Certified | Certificate |",
+                "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+            ]
+        else:
+            lines += [
+                "| Name | Kind | Source | Serve target | Tools | Tasks | Certified | Certificate |",
+                "| --- | --- | --- | --- | --- | --- | --- | --- |",
+            ]
         for e in group:
             cert = e.certified["date"] if e.certified else "no"
             scope = (e.certified or {}).get("certificate", "full") if e.certified else "-"
             tools = ", ".join(f"`{t}`" for t in e.tools) or "-"
-            lines.append(f"| {e.name} | {e.source} | `{e.target}` | {tools} | {e.tasks or '-'} | {cert} | {scope} |")
+            base = f" {_link(e.baselines)} |" if work == "agentic" else ""
+            row = f"| {e.name} | {e.kind} | {e.source} | `{e.target}` | {tools} | {e.tasks or '-'} |"
+            lines.append(f"{row}{base} {cert} | {scope} |")
     skipped = sorted(skipped_importers().items())
     if skipped:
         lines += ["", "## Not available here", ""]

@@ -10,6 +10,22 @@ Two entry-point groups feed it, so installing a package adds to it:
 
 Each :class:`Entry` carries what ``openenv catalog`` shows and the last certification
 recorded in ``certified.json`` (written by ``openenv catalog certify --write``).
+
+**The kind of work** (:attr:`Entry.work`, one of :data:`WORK_KINDS`), so a user can pick:
+
+* ``agentic``: multi-step work with tools on a state the agent changes (a shell, a repository,
+  a browser, a database), graded at the end by checks it cannot reach;
+* ``reasoning``: a question answered in one submission (reasoning-gym datasets, math_env);
+* ``game``: a game against the rules or other players (TextArena, OpenSpiel, PettingZoo, chess,
+  wordle, connect four);
+* ``control``: an observation-action loop over a simulator (Gymnasium, MuJoCo, Atari, a grid,
+  a portfolio);
+* ``demo``: a protocol example that trains nothing (echo_env).
+
+An environment says its own with ``metadata["work"]``; else the catalog's table
+(:data:`NATIVE_WORK` for the native environments, :data:`IMPORTER_WORK` for an importer's
+entries) decides; an environment in neither is ``agentic`` when it has tools and ``control``
+otherwise.
 """
 
 from __future__ import annotations
@@ -23,9 +39,49 @@ from typing import Any
 
 from openenv_catalog.importers import ImporterUnavailable
 
-__all__ = ["CERTIFIED_FILE", "Entry", "certifications", "entries", "skipped_importers"]
+__all__ = [
+    "CERTIFIED_FILE",
+    "IMPORTER_WORK",
+    "NATIVE_WORK",
+    "WORK_KINDS",
+    "Entry",
+    "certifications",
+    "entries",
+    "skipped_importers",
+]
 
 CERTIFIED_FILE = Path(__file__).with_name("certified.json")
+
+#: The kinds of work, in the order docs/catalog.md lists them (the agentic sets first).
+WORK_KINDS = ("agentic", "reasoning", "game", "control", "demo")
+#: The native environments that do not declare ``metadata["work"]``, by name.
+NATIVE_WORK = {
+    "browser_env": "agentic",
+    "coding_env": "agentic",
+    "harbor_env": "agentic",
+    "repo_env": "agentic",
+    "sql_env": "agentic",
+    "terminal_env": "agentic",
+    "math_env": "reasoning",
+    "chess_duel": "game",
+    "chess_env": "game",
+    "connect_four": "game",
+    "wordle": "game",
+    "catch": "control",
+    "finance-portfolio": "control",
+    "gridworld": "control",
+    "echo_env": "demo",
+}
+#: An importer's entries, by importer (``openenv.importers`` entry point).
+IMPORTER_WORK = {
+    "reasoning_gym": "reasoning",
+    "textarena": "game",
+    "openspiel": "game",
+    "pettingzoo": "game",
+    "gymnasium": "control",
+    "mujoco": "control",
+    "ale": "control",
+}
 
 
 @dataclasses.dataclass
@@ -50,6 +106,11 @@ class Entry:
     """The importer (``openenv.importers`` entry point) of an imported entry; "" for a native one."""
     representative: bool = False
     """Certified in full for its importer (natives always are); other entries get an entry certificate."""
+    work: str = "control"
+    """The kind of work, one of :data:`WORK_KINDS` (the module's docstring says how it is decided)."""
+    baselines: str = ""
+    """Where the environment's baseline table is (``metadata["baselines_url"]``, a path in this
+    repository or a URL): the null agent, the reference solutions, a scripted agent."""
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -69,6 +130,14 @@ def _describe(cls: Any, *, name: str, kind: str, source: str, target: str) -> En
     meta = dict(getattr(cls, "metadata", {}) or {})
     tasks = str(meta.get("tasks", ""))
     cap, wait = meta.get("certify_max_examples"), meta.get("certify_timeout")
+    importer = source.split(":", 1)[0] if kind == "imported" else ""
+    work = str(
+        meta.get("work")
+        or (IMPORTER_WORK.get(importer) if importer else NATIVE_WORK.get(str(getattr(cls, "name", "") or name)))
+        or ("agentic" if tools else "control")
+    )
+    if work not in WORK_KINDS:
+        work = "agentic" if tools else "control"  # a declaration the catalog does not know: by its shape
     return Entry(
         name=name,
         kind=str(meta.get("kind", kind)),
@@ -79,6 +148,8 @@ def _describe(cls: Any, *, name: str, kind: str, source: str, target: str) -> En
         tasks=tasks,
         max_examples=int(cap) if isinstance(cap, int) and cap > 0 else None,
         timeout=float(wait) if isinstance(wait, (int, float)) and wait > 0 else None,
+        work=work,
+        baselines=str(meta.get("baselines_url", "") or ""),
     )
 
 

@@ -171,7 +171,9 @@ class TerminalEnvironment(openenv.Environment):
     metadata: ClassVar[dict[str, Any]] = {
         "author": "openenv",
         "kind": "terminal",
+        "work": "agentic",
         "documentation_url": "envs/terminal_env/README.md",
+        "baselines_url": "envs/terminal_env/README.md#baselines",
         "tasks": len(TASKS),
     }
     task_splits: ClassVar[dict[str, str]] = {
