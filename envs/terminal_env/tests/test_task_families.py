@@ -11,6 +11,8 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import subprocess
+import sys
 from typing import Any
 
 import pytest
@@ -166,3 +168,25 @@ def test_a_git_family_over_grpc_earns_1_for_a_commit_and_0_for_the_file_alone() 
             return rewards[0], rewards[1]
 
     assert asyncio.run(asyncio.wait_for(go(), 120)) == (1.0, 0.0)
+
+
+SAMPLE_ARGS = ["--seeds", "1", "--task", "first_seen", "--task", "git_branch"]
+
+
+def test_the_baselines_command_prints_the_null_reference_and_scripted_rows() -> None:
+    """`python -m terminal_env.baselines` (the README's table) on a sample: the null agent earns
+    0, the reference 1, the scripted search-and-edit agent what it earns (here 0), each with
+    its wall time; an unknown family is a clear error."""
+    r = subprocess.run(
+        [sys.executable, "-m", "terminal_env.baselines", *SAMPLE_ARGS],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert r.returncode == 0, r.stderr
+    rows = {line.split("|")[1].strip(): line.split("|")[3].strip() for line in r.stdout.splitlines()[2:]}
+    assert rows == {"null": "0.000", "reference": "1.000", "scripted": "0.000"}, r.stdout
+    bad = subprocess.run(
+        [sys.executable, "-m", "terminal_env.baselines", "--task", "nope"], capture_output=True, text=True, timeout=60
+    )
+    assert bad.returncode == 2 and "no task 'nope'" in bad.stderr, bad.stderr

@@ -45,7 +45,8 @@ async def _scripted(env: Any, instruction: str) -> None:
     unique lines of the first one it holds."""
     listing = await _call(env, "run", {"command": "find . -type f ! -path './.shellstate' | sort"})
     present = {p[2:] for p in str(listing.observation.result.data["stdout"]).split() if p.startswith("./")}
-    await _call(env, "run", {"command": "for f in $(find . -type f ! -name .shellstate | head -20); do head -5 $f; done"})
+    search = "for f in $(find . -type f ! -name .shellstate | head -20); do head -5 $f; done"
+    await _call(env, "run", {"command": search})
     named = list(dict.fromkeys(_NAMED.findall(instruction)))
     inputs = [n for n in named if n in present]
     outputs = [n for n in named if n not in present]
@@ -53,7 +54,7 @@ async def _scripted(env: Any, instruction: str) -> None:
         return
     source = shlex.quote(inputs[0]) if inputs else "/dev/null"
     writes = " && ".join(
-        f"mkdir -p \"$(dirname {shlex.quote(o)})\" && sort -u {source} > {shlex.quote(o)}" for o in outputs
+        f'mkdir -p "$(dirname {shlex.quote(o)})" && sort -u {source} > {shlex.quote(o)}' for o in outputs
     )
     await _call(env, "run", {"command": writes})
 
