@@ -170,7 +170,7 @@ def test_a_git_family_over_grpc_earns_1_for_a_commit_and_0_for_the_file_alone() 
     assert asyncio.run(asyncio.wait_for(go(), 120)) == (1.0, 0.0)
 
 
-SAMPLE_ARGS = ["--seeds", "1", "--task", "first_seen", "--task", "git_branch"]
+SAMPLE_ARGS = ["--seeds", "1", "--task", "git_branch"]
 
 
 def test_the_baselines_command_prints_the_null_reference_and_scripted_rows() -> None:
