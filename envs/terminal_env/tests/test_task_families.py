@@ -190,3 +190,40 @@ def test_the_baselines_command_prints_the_null_reference_and_scripted_rows() -> 
         [sys.executable, "-m", "terminal_env.baselines", "--task", "nope"], capture_output=True, text=True, timeout=60
     )
     assert bad.returncode == 2 and "no task 'nope'" in bad.stderr, bad.stderr
+
+
+#: A control script that keeps a state file and names a live process that is not the worker
+#: (its caller, the check's own shell): it prints every line the instruction asks for.
+FAKE_CTL = """#!/bin/bash
+cd "$(dirname "$0")"
+case $1 in
+  start) if [ -f .state ]; then echo 'NAME: already running'; exit 1; fi
+    touch .state; mkdir -p "$(dirname PIDFILE)"; echo $PPID > PIDFILE;;
+  stop) rm -f .state PIDFILE;;
+  status) if [ -f .state ]; then echo 'NAME: running'; else echo 'NAME: stopped'; fi;;
+esac
+"""
+
+
+def test_a_service_script_that_only_pretends_to_run_the_worker_earns_0() -> None:
+    """service_script's check must see the worker run and end, not only the printed lines: a
+    script that records a state and writes its caller's pid prints all of them (it earned 1
+    before the check looked at the process the pid file names and for leftovers); 0 now, while
+    the reference still earns 1 on the same instance."""
+    task = TASKS.by_id("service_script").instance(5)
+    ctl = next(iter(task.answer))
+    name = next(iter(task.files))[: -len(".sh")]
+    pidfile = str(task.answer[ctl]).split("PID=", 1)[1].split("\n", 1)[0]
+    fake = FAKE_CTL.replace("NAME", name).replace("PIDFILE", pidfile)
+    env = TerminalEnvironment()
+    try:
+        env.reset(seed=5, options={"task_id": "service_script"})
+        env.run(write_files_command({ctl: fake}, {ctl: 0o755}))
+        faked = env.verify()
+        env.reset(seed=5, options={"task_id": "service_script"})
+        env.run(task.solution)
+        real = env.verify()
+    finally:
+        env.close()
+    assert (faked.passed, faked.error) == (0, None), faked
+    assert (real.passed, real.total) == (1, 1), real

@@ -935,14 +935,25 @@ def _service_script(rng: random.Random) -> Task:
     ctl = f"{_word(rng)}ctl.sh"
     pidfile = f"{rng.choice(['run', 'var/run', 'pids'])}/{name}.pid"
     worker = f"#!/bin/bash\n# the {name} service: runs until it is stopped\nwhile :; do sleep 1; done\n"
+    # The worker must really run and really end: the process the pid file names runs
+    # {name}.sh, and after stop no process runs it (polled for up to 3 s: a signal is not
+    # instant). The pattern {name}[.]sh matches no command line of the check's own (theirs
+    # hold the brackets), so a script that records a state and writes a pid of another
+    # process (its parent's) fails.
+    running = (
+        f"workers() {{ n=0; for p in /proc/[0-9]*; do grep -qs '{name}[.]sh' $p/cmdline && n=$((n+1)); done; "
+        "echo $n; }; "
+    )
     sequence = (
-        f"./{ctl} status; ./{ctl} start; echo start=$?; ./{ctl} status; ./{ctl} start; echo again=$?; "
-        f'kill -0 "$(cat {pidfile})" && echo alive; ./{ctl} stop; echo stop=$?; ./{ctl} status; '
-        f"test -e {pidfile} || echo no-pidfile"
+        running + f"./{ctl} status; ./{ctl} start; echo start=$?; ./{ctl} status; ./{ctl} start; echo again=$?; "
+        f'kill -0 "$(cat {pidfile})" && echo alive; grep -qs \'{name}[.]sh\' "/proc/$(cat {pidfile})/cmdline" '
+        f"&& echo worker; echo workers=$(workers); ./{ctl} stop; echo stop=$?; ./{ctl} status; "
+        f"test -e {pidfile} || echo no-pidfile; "
+        'for i in $(seq 30); do [ "$(workers)" = 0 ] && break; sleep 0.1; done; echo after=$(workers)'
     )
     expected = (
-        f"{name}: stopped\nstart=0\n{name}: running\n{name}: already running\nagain=1\nalive\nstop=0\n"
-        f"{name}: stopped\nno-pidfile\n"
+        f"{name}: stopped\nstart=0\n{name}: running\n{name}: already running\nagain=1\nalive\nworker\n"
+        f"workers=1\nstop=0\n{name}: stopped\nno-pidfile\nafter=0\n"
     )
     body = (
         f'#!/bin/bash\ncd "$(dirname "$0")"\nPID={pidfile}\n'
