@@ -227,3 +227,20 @@ def test_a_service_script_that_only_pretends_to_run_the_worker_earns_0() -> None
         env.close()
     assert (faked.passed, faked.error) == (0, None), faked
     assert (real.passed, real.total) == (1, 1), real
+
+
+def test_a_backup_of_empty_files_with_the_right_names_earns_0() -> None:
+    """backup_exclude's check reads the members' contents, not only their names: an archive of
+    empty files named as the kept ones earned 1 when the check listed names alone; 0 now."""
+    task = TASKS.by_id("backup_exclude").instance(4)
+    kept = [p for p in task.files if not p.endswith(".log") and "/tmp/" not in p]
+    make = " && ".join(f"mkdir -p $(dirname {p}) && : > {p}" for p in kept)
+    env = TerminalEnvironment()
+    try:
+        env.reset(seed=4, options={"task_id": "backup_exclude"})
+        r = env.run(f"mkdir -p /tmp/e && cd /tmp/e && {make} && tar -czf /workspace/backup.tar.gz project")
+        assert r["exit_code"] == 0, r
+        v = env.verify()
+    finally:
+        env.close()
+    assert (v.passed < v.total, v.error) == (True, None), v

@@ -706,6 +706,13 @@ def _backup_exclude(rng: random.Random) -> Task:
                 "result = sh(\"tar -tzf backup.tar.gz | grep -v '/$' | LC_ALL=C sort\")",
                 [0, _lines(sorted(kept))],
             ),
+            # the members' contents too: names alone would pay an archive of empty files
+            Check(
+                "backup.tar.gz's contents",
+                "result = sh('mkdir -p /tmp/b && tar -xzf backup.tar.gz -C /tmp/b && cd /tmp/b && "
+                "find . -type f -exec sha256sum {} + | LC_ALL=C sort -k2')",
+                [0, _lines(f"{hashlib.sha256(files[p].encode()).hexdigest()}  ./{p}" for p in sorted(kept))],
+            ),
         ),
         "tar --exclude='*.log' --exclude='tmp' -czf backup.tar.gz project",
         answer={"backup.tar.gz": _tar_gz({p: files[p] for p in kept})},
