@@ -220,8 +220,8 @@ class TerminalEnvironment(openenv.Environment):
             task = family.instance(seed)
             replay = []
             if family.varies:
-                # the next seed whose instance has another answer (the answers of two instances
-                # coincide rarely: at most once in 240 draws, for count_errors)
+                # the next seed whose instance has another answer (two seeds of one family
+                # never share one: tests/test_task_families.py; a family of one's own may)
                 other = next(t for s in range(seed + 1, seed + 100) if (t := family.instance(s)).answer != task.answer)
                 memorised = write_files_command(other.answer, other.answer_modes)
                 replay.append([openenv.CallToolAction("run", {"command": memorised}), submit])

@@ -68,7 +68,8 @@ class Task:
     permission bits) make the starting workspace; ``checks`` verify the end state; ``solution``
     is a shell script that solves it (used by the tests and the grading probes, never shown to
     the agent); ``answer`` and ``answer_modes`` are the files a solved workspace holds that the
-    starting one does not (or holds otherwise): the literal answer of this instance."""
+    starting one does not (or holds otherwise): the literal answer of this instance; ``tier``
+    is its difficulty (one of :data:`TIERS`; a family's instances carry the family's)."""
 
     id: str
     prompt: str
