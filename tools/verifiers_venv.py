@@ -48,6 +48,13 @@ CACHE = Path(os.environ.get("OPENENV_VERIFIERS_CACHE", ROOT / ".cache" / "verifi
 #: The verifiers release the integration is checked against (docs/training.md).
 VERSION = "0.4.0"
 
+#: verifiers prepares its harnesses' helper programs (PEP 723 scripts, e.g. the ``null`` harness's
+#: chat program) with ``uv sync --script``, a resolution of their own outside any lock. Whoever runs
+#: verifiers from this venv passes :func:`script_env` so that resolution sees the package index as
+#: it was on this date (uv's ``exclude-newer``) and never downloads an interpreter: the same
+#: versions next month as today. Move it forward with the lock (a reviewed toolchain commit).
+SCRIPTS_RESOLVED_AS_OF = "2026-12-07T00:00:00Z"
+
 _STAMP = ".verifiers-venv-ready"
 #: What a ready venv must import: the release, and this tree's gRPC client.
 _IMPORT_CHECK = "import verifiers, openenv.client"
@@ -108,6 +115,11 @@ def ensure(version: str = VERSION, *, timeout: float = 900.0, quiet: bool = True
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
     return py
+
+
+def script_env() -> dict[str, str]:
+    """Environment variables that pin verifiers' own ``uv sync --script`` resolutions (see above)."""
+    return {"UV_EXCLUDE_NEWER": SCRIPTS_RESOLVED_AS_OF, "UV_PYTHON_DOWNLOADS": "never"}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -48,6 +48,8 @@ def test_vf_eval_scores_math_env_tasks_with_the_servers_rewards(tmp_path: Path) 
             env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
             # uv (the dev lock's) first on PATH: verifiers' harness prepares its chat program with it.
             env.update(PATH=f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}", OPENAI_API_KEY="unused")
+            # ...and its resolution pinned to a date, not to the day the suite runs.
+            env.update(verifiers_venv.script_env())
             argv = [str(python.parent / "vf-eval"), "openenv.verifiers_env"]
             argv += ["--env.taskset.url", srv.address, "--env.taskset.task-ids", '["5", "6"]']
             argv += ["--model", "scripted", "--client.base-url", f"{served.url}/v1"]
