@@ -80,6 +80,18 @@ async def _split_tasks(target: str, split: str, limit: int | None) -> list[str]:
     is_flag=True,
     help="Run the agent unconfined: it can read the environment's tasks and solutions. Unsafe for training.",
 )
+@click.option(
+    "--export-training",
+    "export_path",
+    default=None,
+    type=click.Path(dir_okay=False),
+    help="Also write the run's episodes as training traces (RFC 0017) to this .jsonl or .parquet file.",
+)
+@click.option(
+    "--allow-text",
+    is_flag=True,
+    help="With --export-training: export episodes without token ids as text-only traces instead of refusing.",
+)
 def run_command(
     target: str,
     agent_spec: str,
@@ -98,11 +110,17 @@ def run_command(
     pass_env: tuple[str, ...],
     share_net: bool,
     no_jail: bool,
+    export_path: str | None,
+    allow_text: bool,
 ) -> None:
     """Run an agent on tasks of the environment at TARGET (grpc://, http(s)://, docker:IMAGE)
     through the capture proxy; write the trace (runs, calls, steps, episodes .jsonl) to --out.
     Every agent runs in a bubblewrap jail (docs/harnesses.md, "The agent's jail")."""
     harness = _require()
+    if export_path is not None and not export_path.endswith((".jsonl", ".parquet")):
+        raise click.BadParameter("a training-trace file ends in .jsonl or .parquet", param_hint="--export-training")
+    if allow_text and export_path is None:
+        raise click.UsageError("--allow-text applies to --export-training")
     if no_jail and (hide or pass_env or share_net):
         raise click.UsageError("--no-jail runs no jail: --hide, --pass-env and --share-net configure one")
     jail = None if no_jail else harness.Jail(hide=hide, pass_env=pass_env, share_net=share_net)
@@ -147,9 +165,33 @@ def run_command(
         raise click.ClickException(str(e)) from None
     solved = sum(1 for r in rows if r["solved"])
     mean = sum(r["reward"] for r in rows) / len(rows)
-    click.echo(json.dumps({"episodes": len(rows), "solved": solved, "mean_reward": mean, "out": out}))
+    summary: dict[str, Any] = {"episodes": len(rows), "solved": solved, "mean_reward": mean, "out": out}
+    if export_path is not None:
+        try:
+            summary["training_traces"] = str(harness.export_training(out, export_path, allow_text=allow_text))
+        except ValueError as e:  # the trace stays in --out: only the export is refused
+            click.echo(json.dumps(summary))
+            raise click.ClickException(f"--export-training: {e}") from None
+    click.echo(json.dumps(summary))
     if any(r["status"] == "error" for r in rows):
         sys.exit(1)
+
+
+@harness_command.command("export")
+@click.argument("run_dir", type=click.Path(file_okay=False, exists=True))
+@click.argument("path", type=click.Path(dir_okay=False))
+@click.option("--allow-text", is_flag=True, help="Export episodes without token ids as text-only traces.")
+def export_command(run_dir: str, path: str, allow_text: bool) -> None:
+    """Write the episodes of the harness run directory RUN_DIR as training traces (RFC 0017) to
+    PATH (.jsonl: one openenv.v1.TrainingTrace per line; .parquet: one row per episode)."""
+    harness = _require()
+    try:
+        traces = harness.training_traces(run_dir, allow_text=allow_text)
+        harness.write_training_traces(traces, path)
+    except ValueError as e:
+        raise click.ClickException(str(e)) from None
+    turns = sum(len(t.turns) for t in traces)
+    click.echo(json.dumps({"episodes": len(traces), "turns": turns, "out": path}))
 
 
 @harness_command.command("scripted-model")

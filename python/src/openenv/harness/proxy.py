@@ -313,8 +313,12 @@ class CaptureProxy:
         request_tokens: bool = False,
         default: EpisodeTags | None = None,
         timeout_s: float = 600.0,
+        sampling: Mapping[str, Any] | None = None,
     ) -> None:
         self.upstream = upstream.rstrip("/")
+        self.sampling = dict(sampling or {})
+        """A pinned sampling policy (a trainer's): each of its fields replaces the harness's value
+        in every recorded call, and is recorded under ``injected`` (RFC 0017)."""
         self.api_key = api_key
         self.request_tokens = request_tokens
         self.default = default
@@ -490,9 +494,11 @@ class CaptureProxy:
                     await send_json(send, 502, _error_body(api, str(error), "upstream_error"))
 
     def _with_token_requests(self, api: str, request: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+        # A trainer's pinned policy wins over the harness's own knobs: logprobs sampled under
+        # another temperature or a truncated distribution are not the policy's (RFC 0017).
+        injected: dict[str, Any] = {k: v for k, v in self.sampling.items() if request.get(k) != v}
         if not self.request_tokens:
-            return request, {}
-        injected: dict[str, Any] = {}
+            return ({**request, **injected}, injected) if injected else (request, {})
         if not request.get("return_token_ids"):
             injected["return_token_ids"] = True
         if api == "chat.completions":

@@ -121,6 +121,7 @@ async def run_harness(
     client_kwargs: Mapping[str, Any] | None = None,
     on_episode: Callable[[dict[str, Any]], None] | None = None,
     jail: Jail | None = DEFAULT_JAIL,
+    sampling: Mapping[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
     """Run ``agent`` on each of ``tasks`` (``None``: the environment's default reset) of the
     environment at ``target``, capturing its calls to ``model_url``; write the trace to the
@@ -131,7 +132,11 @@ async def run_harness(
     runner's user with its environment: for an agent you trust only, never for training, since
     its shell can then read the environment's tasks and solutions and open sessions of its own.
     Raises :class:`~openenv.harness.jail.JailUnavailable` before any session opens when
-    bubblewrap is missing or cannot build the jail here."""
+    bubblewrap is missing or cannot build the jail here.
+
+    ``sampling`` pins a trainer's sampling policy (``temperature`` and the knobs that would
+    truncate the distribution): the proxy sets them in every call the agent makes, whatever the
+    harness asked for, so the captured logprobs are the policy's (RFC 0017)."""
     if concurrency < 1:
         raise ValueError("concurrency must be >= 1")
     if time_budget_s <= 0:
@@ -150,7 +155,7 @@ async def run_harness(
             "jail": None if jail is None else json.dumps(jail.describe()),
         }
     )  # fmt: skip
-    proxy = CaptureProxy(model_url, api_key=upstream_api_key, request_tokens=request_tokens)
+    proxy = CaptureProxy(model_url, api_key=upstream_api_key, request_tokens=request_tokens, sampling=sampling)
     app = HarnessApp(proxy)
     await app.start()
     server = LoopbackServer(app, "127.0.0.1", 0)
