@@ -1,0 +1,55 @@
+"""OpenEnv 0.10's ``openenv.core.harness`` names (what TRL's harness rollout worker imports),
+backed by this project's harness: the contract in :mod:`openenv.core.harness.types`, the
+factories in :mod:`openenv.core.harness.sessions` (docs/training.md, "TRL's harness worker")."""
+
+from openenv.core.harness.sessions import (
+    EnvSessionFactory,
+    EnvToolSession,
+    HarnessSession,
+    HarnessSessionFactory,
+    MCPHarnessAdapter,
+)
+from openenv.core.harness.types import (
+    RESERVED_TOOL_NAMES,
+    HarnessAdapter,
+    HarnessRolloutResult,
+    HarnessRunLimits,
+    Message,
+    ModelStep,
+    ModelStepResult,
+    ResourceSession,
+    ResourceSessionFactory,
+    RolloutEvent,
+    ToolResult,
+    ToolTraceEntry,
+    TraceEntry,
+    TrainableSession,
+    TrainingTrace,
+    TrainingTurn,
+    VerifyResult,
+)
+
+__all__ = [
+    "RESERVED_TOOL_NAMES",
+    "EnvSessionFactory",
+    "EnvToolSession",
+    "HarnessAdapter",
+    "HarnessRolloutResult",
+    "HarnessRunLimits",
+    "HarnessSession",
+    "HarnessSessionFactory",
+    "MCPHarnessAdapter",
+    "Message",
+    "ModelStep",
+    "ModelStepResult",
+    "ResourceSession",
+    "ResourceSessionFactory",
+    "RolloutEvent",
+    "ToolResult",
+    "ToolTraceEntry",
+    "TraceEntry",
+    "TrainableSession",
+    "TrainingTrace",
+    "TrainingTurn",
+    "VerifyResult",
+]
