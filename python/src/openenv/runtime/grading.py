@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import importlib.metadata
 import json
 import math
 import sys
@@ -222,6 +223,12 @@ class GradingProbe:
 
 
 def _load(factory: str) -> Any:
+    if factory.startswith("import:"):  # an imported environment (`openenv serve import:SOURCE:ID`)
+        source, _, ident = factory[len("import:") :].partition(":")
+        importers = {ep.name: ep for ep in importlib.metadata.entry_points(group="openenv.importers")}
+        if source not in importers or not ident:
+            raise ValueError(f"no importer for {factory!r} (installed: {', '.join(sorted(importers)) or 'none'})")
+        return importers[source].load()(ident)
     module, _, attr = factory.partition(":")
     if not module or not attr:
         raise ValueError(f"a factory is MODULE:CLASS, got {factory!r}")
