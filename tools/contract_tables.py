@@ -41,7 +41,7 @@ DELIVERY = {
     "local": "client-side",
 }
 FATAL = ("no", "yes", "some")
-SCOPES = ("core", "server", "environment")
+SCOPES = ("core", "server", "environment", "client")
 _MINOR = re.compile(r"1\.(0|[1-9][0-9]*)")
 _RFC = re.compile(r"[0-9]{4}")
 

@@ -63,7 +63,7 @@ def test_certified_target_exits_0_and_writes_every_report(tmp_path: Path) -> Non
     assert data["format"] == "openenv-certify-report/1"
     assert data["certified"] is True and data["exit_code"] == 0
     assert data["target"] == "python:echo_env.server:EchoEnvironment"
-    assert data["protocol_version"] == "1.5" and data["suite_protocol_version"] == "1.5"
+    assert data["protocol_version"] == "1.6" and data["suite_protocol_version"] == "1.6"
     assert data["suite_version"] and data["seed"] == 5
     assert data["environment"]["name"] == "echo_env"
     assert {r["level"] for r in data["results"]} == {"protocol", "tools"}

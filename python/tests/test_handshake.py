@@ -18,11 +18,11 @@ async def test_handshake_returns_session_and_info_equal_to_get_info() -> None:
     async with running(Counter) as srv:
         async with RawSession(target(srv)) as s:
             hs = await s.open(client_name="tests/handshake")
-            assert hs.protocol_version == "1.5" == openenv.PROTOCOL_VERSION
+            assert hs.protocol_version == "1.6" == openenv.PROTOCOL_VERSION
             assert len(hs.session_id) == 32 and int(hs.session_id, 16) >= 0
             info = await get_info(target(srv))
             assert hs.info == info
-            assert info.protocol_version == "1.5"
+            assert info.protocol_version == "1.6"
             assert info.name == "counter"
             assert info.action.kind == 2  # PAYLOAD_KIND_JSON: a dataclass action
             assert srv.manager.active == 1
@@ -48,7 +48,7 @@ async def test_unsupported_or_unparsable_version_is_fatal_failed_precondition(ve
             err = error_of(await s.handshake(version))
             assert err.code == ErrorCode.FAILED_PRECONDITION
             assert err.fatal
-            assert "1.5" in err.message  # says what the server speaks
+            assert "1.6" in err.message  # says what the server speaks
             ended = await s.ended()
             assert ended.code == grpc.StatusCode.OK  # the error travelled in band
         assert srv.manager.active == 0 and Counter.created == 0
@@ -59,7 +59,7 @@ async def test_any_1x_minor_is_accepted(version: str) -> None:
     async with running(Counter) as srv:
         async with RawSession(target(srv)) as s:
             hs = ok(await s.handshake(version), "handshake")
-            assert hs.protocol_version == "1.5"  # the server states its own version
+            assert hs.protocol_version == "1.6"  # the server states its own version
             ok(await s.request(reset=environment_pb2.ResetRequest()), "reset")
 
 

@@ -738,7 +738,7 @@ def test_typescript_tictactoe_advertises_what_the_python_one_does(
             return env.info
 
     ts, py = asyncio.run(info(ts_tictactoe)), asyncio.run(info(python_envs["OPENENV_TICTACTOE_URL"]))
-    assert ts.protocol_version == "1.4" and py.protocol_version == openenv.PROTOCOL_VERSION == "1.5"
+    assert ts.protocol_version == "1.4" and py.protocol_version == openenv.PROTOCOL_VERSION == "1.6"
     for field in ("description", "action", "observation", "multi_agent", "capabilities"):
         assert getattr(ts, field) == getattr(py, field), field
     assert (ts.name, py.name) == ("tic_tac_toe_ts", "tic_tac_toe")

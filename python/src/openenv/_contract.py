@@ -47,7 +47,7 @@ class Feature(NamedTuple):
     rpcs: tuple[str, ...]
 
 
-PROTOCOL_VERSION: Final = "1.5"
+PROTOCOL_VERSION: Final = "1.6"
 """The newest minor of the feature matrix."""
 
 ERRORS: Final[tuple[ErrorRow, ...]] = (
@@ -149,6 +149,7 @@ FEATURES: Final[tuple[Feature, ...]] = (
     Feature("multi_agent", "0012", "1.4", "environment", ("multi_agent",), ("observe",), ()),
     Feature("description_digest", "0013", "1.4", "server", (), (), ()),
     Feature("grading", "0015", "1.5", "environment", ("grades", "feedback", "feedback_offered"), (), ()),
+    Feature("training_trace", "0017", "1.6", "client", (), (), ()),
     Feature("sandboxed_code_tools", "0010", None, "environment", (), (), ()),
     Feature("tensor_element_bounds", "0014", None, "environment", (), (), ()),
 )

@@ -14,7 +14,7 @@ from openenv.v1 import environment_pb2
 
 __all__ = ["PROTOCOL_VERSION", "AgentStep", "EpisodeStatus", "SessionState", "StepResult"]
 
-PROTOCOL_VERSION = "1.5"
+PROTOCOL_VERSION = "1.6"
 """The ``MAJOR.MINOR`` this package speaks: 1.0, + RFC 0002 vectorised sessions (1.1), + RFCs
 0003-0007 (1.2: hardened listeners, tasks, server load, sessions that survive, strict contract),
 + RFC 0009 pipelined requests in one message (1.3), + RFC 0012 multi-agent worlds and RFC 0013

@@ -51,7 +51,7 @@ EPISODE_FIELDS = "episode_fields"
 KINDS = ("grpc", "http")
 
 #: The protocol version the suite speaks (and certifies against).
-PROTOCOL_VERSION = "1.5"
+PROTOCOL_VERSION = "1.6"
 
 
 def rpc_error(code: grpc.StatusCode, details: str) -> grpc.aio.AioRpcError:
