@@ -242,6 +242,6 @@ def load(url: str) -> type[ORSEnvironment]:
         "task_splits": {s: f"the ORS environment's {s} split" for s in splits},
         "metadata": {"source": f"ors:{base}/{name}", "kind": "ors"},
     }
-    cls = type(f"ORS_{ident.replace('-', '_')}", (ORSEnvironment,), attrs)
+    cls: type[ORSEnvironment] = type(f"ORS_{ident.replace('-', '_')}", (ORSEnvironment,), attrs)
     cls.__openenv_tools__ = {**cls.__openenv_tools__, **tools}
     return cls

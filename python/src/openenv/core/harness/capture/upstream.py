@@ -46,7 +46,7 @@ def training_sampling(sampling: Mapping[str, Any] | None) -> dict[str, float | i
     unknown = sorted(set(sampling) - {"temperature", *NON_POLICY_SAMPLING})
     if unknown:
         raise ValueError(f"unsupported training sampling fields: {', '.join(unknown)}")
-    temperature = sampling.get("temperature")
+    temperature: Any = sampling.get("temperature")
     if not _number(temperature) or not 0 < float(temperature) < math.inf:
         raise ValueError("training sampling requires a finite positive temperature")
     for key, value in sampling.items():
