@@ -30,6 +30,19 @@ Gymnasium space                             Contract type
 ``OneOf(spaces)``                           JSON array ``[index, value]``
 ==========================================  ==================================================
 
+Values without a fixed shape (docs/training.md, "Text and tool environments"): a part that is
+any JSON value (an empty schema, an object without declared ``properties``, an array without
+an ``items`` schema; a ``google.protobuf.Struct``, ``Value`` or ``ListValue`` field, as a tool
+call's ``arguments`` and a tool result's ``structured_content``) is a ``Text`` space of
+``JSON_MAX_TEXT`` characters holding a compact JSON document, ASCII only (``json.dumps(v,
+separators=(",", ":"))``: ``json.loads`` reads it back); ``from_gym`` takes that text or the
+value itself (a dict, a list). A ``bytes`` field is a ``Text`` of its standard base64 (as
+protobuf's JSON mapping writes it; ``from_gym`` takes bytes too); a ``Duration`` or a
+``Timestamp`` a float64 Box of shape ``()`` in seconds (0 leaves the field unset); another
+well-known type a ``Text`` of its protobuf JSON mapping. A message's ``from_gym`` leaves the
+fields a ``dict`` omits unset (a tool call: ``{"name": "move", "arguments": {"to": 3}}``), and
+the empty members of a ``oneof`` (the Dict has a key for each; the one set is the non-empty one).
+
 Inside JSON (a Box in a Dict, ...), a space whose JSON Schema alone would map to another one
 carries the annotation ``"x-space": {"type": NAME, ...}`` (JSON Schema ignores unknown
 keywords): a Box (``dtype``; its arrays list each element's bounds), a MultiDiscrete, a
@@ -40,6 +53,8 @@ OneOf. Other TypeSpecs map too (messages, JSON Schemas of any environment): see
 
 from __future__ import annotations
 
+import base64
+import json
 import math
 import re
 import string
@@ -48,7 +63,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from google.protobuf import descriptor, descriptor_pb2
+from google.protobuf import descriptor, descriptor_pb2, json_format
 from google.protobuf.message import Message
 
 from openenv.runtime.codec import TensorSpec, codec_for, message_class
@@ -59,7 +74,9 @@ if TYPE_CHECKING:
     import gymnasium as gym
 
 __all__ = [
+    "BASE64_CHARSET",
     "CHARSET",
+    "JSON_MAX_TEXT",
     "Converter",
     "SpaceError",
     "converter",
@@ -75,6 +92,12 @@ CHARSET = string.printable
 
 DEFAULT_MAX_TEXT = 4096
 """``Text.max_length`` of strings whose schema sets no ``maxLength``."""
+
+JSON_MAX_TEXT = 1 << 16
+"""``Text.max_length`` of a JSON document or a base64 text (see "Values without a fixed shape")."""
+
+BASE64_CHARSET = string.ascii_letters + string.digits + "+/="
+"""The characters of the ``Text`` space of a ``bytes`` field (standard base64)."""
 
 MAX_DISCRETE = 1 << 16
 """JSON integers with both bounds become ``Discrete`` up to this many values (wider: a Box,
@@ -360,6 +383,28 @@ def _boolean() -> Converter:
     return Converter(_gym().spaces.Discrete(2), lambda v: np.int64(bool(v)), lambda x: bool(int(x)))
 
 
+def _json_text(what: str) -> Converter:
+    """Any JSON value as a ``Text`` of its compact JSON document (values without a fixed shape)."""
+
+    def from_gym(x: Any) -> Any:
+        if not isinstance(x, str):
+            return x  # the value itself: a dict, a list, a number
+        try:
+            return json.loads(x)
+        except ValueError as e:
+            raise ValueError(f"{what}: not a JSON document ({e}): {x[:80]!r}") from None
+
+    return Converter(_json_space(), _dumps, from_gym)
+
+
+def _json_space() -> Any:
+    return _gym().spaces.Text(max_length=JSON_MAX_TEXT, min_length=0, charset=CHARSET)
+
+
+def _dumps(v: Any) -> str:
+    return json.dumps(v, separators=(",", ":"), ensure_ascii=True, allow_nan=False)
+
+
 def _sequence(item: Converter, stack: bool = False) -> Converter:
     gym = _gym()
     space = gym.spaces.Sequence(item.space, stack=stack)
@@ -624,8 +669,8 @@ def _schema(s: Mapping[str, Any], root: Mapping[str, Any], where: str) -> Conver
         if isinstance(prefix, list) and prefix and s.get("items") is False:
             return _tuple([_schema(p, root, f"{where}[{i}]") for i, p in enumerate(prefix)])
         items = s.get("items")
-        if not isinstance(items, Mapping):
-            raise SpaceError(f"{where}: an array without an items schema (or prefixItems, closed) has no space")
+        if not isinstance(items, Mapping) or not items:  # any array: its JSON text
+            return _json_text(where)
         n, m = s.get("minItems"), s.get("maxItems")
         if items.get("type") in ("number", "integer") and n is not None and n == m and "enum" not in items:
             return _fixed_array(int(n), items)
@@ -636,11 +681,13 @@ def _schema(s: Mapping[str, Any], root: Mapping[str, Any], where: str) -> Conver
         return _sequence(_schema(items, root, f"{where}[]"))
     if t == "object" or "properties" in s:
         props = s.get("properties")
-        if not isinstance(props, Mapping) or not props:
-            raise SpaceError(f"{where}: an object without declared properties has no Dict space")
+        if not isinstance(props, Mapping) or not props:  # any object: its JSON text
+            return _json_text(where)
         required = [k for k in s.get("required") or () if k in props]
         order = required + [k for k in props if k not in required]
         return _dict({k: _schema(props[k], root, f"{where}.{k}") for k in order}, where)
+    if t is None and not any(k in s for k in ("anyOf", "oneOf", "allOf", "not", "if")):
+        return _json_text(where)  # any JSON value ({} or annotations only): its JSON text
     raise SpaceError(
         f"{where}: the JSON Schema {dict(s)!r} maps to no Gymnasium space "
         "(declare a type: enum, boolean, integer, number, string, array or object with properties)"
@@ -664,24 +711,70 @@ def _field(f: descriptor.FieldDescriptor, where: str) -> Converter:
         c = _text()
     elif f.type == _FD.TYPE_MESSAGE and f.message_type is not None:
         c = _message(f.message_type, f"{where}.{f.name}", unwrap=False)
-    else:
-        raise SpaceError(f"{where}.{f.name}: fields of type bytes have no space")
+    else:  # bytes: base64 text, as protobuf's JSON mapping writes them
+        c = _base64()
     if f.is_repeated:
         c = _sequence(c)
     return c
 
 
+def _base64() -> Converter:
+    space = _gym().spaces.Text(max_length=JSON_MAX_TEXT, min_length=0, charset=BASE64_CHARSET)
+
+    def from_gym(x: Any) -> bytes:
+        return bytes(x) if isinstance(x, (bytes, bytearray)) else base64.b64decode(str(x), validate=True)
+
+    return Converter(space, lambda v: base64.b64encode(bytes(v)).decode("ascii"), from_gym)
+
+
+_SECONDS = ("google.protobuf.Duration", "google.protobuf.Timestamp")
+
+
+def _well_known(d: descriptor.Descriptor, where: str) -> Converter:
+    """A ``google.protobuf`` type: seconds for a Duration or a Timestamp, else the Text of its
+    protobuf JSON mapping (a Struct's is its JSON object)."""
+    cls = message_class(_file_set(d), d.full_name)
+    if d.full_name in _SECONDS:
+
+        def seconds_from_gym(x: Any) -> Message | None:
+            ns = round(float(x) * 1e9)
+            if ns == 0:
+                return None  # unset: "no timeout", not "a timeout of zero"
+            msg: Any = cls()  # a Duration or a Timestamp: both have FromNanoseconds
+            msg.FromNanoseconds(ns)
+            out: Message = msg
+            return out
+
+        return Converter(_scalar_box(np.float64).space, lambda m: np.float64(m.ToNanoseconds() / 1e9), seconds_from_gym)
+    text = _json_text(where)
+
+    def wk_from_gym(x: Any) -> Message:
+        try:
+            return json_format.ParseDict(text.from_gym(x), cls())
+        except json_format.ParseError as e:
+            raise ValueError(f"{where}: not a {d.full_name} in JSON: {e}") from None
+
+    return Converter(text.space, lambda m: _dumps(json_format.MessageToDict(m)), wk_from_gym)
+
+
 def _message(d: descriptor.Descriptor, where: str, *, unwrap: bool) -> Converter:
     if d.full_name.startswith("google.protobuf."):
-        raise SpaceError(f"{where}: well-known type {d.full_name} has no space")
+        return _well_known(d, where)
     cls = message_class(_file_set(d), d.full_name)
     parts = {f.name: _field(f, where) for f in d.fields}
     if not parts:
         raise SpaceError(f"{where}: message {d.full_name} has no fields")
 
+    # A oneof's members all have keys in the Dict (its fixed shape): the empty ones are unset.
+    in_oneof = {f.name for f in d.fields if f.containing_oneof is not None}
+
     def build(values: Mapping[str, Any]) -> Message:
         msg = cls()
         for name, v in values.items():
+            if v is None:  # left unset (a Duration of 0 s)
+                continue
+            if name in in_oneof and (v.ByteSize() == 0 if isinstance(v, Message) else not v):
+                continue
             field = getattr(msg, name)
             if isinstance(field, Message):
                 field.CopyFrom(v)
@@ -698,7 +791,14 @@ def _message(d: descriptor.Descriptor, where: str, *, unwrap: bool) -> Converter
         ((name, only),) = parts.items()
         return Converter(only.space, lambda m: only.to_gym(getattr(m, name)), lambda x: build({name: only.from_gym(x)}))
     inner = _dict(parts, where)
-    return Converter(inner.space, lambda m: inner.to_gym(read(m)), lambda x: build(inner.from_gym(x)))
+
+    def from_gym(x: Mapping[str, Any]) -> Message:
+        unknown = [k for k in x if k not in parts]
+        if unknown:
+            raise ValueError(f"{where}: {d.full_name} has no field {', '.join(map(str, unknown))}")
+        return build({k: c.from_gym(x[k]) for k, c in parts.items() if k in x})  # omitted: unset
+
+    return Converter(inner.space, lambda m: inner.to_gym(read(m)), from_gym)
 
 
 def _file_set(d: descriptor.Descriptor) -> descriptor_pb2.FileDescriptorSet:
@@ -734,8 +834,6 @@ def converter(ts: payload_pb2.TypeSpec, descriptors: descriptor_pb2.FileDescript
         return _tensor(ts.tensor)
     if kind == payload_pb2.PAYLOAD_KIND_JSON:
         schema = from_struct(ts.json_schema)
-        if not schema:
-            raise SpaceError(f"the {what} type is any JSON value: it has no space (declare a JSON Schema)")
         return _schema(schema, schema, what)
     if kind == payload_pb2.PAYLOAD_KIND_MESSAGE:
         desc: Any = message_class(descriptors, ts.message_type).DESCRIPTOR

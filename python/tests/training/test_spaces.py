@@ -4,6 +4,7 @@ exactly, and so do its values (encoded and decoded as the protocol does)."""
 from __future__ import annotations
 
 import inspect
+import json
 from typing import Any
 
 import gymnasium as gym
@@ -116,3 +117,86 @@ def test_an_unknown_space_is_a_clear_error() -> None:
 
     with pytest.raises(SpaceError, match="no contract type represents"):
         declaration(Odd())
+
+
+# ---------------------------------------------------------------- values without a fixed shape
+
+
+def _tool_converters() -> tuple[Any, Any]:
+    from google.protobuf import descriptor_pb2
+
+    from openenv.spaces import converter
+    from openenv.v1 import tool_pb2
+
+    files = descriptor_pb2.FileDescriptorSet()
+    for f in (
+        tool_pb2.DESCRIPTOR.dependencies[0],
+        tool_pb2.DESCRIPTOR.dependencies[1],
+        tool_pb2.DESCRIPTOR,
+    ):
+        f.CopyToProto(files.file.add())
+
+    def spec(name: str) -> payload_pb2.TypeSpec:
+        return payload_pb2.TypeSpec(kind=payload_pb2.PAYLOAD_KIND_MESSAGE, message_type=name)
+
+    return (
+        converter(spec("openenv.v1.CallToolRequest"), files, "action"),
+        converter(spec("openenv.v1.CallToolResponse"), files, "observation"),
+    )
+
+
+def test_a_tool_call_is_a_dict_of_text_with_json_arguments() -> None:
+    """CallToolRequest (every tool environment's step action): ``arguments`` (a Struct) is the
+    Text of a JSON document, ``timeout`` (a Duration) seconds; the JSON text or the dict itself
+    encode the same call, an omitted field stays unset (0 s: no timeout, not an instant one)."""
+    from openenv.v1 import tool_pb2
+
+    act, _ = _tool_converters()
+    assert isinstance(act.space, Dict) and isinstance(act.space["arguments"], Text)
+    assert act.space["timeout"] == Box(-np.inf, np.inf, (), np.float64)
+    as_text = act.from_gym({"name": "move", "arguments": '{"to": [1, 2], "why": "caf\\u00e9"}', "timeout": 0.0})
+    as_dict = act.from_gym({"name": "move", "arguments": {"to": [1, 2], "why": "café"}})
+    assert as_text == as_dict and not as_dict.HasField("timeout")
+    req = tool_pb2.CallToolRequest(name="move")
+    req.arguments.update({"to": [1, 2], "why": "café"})
+    req.timeout.FromSeconds(2)
+    back = act.to_gym(req)
+    assert json.loads(back["arguments"]) == {"to": [1.0, 2.0], "why": "café"} and back["timeout"] == 2.0
+    assert back["arguments"].isascii() and " " not in back["arguments"]  # compact, \u-escaped
+    assert back in act.space  # ASCII: inside the Text's character set
+    with pytest.raises(ValueError, match="not a JSON document"):
+        act.from_gym({"name": "move", "arguments": "{to: 1"})
+    with pytest.raises(ValueError, match="no field"):
+        act.from_gym({"name": "move", "args": {}})
+
+
+def test_a_tool_result_carries_text_base64_bytes_and_json() -> None:
+    """CallToolResponse: text content as Text, an image's bytes as base64 Text (protobuf's JSON
+    mapping), structured content as JSON Text; back to the same message."""
+    from openenv.v1 import tool_pb2
+
+    _, obs = _tool_converters()
+    resp = tool_pb2.CallToolResponse(name="look")
+    resp.result.content.add().text.text = "a room"
+    img = resp.result.content.add().image
+    img.data, img.mime_type = b"\x89PNG\r\n", "image/png"
+    resp.result.structured_content.update({"rooms": 3})
+    value = obs.to_gym(resp)
+    assert value in obs.space
+    assert value["result"]["content"][1]["image"]["data"] == "iVBORw0K"
+    assert value["result"]["structured_content"] == '{"rooms":3.0}'
+    assert obs.from_gym(value) == resp
+
+
+def test_untyped_json_parts_are_json_text() -> None:
+    """Any JSON value (no schema, an object without properties, an array without items) is a
+    JSON Text; a declared type keeps its own space."""
+    from openenv.spaces import _schema
+
+    for schema in ({}, {"type": "object"}, {"type": "array"}, {"description": "anything"}):
+        conv = _schema(schema, schema, "x")
+        assert isinstance(conv.space, Text)
+        assert conv.to_gym({"a": [1, None]}) == '{"a":[1,null]}' and conv.from_gym('{"a":[1,null]}') == {"a": [1, None]}
+    obj = {"type": "object", "properties": {"k": {"type": "integer", "minimum": 0, "maximum": 3}, "extra": {}}}
+    conv = _schema(obj, obj, "x")
+    assert conv.space["k"] == Discrete(4) and isinstance(conv.space["extra"], Text)

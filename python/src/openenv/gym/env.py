@@ -16,7 +16,21 @@ What you may rely on:
   episode's id (fresh on every reset, so kept out of ``info``, which Gymnasium wants
   deterministic) is ``env.episode_id``.
 * ``render()``: ``"rgb_array"`` when the observation is (or holds) an HxWx3/4 ``uint8`` image,
-  ``"ansi"`` when it is (or holds) text; other render modes are refused at construction.
+  ``"ansi"`` when it is (or holds) text; and, for an environment served in this process
+  (``gymnasium.make("openenv/<name>")`` without ``url``) whose class has a render hook
+  (:meth:`openenv.Environment.render`: MuJoCo, Atari, Gymnasium's classic control, ...), both,
+  from that hook: ``"rgb_array"`` returns its RGB(A) array (PNG bytes decoded with Pillow),
+  ``"ansi"`` its text; a render of another kind raises ``ValueError`` naming it. So
+  ``gymnasium.wrappers.RecordVideo`` records MuJoCo and grey Atari entries (the ``video`` extra
+  brings moviepy, which it writes with). Other render modes are refused at construction. A
+  remote server's render hook is reached only by ``/ws``'s ``openenv.render`` frame (the web
+  page's): gRPC has no render request.
+* A multi-agent world (RFC 0012) is played by one policy for every agent: each ``step`` acts
+  for the agent to act. In a simultaneous world each ``step`` gives the action of the next
+  agent to act; the world steps (``step_agents``) once each has one, and the steps before it
+  return that next agent's view, reward 0 and ``info["agent_to_act"]``.
+* ``example_actions()``: the environment's advertised example actions
+  (``TypeSpec.examples``) as elements of ``action_space``: a tool environment's tool calls.
 * The vector env's autoreset mode is Gymnasium's, carried by the protocol's (RFC 0002):
   ``metadata["autoreset_mode"]`` says which.
 * ``env.spec`` is set (``openenv/remote`` with the target and keywords; ``nondeterministic``,
@@ -27,6 +41,7 @@ What you may rely on:
 
 from __future__ import annotations
 
+import io
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -40,6 +55,9 @@ from openenv.client import EnvClient, SyncEnvClient, VectorEnvClient
 from openenv.client.env import BaseEnvClient
 from openenv.gym.spaces import Converter, converter
 from openenv.protocol import StepResult
+from openenv.runtime.codec import message_class, tensor_from_proto
+from openenv.v1 import payload_pb2
+from openenv.values import from_value
 
 __all__ = ["GymEnv", "GymVectorEnv", "autoreset", "make", "make_vec", "remote_spec"]
 
@@ -87,6 +105,35 @@ def _frame_mode(space: gym.Space[Any]) -> tuple[str | None, str | None]:
     return None, None
 
 
+def _frame_array(value: Any, name: str) -> np.ndarray:
+    """An RGB(A) ``uint8`` array of a render hook's value (an array, nested lists, PNG bytes)."""
+    if isinstance(value, (bytes, bytearray)):
+        try:
+            from PIL import Image
+        except ImportError as e:  # pragma: no cover - Pillow comes with gymnasium's users' stacks
+            raise ValueError(f"{name} renders PNG images: decoding them needs Pillow (pip install pillow): {e}") from e
+        with Image.open(io.BytesIO(bytes(value))) as im:
+            return np.asarray(im.convert("RGBA" if im.mode in ("RGBA", "LA", "P") else "RGB"))
+    if isinstance(value, str):
+        raise ValueError(f"{name} renders text or SVG, not an RGB array: use render_mode='ansi'")
+    arr = np.asarray(value)
+    if arr.ndim != 3 or arr.shape[-1] not in (3, 4):
+        raise ValueError(f"{name} rendered an array of shape {arr.shape}, not (height, width, 3 or 4)")
+    return arr.astype(np.uint8, copy=False)
+
+
+def _decode_example(ex: payload_pb2.Payload, info: Any) -> Any:
+    """An advertised example payload as the plain client decodes it (JSON, array, message)."""
+    kind = ex.WhichOneof("kind")
+    if kind == "json":
+        return from_value(ex.json)
+    if kind == "tensor":
+        return tensor_from_proto(ex.tensor)
+    msg = message_class(info.descriptors, ex.message.type_url.rsplit("/", 1)[-1])()
+    ex.message.Unpack(msg)
+    return msg
+
+
 def _connected(client: BaseEnvClient | SyncEnvClient) -> SyncEnvClient:
     return client if isinstance(client, SyncEnvClient) else client.sync().connect()
 
@@ -101,11 +148,14 @@ class GymEnv(gym.Env[Any, Any]):
         render_mode: str | None = None,
         reset_options: Any = None,
         on_close: Callable[[], None] | None = None,
+        frames: Callable[[], Any] | None = None,
     ) -> None:
         """``client``: an :class:`openenv.EnvClient` (connected here) or a connected
         :class:`~openenv.client.SyncEnvClient`; ``on_close`` runs after the session closes
-        (e.g. stopping a server this adapter owns)."""
+        (e.g. stopping a server this adapter owns); ``frames``, when given, returns the
+        session's render (:meth:`openenv.Environment.render`) for ``render()``."""
         self._on_close = on_close
+        self._frames = frames
         self._sync: SyncEnvClient = _connected(client)
         try:
             info = client.info
@@ -119,16 +169,22 @@ class GymEnv(gym.Env[Any, Any]):
         self.action_space = self._act.space
         self.observation_space = self._obs.space
         mode, self._frame_key = _frame_mode(self.observation_space)
-        self.metadata = {"render_modes": [mode] if mode else [], "render_fps": 4}
-        if render_mode is not None and render_mode != mode:
+        modes = [mode] if mode else []
+        if frames is not None:  # the render hook: frames and text
+            modes = ["rgb_array", "ansi"]
+        self.metadata = {"render_modes": modes, "render_fps": 4}
+        if render_mode is not None and render_mode not in modes:
             self.close()
             raise ValueError(
                 f"render_mode {render_mode!r} is not offered: {info.name}'s observations "
                 + (f"render as {mode!r}" if mode else "carry no frames or text")
+                + " (and no render hook is reachable: that takes an environment served in this process)"
             )
         self.render_mode = render_mode
         self.reset_options = reset_options
         self._last: Any = None
+        self._result: StepResult[Any] | None = None
+        self._pending: dict[str, Any] = {}
         self.episode_id = ""
         cap = info.capabilities
         self.spec: EnvSpec | None = None  # make() and gymnasium.make() set it
@@ -147,10 +203,26 @@ class GymEnv(gym.Env[Any, Any]):
         r = self._sync.reset(seed, None, opts or None, task_id=None if task_id is None else str(task_id))
         self._last = self._obs.to_gym(r.observation)
         self.episode_id = r.episode_id
+        self._result, self._pending = r, {}
         return self._last, _info(r)
 
     def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
-        r = self._sync.step(self._act.from_gym(action))
+        r = self._result
+        if r is not None and len(r.to_act) > 1:
+            to_act = [a for a in r.to_act if a not in self._pending]
+            # A simultaneous world (RFC 0012) played by one policy: one step per agent to act;
+            # the world steps (step_agents) when each has an action; until then the next one's view.
+            self._pending[to_act[0]] = self._act.from_gym(action)
+            if len(to_act) > 1:
+                view = r.agents.get(to_act[1])
+                if view is not None and view.observation is not None:
+                    self._last = self._obs.to_gym(view.observation)
+                return self._last, 0.0, False, False, {"step_count": r.step_count, "agent_to_act": to_act[1]}
+            actions, self._pending = self._pending, {}
+            r = self._sync.step_agents(actions)
+        else:
+            r = self._sync.step(self._act.from_gym(action))
+        self._result = r
         self._last = self._obs.to_gym(r.observation)
         self.episode_id = r.episode_id
         return self._last, float(r.reward or 0.0), r.terminated, r.truncated, _info(r)
@@ -158,10 +230,24 @@ class GymEnv(gym.Env[Any, Any]):
     def render(self) -> Any:
         if self.render_mode is None or self._last is None:
             return None
+        obs_mode, _ = _frame_mode(self.observation_space)
+        if self._frames is not None and self.render_mode != obs_mode:
+            value = self._frames()
+            if self.render_mode == "rgb_array":
+                return _frame_array(value, self.env_info.name)
+            if not isinstance(value, str):
+                raise ValueError(f"{self.env_info.name} renders {type(value).__name__}, not text: use 'rgb_array'")
+            return value
         frame = self._last if self._frame_key is None else self._last[self._frame_key]
         if self.render_mode == "ansi":
             return frame if isinstance(frame, str) else "\n".join(frame)
         return np.asarray(frame)
+
+    def example_actions(self) -> list[Any]:
+        """The environment's advertised example actions (``TypeSpec.examples``), each an
+        element of ``action_space`` (a tool environment's example tool calls); empty when it
+        advertises none."""
+        return [self._act.to_gym(_decode_example(ex, self.env_info)) for ex in self.env_info.action.examples]
 
     def close(self) -> None:
         """Close the session (and what ``on_close`` stops); closing again does nothing."""

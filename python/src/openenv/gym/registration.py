@@ -20,6 +20,7 @@ the vector adapter's autoresets), not drawn from the adapter's ``np_random``.
 
 from __future__ import annotations
 
+import atexit
 import importlib
 import importlib.metadata
 import importlib.util
@@ -97,6 +98,10 @@ class _Served:
         except BaseException:
             self._cm.__exit__(None, None, None)
             raise
+        # An adapter left open at exit would hang the interpreter (its portal's generator is
+        # finalized after its thread is gone): close it while the thread still runs.
+        atexit.register(self.close)
+        self._closed = False
 
     @staticmethod
     async def _start(factory: Any) -> InProcessServer:
@@ -105,7 +110,24 @@ class _Served:
     def client(self, client_cls: type[EnvClient], **kwargs: Any) -> SyncEnvClient:
         return SyncEnvClient(self.server.client(client_cls, **kwargs), portal=self.portal).connect()
 
+    def renders(self) -> bool:
+        """Whether the environment's class has a render hook."""
+        import openenv
+
+        return self.server.runtime.env_cls.render is not openenv.Environment.render
+
+    def render(self) -> Any:
+        """The render of the (one) session of this server: the adapter's."""
+        sessions = list(self.server.manager.sessions.values())
+        if len(sessions) != 1:
+            raise RuntimeError(f"the adapter's server has {len(sessions)} sessions, not 1")
+        return self.portal.call(sessions[0].render)
+
     def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        atexit.unregister(self.close)
         try:
             self.portal.call(self.server.stop)
         finally:
@@ -131,7 +153,13 @@ def make_catalog(
     except BaseException:
         served.close()
         raise
-    return GymEnv(client, render_mode=render_mode, reset_options=reset_options, on_close=served.close)
+    return GymEnv(
+        client,
+        render_mode=render_mode,
+        reset_options=reset_options,
+        on_close=served.close,
+        frames=served.render if served.renders() else None,
+    )
 
 
 def make_catalog_vec(
