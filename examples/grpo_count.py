@@ -12,10 +12,11 @@ earns a quarter point, 0 to 1. A random reply scores about 0.05.
 ``openenv.trl.rollout_func`` plays one episode per completion (one session each, over gRPC),
 and ``openenv.trl.env_reward`` hands the environment's reward to GRPO. The run writes
 ``reward_curve.png`` and ``rewards.json`` (the mean reward of every step) to ``--out``. Each
-step plays 4 prompts (4 digits) x 8 completions (a GRPO group per digit).
+step plays 4 prompts (4 digits) x 8 completions (a GRPO group per digit). The run prints
+from its first second: while the libraries load, then every other step.
 
-    pip install torch==2.13.0 '<path to this repo>/python[trl]'   # CPU torch first; [trl] has matplotlib
-    python examples/grpo_count.py --out build/grpo                  # 200 steps: minutes on 2 cores
+    pip install torch==2.13.0 './python[trl]'       # from a clone's root: CPU torch first; [trl] has matplotlib
+    python examples/grpo_count.py --out build/grpo                  # 100 steps: about a minute of 2 cores
     python examples/grpo_count.py --steps 2 --out build/grpo-smoke  # seconds: the plumbing only
 
 To play a server you run yourself: ``PYTHONPATH=examples openenv serve grpo_count:Count --port 50051``,
@@ -33,6 +34,7 @@ import random
 import statistics
 import threading
 import time
+import warnings
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -40,11 +42,15 @@ from typing import Any
 import openenv
 
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func is marked experimental in TRL 1.x
+# TRL calls transformers' gradient_checkpointing* names, which transformers 5 renamed: four
+# FutureWarnings about the libraries' code, none about this script (other warnings still show).
+warnings.filterwarnings("ignore", message=r".*gradient_checkpointing.* is deprecated", category=FutureWarning)
 
 LENGTH = 4  # the characters of a reply that are scored
 PROMPT = "count "  # the dataset's prompt; the environment appends its digit
 ALPHABET = "0123456789 count"  # what the prompt is written in, and what a reply can say
 GROUPS, GENERATIONS = 4, 8  # per step: 4 prompts (4 episodes' digits), 8 completions of each
+ROWS_FOR = 200  # the dataset holds the prompts of this many steps (see train)
 # The chat template: the messages' text, nothing else ("count 7"), so the reply follows the digit.
 TEMPLATE = "{% for m in messages %}{{ m['content'] }}{% endfor %}"
 
@@ -137,6 +143,8 @@ def model(tok: Any, seed: int) -> Any:
 def train(url: str, steps: int, out: Path, seed: int = 0, learning_rate: float = 3e-3) -> dict[str, Any]:
     """GRPO for ``steps`` optimisation steps (32 episodes each) against the server at ``url``;
     writes the PNG and the JSON; returns the JSON."""
+    start = time.monotonic()
+    print("loading torch, transformers and TRL (10-30 s on a laptop) ...", flush=True)
     import torch
     from datasets import Dataset
     from transformers import PrinterCallback
@@ -144,14 +152,19 @@ def train(url: str, steps: int, out: Path, seed: int = 0, learning_rate: float =
 
     import openenv.trl
 
+    print(f"loaded in {time.monotonic() - start:.0f} s; building the model and the trainer", flush=True)
+
     # One thread: a model this small is faster single-threaded, and a busy 2-core machine
     # makes torch's spinning thread pool many times slower.
     torch.set_num_threads(1)
     tok = tokenizer()
     lm = model(tok, seed)
     # The rows differ by an "id" the template does not show: rollout_func derives each episode's
-    # seed from the prompt and the step, so the 4 groups of a step get 4 seeds (4 digits).
-    prompts = [[{"role": "user", "content": PROMPT, "id": str(i)}] for i in range(steps * GROUPS)]
+    # seed from the prompt and the step, so the 4 groups of a step get 4 seeds (4 digits). The
+    # dataset has the rows of ROWS_FOR steps whatever --steps is (the sampler's shuffle depends
+    # on its size): a run of N steps plays the first N steps of the longer one, same curve.
+    rows = max(steps, ROWS_FOR) * GROUPS
+    prompts = [[{"role": "user", "content": PROMPT, "id": str(i)}] for i in range(rows)]
     args = GRPOConfig(
         output_dir=str(out / "trainer"),
         max_steps=steps,
@@ -178,6 +191,7 @@ def train(url: str, steps: int, out: Path, seed: int = 0, learning_rate: float =
     )
     trainer.remove_callback(PrinterCallback)  # its line per step is the whole log dict: ours is shorter
     trainer.add_callback(_progress(steps))
+    print(f"training: {steps} steps of {GROUPS * GENERATIONS} episodes against {url}", flush=True)
     start = time.monotonic()
     trainer.train()
     elapsed = time.monotonic() - start
@@ -206,12 +220,12 @@ def _progress(steps: int) -> Any:
 
     class Progress(TrainerCallback):  # type: ignore[misc]
         def __init__(self) -> None:
-            self.every, self.recent, self.start = max(1, steps // 25), [], time.monotonic()
+            self.every, self.recent, self.start = max(1, steps // 40), [], time.monotonic()
 
         def on_log(self, args: Any, state: Any, control: Any, logs: Any = None, **kwargs: Any) -> None:
             if logs and "reward" in logs:
                 self.recent.append(float(logs["reward"]))
-                if state.global_step % self.every == 0 or state.global_step == state.max_steps:
+                if state.global_step in (1, state.max_steps) or state.global_step % self.every == 0:
                     mean = statistics.mean(self.recent)
                     elapsed = time.monotonic() - self.start
                     print(
@@ -247,7 +261,7 @@ def _plot(rewards: Sequence[float], window: int, path: Path) -> None:
 def main(argv: Sequence[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--url", help="a Count server (default: serve one on loopback)")
-    p.add_argument("--steps", type=int, default=200)
+    p.add_argument("--steps", type=int, default=100)
     p.add_argument("--out", type=Path, default=Path("build/grpo_count"))
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--learning-rate", type=float, default=3e-3)

@@ -1,8 +1,9 @@
 """math_env as an Inspect AI task, for ``inspect eval`` (docs/training.md, "Inspect AI").
 
     openenv serve math_env.server:MathEnvironment --port 50051 &
-    inspect eval examples/inspect_math.py -T url=grpc://127.0.0.1:50051 --model openai/gpt-4o-mini
-    inspect eval examples/inspect_math.py -T limit=3 --model openenv/scripted \\
+    inspect eval examples/inspect_math.py -T url=grpc://127.0.0.1:50051 --model openai/gpt-4o-mini \\
+        --log-dir build/inspect-logs
+    inspect eval examples/inspect_math.py -T limit=3 --model openenv/scripted --log-dir build/inspect-logs \\
         -M tool=submit_answer -M 'arguments={"answer": "42"}'          # offline: checks the wiring
 """
 

@@ -8,7 +8,7 @@ Stable-Baselines3's PPO, trained here for ``--timesteps`` steps (0: a random pol
 from ``--model`` (a ``PPO.save`` zip). Any ``openenv/<name>`` id that renders works with
 ``--id`` (``openenv/ale-pong``, ``openenv/mujoco-hopper-v5``, ...).
 
-    pip install torch==2.13.0 '<path to this repo>/python[rl,video]' '<path to this repo>/catalog[mujoco,atari]'
+    pip install torch==2.13.0 './python[rl,video]' './catalog[mujoco,atari]'   # from a clone's root
     python examples/record_video.py --out build/video                     # ~1 minute: train, then record
     python examples/record_video.py --id openenv/ale-pong --timesteps 0   # a random Pong player
 """

@@ -7,7 +7,7 @@ the server. The policy sees the maze as three one-hot planes (walls, agent, goal
 observation's ``grid``. After training, the trained policy and a uniformly random one play the
 same fixed seeds; the run writes ``learning_curve.png`` and ``returns.json``.
 
-    pip install torch==2.13.0 'protoenv[rl]' ./envs/gridworld
+    pip install torch==2.13.0 './python[rl]' ./envs/gridworld    # from a clone's root (on no package index)
     python examples/sb3_gridworld.py --timesteps 30000 --out build/sb3     # serves gridworld itself
     python examples/sb3_gridworld.py --url grpc://127.0.0.1:50051           # or plays a running server
 """

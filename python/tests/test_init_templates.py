@@ -36,7 +36,13 @@ def test_a_tool_environment_template_passes_its_own_tests_and_says_how_to_instal
     out = _init(tmp_path, "number_tools", "--template", "tools")
     root = tmp_path / "number_tools"
     assert out[0] == f"created {root}"
-    assert "  pip install -e 'number_tools[test]'  &&  python -m pytest number_tools/tests" in out
+    steps = out[out.index("next:") + 1 :]
+    assert steps[:3] == [
+        "  pip install -e 'number_tools[test]'",
+        "  openenv certify python:number_tools.server:NumberToolsEnvironment"
+        "   # the conformance checks, no Docker needed",
+        "  python -m pytest number_tools/tests",
+    ]
     assert "  openenv play number_tools.server:NumberToolsEnvironment   # by hand, in the terminal" in out
     assert any(r.startswith("pytest") for r in _test_extra(root))
     files = {p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()}
@@ -61,5 +67,6 @@ def test_a_tool_environment_template_passes_its_own_tests_and_says_how_to_instal
 
 def test_the_message_template_declares_the_test_extra_its_next_step_installs(tmp_path: Path) -> None:
     out = _init(tmp_path, "number_messages")
-    assert "  pip install -e 'number_messages[test]'  &&  python -m pytest number_messages/tests" in out
+    assert "  pip install -e 'number_messages[test]'" in out and "  python -m pytest number_messages/tests" in out
+    assert "  openenv certify python:number_messages.server:NumberMessagesEnvironment" in " ".join(out)
     assert any(r.startswith("pytest") for r in _test_extra(tmp_path / "number_messages"))

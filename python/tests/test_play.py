@@ -92,6 +92,36 @@ async def test_a_gridworld_episode_is_played_to_the_goal_in_a_terminal() -> None
         child.expect(pexpect.EOF)
 
 
+@pytest.mark.anyio
+async def test_moves_typed_as_words_reach_the_goal_and_enter_then_ends_the_game() -> None:
+    """``left`` for MOVE_LEFT (the words after the names' shared prefix), as a person types a
+    move; once the episode is over, Enter ends the game cleanly (exit 0) and ``s`` is answered
+    locally: before, ``left`` was refused, and the Enter after the episode asked for a move and
+    printed the server's FAILED_PRECONDITION."""
+    async with openenv.Host(gridworld_env(), "127.0.0.1", 0) as host:
+        assert host.address is not None
+        async with openenv.EnvClient(host.address) as env:
+            obs = (await env.reset(seed=SEED)).observation
+            moves = shortest_path(list(obs.grid), (obs.agent.row, obs.agent.col), (obs.goal.row, obs.goal.col))
+    with _playing("gridworld.server:GridWorldEnvironment", "--seed", str(SEED)) as child:
+        for i, m in enumerate(moves):
+            child.expect_exact(">")
+            child.sendline("s")
+            child.expect_exact("4) MOVE_RIGHT")
+            word = Move.Name(m).removeprefix("MOVE_").lower()
+            child.sendline(word if i % 2 else word.upper())
+            child.expect(r"step=(\d+) reward=")
+            assert int(child.match.group(1)) == i + 1
+        child.expect_exact("episode over: r [seed] plays another, q (or Enter) quits")
+        child.expect_exact(">")
+        child.sendline("s")
+        child.expect_exact("the episode is over: r [seed] plays another")
+        child.expect_exact(">")
+        child.sendline("")
+        child.expect(pexpect.EOF)
+        assert "error" not in (child.before or "").lower()
+
+
 def test_a_bad_or_empty_answer_is_asked_again_q_quits_anywhere_and_a_bad_target_is_an_error() -> None:
     with _playing("gridworld.server:GridWorldEnvironment", "--seed", "1") as child:
         child.expect_exact(">")

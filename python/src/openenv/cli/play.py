@@ -138,6 +138,27 @@ def _ask_json(label: str, required: bool) -> Any:
             click.echo(f"  not JSON: {e}", err=True)
 
 
+def _enum_match(text: str, choices: Sequence[Any]) -> Any:
+    """The choice ``text`` names: the whole name in any case (``move_left``), or the words after
+    the prefix the names share (``left`` for ``MOVE_LEFT``; ``-`` or a space for ``_``); None
+    when it names none."""
+    want = text.strip().lower().replace("-", "_").replace(" ", "_")
+    if not want:
+        return None
+    names = [str(v) for v in choices]
+    for v, n in zip(choices, names, strict=True):
+        if n.lower() == want or n.lower().replace("-", "_").replace(" ", "_") == want:
+            return v
+    # The words the names share in front (MOVE_ of MOVE_LEFT, MOVE_LEAP), whole words only.
+    words = [n.lower().split("_") for n in names]
+    shared = 0
+    while len(names) > 1 and all(len(w) > shared + 1 and w[shared] == words[0][shared] for w in words):
+        shared += 1
+    prefix = "".join(w + "_" for w in words[0][:shared])
+    short = [v for v, n in zip(choices, names, strict=True) if prefix and n.lower()[len(prefix) :] == want]
+    return short[0] if len(short) == 1 else None
+
+
 def _ask(name: str, schema: Any, root: dict[str, Any], required: bool = True) -> Any:
     """A value for ``schema``, asked interactively (None: leave an optional field out)."""
     s = _resolve(schema, root)
@@ -157,9 +178,9 @@ def _ask(name: str, schema: Any, root: dict[str, Any], required: bool = True) ->
                 return None
             if text.isdigit() and 1 <= int(text) <= len(choices):
                 return choices[int(text) - 1]
-            match = [v for v in choices if str(v).lower() == text.lower()]
-            if match:
-                return match[0]
+            match = _enum_match(text, choices)
+            if match is not None:
+                return match
             click.echo(f"  pick 1-{len(choices)} or one of: {', '.join(map(str, choices))} (q quits)", err=True)
     kind = s.get("type")
     if isinstance(kind, list):
@@ -556,10 +577,15 @@ def play_command(
             raise click.ClickException(str(e)) from e
         _show(r, ret)
         while True:
-            cmd = click.prompt(">", default="s", show_default=False).strip()
+            over = r.terminated or r.truncated
+            # After an episode, Enter ends the game (a step would only be refused).
+            cmd = click.prompt(">", default="q" if over else "s", show_default=False).strip()
             try:
                 if cmd in ("q", "quit", "exit"):
                     return
+                if cmd in ("s", "step", "") and over:
+                    click.echo("the episode is over: r [seed] plays another, q (or Enter) quits", err=True)
+                    continue
                 if cmd in ("s", "step", ""):
                     try:
                         action = _ask_action(client, tools)
@@ -569,7 +595,7 @@ def play_command(
                     ret = (0.0 if r.step_count == 0 else ret) + (r.reward or 0.0)
                     _show(r, ret)
                     if r.terminated or r.truncated:
-                        click.echo("episode over: r to reset, q to quit")
+                        click.echo("episode over: r [seed] plays another, q (or Enter) quits")
                     continue
                 if cmd.startswith("r"):
                     arg = cmd[1:].strip()

@@ -155,14 +155,19 @@ def scaffold(name: str, parent: str | Path = ".", *, force: bool = False, templa
 
 def next_steps(root: Path, name: str, cwd: Path | None = None) -> list[str]:
     """The commands that take a new environment from its directory to a certified image, each
-    working from a documented install of protoenv (the ``test`` extra brings pytest)."""
+    working from a documented install of protoenv (the ``test`` extra brings pytest): those
+    that need no Docker first (install, certify the class in this Python, test, play), then
+    the image's build and certification."""
     names = _names(name)
     here = Path.cwd() if cwd is None else cwd
     shown = root.relative_to(here) if root.is_relative_to(here) else root
     tag = names["image_tag"]
+    target = f"{names['name']}.server:{names['class_name']}Environment"
     return [
-        f"pip install -e '{shown}[test]'  &&  python -m pytest {shown / 'tests'}",
-        f"openenv play {names['name']}.server:{names['class_name']}Environment   # by hand, in the terminal",
-        f"openenv build {shown} --offline --debootstrap-base   # -> {tag}",
+        f"pip install -e '{shown}[test]'",
+        f"openenv certify python:{target}   # the conformance checks, no Docker needed",
+        f"python -m pytest {shown / 'tests'}",
+        f"openenv play {target}   # by hand, in the terminal",
+        f"openenv build {shown} --offline --debootstrap-base   # -> {tag} (Docker)",
         f"openenv certify docker:{tag}",
     ]
