@@ -1,7 +1,7 @@
 """math_env as a SkyRL environment (docs/training.md, "SkyRL"): an evaluation over its test split
 through ``skyrl_gym.make``, the way skyrl-train's generator makes and drives environments.
 
-    pip install 'protoenv[skyrl]' -e envs/math_env
+    pip install './python[skyrl]' -e ./envs/math_env   # from a clone's root
     openenv serve math_env.server:MathEnvironment --port 50051 &
     python examples/skyrl_math.py --url grpc://127.0.0.1:50051 --episodes 20
 
