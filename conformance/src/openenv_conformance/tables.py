@@ -81,6 +81,7 @@ FEATURES: dict[str, tuple[str | None, str | None, int]] = {
     "multi_agent": ("1.4", "multi_agent", 1),
     "description_digest": ("1.4", None, 0),
     "grading": ("1.5", "grades", 1),
+    "worlds_that_behave": ("1.6", "seat_events", 1),
     "training_trace": ("1.6", None, 0),
     "sandboxed_code_tools": (None, None, 0),
     "tensor_element_bounds": (None, None, 0),

@@ -15,6 +15,7 @@ from openenv import _compat, rubrics  # Rubric, WeightedSum, Sequential, Gate, T
 from openenv.errors import (
     Aborted,
     Cancelled,
+    ClientTimeout,
     DeadlineExceeded,
     EnvError,
     ErrorCode,
@@ -30,7 +31,7 @@ from openenv.errors import (
     Unimplemented,
 )
 from openenv.host import Host, serve
-from openenv.protocol import PROTOCOL_VERSION, AgentStep, EpisodeStatus, SessionState, StepResult
+from openenv.protocol import PROTOCOL_VERSION, AgentStep, EpisodeStatus, SeatEvent, SessionState, StepResult
 from openenv.runtime.codec import TensorSpec
 from openenv.runtime.environment import Environment
 from openenv.runtime.grading import Grading, GradingProbe
@@ -75,6 +76,7 @@ __all__ = [
     "CallToolAction",
     "CallToolObservation",
     "Cancelled",
+    "ClientTimeout",
     "DeadlineExceeded",
     "EnvClient",
     "EnvError",
@@ -95,6 +97,7 @@ __all__ = [
     "NotFound",
     "PermissionDenied",
     "ResourceExhausted",
+    "SeatEvent",
     "SecuritySettings",
     "Server",
     "ServerSettings",

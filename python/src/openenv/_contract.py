@@ -149,6 +149,7 @@ FEATURES: Final[tuple[Feature, ...]] = (
     Feature("multi_agent", "0012", "1.4", "environment", ("multi_agent",), ("observe",), ()),
     Feature("description_digest", "0013", "1.4", "server", (), (), ()),
     Feature("grading", "0015", "1.5", "environment", ("grades", "feedback", "feedback_offered"), (), ()),
+    Feature("worlds_that_behave", "0016", "1.6", "environment", ("world_wait_timeouts", "seat_events"), (), ()),
     Feature("training_trace", "0017", "1.6", "client", (), (), ()),
     Feature("sandboxed_code_tools", "0010", None, "environment", (), (), ()),
     Feature("tensor_element_bounds", "0014", None, "environment", (), (), ()),

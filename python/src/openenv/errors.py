@@ -22,6 +22,7 @@ from openenv.values import from_value, to_value
 __all__ = [
     "Aborted",
     "Cancelled",
+    "ClientTimeout",
     "DeadlineExceeded",
     "EnvError",
     "ErrorCode",
@@ -162,6 +163,16 @@ class DeadlineExceeded(EnvError):
     """A per-request timeout elapsed."""
 
     code = ErrorCode.DEADLINE_EXCEEDED
+
+
+class ClientTimeout(DeadlineExceeded):
+    """This client's own timeout elapsed before the server answered (RFC 0016).
+
+    Raised by the client, never sent by a server: the request may still be carried out (its late
+    answer is discarded). A server's ``DEADLINE_EXCEEDED`` answer (a step timeout, a world wait
+    that passed its ``wait_timeout``) raises :class:`DeadlineExceeded` itself, so ``except
+    ClientTimeout`` tells the two apart while ``except DeadlineExceeded`` still catches both.
+    """
 
 
 class NotFound(EnvError):

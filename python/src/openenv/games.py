@@ -8,6 +8,10 @@
   (from the seed), the first agent bets or folds, the second calls or folds; a showdown
   compares the cards. An agent sees its own card, never the other's until the showdown.
 
+A player whose opponent's session leaves during a game and does not come back within
+``rejoin_timeout`` (60 s) wins by forfeit (``vacancy = "forfeit"``: the leaver -1, the other +1,
+RFC 0016).
+
 Serve one: ``openenv serve openenv.games:TicTacToe --port 50051``; play agent vs agent from two
 clients (the second joins with the first one's join token) or self-play from one.
 """
@@ -48,6 +52,8 @@ class TicTacToeView(TypedDict):
 
 class TicTacToe(MultiAgentEnvironment):
     """Tic-tac-toe for two agents: "x" then "o" take a free cell (0-8) in turn; three in a row wins."""
+
+    vacancy = "forfeit"  # RFC 0016: an opponent gone past its rejoin deadline loses
 
     agents: ClassVar[Mapping[str, str]] = {"x": "first", "o": "second"}
     agent_descriptions: ClassVar[Mapping[str, str]] = {"x": "moves first", "o": "moves second"}
@@ -116,6 +122,8 @@ class RpsView(TypedDict):
 class RockPaperScissors(MultiAgentEnvironment):
     """Rock-paper-scissors, three rounds, both agents throw at once (0 rock, 1 paper, 2 scissors)."""
 
+    vacancy = "forfeit"  # RFC 0016: an opponent gone past its rejoin deadline loses
+
     agents = ("player_0", "player_1")
     simultaneous = True
     action_type = Throw
@@ -172,6 +180,8 @@ class HighCardView(TypedDict):
 class HighCard(MultiAgentEnvironment):
     """A one-round betting game with private cards: "first" bets or folds, "second" calls or
     folds; at a showdown the higher card wins the pot (2 after a call, 1 after a bet and fold)."""
+
+    vacancy = "forfeit"  # RFC 0016: an opponent gone past its rejoin deadline loses
 
     agents: ClassVar[Mapping[str, str]] = {"first": "first", "second": "second"}
     action_type = Move

@@ -12,7 +12,7 @@ from typing import Any, Generic, TypeVar
 
 from openenv.v1 import environment_pb2
 
-__all__ = ["PROTOCOL_VERSION", "AgentStep", "EpisodeStatus", "SessionState", "StepResult"]
+__all__ = ["PROTOCOL_VERSION", "AgentStep", "EpisodeStatus", "SeatEvent", "SessionState", "StepResult"]
 
 PROTOCOL_VERSION = "1.6"
 """The ``MAJOR.MINOR`` this package speaks: 1.0, + RFC 0002 vectorised sessions (1.1), + RFCs
@@ -64,6 +64,23 @@ class AgentStep(Generic[ObsT]):
 
 
 @dataclasses.dataclass
+class SeatEvent:
+    """What happened to one seat of a multi-agent world (RFC 0016), as a time step reports it.
+
+    ``kind``: ``"left"`` (the session acting for ``agent_ids`` closed or disconnected: nobody
+    acts for them until a session joins for them), ``"joined"`` (a session now acts for them) or
+    ``"expired"`` (their rejoin deadline passed with nobody acting for them: the world's vacancy
+    rule ended the episode). ``rejoin_within``: for ``"left"`` during a running episode, the
+    seconds (from when the time step was built) the seat stays open before the rule applies;
+    ``None`` when no deadline applies.
+    """
+
+    kind: str
+    agent_ids: list[str] = dataclasses.field(default_factory=list)
+    rejoin_within: float | None = None
+
+
+@dataclasses.dataclass
 class StepResult(Generic[ObsT]):
     """One time step: what ``reset``/``step`` return and what clients receive.
 
@@ -78,7 +95,8 @@ class StepResult(Generic[ObsT]):
     :class:`AgentStep`; ``to_act`` names the agents to act now (the world's, whoever acts for
     them). The top-level fields are then a summary: the view of the session's agent to act next
     (or of its first agent), the reward of the agent that just acted when the session acts for
-    it, and the world's end flags. Both stay empty for a single-agent environment.
+    it, and the world's end flags. Both stay empty for a single-agent environment, as does
+    ``seat_events`` (RFC 0016).
     """
 
     observation: ObsT | None = None
@@ -91,6 +109,9 @@ class StepResult(Generic[ObsT]):
     step_count: int = 0
     agents: dict[str, AgentStep[ObsT]] = dataclasses.field(default_factory=dict)
     to_act: list[str] = dataclasses.field(default_factory=list)
+    seat_events: list[SeatEvent] = dataclasses.field(default_factory=list)
+    """Multi-agent (RFC 0016): what happened to the world's seats since this session's last
+    time step (another session left, joined, or its rejoin deadline passed), oldest first."""
 
     @property
     def done(self) -> bool:

@@ -58,7 +58,7 @@ from openenv.client.sync import SyncEnvClient
 from openenv.client.urls import WS_SCHEMES, is_binary_url, is_hf_space, parse_url, scheme_of
 from openenv.client.ws import WsConnection
 from openenv.errors import EnvError, FailedPrecondition
-from openenv.protocol import PROTOCOL_VERSION, AgentStep, EpisodeStatus, SessionState, StepResult
+from openenv.protocol import PROTOCOL_VERSION, AgentStep, EpisodeStatus, SeatEvent, SessionState, StepResult
 from openenv.runtime.codec import Codec, codec_for, is_ndarray, message_class, tensor_from_proto, tensor_to_proto
 from openenv.runtime.rubrics import Score
 from openenv.runtime.tasks import TaskInfo
@@ -75,6 +75,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AUTORESET_MODES",
+    "WAIT_GRACE_S",
     "BaseEnvClient",
     "BatchResult",
     "EnvClient",
@@ -88,6 +89,18 @@ AUTORESET_MODES = {
     "disabled": environment_pb2.AUTORESET_MODE_DISABLED,
     "next_step": environment_pb2.AUTORESET_MODE_NEXT_STEP,
     "same_step": environment_pb2.AUTORESET_MODE_SAME_STEP,
+}
+
+WAIT_GRACE_S = 5.0
+"""RFC 0016: with a server that honours ``SessionRequest.wait_timeout``, a multi-agent request's
+``timeout`` travels with it (the server ends a wait on other sessions then, raising
+:class:`~openenv.DeadlineExceeded`); this client itself gives up this many seconds later
+(:class:`~openenv.ClientTimeout`: the server did not answer)."""
+
+_SEAT_EVENT_KINDS = {
+    multiagent_pb2.SEAT_EVENT_KIND_LEFT: "left",
+    multiagent_pb2.SEAT_EVENT_KIND_JOINED: "joined",
+    multiagent_pb2.SEAT_EVENT_KIND_EXPIRED: "expired",
 }
 
 
@@ -410,10 +423,26 @@ class BaseEnvClient:
         conn = self._conn
         if conn is None:
             raise self._closed or FailedPrecondition("not connected: use `async with` or await connect()")
-        resp = await conn.request(req, self.timeout if timeout is None else timeout)
+        timeout = self.timeout if timeout is None else timeout
+        if timeout is not None and self._waits_on_server(req):
+            # RFC 0016: the wait travels with the request, so the server ends it (DEADLINE_EXCEEDED,
+            # nothing changed) and the session stays usable; this side gives up a grace later.
+            req.wait_timeout.FromNanoseconds(int(timeout * 1e9))
+            timeout += WAIT_GRACE_S
+        resp = await conn.request(req, timeout)
         if resp.WhichOneof("kind") == "error":
             raise EnvError.from_proto(resp.error)
         return resp
+
+    def _waits_on_server(self, req: environment_pb2.SessionRequest) -> bool:
+        """Whether ``req`` may wait on other sessions of a world whose server honours
+        ``SessionRequest.wait_timeout`` (RFC 0016)."""
+        info = self.info
+        return (
+            info is not None
+            and info.capabilities.world_wait_timeouts
+            and req.WhichOneof("kind") in ("observe", "step", "reset")
+        )
 
     # ------------------------------------------------------------------ payloads
 
@@ -462,6 +491,14 @@ class BaseEnvClient:
                 reward_breakdown=Score.from_proto(a.reward_breakdown) if a.HasField("reward_breakdown") else None,
             )
         result.to_act = list(ts.to_act)
+        result.seat_events = [  # RFC 0016
+            SeatEvent(
+                _SEAT_EVENT_KINDS.get(e.kind, "unspecified"),
+                list(e.agent_ids),
+                e.rejoin_within.ToNanoseconds() / 1e9 if e.HasField("rejoin_within") else None,
+            )
+            for e in ts.seat_events
+        ]
         return result
 
     def _parse_flat(self, ts: environment_pb2.TimeStep) -> StepResult[Any]:
@@ -623,14 +660,30 @@ class EnvClient(BaseEnvClient):
         return self.parse_result((await self._request(req, timeout)).step.time_step)
 
     async def observe(
-        self, *, wait: bool = False, wait_timeout: float | None = None, timeout: float | None = None
+        self,
+        *,
+        wait: bool = False,
+        wait_timeout: float | None = None,
+        timeout: float | None = None,
+        seat_events: bool = False,
     ) -> StepResult[Any]:
         """Multi-agent (RFC 0012): the current time step of this session's agents. ``wait``:
         once one of them is to act, the episode ended, or a new episode started, that this
-        session has not seen (``wait_timeout`` bounds it on the server: DEADLINE_EXCEEDED)."""
+        session has not seen (``wait_timeout`` bounds it on the server: DEADLINE_EXCEEDED);
+        with ``seat_events`` also once another session left or joined the world, or a rejoin
+        deadline passed (RFC 0016: ``StepResult.seat_events`` says which).
+
+        ``timeout`` bounds the call; against a server that honours wait deadlines (RFC 0016,
+        ``Capabilities.world_wait_timeouts``) it travels with the request too, so the server
+        ends the wait then (:class:`~openenv.DeadlineExceeded`, the session usable at once), and
+        :class:`~openenv.ClientTimeout` means the server did not answer ``WAIT_GRACE_S`` later.
+        The same holds for ``step``/``step_agents`` (a simultaneous step's actions withdrawn)
+        and a joining session's ``reset``."""
         req = environment_pb2.SessionRequest(observe=environment_pb2.ObserveRequest(wait=wait))
         if wait_timeout is not None:
             req.observe.timeout.FromNanoseconds(int(wait_timeout * 1e9))
+        if seat_events:
+            req.observe.seat_events = True
         return self.parse_result((await self._request(req, timeout)).observe.time_step)
 
     @property

@@ -27,7 +27,7 @@ from openenv.client.infocache import info_of, known_digest
 from openenv.client.options import DEFAULT_MAX_MESSAGE_BYTES, ConnectionOptions
 from openenv.errors import (
     Aborted,
-    DeadlineExceeded,
+    ClientTimeout,
     EnvError,
     FailedPrecondition,
     ResourceExhausted,
@@ -634,4 +634,4 @@ class GrpcConnection:
         except TimeoutError:
             self._pending.pop(rid, None)  # its late answer will be matched and discarded
             self._unanswered.pop(rid, None)
-            raise DeadlineExceeded(f"no answer within {timeout:g} s (client-side timeout)") from None
+            raise ClientTimeout(f"no answer within {timeout:g} s (client-side timeout)") from None

@@ -43,7 +43,7 @@ from openenv.client.infocache import info_of, known_digest
 from openenv.client.options import ConnectionOptions
 from openenv.engine import Engine, Incoming, bounded_serializer, tolerant_parse
 from openenv.errors import (
-    DeadlineExceeded,
+    ClientTimeout,
     EnvError,
     ErrorCode,
     FailedPrecondition,
@@ -269,4 +269,4 @@ class InProcessConnection:
             return await (asyncio.wait_for(fut, timeout) if timeout is not None else fut)
         except TimeoutError:
             self._pending.pop(rid, None)  # its late answer will be matched and discarded
-            raise DeadlineExceeded(f"no answer within {timeout:g} s (client-side timeout)") from None
+            raise ClientTimeout(f"no answer within {timeout:g} s (client-side timeout)") from None

@@ -31,7 +31,7 @@ from urllib.parse import quote
 from openenv.client.options import ConnectionOptions
 from openenv.client.urls import is_loopback, split_url
 from openenv.errors import (
-    DeadlineExceeded,
+    ClientTimeout,
     EnvError,
     FailedPrecondition,
     PermissionDenied,
@@ -153,6 +153,12 @@ class WsConnection:
         """Open the WebSocket (the server creates the session) and identify the server."""
         if handshake.num_envs > 1:
             raise Unimplemented("a vectorised session (num_envs > 1) needs a grpc:// URL", fatal=True)
+        if handshake.HasField("world"):  # OpenEnv's JSON frames have no field for a join or an agent
+            raise Unimplemented(
+                "joining a world or choosing agents (join_token, agent_ids) needs a grpc:// or binary WebSocket "
+                "URL: OpenEnv's JSON frames carry self-play sessions only (RFC 0012, Transports)",
+                fatal=True,
+            )
         connect = _require("websockets.asyncio.client").connect
         url = self.ws_url
         query = [f"client_name={quote(handshake.client_name)}"]
@@ -356,8 +362,8 @@ class WsConnection:
         except TimeoutError:
             if rid is not None:
                 self._by_id.pop(rid, None)  # its late answer will be dropped
-                raise DeadlineExceeded(f"no answer within {timeout:g} s (client-side timeout)") from None
-            err = DeadlineExceeded(
+                raise ClientTimeout(f"no answer within {timeout:g} s (client-side timeout)") from None
+            err = ClientTimeout(
                 f"no answer within {timeout:g} s (client-side timeout); the connection was dropped so that a "
                 "late answer cannot be taken for the next one (stock OpenEnv frames carry no request id)",
                 fatal=True,

@@ -42,7 +42,7 @@ from openenv.runtime.tasks import answer_list_tasks, with_task
 from openenv.runtime.vector import VectorSession
 from openenv.runtime.world import Seat, Worlds
 from openenv.security import TokenSet
-from openenv.v1 import environment_pb2, error_pb2, load_pb2
+from openenv.v1 import environment_pb2, error_pb2, load_pb2, multiagent_pb2
 from openenv.values import from_struct, to_struct
 
 log = logging.getLogger("openenv.engine")
@@ -92,6 +92,13 @@ def status_of(err: EnvError) -> error_pb2.Status:
     return err.to_proto()
 
 
+_SEAT_EVENT_KINDS = {
+    "left": multiagent_pb2.SEAT_EVENT_KIND_LEFT,
+    "joined": multiagent_pb2.SEAT_EVENT_KIND_JOINED,
+    "expired": multiagent_pb2.SEAT_EVENT_KIND_EXPIRED,
+}
+
+
 def fill_time_step(ts: environment_pb2.TimeStep, r: StepResult[Any], runtime: EnvironmentRuntime) -> None:
     """Encode a StepResult into a TimeStep."""
     if r.observation is not None:
@@ -121,6 +128,10 @@ def fill_time_step(ts: environment_pb2.TimeStep, r: StepResult[Any], runtime: En
                 bd = a.reward_breakdown
                 at.reward_breakdown.CopyFrom(bd.to_proto() if hasattr(bd, "to_proto") else bd)
         ts.to_act.extend(r.to_act)
+        for ev in r.seat_events:  # RFC 0016
+            se = ts.seat_events.add(kind=_SEAT_EVENT_KINDS[ev.kind], agent_ids=ev.agent_ids)
+            if ev.rejoin_within is not None:
+                se.rejoin_within.FromNanoseconds(int(ev.rejoin_within * 1e9))
 
 
 def info_digest(info: environment_pb2.EnvironmentInfo) -> str:
@@ -570,6 +581,8 @@ class Engine:
         rt = self.runtime
         result: StepResult[Any] | None = None
         out: environment_pb2.TimeStep | None = None
+        # RFC 0016: how long this request may wait on other sessions (unset: as in 1.4).
+        wait = req.wait_timeout.ToNanoseconds() / 1e9 if req.HasField("wait_timeout") else None
         if kind == "step":
             st = req.step
             has_action = prepared is not None or st.HasField("action")
@@ -580,7 +593,7 @@ class Engine:
             if not has_action and not actions:
                 raise InvalidArgument("step needs an action (or, in a simultaneous world, actions keyed by agent id)")
             timeout = st.timeout.ToNanoseconds() / 1e9 if st.HasField("timeout") else None
-            result = await seat.step(action, st.agent_id, actions, timeout, has_action)
+            result = await seat.step(action, st.agent_id, actions, timeout, has_action, wait)
             out = resp.step.time_step
         elif kind == "reset":
             r = req.reset
@@ -588,12 +601,12 @@ class Engine:
                 raise Unimplemented("tasks are not offered for multi-agent environments in this version")
             given = prepared.action if prepared is not None else None
             options = given if given is not None else from_struct(r.options)
-            result = await seat.reset(r.seed if r.HasField("seed") else None, r.episode_id or None, options)
+            result = await seat.reset(r.seed if r.HasField("seed") else None, r.episode_id or None, options, wait)
             out = resp.reset.time_step
         elif kind == "observe":
             o = req.observe
             timeout = o.timeout.ToNanoseconds() / 1e9 if o.HasField("timeout") else None
-            result = await seat.observe(o.wait, timeout)
+            result = await seat.observe(o.wait, timeout, wait, o.seat_events)
             out = resp.observe.time_step
         elif kind == "state":
             s = await seat.state()

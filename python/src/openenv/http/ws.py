@@ -122,6 +122,12 @@ async def serve_ws(app: BridgeApp, scope: dict[str, Any], receive: Any, send: An
         if attach_id:  # a session of the registry: relayed into its own engine stream
             owner = app.registry.attach(attach_id)
             server = _Attached(owner)
+        elif "join_token" in query or "agent_ids" in query:  # never ignored: a token is checked or refused
+            raise Unimplemented(
+                "/ws carries self-play sessions only: joining a world or choosing agents needs gRPC or the "
+                "binary WebSocket (RFC 0012, Transports)",
+                fatal=True,
+            )
         else:
             to_struct(_options(query), hs.options)
             hs.client_name = (query.get("client_name") or ["openenv-ws"])[0]

@@ -58,6 +58,7 @@ from openenv.v1 import multiagent_pb2
 __all__ = ["MultiAgentEnvironment", "WorldStep", "multi_agent_spec"]
 
 ILLEGAL_ACTIONS = ("reject", "penalize")
+VACANCIES = ("truncate", "forfeit")
 
 
 @dataclasses.dataclass
@@ -131,6 +132,31 @@ class MultiAgentEnvironment(Environment):
     only its own agents' views whatever this says.
     """
 
+    rejoin_timeout: ClassVar[float | None] = 60.0
+    """Seconds a seat left empty during a running episode (its session closed or disconnected
+    while some of its agents are not done) stays open for another session to join for its agents
+    (RFC 0016). The other sessions are told at once (a ``"left"`` seat event with this deadline);
+    when it passes with the seat still empty, :attr:`vacancy` ends the episode. ``None``: the
+    world waits as long as it lives (protocol 1.4's behaviour). Advertised as
+    ``MultiAgentSpec.rejoin_timeout``.
+    """
+    vacancy: ClassVar[str] = "truncate"
+    """What ends an episode whose empty seat's rejoin deadline passed (RFC 0016): ``"truncate"``
+    (the default: every agent not done is truncated, nobody is rewarded for it) or ``"forfeit"``
+    (:meth:`forfeit` decides the outcome, then every agent still not done is truncated).
+    Advertised as ``MultiAgentSpec.vacancy``.
+    """
+    agent_action_types: ClassVar[Mapping[str, Any]] = {}
+    """Optional (RFC 0016): agent id -> that agent's own action declaration, when agents act
+    differently (PettingZoo's per-agent action spaces). Each must be narrower than or equal to
+    :attr:`action_type`, which every action is still validated against first; an agent's action
+    is then validated against its own. Advertised as ``AgentSpec.action``.
+    """
+    agent_observation_types: ClassVar[Mapping[str, Any]] = {}
+    """Optional (RFC 0016): agent id -> that agent's own view declaration (narrower than or equal
+    to :attr:`observation_type`). Advertised as ``AgentSpec.observation``.
+    """
+
     @classmethod
     def agent_ids(cls) -> tuple[str, ...]:
         """The ids of :attr:`agents`, in order."""
@@ -146,7 +172,7 @@ class MultiAgentEnvironment(Environment):
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         cls.__openenv_async__ = cls.__openenv_async__ | frozenset(
-            m for m in ("observe", "to_act") if inspect.iscoroutinefunction(getattr(cls, m))
+            m for m in ("observe", "to_act", "forfeit") if inspect.iscoroutinefunction(getattr(cls, m))
         )
 
     def reset(
@@ -179,6 +205,20 @@ class MultiAgentEnvironment(Environment):
         ids = self.agent_ids()
         return ids if self.simultaneous else ids[:1]
 
+    def forfeit(self, absent: Sequence[str]) -> WorldStep | None:
+        """The outcome of an episode whose ``absent`` agents' seat stayed empty past its rejoin
+        deadline, with :attr:`vacancy` ``"forfeit"`` (RFC 0016). Return a :class:`WorldStep`
+        (its rewards are added to the episode's; agents it leaves not done are then truncated).
+
+        Default: each absent agent is rewarded -1 and terminated, and the agents present share
+        +1 per absent agent (so a zero-sum game stays zero-sum: in a two-player game the
+        leaver loses and the other wins); override it for any other scoring."""
+        present = [a for a in self.agent_ids() if a not in absent]
+        rewards = dict.fromkeys(absent, -1.0)
+        if present:
+            rewards.update(dict.fromkeys(present, len(absent) / len(present)))
+        return WorldStep(rewards=rewards, terminated=True)
+
     def observe(self, agent: str) -> Any:
         """What ``agent`` sees now (a value of :attr:`observation_type`): only what it may
         know. Called after reset and steps for each agent a time step is sent for (possibly
@@ -198,6 +238,17 @@ def multi_agent_spec(cls: type[MultiAgentEnvironment]) -> multiagent_pb2.MultiAg
         raise ValueError(
             f"{cls.__name__}.illegal_actions must be one of {ILLEGAL_ACTIONS}, not {cls.illegal_actions!r}"
         )
+    if cls.vacancy not in VACANCIES:
+        raise ValueError(f"{cls.__name__}.vacancy must be one of {VACANCIES}, not {cls.vacancy!r}")
+    if cls.rejoin_timeout is not None and not cls.rejoin_timeout > 0:
+        raise ValueError(f"{cls.__name__}.rejoin_timeout must be positive seconds or None, not {cls.rejoin_timeout!r}")
+    for what, table in (
+        ("agent_action_types", cls.agent_action_types),
+        ("agent_observation_types", cls.agent_observation_types),
+    ):
+        stray = [a for a in table if a not in ids]
+        if stray:
+            raise ValueError(f"{cls.__name__}.{what} names agents it does not declare: {stray}")
     spec = multiagent_pb2.MultiAgentSpec(
         mode=multiagent_pb2.TURN_MODE_SIMULTANEOUS if cls.simultaneous else multiagent_pb2.TURN_MODE_TURN_BASED,
         illegal_actions=(
@@ -207,7 +258,14 @@ def multi_agent_spec(cls: type[MultiAgentEnvironment]) -> multiagent_pb2.MultiAg
         ),
         joinable=cls.joinable,
         hidden_information=cls.hidden_information,
+        vacancy=(
+            multiagent_pb2.VACANCY_POLICY_FORFEIT
+            if cls.vacancy == "forfeit"
+            else multiagent_pb2.VACANCY_POLICY_TRUNCATE
+        ),
     )
+    if cls.rejoin_timeout is not None:
+        spec.rejoin_timeout.FromNanoseconds(int(cls.rejoin_timeout * 1e9))
     if cls.reward_sum is not None:
         spec.reward_sum = float(cls.reward_sum)
     for agent, role in cls.agent_roles().items():

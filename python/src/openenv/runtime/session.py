@@ -197,6 +197,14 @@ class EnvironmentRuntime:
                 raise ValueError(f"{env_cls.__name__} is a multi-agent environment: process isolation is not offered")
             self.max_num_envs, self.resume_grace_s, self.snapshots, self.max_forks = 1, 0.0, False, 0
             self.tasks = None
+        # RFC 0016: each agent's own action and view declarations, narrower than the shared ones.
+        self.agent_action_codecs: dict[str, Codec] = {
+            a: codec_for(t, lenient=env_cls.lenient_actions)
+            for a, t in dict(getattr(env_cls, "agent_action_types", {}) or {}).items()
+        }
+        self.agent_observation_codecs: dict[str, Codec] = {
+            a: codec_for(t) for a, t in dict(getattr(env_cls, "agent_observation_types", {}) or {}).items()
+        }
         self.info = self._build_info()
 
     def _build_info(self) -> environment_pb2.EnvironmentInfo:
@@ -212,7 +220,13 @@ class EnvironmentRuntime:
         info.state.CopyFrom(self.state_codec.spec())
         msgs = [
             d
-            for codec in (self.action_codec, self.observation_codec, self.state_codec)
+            for codec in (
+                self.action_codec,
+                self.observation_codec,
+                self.state_codec,
+                *self.agent_action_codecs.values(),
+                *self.agent_observation_codecs.values(),
+            )
             for d in codec.message_descriptors()
         ]
         if msgs:
@@ -255,7 +269,13 @@ class EnvironmentRuntime:
             info.task_splits.extend(self.tasks.split_protos())
         if self.multi_agent is not None:
             cap.multi_agent = True
+            cap.world_wait_timeouts = cap.seat_events = True  # RFC 0016
             info.multi_agent.CopyFrom(self.multi_agent)
+            for spec in info.multi_agent.agents:
+                if spec.id in self.agent_action_codecs:
+                    spec.action.CopyFrom(self.agent_action_codecs[spec.id].spec())
+                if spec.id in self.agent_observation_codecs:
+                    spec.observation.CopyFrom(self.agent_observation_codecs[spec.id].spec())
         # The examples' bytes the same in every process (their maps sorted): see runtime/anys.py.
         canonicalize_anys(info, {d.file.pool for d in msgs})
         return info

@@ -9,6 +9,13 @@ agents it acts for. The owner's seat creates the world (a handshake without a jo
 other seats join with the world's join token (:class:`Worlds`, one registry per server). The
 world closes when its last seat leaves.
 
+Seats are announced (RFC 0016): a seat that leaves, joins, or whose rejoin deadline passes is
+reported to every other seat in its next time step (``seat_events``), and ``observe`` with
+``wait`` answers for it. A seat left empty while the episode runs is held for the environment's
+``rejoin_timeout``; then its ``vacancy`` rule (truncate, or the environment's ``forfeit``) ends
+the episode. Every wait on other seats may carry a deadline (``wait_timeout``): at its expiry
+the wait ends ``DEADLINE_EXCEEDED`` with nothing changed, so the seat answers its next request.
+
 Every call into the environment goes through the world's lock, whichever seat makes it, so
 calls never overlap. Waiting (for one's turn, for the other agents of a simultaneous step, for
 the owner's next episode) is on the world's condition, woken by every change.
@@ -17,7 +24,9 @@ the owner's next episode) is on the world's condition, woken by every change.
 from __future__ import annotations
 
 import asyncio
+import logging
 import secrets
+import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -32,11 +41,19 @@ from openenv.errors import (
     NotFound,
     PermissionDenied,
 )
-from openenv.protocol import AgentStep, EpisodeStatus, SessionState, StepResult
+from openenv.protocol import AgentStep, EpisodeStatus, SeatEvent, SessionState, StepResult
 from openenv.runtime.multiagent import MultiAgentEnvironment, WorldStep
 from openenv.runtime.session import Session, SessionManager, _check_reward
 
 __all__ = ["Seat", "World", "Worlds"]
+
+log = logging.getLogger("openenv.world")
+
+
+def _bound(*timeouts: float | None) -> float | None:
+    """The earliest of the given timeouts (None: unbounded), never negative."""
+    given = [t for t in timeouts if t is not None]
+    return max(min(given), 0.0) if given else None
 
 
 def _flags(value: Mapping[str, bool] | bool, agents: Sequence[str]) -> dict[str, bool]:
@@ -78,6 +95,10 @@ class World:
         self.step_error: tuple[int, EnvError] | None = None  # a joint step the environment refused
         self.closed = False
         self._wakes: set[asyncio.Future[None]] = set()
+        # RFC 0016: agents whose seat was left empty in a running episode -> rejoin deadline
+        # (time.monotonic()), and the task applying the vacancy rule when it passes.
+        self.vacant: dict[str, float] = {}
+        self._expiries: set[asyncio.Task[None]] = set()
         session.on_terminate(self._terminate_all)
 
     # -- plumbing
@@ -177,10 +198,18 @@ class World:
         seat = Seat(self, tuple(a for a in self.agents if a in chosen))
         for a in seat.agents:
             self.controller[a] = seat
+            self.vacant.pop(a, None)  # filled before its deadline: the rule no longer applies
         self.seats.append(seat)
         if joining:
+            self._announce("joined", seat.agents, None, but=seat)
             self.changed_soon()
         return seat
+
+    def _announce(self, kind: str, agents: Sequence[str], deadline: float | None, but: Seat | None = None) -> None:
+        """Queue a seat event for every seat but ``but`` (delivered with its next time step)."""
+        for other in self.seats:
+            if other is not but:
+                other.events.append((kind, tuple(agents), deadline))
 
     def changed_soon(self) -> None:
         """Wake the waiters (a join or a leave) without a version change."""
@@ -202,11 +231,54 @@ class World:
                 del self.controller[a]
             self.gathered.pop(a, None)
         if self.seats:
+            deadline = None
+            timeout = getattr(self.cls, "rejoin_timeout", None)
+            in_play = [a for a in seat.agents if not self._done(a)]
+            if self.status is EpisodeStatus.RUNNING and in_play and timeout is not None:
+                deadline = time.monotonic() + timeout
+                for a in in_play:
+                    self.vacant[a] = deadline
+                task = asyncio.ensure_future(self._expire(tuple(in_play), deadline, self.session.episode_id))
+                self._expiries.add(task)
+                task.add_done_callback(self._expiries.discard)
+            self._announce("left", seat.agents, deadline)
             self.changed_soon()
             return
         self.closed = True
+        for task in list(self._expiries):
+            task.cancel()
         self.worlds.forget(self)
         await self.session.close()
+
+    async def _expire(self, agents: tuple[str, ...], deadline: float, episode: str) -> None:
+        """At ``deadline``: if ``agents`` still have nobody acting for them in the same running
+        episode, announce it and end the episode by the environment's vacancy rule."""
+        await asyncio.sleep(max(deadline - time.monotonic(), 0.0))
+        async with self.changed:
+            absent = [a for a in agents if self.vacant.get(a) == deadline and a not in self.controller]
+            if (
+                self.closed
+                or not absent
+                or self.session.episode_id != episode
+                or self.status is not EpisodeStatus.RUNNING
+            ):
+                return
+            for a in absent:
+                self.vacant.pop(a, None)
+            self._announce("expired", absent, None)
+            if getattr(self.cls, "vacancy", "truncate") == "forfeit":
+                try:
+                    out = await self._env(self.env.forfeit, "forfeit", list(absent))
+                    self._apply(out, reset=False)
+                except Exception:  # the rule still ends the episode: truncation, as if declared
+                    log.warning("%s.forfeit failed; the episode is truncated instead", self.cls.__name__, exc_info=True)
+            for a in self.agents:
+                if not self._done(a):
+                    self.truncated[a] = True
+            self.gathered = {}
+            self._settle_status()
+            self.to_act = []
+            self._bump()
 
 
 class Seat:
@@ -221,6 +293,8 @@ class Seat:
         self.seen_episode = ""
         self._terminate: Callable[[EnvError], None] | None = None
         self.closed = False
+        # RFC 0016: seat events not yet delivered: (kind, agents, rejoin deadline or None).
+        self.events: list[tuple[str, tuple[str, ...], float | None]] = []
 
     @property
     def owner(self) -> bool:
@@ -278,20 +352,41 @@ class Seat:
         out.truncated = w.status is EpisodeStatus.TRUNCATED
         out.metadata = dict(w.metadata)
         out.episode_id, out.step_count = w.session.episode_id, w.session.step_count
+        now = time.monotonic()
+        out.seat_events = [
+            SeatEvent(kind, list(agents), None if deadline is None else max(deadline - now, 0.0))
+            for kind, agents, deadline in self.events
+        ]
+        self.events = []
         self.seen_version, self.seen_episode = w.version, w.session.episode_id
         return out
 
     # -- requests
 
     async def reset(
-        self, seed: int | None, episode_id: str | None, options: Mapping[str, Any] | None
+        self,
+        seed: int | None,
+        episode_id: str | None,
+        options: Mapping[str, Any] | None,
+        wait_timeout: float | None = None,
     ) -> StepResult[Any]:
         """The owner's reset starts a new episode of the world; another seat's waits for the
-        first episode it has not seen (the owner's next reset, or the current one)."""
+        first episode it has not seen (the owner's next reset, or the current one), at most
+        ``wait_timeout`` seconds (then ``DEADLINE_EXCEEDED``, nothing changed)."""
         w = self.world
         async with w.changed:
             if not self.owner:
-                await w.changed.wait_for(lambda: self.closed or self.owner or w.session.episode_id != self.seen_episode)
+                try:
+                    await asyncio.wait_for(
+                        w.changed.wait_for(
+                            lambda: self.closed or self.owner or w.session.episode_id != self.seen_episode
+                        ),
+                        _bound(wait_timeout),
+                    )
+                except TimeoutError:
+                    raise DeadlineExceeded(
+                        f"the world's owner started no episode within the request's wait_timeout ({wait_timeout:g} s)"
+                    ) from None
                 if not self.owner:  # the owner started an episode this seat has not seen
                     return await self._time_step()
             out = await w.session.reset(seed, episode_id, options)
@@ -338,9 +433,13 @@ class Seat:
         actions: Mapping[str, Any] | None,
         timeout: float | None,
         has_action: bool = True,
+        wait_timeout: float | None = None,
     ) -> StepResult[Any]:
         """One action (turn-based, or one agent's part of a simultaneous step) or this seat's
-        part of a joint action (``actions``)."""
+        part of a joint action (``actions``). A simultaneous step waits for the other seats'
+        actions at most ``timeout`` and ``wait_timeout`` seconds (``DEADLINE_EXCEEDED``, this
+        seat's actions withdrawn); a seat of an agent to act that leaves meanwhile ends the wait
+        ``ABORTED`` (the actions withdrawn: RFC 0016)."""
         w = self.world
         if actions and has_action:
             raise InvalidArgument("set either action or actions, not both")
@@ -361,7 +460,7 @@ class Seat:
             if not w.cls.simultaneous:
                 if len(given) != 1:
                     raise InvalidArgument("a turn-based world takes one action per step")
-                return await self._world_step(given, timeout)
+                return await self._world_step({a: self._narrowed(a, x) for a, x in given.items()}, timeout)
             missing = [a for a in w.to_act if a in self.agents and a not in given and a not in w.gathered]
             if missing:
                 raise InvalidArgument(
@@ -370,6 +469,7 @@ class Seat:
             again = [a for a in given if a in w.gathered]
             if again:
                 raise FailedPrecondition(f"{again} already have an action for this world step")
+            given = {a: self._narrowed(a, x) for a, x in given.items()}
             w.gathered.update(given)
             if all(a in w.gathered for a in w.to_act):
                 joint, w.gathered = {a: w.gathered[a] for a in w.to_act}, {}
@@ -381,20 +481,54 @@ class Seat:
                     raise
             # Wait for the other sessions' agents; the world steps in the last one's request.
             version, episode = w.version, w.session.episode_id
+            seated = [a for a in w.to_act if a in w.controller and a not in self.agents]
+
+            def gone() -> list[str]:  # agents to act whose seat left during this wait
+                return [a for a in seated if a not in w.controller]
+
+            bound = _bound(timeout, wait_timeout)
             try:
-                await asyncio.wait_for(w.changed.wait_for(lambda: w.version != version or self.closed), timeout)
+                await asyncio.wait_for(
+                    w.changed.wait_for(lambda: w.version != version or self.closed or bool(gone())), bound
+                )
             except TimeoutError:
                 for a in given:
                     w.gathered.pop(a, None)
                 raise DeadlineExceeded(
-                    f"the other agents did not act within {timeout:g} s; this session's actions were withdrawn"
+                    f"the other agents did not act within {bound:g} s; this session's actions were withdrawn"
                 ) from None
+            if w.version == version and gone():
+                for a in given:
+                    w.gathered.pop(a, None)
+                left = gone()
+                deadline = min((w.vacant[a] for a in left if a in w.vacant), default=None)
+                within = (
+                    ""
+                    if deadline is None
+                    else f" (a session may join for them within {deadline - time.monotonic():.0f} s)"
+                )
+                raise Aborted(
+                    f"the session acting for {left} left the world{within}; this session's actions were withdrawn"
+                )
             if w.step_error is not None and w.step_error[0] == version:
                 err = w.step_error[1]
                 raise type(err)(f"the joint action was refused: {err.message}")
             if w.session.episode_id != episode:
                 raise Aborted("the world's owner started a new episode before the joint action was complete")
             return await self._time_step()
+
+    def _narrowed(self, agent: str, action: Any) -> Any:
+        """``action`` validated against ``agent``'s own action declaration, when it has one
+        (RFC 0016: ``agent_action_types``); INVALID_ARGUMENT otherwise."""
+        codec = self.world.runtime.agent_action_codecs.get(agent)
+        if codec is None:
+            return action
+        try:
+            return codec.decode(codec.encode(action))
+        except EnvError:
+            raise
+        except (TypeError, ValueError) as e:
+            raise InvalidArgument(f"{agent!r}'s action is not of its declared type: {e}") from None
 
     async def _world_step(self, joint: dict[str, Any], timeout: float | None) -> StepResult[Any]:
         w = self.world
@@ -413,13 +547,17 @@ class Seat:
         w._bump()
         return await self._time_step()
 
-    async def observe(self, wait: bool, timeout: float | None) -> StepResult[Any]:
+    async def observe(
+        self, wait: bool, timeout: float | None, wait_timeout: float | None = None, seat_events: bool = False
+    ) -> StepResult[Any]:
         """This seat's time step now, or (``wait``) once one of its agents is to act with no
-        action pending, the episode ended, or a new episode started, that this seat has not seen."""
+        action pending, the episode ended, a new episode started, or (``seat_events``) a seat
+        event happened (RFC 0016), that this seat has not seen; at most ``timeout`` and ``wait_timeout`` seconds
+        (then ``DEADLINE_EXCEEDED``, nothing changed)."""
         w = self.world
 
         def ready() -> bool:
-            if self.closed:
+            if self.closed or (seat_events and self.events):
                 return True
             if w.status is EpisodeStatus.NOT_STARTED:
                 return False
@@ -431,10 +569,11 @@ class Seat:
 
         async with w.changed:
             if wait and not ready():
+                bound = _bound(timeout, wait_timeout)
                 try:
-                    await asyncio.wait_for(w.changed.wait_for(ready), None if timeout is None else max(timeout, 0.0))
+                    await asyncio.wait_for(w.changed.wait_for(ready), bound)
                 except TimeoutError:
-                    raise DeadlineExceeded(f"nothing for this session's agents within {timeout:g} s") from None
+                    raise DeadlineExceeded(f"nothing for this session's agents within {bound:g} s") from None
             return await self._time_step()
 
     async def state(self) -> SessionState:

@@ -97,7 +97,7 @@ class EnvironmentInfo(_message.Message):
     def __init__(self, name: _Optional[str] = ..., version: _Optional[str] = ..., description: _Optional[str] = ..., protocol_version: _Optional[str] = ..., action: _Optional[_Union[_payload_pb2.TypeSpec, _Mapping]] = ..., observation: _Optional[_Union[_payload_pb2.TypeSpec, _Mapping]] = ..., state: _Optional[_Union[_payload_pb2.TypeSpec, _Mapping]] = ..., descriptors: _Optional[_Union[_descriptor_pb2.FileDescriptorSet, _Mapping]] = ..., capabilities: _Optional[_Union[Capabilities, _Mapping]] = ..., rubric: _Optional[_Union[_rubric_pb2.RubricSpec, _Mapping]] = ..., metadata: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., task_splits: _Optional[_Iterable[_Union[_task_pb2.TaskSplit, _Mapping]]] = ..., multi_agent: _Optional[_Union[_multiagent_pb2.MultiAgentSpec, _Mapping]] = ...) -> None: ...
 
 class Capabilities(_message.Message):
-    __slots__ = ("max_sessions", "concurrent_sessions", "deterministic", "float_tolerance", "auto_reset", "tools", "tools_only", "max_message_bytes", "max_episode_steps", "reward_min", "reward_max", "idle_timeout", "action_budget", "max_num_envs", "auth_required", "handshake_timeout", "resume_grace", "snapshots", "max_forks", "tasks", "load_reporting", "lenient_actions", "seeded", "pipelined_requests", "max_pipelined_requests", "multi_agent", "grades", "feedback", "feedback_offered")
+    __slots__ = ("max_sessions", "concurrent_sessions", "deterministic", "float_tolerance", "auto_reset", "tools", "tools_only", "max_message_bytes", "max_episode_steps", "reward_min", "reward_max", "idle_timeout", "action_budget", "max_num_envs", "auth_required", "handshake_timeout", "resume_grace", "snapshots", "max_forks", "tasks", "load_reporting", "lenient_actions", "seeded", "pipelined_requests", "max_pipelined_requests", "multi_agent", "grades", "feedback", "feedback_offered", "world_wait_timeouts", "seat_events")
     MAX_SESSIONS_FIELD_NUMBER: _ClassVar[int]
     CONCURRENT_SESSIONS_FIELD_NUMBER: _ClassVar[int]
     DETERMINISTIC_FIELD_NUMBER: _ClassVar[int]
@@ -127,6 +127,8 @@ class Capabilities(_message.Message):
     GRADES_FIELD_NUMBER: _ClassVar[int]
     FEEDBACK_FIELD_NUMBER: _ClassVar[int]
     FEEDBACK_OFFERED_FIELD_NUMBER: _ClassVar[int]
+    WORLD_WAIT_TIMEOUTS_FIELD_NUMBER: _ClassVar[int]
+    SEAT_EVENTS_FIELD_NUMBER: _ClassVar[int]
     max_sessions: int
     concurrent_sessions: bool
     deterministic: bool
@@ -156,10 +158,12 @@ class Capabilities(_message.Message):
     grades: bool
     feedback: Feedback
     feedback_offered: _containers.RepeatedScalarFieldContainer[Feedback]
-    def __init__(self, max_sessions: _Optional[int] = ..., concurrent_sessions: _Optional[bool] = ..., deterministic: _Optional[bool] = ..., float_tolerance: _Optional[float] = ..., auto_reset: _Optional[bool] = ..., tools: _Optional[bool] = ..., tools_only: _Optional[bool] = ..., max_message_bytes: _Optional[int] = ..., max_episode_steps: _Optional[int] = ..., reward_min: _Optional[float] = ..., reward_max: _Optional[float] = ..., idle_timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., action_budget: _Optional[int] = ..., max_num_envs: _Optional[int] = ..., auth_required: _Optional[bool] = ..., handshake_timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., resume_grace: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., snapshots: _Optional[bool] = ..., max_forks: _Optional[int] = ..., tasks: _Optional[bool] = ..., load_reporting: _Optional[bool] = ..., lenient_actions: _Optional[bool] = ..., seeded: _Optional[bool] = ..., pipelined_requests: _Optional[bool] = ..., max_pipelined_requests: _Optional[int] = ..., multi_agent: _Optional[bool] = ..., grades: _Optional[bool] = ..., feedback: _Optional[_Union[Feedback, str]] = ..., feedback_offered: _Optional[_Iterable[_Union[Feedback, str]]] = ...) -> None: ...
+    world_wait_timeouts: bool
+    seat_events: bool
+    def __init__(self, max_sessions: _Optional[int] = ..., concurrent_sessions: _Optional[bool] = ..., deterministic: _Optional[bool] = ..., float_tolerance: _Optional[float] = ..., auto_reset: _Optional[bool] = ..., tools: _Optional[bool] = ..., tools_only: _Optional[bool] = ..., max_message_bytes: _Optional[int] = ..., max_episode_steps: _Optional[int] = ..., reward_min: _Optional[float] = ..., reward_max: _Optional[float] = ..., idle_timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., action_budget: _Optional[int] = ..., max_num_envs: _Optional[int] = ..., auth_required: _Optional[bool] = ..., handshake_timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., resume_grace: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., snapshots: _Optional[bool] = ..., max_forks: _Optional[int] = ..., tasks: _Optional[bool] = ..., load_reporting: _Optional[bool] = ..., lenient_actions: _Optional[bool] = ..., seeded: _Optional[bool] = ..., pipelined_requests: _Optional[bool] = ..., max_pipelined_requests: _Optional[int] = ..., multi_agent: _Optional[bool] = ..., grades: _Optional[bool] = ..., feedback: _Optional[_Union[Feedback, str]] = ..., feedback_offered: _Optional[_Iterable[_Union[Feedback, str]]] = ..., world_wait_timeouts: _Optional[bool] = ..., seat_events: _Optional[bool] = ...) -> None: ...
 
 class SessionRequest(_message.Message):
-    __slots__ = ("request_id", "handshake", "reset", "step", "state", "list_tools", "call_tool", "close", "batch_reset", "batch_step", "snapshot", "restore", "fork", "list_tasks", "pipelined", "observe")
+    __slots__ = ("request_id", "handshake", "reset", "step", "state", "list_tools", "call_tool", "close", "batch_reset", "batch_step", "snapshot", "restore", "fork", "list_tasks", "pipelined", "observe", "wait_timeout")
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     HANDSHAKE_FIELD_NUMBER: _ClassVar[int]
     RESET_FIELD_NUMBER: _ClassVar[int]
@@ -176,6 +180,7 @@ class SessionRequest(_message.Message):
     LIST_TASKS_FIELD_NUMBER: _ClassVar[int]
     PIPELINED_FIELD_NUMBER: _ClassVar[int]
     OBSERVE_FIELD_NUMBER: _ClassVar[int]
+    WAIT_TIMEOUT_FIELD_NUMBER: _ClassVar[int]
     request_id: int
     handshake: HandshakeRequest
     reset: ResetRequest
@@ -192,7 +197,8 @@ class SessionRequest(_message.Message):
     list_tasks: _task_pb2.ListTasksRequest
     pipelined: PipelinedRequests
     observe: ObserveRequest
-    def __init__(self, request_id: _Optional[int] = ..., handshake: _Optional[_Union[HandshakeRequest, _Mapping]] = ..., reset: _Optional[_Union[ResetRequest, _Mapping]] = ..., step: _Optional[_Union[StepRequest, _Mapping]] = ..., state: _Optional[_Union[StateRequest, _Mapping]] = ..., list_tools: _Optional[_Union[_tool_pb2.ListToolsRequest, _Mapping]] = ..., call_tool: _Optional[_Union[_tool_pb2.CallToolRequest, _Mapping]] = ..., close: _Optional[_Union[CloseRequest, _Mapping]] = ..., batch_reset: _Optional[_Union[BatchResetRequest, _Mapping]] = ..., batch_step: _Optional[_Union[BatchStepRequest, _Mapping]] = ..., snapshot: _Optional[_Union[SnapshotRequest, _Mapping]] = ..., restore: _Optional[_Union[RestoreRequest, _Mapping]] = ..., fork: _Optional[_Union[ForkRequest, _Mapping]] = ..., list_tasks: _Optional[_Union[_task_pb2.ListTasksRequest, _Mapping]] = ..., pipelined: _Optional[_Union[PipelinedRequests, _Mapping]] = ..., observe: _Optional[_Union[ObserveRequest, _Mapping]] = ...) -> None: ...
+    wait_timeout: _duration_pb2.Duration
+    def __init__(self, request_id: _Optional[int] = ..., handshake: _Optional[_Union[HandshakeRequest, _Mapping]] = ..., reset: _Optional[_Union[ResetRequest, _Mapping]] = ..., step: _Optional[_Union[StepRequest, _Mapping]] = ..., state: _Optional[_Union[StateRequest, _Mapping]] = ..., list_tools: _Optional[_Union[_tool_pb2.ListToolsRequest, _Mapping]] = ..., call_tool: _Optional[_Union[_tool_pb2.CallToolRequest, _Mapping]] = ..., close: _Optional[_Union[CloseRequest, _Mapping]] = ..., batch_reset: _Optional[_Union[BatchResetRequest, _Mapping]] = ..., batch_step: _Optional[_Union[BatchStepRequest, _Mapping]] = ..., snapshot: _Optional[_Union[SnapshotRequest, _Mapping]] = ..., restore: _Optional[_Union[RestoreRequest, _Mapping]] = ..., fork: _Optional[_Union[ForkRequest, _Mapping]] = ..., list_tasks: _Optional[_Union[_task_pb2.ListTasksRequest, _Mapping]] = ..., pipelined: _Optional[_Union[PipelinedRequests, _Mapping]] = ..., observe: _Optional[_Union[ObserveRequest, _Mapping]] = ..., wait_timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
 
 class SessionResponse(_message.Message):
     __slots__ = ("request_id", "handshake", "reset", "step", "state", "list_tools", "call_tool", "close", "batch_reset", "batch_step", "snapshot", "restore", "fork", "list_tasks", "pipelined", "observe", "error")
@@ -316,7 +322,7 @@ class StepResponse(_message.Message):
     def __init__(self, time_step: _Optional[_Union[TimeStep, _Mapping]] = ...) -> None: ...
 
 class TimeStep(_message.Message):
-    __slots__ = ("observation", "reward", "terminated", "truncated", "metadata", "reward_breakdown", "episode_id", "step_count", "agents", "to_act")
+    __slots__ = ("observation", "reward", "terminated", "truncated", "metadata", "reward_breakdown", "episode_id", "step_count", "agents", "to_act", "seat_events")
     class AgentsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -334,6 +340,7 @@ class TimeStep(_message.Message):
     STEP_COUNT_FIELD_NUMBER: _ClassVar[int]
     AGENTS_FIELD_NUMBER: _ClassVar[int]
     TO_ACT_FIELD_NUMBER: _ClassVar[int]
+    SEAT_EVENTS_FIELD_NUMBER: _ClassVar[int]
     observation: _payload_pb2.Payload
     reward: float
     terminated: bool
@@ -344,15 +351,18 @@ class TimeStep(_message.Message):
     step_count: int
     agents: _containers.MessageMap[str, _multiagent_pb2.AgentTimeStep]
     to_act: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, observation: _Optional[_Union[_payload_pb2.Payload, _Mapping]] = ..., reward: _Optional[float] = ..., terminated: _Optional[bool] = ..., truncated: _Optional[bool] = ..., metadata: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., reward_breakdown: _Optional[_Union[_rubric_pb2.RubricScore, _Mapping]] = ..., episode_id: _Optional[str] = ..., step_count: _Optional[int] = ..., agents: _Optional[_Mapping[str, _multiagent_pb2.AgentTimeStep]] = ..., to_act: _Optional[_Iterable[str]] = ...) -> None: ...
+    seat_events: _containers.RepeatedCompositeFieldContainer[_multiagent_pb2.SeatEvent]
+    def __init__(self, observation: _Optional[_Union[_payload_pb2.Payload, _Mapping]] = ..., reward: _Optional[float] = ..., terminated: _Optional[bool] = ..., truncated: _Optional[bool] = ..., metadata: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., reward_breakdown: _Optional[_Union[_rubric_pb2.RubricScore, _Mapping]] = ..., episode_id: _Optional[str] = ..., step_count: _Optional[int] = ..., agents: _Optional[_Mapping[str, _multiagent_pb2.AgentTimeStep]] = ..., to_act: _Optional[_Iterable[str]] = ..., seat_events: _Optional[_Iterable[_Union[_multiagent_pb2.SeatEvent, _Mapping]]] = ...) -> None: ...
 
 class ObserveRequest(_message.Message):
-    __slots__ = ("wait", "timeout")
+    __slots__ = ("wait", "timeout", "seat_events")
     WAIT_FIELD_NUMBER: _ClassVar[int]
     TIMEOUT_FIELD_NUMBER: _ClassVar[int]
+    SEAT_EVENTS_FIELD_NUMBER: _ClassVar[int]
     wait: bool
     timeout: _duration_pb2.Duration
-    def __init__(self, wait: _Optional[bool] = ..., timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+    seat_events: bool
+    def __init__(self, wait: _Optional[bool] = ..., timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., seat_events: _Optional[bool] = ...) -> None: ...
 
 class ObserveResponse(_message.Message):
     __slots__ = ("time_step",)

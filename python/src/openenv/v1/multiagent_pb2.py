@@ -22,30 +22,37 @@ _runtime_version.ValidateProtobufRuntimeVersion(
 _sym_db = _symbol_database.Default()
 
 
+from google.protobuf import duration_pb2 as google_dot_protobuf_dot_duration__pb2
 from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
 from openenv.v1 import payload_pb2 as openenv_dot_v1_dot_payload__pb2
 from openenv.v1 import rubric_pb2 as openenv_dot_v1_dot_rubric__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1bopenenv/v1/multiagent.proto\x12\nopenenv.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x18openenv/v1/payload.proto\x1a\x17openenv/v1/rubric.proto\"\xeb\x01\n\x0eMultiAgentSpec\x12%\n\x06\x61gents\x18\x01 \x03(\x0b\x32\x15.openenv.v1.AgentSpec\x12\"\n\x04mode\x18\x02 \x01(\x0e\x32\x14.openenv.v1.TurnMode\x12\x17\n\nreward_sum\x18\x03 \x01(\x01H\x00\x88\x01\x01\x12\x38\n\x0fillegal_actions\x18\x04 \x01(\x0e\x32\x1f.openenv.v1.IllegalActionPolicy\x12\x10\n\x08joinable\x18\x05 \x01(\x08\x12\x1a\n\x12hidden_information\x18\x06 \x01(\x08\x42\r\n\x0b_reward_sum\":\n\tAgentSpec\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0c\n\x04role\x18\x02 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x03 \x01(\t\"5\n\x0cWorldRequest\x12\x12\n\njoin_token\x18\x01 \x01(\t\x12\x11\n\tagent_ids\x18\x02 \x03(\t\"S\n\tWorldInfo\x12\x10\n\x08world_id\x18\x01 \x01(\t\x12\x12\n\njoin_token\x18\x02 \x01(\t\x12\x11\n\tagent_ids\x18\x03 \x03(\t\x12\r\n\x05owner\x18\x04 \x01(\x08\"\xde\x01\n\rAgentTimeStep\x12(\n\x0bobservation\x18\x01 \x01(\x0b\x32\x13.openenv.v1.Payload\x12\x13\n\x06reward\x18\x02 \x01(\x01H\x00\x88\x01\x01\x12\x12\n\nterminated\x18\x03 \x01(\x08\x12\x11\n\ttruncated\x18\x04 \x01(\x08\x12)\n\x08metadata\x18\x05 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x31\n\x10reward_breakdown\x18\x06 \x01(\x0b\x32\x17.openenv.v1.RubricScoreB\t\n\x07_reward*[\n\x08TurnMode\x12\x19\n\x15TURN_MODE_UNSPECIFIED\x10\x00\x12\x18\n\x14TURN_MODE_TURN_BASED\x10\x01\x12\x1a\n\x16TURN_MODE_SIMULTANEOUS\x10\x02*\x82\x01\n\x13IllegalActionPolicy\x12%\n!ILLEGAL_ACTION_POLICY_UNSPECIFIED\x10\x00\x12 \n\x1cILLEGAL_ACTION_POLICY_REJECT\x10\x01\x12\"\n\x1eILLEGAL_ACTION_POLICY_PENALIZE\x10\x02\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1bopenenv/v1/multiagent.proto\x12\nopenenv.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x18openenv/v1/payload.proto\x1a\x17openenv/v1/rubric.proto\"\xca\x02\n\x0eMultiAgentSpec\x12%\n\x06\x61gents\x18\x01 \x03(\x0b\x32\x15.openenv.v1.AgentSpec\x12\"\n\x04mode\x18\x02 \x01(\x0e\x32\x14.openenv.v1.TurnMode\x12\x17\n\nreward_sum\x18\x03 \x01(\x01H\x00\x88\x01\x01\x12\x38\n\x0fillegal_actions\x18\x04 \x01(\x0e\x32\x1f.openenv.v1.IllegalActionPolicy\x12\x10\n\x08joinable\x18\x05 \x01(\x08\x12\x1a\n\x12hidden_information\x18\x06 \x01(\x08\x12\x31\n\x0erejoin_timeout\x18\x07 \x01(\x0b\x32\x19.google.protobuf.Duration\x12*\n\x07vacancy\x18\x08 \x01(\x0e\x32\x19.openenv.v1.VacancyPolicyB\r\n\x0b_reward_sum\"y\n\tSeatEvent\x12\'\n\x04kind\x18\x01 \x01(\x0e\x32\x19.openenv.v1.SeatEventKind\x12\x11\n\tagent_ids\x18\x02 \x03(\t\x12\x30\n\rrejoin_within\x18\x03 \x01(\x0b\x32\x19.google.protobuf.Duration\"\x8b\x01\n\tAgentSpec\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0c\n\x04role\x18\x02 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x03 \x01(\t\x12$\n\x06\x61\x63tion\x18\x04 \x01(\x0b\x32\x14.openenv.v1.TypeSpec\x12)\n\x0bobservation\x18\x05 \x01(\x0b\x32\x14.openenv.v1.TypeSpec\"5\n\x0cWorldRequest\x12\x12\n\njoin_token\x18\x01 \x01(\t\x12\x11\n\tagent_ids\x18\x02 \x03(\t\"S\n\tWorldInfo\x12\x10\n\x08world_id\x18\x01 \x01(\t\x12\x12\n\njoin_token\x18\x02 \x01(\t\x12\x11\n\tagent_ids\x18\x03 \x03(\t\x12\r\n\x05owner\x18\x04 \x01(\x08\"\xde\x01\n\rAgentTimeStep\x12(\n\x0bobservation\x18\x01 \x01(\x0b\x32\x13.openenv.v1.Payload\x12\x13\n\x06reward\x18\x02 \x01(\x01H\x00\x88\x01\x01\x12\x12\n\nterminated\x18\x03 \x01(\x08\x12\x11\n\ttruncated\x18\x04 \x01(\x08\x12)\n\x08metadata\x18\x05 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x31\n\x10reward_breakdown\x18\x06 \x01(\x0b\x32\x17.openenv.v1.RubricScoreB\t\n\x07_reward*h\n\rVacancyPolicy\x12\x1e\n\x1aVACANCY_POLICY_UNSPECIFIED\x10\x00\x12\x1b\n\x17VACANCY_POLICY_TRUNCATE\x10\x01\x12\x1a\n\x16VACANCY_POLICY_FORFEIT\x10\x02*\x83\x01\n\rSeatEventKind\x12\x1f\n\x1bSEAT_EVENT_KIND_UNSPECIFIED\x10\x00\x12\x18\n\x14SEAT_EVENT_KIND_LEFT\x10\x01\x12\x1a\n\x16SEAT_EVENT_KIND_JOINED\x10\x02\x12\x1b\n\x17SEAT_EVENT_KIND_EXPIRED\x10\x03*[\n\x08TurnMode\x12\x19\n\x15TURN_MODE_UNSPECIFIED\x10\x00\x12\x18\n\x14TURN_MODE_TURN_BASED\x10\x01\x12\x1a\n\x16TURN_MODE_SIMULTANEOUS\x10\x02*\x82\x01\n\x13IllegalActionPolicy\x12%\n!ILLEGAL_ACTION_POLICY_UNSPECIFIED\x10\x00\x12 \n\x1cILLEGAL_ACTION_POLICY_REJECT\x10\x01\x12\"\n\x1eILLEGAL_ACTION_POLICY_PENALIZE\x10\x02\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'openenv.v1.multiagent_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_TURNMODE']._serialized_start=787
-  _globals['_TURNMODE']._serialized_end=878
-  _globals['_ILLEGALACTIONPOLICY']._serialized_start=881
-  _globals['_ILLEGALACTIONPOLICY']._serialized_end=1011
-  _globals['_MULTIAGENTSPEC']._serialized_start=125
-  _globals['_MULTIAGENTSPEC']._serialized_end=360
-  _globals['_AGENTSPEC']._serialized_start=362
-  _globals['_AGENTSPEC']._serialized_end=420
-  _globals['_WORLDREQUEST']._serialized_start=422
-  _globals['_WORLDREQUEST']._serialized_end=475
-  _globals['_WORLDINFO']._serialized_start=477
-  _globals['_WORLDINFO']._serialized_end=560
-  _globals['_AGENTTIMESTEP']._serialized_start=563
-  _globals['_AGENTTIMESTEP']._serialized_end=785
+  _globals['_VACANCYPOLICY']._serialized_start=1119
+  _globals['_VACANCYPOLICY']._serialized_end=1223
+  _globals['_SEATEVENTKIND']._serialized_start=1226
+  _globals['_SEATEVENTKIND']._serialized_end=1357
+  _globals['_TURNMODE']._serialized_start=1359
+  _globals['_TURNMODE']._serialized_end=1450
+  _globals['_ILLEGALACTIONPOLICY']._serialized_start=1453
+  _globals['_ILLEGALACTIONPOLICY']._serialized_end=1583
+  _globals['_MULTIAGENTSPEC']._serialized_start=157
+  _globals['_MULTIAGENTSPEC']._serialized_end=487
+  _globals['_SEATEVENT']._serialized_start=489
+  _globals['_SEATEVENT']._serialized_end=610
+  _globals['_AGENTSPEC']._serialized_start=613
+  _globals['_AGENTSPEC']._serialized_end=752
+  _globals['_WORLDREQUEST']._serialized_start=754
+  _globals['_WORLDREQUEST']._serialized_end=807
+  _globals['_WORLDINFO']._serialized_start=809
+  _globals['_WORLDINFO']._serialized_end=892
+  _globals['_AGENTTIMESTEP']._serialized_start=895
+  _globals['_AGENTTIMESTEP']._serialized_end=1117
 # @@protoc_insertion_point(module_scope)

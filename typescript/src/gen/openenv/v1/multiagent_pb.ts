@@ -14,8 +14,9 @@
 
 import type { GenEnum, GenFile, GenMessage } from "@bufbuild/protobuf/codegenv2";
 import { enumDesc, fileDesc, messageDesc } from "@bufbuild/protobuf/codegenv2";
-import { file_google_protobuf_struct } from "@bufbuild/protobuf/wkt";
-import type { Payload } from "./payload_pb.js";
+import type { Duration } from "@bufbuild/protobuf/wkt";
+import { file_google_protobuf_duration, file_google_protobuf_struct } from "@bufbuild/protobuf/wkt";
+import type { Payload, TypeSpec } from "./payload_pb.js";
 import { file_openenv_v1_payload } from "./payload_pb.js";
 import type { RubricScore } from "./rubric_pb.js";
 import { file_openenv_v1_rubric } from "./rubric_pb.js";
@@ -25,7 +26,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file openenv/v1/multiagent.proto.
  */
 export const file_openenv_v1_multiagent: GenFile = /*@__PURE__*/
-  fileDesc("ChtvcGVuZW52L3YxL211bHRpYWdlbnQucHJvdG8SCm9wZW5lbnYudjEi6wEKDk11bHRpQWdlbnRTcGVjEiUKBmFnZW50cxgBIAMoCzIVLm9wZW5lbnYudjEuQWdlbnRTcGVjEiIKBG1vZGUYAiABKA4yFC5vcGVuZW52LnYxLlR1cm5Nb2RlEhcKCnJld2FyZF9zdW0YAyABKAFIAIgBARI4Cg9pbGxlZ2FsX2FjdGlvbnMYBCABKA4yHy5vcGVuZW52LnYxLklsbGVnYWxBY3Rpb25Qb2xpY3kSEAoIam9pbmFibGUYBSABKAgSGgoSaGlkZGVuX2luZm9ybWF0aW9uGAYgASgIQg0KC19yZXdhcmRfc3VtIjoKCUFnZW50U3BlYxIKCgJpZBgBIAEoCRIMCgRyb2xlGAIgASgJEhMKC2Rlc2NyaXB0aW9uGAMgASgJIjUKDFdvcmxkUmVxdWVzdBISCgpqb2luX3Rva2VuGAEgASgJEhEKCWFnZW50X2lkcxgCIAMoCSJTCglXb3JsZEluZm8SEAoId29ybGRfaWQYASABKAkSEgoKam9pbl90b2tlbhgCIAEoCRIRCglhZ2VudF9pZHMYAyADKAkSDQoFb3duZXIYBCABKAgi3gEKDUFnZW50VGltZVN0ZXASKAoLb2JzZXJ2YXRpb24YASABKAsyEy5vcGVuZW52LnYxLlBheWxvYWQSEwoGcmV3YXJkGAIgASgBSACIAQESEgoKdGVybWluYXRlZBgDIAEoCBIRCgl0cnVuY2F0ZWQYBCABKAgSKQoIbWV0YWRhdGEYBSABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EjEKEHJld2FyZF9icmVha2Rvd24YBiABKAsyFy5vcGVuZW52LnYxLlJ1YnJpY1Njb3JlQgkKB19yZXdhcmQqWwoIVHVybk1vZGUSGQoVVFVSTl9NT0RFX1VOU1BFQ0lGSUVEEAASGAoUVFVSTl9NT0RFX1RVUk5fQkFTRUQQARIaChZUVVJOX01PREVfU0lNVUxUQU5FT1VTEAIqggEKE0lsbGVnYWxBY3Rpb25Qb2xpY3kSJQohSUxMRUdBTF9BQ1RJT05fUE9MSUNZX1VOU1BFQ0lGSUVEEAASIAocSUxMRUdBTF9BQ1RJT05fUE9MSUNZX1JFSkVDVBABEiIKHklMTEVHQUxfQUNUSU9OX1BPTElDWV9QRU5BTElaRRACYgZwcm90bzM", [file_google_protobuf_struct, file_openenv_v1_payload, file_openenv_v1_rubric]);
+  fileDesc("ChtvcGVuZW52L3YxL211bHRpYWdlbnQucHJvdG8SCm9wZW5lbnYudjEiygIKDk11bHRpQWdlbnRTcGVjEiUKBmFnZW50cxgBIAMoCzIVLm9wZW5lbnYudjEuQWdlbnRTcGVjEiIKBG1vZGUYAiABKA4yFC5vcGVuZW52LnYxLlR1cm5Nb2RlEhcKCnJld2FyZF9zdW0YAyABKAFIAIgBARI4Cg9pbGxlZ2FsX2FjdGlvbnMYBCABKA4yHy5vcGVuZW52LnYxLklsbGVnYWxBY3Rpb25Qb2xpY3kSEAoIam9pbmFibGUYBSABKAgSGgoSaGlkZGVuX2luZm9ybWF0aW9uGAYgASgIEjEKDnJlam9pbl90aW1lb3V0GAcgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEioKB3ZhY2FuY3kYCCABKA4yGS5vcGVuZW52LnYxLlZhY2FuY3lQb2xpY3lCDQoLX3Jld2FyZF9zdW0ieQoJU2VhdEV2ZW50EicKBGtpbmQYASABKA4yGS5vcGVuZW52LnYxLlNlYXRFdmVudEtpbmQSEQoJYWdlbnRfaWRzGAIgAygJEjAKDXJlam9pbl93aXRoaW4YAyABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24iiwEKCUFnZW50U3BlYxIKCgJpZBgBIAEoCRIMCgRyb2xlGAIgASgJEhMKC2Rlc2NyaXB0aW9uGAMgASgJEiQKBmFjdGlvbhgEIAEoCzIULm9wZW5lbnYudjEuVHlwZVNwZWMSKQoLb2JzZXJ2YXRpb24YBSABKAsyFC5vcGVuZW52LnYxLlR5cGVTcGVjIjUKDFdvcmxkUmVxdWVzdBISCgpqb2luX3Rva2VuGAEgASgJEhEKCWFnZW50X2lkcxgCIAMoCSJTCglXb3JsZEluZm8SEAoId29ybGRfaWQYASABKAkSEgoKam9pbl90b2tlbhgCIAEoCRIRCglhZ2VudF9pZHMYAyADKAkSDQoFb3duZXIYBCABKAgi3gEKDUFnZW50VGltZVN0ZXASKAoLb2JzZXJ2YXRpb24YASABKAsyEy5vcGVuZW52LnYxLlBheWxvYWQSEwoGcmV3YXJkGAIgASgBSACIAQESEgoKdGVybWluYXRlZBgDIAEoCBIRCgl0cnVuY2F0ZWQYBCABKAgSKQoIbWV0YWRhdGEYBSABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EjEKEHJld2FyZF9icmVha2Rvd24YBiABKAsyFy5vcGVuZW52LnYxLlJ1YnJpY1Njb3JlQgkKB19yZXdhcmQqaAoNVmFjYW5jeVBvbGljeRIeChpWQUNBTkNZX1BPTElDWV9VTlNQRUNJRklFRBAAEhsKF1ZBQ0FOQ1lfUE9MSUNZX1RSVU5DQVRFEAESGgoWVkFDQU5DWV9QT0xJQ1lfRk9SRkVJVBACKoMBCg1TZWF0RXZlbnRLaW5kEh8KG1NFQVRfRVZFTlRfS0lORF9VTlNQRUNJRklFRBAAEhgKFFNFQVRfRVZFTlRfS0lORF9MRUZUEAESGgoWU0VBVF9FVkVOVF9LSU5EX0pPSU5FRBACEhsKF1NFQVRfRVZFTlRfS0lORF9FWFBJUkVEEAMqWwoIVHVybk1vZGUSGQoVVFVSTl9NT0RFX1VOU1BFQ0lGSUVEEAASGAoUVFVSTl9NT0RFX1RVUk5fQkFTRUQQARIaChZUVVJOX01PREVfU0lNVUxUQU5FT1VTEAIqggEKE0lsbGVnYWxBY3Rpb25Qb2xpY3kSJQohSUxMRUdBTF9BQ1RJT05fUE9MSUNZX1VOU1BFQ0lGSUVEEAASIAocSUxMRUdBTF9BQ1RJT05fUE9MSUNZX1JFSkVDVBABEiIKHklMTEVHQUxfQUNUSU9OX1BPTElDWV9QRU5BTElaRRACYgZwcm90bzM", [file_google_protobuf_duration, file_google_protobuf_struct, file_openenv_v1_payload, file_openenv_v1_rubric]);
 
 /**
  * How a multi-agent environment is played, advertised as
@@ -82,6 +83,23 @@ export type MultiAgentSpec = Message<"openenv.v1.MultiAgentSpec"> & {
    * @generated from field: bool hidden_information = 6;
    */
   hiddenInformation: boolean;
+
+  /**
+   * How long a seat left empty while the world's episode runs (its session
+   * closed or disconnected, and some of its agents are not done) is held for
+   * another session to join for its agents (RFC 0016). Unset: held as long as
+   * the world lives (1.4's behaviour). Only with Capabilities.seat_events.
+   *
+   * @generated from field: google.protobuf.Duration rejoin_timeout = 7;
+   */
+  rejoinTimeout?: Duration | undefined;
+
+  /**
+   * What happens when rejoin_timeout passes with the seat still empty.
+   *
+   * @generated from field: openenv.v1.VacancyPolicy vacancy = 8;
+   */
+  vacancy: VacancyPolicy;
 };
 
 /**
@@ -90,6 +108,44 @@ export type MultiAgentSpec = Message<"openenv.v1.MultiAgentSpec"> & {
  */
 export const MultiAgentSpecSchema: GenMessage<MultiAgentSpec> = /*@__PURE__*/
   messageDesc(file_openenv_v1_multiagent, 0);
+
+/**
+ * What happened to one seat of a world (TimeStep.seat_events, RFC 0016).
+ *
+ * @generated from message openenv.v1.SeatEvent
+ */
+export type SeatEvent = Message<"openenv.v1.SeatEvent"> & {
+  /**
+   * What happened.
+   *
+   * @generated from field: openenv.v1.SeatEventKind kind = 1;
+   */
+  kind: SeatEventKind;
+
+  /**
+   * The agents of that seat (the session that left or joined).
+   *
+   * @generated from field: repeated string agent_ids = 2;
+   */
+  agentIds: string[];
+
+  /**
+   * SEAT_EVENT_KIND_LEFT during a running episode: how long, from when this
+   * time step was built, the seat stays open for a session to join for these
+   * agents before the world's vacancy rule applies. Unset: no deadline (no
+   * episode running, the agents are done, or rejoin_timeout is unset).
+   *
+   * @generated from field: google.protobuf.Duration rejoin_within = 3;
+   */
+  rejoinWithin?: Duration | undefined;
+};
+
+/**
+ * Describes the message openenv.v1.SeatEvent.
+ * Use `create(SeatEventSchema)` to create a new message.
+ */
+export const SeatEventSchema: GenMessage<SeatEvent> = /*@__PURE__*/
+  messageDesc(file_openenv_v1_multiagent, 1);
 
 /**
  * One agent of a multi-agent environment.
@@ -118,6 +174,24 @@ export type AgentSpec = Message<"openenv.v1.AgentSpec"> & {
    * @generated from field: string description = 3;
    */
   description: string;
+
+  /**
+   * This agent's own action type, when it is narrower than (or the same as)
+   * EnvironmentInfo.action, the type every agent's action has (RFC 0016;
+   * PettingZoo's per-agent action spaces). Unset: EnvironmentInfo.action.
+   *
+   * @generated from field: openenv.v1.TypeSpec action = 4;
+   */
+  action?: TypeSpec | undefined;
+
+  /**
+   * This agent's own view type, when it is narrower than (or the same as)
+   * EnvironmentInfo.observation (RFC 0016). Unset:
+   * EnvironmentInfo.observation.
+   *
+   * @generated from field: openenv.v1.TypeSpec observation = 5;
+   */
+  observation?: TypeSpec | undefined;
 };
 
 /**
@@ -125,7 +199,7 @@ export type AgentSpec = Message<"openenv.v1.AgentSpec"> & {
  * Use `create(AgentSpecSchema)` to create a new message.
  */
 export const AgentSpecSchema: GenMessage<AgentSpec> = /*@__PURE__*/
-  messageDesc(file_openenv_v1_multiagent, 1);
+  messageDesc(file_openenv_v1_multiagent, 2);
 
 /**
  * Which world a session acts in, and for which agents
@@ -161,7 +235,7 @@ export type WorldRequest = Message<"openenv.v1.WorldRequest"> & {
  * Use `create(WorldRequestSchema)` to create a new message.
  */
 export const WorldRequestSchema: GenMessage<WorldRequest> = /*@__PURE__*/
-  messageDesc(file_openenv_v1_multiagent, 2);
+  messageDesc(file_openenv_v1_multiagent, 3);
 
 /**
  * The world a session is in (HandshakeResponse.world).
@@ -207,7 +281,7 @@ export type WorldInfo = Message<"openenv.v1.WorldInfo"> & {
  * Use `create(WorldInfoSchema)` to create a new message.
  */
 export const WorldInfoSchema: GenMessage<WorldInfo> = /*@__PURE__*/
-  messageDesc(file_openenv_v1_multiagent, 3);
+  messageDesc(file_openenv_v1_multiagent, 4);
 
 /**
  * One agent's part of a time step: its own view, reward and end flags.
@@ -267,7 +341,87 @@ export type AgentTimeStep = Message<"openenv.v1.AgentTimeStep"> & {
  * Use `create(AgentTimeStepSchema)` to create a new message.
  */
 export const AgentTimeStepSchema: GenMessage<AgentTimeStep> = /*@__PURE__*/
-  messageDesc(file_openenv_v1_multiagent, 4);
+  messageDesc(file_openenv_v1_multiagent, 5);
+
+/**
+ * What a world does when an empty seat's rejoin deadline passes (RFC 0016).
+ *
+ * @generated from enum openenv.v1.VacancyPolicy
+ */
+export enum VacancyPolicy {
+  /**
+   * Same as VACANCY_POLICY_TRUNCATE.
+   *
+   * @generated from enum value: VACANCY_POLICY_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * The episode ends: every agent not done is truncated, nobody is rewarded
+   * for it.
+   *
+   * @generated from enum value: VACANCY_POLICY_TRUNCATE = 1;
+   */
+  TRUNCATE = 1,
+
+  /**
+   * The absent agents forfeit: the environment decides the episode's
+   * outcome (typically the absent agents lose and the others win, keeping
+   * any declared reward_sum), and every agent not done then is truncated.
+   *
+   * @generated from enum value: VACANCY_POLICY_FORFEIT = 2;
+   */
+  FORFEIT = 2,
+}
+
+/**
+ * Describes the enum openenv.v1.VacancyPolicy.
+ */
+export const VacancyPolicySchema: GenEnum<VacancyPolicy> = /*@__PURE__*/
+  enumDesc(file_openenv_v1_multiagent, 0);
+
+/**
+ * What happened to a seat.
+ *
+ * @generated from enum openenv.v1.SeatEventKind
+ */
+export enum SeatEventKind {
+  /**
+   * Not set.
+   *
+   * @generated from enum value: SEAT_EVENT_KIND_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * The session acting for these agents left (closed or disconnected):
+   * nobody acts for them until another session joins.
+   *
+   * @generated from enum value: SEAT_EVENT_KIND_LEFT = 1;
+   */
+  LEFT = 1,
+
+  /**
+   * A session joined and acts for these agents.
+   *
+   * @generated from enum value: SEAT_EVENT_KIND_JOINED = 2;
+   */
+  JOINED = 2,
+
+  /**
+   * The rejoin deadline of these agents passed with nobody acting for them:
+   * the world's vacancy rule ended the episode.
+   *
+   * @generated from enum value: SEAT_EVENT_KIND_EXPIRED = 3;
+   */
+  EXPIRED = 3,
+}
+
+/**
+ * Describes the enum openenv.v1.SeatEventKind.
+ */
+export const SeatEventKindSchema: GenEnum<SeatEventKind> = /*@__PURE__*/
+  enumDesc(file_openenv_v1_multiagent, 1);
 
 /**
  * Whether agents take turns or act together.
@@ -303,7 +457,7 @@ export enum TurnMode {
  * Describes the enum openenv.v1.TurnMode.
  */
 export const TurnModeSchema: GenEnum<TurnMode> = /*@__PURE__*/
-  enumDesc(file_openenv_v1_multiagent, 0);
+  enumDesc(file_openenv_v1_multiagent, 2);
 
 /**
  * What an action the rules forbid does.
@@ -340,5 +494,5 @@ export enum IllegalActionPolicy {
  * Describes the enum openenv.v1.IllegalActionPolicy.
  */
 export const IllegalActionPolicySchema: GenEnum<IllegalActionPolicy> = /*@__PURE__*/
-  enumDesc(file_openenv_v1_multiagent, 1);
+  enumDesc(file_openenv_v1_multiagent, 3);
 
