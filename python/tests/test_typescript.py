@@ -730,7 +730,7 @@ def test_typescript_tictactoe_advertises_what_the_python_one_does(
 ) -> None:
     """Same game, same description: action and observation TypeSpecs, the MultiAgentSpec, and
     the capabilities (worlds: no resume, no vectorised sessions, no snapshots) are equal. The
-    protocol versions differ: the TypeScript binding speaks 1.4, the Python one 1.5 (RFC 0015's
+    protocol versions differ: the TypeScript binding speaks 1.4, the Python one 1.6 (RFC 0015's
     grading, an environment feature the TypeScript binding does not declare)."""
 
     async def info(url: str) -> environment_pb2.EnvironmentInfo:
@@ -1018,3 +1018,32 @@ def test_python_clients_are_refused_unauthenticated_by_the_typescript_server_eve
             assert health.status == health_pb2.HealthCheckResponse.SERVING  # health stays open
 
     asyncio.run(main())
+
+
+def test_typescript_cli_plays_agent_vs_agent_with_agent_and_join(node: str, python_envs: dict[str, str]) -> None:
+    """``openenv-ts play --agent x`` creates a world of the Python tic-tac-toe and prints its
+    ticket; ``openenv-ts play --join TICKET`` plays the other side from another process (RFC 0012,
+    the TypeScript ``play`` of issue 51). Each prints its agents' returns: a zero-sum game ends
+    with returns summing to 0."""
+    cli = [node, "dist/src/cli.js", "play"]
+    owner = subprocess.Popen(
+        [*cli, python_envs["OPENENV_TICTACTOE_URL"], "--agent", "x", "--seed", "3"],
+        cwd=TS_ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert owner.stderr is not None
+        line = owner.stderr.readline()  # bounded by pytest-timeout: the owner prints it at once
+        assert line.startswith("join: ") and "@grpc://" in line, line
+        joined = _run([*cli, "--join", line.removeprefix("join: ").strip(), "--seed", "5"], 120)
+        out, err = owner.communicate(timeout=120)
+    finally:
+        if owner.poll() is None:
+            owner.kill()
+            owner.wait()
+    assert owner.returncode == 0 and joined.returncode == 0, (err, joined.stderr)
+    x, o = json.loads(out.strip()), json.loads(joined.stdout.strip())
+    assert x["agents"] == ["x"] and o["agents"] == ["o"] and x["episode_id"] == o["episode_id"], (x, o)
+    assert x["terminated"] and o["terminated"] and x["returns"]["x"] + o["returns"]["o"] == 0, (x, o)

@@ -11,13 +11,20 @@
  *   openenv-ts info grpc://127.0.0.1:50051 [--json] [--token T]   (also grpcs:// with --ca-file F
  *       [--client-cert F --client-key F], and ws://HOST:PORT/v1/session)
  *   openenv-ts play grpc://127.0.0.1:50051 --episodes 3 --seed 7 --max-steps 50 [--token T]
+ *   openenv-ts play grpc://127.0.0.1:50051 --agent x        (a multi-agent world, acting for x: the
+ *       join token goes to stderr as `join: TOKEN@URL`)
+ *   openenv-ts play --join TOKEN@grpc://127.0.0.1:50051     (join that world for the free agents)
  *
  * `serve` accepts the bearer tokens of `--token` (repeatable), `--token-file` (one per
  * line) and `$OPENENV_TOKEN` (comma-separated); `info` and `play` send `--token`, else
  * `$OPENENV_TOKEN`.
  *
  * `play` drives any environment with the example actions it advertises (cycled in a
- * seeded order) and prints one JSON line per episode; it is a smoke test of the client.
+ * seeded order) and prints one JSON line per episode; it is a smoke test of the client. In a
+ * multi-agent world (RFC 0012) it acts for its agents only (`--agent`, repeatable; or `--join` a
+ * world with the ticket `TOKEN@URL` another `play` printed), waits for their turns with
+ * `observe`, and plays random legal moves (a view's `action_mask` or `legal_actions`, else the
+ * examples); each episode's line carries its agents' returns.
  */
 
 import { renameSync, writeFileSync } from "node:fs";
@@ -26,6 +33,7 @@ import { pathToFileURL } from "node:url";
 import { parseArgs } from "node:util";
 import { toJson } from "@bufbuild/protobuf";
 import { EnvClient, type ClientOptions } from "./client.js";
+import { InvalidArgument } from "./errors.js";
 import type { EnvironmentDefinition } from "./environment.js";
 import { echo } from "./envs/echo.js";
 import { gridworld, SplitMix64 } from "./envs/gridworld.js";
@@ -171,13 +179,29 @@ async function playCommand(args: string[]): Promise<void> {
       seed: { type: "string", default: "0" },
       "max-steps": { type: "string", default: "50" },
       token: { type: "string" },
+      agent: { type: "string", multiple: true },
+      join: { type: "string" },
       ...TLS_FLAGS,
     },
   });
-  const env = await EnvClient.connect(positionals[0] ?? "", {
+  let url = positionals[0] ?? "";
+  let joinToken: string | undefined;
+  if (values.join !== undefined) {  // a ticket: TOKEN@URL (FleetClient.ticket, `openenv play --join`)
+    const at = values.join.indexOf("@");
+    if (at <= 0) throw new Error(`--join takes TOKEN@URL, got ${JSON.stringify(values.join)}`);
+    joinToken = values.join.slice(0, at);
+    url = values.join.slice(at + 1);
+  }
+  const agentIds = values.agent ?? [];
+  const env = await EnvClient.connect(url, {
     clientName: "openenv-ts play", token: values.token, ...tlsOptions(values),
+    ...(agentIds.length > 0 ? { agentIds } : {}), ...(joinToken !== undefined ? { joinToken } : {}),
   });
   try {
+    if (env.multiAgent !== undefined && (agentIds.length > 0 || joinToken !== undefined)) {
+      await playWorld(env, url, values);
+      return;
+    }
     const examples = env.info.action?.examples ?? [];
     if (examples.length === 0) {
       throw new Error(`${env.info.name} advertises no example actions to play with`);
@@ -197,6 +221,64 @@ async function playCommand(args: string[]): Promise<void> {
     }
   } finally {
     await env.close();
+  }
+}
+
+/** The legal moves a world's view lists: its `action_mask` (indices) or `legal_actions`. */
+function legalMoves(view: unknown): unknown[] | undefined {
+  if (view === null || typeof view !== "object" || Array.isArray(view)) return undefined;
+  const v = view as Record<string, unknown>;
+  if (Array.isArray(v.legal_actions)) return v.legal_actions;
+  if (Array.isArray(v.action_mask)) {
+    return v.action_mask.flatMap((m, i) => (m ? [i] : []));
+  }
+  return undefined;
+}
+
+/** `play` in a multi-agent world: act for this session's agents, wait for their turns. */
+async function playWorld(
+  env: EnvClient, url: string, values: { episodes?: string; seed?: string; "max-steps"?: string },
+): Promise<void> {
+  const mine = [...(env.world?.agentIds ?? [])];
+  if (env.world?.owner && env.world.joinToken !== "") {
+    process.stderr.write(`join: ${env.world.joinToken}@${url}\n`);
+  }
+  const examples = env.info.action?.examples ?? [];
+  const rng = new SplitMix64(BigInt(values.seed!));
+  for (let e = 0; e < Number(values.episodes); e++) {
+    let ts = await env.reset({ seed: BigInt(values.seed!) + BigInt(e) });
+    const returns: Record<string, number> = Object.fromEntries(mine.map((a) => [a, 0]));
+    const add = (r: typeof ts) => {
+      for (const [a, part] of Object.entries(r.agents)) returns[a] = (returns[a] ?? 0) + (part.reward ?? 0);
+    };
+    add(ts);
+    while (!ts.done && ts.stepCount < Number(values["max-steps"])) {
+      const agent = ts.toAct.find((a) => mine.includes(a));
+      if (agent === undefined) {
+        ts = await env.observe({ wait: true });
+        add(ts);
+        continue;
+      }
+      const legal = legalMoves(ts.agents[agent]?.observation);
+      const options: unknown[] = [...(legal ?? examples)];
+      let next: typeof ts | undefined;
+      while (options.length > 0 && next === undefined) {
+        const move = options.splice(Number(rng.below(options.length)), 1)[0];
+        try {
+          next = await env.step(move as never, { agentId: agent });
+        } catch (err) {
+          if (!(err instanceof InvalidArgument)) throw err;  // an illegal move: nothing changed, try another
+        }
+      }
+      if (next === undefined) throw new Error(`no legal move for ${agent}`);
+      ts = next;
+      add(ts);
+    }
+    process.stdout.write(JSON.stringify({
+      env: env.info.name, episode_id: ts.episodeId, steps: ts.stepCount, agents: mine,
+      returns: Object.fromEntries(Object.entries(returns).map(([a, r]) => [a, Math.round(r * 1e6) / 1e6])),
+      terminated: ts.terminated, truncated: ts.truncated,
+    }) + "\n");
   }
 }
 

@@ -19,8 +19,12 @@ act, rewards are accumulated as PettingZoo's ``last()`` wants, done agents leave
 steps); :class:`RemoteParallelEnv` drives simultaneous worlds natively (one joint step per
 ``step``). :func:`aec_env` and :func:`parallel_env` give either API for either mode, through
 PettingZoo's own conversions (``parallel_to_aec``, ``turn_based_aec_to_parallel``). Spaces come
-from the advertised types (:mod:`openenv.gym.spaces`); an ``action_mask`` in a dict observation
-is an ``int8`` array, as ``Discrete.sample(mask)`` needs. Needs the ``pettingzoo`` extra.
+from the advertised types (:mod:`openenv.gym.spaces`), each agent's own when the server declares
+one (``AgentSpec.action`` / ``observation``, RFC 0016); an ``action_mask`` in a dict observation
+is an ``int8`` array, as ``Discrete.sample(mask)`` needs, and a dict view that lists its
+``legal_actions`` over a ``Discrete`` action space (OpenSpiel's, the catalog's games) gains the
+``action_mask`` they make. ``infos`` are each agent's own metadata (``AgentStep.metadata``).
+Needs the ``pettingzoo`` extra.
 """
 
 from __future__ import annotations
@@ -70,6 +74,40 @@ def _masked(conv: Converter) -> Converter:
     return Converter(gym.spaces.Dict(spaces), cast, conv.from_gym)
 
 
+def _mask_from_legal(conv: Converter, action: gym.Space[Any]) -> Converter:
+    """A Dict view with ``legal_actions`` and no ``action_mask``, over a ``Discrete`` action space:
+    the view gains ``action_mask`` (int8, 1 for each legal action), what PettingZoo's tools and
+    ``Discrete.sample(mask)`` read."""
+    space = conv.space
+    if not (
+        isinstance(space, gym.spaces.Dict)
+        and "legal_actions" in space.spaces
+        and "action_mask" not in space.spaces
+        and isinstance(action, gym.spaces.Discrete)
+    ):
+        return conv
+    n, start = int(action.n), int(action.start)
+    spaces = dict(space.spaces)
+    spaces["action_mask"] = gym.spaces.Box(0, 1, (n,), np.int8)
+    to_gym = conv.to_gym
+
+    def with_mask(value: Any) -> Any:
+        out = to_gym(value)
+        mask = np.zeros(n, dtype=np.int8)
+        for a in (value or {}).get("legal_actions") or ():
+            if start <= int(a) < start + n:
+                mask[int(a) - start] = 1
+        out["action_mask"] = mask
+        return out
+
+    def without_mask(value: Any) -> Any:
+        value = dict(value)
+        value.pop("action_mask", None)
+        return conv.from_gym(value)
+
+    return Converter(gym.spaces.Dict(spaces), with_mask, without_mask)
+
+
 class _Remote:
     """What both adapters share: the session, the spaces and the decoded per-agent parts."""
 
@@ -84,15 +122,35 @@ class _Remote:
         self.env_info: environment_pb2.EnvironmentInfo = info
         self.spec: multiagent_pb2.MultiAgentSpec = spec
         self.possible_agents: list[str] = [a.id for a in spec.agents]
-        self._act = converter(info.action, info.descriptors, "action")
-        self._obs = _masked(converter(info.observation, info.descriptors, "observation"))
+        # Each agent's own types when the server declares them (RFC 0016), else the shared ones
+        # (made once, and only when some agent has no type of its own: a shared anyOf has no space).
+        shared: dict[str, Converter] = {}
+
+        def of(role: str, own: Any, has_own: bool) -> Converter:
+            if has_own:
+                return converter(own, info.descriptors, role)
+            if role not in shared:
+                shared[role] = converter(getattr(info, role), info.descriptors, role)
+            return shared[role]
+
+        self._acts: dict[str, Converter] = {}
+        self._obss: dict[str, Converter] = {}
+        for agent in spec.agents:
+            act = of("action", agent.action, agent.HasField("action"))
+            obs = of("observation", agent.observation, agent.HasField("observation"))
+            self._acts[agent.id] = act
+            self._obss[agent.id] = _mask_from_legal(_masked(obs), act.space)
         # One space object per agent, the same on every call (PettingZoo's space seeding).
-        self.observation_spaces = {a: self._obs.space for a in self.possible_agents}
-        self.action_spaces = {a: self._act.space for a in self.possible_agents}
+        self.observation_spaces = {a: self._obss[a].space for a in self.possible_agents}
+        self.action_spaces = {a: self._acts[a].space for a in self.possible_agents}
         self.last_result: StepResult[Any] | None = None
 
+    def action_of(self, agent: str, action: Any) -> Any:
+        """A gym action of ``agent`` as the value the server takes."""
+        return self._acts[agent].from_gym(action)
+
     def _views(self, r: StepResult[Any]) -> dict[str, Any]:
-        return {a: self._obs.to_gym(s.observation) for a, s in r.agents.items() if s.observation is not None}
+        return {a: self._obss[a].to_gym(s.observation) for a, s in r.agents.items() if s.observation is not None}
 
     def _close_client(self) -> None:
         if self._owned:
@@ -174,7 +232,7 @@ class RemoteAECEnv(AECEnv[str, Any, Any]):  # type: ignore[misc]
             self._was_dead_step(action)
             return
         self._cumulative_rewards[agent] = 0.0
-        r = self.client.step(self._remote._act.from_gym(action), agent_id=agent)
+        r = self.client.step(self._remote.action_of(agent, action), agent_id=agent)
         self.rewards = dict.fromkeys(self.agents, 0.0)
         self._absorb(r)
         self._accumulate_rewards()
@@ -233,7 +291,7 @@ class RemoteParallelEnv(ParallelEnv[str, Any, Any]):  # type: ignore[misc]
         self, actions: Mapping[str, Any]
     ) -> tuple[dict[str, Any], dict[str, float], dict[str, bool], dict[str, bool], dict[str, dict[str, Any]]]:
         live = list(self.agents)
-        r = self.client.step_agents({a: self._remote._act.from_gym(x) for a, x in actions.items()})
+        r = self.client.step_agents({a: self._remote.action_of(a, x) for a, x in actions.items()})
         self._remote.last_result = r
         views = self._remote._views(r)
         parts = {a: r.agents[a] for a in live}

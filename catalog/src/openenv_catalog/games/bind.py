@@ -35,7 +35,9 @@ class GameEnvironment(openenv.MultiAgentEnvironment):
         self, *, seed: int | None = None, episode_id: str | None = None, options: Mapping[str, Any] | None = None
     ) -> openenv.WorldStep:
         self.game.reset(seed)
-        return openenv.WorldStep(terminated=dict(self.game.terminated), truncated=dict(self.game.truncated))
+        return openenv.WorldStep(
+            terminated=dict(self.game.terminated), truncated=dict(self.game.truncated), infos=self.game.agent_infos()
+        )
 
     def to_act(self) -> Sequence[str]:
         return self.game.acting()
@@ -50,7 +52,10 @@ class GameEnvironment(openenv.MultiAgentEnvironment):
                 raise openenv.InvalidAction(why)
         rewards = self.game.apply(actions)
         return openenv.WorldStep(
-            rewards=rewards, terminated=dict(self.game.terminated), truncated=dict(self.game.truncated)
+            rewards=rewards,
+            terminated=dict(self.game.terminated),
+            truncated=dict(self.game.truncated),
+            infos=self.game.agent_infos(),
         )
 
     def state(self) -> dict[str, Any]:
@@ -92,11 +97,14 @@ def environment(
     kind: str,
     example_actions: Sequence[Any] | None = None,
     hidden_information: bool | None = None,
+    reward_sum: float | None = None,
     threaded: bool = True,
 ) -> type[GameEnvironment]:
     """The environment class serving ``game_class`` (probed once here for its declarations).
 
-    ``hidden_information`` defaults to what the game says (:attr:`Game.hidden_information`);
+    ``hidden_information`` and ``reward_sum`` default to what the game says
+    (:attr:`Game.hidden_information`, :attr:`Game.reward_sum`): importers declare what their
+    source knows but does not say (PettingZoo's classic games);
     ``threaded`` (the default) lets the runtime run the hooks on worker threads when they are slow
     (a PettingZoo environment may simulate physics); False keeps every call on the event loop,
     one at a time (TextArena: process-wide generators swapped in around each call).
@@ -113,13 +121,15 @@ def environment(
             "simultaneous": bool(probe.simultaneous),
             "action_type": probe.action_type,
             "observation_type": probe.observation_type,
-            "reward_sum": probe.reward_sum,
+            "reward_sum": probe.reward_sum if reward_sum is None else reward_sum,
             "reward_range": probe.reward_range,
             "max_episode_steps": probe.max_steps,
             "illegal_actions": probe.illegal_actions,
             "hidden_information": probe.hidden_information if hidden_information is None else hidden_information,
             "seeded": _seeded(probe),
             "example_actions": examples,
+            "agent_action_types": dict(probe.agent_action_types),
+            "agent_observation_types": dict(probe.agent_observation_types),
             "run_in_thread": threaded,
             "metadata": {"source": source, "kind": kind},
         }

@@ -53,6 +53,10 @@ class Game(abc.ABC):
     takes any action and punishes a bad one (TextArena's warnings and losses)."""
     max_steps: int | None = None
     """The most world steps a game lasts (``None``: no bound known)."""
+    agent_action_types: Mapping[str, Any] = {}
+    """Agent id -> its own action declaration, when agents' actions differ (RFC 0016)."""
+    agent_observation_types: Mapping[str, Any] = {}
+    """Agent id -> its own view declaration, when agents' views differ (RFC 0016)."""
 
     def __init__(self) -> None:
         self.terminated: dict[str, bool] = dict.fromkeys(self.agents, False)
@@ -84,6 +88,11 @@ class Game(abc.ABC):
     @abc.abstractmethod
     def apply(self, actions: Mapping[str, Any]) -> dict[str, float]:
         """Apply the acting agents' (legal) actions; every agent's reward for the transition."""
+
+    def agent_infos(self) -> dict[str, dict[str, Any]]:
+        """Each agent's own info after the last reset or transition (JSON-like; PettingZoo's
+        ``infos``), sent only to the session acting for that agent. Default: none."""
+        return {}
 
     def public_state(self) -> dict[str, Any]:
         """What every agent may see of the game (never a hidden card)."""

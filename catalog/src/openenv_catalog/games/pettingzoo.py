@@ -35,6 +35,27 @@ def _mask(obs: Any, info: Any) -> Any:
     return None
 
 
+def _jsonable(value: Any) -> Any:
+    """``value`` (a PettingZoo info: numpy arrays and scalars among plain values) as JSON-like
+    data; what has no JSON form is left out."""
+    if isinstance(value, Mapping):
+        out = {str(k): _jsonable(v) for k, v in value.items()}
+        return {k: v for k, v in out.items() if v is not _DROP}
+    if isinstance(value, (list, tuple)):
+        items = [_jsonable(v) for v in value]
+        return [v for v in items if v is not _DROP]
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, np.generic):
+        return value.item()
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    return _DROP
+
+
+_DROP = object()
+
+
 def _schemas(env: Any, agents: tuple[str, ...]) -> tuple[Any, Any]:
     acts = [spaces.json_schema(env.action_space(a)) for a in agents]
     obss = [spaces.json_schema(env.observation_space(a)) for a in agents]
@@ -57,6 +78,13 @@ class _PettingZooGame(Game):
         self._obss = {a: spaces.json_converter(env.observation_space(a), f"{a}'s observation") for a in self.agents}
         self.roles = {a: a for a in self.agents}
         self.action_type, self.observation_type = _schemas(env, self.agents)
+        # RFC 0016: each agent's own spaces, when they are not all the same.
+        acts = {a: spaces.json_schema(env.action_space(a)) for a in self.agents}
+        obss = {a: spaces.json_schema(env.observation_space(a)) for a in self.agents}
+        if any(v != acts[self.agents[0]] for v in acts.values()):
+            self.agent_action_types = acts
+        if any(v != obss[self.agents[0]] for v in obss.values()):
+            self.agent_observation_types = obss
         self.info: dict[str, Any] = {}
         super().__init__()
 
@@ -88,6 +116,14 @@ class _PettingZooGame(Game):
 
     def _raw_obs(self, agent: str) -> Any:
         raise NotImplementedError
+
+    def agent_infos(self) -> dict[str, dict[str, Any]]:
+        out = {}
+        for agent, info in self.info.items():
+            data = _jsonable(info) if isinstance(info, Mapping) else None
+            if data:
+                out[agent] = data
+        return out
 
     def observe(self, agent: str) -> Any:
         return self._obss[agent].from_gym(self._raw_obs(agent))

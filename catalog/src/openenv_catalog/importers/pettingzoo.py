@@ -25,6 +25,27 @@ __all__ = ["CURATED", "load"]
 # the Parallel API (classic/rps-v2:parallel) through PettingZoo's parallel_api_test.
 CURATED = ("classic/tictactoe-v3",)
 
+# What PettingZoo's classic games are but do not declare (RFC 0016): zero-sum (their rewards are
+# +1/-1 or chips won and lost) and hidden information (cards in hand), so that the certifier's
+# reward-sum and hidden-information checks apply to them. Keyed by the id without its version.
+DECLARED: dict[str, dict[str, Any]] = {
+    "classic/tictactoe": {"reward_sum": 0.0},
+    "classic/connect_four": {"reward_sum": 0.0},
+    "classic/rps": {"reward_sum": 0.0},
+    "classic/chess": {"reward_sum": 0.0},
+    "classic/go": {"reward_sum": 0.0},
+    "classic/leduc_holdem": {"reward_sum": 0.0, "hidden_information": True},
+    "classic/texas_holdem": {"reward_sum": 0.0, "hidden_information": True},
+    "classic/texas_holdem_no_limit": {"reward_sum": 0.0, "hidden_information": True},
+    "classic/gin_rummy": {"hidden_information": True},
+    "classic/hanabi": {"hidden_information": True},
+}
+
+
+def declared(ident: str) -> dict[str, Any]:
+    """The declarations :data:`DECLARED` holds for the PettingZoo id ``ident`` (any version)."""
+    return dict(DECLARED.get(re.sub(r"-v\d+$", "", ident), {}))
+
 
 def _pz() -> Any:
     try:
@@ -81,4 +102,5 @@ def load(spec: str) -> type[Any]:
         description=f"PettingZoo's {ident} ({mode}), imported: each agent's own view, PettingZoo's rewards.",
         source=f"pettingzoo:{spec}",
         kind="game",
+        **declared(ident),
     )
