@@ -1,4 +1,4 @@
-"""The ``multiagent`` level (RFC 0012) on healthy worlds: the reference games certify, and a
+"""The ``multiagent`` level (RFC 0012, RFC 0016) on healthy worlds: the reference games certify, and a
 single-agent environment skips it. (Each check's mutant is in ``mutants/multiagent_*``.)
 
 The games are served by an ``openenv.Server`` on its own event loop in a thread (127.0.0.1,
@@ -20,7 +20,14 @@ from openenv_conformance.context import RunOptions
 from openenv_conformance.runner import certify
 
 OPTIONS = RunOptions(seed=20261202, max_examples=10)
-CHECKS = {"multiagent.turn_order", "multiagent.views_private", "multiagent.reward_sum", "multiagent.joins"}
+CHECKS = {
+    "multiagent.turn_order",
+    "multiagent.views_private",
+    "multiagent.reward_sum",
+    "multiagent.joins",
+    "multiagent.wait_deadlines",  # RFC 0016
+    "multiagent.seat_events",
+}
 
 
 @contextlib.contextmanager

@@ -17,7 +17,7 @@ socket and its framing are gone.
 What you may rely on (the guarantees of :class:`~openenv.client.Connection`):
 
 * requests get increasing ids, may be issued concurrently (they reach the engine in call
-  order) and are answered by id, so a client-side timeout (``DeadlineExceeded``) never
+  order) and are answered by id, so a client-side timeout (``ClientTimeout``, a ``DeadlineExceeded``) never
   shifts a later answer;
 * error answers are returned; a session the server ends (idle timeout, drain, a fatal error)
   sets ``ended``, fails what is pending and later, and calls the ``on_end`` callback once;
