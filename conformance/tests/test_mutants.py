@@ -208,6 +208,8 @@ NEEDS: dict[str, str] = {
     "concurrency.event_loop_live": "capacity 1: a step that outlives a 1 us timeout (no second session can probe)",
     "sandbox.process_isolation": "session B's programs running while session A holds its processes",
     "multiagent.reward_sum": "an episode of a multi-agent world that ends within 64 world steps",
+    "multiagent.wait_deadlines": "a simultaneous world whose agents to act are split between two sessions, and an "
+    "accepted candidate action",
     "grading.reference": "the environment's probes with a reference (python: and docker: targets)",
     "grading.constant_answers": "a grading tool taking a submission, or probes holding the untouched workspace",
     "grading.verdict_forgery": "a null solution to submit after the forgeries (a callable grading tool, or probes)",

@@ -731,7 +731,8 @@ def test_typescript_tictactoe_advertises_what_the_python_one_does(
     """Same game, same description: action and observation TypeSpecs, the MultiAgentSpec, and
     the capabilities (worlds: no resume, no vectorised sessions, no snapshots) are equal. The
     protocol versions differ: the TypeScript binding speaks 1.4, the Python one 1.6 (RFC 0015's
-    grading, an environment feature the TypeScript binding does not declare)."""
+    grading, an environment feature the TypeScript binding does not declare, and RFC 0016's wait
+    deadlines, seat events and vacancy rule, which the Python world advertises on top of 1.4's)."""
 
     async def info(url: str) -> environment_pb2.EnvironmentInfo:
         async with openenv.EnvClient(url) as env:
@@ -739,6 +740,10 @@ def test_typescript_tictactoe_advertises_what_the_python_one_does(
 
     ts, py = asyncio.run(info(ts_tictactoe)), asyncio.run(info(python_envs["OPENENV_TICTACTOE_URL"]))
     assert ts.protocol_version == "1.4" and py.protocol_version == openenv.PROTOCOL_VERSION == "1.6"
+    assert py.capabilities.world_wait_timeouts and py.capabilities.seat_events and py.multi_agent.vacancy
+    py.capabilities.world_wait_timeouts = py.capabilities.seat_events = False  # RFC 0016: 1.6 only
+    py.multi_agent.ClearField("rejoin_timeout")
+    py.multi_agent.ClearField("vacancy")
     for field in ("description", "action", "observation", "multi_agent", "capabilities"):
         assert getattr(ts, field) == getattr(py, field), field
     assert (ts.name, py.name) == ("tic_tac_toe_ts", "tic_tac_toe")
