@@ -213,7 +213,7 @@ async def test_json_ws_refuses_world_arguments_instead_of_ignoring_them() -> Non
         owner, hello = await Peer.start(host.address, agent_ids=["x"])
         try:
             token = owner.world["join_token"]
-            for kwargs in ({"join_token": "made-up"}, {"join_token": token}, {"agent_ids": ["o"]}):
+            for kwargs in ({"join_token": "made-up"}, {"join_token": token, "agent_ids": ["o"]}):
                 peer, hello = await Peer.start(host.http_url, **kwargs)
                 await peer.end()
                 assert hello.get("error") == "Unimplemented" and "binary WebSocket" in hello["message"], (kwargs, hello)
