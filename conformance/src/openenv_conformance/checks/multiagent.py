@@ -216,7 +216,9 @@ def _explore(ctx: Context, s: SessionLike, turn_based: bool) -> _Explored:
         seed = 1000 + k
         ts = expect_ok(s.reset(seed=seed), "reset", f"reset(seed={seed}) of a self-play session").time_step
         out.requests += 1
-        steps, moves, history = [ts], [], ()
+        steps: list[pb.TimeStep] = [ts]
+        moves: list[dict[str, Action]] = []
+        history: tuple[str, ...] = ()
         while not (ts.terminated or ts.truncated) and ts.to_act and len(moves) < _MAX_WORLD_STEPS:
             if out.requests >= _EXPLORE_REQUESTS:
                 break
@@ -251,10 +253,10 @@ def _explore(ctx: Context, s: SessionLike, turn_based: bool) -> _Explored:
                         st.actions[agent].CopyFrom(act.payload)
                     resp = s.exchange(s.request(step=st))
                     out.requests += 1
-                    if _kind(resp) == "step":
+                    if isinstance(resp, pb.SessionResponse) and _kind(resp) == "step":
                         accepted = (joint, resp.step.time_step)
                         break
-                    if _kind(resp) != "error" or resp.error.fatal:
+                    if not isinstance(resp, pb.SessionResponse) or _kind(resp) != "error" or resp.error.fatal:
                         raise Violation(f"a joint step of a self-play session answered {describe(resp)}")
             if accepted is None:
                 break
@@ -600,7 +602,11 @@ def wait_deadlines(ctx: Context) -> str:
             req = b.request(step=st)
             req.wait_timeout.FromNanoseconds(int(_DEADLINE_S * 1e9))
             resp = b.exchange(req)
-            if _kind(resp) == "error" and code_name(resp.error.code) == "INVALID_ARGUMENT":
+            if (
+                isinstance(resp, pb.SessionResponse)
+                and _kind(resp) == "error"
+                and code_name(resp.error.code) == "INVALID_ARGUMENT"
+            ):
                 continue
             if _kind(resp) == "step":
                 raise Violation(
