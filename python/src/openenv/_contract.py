@@ -54,7 +54,7 @@ ERRORS: Final[tuple[ErrorRow, ...]] = (
     ErrorRow("INVALID_ARGUMENT", 3, "InvalidArgument", ("InvalidAction",), "1.0", "in_band", "some", False),
     ErrorRow("FAILED_PRECONDITION", 9, "FailedPrecondition", (), "1.0", "in_band", "some", False),
     ErrorRow("RESOURCE_EXHAUSTED", 8, "ResourceExhausted", (), "1.0", "both", "some", True),
-    ErrorRow("DEADLINE_EXCEEDED", 4, "DeadlineExceeded", (), "1.0", "both", "some", False),
+    ErrorRow("DEADLINE_EXCEEDED", 4, "DeadlineExceeded", ("ClientTimeout",), "1.0", "both", "some", False),
     ErrorRow("NOT_FOUND", 5, "NotFound", (), "1.0", "in_band", "no", False),
     ErrorRow("ABORTED", 10, "Aborted", (), "1.2", "in_band", "yes", True),
     ErrorRow("UNIMPLEMENTED", 12, "Unimplemented", (), "1.0", "in_band", "no", False),
