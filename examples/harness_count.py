@@ -193,7 +193,7 @@ def _serve_env() -> tuple[str, Any]:
     return str(srv.address), stop
 
 
-def train(steps: int, out: Path, seed: int = 0, learning_rate: float = 3e-3) -> dict[str, Any]:
+def train(steps: int, out: Path, seed: int = 0, learning_rate: float = 1e-2) -> dict[str, Any]:
     """``steps`` policy-gradient steps of 16 harness episodes; writes the JSON (and the PNG)."""
     import torch
 
@@ -296,7 +296,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     ap.add_argument("--steps", type=int, default=40)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--lr", type=float, default=3e-3)
+    ap.add_argument("--lr", type=float, default=1e-2)
     ap.add_argument("--out", type=Path, default=Path("build/harness-count"))
     a = ap.parse_args()
     r = train(a.steps, a.out, a.seed, a.lr)
