@@ -48,7 +48,10 @@ def test_the_served_policy_returns_its_token_ids_and_logprobs_and_takes_new_weig
     assert [c["logprob"] <= 0 for c in choice["logprobs"]["content"]] == [True] * len(choice["token_ids"])
     state = {k: torch.zeros_like(v) for k, v in lm.state_dict().items()}
     server.refresh(state)
-    assert out["model"] == "policy-v0" and server.complete({"messages": []})["model"] == "policy-v1"
+    assert (
+        out["model"] == "policy-v0"
+        and server.complete({"messages": [{"role": "user", "content": "count 3 "}]})["model"] == "policy-v1"
+    )
 
 
 @pytest.mark.slow
