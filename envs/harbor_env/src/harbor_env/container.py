@@ -285,12 +285,14 @@ def proxy_env() -> dict[str, str]:
 _hosts: list[str] = []
 
 
-def add_hosts() -> list[str]:
+def add_hosts(network: str = NETWORK) -> list[str]:
     """``--add-host`` arguments resolving harbor-packages, the apt mirrors and uv's installer to
-    harbor-packages (after :func:`ensure_packages`)."""
-    r = _docker("inspect", "--format", f"{{{{(index .NetworkSettings.Networks \"{NETWORK}\").IPAddress}}}}", PROXY_NAME,
+    harbor-packages' address on ``network`` (after :func:`ensure_packages`)."""
+    r = _docker("inspect", "--format", f"{{{{(index .NetworkSettings.Networks \"{network}\").IPAddress}}}}", PROXY_NAME,
                 timeout=60)  # fmt: skip
     ip = r.stdout.decode().strip()
+    if not ip or ip == "<no value>":
+        raise RuntimeError(f"{PROXY_NAME} is not on the network {network}")
     out = []
     for h in ["harbor-packages", UV_INSTALLER_HOST, *_apt_hosts()]:
         out += ["--add-host", f"{h}:{ip}"]
@@ -355,6 +357,24 @@ def ensure_base_image_unlocked() -> str:
 # -- task images
 
 _FROM = re.compile(r"^(\s*FROM\s+)((?:--\S+\s+)*)(\S+)(.*)$", re.I | re.M)
+_COPY_FROM = re.compile(r"^(\s*COPY\s+(?:--\S+\s+)*?--from=)(\S+)", re.I | re.M)
+#: uv's published image (``COPY --from=ghcr.io/astral-sh/uv:latest /uv /uvx /bin/``): a local
+#: image with the same two files, from the ``uv`` wheel of the package index (:func:`ensure_uv_image`).
+UV_IMAGE = re.compile(r"^ghcr\.io/astral-sh/uv(?::[^@]*)?(?:@\S+)?$")
+UV_TAG = f"openenv-harbor-uv:{UV_VERSION}"
+
+
+def ensure_uv_image() -> str:
+    """:data:`UV_TAG`: ``/uv`` and ``/uvx`` (uv :data:`UV_VERSION`) in an image of their own, what
+    a ``COPY --from`` of uv's published image is resolved to."""
+    if image_id(UV_TAG) is not None:
+        return UV_TAG
+    with tempfile.TemporaryDirectory(prefix="openenv-harbor-uv-") as tmp:
+        ctx = Path(tmp)
+        _uv_binaries(ctx)
+        (ctx / "Dockerfile").write_text("FROM scratch\nCOPY uv uvx /\n")
+        _docker("build", "-q", "--label", LABEL, "-t", UV_TAG, str(ctx), timeout=600)
+    return UV_TAG
 
 
 def resolve_dockerfile(text: str) -> tuple[str, list[str]]:
@@ -370,11 +390,26 @@ def resolve_dockerfile(text: str) -> tuple[str, list[str]]:
         if image.lower() not in stages and "$" not in image and image_id(image) is None:
             notes.append(f"FROM {image}: not on this engine (no registry reachable), built FROM {BASE_TAG}")
             out = f"{m.group(1)}{m.group(2)}{BASE_TAG}{rest}"
+            # The build's own `pip install` / `uv pip install` reach the index through harbor-packages.
+            out += "\nENV " + " ".join(f"{k}={v}" for k, v in proxy_env().items())
+            if re.match(r"^(?:docker\.io/)?(?:library/)?python:", image):
+                # The official python images' pip installs system-wide (no PEP 668 marker): so here.
+                out += "\nRUN rm -f /usr/lib/python3*/EXTERNALLY-MANAGED"
         if alias:
             stages.add(alias.group(1).lower())
         return out
 
-    return _FROM.sub(one, text), notes
+    def copy_from(m: re.Match[str]) -> str:
+        src = m.group(2)
+        if src.lower() in stages or src.isdigit() or "$" in src or image_id(src) is not None:
+            return m.group(0)
+        if UV_IMAGE.match(src):
+            notes.append(f"COPY --from={src}: uv {UV_VERSION}'s /uv and /uvx from {UV_TAG}")
+            return f"{m.group(1)}{ensure_uv_image()}"
+        raise TaskError(f"COPY --from={src}: the image is not on this engine and no registry can be reached to pull it")
+
+    out = _FROM.sub(one, text)
+    return _COPY_FROM.sub(copy_from, out), notes
 
 
 def _hash_tree(root: Path, h: Any) -> None:
@@ -397,41 +432,67 @@ def ensure_task_image(task: HarborTask, *, echo: Any = None) -> tuple[str, list[
             log's tail in the message).
     """
     env = dict(task.config.get("environment") or {})
+    envdir = task.path / "environment"
+    notes: list[str] = []
     if env.get("docker_image"):
         name = str(env["docker_image"])
-        if image_id(name) is None:
+        if image_id(name) is not None:
+            return name, [f"docker_image {name}"]
+        if not (envdir / "Dockerfile").is_file():
             raise TaskError(
-                f"task {task.id}: [environment] docker_image = {name!r} is not on this Docker engine and no registry "
-                f"can be reached to pull it (`docker load` it, or drop docker_image to build environment/Dockerfile)"
+                f"task {task.id}: [environment] docker_image = {name!r} is not on this Docker engine, no registry "
+                f"can be reached to pull it, and the task has no environment/Dockerfile to build instead "
+                f"(`docker load` the image)"
             )
-        return name, [f"docker_image {name}"]
-    envdir = task.path / "environment"
-    dockerfile = envdir / "Dockerfile"
-    if not dockerfile.is_file():
+        # Harbor's --force-build: the image the task names is built from the task's own Dockerfile.
+        notes.append(f"docker_image {name}: not on this engine (no registry reachable), built from "
+                     "environment/Dockerfile instead, as Harbor's force-build does")  # fmt: skip
+    if not (envdir / "Dockerfile").is_file():
         raise TaskError(f"task {task.id}: environment/Dockerfile is missing")
+    tag, more = build_image(envdir, "Dockerfile", f"task {task.id}: environment/Dockerfile", task.id,
+                            timeout=float(env.get("build_timeout_sec") or 600), echo=echo)  # fmt: skip
+    return tag, notes + more
+
+
+def build_image(context: Path, dockerfile: str, what: str, label: str, *, args: Sequence[tuple[str, str]] = (),
+                timeout: float = 600, echo: Any = None) -> tuple[str, list[str]]:  # fmt: skip
+    """``docker build`` of a staged copy of ``context`` (its ``dockerfile``'s FROM and COPY --from
+    resolved, :func:`resolve_dockerfile`) on the internal network, tagged by the hash of what went
+    into it (built once). Returns ``(tag, notes)``.
+
+    Raises:
+        TaskError: naming ``what``, with the build log's tail.
+    """
     base = ensure_base_image()
     ensure_packages()
-    text, notes = resolve_dockerfile(dockerfile.read_text(encoding="utf-8"))
+    try:
+        text, notes = resolve_dockerfile((context / dockerfile).read_text(encoding="utf-8"))
+    except TaskError as e:
+        raise TaskError(f"{what}: {e}") from None
     h = hashlib.sha256(text.encode() + (image_id(base) or "").encode())
-    _hash_tree(envdir, h)
+    if args or dockerfile != "Dockerfile":  # (a task's own image keeps the tag it had before sidecars)
+        h.update(json.dumps([dockerfile, *args]).encode())
+    _hash_tree(context, h)
     tag = f"openenv-harbor-task:{h.hexdigest()[:20]}"
     if image_id(tag) is not None:
         return tag, notes
-    timeout = float(env.get("build_timeout_sec") or 600)
     with tempfile.TemporaryDirectory(prefix="openenv-harbor-build-") as tmp:
         ctx = Path(tmp) / "context"
-        shutil.copytree(envdir, ctx, symlinks=True)
-        (ctx / "Dockerfile").write_text(text, encoding="utf-8")
-        args = ["build", "-q", "--network", NETWORK, *add_hosts(), "--label", f"{LABEL}.task={task.id}", "-t", tag]
+        shutil.copytree(context, ctx, symlinks=True)
+        (ctx / dockerfile).write_text(text, encoding="utf-8")
+        cmd = ["build", "-q", "--network", NETWORK, *add_hosts(), "--label", f"{LABEL}.task={label}", "-t", tag,
+               "-f", str(ctx / dockerfile)]  # fmt: skip
+        for k, v in args:
+            cmd += ["--build-arg", f"{k}={v}"]
         if echo:
-            echo(f"building {task.id} ({tag})")
+            echo(f"building {label} ({tag})")
         try:
-            r = _docker(*args, str(ctx), check=False, timeout=timeout)
+            r = _docker(*cmd, str(ctx), check=False, timeout=timeout)
         except subprocess.TimeoutExpired:
-            raise TaskError(f"task {task.id}: environment/Dockerfile did not build in {timeout:g} s") from None
+            raise TaskError(f"{what} did not build in {timeout:g} s") from None
         if r.returncode != 0:
             log = (r.stdout + r.stderr).decode(errors="replace").strip()
-            raise TaskError(f"task {task.id}: environment/Dockerfile did not build: {log[-1500:]}")
+            raise TaskError(f"{what} did not build: {log[-1500:]}")
     return tag, notes
 
 
@@ -479,6 +540,9 @@ class ContainerBox:
         self.image = ""
         self.name: str | None = None
         self.notes: list[str] = []
+        #: The episode's own network and sidecar containers (a task with docker-compose.yaml).
+        self.network: str | None = None
+        self.sidecars: list[str] = []
 
     @property
     def isolation(self) -> list[str]:
@@ -491,6 +555,17 @@ class ContainerBox:
     def close(self) -> None:
         self._rm(self.name)
         self.name = None
+        self._down()
+
+    def _down(self) -> None:
+        """The episode's sidecars and network, gone (harbor-packages leaves it first)."""
+        for c in self.sidecars:
+            self._rm(c)
+        self.sidecars = []
+        if self.network:
+            _docker("network", "disconnect", "-f", self.network, PROXY_NAME, check=False, timeout=60)
+            _docker("network", "rm", self.network, check=False, timeout=60)
+            self.network = None
 
     def _resources(self, task: HarborTask) -> list[str]:
         env = task.config.get("environment") or {}
@@ -503,23 +578,113 @@ class ContainerBox:
             out += ["--memory", str(env["memory"]).lower().replace("b", "")]
         return out
 
+    def _net_args(self, *, online: bool, alias: str) -> list[str]:
+        if self.network:  # the episode's own network: its services resolve by name, nothing else's do
+            args = ["--network", self.network, "--network-alias", alias]
+            return args + (add_hosts(self.network) if online else [])
+        if online:
+            return ["--network", NETWORK, *add_hosts()]
+        return ["--network", "none"]
+
     def _run_container(self, image: str, task: HarborTask, *, online: bool) -> str:
         name = f"openenv-harbor-{secrets.token_hex(6)}"
         args = ["run", "-d", "--name", name, "--label", LABEL, "--hostname", "task", *self._resources(task)]
+        args += self._net_args(online=online, alias="main")
         if online:
-            args += ["--network", NETWORK, *add_hosts()]
             for k, v in proxy_env().items():
                 args += ["-e", f"{k}={v}"]
-        else:
-            args += ["--network", "none"]
-        for k, v in ((task.config.get("environment") or {}).get("env") or {}).items():
+        compose = task.compose
+        for k, v in [*(compose.main_environment if compose else ()),
+                     *((task.config.get("environment") or {}).get("env") or {}).items()]:  # fmt: skip
             args += ["-e", f"{k}={v}"]
         args += [image, "sh", "-c", "sleep infinity"]
         _docker(*args, timeout=120)
         return name
 
+    def _start_sidecars(self, task: HarborTask, *, online: bool) -> None:
+        """The episode's network and its compose services, each once what it depends on is ready;
+        returns when what ``main`` depends on is ready (raises RuntimeError naming the service that
+        is not, with its log's tail)."""
+        from harbor_env.compose import start_order
+
+        spec = task.compose
+        assert spec is not None
+        images = {}
+        for svc in spec.services:  # built (or found) before anything starts
+            if svc.context is not None:
+                images[svc.name], notes = build_image(
+                    svc.context, svc.dockerfile, f"task {task.id}: {spec.file} service {svc.name}",
+                    f"{task.id}/{svc.name}", args=svc.build_args,
+                    timeout=float((task.config.get("environment") or {}).get("build_timeout_sec") or 600),
+                )  # fmt: skip
+                self.notes += [f"{svc.name}: {n}" for n in notes]
+            elif svc.image and image_id(svc.image) is not None:
+                images[svc.name] = svc.image
+            else:
+                raise TaskError(f"task {task.id}: {spec.file} service {svc.name}: image {svc.image!r} is not on this "
+                                "Docker engine and no registry can be reached to pull it")  # fmt: skip
+        self.network = f"openenv-harbor-ep-{secrets.token_hex(6)}"
+        _docker("network", "create", "--internal", "--label", LABEL, self.network, timeout=60)
+        if online:  # harbor-packages joins the episode's network: its only way to the package registries
+            _docker("network", "connect", "--alias", "harbor-packages", self.network, PROXY_NAME, timeout=60)
+        for svc in start_order(spec):
+            for dep, cond in svc.depends_on:
+                self._wait_for(spec.by_name(dep), cond)
+            name = f"{self.network}-{svc.name}"
+            args = ["run", "-d", "--name", name, "--label", LABEL, "--hostname", svc.name,
+                    "--pids-limit", "1024", "--security-opt", "no-new-privileges", "--memory", "2g",
+                    *self._net_args(online=online, alias=svc.name), *svc.health_flags]  # fmt: skip
+            if online:
+                for k, v in proxy_env().items():
+                    args += ["-e", f"{k}={v}"]
+            for k, v in svc.environment:
+                args += ["-e", f"{k}={v}"]
+            if svc.working_dir:
+                args += ["-w", svc.working_dir]
+            if svc.user:
+                args += ["-u", svc.user]
+            if svc.init:
+                args.append("--init")
+            entry = svc.entrypoint
+            if entry is not None:
+                entry_argv = ["sh", "-c", entry] if isinstance(entry, str) else list(entry)
+                args += ["--entrypoint", entry_argv[0] if entry_argv else ""]
+            args.append(images[svc.name])
+            if entry is not None:
+                args += entry_argv[1:]
+            if svc.command is not None:
+                args += ["sh", "-c", svc.command] if isinstance(svc.command, str) else list(svc.command)
+            _docker(*args, timeout=120)
+            self.sidecars.append(name)
+        for dep, cond in spec.main_depends_on:
+            self._wait_for(spec.by_name(dep), cond)
+
+    def _wait_for(self, svc: Any, cond: str) -> None:
+        """Poll the engine until ``svc`` meets compose's ``cond`` (bounded by its healthcheck's own
+        budget), else RuntimeError with its state and log."""
+        name = f"{self.network}-{svc.name}"
+        deadline = time.monotonic() + (svc.health_wait_s if cond == "service_healthy" else 120)
+        fmt = "{{.State.Status}} {{.State.ExitCode}} {{if .State.Health}}{{.State.Health.Status}}{{end}}"
+        state: list[str] = []
+        while time.monotonic() < deadline:
+            state = _docker("inspect", "--format", fmt, name, check=False, timeout=60).stdout.decode().split()
+            status, code, health = (state + ["", "", ""])[:3]
+            if cond == "service_started" and status == "running":
+                return
+            if cond == "service_healthy" and health == "healthy":
+                return
+            if cond == "service_completed_successfully" and status == "exited" and code == "0":
+                return
+            if status in ("exited", "dead") or health == "unhealthy":
+                break
+            time.sleep(1.0)
+        log = _docker("logs", "--tail", "15", name, check=False, timeout=60)
+        tail = (log.stdout + log.stderr).decode(errors="replace").strip()[-1200:]
+        raise RuntimeError(f"service {svc.name} did not reach {cond} ({' '.join(state) or 'no state'}); its log: {tail}")
+
     def start(self, task: HarborTask) -> list[str]:
-        """A new episode of ``task``: its image (built once), a fresh container of it. Returns
+        """A new episode of ``task``: its image (built once), a fresh container of it (and, for a
+        task with docker-compose.yaml, its services on a network of the episode's own). Returns
         problems (empty when the container runs)."""
         self.close()
         self.task = task
@@ -527,8 +692,11 @@ class ContainerBox:
             self.image, self.notes = ensure_task_image(task)
             ensure_packages()
             online = bool((task.config.get("environment") or {}).get("allow_internet", True))
+            if task.compose is not None:
+                self._start_sidecars(task, online=online)
             self.name = self._run_container(self.image, task, online=online)
         except (TaskError, RuntimeError, subprocess.TimeoutExpired) as e:
+            self._down()
             return [str(e)]
         return []
 
@@ -626,6 +794,7 @@ class ContainerBox:
             return Verdict(0.0, {}, f"the verifier could not run: {e}", {})
         finally:
             self._rm(verifier)
+            self._down()
             _docker("rmi", "-f", graded, check=False, timeout=120)
 
     def _pids(self, name: str) -> set[str]:

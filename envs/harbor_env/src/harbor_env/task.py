@@ -91,6 +91,9 @@ class HarborTask:
     build: Build
     tests_tar: bytes = dataclasses.field(repr=False)
     solution_tar: bytes | None = dataclasses.field(repr=False, default=None)
+    #: ``environment/docker-compose.yaml``'s sidecars (container mode; a
+    #: :class:`harbor_env.compose.ComposeSpec`), None when the task has none.
+    compose: Any = None
 
     @property
     def agent_timeout_s(self) -> float:
@@ -432,14 +435,31 @@ def load_task(path: str | os.PathLike[str], split: str = "train", *, mode: str =
         )
     environment = config.get("environment") or {}
     compose = [n for n in ("docker-compose.yaml", "docker-compose.yml") if (root / "environment" / n).exists()]
-    if mode == "container" and compose:
+    compose_spec = None
+    if mode == "container":
+        from harbor_env.compose import interpolate, parse_compose
+
+        compose_spec = parse_compose(root / "environment", where)
+        # Harbor resolves ${VAR} in [environment.env] from the host, as compose does.
+        for k, v in list((environment.get("env") or {}).items()):
+            environment.setdefault("env", {})[k] = interpolate(str(v), f"{where}: task.toml [environment.env] {k}")
+        servers = environment.get("mcp_servers") or []
+        sidecars = {s.name for s in compose_spec.services} if compose_spec else set()
+        for server in servers:
+            from urllib.parse import urlsplit
+
+            url = str(server.get("url") or "")
+            host = urlsplit(url).hostname
+            if server.get("transport", "streamable-http") not in ("streamable-http", "sse") or host not in sidecars:
+                raise TaskError(
+                    f"{where}: task.toml [[environment.mcp_servers]] {server.get('name')!r}: only an HTTP server "
+                    f"run by a service of environment/docker-compose.yaml is supported here (got {url or 'no url'!r}, "
+                    f"transport {server.get('transport')!r})"
+                )
+    elif compose:
         raise TaskError(
-            f"{where}: environment/{compose[0]}: sidecar services (docker compose) are not supported here; "
-            "start the service inside the task's own container (its ENTRYPOINT) instead"
-        )
-    if mode == "container" and environment.get("mcp_servers"):
-        raise TaskError(
-            f"{where}: task.toml [[environment.mcp_servers]]: MCP servers for the agent are not supported here"
+            f"{where}: environment/{compose[0]}: sidecar services (docker compose) run in container mode only "
+            "(HARBOR_MODE=container)"
         )
     if mode == "sandbox" and environment.get("docker_image"):
         raise TaskError(
@@ -461,7 +481,7 @@ def load_task(path: str | os.PathLike[str], split: str = "train", *, mode: str =
     if mode == "container":
         build = (
             container_build(root / "environment", where)
-            if not environment.get("docker_image")
+            if not environment.get("docker_image") or (root / "environment" / "Dockerfile").is_file()
             else Build(str(environment.get("workdir") or "/"), {}, (), str(environment["docker_image"]))
         )
     else:
@@ -482,6 +502,7 @@ def load_task(path: str | os.PathLike[str], split: str = "train", *, mode: str =
         build=build,
         tests_tar=tar_dir(tests),
         solution_tar=tar_dir(solution) if (solution / "solve.sh").is_file() else None,
+        compose=compose_spec,
     )
 
 
