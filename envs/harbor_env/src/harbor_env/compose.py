@@ -261,6 +261,8 @@ def parse_compose(env_dir: Path, where: str) -> ComposeSpec | None:
             args = _environment(build.get("args") or {}, f"{sat} build args")
         elif not spec.get("image"):
             raise TaskError(f"{sat}: needs build or image")
+        if context is not None:
+            _needs_python(context, dockerfile, sat)
         health, wait = _health(spec["healthcheck"], sat) if "healthcheck" in spec else ((), 60.0)
         sidecars.append(
             Service(
@@ -278,6 +280,39 @@ def parse_compose(env_dir: Path, where: str) -> ComposeSpec | None:
         if cond == "service_healthy" and not spec_out.by_name(n).health_flags:
             raise TaskError(f"{at}: main waits for {n} to be healthy, but {n} has no healthcheck")
     return spec_out
+
+
+#: The harbor base image's Python (Debian bookworm's), what a FROM this engine lacks resolves to.
+BASE_PYTHON = "3.11"
+_PEP723 = re.compile(r"^# /// script\s*$(.*?)^# ///\s*$", re.M | re.S)
+
+
+def _needs_python(context: Path, dockerfile: str, where: str) -> None:
+    """Refuse a service whose script declares (PEP 723) a ``requires-python`` the harbor base's
+    Python does not meet while its ``FROM`` is not on this engine: uv could only download that
+    interpreter from the internet (``UV_PYTHON_DOWNLOADS=never`` here)."""
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+    from harbor_env.container import image_id
+
+    froms = re.findall(r"^\s*FROM\s+(?:--\S+\s+)*(\S+)", (context / dockerfile).read_text(encoding="utf-8"), re.I | re.M)
+    if not froms or image_id(froms[-1]) is not None:
+        return
+    for py in sorted(context.glob("*.py")):
+        m = _PEP723.search(py.read_text(encoding="utf-8", errors="replace"))
+        req = re.search(r"^#\s*requires-python\s*=\s*[\"']([^\"']+)", m.group(1), re.M) if m else None
+        if not req:
+            continue
+        try:
+            ok = SpecifierSet(req.group(1)).contains(BASE_PYTHON + ".0")
+        except InvalidSpecifier:
+            continue
+        if not ok:
+            raise TaskError(
+                f"{where}: {py.name} requires Python {req.group(1)} (its script header), but FROM {froms[-1]} cannot "
+                f"be pulled here and the harbor base has Python {BASE_PYTHON}; uv cannot download a Python "
+                "interpreter on this machine"
+            )
 
 
 def start_order(spec: ComposeSpec, where: str = "") -> list[Service]:

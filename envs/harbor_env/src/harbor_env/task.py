@@ -439,10 +439,10 @@ def load_task(path: str | os.PathLike[str], split: str = "train", *, mode: str =
     if mode == "container":
         from harbor_env.compose import interpolate, parse_compose
 
-        compose_spec = parse_compose(root / "environment", where)
         # Harbor resolves ${VAR} in [environment.env] from the host, as compose does.
         for k, v in list((environment.get("env") or {}).items()):
             environment.setdefault("env", {})[k] = interpolate(str(v), f"{where}: task.toml [environment.env] {k}")
+        compose_spec = parse_compose(root / "environment", where)
         servers = environment.get("mcp_servers") or []
         sidecars = {s.name for s in compose_spec.services} if compose_spec else set()
         for server in servers:
