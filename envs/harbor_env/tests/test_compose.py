@@ -63,7 +63,9 @@ def test_compose_keys_this_machine_cannot_honour_are_refused_by_name(tmp_path: P
         load_task(_task(tmp_path, compose), mode="container")
 
 
-def test_compose_variables_take_the_hosts_value_or_their_default(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_compose_variables_take_the_hosts_value_or_their_default(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """``${VAR}`` and ``${VAR:-default}`` resolve as compose resolves them, from this host."""
     monkeypatch.setenv("HARBOR2_SET", "from-host")
     task = load_task(
@@ -113,7 +115,8 @@ def test_each_episode_reaches_its_own_sidecar_by_name_and_never_another_episodes
                 "data=b'{\\\"name\\\": \\\"only-in-a\\\"}', headers={'Content-Type': 'application/json'}); "
                 "print(u.urlopen(r, timeout=10).status)\"")  # fmt: skip
         assert a.shell(post, 60).stdout.strip() in ("200", "201"), a.shell(post, 60)
-        get = "python3 -c \"import urllib.request as u; print(u.urlopen('http://api-server:5000/items', timeout=10).read())\""
+        get = ("python3 -c \"import urllib.request as u; "
+               "print(u.urlopen('http://api-server:5000/items', timeout=10).read())\"")  # fmt: skip
         assert "only-in-a" in a.shell(get, 60).stdout
         assert "only-in-a" not in b.shell(get, 60).stdout
         assert b.network and a.network and a.network != b.network

@@ -45,7 +45,9 @@ _SIDE_KEYS = {
     "healthcheck", "expose", "restart", "container_name", "hostname", "init", "tty", "stdin_open",
 }  # fmt: skip
 _MAIN_KEYS = {"depends_on", "environment", "expose", "healthcheck"}
-_VAR = re.compile(r"\$(?:\$|\{(?P<braced>[A-Za-z_][A-Za-z0-9_]*)(?:(?P<op>:?[-?])(?P<arg>[^}]*))?\}|(?P<plain>[A-Za-z_][A-Za-z0-9_]*))")
+_VAR = re.compile(
+    r"\$(?:\$|\{(?P<braced>[A-Za-z_][A-Za-z0-9_]*)(?:(?P<op>:?[-?])(?P<arg>[^}]*))?\}|(?P<plain>[A-Za-z_][A-Za-z0-9_]*))"
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -295,7 +297,8 @@ def _needs_python(context: Path, dockerfile: str, where: str) -> None:
 
     from harbor_env.container import image_id
 
-    froms = re.findall(r"^\s*FROM\s+(?:--\S+\s+)*(\S+)", (context / dockerfile).read_text(encoding="utf-8"), re.I | re.M)
+    text = (context / dockerfile).read_text(encoding="utf-8")
+    froms = re.findall(r"^\s*FROM\s+(?:--\S+\s+)*(\S+)", text, re.I | re.M)
     if not froms or image_id(froms[-1]) is not None:
         return
     for py in sorted(context.glob("*.py")):

@@ -668,7 +668,7 @@ class ContainerBox:
         state: list[str] = []
         while time.monotonic() < deadline:
             state = _docker("inspect", "--format", fmt, name, check=False, timeout=60).stdout.decode().split()
-            status, code, health = (state + ["", "", ""])[:3]
+            status, code, health = [*state, "", "", ""][:3]
             if cond == "service_started" and status == "running":
                 return
             if cond == "service_healthy" and health == "healthy":
@@ -680,7 +680,8 @@ class ContainerBox:
             time.sleep(1.0)
         log = _docker("logs", "--tail", "15", name, check=False, timeout=60)
         tail = (log.stdout + log.stderr).decode(errors="replace").strip()[-1200:]
-        raise RuntimeError(f"service {svc.name} did not reach {cond} ({' '.join(state) or 'no state'}); its log: {tail}")
+        seen = " ".join(state) or "no state"
+        raise RuntimeError(f"service {svc.name} did not reach {cond} ({seen}); its log: {tail}")
 
     def start(self, task: HarborTask) -> list[str]:
         """A new episode of ``task``: its image (built once), a fresh container of it (and, for a
