@@ -58,8 +58,20 @@ LOG_TAIL = 64 * 1024
 TOOLS_HINT = (
     "\n\nYour workspace is the current directory. The environment's tools are the command {envtool} "
     "(also `envtool` on PATH, and in $OPENENV_ENVTOOL): `envtool list` shows them; call one with "
-    "`envtool NAME key=value ...` (`key=@file` passes a file's text), e.g. `envtool submit code=@solution.py`."
+    "`envtool NAME key=value ...` (`key=@file` passes a file's text), e.g. `{example}`."
 )
+
+
+def _tool_example(tools: Sequence[Mapping[str, Any]]) -> str:
+    """An ``envtool`` call of this environment's own tools for the prompt: the first tool with a
+    required string argument, that argument passed from a file (never another environment's tool)."""
+    for t in tools:
+        schema = t.get("inputSchema") or {}
+        props = schema.get("properties") or {}
+        for arg in schema.get("required") or ():
+            if (props.get(arg) or {}).get("type") == "string":
+                return f"envtool {t['name']} {arg}=@{arg}.txt"
+    return f"envtool {tools[0]['name']}" if tools else "envtool list"
 
 
 def _client(target: str, **kwargs: Any) -> ToolEnvClient:
@@ -226,7 +238,8 @@ async def run_harness(
                 elog.add(first, None, w0, time.perf_counter() - p0, has_action=False)
                 episode = EpisodeTools(env, elog, tools)
                 episode.done = first.done
-                prompt = _prompt_text(first) + TOOLS_HINT.format(envtool=bin_dir / "envtool")
+                hint = TOOLS_HINT.format(envtool=bin_dir / "envtool", example=_tool_example(tools))
+                prompt = _prompt_text(first) + hint
                 (home / "prompt.txt").write_text(prompt, encoding="utf-8")
                 proxy.register(key, tags)
                 app.episodes[key] = episode
