@@ -132,3 +132,55 @@ def test_each_episode_reaches_its_own_sidecar_by_name_and_never_another_episodes
         a.close()
         b.close()
     assert _engine_names("network", net_a) == [] and all(_engine_names("container", s) == [] for s in side_a)
+
+
+def _tb2_shaped(root: Path, *, dockerfile: str | None, test_sh: str) -> Path:
+    """A task in Terminal-Bench 2's shape (our own text): a prebuilt ``docker_image`` this engine
+    does not hold, its source Dockerfile beside it."""
+    d = root / "tb2-shaped"
+    for sub in ("environment", "tests", "solution"):
+        (d / sub).mkdir(parents=True)
+    (d / "task.toml").write_text(
+        '[verifier]\ntimeout_sec = 120.0\n\n[agent]\ntimeout_sec = 120.0\n\n[environment]\n'
+        'docker_image = "harbor2-not-on-this-engine/tb2-shaped:20251031"\ncpus = 1\nmemory_mb = 1024\n'
+    )  # fmt: skip
+    (d / "instruction.md").write_text("Write 42 to /app/answer.txt.\n")
+    if dockerfile is not None:
+        (d / "environment" / "Dockerfile").write_text(dockerfile)
+    (d / "tests" / "test.sh").write_text(test_sh)
+    (d / "solution" / "solve.sh").write_text("#!/bin/bash\necho 42 > /app/answer.txt\n")
+    return d
+
+
+@needs_docker
+def test_an_absent_docker_image_is_built_from_the_tasks_dockerfile_as_harbor_force_builds(tmp_path: Path) -> None:
+    """``docker_image`` names an image no registry can give here: the task's own Dockerfile is
+    built instead (the reset's notes say so) and the task grades as published: reference 1, null
+    0. Without a Dockerfile the reset fails naming the image. On the code before, every such task
+    was refused."""
+    test_sh = '#!/bin/bash\n[ "$(cat /app/answer.txt)" = 42 ] && r=1 || r=0; echo $r > /logs/verifier/reward.txt\n'
+    task = load_task(_tb2_shaped(tmp_path, dockerfile="FROM debian:bookworm-slim\nWORKDIR /app\n", test_sh=test_sh),
+                     mode="container")  # fmt: skip
+    box = ContainerBox()
+    try:
+        assert box.start(task) == []
+        assert any("force-build" in n and "harbor2-not-on-this-engine" in n for n in box.notes), box.notes
+        box.oracle()
+        assert box.verify().reward == 1.0
+        assert box.start(task) == []
+        assert box.verify().reward == 0.0
+    finally:
+        box.close()
+    bare = load_task(_tb2_shaped(tmp_path / "bare", dockerfile=None, test_sh=test_sh), mode="container")
+    (problem,) = ContainerBox().start(bare)
+    assert "harbor2-not-on-this-engine/tb2-shaped:20251031" in problem and "no environment/Dockerfile" in problem
+
+
+@needs_docker
+def test_a_verifier_asking_uv_for_a_python_this_machine_lacks_is_refused_naming_it(tmp_path: Path) -> None:
+    """Terminal-Bench 2's preamble runs ``uvx -p 3.13 ... pytest``: uv would download Python 3.13,
+    which this machine cannot; the task is refused naming the interpreter, not scored 0."""
+    test_sh = "#!/bin/bash\nuvx \\\n  -p 3.13 \\\n  -w pytest==8.4.1 \\\n  pytest /tests/test_outputs.py -rA\n"
+    with pytest.raises(TaskError, match=r"Python 3\.13 \(`-p 3\.13`\)"):
+        load_task(_tb2_shaped(tmp_path, dockerfile="FROM python:3.13-slim-bookworm\nWORKDIR /app\n", test_sh=test_sh),
+                  mode="container")  # fmt: skip

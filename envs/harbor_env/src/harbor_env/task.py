@@ -411,6 +411,27 @@ def container_build(env_dir: Path, where: str) -> Build:
     return Build(workdir, {}, (), base)
 
 
+#: ``uvx -p 3.13`` / ``uv run --python 3.12`` in a verifier (Terminal-Bench 2's preamble).
+_UV_PYTHON = re.compile(r"\buv[x]?\b(?:\s+run)?[^\n]*?\s(?:-p|--python)[ =]([0-9]+\.[0-9]+)")
+
+
+def _needs_interpreter(test_sh: Path, base: str, where: str) -> None:
+    """Refuse (naming the interpreter) a verifier that asks uv for a Python other than the harbor
+    base's when the task's image is built on that base: uv would download the interpreter from the
+    internet, which this machine does not reach (``UV_PYTHON_DOWNLOADS=never``)."""
+    from harbor_env.compose import BASE_PYTHON
+    from harbor_env.container import image_id
+
+    text = test_sh.read_text(encoding="utf-8", errors="replace").replace("\\\n", " ")  # joined continuations
+    for version in dict.fromkeys(_UV_PYTHON.findall(text)):
+        if version != BASE_PYTHON and (not base or image_id(base) is None):
+            raise TaskError(
+                f"{where}: tests/test.sh asks uv for Python {version} (`-p {version}`): FROM {base or '(none)'} is not "
+                f"on this engine, the harbor base has Python {BASE_PYTHON}, and uv cannot download a Python "
+                "interpreter on this machine"
+            )
+
+
 def load_task(path: str | os.PathLike[str], split: str = "train", *, mode: str = "sandbox") -> HarborTask:
     """One task directory (:class:`TaskError` naming what is wrong or unsupported).
 
@@ -486,6 +507,8 @@ def load_task(path: str | os.PathLike[str], split: str = "train", *, mode: str =
         )
     else:
         build = parse_dockerfile(root / "environment", where)
+    if mode == "container":
+        _needs_interpreter(tests / "test.sh", build.base, where)
     # [environment] workdir (Harbor >= 1.3) overrides the Dockerfile's.
     if environment.get("workdir"):
         build = dataclasses.replace(build, workdir=os.path.normpath(str(environment["workdir"])))
