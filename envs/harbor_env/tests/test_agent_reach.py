@@ -9,9 +9,9 @@ probe through ``envtool shell`` (the task's sandbox): every process's ``/proc/*/
 documented command (``--hide DIR``: the runner does not share the server's environment, so it is
 told which directory to hide), nothing of the tests or the solution reaches the model (and the
 prompt's ``envtool`` example names this environment's own tool, not coding_env's). The
-control run unjailed (``--no-jail``: the runner as it was when the issue was filed) shows the
-probe finds what the issue found: the server's /proc entries name the task directory, and the
-tests and the solution are read from it.
+control runs the same probe in a shell with no jail (the agent's shell as it was when the issue
+was filed) and finds what the issue found: the server's /proc entries name the task directory,
+and the tests and the solution are read from it.
 """
 
 from __future__ import annotations
@@ -74,7 +74,7 @@ def _probe(tasks: Path) -> str:
     return base64.b64encode(script.encode()).decode()
 
 
-def _run(tmp: Path, tasks: Path, *, hide: bool, jail: bool = True) -> str:
+def _run(tmp: Path, tasks: Path, *, hide: bool) -> str:
     """One episode as documented; every model request of it, as text."""
     b64 = _probe(tasks)
     steps = [{"shell": f"echo {b64} | base64 -d | sh"},
@@ -105,8 +105,6 @@ def _run(tmp: Path, tasks: Path, *, hide: bool, jail: bool = True) -> str:
                 "--time-budget", "300", "--model-url", model_url, "--model", "scripted", "--out", str(out)]  # fmt: skip
         if hide:
             argv += ["--hide", str(tasks)]
-        if not jail:
-            argv.append("--no-jail")
         r = subprocess.run(argv, env=base, capture_output=True, text=True, timeout=600, check=False)
         assert r.returncode == 0, r.stdout + r.stderr
     finally:
@@ -129,14 +127,28 @@ def test_the_agents_shell_reads_neither_tests_nor_solution_in_the_documented_set
     assert seen.count("procs-naming-the-tasks=0") >= 2, seen[-3000:]  # both probes ran, neither saw the server
 
 
-@pytest.mark.slow
-def test_unjailed_the_agent_finds_the_task_directory_through_proc_and_reads_its_tests(tmp_path: Path) -> None:
-    """The control, the issue's finding replayed (``--no-jail``, the runner's behaviour before the
-    jail): the agent's own shell finds the server's process naming the task directory in /proc
-    and reads the tests and the solution; the task's sandbox (envtool shell) still sees no other
-    process."""
+def test_unjailed_the_same_probe_finds_the_task_directory_through_proc_and_reads_its_tests(tmp_path: Path) -> None:
+    """The control, the issue's finding replayed: the same probe in a shell with no jail (what the
+    agent's shell was before the runner jailed it; here run directly, without the agent around
+    it) finds the server's process naming the task directory in /proc, and reads the tests and
+    the solution there. So the test above can fail."""
     with _tasks_outside_tmp() as tasks:
-        seen = _run(tmp_path, tasks, hide=False, jail=False)
+        ready, log = tmp_path / "ready", tmp_path / "serve.log"
+        base = {k: v for k, v in os.environ.items() if k != "HARBOR_TASKS"}
+        serve = [sys.executable, "-m", "openenv.cli", "serve", "harbor_env.server:HarborEnvironment", "--port", "0",
+                 "--ready-file", str(ready), "--no-http"]  # fmt: skip
+        with log.open("wb") as f:
+            server = subprocess.Popen(serve, env={**base, "HARBOR_TASKS": str(tasks), "GRPC_VERBOSITY": "ERROR"},
+                                      stdout=f, stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
+        try:
+            deadline = time.monotonic() + 300
+            while not (ready.is_file() and ready.read_text().strip()):
+                assert server.poll() is None and time.monotonic() < deadline, log.read_text()[-2000:]
+                time.sleep(0.2)
+            probe = base64.b64decode(_probe(tasks)).decode()
+            seen = subprocess.run(["sh", "-c", probe], env=base, capture_output=True, text=True, timeout=120).stdout
+        finally:
+            server.terminate()
+            server.wait(timeout=60)
     assert SECRET in seen and SOLUTION_SECRET in seen
-    assert "procs-naming-the-tasks=0" in seen  # the envtool probe, in the sandbox's own pid namespace
-    assert any(f"procs-naming-the-tasks={n}" in seen for n in range(1, 20)), seen[-3000:]
+    assert "procs-naming-the-tasks=0" not in seen and "procs-naming-the-tasks=" in seen, seen
