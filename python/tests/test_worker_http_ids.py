@@ -21,6 +21,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
+import msgpack
 import pytest
 from openenv_worker_envs import WhoServes
 from websockets.exceptions import ConnectionClosed
@@ -214,10 +215,10 @@ async def test_a_sibling_that_dies_after_taking_a_request_ends_it() -> None:
         async def dies(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
             await reader.readline()  # "asgi"
             head = await reader.readexactly(5)  # the scope's frame: a kind byte, a length
-            scope = marshal.loads(await reader.readexactly(int.from_bytes(head[1:], "big")))
+            scope = msgpack.unpackb(await reader.readexactly(int.from_bytes(head[1:], "big")))
             writer.write(b"T")
             if scope["type"] == "websocket":  # accepted, then gone
-                accept = marshal.dumps({"type": "websocket.accept"})
+                accept = msgpack.packb({"type": "websocket.accept"})
                 writer.write(b"M" + len(accept).to_bytes(4, "big") + accept)
             await writer.drain()
             writer.transport.abort()
@@ -237,3 +238,31 @@ async def test_a_sibling_that_dies_after_taking_a_request_ends_it() -> None:
             dying.close()
             os.unlink(path)
         assert relayed(w0) == 3
+
+
+async def test_a_sibling_answer_that_is_not_messagepack_ends_the_request_as_a_dead_siblings() -> None:
+    """Issue 50: the workers' private socket carried ASGI messages in marshal, whose reader
+    builds code objects and is not meant for untrusted bytes (bad input raised out of the
+    relay: a 500). Its frames are MessagePack now, and a frame that is not a map of it ends
+    the request as a sibling that died does (502), never loaded as anything else."""
+    async with two_workers() as (w0, w1):
+        await asyncio.wait_for(w1.stop(0.0), WAIT)
+        assert w0._peers is not None
+        path = w0._peers.path(1)
+        code = marshal.dumps(compile("print('pwned')", "<sibling>", "exec"))
+
+        async def garbles(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            await reader.readline()  # "asgi"
+            head = await reader.readexactly(5)
+            await reader.readexactly(int.from_bytes(head[1:], "big"))
+            writer.write(b"T" + b"M" + len(code).to_bytes(4, "big") + code)
+            await writer.drain()
+            await asyncio.sleep(WAIT)
+
+        garbling = await asyncio.start_unix_server(garbles, path=path)
+        try:
+            r = await post(w0, rpc("tools/call", 3, name="who", arguments={}), {**MCP, "Mcp-Session-Id": "w1.abc"})
+            assert r.status_code == 502 and "worker 1" in r.json()["detail"], r.text
+        finally:
+            garbling.close()
+            os.unlink(path)

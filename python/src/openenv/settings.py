@@ -78,6 +78,23 @@ class HttpLimits(Settings):
         "drops the connection.",
         **seconds(),
     )
+    message_timeout_s: float = setting(
+        30.0,
+        "A WebSocket message not complete within this many seconds of its first byte closes "
+        "the connection with 1008 (its bytes are freed).",
+        **seconds(),
+    )
+    unfinished_bytes: int = setting(
+        64 * 1024 * 1024,
+        "Bytes of unfinished WebSocket messages every connection of the process may hold together; "
+        "a connection that would take more is closed with 1009.",
+        **integer(1),
+    )
+    unfinished_bytes_per_client: int = setting(
+        16 * 1024 * 1024,
+        "Bytes of unfinished WebSocket messages the connections of one client address may hold together (1009 beyond).",
+        **integer(1),
+    )
 
 
 @documented

@@ -44,8 +44,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import json
 import logging
-import marshal
 import os
 import shutil
 import signal
@@ -67,6 +67,8 @@ from openenv.v1 import environment_pb2, load_pb2
 log = logging.getLogger("openenv.workers")
 
 __all__ = [
+    "HANG_TIMEOUT_S",
+    "HEARTBEAT_S",
     "PEER_TIMEOUT_S",
     "PortReservation",
     "Supervisor",
@@ -79,6 +81,16 @@ __all__ = [
 
 PEER_TIMEOUT_S = 5.0
 """How long a worker waits for a sibling's answer (a hang guard: siblings answer from memory)."""
+
+HEARTBEAT_S = 1.0
+"""How often the supervisor asks each worker's event loop to answer (over its private socket)."""
+HANG_TIMEOUT_S = 10.0
+"""A worker whose event loop has not answered a heartbeat for this long is hung (an environment
+that blocks the loop, a stopped process): the supervisor kills it, which takes its listening
+sockets out of the ports' ``SO_REUSEPORT`` groups (no new connection reaches it), and starts a
+new one in its place. Its sessions are lost, as when a worker dies."""
+_HEARTBEAT_TIMEOUT_S = 2.0
+_STATE = "supervisor.json"  # in the run dir: the supervisor's view of its workers (up, hangs)
 
 _READY_TIMEOUT_S = 120.0  # a worker imports the environment and binds: slow machines, big envs
 _MAX_BACKOFF_S = 10.0
@@ -129,6 +141,7 @@ class WorkerConfig:
     count: int
     log_level: int
     keywords: dict[str, Any] = dataclasses.field(default_factory=dict)
+    hang_timeout_s: float = HANG_TIMEOUT_S  # see HANG_TIMEOUT_S
 
 
 class PortReservation:
@@ -220,6 +233,8 @@ class WorkerPeers:
                 await self._serve_relayed(reader, writer, what[len(b"session") :].strip().decode(errors="replace"))
             elif what == b"asgi" and self.asgi is not None:
                 await self._serve_asgi(reader, writer)
+            elif what == b"ping":  # the supervisor's heartbeat: this worker's loop runs
+                writer.write(b"pong")
             elif what == b"load":
                 writer.write(self.own().SerializeToString())
             elif what == b"metrics" and self._local_metrics is not None:
@@ -233,8 +248,17 @@ class WorkerPeers:
                 await writer.wait_closed()
 
     async def ask(self, index: int, what: bytes) -> bytes | None:
-        """A sibling's answer to ``what`` (``load``, ``metrics``), or None when it does not answer."""
+        """A sibling's answer to ``what`` (``load``, ``metrics``), or None when it does not answer
+        (or the supervisor found its loop hung: then it is not asked, and the caller does not wait)."""
+        if index in self.supervised()["down"]:
+            return None
         return await ask_worker(self.path(index), what)
+
+    def supervised(self) -> dict[str, Any]:
+        """The supervisor's view of the workers: ``down`` (the indexes of workers whose loop
+        does not answer its heartbeat, or that are restarting) and ``hangs`` (per worker, how
+        many times it was found hung and replaced)."""
+        return read_state(self.run_dir, self.count)
 
     def sibling_of(self, token: str) -> int | None:
         """The index of the sibling that issued ``token``, or None when it is this worker's (or
@@ -373,7 +397,11 @@ class WorkerPeers:
                     return True
                 if kind == _OVER:
                     return True
-                msg = marshal.loads(payload)
+                try:
+                    msg = _loads(payload)
+                except ValueError:
+                    await _sibling_gone(scope, send, started, index)
+                    return True
                 if msg.get("type") in _STARTS:
                     started = True
                 await send(msg)
@@ -387,7 +415,11 @@ class WorkerPeers:
         kind, payload = await asyncio.wait_for(_read_frame(reader), PEER_TIMEOUT_S)
         if kind != _SCOPE:
             return
-        scope = marshal.loads(payload)
+        try:
+            scope = _loads(payload)
+        except ValueError:
+            log.warning("a sibling relayed a request that is not an ASGI scope: dropped")
+            return
         client = scope.get("client")
         CLIENT.set(str(client[0]) if client else "")  # sessions counted per client, as at the guard
         writer.write(_TAKEN)
@@ -402,7 +434,7 @@ class WorkerPeers:
                 while True:
                     k, data = await _read_frame(reader)
                     if k == _MESSAGE:
-                        await inbox.put(marshal.loads(data))
+                        await inbox.put(_loads(data))
             except (OSError, asyncio.IncompleteReadError, struct.error, ValueError, EOFError):
                 pass
             await inbox.put(gone_msg)  # the forwarder closed: its client is gone (or done)
@@ -456,14 +488,15 @@ class WorkerPeers:
         return out
 
     async def metrics(self) -> bytes:
-        """The whole server's metrics: every worker's summed, plus ``openenv_worker_*`` per worker."""
+        """The whole server's metrics: every worker's summed, plus ``openenv_worker_*`` per worker
+        (``openenv_worker_hangs_total``: how many times the supervisor replaced it, hung)."""
         texts: list[bytes | None] = list(
             await asyncio.gather(
                 *(self.ask(i, b"metrics") for i in range(self.count) if i != self.index),
             )
         )
         texts.insert(self.index, self._local_metrics() if self._local_metrics is not None else None)
-        return merge_expositions(texts)
+        return merge_expositions(texts, hangs=self.supervised()["hangs"])
 
     async def health(self) -> tuple[int, int]:
         """(Workers that answered, workers)."""
@@ -480,7 +513,7 @@ _ANSWER = 0x41  # owner -> forwarder: a SessionResponse
 _STATUS = 0x58  # owner -> forwarder: the stream ended with a status: code (4 bytes), message
 _OVER = 0x5A  # owner -> forwarder: the stream ended without one
 _SCOPE = 0x53  # forwarder -> owner (after "asgi"): an HTTP request's or WebSocket's ASGI scope
-_MESSAGE = 0x4D  # either way: an ASGI message (marshal: dicts of str, bytes, numbers, lists)
+_MESSAGE = 0x4D  # either way: an ASGI message (MessagePack: maps of str, bytes, numbers, lists)
 _RELAY_INBOX = 16  # requests a relayed stream holds that its engine has not read yet
 # Either side closing the connection without its last frame: the other is gone.
 
@@ -533,30 +566,45 @@ _STARTS = frozenset(("http.response.start", "websocket.accept", "websocket.close
 
 
 def _dumps(msg: Any) -> bytes:
-    """An ASGI message (or scope) as bytes: marshal, with what it cannot hold made plain
-    (an application may send an ``HTTPStatus``, a ``bytearray`` body, subclasses of ``str``)."""
+    """An ASGI message (or scope) as bytes: MessagePack (what it cannot hold made plain: an
+    application may send a ``bytearray`` or ``memoryview`` body, a set). MessagePack, not
+    marshal (which this socket used before): a data format whose reader builds only data
+    (no code objects, no interpreter-version-specific input that can crash it), with the
+    maps, strings, byte strings and numbers ASGI messages are made of; tuples come back as
+    lists, which ASGI accepts wherever it takes a tuple."""
+    return _msgpack().packb(msg, use_bin_type=True, default=_plain)
+
+
+def _loads(data: bytes) -> Any:
+    """What :func:`_dumps` wrote; ValueError for anything that is not a map of it."""
     try:
-        return marshal.dumps(msg)
-    except ValueError:
-        return marshal.dumps(_plain(msg))
+        msg = _msgpack().unpackb(data, raw=False, strict_map_key=True)
+    except Exception as e:  # noqa: BLE001 (msgpack raises several types for bad input)
+        raise ValueError(f"not an ASGI message: {e}") from None
+    if not isinstance(msg, dict):
+        raise ValueError("not an ASGI message: not a map")
+    return msg
 
 
 def _plain(v: Any) -> Any:
-    if v is None or type(v) in (str, bytes, int, float, bool):
-        return v
-    if isinstance(v, bool):
-        return bool(v)
-    if isinstance(v, int):  # e.g. an HTTPStatus
-        return int(v)
-    if isinstance(v, (bytes, bytearray, memoryview)):
+    """What MessagePack cannot hold, as what it can (its ``default`` hook)."""
+    if isinstance(v, (bytearray, memoryview)):
         return bytes(v)
-    if isinstance(v, dict):
-        return {str(k): _plain(x) for k, x in v.items()}
-    if isinstance(v, tuple):
-        return tuple(_plain(x) for x in v)
-    if isinstance(v, (list, set, frozenset)):
-        return [_plain(x) for x in v]
+    if isinstance(v, (set, frozenset)):
+        return list(v)
     return str(v)
+
+
+_MSGPACK: Any = None
+
+
+def _msgpack() -> Any:
+    global _MSGPACK
+    if _MSGPACK is None:  # imported on first use: only the HTTP side relays (the http extra has it)
+        import msgpack
+
+        _MSGPACK = msgpack
+    return _MSGPACK
 
 
 async def _pump_asgi(receive: Any, writer: asyncio.StreamWriter) -> None:
@@ -664,8 +712,21 @@ def _worker_load(index: int, data: bytes | None) -> load_pb2.WorkerLoad:
     return w
 
 
-async def ask_worker(path: str, what: bytes) -> bytes | None:
-    """The answer of the worker at ``path`` to ``what``, or None when it does not answer."""
+def read_state(run_dir: str, count: int) -> dict[str, Any]:
+    """The supervisor's view of its workers (:meth:`WorkerPeers.supervised`); none yet: all up."""
+    try:
+        with open(os.path.join(run_dir, _STATE), encoding="utf-8") as f:
+            state = json.load(f)
+        down = {int(i) for i in state["down"] if isinstance(i, int)}
+        hangs = [int(h) for h in state["hangs"]][:count]
+    except (OSError, ValueError, KeyError, TypeError):
+        return {"down": set(), "hangs": [0] * count}
+    return {"down": down, "hangs": hangs + [0] * (count - len(hangs))}
+
+
+async def ask_worker(path: str, what: bytes, timeout: float = PEER_TIMEOUT_S) -> bytes | None:
+    """The answer of the worker at ``path`` to ``what``, or None when it does not answer
+    within ``timeout``."""
 
     async def exchange() -> bytes:
         reader, writer = await asyncio.open_unix_connection(path)
@@ -679,7 +740,7 @@ async def ask_worker(path: str, what: bytes) -> bytes | None:
                 await writer.wait_closed()
 
     try:
-        data = await asyncio.wait_for(exchange(), PEER_TIMEOUT_S)
+        data = await asyncio.wait_for(exchange(), timeout)
     except (OSError, TimeoutError):
         return None
     return data or None
@@ -689,11 +750,13 @@ async def ask_worker(path: str, what: bytes) -> bytes | None:
 
 
 class _Worker:
-    __slots__ = ("conn", "index", "process", "restarts", "started")
+    __slots__ = ("conn", "hangs", "index", "process", "restarts", "started", "up")
 
     def __init__(self, index: int) -> None:
         self.index = index
         self.restarts = 0
+        self.hangs = 0  # times it was found hung and replaced
+        self.up = False  # serving and answering the heartbeat
         self.process: Any = None
         self.conn: Any = None
         self.started = 0.0
@@ -701,7 +764,11 @@ class _Worker:
 
 class Supervisor:
     """Runs ``config.count`` workers (``target(config, index, restarts, conn)`` in a spawned
-    process each); restarts a worker that dies; drains them all on :meth:`stop`.
+    process each); restarts a worker that dies, and one whose event loop stops answering its
+    heartbeat for ``config.hang_timeout_s`` (:data:`HANG_TIMEOUT_S`: killed, then restarted);
+    drains them all on :meth:`stop`. Its view of the workers (which are down, how many times
+    each was found hung) is in the run dir, where the workers' ``/health``, ``GetLoad`` and
+    ``/metrics`` read it (:meth:`WorkerPeers.supervised`).
 
     ``target`` must be a module-level function (spawn pickles it by name); it sends one message
     on ``conn`` once serving (a dict of its URLs) or an ``("error", reason)`` tuple, and exits
@@ -749,6 +816,62 @@ class Supervisor:
         self.urls = message
         loop.add_reader(proc.sentinel, self._exited, w, proc)
         log.info("worker %d serving (pid %d)", w.index, proc.pid)
+        w.up = True
+        self._write_state()
+        task = asyncio.ensure_future(self._watch(w, proc))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _watch(self, w: _Worker, proc: Any) -> None:
+        """The heartbeat of one worker process: ask its loop to answer every :data:`HEARTBEAT_S`;
+        one that has not answered for ``hang_timeout_s`` is killed (then restarted by
+        :meth:`_exited`, as a worker that died)."""
+        path = os.path.join(self.config.run_dir, f"{w.index}.sock")
+        limit = self.config.hang_timeout_s
+        answered = time.monotonic()
+        while not self._stopping and proc is w.process and proc.is_alive():
+            asked = time.monotonic()
+            ok = await ask_worker(path, b"ping", min(_HEARTBEAT_TIMEOUT_S, limit)) == b"pong"
+            if self._stopping or proc is not w.process:
+                return
+            now = time.monotonic()
+            if ok:
+                answered = now
+                if not w.up:
+                    log.warning("worker %d (pid %d) answers again", w.index, proc.pid)
+                    w.up = True
+                    self._write_state()
+            else:
+                if w.up:  # siblings stop asking it (their /health and GetLoad do not wait on it)
+                    w.up = False
+                    self._write_state()
+                if now - answered >= limit:
+                    w.hangs += 1
+                    log.error(
+                        "worker %d (pid %d) has not answered for %.1f s: its event loop is blocked or the "
+                        "process is stopped; killing it (its sessions are lost) and starting a new one",
+                        w.index,
+                        proc.pid,
+                        now - answered,
+                    )
+                    self._write_state()
+                    with contextlib.suppress(ProcessLookupError, OSError):
+                        os.kill(proc.pid, signal.SIGKILL)  # SIGTERM would wait for the loop it lacks
+                    return
+            await asyncio.sleep(max(0.0, HEARTBEAT_S - (time.monotonic() - asked)))
+
+    def _write_state(self) -> None:
+        """The supervisor's view of its workers, for the workers to read (atomically replaced)."""
+        state = {"down": [w.index for w in self.workers if not w.up], "hangs": [w.hangs for w in self.workers]}
+        path = os.path.join(self.config.run_dir, _STATE)
+        with contextlib.suppress(OSError):
+            with open(path + ".tmp", "w", encoding="utf-8") as f:
+                json.dump(state, f)
+            os.replace(path + ".tmp", path)
+
+    def hangs(self) -> list[int]:
+        """Per worker, how many times it was found hung and replaced."""
+        return [w.hangs for w in self.workers]
 
     def _exited(self, w: _Worker, proc: Any) -> None:
         loop = asyncio.get_running_loop()
@@ -756,6 +879,8 @@ class Supervisor:
             loop.remove_reader(proc.sentinel)
         if proc is not w.process or self._stopping:
             return
+        w.up = False
+        self._write_state()
         task = asyncio.ensure_future(self._restart(w, proc, time.monotonic() - w.started))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
@@ -855,6 +980,10 @@ def remove_run_dir(path: str) -> None:
     shutil.rmtree(path, ignore_errors=True)
 
 
+async def _none() -> None:
+    return None
+
+
 async def serve_metrics(run_dir: str, count: int, host: str, port: int) -> asyncio.AbstractServer:
     """``GET /metrics`` on ``host:port`` (the supervisor's ``--metrics-port``): every worker's
     metrics, merged as on the workers' own ``/metrics``."""
@@ -865,8 +994,11 @@ async def serve_metrics(run_dir: str, count: int, host: str, port: int) -> async
             line = head.split(b"\r\n", 1)[0].split()
             if len(line) >= 2 and line[0] in (b"GET", b"HEAD") and line[1].split(b"?")[0] == b"/metrics":
                 paths = [os.path.join(run_dir, f"{i}.sock") for i in range(count)]
-                texts = await asyncio.gather(*(ask_worker(p, b"metrics") for p in paths))
-                body, status = merge_expositions(list(texts)), b"200 OK"
+                state = read_state(run_dir, count)
+                texts = await asyncio.gather(
+                    *(_none() if i in state["down"] else ask_worker(p, b"metrics") for i, p in enumerate(paths))
+                )
+                body, status = merge_expositions(list(texts), hangs=state["hangs"]), b"200 OK"
                 ctype = b"text/plain; version=0.0.4; charset=utf-8"
             else:
                 body, status, ctype = b"not found\n", b"404 Not Found", b"text/plain"

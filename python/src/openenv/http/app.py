@@ -361,12 +361,15 @@ class BridgeApp:
 
     async def _health(self) -> bytes:
         """``{"status": "healthy"}``; with several worker processes (RFC 0013) also
-        ``"workers": {"up": U, "total": N}`` (healthy while the answering worker serves)."""
+        ``"workers": {"up": U, "total": N}``, and the status is ``"degraded"`` while a worker is
+        down (it died, or its loop stopped answering the supervisor's heartbeat: it is being
+        replaced): the server serves, with less capacity (HTTP 200 either way)."""
         report = await self.backend.worker_loads()
         if report is None:
             return b'{"status":"healthy"}'
         up = sum(1 for w in report.workers if w.up)
-        return frames.dumps({"status": "healthy", "workers": {"up": up, "total": len(report.workers)}}).encode()
+        status = "healthy" if up == len(report.workers) else "degraded"
+        return frames.dumps({"status": status, "workers": {"up": up, "total": len(report.workers)}}).encode()
 
     async def _load(self, method: str, send: Any) -> None:
         if method not in ("GET", "HEAD"):

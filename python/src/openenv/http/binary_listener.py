@@ -68,6 +68,7 @@ from openenv.http.binary import (
     run_session,
     subprotocol_refusal,
 )
+from openenv.http.budget import RECEIVE_BUDGET, ReceiveBudget, Unfinished
 from openenv.http.deadline import PatientDeadline
 from openenv.http.guard import ws_token_accepted
 from openenv.http.listener import listen_backlog
@@ -93,6 +94,11 @@ _DOCUMENTS = frozenset({b"/openenv/info", b"/load", b"/health"})
 #: queue bound it. Generous enough that pipelining clients never notice it.
 INBOX_HIGH_MESSAGES = 256
 INBOX_HIGH_BYTES = 8 * 1024 * 1024
+
+
+def _header_size(payload: int) -> int:
+    """The bytes of a client frame's header (with its mask) before a payload of this size."""
+    return 6 if payload < 126 else 8 if payload < 65536 else 14
 
 
 def _document(status: int, doc: object) -> WSUpgradeResponseWithListener:
@@ -132,6 +138,11 @@ class _Connection(WSListener):
         self._parts: list[bytes] | None = None  # a fragmented message's frames so far
         self._parts_text = False
         self._parts_size = 0
+        # Bytes received and not yet part of a whole frame (picows holds them), and this
+        # connection's share of the process's budget for unfinished messages (issue 50).
+        self._pending = 0
+        self._unfinished = Unfinished("")
+        self._message_deadline: PatientDeadline | None = None
         self._eof = False  # no more requests: half-closed, closed or gone
         self._writable: asyncio.Future[None] | None = None  # set while the socket's buffer is full
         self.transport: WSTransport | None = None
@@ -146,13 +157,22 @@ class _Connection(WSListener):
         self.transport = transport
         peer = transport.underlying_transport.get_extra_info("peername")
         self._peer = peer_name(peer[0], peer[1]) if peer else ""
+        self._unfinished.client = str(peer[0]) if peer else ""
         self.task = asyncio.get_running_loop().create_task(self._run())
         self._server.connections.add(self)
 
     def on_ws_frame(self, transport: WSTransport, frame: WSFrame) -> None:
+        # The frame's bytes have left picows' read buffer: what is still there is a frame not
+        # received whole (its header is 2, 4 or 10 bytes, plus the client's 4-byte mask).
+        size = frame.payload_size
+        self._pending = 0 if frame.last_in_buffer else max(0, self._pending - size - _header_size(size))
         kind = frame.msg_type
-        if kind is _BINARY and frame.fin and self._parts is None:  # the hot path: one frame, one message
-            self._push(decode(frame.get_payload_as_bytes()), frame.payload_size)
+        if frame.rsv1 or frame.rsv2 or frame.rsv3:
+            # No extension is negotiated: RFC 6455 (5.2) says the connection MUST fail.
+            # (picows checks opcodes and control frames' size and fragmentation itself.)
+            self._fail(1002, "a frame with a reserved bit set (no extension is negotiated)")
+        elif kind is _BINARY and frame.fin and self._parts is None:  # the hot path: one frame, one message
+            self._push(decode(frame.get_payload_as_bytes()), size)
         elif kind is _BINARY or kind is _TEXT:
             if self._parts is not None:  # a new message inside a fragmented one: a broken client
                 self._fail(1002, "a new message inside a fragmented one")
@@ -178,6 +198,9 @@ class _Connection(WSListener):
 
     def on_ws_disconnected(self, transport: WSTransport) -> None:
         self.closed = True
+        self._parts = None
+        self._pending = 0
+        self._settle()
         self._end_input()
         self._wake_writer()
         self._server.connections.discard(self)
@@ -190,6 +213,40 @@ class _Connection(WSListener):
         self._wake_writer()
 
     # ---------------------------------------------------------------- incoming messages
+
+    def received(self, nbytes: int) -> None:
+        """``nbytes`` more arrived (before picows parses them: :meth:`_Protocol.buffer_updated`)."""
+        self._pending += nbytes
+
+    def _settle(self) -> None:
+        """After a read: charge what this connection's unfinished message holds to the budget
+        (close 1009 beyond it), and give that message :attr:`HttpLimits.message_timeout_s`
+        from its first byte (close 1008 past it); release both once nothing is unfinished."""
+        server = self._server
+        held = 0 if self.closed else self._pending + (self._parts_size if self._parts is not None else 0)
+        if not held:
+            server.budget.release(self._unfinished)
+            if self._message_deadline is not None:
+                self._message_deadline.cancel()
+                self._message_deadline = None
+            return
+        why = server.budget.hold(self._unfinished, held, server.unfinished_bytes, server.unfinished_per_client)
+        if why is not None:
+            log.warning("a connection from %s is closed: %s", self._unfinished.client or "?", why)
+            self._fail(1009, why)
+            self._pending = 0
+            self._settle()
+        elif self._message_deadline is None:
+            self._message_deadline = PatientDeadline(
+                asyncio.get_running_loop(), server.message_timeout_s, self._message_expired
+            )
+
+    def _message_expired(self) -> None:
+        self._message_deadline = None
+        self._server.budget.expired_total += 1
+        self._fail(1008, f"a message not complete within {self._server.message_timeout_s:g} s")
+        self._pending = 0
+        self._settle()
 
     def _fragment(self, frame: WSFrame) -> None:
         assert self._parts is not None
@@ -331,6 +388,15 @@ class _Protocol(WSProtocol):  # type: ignore[misc]  # picows' Cython class
             self._deadline.cancel()
         super().connection_lost(exc)
 
+    def buffer_updated(self, nbytes: int) -> None:
+        conn = self.listener
+        if not isinstance(conn, _Connection):  # the upgrade request (bounded by the head deadline)
+            super().buffer_updated(nbytes)
+            return
+        conn.received(nbytes)
+        super().buffer_updated(nbytes)  # the frames now whole reach on_ws_frame
+        conn._settle()
+
     def _expired(self) -> None:
         if self.listener is None and not self.transport.is_disconnected:  # not upgraded yet
             self.transport.disconnect()
@@ -364,6 +430,11 @@ class BinaryListener:
         self.security, self.http = security, http
         self.limit = max_message_bytes
         self.send_timeout_s = http.limits.ws_send_timeout_s
+        self.message_timeout_s = http.limits.message_timeout_s
+        self.unfinished_bytes = http.limits.unfinished_bytes
+        self.unfinished_per_client = http.limits.unfinished_bytes_per_client
+        #: The process's budget for unfinished messages (:mod:`openenv.http.budget`).
+        self.budget: ReceiveBudget = RECEIVE_BUDGET
         self.tokens = security.tokens
         self.browser = BrowserPolicy(security.allowed_origins, security.allowed_hosts, bind_host=host)
         self.connections: set[_Connection] = set()

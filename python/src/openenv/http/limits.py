@@ -38,12 +38,14 @@ and at most one value, key or string per 8 bytes (:func:`openenv.runtime.granula
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from typing import Any
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from uvicorn.protocols.utils import ClientDisconnected
 from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
 
+from openenv.http.budget import RECEIVE_BUDGET, ReceiveBudget, Unfinished
 from openenv.http.deadline import PatientDeadline
 from openenv.json_protocol import frames
 from openenv.runtime.granularity import json_refusal
@@ -202,9 +204,66 @@ class GuardedHttpProtocol(HttpToolsProtocol):
 
 
 class GuardedWsProtocol(WebSocketsSansIOProtocol):
-    """uvicorn's websockets-sansio protocol with a bounded send (see the module's text)."""
+    """uvicorn's websockets-sansio protocol with a bounded send (see the module's text) and
+    bounded unfinished messages (:mod:`openenv.http.budget`: a deadline from a message's first
+    byte, 1008 past it; the process's budget, 1009 beyond it). The framing rules are
+    websockets' (RFC 6455 strict: reserved bits, opcodes, control frames fail with 1002)."""
 
     limits = HttpLimits()
+    budget: ReceiveBudget = RECEIVE_BUDGET
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._unfinished = Unfinished("")
+        self._message_deadline: PatientDeadline | None = None
+
+    def data_received(self, data: bytes) -> None:
+        super().data_received(data)
+        if self.handshake_complete or self.handshake_initiated:
+            self._settle()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._release()
+        super().connection_lost(exc)
+
+    def _settle(self) -> None:
+        """Charge the bytes of the message not yet received whole (websockets' parser holds a
+        partial frame; uvicorn the frames of a fragmented message) to the budget."""
+        if self.transport.is_closing():
+            self._release()
+            return
+        held = len(self.conn.reader.buffer) + sum(len(f) for f in self.frames)
+        if not held:
+            self._release()
+            return
+        lim = self.limits
+        if not self._unfinished.client and self.client:
+            self._unfinished.client = str(self.client[0])
+        why = self.budget.hold(self._unfinished, held, lim.unfinished_bytes, lim.unfinished_bytes_per_client)
+        if why is not None:
+            self._fail(1009, why)
+        elif self._message_deadline is None:
+            self._message_deadline = PatientDeadline(self.loop, lim.message_timeout_s, self._message_expired)
+
+    def _message_expired(self) -> None:
+        self._message_deadline = None
+        self.budget.expired_total += 1
+        self._fail(1008, f"a message not complete within {self.limits.message_timeout_s:g} s")
+
+    def _fail(self, code: int, why: str) -> None:
+        self._release()
+        self.frames = []
+        if not self.transport.is_closing():
+            with contextlib.suppress(Exception):  # the state may not allow a close frame: then none
+                self.conn.send_close(code, why[:120])
+                self.transport.write(b"".join(self.conn.data_to_send()))
+            self.transport.close()
+
+    def _release(self) -> None:
+        self.budget.release(self._unfinished)
+        if self._message_deadline is not None:
+            self._message_deadline.cancel()
+            self._message_deadline = None
 
     async def send(self, message: Any) -> None:
         if not self.writable.is_set():

@@ -44,9 +44,10 @@ of the table (docs/protocol.md).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
-__all__ = ["CONTENT_TYPE", "LATENCY_BUCKETS", "Metrics", "merge_expositions", "new_metrics"]
+__all__ = ["CONTENT_TYPE", "LATENCY_BUCKETS", "Metrics", "merge_expositions", "new_metrics", "process_gauge"]
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -141,6 +142,7 @@ class Metrics:
             registry=r,
         )
         # The process as a whole (memory, CPU, file descriptors), the interpreter and its GC.
+        r.register(_ProcessGauges())
         pc.ProcessCollector(registry=r)
         pc.PlatformCollector(registry=r)
         pc.GCCollector(registry=r)
@@ -166,6 +168,29 @@ class Metrics:
         return server
 
 
+_PROCESS_GAUGES: dict[str, tuple[str, str, Callable[[], float]]] = {}
+
+
+def process_gauge(name: str, documentation: str, read: Callable[[], float], kind: str = "gauge") -> None:
+    """Report ``read()`` as ``name`` on every :class:`Metrics` of this process (a bound the
+    process keeps as a whole, e.g. the bytes of unfinished messages its listeners hold;
+    ``kind``: ``gauge`` or ``counter``). Registering a name again replaces it."""
+    _PROCESS_GAUGES[name] = (documentation, kind, read)
+
+
+class _ProcessGauges:
+    """The values :func:`process_gauge` registered, read at each scrape."""
+
+    def collect(self) -> list[Any]:
+        from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily
+
+        out: list[Any] = []
+        for name, (doc, kind, read) in list(_PROCESS_GAUGES.items()):
+            family = CounterMetricFamily if kind == "counter" else GaugeMetricFamily
+            out.append(family(name, doc, value=float(read())))
+        return out
+
+
 def new_metrics() -> Metrics | None:
     """A :class:`Metrics`, or None when ``prometheus-client`` is not installed."""
     try:
@@ -180,7 +205,7 @@ _LARGEST = ("process_max_fds",)
 _ANY = ("python_info", "openenv_sessions_max_per_worker")
 
 
-def merge_expositions(texts: list[bytes | None]) -> bytes:
+def merge_expositions(texts: list[bytes | None], hangs: list[int] | None = None) -> bytes:
     """The metrics of a server of several workers (docs/observability.md, Workers) from each
     worker's exposition (None: that worker did not answer), in worker order: every sample
     summed over the workers that answered (counters, histogram buckets and gauges such as
@@ -188,7 +213,9 @@ def merge_expositions(texts: list[bytes | None]) -> bytes:
     counts its own), except creation and start times (the earliest), ``process_max_fds`` (the
     largest) and ``python_info`` (one); plus, per worker (label ``worker``):
     ``openenv_worker_up``, ``openenv_worker_sessions_open`` and
-    ``openenv_worker_resident_memory_bytes``."""
+    ``openenv_worker_resident_memory_bytes``; and with ``hangs`` (the supervisor's count, per
+    worker, of the times it found the worker's loop hung and replaced it),
+    ``openenv_worker_hangs_total``."""
     from prometheus_client import CollectorRegistry, generate_latest
     from prometheus_client.metrics_core import Metric
     from prometheus_client.parser import text_string_to_metric_families
@@ -198,6 +225,11 @@ def merge_expositions(texts: list[bytes | None]) -> bytes:
     up = Metric("openenv_worker_up", "1 when the worker answered, 0 when it is down (restarting).", "gauge")
     sessions = Metric("openenv_worker_sessions_open", "Sessions open in the worker now.", "gauge")
     rss = Metric("openenv_worker_resident_memory_bytes", "Resident memory of the worker process.", "gauge")
+    hung = Metric(
+        "openenv_worker_hangs", "Times the worker's event loop stopped answering and it was replaced.", "counter"
+    )
+    for index, count in enumerate(hangs or ()):
+        hung.add_sample("openenv_worker_hangs_total", {"worker": str(index)}, float(count))
     for index, text in enumerate(texts):
         label = {"worker": str(index)}
         up.add_sample("openenv_worker_up", label, 0.0 if text is None else 1.0)
@@ -230,7 +262,7 @@ def merge_expositions(texts: list[bytes | None]) -> bytes:
 
     class _Merged:
         def collect(self) -> list[Metric]:
-            return [*families.values(), up, sessions, rss]
+            return [*families.values(), up, sessions, rss, *([hung] if hangs is not None else [])]
 
     registry = CollectorRegistry(auto_describe=False)
     registry.register(_Merged())
