@@ -1,6 +1,7 @@
 """A server for the hostile-load tests (test_hostile_load.py), in a process of its own so that
 its memory is measured from /proc alone: the echo environment on every listener (gRPC, HTTP
-with ``/ws`` and ``/v1/session``, the binary listener), with the HTTP limits given as JSON.
+with ``/ws`` and ``/v1/session``, the binary listener), with the HTTP limits given as JSON
+(and ``handshake_timeout_s``, the server's).
 
     python hostile_server.py READY_DIR '{"message_timeout_s": 2}' [WORKERS]
 
@@ -18,11 +19,14 @@ from pathlib import Path
 
 from echo_env.server import EchoEnvironment
 from openenv import Host
-from openenv.settings import HttpLimits, HttpSettings, ServerSettings
+from openenv.settings import HttpLimits, HttpSettings, Limits, ServerSettings
 
 
 async def main(ready: Path, limits: dict[str, float], workers: int) -> None:
-    settings = ServerSettings(http=HttpSettings(limits=HttpLimits(**limits)), workers=workers)
+    handshake = limits.pop("handshake_timeout_s", Limits().handshake_timeout_s)
+    settings = ServerSettings(
+        limits=Limits(handshake_timeout_s=handshake), http=HttpSettings(limits=HttpLimits(**limits)), workers=workers
+    )
     host = Host(EchoEnvironment, "127.0.0.1", 0, http_port=0, binary_port=0, settings=settings)
     await host.start()
     stop = asyncio.Event()

@@ -38,11 +38,13 @@ def _mask(payload: bytes, mask: bytes) -> bytes:
     return (int.from_bytes(payload, "big") ^ key).to_bytes(len(payload), "big")
 
 
-def connect(url: str, subprotocol: str | None = BINARY_SUBPROTOCOL, timeout: float = 60.0) -> socket.socket:
-    """A socket upgraded to a WebSocket at ``url`` (ws://host:port/path); AssertionError with
-    the server's answer when it is not a 101."""
+def connect(
+    url: str, subprotocol: str | None = BINARY_SUBPROTOCOL, timeout: float = 60.0, source: str | None = None
+) -> socket.socket:
+    """A socket upgraded to a WebSocket at ``url`` (ws://host:port/path), from the loopback
+    address ``source`` if given; AssertionError with the server's answer when it is not a 101."""
     u = urlsplit(url)
-    s = socket.create_connection((u.hostname, u.port), timeout=timeout)
+    s = socket.create_connection((u.hostname, u.port), timeout=timeout, source_address=(source, 0) if source else None)
     key = base64.b64encode(os.urandom(16)).decode()
     head = (
         f"GET {u.path or '/'}{'?' + u.query if u.query else ''} HTTP/1.1\r\nHost: {u.hostname}:{u.port}\r\n"

@@ -173,6 +173,34 @@ def test_hostile_code_is_contained_and_the_sessions_carry_on(name: str) -> None:
     assert not os.path.exists("/tmp/coding-env-escape")
 
 
+LIMITED = {
+    # A call that meets a limit tells the agent which one; one that meets none says null.
+    "memory": HOSTILE["memory-bomb"],
+    "cpu": "import signal\nsignal.raise_signal(signal.SIGXCPU)\n",  # as RLIMIT_CPU's kill
+    "time": "import time\ntime.sleep(60)\n",  # no CPU used: the wall clock ends it
+    "processes": "import threading, time\nfor _ in range(64):\n"
+    "    try:\n        threading.Thread(target=time.sleep, args=(2,)).start()\n"
+    "    except RuntimeError:\n        print('refused')\n        break\ntime.sleep(1)\n",
+    None: "print('fine')\n",
+}
+
+
+@pytest.mark.parametrize("limit", list(LIMITED), ids=str)
+def test_run_python_tells_the_agent_which_limit_its_call_met(limit: str | None) -> None:
+    """Issue 50: a call killed for memory came back as a bare exit code -9 (the agent could
+    not tell it from a crash or a kill by time). Now the tool's result names the limit it
+    met (memory, time, cpu, processes) with a sentence saying what happened, and null when
+    it met none."""
+
+    async def go(env: Any) -> Any:
+        await env.reset(seed=0)
+        return await call(env, "run_python", LIMITED[limit])
+
+    res = run(go).observation.result.data
+    assert res["limit"] == limit, res
+    assert ("limit_note" in res) == (limit is not None), res
+
+
 def _alive_with(marker: str) -> list[int]:
     out = []
     for pid in os.listdir("/proc"):

@@ -24,6 +24,12 @@ which bound it met. The budget is one per process: with ``--workers N`` the serv
 
 from __future__ import annotations
 
+import asyncio
+import ctypes
+import ctypes.util
+import sys
+from typing import Any
+
 from openenv.observability.metrics import process_gauge
 
 __all__ = ["RECEIVE_BUDGET", "ReceiveBudget", "Unfinished"]
@@ -51,6 +57,8 @@ class ReceiveBudget:
         #: finished in time (1008): ``/metrics`` reports both.
         self.refused_total = 0
         self.expired_total = 0
+        self._released = 0  # bytes released since the last trim
+        self._trim: asyncio.TimerHandle | None = None
 
     def held_by(self, client: str) -> int:
         return self._per_client.get(client, 0)
@@ -78,7 +86,29 @@ class ReceiveBudget:
         """``account`` holds nothing (its message completed, or its connection is gone)."""
         if account.held:
             self._add(account.client, -account.held)
+            self._released += account.held
             account.held = 0
+            if self._released >= TRIM_AFTER_BYTES and self._trim is None:
+                self._trim_soon()
+
+    def _trim_soon(self) -> None:
+        """Give freed memory back to the OS shortly (once per :data:`TRIM_INTERVAL_S` at most):
+        the buffers of dropped messages are freed into the allocator, which keeps them (glibc
+        raises its mmap threshold after large frees, so they come from the heap), and a burst
+        of refused messages would otherwise stay in the process's resident memory."""
+        if _malloc_trim is None:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        self._trim = loop.call_later(TRIM_INTERVAL_S, self._do_trim)
+
+    def _do_trim(self) -> None:
+        self._trim = None
+        self._released = 0
+        if _malloc_trim is not None:
+            _malloc_trim(0)
 
     def _add(self, client: str, delta: int) -> None:
         self.held += delta
@@ -89,6 +119,27 @@ class ReceiveBudget:
         else:
             self._per_client.pop(client, None)
 
+
+TRIM_AFTER_BYTES = 8 * 1024 * 1024
+"""Bytes of unfinished messages released after which freed memory is given back to the OS."""
+TRIM_INTERVAL_S = 0.5
+
+
+def _libc_malloc_trim() -> Any:
+    """glibc's ``malloc_trim`` (None elsewhere: musl, macOS, Windows give memory back themselves
+    or offer no such call)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        trim = libc.malloc_trim
+    except (OSError, AttributeError):
+        return None
+    trim.argtypes, trim.restype = [ctypes.c_size_t], ctypes.c_int
+    return trim
+
+
+_malloc_trim = _libc_malloc_trim()
 
 RECEIVE_BUDGET = ReceiveBudget()
 """The process's budget: every WebSocket listener of the process charges it."""

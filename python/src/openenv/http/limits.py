@@ -225,6 +225,11 @@ class GuardedWsProtocol(WebSocketsSansIOProtocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self._release()
         super().connection_lost(exc)
+        # The unfinished message's bytes go now, not when the cyclic GC next frees this
+        # protocol (it and its task refer to each other).
+        self.frames = []
+        with contextlib.suppress(AttributeError):
+            del self.conn.reader.buffer[:]
 
     def _settle(self) -> None:
         """Charge the bytes of the message not yet received whole (websockets' parser holds a

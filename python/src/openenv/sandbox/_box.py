@@ -132,6 +132,13 @@ class RunResult:
         isolation: the layers in force.
         peak_memory_bytes: the most resident memory the call's processes held together, as
             sampled every 10 ms (None without the memory watchdog).
+        limit: which of the call's limits it met, for the agent to read in the tool's result
+            (:data:`LIMITS`): ``"memory"`` (killed: its processes held more than
+            ``memory_bytes`` together), ``"time"`` (killed at ``wall_s``), ``"cpu"`` (a process
+            killed by SIGXCPU at ``cpu_s``), ``"processes"`` (its processes and threads
+            reached ``processes``: a fork or thread beyond failed; sampled every 10 ms, with
+            the memory watchdog: a burst shorter than that may go unseen), else None. An
+            uncaught ``MemoryError`` (the per-process address-space limit) is ``"memory"`` too.
     """
 
     stdout: str
@@ -142,15 +149,58 @@ class RunResult:
     killed: str | None
     isolation: list[str]
     peak_memory_bytes: int | None = None
+    limit: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        """What a tool returns to the agent: output, exit code, time, ``timed_out``, and
+        ``limit`` (which limit the call met, None when none) with ``limit_note`` (a sentence
+        saying what happened, for a model to read; absent when no limit was met)."""
+        out: dict[str, Any] = {
             "stdout": self.stdout,
             "stderr": self.stderr,
             "exit_code": self.exit_code,
             "time_s": round(self.time_s, 4),
             "timed_out": self.timed_out,
+            "limit": self.limit,
         }
+        if self.limit is not None:
+            out["limit_note"] = LIMITS[self.limit]
+        return out
+
+
+LIMITS = {
+    "memory": "killed: its processes used more memory together than the sandbox allows",
+    "time": "killed: it ran longer than the sandbox's time limit",
+    "cpu": "killed: a process used more CPU time than the sandbox allows (SIGXCPU)",
+    "processes": "it reached the sandbox's limit of processes and threads: starting more failed",
+}
+"""The limits a call may meet (:attr:`RunResult.limit`) and what the agent is told of each."""
+
+
+def limit_met(done: Mapping[str, Any], stderr: str) -> str | None:
+    """Which limit a call met, from the supervisor's ``done`` answer and the call's stderr (the
+    first that applies): ``memory`` when the memory watchdog killed it, or when it ended with an
+    uncaught ``MemoryError`` (the address-space limit refused an allocation: the last line of
+    its traceback); ``cpu`` when SIGXCPU killed it; ``processes`` when its processes and threads
+    reached the limit (a later fork or thread failed: often why the rest went wrong); ``time``
+    when the wall clock ended it."""
+    if done.get("killed") == "memory":
+        return "memory"
+    code = int(done.get("exit_code") or 0)
+    if code == 1 and _last_line(stderr).startswith("MemoryError"):
+        return "memory"
+    if code == -signal.SIGXCPU:
+        return "cpu"
+    if done.get("processes_limit"):
+        return "processes"
+    if done.get("timed_out"):
+        return "time"
+    return None
+
+
+def _last_line(text: str) -> str:
+    lines = text.rstrip().rsplit("\n", 1)
+    return lines[-1] if lines else ""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -731,6 +781,7 @@ class _Exchange:
             "timed_out": bool(done.get("timed_out")),
             "killed": done.get("killed"),
             "peak_memory_bytes": done.get("memory_peak"),
+            "limit": limit_met(done, _text(self.buf[self.err_r], False)),
             "isolation": self.isolation + [x for x in done.get("layers") or [] if x not in self.isolation],
         }
         if self.cases is None:
