@@ -117,7 +117,7 @@ class Clients:
 UNFINISHED = 1000  # connections, each with an unfinished message
 SENT = 512 * 1024  # bytes of it each sends: 500 MiB held in all without a bound
 SOURCES = 8  # client addresses (127.0.0.2-9): 8 x 16 MiB per client is over the 64 MiB budget
-SLACK = 160 * MiB  # the bound of the test: the budget plus this (1,000 connections' own objects, allocator)
+SLACK = 192 * MiB  # the bound of the test: the budget plus this (1,000 connections' own objects, allocator)
 
 
 @pytest.mark.parametrize("listener", ["binary", "/v1/session", "/ws"])
@@ -136,10 +136,11 @@ async def test_a_thousand_unfinished_messages_hold_no_more_than_the_budget(tmp_p
         try:
             sent = await clients.said()
             grown = srv.rss() - before
-            held = srv.metric("openenv_unfinished_message_bytes")
-            print(f"{listener}: {sent}, RSS +{grown / MiB:.0f} MiB, unfinished bytes held {held / MiB:.1f} MiB")
-            assert held <= BUDGET
+            print(f"{listener}: {sent}, RSS +{grown / MiB:.0f} MiB")
             assert grown <= BUDGET + SLACK, f"RSS grew {grown / MiB:.0f} MiB under {UNFINISHED} unfinished messages"
+            held = srv.metric("openenv_unfinished_message_bytes")
+            print(f"{listener}: unfinished bytes held {held / MiB:.1f} MiB")
+            assert held <= BUDGET
             clients.go_on()
             codes = (await clients.said())["codes"]
             print(f"{listener}: close codes {codes}")
