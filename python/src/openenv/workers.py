@@ -572,7 +572,8 @@ def _dumps(msg: Any) -> bytes:
     (no code objects, no interpreter-version-specific input that can crash it), with the
     maps, strings, byte strings and numbers ASGI messages are made of; tuples come back as
     lists, which ASGI accepts wherever it takes a tuple."""
-    return _msgpack().packb(msg, use_bin_type=True, default=_plain)
+    data: bytes = _msgpack().packb(msg, use_bin_type=True, default=_plain)
+    return data
 
 
 def _loads(data: bytes) -> Any:
