@@ -135,10 +135,10 @@ class RunResult:
         limit: which of the call's limits it met, for the agent to read in the tool's result
             (:data:`LIMITS`): ``"memory"`` (killed: its processes held more than
             ``memory_bytes`` together), ``"time"`` (killed at ``wall_s``), ``"cpu"`` (a process
-            killed by SIGXCPU at ``cpu_s``), ``"processes"`` (its processes and threads
-            reached ``processes``: a fork or thread beyond failed; sampled every 10 ms, with
-            the memory watchdog: a burst shorter than that may go unseen), else None. An
-            uncaught ``MemoryError`` (the per-process address-space limit) is ``"memory"`` too.
+            killed by SIGXCPU at ``cpu_s``), else None. An uncaught ``MemoryError`` (the
+            per-process address-space limit) is ``"memory"`` too. (A fork or thread refused at
+            ``processes`` is the call's own error to report: RLIMIT_NPROC also counts the
+            sandbox's own bwrap processes, so the supervisor cannot tell a call at its limit.)
     """
 
     stdout: str
@@ -172,7 +172,6 @@ LIMITS = {
     "memory": "killed: its processes used more memory together than the sandbox allows",
     "time": "killed: it ran longer than the sandbox's time limit",
     "cpu": "killed: a process used more CPU time than the sandbox allows (SIGXCPU)",
-    "processes": "it reached the sandbox's limit of processes and threads: starting more failed",
 }
 """The limits a call may meet (:attr:`RunResult.limit`) and what the agent is told of each."""
 
@@ -181,9 +180,7 @@ def limit_met(done: Mapping[str, Any], stderr: str) -> str | None:
     """Which limit a call met, from the supervisor's ``done`` answer and the call's stderr (the
     first that applies): ``memory`` when the memory watchdog killed it, or when it ended with an
     uncaught ``MemoryError`` (the address-space limit refused an allocation: the last line of
-    its traceback); ``cpu`` when SIGXCPU killed it; ``processes`` when its processes and threads
-    reached the limit (a later fork or thread failed: often why the rest went wrong); ``time``
-    when the wall clock ended it."""
+    its traceback); ``cpu`` when SIGXCPU killed it; ``time`` when the wall clock ended it."""
     if done.get("killed") == "memory":
         return "memory"
     code = int(done.get("exit_code") or 0)
@@ -191,8 +188,6 @@ def limit_met(done: Mapping[str, Any], stderr: str) -> str | None:
         return "memory"
     if code == -signal.SIGXCPU:
         return "cpu"
-    if done.get("processes_limit"):
-        return "processes"
     if done.get("timed_out"):
         return "time"
     return None

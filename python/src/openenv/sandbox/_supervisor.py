@@ -318,18 +318,6 @@ class Memory:
         return pss > self.limit
 
 
-def _tasks(pids: list[int]) -> int:
-    """Processes and threads of ``pids`` together (what RLIMIT_NPROC counts)."""
-    n = 0
-    for pid in pids:
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                n += int(f.read().rsplit(")", 1)[1].split()[17])  # num_threads (field 20)
-        except (OSError, ValueError, IndexError):
-            pass
-    return n
-
-
 def _pids() -> list[int]:
     return [int(p) for p in os.listdir("/proc") if p.isdigit() and int(p) != 1]
 
@@ -432,7 +420,6 @@ def run_call(req: dict[str, Any], fds: list[int], namespaces: bool) -> dict[str,
     memory = Memory(int(lim["memory_bytes"])) if req.get("watch_memory") else None
     status = None
     timed_out = killed_for_memory = False
-    tasks_peak = 0  # the most processes and threads the call held at once (sampled with memory)
     while status is None:
         if layers_r >= 0:
             layers_r = _read_layers(layers_r, layers)
@@ -451,12 +438,9 @@ def run_call(req: dict[str, Any], fds: list[int], namespaces: bool) -> dict[str,
         if time.monotonic() >= deadline:
             timed_out = True
             break
-        if memory is not None:
-            pids = _pids()
-            tasks_peak = max(tasks_peak, _tasks(pids))
-            if memory.over(pids):
-                killed_for_memory = True
-                break
+        if memory is not None and memory.over(_pids()):
+            killed_for_memory = True
+            break
         if pidfd >= 0:  # wakes up as soon as the call's process ends
             select.select([pidfd], [], [], TICK_S)
         else:
@@ -482,9 +466,6 @@ def run_call(req: dict[str, Any], fds: list[int], namespaces: bool) -> dict[str,
         "killed": "memory" if killed_for_memory else None,
         "time_s": elapsed,
         "memory_peak": memory.peak if memory else None,
-        # At its process limit, the call's next fork or thread failed (EAGAIN): said to the caller.
-        "processes_limit": memory is not None and tasks_peak >= int(lim["processes"]),
-        "tasks_peak": tasks_peak if memory is not None else None,
         "layers": _layers(layers),
     }
 
