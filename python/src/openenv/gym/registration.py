@@ -35,6 +35,7 @@ from gymnasium.vector import AutoresetMode
 
 from openenv.client import EnvClient, SyncEnvClient, VectorEnvClient
 from openenv.gym.env import _AUTORESET, GymEnv, GymVectorEnv, autoreset, make, make_vec
+from openenv.runtime.environment import Environment
 from openenv.testing import InProcessServer
 
 __all__ = [
@@ -112,9 +113,7 @@ class _Served:
 
     def renders(self) -> bool:
         """Whether the environment's class has a render hook."""
-        import openenv
-
-        return self.server.runtime.env_cls.render is not openenv.Environment.render
+        return self.server.runtime.env_cls.render is not Environment.render
 
     def render(self) -> Any:
         """The render of the (one) session of this server: the adapter's."""

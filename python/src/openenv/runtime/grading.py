@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
-import importlib.metadata
 import json
 import math
 import sys
@@ -225,7 +224,10 @@ class GradingProbe:
 def _load(factory: str) -> Any:
     if factory.startswith("import:"):  # an imported environment (`openenv serve import:SOURCE:ID`)
         source, _, ident = factory[len("import:") :].partition(":")
-        importers = {ep.name: ep for ep in importlib.metadata.entry_points(group="openenv.importers")}
+        # importlib.metadata only here: importing the runtime must stay cheap (test_lazy_imports.py).
+        from importlib.metadata import entry_points
+
+        importers = {ep.name: ep for ep in entry_points(group="openenv.importers")}
         if source not in importers or not ident:
             raise ValueError(f"no importer for {factory!r} (installed: {', '.join(sorted(importers)) or 'none'})")
         return importers[source].load()(ident)
