@@ -1,4 +1,5 @@
 """The task repositories under src/repo_env/tasks/ are data (their tests are the agent's
-visible tests, run in the sandbox), not this project's tests."""
+visible tests, run in the sandbox), not this project's tests; so is the factory tests'
+package under tests/factory_fixture/ (its tests are the ones the factory runs)."""
 
-collect_ignore_glob = ["src/*"]
+collect_ignore_glob = ["src/*", "tests/factory_fixture/*"]

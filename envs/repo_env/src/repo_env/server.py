@@ -182,6 +182,11 @@ class RepoEnvironment(openenv.Environment):
     check_limits: ClassVar[Limits] = dataclasses.replace(limits, wall_s=10.0, cpu_s=8, output_bytes=4096)
     """The limits of one hidden check's process (a check that hangs fails after ``wall_s``)."""
     tasks: ClassVar[TaskSet] = TASKS
+    max_files: ClassVar[int] = MAX_FILES
+    """The most files a repository may hold (what the agent writes counts)."""
+    max_repo_bytes: ClassVar[int] = MAX_REPO_BYTES
+    """The most bytes a repository may hold."""
+    grade_budget_s: ClassVar[float] = GRADE_BUDGET_S
     metadata: ClassVar[dict[str, Any]] = {
         "author": "openenv",
         "kind": "swe",
@@ -271,11 +276,11 @@ class RepoEnvironment(openenv.Environment):
         size = len(content.encode())
         if size > MAX_FILE_BYTES:
             raise ValueError(f"a file is limited to {MAX_FILE_BYTES} bytes")
-        if path not in self.files and len(self.files) >= MAX_FILES:
-            raise ValueError(f"the repository is limited to {MAX_FILES} files")
+        if path not in self.files and len(self.files) >= self.max_files:
+            raise ValueError(f"the repository is limited to {self.max_files} files")
         total = sum(len(v.encode()) for k, v in self.files.items() if k != path) + size
-        if total > MAX_REPO_BYTES:
-            raise ValueError(f"the repository is limited to {MAX_REPO_BYTES} bytes")
+        if total > self.max_repo_bytes:
+            raise ValueError(f"the repository is limited to {self.max_repo_bytes} bytes")
         self.files[path] = content
 
     def _materialize(self) -> None:
@@ -434,7 +439,7 @@ class RepoEnvironment(openenv.Environment):
         random.SystemRandom().shuffle(order)  # a fresh order per submission (RFC 0015)
         passed: dict[str, bool] = {}
         error = None
-        deadline = time.monotonic() + GRADE_BUDGET_S
+        deadline = time.monotonic() + self.grade_budget_s
         with self._verifier_env(box):
             try:
                 for c in order:
