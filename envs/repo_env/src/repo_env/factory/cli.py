@@ -210,3 +210,28 @@ def merge_cmd(sources: tuple[Path, ...], out: Path, gz: bool) -> None:
         (out / "instances.jsonl.gz").write_bytes(gzip.compress(data, mtime=0))
         (out / "instances.jsonl").unlink()
     click.echo(f"{m['instances']} instances of {len(m['instances_per_package'])} packages -> {out}")
+
+
+@factory.command("baseline")
+@_DIR
+@click.option("--sample", type=click.IntRange(1), default=6, show_default=True)
+@click.option("--seed", type=int, default=0)
+@click.option("--split", type=click.Choice(["train", "validation", "test"]), default=None)
+def baseline_cmd(instances_dir: Path, sample: int, seed: int, split: str | None) -> None:
+    """The null agent, the reference and a scripted search-and-edit agent on a sample, through
+    the tools over gRPC: reward and wall seconds per instance."""
+    from repo_env.factory.baseline import run_baselines
+    from repo_env.factory.env import FactoryEnvironment, factory_tasks
+
+    class Served(FactoryEnvironment):
+        _tasks = factory_tasks(instances_dir)
+
+    chosen = load_instances(instances_dir).sample(sample, seed, split=split)
+    rows = run_baselines(Served, [i.id for i in chosen])
+    for r in rows:
+        click.echo(json.dumps(r, sort_keys=True))
+    n = len(rows)
+    for agent in ("null", "reference", "scripted"):
+        mean = sum(r[agent] for r in rows) / n
+        secs = sum(r[f"{agent}_s"] for r in rows) / n
+        click.echo(f"{agent:10} reward {mean:.2f}  {secs:.1f} s per instance  ({n} instances)")
