@@ -178,7 +178,12 @@ def export_cmd(
 
 @factory.command("images")
 @click.option("--packages", default="", help="Comma-separated package names (default: those of the shipped instances).")
-@click.option("--base", default="openenv-repo-env:0.1.0", show_default=True, help="The repo_env image to build on.")
+@click.option(
+    "--base",
+    default="openenv-repo-env:0.1.0",
+    show_default=True,
+    help="The repo_env image to build on (from a source tree, this repo-env is installed over its own).",
+)
 @click.option("--tag", default="0.1.0", show_default=True)
 @_CACHE
 def images_cmd(packages: str, base: str, tag: str, cache: str | None) -> None:

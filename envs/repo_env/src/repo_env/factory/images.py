@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import sys
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -16,10 +17,17 @@ from repo_env.factory.sources import fetch, load_packages
 __all__ = ["build_images", "dockerfile"]
 
 
-def dockerfile(base: str, key: str, name: str, tag: str) -> str:
+def dockerfile(base: str, key: str, name: str, tag: str, wheel: str | None = None) -> str:
+    install = ""
+    if wheel:  # this repo-env over the base's (a base built before the factory existed)
+        install = (
+            f"COPY {wheel} /tmp/{wheel}\n"
+            f"RUN /opt/openenv/bin/python -m pip install -q --no-deps --no-index --force-reinstall /tmp/{wheel} "
+            f"&& rm /tmp/{wheel}\n"
+        )
     return f"""FROM {base}
 USER 0
-COPY tree/ /opt/repo-factory/trees/{key}/
+{install}COPY tree/ /opt/repo-factory/trees/{key}/
 COPY testdeps/ /opt/repo-factory/testdeps/
 RUN chmod -R a+rX /opt/repo-factory
 ENV REPO_FACTORY_CACHE=/opt/repo-factory \\
@@ -48,6 +56,7 @@ def build_images(
     from repo_env.factory.env import testdeps
 
     deps = Path(testdeps())
+    wheel = _this_wheel()
     for pkg in load_packages(names=list(names)):
         tree = fetch(pkg, cache)
         ref = f"factory-{pkg.name}:{tag}"
@@ -56,7 +65,11 @@ def build_images(
             shutil.copytree(tree, c / "tree")
             (c / "tree" / ".complete").write_text((tree / ".complete").read_text(), encoding="utf-8")
             shutil.copytree(deps, c / "testdeps")
-            (c / "Dockerfile").write_text(dockerfile(base, pkg.key, pkg.name, tag), encoding="utf-8")
+            if wheel is not None:
+                shutil.copyfile(wheel, c / wheel.name)
+            (c / "Dockerfile").write_text(
+                dockerfile(base, pkg.key, pkg.name, tag, wheel.name if wheel else None), encoding="utf-8"
+            )
             log(f"building {ref} on {base}")
             r = subprocess.run(
                 ["docker", "build", "-q", "--network", "none", "-t", ref, ctx],
@@ -67,3 +80,35 @@ def build_images(
             if r.returncode != 0:
                 raise RuntimeError(f"{ref}: docker build failed: {(r.stderr or r.stdout)[-800:]}")
         yield pkg.name, ref
+
+
+_WHEEL: list[Path] = []
+
+
+def _this_wheel() -> Path | None:
+    """A wheel of this repo-env when it runs from a source tree (an editable install): the
+    image then serves this code, whatever its base's repo-env is. None for an installed wheel."""
+    import repo_env
+
+    src = Path(repo_env.__file__).resolve().parents[2]
+    if not (src / "pyproject.toml").is_file():
+        return None
+    if not _WHEEL:
+        out = Path(tempfile.mkdtemp(prefix="factory-wheel-"))
+        cmd = [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "-q",
+            "--no-deps",
+            "--no-build-isolation",
+            "-w",
+            str(out),
+            str(src),
+        ]
+        r = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        if r.returncode != 0:
+            raise RuntimeError(f"building the repo-env wheel failed: {(r.stderr or r.stdout)[-500:]}")
+        _WHEEL.append(next(out.glob("repo_env-*.whl")))
+    return _WHEEL[0]
