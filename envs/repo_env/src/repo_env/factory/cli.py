@@ -200,14 +200,15 @@ def images_cmd(packages: str, base: str, tag: str, cache: str | None) -> None:
 @click.argument("sources", nargs=-1, required=True, type=click.Path(file_okay=False, exists=True, path_type=Path))
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True)
 @click.option("--gzip", "gz", is_flag=True, help="Write instances.jsonl.gz (what the package ships) instead.")
-def merge_cmd(sources: tuple[Path, ...], out: Path, gz: bool) -> None:
+@_CACHE
+def merge_cmd(sources: tuple[Path, ...], out: Path, gz: bool, cache: str | None) -> None:
     """Merge built sets (other packages, more candidates) into one, with its manifest."""
     import gzip
 
     from repo_env.factory.build import merge
 
     try:
-        m = merge(list(sources), out)
+        m = merge(list(sources), out, cache=cache)
     except (FileNotFoundError, ValueError) as e:
         raise click.ClickException(str(e)) from None
     if gz:
