@@ -302,3 +302,22 @@ def test_validation_fans_out_over_a_loopback_ray_cluster(factory_built: Any, tmp
     finally:
         ray.shutdown()
         c.shutdown()
+
+
+def test_the_shipped_set_is_hashed_split_by_package_and_issues_hold_no_planted_code() -> None:
+    """The shipped instances load only with their manifest's hash; every package is in one
+    split and the test split's packages in no other; every instance has fail_to_pass and
+    pass_to_pass tests and a reference patch; no planted text of 12+ characters is in an issue;
+    the manifest reports the validation rate and time per instance."""
+    insts = load_instances()
+    assert len(insts) >= 450
+    by_pkg: dict[str, set[str]] = {}
+    for i in insts:
+        by_pkg.setdefault(i.package, set()).add(i.split)
+        assert i.fail_to_pass and i.pass_to_pass and i.patch.startswith("diff --git ")
+        for m in i.mutations:
+            assert len(m["new"].strip()) < 12 or m["new"].strip() not in i.issue, i.id
+    assert all(len(s) == 1 for s in by_pkg.values()), by_pkg
+    assert {s for (s,) in by_pkg.values()} == {"train", "validation", "test"}
+    run = insts.manifest["run"]
+    assert 0 < run["validation_rate"] <= 1 and run["wall_seconds_per_instance"] > 0
