@@ -37,7 +37,7 @@ import {
 import { DurationSchema, type Duration } from "@bufbuild/protobuf/wkt";
 import { decodePayload, encodeValue, fromValue, registryOf, type AnyValue } from "./codec.js";
 import {
-  DeadlineExceeded,
+  ClientTimeout,
   EnvError,
   ErrorCode,
   FailedPrecondition,
@@ -534,7 +534,7 @@ export class SessionClient<A = unknown, O = AnyValue, S = AnyValue> {
       if (timeoutMs !== undefined) {
         timer = setTimeout(() => {
           this.pending.delete(id); // its late answer is matched by id and discarded
-          reject(new DeadlineExceeded(`no answer within ${timeoutMs / 1000} s (client-side timeout)`));
+          reject(new ClientTimeout(`no answer within ${timeoutMs / 1000} s (client-side timeout)`));
         }, timeoutMs);
       }
       send();

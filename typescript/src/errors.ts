@@ -86,6 +86,12 @@ export class InvalidArgument extends errorClass(ErrorCode.INVALID_ARGUMENT) {}
 export class InvalidAction extends InvalidArgument {}
 /** A per-request timeout elapsed. */
 export class DeadlineExceeded extends errorClass(ErrorCode.DEADLINE_EXCEEDED) {}
+/**
+ * This client's own timeout elapsed before the server answered (RFC 0016), as Python's
+ * `ClientTimeout`: raised by the client, never sent by a server; `instanceof DeadlineExceeded`
+ * still holds, so existing handlers catch it.
+ */
+export class ClientTimeout extends DeadlineExceeded {}
 /** A named thing (e.g. a tool) does not exist. */
 export class NotFound extends errorClass(ErrorCode.NOT_FOUND) {}
 /** A capacity or size limit was hit. */

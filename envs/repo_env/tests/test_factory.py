@@ -265,14 +265,17 @@ def _children() -> set[int]:
 
 def _retry_node(start: Any, tries: int = 3) -> Any:
     """``start()`` (a Ray node starting), again when Ray's fixed 30 s for a raylet to register
-    ran out on the loaded machine, its half-started processes killed first (as
+    or the GCS's port file ran out on the loaded machine, its half-started processes killed first (as
     python/tests/fleet/test_fleet_ray.py does)."""
     for attempt in range(1, tries + 1):
         before = _children()
         try:
             return start()
         except Exception as e:
-            if "timed out during startup" not in str(e) or attempt == tries:
+            # Both of Ray's fixed start-up waits: a raylet registering, the GCS writing its port
+            # file (the latter ran out in CI while Docker images were built beside the tests).
+            transient = ("timed out during startup", "Timed out waiting for file")
+            if not any(t in str(e) for t in transient) or attempt == tries:
                 raise
             for pid in _children() - before:
                 with contextlib.suppress(ProcessLookupError):

@@ -303,15 +303,16 @@ Executor = Callable[[Callable[..., Any], list[tuple[Any, ...]]], Iterable[Any]]
 
 
 def process_map(workers: int) -> Executor:
-    """Run jobs over ``workers`` forked processes, yielding results as they finish."""
+    """Run jobs over ``workers`` processes (at least one), yielding results as they finish.
+
+    The processes come from a fork server, never from a fork of the caller: each job forks
+    pytest again (runner.py), and a fork of a multi-threaded caller (a pytest-xdist worker with
+    gRPC and anyio threads, a server) can inherit a lock another thread held and hang until
+    the run's timeout: in CI, 3 of 8 candidates of the test fixture were lost so."""
 
     def run(fn: Callable[..., Any], jobs: list[tuple[Any, ...]]) -> Iterable[Any]:
-        if workers <= 1:
-            for j in jobs:
-                yield fn(*j)
-            return
-        ctx = multiprocessing.get_context("fork")
-        with concurrent.futures.ProcessPoolExecutor(workers, mp_context=ctx) as ex:
+        ctx = multiprocessing.get_context("forkserver")
+        with concurrent.futures.ProcessPoolExecutor(max(1, workers), mp_context=ctx) as ex:
             futures = [ex.submit(fn, *j) for j in jobs]
             for f in concurrent.futures.as_completed(futures):
                 yield f.result()
