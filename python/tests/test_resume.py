@@ -351,3 +351,41 @@ async def test_draining_closes_parked_sessions_at_once() -> None:
     finally:
         await asyncio.wait_for(srv.stop(grace_s=WAIT), 3 * WAIT)  # the drain closes it, not the hour
     assert srv.manager.active == 0
+
+
+# ---------------------------------------------------------------------------- the journal's cost
+
+
+async def test_a_resumable_session_costs_no_task_per_request_over_a_plain_one() -> None:
+    """Issue 49: the resume journal costs nothing for a request that is not re-sent. A
+    resumable session's requests run in one worker task per stream (a drop must not cancel a
+    request in flight), not in a task each: over 60 steps it creates no more tasks than a
+    session without resume, counted by the loop's task factory (in-process, both halves)."""
+    import openenv.testing
+
+    loop = asyncio.get_running_loop()
+    created = 0
+
+    def factory(loop: asyncio.AbstractEventLoop, coro: Any, **kw: Any) -> asyncio.Task[Any]:
+        nonlocal created
+        created += 1
+        return asyncio.Task(coro, loop=loop, **kw)
+
+    async def tasks_per_60_steps(resume: bool) -> int:
+        nonlocal created
+        async with openenv.testing.InProcessServer(Gated) as server, server.client(resume=resume) as env:
+            await env.reset()
+            await env.step(1)  # warm: anything created once per session is not counted
+            before = created
+            for _ in range(60):
+                await env.step(1)
+            return created - before
+
+    old = loop.get_task_factory()
+    loop.set_task_factory(factory)
+    try:
+        plain = await tasks_per_60_steps(False)
+        resumable = await tasks_per_60_steps(True)
+    finally:
+        loop.set_task_factory(old)
+    assert resumable <= plain, (resumable, plain)

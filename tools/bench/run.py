@@ -39,6 +39,7 @@ HANDOFF = str(ROOT / "tools" / "bench" / "handoff.py")
 COLDSTART = str(ROOT / "tools" / "bench" / "coldstart.py")
 SANDBOX = str(ROOT / "tools" / "bench" / "sandbox.py")
 SELFPLAY = str(ROOT / "tools" / "bench" / "selfplay.py")
+BUDGET = str(ROOT / "tools" / "bench" / "budget.py")
 MICRO_LABEL = "codec encode+decode per message, gridworld pb2 vs betterproto2"
 GRIDWORLD_PB2 = "gridworld, pb2 types (upb), sequential"
 GRIDWORLD_BP = "gridworld, betterproto2 types, sequential"
@@ -318,6 +319,17 @@ def main() -> int:
         else:
             print(f"self-play bench failed: {done.stderr[-2000:]}", file=sys.stderr)
 
+    budget: dict[str, Any] = {}
+    if not ns.only or "budget" in ns.only:  # issue 49: CPU per round trip per path, beside its budget (budget.py)
+        with tempfile.TemporaryDirectory() as d:
+            out_json = os.path.join(d, "budget.json")
+            cmd = [PY, BUDGET, "--repeats", str(ns.repeats), "--duration", str(ns.duration), "--json", out_json]
+            done = subprocess.run(cmd, capture_output=True, text=True, env=ENV, timeout=1800)
+            if done.returncode == 0:
+                budget = json.loads(Path(out_json).read_text())
+            else:
+                print(f"budget bench failed: {done.stderr[-2000:]}", file=sys.stderr)
+
     memory: dict[str, Any] = {}
     with server(servers["sync"]) as (url, pid):
         time.sleep(0.5)
@@ -382,6 +394,7 @@ def main() -> int:
                 "coldstart": coldstart,
                 "sandbox": sandbox,
                 "selfplay": selfplay,
+                "budget": budget,
             },
             indent=2,
         )
@@ -404,6 +417,10 @@ def main() -> int:
         f"Memory: idle server RSS {memory['idle_server_rss_mib']:.1f} MiB; "
         f"{memory['sessions']} idle sessions add {memory['per_idle_session_kib']:.1f} KiB each.",
     ]
+    if budget:
+        from tools.bench.budget import markdown as budget_markdown
+
+        lines += ["", *budget_markdown(budget)]
     if handoff:
         lines += [
             "",

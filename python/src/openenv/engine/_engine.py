@@ -58,6 +58,27 @@ __all__ = [
 _CLOSE = object()
 
 
+class _Worker:
+    """What a resumable session's worker task and its stream's task share (Engine.serve)."""
+
+    __slots__ = ("reading", "stop")
+
+    def __init__(self) -> None:
+        self.reading = False  # awaiting the next request: nothing in flight
+        self.stop = False  # the stream ended: finish the request in flight, answer nothing more
+
+
+#: Worker tasks still running (asyncio keeps only weak references to tasks): a worker left to
+#: finish its request after its stream ended has no other owner.
+_JOBS: set[asyncio.Task[bool]] = set()
+
+
+def _job_done(job: asyncio.Task[bool]) -> None:
+    _JOBS.discard(job)
+    if not job.cancelled() and (exc := job.exception()) is not None:  # retrieved: its stream may be gone
+        log.debug("a session worker ended with %r", exc)
+
+
 def _decoded(req: Any) -> environment_pb2.SessionRequest:
     if isinstance(req, Undecodable):
         raise InvalidArgument(req.describe("SessionRequest"))
@@ -263,42 +284,25 @@ class Engine:
                 entry.on_takeover = take_over
             del first, hello  # a request's message goes before its answer is sent (peak memory per message)
             await stream.write(resp)
-            while True:
-                req = await stream.read()
-                encoded: list[Any] = []
-                if req is None:
-                    # A resumable session ends with a close request; a reset connection reads as
-                    # end of input too, so without one the client may come back.
-                    dropped = entry is not None
-                    return
-                if isinstance(req, Undecodable):  # answered in band, never recorded (RFC 0003)
-                    resp = environment_pb2.SessionResponse(request_id=req.request_id)
-                    resp.error.CopyFrom(status_of(InvalidArgument(req.describe("SessionRequest"))))
-                elif isinstance(req, Prepared):  # decoded by the transport: never journaled nor pipelined
-                    owned: list[Any] = [req]
-                    req = None
-                    resp = await self._answer(session, owned, encode, encoded)
-                elif req.HasField("pipelined"):  # several requests in one message (RFC 0009)
-                    answers, over = await self._answer_pipelined(session, entry, req)
-                    req = None
-                    for resp in answers:
-                        await stream.write(resp)
-                    if over:
-                        return
-                    continue
-                elif entry is not None:  # exactly once: a request re-sent after a drop is answered from the record
-                    resp = await entry.journal.answer(req, functools.partial(self._answer, session, req))
-                else:
-                    owned, req = [req], None  # handed over: freed once decoded, before the reply is built
-                    resp = await self._answer(session, owned, encode, encoded)
-                req = None
-                if encode is not None:
-                    await stream.write(resp, encoded[0] if encoded else None)  # type: ignore[call-arg]
-                else:
-                    await stream.write(resp)
-                kind = resp.WhichOneof("kind")
-                if kind == "close" or (kind == "error" and resp.error.fatal):
-                    return
+            if entry is None:
+                dropped = await self._requests(stream, session, None, encode, None)
+                return
+            # A resumable session's requests run in a worker task of the stream, which a drop
+            # (this task cancelled) does not cancel: a request in flight completes once and is
+            # recorded; the worker stops at its next request boundary. One task per stream
+            # instead of one per request (Journal.answer_here).
+            worker = _Worker()
+            job = asyncio.get_running_loop().create_task(self._requests(stream, session, entry, encode, worker))
+            _JOBS.add(job)
+            job.add_done_callback(_job_done)
+            try:
+                await asyncio.wait([job])
+            except asyncio.CancelledError:
+                worker.stop = True
+                if worker.reading:  # between requests: nothing in flight to finish
+                    job.cancel()
+                raise
+            dropped = job.result()  # the worker's end, its exception (a cancelled write too) included
         except asyncio.CancelledError:
             if taken_over:
                 dropped = True
@@ -318,6 +322,65 @@ class Engine:
                     await entry.journal.settle()
             if session is not None:
                 await session.close()
+
+    async def _requests(
+        self,
+        stream: Stream,
+        session: RuntimeSession | VectorSession | Seat,
+        entry: Resumable | None,
+        encode: Callable[[Any], Any] | None,
+        worker: _Worker | None,
+    ) -> bool:
+        """Read, answer and write the stream's requests after the handshake until it ends;
+        True when it ended by a drop a resumable session survives (no close request). With
+        ``worker`` (a resumable session's worker task) it stops at the request boundary after
+        ``worker.stop`` is set, without writing the answer of a request it finished."""
+        while True:
+            if worker is not None:
+                worker.reading = True
+                req = await stream.read()
+                worker.reading = False
+                if worker.stop:
+                    return False
+            else:
+                req = await stream.read()
+            encoded: list[Any] = []
+            if req is None:
+                # A resumable session ends with a close request; a reset connection reads as
+                # end of input too, so without one the client may come back.
+                return entry is not None
+            if isinstance(req, Undecodable):  # answered in band, never recorded (RFC 0003)
+                resp = environment_pb2.SessionResponse(request_id=req.request_id)
+                resp.error.CopyFrom(status_of(InvalidArgument(req.describe("SessionRequest"))))
+            elif isinstance(req, Prepared):  # decoded by the transport: never journaled nor pipelined
+                owned: list[Any] = [req]
+                req = None
+                resp = await self._answer(session, owned, encode, encoded)
+            elif req.HasField("pipelined"):  # several requests in one message (RFC 0009)
+                answers, over = await self._answer_pipelined(session, entry, req)
+                req = None
+                if worker is not None and worker.stop:
+                    return False
+                for resp in answers:
+                    await stream.write(resp)
+                if over:
+                    return False
+                continue
+            elif entry is not None:  # exactly once: a request re-sent after a drop is answered from the record
+                resp = await entry.journal.answer_here(req, functools.partial(self._answer, session, req))
+            else:
+                owned, req = [req], None  # handed over: freed once decoded, before the reply is built
+                resp = await self._answer(session, owned, encode, encoded)
+            req = None
+            if worker is not None and worker.stop:
+                return False
+            if encode is not None:
+                await stream.write(resp, encoded[0] if encoded else None)  # type: ignore[call-arg]
+            else:
+                await stream.write(resp)
+            kind = resp.WhichOneof("kind")
+            if kind == "close" or (kind == "error" and resp.error.fatal):
+                return False
 
     def _holder(self, hello: Any, stream: Stream) -> int | None:
         """With several workers: the sibling that holds the session a handshake resumes, or
@@ -340,8 +403,8 @@ class Engine:
         if it had come alone (from the record, for a resumable session)."""
 
         async def one(item: environment_pb2.SessionRequest) -> environment_pb2.SessionResponse:
-            if entry is not None:
-                return await entry.journal.answer(item, functools.partial(self._answer, session, item))
+            if entry is not None:  # in the stream's worker task (serve)
+                return await entry.journal.answer_here(item, functools.partial(self._answer, session, item))
             return await self._answer(session, item)
 
         caps = self.runtime.info.capabilities

@@ -52,10 +52,14 @@ def _fingerprint(req: environment_pb2.SessionRequest) -> bytes:
 class Journal:
     """Exactly-once answers by request id.
 
-    :meth:`answer` runs each new request once, in arrival order, in a task of its own that a
-    dropped stream does not cancel; a request id seen before is answered with the recorded
-    answer (or, while the first run is still going, with its answer when it comes). Reusing an
-    id for a different request is INVALID_ARGUMENT and applies nothing.
+    Each new request runs once, in arrival order; a request id seen before is answered with
+    the recorded answer (or, while the first run is still going, with its answer when it
+    comes). Reusing an id for a different request is INVALID_ARGUMENT and applies nothing.
+
+    Two ways in: :meth:`answer` runs the request in a task of its own, which a dropped stream
+    (its task cancelled) does not cancel; :meth:`answer_here` runs it in the caller's task,
+    for a caller whose task a drop does not cancel (the engine's per-stream worker of a
+    resumable session): no task, future hand-off or lock per request, only the record.
     """
 
     def __init__(self, keep: int = JOURNAL_SIZE) -> None:
@@ -64,29 +68,48 @@ class Journal:
             collections.OrderedDict()
         )
         self._running: dict[int, tuple[bytes, asyncio.Future[environment_pb2.SessionResponse]]] = {}
-        self._order = asyncio.Lock()  # FIFO: requests apply in the order they arrived
+        self._order = asyncio.Lock()  # FIFO: requests of :meth:`answer` apply in the order they arrived
+        #: The request :meth:`answer_here` is running (at most one: its caller is sequential,
+        #: and the next stream's caller waits for it), which requests of :meth:`answer` wait for.
+        self._here: asyncio.Future[environment_pb2.SessionResponse] | None = None
         self.replayed = 0  # answers served from the record (for logs and tests)
+
+    def _known(
+        self, rid: int, fp: bytes
+    ) -> environment_pb2.SessionResponse | asyncio.Future[environment_pb2.SessionResponse] | None:
+        """The recorded (or still coming) answer of a request id seen before, an error answer
+        for an id reused for a different request, or None for a new id."""
+        known = self._done.get(rid) or self._running.get(rid)
+        if known is None:
+            return None
+        seen, answer = known
+        if seen != fp:
+            resp = environment_pb2.SessionResponse(request_id=rid)
+            InvalidArgument(
+                f"request id {rid} was already used for a different request in this session; "
+                "ids of a resumable session must be unique"
+            ).to_proto(resp.error)
+            return resp
+        self.replayed += 1
+        return answer
+
+    def _record(self, rid: int, fp: bytes, resp: environment_pb2.SessionResponse) -> None:
+        self._done[rid] = (fp, resp)
+        while len(self._done) > self.keep:
+            self._done.popitem(last=False)
 
     async def answer(
         self,
         req: environment_pb2.SessionRequest,
         work: Callable[[], Awaitable[environment_pb2.SessionResponse]],
     ) -> environment_pb2.SessionResponse:
+        """The answer to ``req``, ``work`` run in a task of its own (see the class docstring)."""
         rid, fp = req.request_id, _fingerprint(req)
-        known = self._done.get(rid) or self._running.get(rid)
+        known = self._known(rid, fp)
         if known is not None:
-            seen, answer = known
-            if seen != fp:
-                resp = environment_pb2.SessionResponse(request_id=rid)
-                InvalidArgument(
-                    f"request id {rid} was already used for a different request in this session; "
-                    "ids of a resumable session must be unique"
-                ).to_proto(resp.error)
-                return resp
-            self.replayed += 1
-            if isinstance(answer, environment_pb2.SessionResponse):
-                return answer
-            return await asyncio.shield(answer)
+            if isinstance(known, environment_pb2.SessionResponse):
+                return known
+            return await asyncio.shield(known)
         # The request runs in a task of its own, so a dropped stream (its task cancelled) does not
         # cancel it; the stream waits on ``out``, a plain future the task completes itself: one
         # hand-off back to the stream instead of asyncio.shield's two (the task's done callback,
@@ -97,6 +120,47 @@ class Journal:
         self._running[rid] = (fp, fut)
         return await out  # cancelling the stream's task cancels ``out`` only: the request completes once
 
+    async def answer_here(
+        self,
+        req: environment_pb2.SessionRequest,
+        work: Callable[[], Awaitable[environment_pb2.SessionResponse]],
+    ) -> environment_pb2.SessionResponse:
+        """The answer to ``req``, ``work`` run in the caller's task, which a dropped stream must
+        not cancel (the class docstring). A request of the stream before (a resume that took
+        the session over while one ran) is waited for first: requests still apply in order."""
+        rid, fp = req.request_id, _fingerprint(req)
+        known = self._known(rid, fp)
+        if known is not None:
+            if isinstance(known, environment_pb2.SessionResponse):
+                return known
+            return await asyncio.shield(known)
+        while self._here is not None or self._order.locked():  # rare: only after a takeover
+            if self._here is not None:
+                await asyncio.wait([self._here])
+            else:
+                async with self._order:
+                    pass
+        # A future, not a task: completing it with nobody waiting costs no loop iteration; a
+        # re-sent request (another stream) and settle() wait on it.
+        out: asyncio.Future[environment_pb2.SessionResponse] = asyncio.get_running_loop().create_future()
+        self._running[rid] = (fp, out)
+        self._here = out
+        try:
+            resp = await work()
+        except BaseException as e:
+            if isinstance(e, asyncio.CancelledError):
+                out.cancel()
+            else:
+                out.set_exception(e)
+                out.exception()  # retrieved: a waiter gets it; with none, asyncio logs nothing
+            raise
+        finally:
+            self._running.pop(rid, None)
+            self._here = None
+        self._record(rid, fp, resp)
+        out.set_result(resp)
+        return resp
+
     async def _run(
         self,
         rid: int,
@@ -106,6 +170,8 @@ class Journal:
     ) -> environment_pb2.SessionResponse:
         try:
             async with self._order:
+                if self._here is not None:  # the stream before's request, run in its worker
+                    await asyncio.wait([self._here])
                 resp = await work()
         except BaseException as e:
             if not out.done():  # (cancelled when the stream went away)
@@ -116,9 +182,7 @@ class Journal:
             raise
         finally:
             self._running.pop(rid, None)
-        self._done[rid] = (fp, resp)
-        while len(self._done) > self.keep:
-            self._done.popitem(last=False)
+        self._record(rid, fp, resp)
         if not out.done():
             out.set_result(resp)
         return resp
