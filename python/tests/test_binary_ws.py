@@ -393,7 +393,7 @@ async def test_the_client_falls_back_to_websockets_when_picows_is_missing(monkey
         async with openenv.EnvClient(url_of(host, proxy.port)) as env:
             conn = env.connection
             assert isinstance(conn, BinaryWsConnection)
-            assert type(conn._channel).__name__ == "_Channel"  # websockets' adapter
+            assert type(conn._channel).__name__ == "WebsocketsChannel"  # the websockets library
             await env.reset()
             assert (await env.step({"delta": 2})).observation["total"] == 2
             assert proxy.drop() >= 1

@@ -29,7 +29,7 @@ from urllib.parse import urlsplit, urlunsplit
 import grpc
 from google.protobuf import json_format
 
-from openenv.client.binary import close_status
+from openenv.client.binary import close_error
 from openenv.client.urls import BINARY_PATH, BINARY_SUBPROTOCOL, is_loopback
 from openenv.json_protocol.payloads import parse_info
 from openenv.v1 import environment_pb2 as pb
@@ -37,6 +37,8 @@ from openenv.v1 import load_pb2
 from openenv_conformance.errors import CheckSkipped, Violation
 from openenv_conformance.transport.base import NoAnswer, RequestBuilder, StreamEnd, refusal, rpc_error
 from openenv_conformance.transport.grpc import Wire, _thread_loop
+
+_STATUS = {c.value[0]: c for c in grpc.StatusCode}  # the client's errors carry the codes' numbers
 
 __all__ = ["BinarySession", "BinaryWire", "Channel"]
 
@@ -190,8 +192,13 @@ class BinarySession(RequestBuilder):
                 self._queue.put_nowait(pb.SessionResponse.FromString(data))
         except ConnectionClosed as e:
             rcvd = e.rcvd
-            code, details = close_status(rcvd.code if rcvd is not None else None, rcvd.reason if rcvd else "")
-            end = StreamEnd(code, details)
+            reason = rcvd.reason if rcvd is not None else ""
+            err = close_error(rcvd.code if rcvd is not None else None, reason)
+            end = (
+                StreamEnd(grpc.StatusCode.OK, reason)
+                if err is None
+                else StreamEnd(_STATUS.get(int(err.code), grpc.StatusCode.UNKNOWN), err.message)
+            )
         except asyncio.CancelledError:
             end = StreamEnd(grpc.StatusCode.CANCELLED, "cancelled by the client")
         except Exception as e:  # noqa: BLE001 - e.g. an answer that does not decode

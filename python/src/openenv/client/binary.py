@@ -5,15 +5,15 @@ path ends in ``/v1/session``) speaks the protocol itself over a WebSocket: one
 ``SessionRequest`` per binary message, one ``SessionResponse`` per answer, subprotocol
 ``openenv.v1+proto``, on the server's HTTP listener.
 
-:class:`BinaryWsConnection` is :class:`~openenv.client.grpc.GrpcConnection` (the same request
-ids, pipelining and coalescing (RFC 0009), client-side timeouts that never shift answers,
-resumption of a resumable session after a dropped connection (RFC 0006), and closing) over a
-WebSocket instead of a grpc.aio call, as :class:`~openenv.client.grpclib.GrpclibConnection` is
-over grpclib: the socket is adapted to the few operations the connection uses (``write``,
-``read``, ``done_writing``, ``cancel``, ``code``, ``details``), and how it ends is reported as
-grpc.aio reports a stream's status, so the connection's logic is shared, not copied:
+:class:`BinaryWsConnection` is a :class:`~openenv.client.session.ClientSession` (the same
+request ids, pipelining and coalescing (RFC 0009), client-side timeouts that never shift
+answers, resumption of a resumable session after a dropped connection (RFC 0006), and closing
+as every transport) over channels that are WebSockets (:class:`PicowsChannel`,
+:class:`WebsocketsChannel`); how a socket ends is said with the protocol's errors
+(:func:`close_error`):
 
 * close 1000 after the answer to a close request or a fatal error answer: the end of the stream;
+  an empty binary message from the client is its half-close;
 * close ``4000 + code`` (the server ended the stream with a status: handshake deadline, session
   ended by the server, taken over by a resume): that status, with the close reason as message;
 * 1009 (a message over a side's limit): ``RESOURCE_EXHAUSTED``; a connection lost without a
@@ -38,19 +38,27 @@ import contextlib
 import json
 import urllib.parse
 import urllib.request
-from collections.abc import Callable
 from typing import Any
 
-import grpc
-
-from openenv.client.grpc import END_GRACE_S, GrpcConnection
+from openenv.client.channel import Unreachable
 from openenv.client.options import ConnectionOptions
+from openenv.client.session import END_GRACE_S, ClientSession
 from openenv.client.urls import BINARY_SUBPROTOCOL, is_loopback
-from openenv.errors import EnvError, FailedPrecondition, PermissionDenied, Unauthenticated, Unimplemented
+from openenv.errors import (
+    EnvError,
+    ErrorCode,
+    Internal,
+    PermissionDenied,
+    ResourceExhausted,
+    Unauthenticated,
+    Unavailable,
+    Unimplemented,
+)
+from openenv.observability import tracing
 from openenv.security import client_ssl_context
 from openenv.v1 import environment_pb2
 
-__all__ = ["BACKEND", "BinaryWsConnection", "close_status"]
+__all__ = ["BACKEND", "BinaryDialer", "BinaryWsConnection", "PicowsChannel", "WebsocketsChannel", "close_error"]
 
 try:  # the http extra's; when absent, websockets carries the stream (see the module docstring)
     import picows
@@ -61,28 +69,30 @@ BACKEND = "picows" if picows is not None else "websockets"
 """The WebSocket library this client speaks with: ``picows`` (the http extra's), else ``websockets``."""
 
 _CLOSE_CODE_BASE = 4000  # the server ended the stream with status N: close code 4000 + N
-_GRPC_CODES = {c.value[0]: c for c in grpc.StatusCode}
+_CODES = frozenset(int(c) for c in ErrorCode)
 
 
-def _rpc_error(code: grpc.StatusCode, details: str) -> grpc.aio.AioRpcError:
-    return grpc.aio.AioRpcError(code, grpc.aio.Metadata(), grpc.aio.Metadata(), details)
-
-
-def close_status(code: int | None, reason: str) -> tuple[grpc.StatusCode, str]:
-    """The status a WebSocket close stands for (see the module docstring)."""
+def close_error(code: int | None, reason: str) -> EnvError | None:
+    """What a WebSocket close stands for (see the module docstring): None for the normal end of
+    the stream (1000), else the fatal error the session ends with."""
     if code == 1000:
-        return grpc.StatusCode.OK, reason
+        return None
     if code is not None and _CLOSE_CODE_BASE < code < _CLOSE_CODE_BASE + 100:
-        status = _GRPC_CODES.get(code - _CLOSE_CODE_BASE, grpc.StatusCode.UNKNOWN)
-        return status, reason or status.name
+        status = code - _CLOSE_CODE_BASE
+        name = ErrorCode(status).name if status in _CODES else f"status {status}"
+        return EnvError.from_code(status, reason or name, fatal=True)
     said = f": {reason}" if reason else ""
     if code == 1009:
-        return grpc.StatusCode.RESOURCE_EXHAUSTED, f"a message exceeds the size limit (close 1009{said})"
+        return ResourceExhausted(f"a message exceeds the size limit (close 1009{said})", fatal=True)
     if code == 1011:
-        return grpc.StatusCode.INTERNAL, f"the server failed (close 1011{said})"
+        return Internal(f"the server failed (close 1011{said})", fatal=True)
     if code == 1008:
-        return grpc.StatusCode.PERMISSION_DENIED, reason or "policy violation (close 1008)"
-    return grpc.StatusCode.UNAVAILABLE, f"the WebSocket closed ({code if code is not None else 'no close frame'}){said}"
+        return PermissionDenied(reason or "policy violation (close 1008)", fatal=True)
+    why = code if code is not None else "no close frame"
+    return Unavailable(f"the WebSocket closed ({why}){said}", fatal=True)
+
+
+_OVER_OUR_LIMIT = "the answer exceeds this client's limit"
 
 
 def _refusal(e: Exception, url: str) -> EnvError:
@@ -105,116 +115,88 @@ def _refusal(e: Exception, url: str) -> EnvError:
     return Unimplemented(f"cannot open a binary session WebSocket to {url}: {type(e).__name__}: {e}", fatal=True)
 
 
-def _response_of(data: Any, cancel: Callable[[], Any]) -> environment_pb2.SessionResponse:
-    """The answer in one message, on either library; a text or undecodable message is a broken
-    server: the call is cancelled and the stream ends INTERNAL."""
+def _decode(data: bytes | str) -> environment_pb2.SessionResponse:
+    """The answer in one message; a text or undecodable message is a broken server: raises
+    INTERNAL (the caller drops the socket)."""
     if isinstance(data, str):
-        cancel()
-        raise _rpc_error(grpc.StatusCode.INTERNAL, "the server sent a text message on the binary transport")
+        raise Internal("the server sent a text message on the binary transport", fatal=True)
     try:
         return environment_pb2.SessionResponse.FromString(data)
     except Exception as e:  # noqa: BLE001 - a broken server: the stream cannot go on
-        cancel()
-        raise _rpc_error(grpc.StatusCode.INTERNAL, f"undecodable SessionResponse ({type(e).__name__})") from None
+        raise Internal(f"undecodable SessionResponse ({type(e).__name__})", fatal=True) from None
 
 
-class _Channel:
-    """One WebSocket (the connection of one stream), with grpc.aio's channel operations."""
-
-    def __init__(self, url: str, kw: dict[str, Any]) -> None:
-        self.url, self.kw = url, kw
-        self.ws: Any = None
-
-    async def ready(self, timeout: float) -> bool:
-        """Connect; False when the server cannot be reached in time, raises the fatal error of
-        a refused upgrade (token, Origin, no such transport)."""
-        from websockets.asyncio.client import connect
-        from websockets.exceptions import InvalidHandshake
-
-        try:
-            self.ws = await connect(self.url, open_timeout=timeout, **self.kw)
-        except (OSError, TimeoutError):
-            return False
-        except InvalidHandshake as e:
-            raise _refusal(e, self.url) from None
-        if self.ws.subprotocol != BINARY_SUBPROTOCOL:
-            await self.close()
-            raise Unimplemented(f"{self.url} did not select the subprotocol {BINARY_SUBPROTOCOL}", fatal=True)
-        return True
-
-    async def close(self) -> None:
-        ws, self.ws = self.ws, None
-        if ws is not None:
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(ws.close(), END_GRACE_S)
-            if ws.transport is not None and not ws.transport.is_closing():
-                ws.transport.abort()
+_CANCELLED = Unavailable("the stream was dropped by this client", fatal=True)
 
 
-class _Call:
-    """The ``Session`` stream on one WebSocket, seen through grpc.aio's ``StreamStreamCall``."""
+class WebsocketsChannel:
+    """The ``Session`` stream on one WebSocket of the ``websockets`` library (the fallback);
+    a :class:`~openenv.client.channel.Channel`."""
 
-    __slots__ = ("_code", "_details", "_ws")
+    __slots__ = ("_over", "_why", "_ws")
 
-    def __init__(self, channel: _Channel) -> None:
-        self._ws = channel.ws
-        self._code: grpc.StatusCode | None = None
-        self._details = ""
+    def __init__(self, ws: Any) -> None:
+        self._ws = ws
+        self._over = False  # the stream ended (and _why says why: None for its normal end)
+        self._why: EnvError | None = None
 
-    def _closed(self, e: Exception) -> grpc.StatusCode:
+    def _closed(self, e: Exception) -> EnvError | None:
         """Record how the socket ended (``e``: websockets' ConnectionClosed)."""
-        if self._code is None:
+        if not self._over:
             rcvd, sent = getattr(e, "rcvd", None), getattr(e, "sent", None)
             if sent is not None and sent.code == 1009:  # our own limit: the server's answer was too large
-                self._code, self._details = close_status(1009, "the answer exceeds this client's limit")
+                self._over, self._why = True, close_error(1009, _OVER_OUR_LIMIT)
             elif rcvd is not None:
-                self._code, self._details = close_status(rcvd.code, rcvd.reason)
+                self._over, self._why = True, close_error(rcvd.code, rcvd.reason)
             else:
-                self._code, self._details = close_status(None, "")
-        return self._code
+                self._over, self._why = True, close_error(None, "")
+        return self._why
 
-    async def write(self, message: environment_pb2.SessionRequest) -> None:
-        if self._code is not None and self._code is not grpc.StatusCode.OK:
-            raise _rpc_error(self._code, self._details)
+    async def send(self, request: environment_pb2.SessionRequest) -> None:
+        if self._over:
+            raise self._why or Unavailable("the WebSocket is closed", fatal=True)
         try:
-            await self._ws.send(message.SerializeToString())
-        except Exception as e:  # noqa: BLE001 - raised as grpc.aio would raise it
-            code = self._closed(e) if hasattr(e, "rcvd") else grpc.StatusCode.UNAVAILABLE
-            raise _rpc_error(code, self._details or f"{type(e).__name__}: {e}") from None
+            await self._ws.send(request.SerializeToString())
+        except Exception as e:  # noqa: BLE001 - the socket is gone, whatever the library raised
+            err = self._closed(e) if hasattr(e, "rcvd") else None
+            raise err or Unavailable(f"{type(e).__name__}: {e}", fatal=True) from None
 
-    async def read(self) -> Any:
+    async def receive(self) -> environment_pb2.SessionResponse | None:
         from websockets.exceptions import ConnectionClosed
 
         try:
             data = await self._ws.recv()
         except ConnectionClosed as e:
-            if self._closed(e) is grpc.StatusCode.OK:
-                return grpc.aio.EOF
-            raise _rpc_error(self._code or grpc.StatusCode.UNAVAILABLE, self._details) from None
-        return _response_of(data, self.cancel)
+            err = self._closed(e)
+            if err is None:
+                return None
+            raise err from None
+        try:
+            return _decode(data)
+        except EnvError as e:
+            self._drop(e)
+            raise
 
-    async def done_writing(self) -> None:
+    async def end(self) -> None:
         """Half-close: the transport's empty message (the server answers what it was sent,
         then ends the stream with close 1000)."""
         with contextlib.suppress(Exception):
             await self._ws.send(b"")
 
-    def done(self) -> bool:
-        return self._code is not None or self._ws.transport is None or self._ws.transport.is_closing()
-
-    def cancel(self) -> bool:
-        if self._code is None:
-            self._code, self._details = grpc.StatusCode.CANCELLED, "Locally cancelled by application!"
+    def _drop(self, why: EnvError) -> None:
+        if not self._over:
+            self._over, self._why = True, why
         transport = self._ws.transport
         if transport is not None and not transport.is_closing():
             transport.abort()  # as a crashed client: no close frame
-        return True
 
-    async def code(self) -> grpc.StatusCode:
-        return self._code or grpc.StatusCode.OK
-
-    async def details(self) -> str:
-        return self._details
+    async def close(self) -> None:
+        self._drop(_CANCELLED)
+        ws = self._ws
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(ws.close(), END_GRACE_S)
+        if ws.transport is not None and not ws.transport.is_closing():
+            ws.transport.abort()
 
 
 def _proxy_for(url: str) -> str | None:
@@ -231,7 +213,7 @@ def _proxy_for(url: str) -> str | None:
 
 class _Listener(picows.WSListener if picows is not None else object):  # type: ignore[misc]
     """The client's end of one picows WebSocket: whole messages (reassembled, bounded by the
-    client's limit) queued for :class:`_PicowsCall`, and how the socket ended."""
+    client's limit) queued for :class:`PicowsChannel`, and how the socket ended."""
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
@@ -310,137 +292,206 @@ if picows is not None:
     _CONT, _CLOSE = picows.WSMsgType.CONTINUATION, picows.WSMsgType.CLOSE
 
 
-class _PicowsChannel:
-    """One picows WebSocket (the connection of one stream), with grpc.aio's channel operations."""
+class PicowsChannel:
+    """The ``Session`` stream on one picows WebSocket; a :class:`~openenv.client.channel.Channel`."""
 
-    def __init__(self, url: str, kw: dict[str, Any], limit: int) -> None:
-        self.url, self.kw, self.limit = url, kw, limit
-        self.ws: _Listener | None = None
-        self.failure = ""  # why ready() returned False, when an error said so
+    __slots__ = ("_over", "_why", "_ws")
 
-    async def ready(self, timeout: float) -> bool:
-        """Connect; False when the server cannot be reached in time, raises the fatal error of
-        a refused upgrade (token, Origin, no such transport)."""
-        assert picows is not None
-        try:
-            transport, listener = await asyncio.wait_for(
-                picows.ws_connect(
-                    lambda: _Listener(self.limit),
-                    self.url,
-                    websocket_handshake_timeout=timeout,
-                    max_frame_size=self.limit,
-                    max_redirects=0,
-                    logger_name="openenv.client.binary",
-                    **self.kw,
-                ),
-                timeout,
-            )
-        except picows.WSHandshakeError as e:
-            if getattr(e, "response", None) is None:
-                self.failure = f"{type(e).__name__}: {e}"
-                return False  # no HTTP answer in time (or a broken one): not reachable
-            raise _refusal(e, self.url) from None
-        except (OSError, TimeoutError) as e:
-            self.failure = f"{type(e).__name__}: {e}"
-            return False
-        self.ws = listener  # type: ignore[assignment]  # ours: made by the factory above
-        if transport.response is None:  # the server closed before answering (seen under a 16k burst)
-            self.failure = "the server closed the connection before answering the upgrade"
-            await self.close()
-            return False
-        if transport.response.headers.get("Sec-WebSocket-Protocol") != BINARY_SUBPROTOCOL:
-            await self.close()
-            raise Unimplemented(f"{self.url} did not select the subprotocol {BINARY_SUBPROTOCOL}", fatal=True)
-        return True
+    def __init__(self, ws: _Listener) -> None:
+        self._ws = ws
+        self._over = False  # the stream ended (and _why says why: None for its normal end)
+        self._why: EnvError | None = None
 
-    async def close(self) -> None:
-        ws, self.ws = self.ws, None
-        if ws is None or ws.transport is None:
-            return
-        transport = ws.transport
-        if not transport.is_disconnected:
-            with contextlib.suppress(Exception):
-                if not transport.is_close_frame_sent:
-                    transport.send_close(1000)
-                # Wait for the server's close (the close handshake), bounded: then the socket.
-                await asyncio.wait_for(transport.wait_disconnected(), END_GRACE_S)
-        if not transport.is_disconnected:
-            transport.underlying_transport.abort()
-
-
-class _PicowsCall:
-    """The ``Session`` stream on one picows WebSocket, seen through grpc.aio's ``StreamStreamCall``."""
-
-    __slots__ = ("_code", "_details", "_ws")
-
-    def __init__(self, channel: _PicowsChannel) -> None:
-        assert channel.ws is not None
-        self._ws = channel.ws
-        self._code: grpc.StatusCode | None = None
-        self._details = ""
-
-    def _ended(self) -> grpc.StatusCode:
+    def _ended(self) -> EnvError | None:
         """Record how the socket ended."""
-        if self._code is None:
+        if not self._over:
             ws = self._ws
             if ws.sent_1009:  # our own limit: the server's answer was too large
-                self._code, self._details = close_status(1009, "the answer exceeds this client's limit")
+                self._over, self._why = True, close_error(1009, _OVER_OUR_LIMIT)
             elif ws.received is not None:
-                self._code, self._details = close_status(*ws.received)
+                self._over, self._why = True, close_error(*ws.received)
             else:
-                self._code, self._details = close_status(None, "")
-        return self._code
+                self._over, self._why = True, close_error(None, "")
+        return self._why
 
-    async def write(self, message: environment_pb2.SessionRequest) -> None:
-        if self._code is not None and self._code is not grpc.StatusCode.OK:
-            raise _rpc_error(self._code, self._details)
-        transport = self._ws.transport
-        if self._ws.eof or transport.is_disconnected or transport.is_close_frame_sent:
-            raise _rpc_error(self._ended(), self._details or "the WebSocket is closed")
-        transport.send(_BINARY, message.SerializeToString())
+    async def send(self, request: environment_pb2.SessionRequest) -> None:
+        if self._over:
+            raise self._why or Unavailable("the WebSocket is closed", fatal=True)
+        ws = self._ws
+        transport = ws.transport
+        if ws.eof or transport.is_disconnected or transport.is_close_frame_sent:
+            raise self._ended() or Unavailable("the WebSocket is closed", fatal=True)
+        transport.send(_BINARY, request.SerializeToString())
 
-    async def read(self) -> Any:
+    async def receive(self) -> environment_pb2.SessionResponse | None:
         ws = self._ws
         inbox = ws.inbox
         while not inbox:
             if ws.eof:
-                if self._ended() is grpc.StatusCode.OK:
-                    return grpc.aio.EOF
-                raise _rpc_error(self._code or grpc.StatusCode.UNAVAILABLE, self._details)
+                err = self._ended()
+                if err is None:
+                    return None
+                raise err
             ws.waiter = asyncio.get_running_loop().create_future()
             await ws.waiter
-        data = inbox.popleft()
-        return _response_of(data, self.cancel)
+        try:
+            return _decode(inbox.popleft())
+        except EnvError as e:
+            self._drop(e)
+            raise
 
-    async def done_writing(self) -> None:
+    async def end(self) -> None:
         """Half-close: the transport's empty message (the server answers what it was sent,
         then ends the stream with close 1000)."""
         transport = self._ws.transport
         if not transport.is_disconnected and not transport.is_close_frame_sent:
             transport.send(_BINARY, b"")
 
-    def done(self) -> bool:
-        return self._code is not None or self._ws.eof
-
-    def cancel(self) -> bool:
-        if self._code is None:
-            self._code, self._details = grpc.StatusCode.CANCELLED, "Locally cancelled by application!"
+    def _drop(self, why: EnvError) -> None:
+        if not self._over:
+            self._over, self._why = True, why
         transport = self._ws.transport
         if not transport.is_disconnected:
             transport.underlying_transport.abort()  # as a crashed client: no close frame
-        return True
 
-    async def code(self) -> grpc.StatusCode:
-        return self._code or grpc.StatusCode.OK
+    async def close(self) -> None:
+        self._drop(_CANCELLED)
+        transport = self._ws.transport
+        if not transport.is_disconnected:  # pragma: no cover - dropped just above
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(transport.wait_disconnected(), END_GRACE_S)
 
-    async def details(self) -> str:
-        return self._details
+
+async def _close_picows(ws: _Listener) -> None:
+    """Close a picows WebSocket that carries no stream yet (refused after the upgrade)."""
+    transport = ws.transport
+    if transport is None or transport.is_disconnected:
+        return
+    with contextlib.suppress(Exception):
+        if not transport.is_close_frame_sent:
+            transport.send_close(1000)
+        # Wait for the server's close (the close handshake), bounded: then the socket.
+        await asyncio.wait_for(transport.wait_disconnected(), END_GRACE_S)
+    if not transport.is_disconnected:
+        transport.underlying_transport.abort()
 
 
-class BinaryWsConnection(GrpcConnection):
+class BinaryDialer:
+    """Opens binary WebSocket streams to ``url`` (``ws(s)://``) with ``options``."""
+
+    resumable = True
+    coalesces = True
+    answers_carry_ids = True
+
+    def __init__(self, url: str, options: ConnectionOptions) -> None:
+        self.url = self.info_key = url
+        self.options = options
+        self.secure = url.startswith("wss:")
+
+    def _headers(self, first: bool) -> list[tuple[str, str]]:
+        """The bearer token (RFC 0003) and, on a session's first socket, the caller's trace context."""
+        token = self.options.token
+        headers = [("authorization", f"Bearer {token}")] if token else []
+        if first:
+            headers += tracing.inject()
+        return headers
+
+    def _ssl(self) -> Any:
+        o = self.options
+        if not (self.secure and (o.ca_file or o.client_cert)):
+            return None
+        cert, key = o.client_cert or (None, None)
+        return client_ssl_context(o.ca_file, cert, key)
+
+    async def dial(
+        self, handshake: environment_pb2.HandshakeRequest, timeout: float, *, first: bool
+    ) -> PicowsChannel | WebsocketsChannel:
+        if picows is not None:
+            return await self._dial_picows(timeout, first)
+        return await self._dial_websockets(timeout, first)
+
+    async def _dial_websockets(self, timeout: float, first: bool) -> WebsocketsChannel:
+        from websockets.asyncio.client import connect
+        from websockets.exceptions import InvalidHandshake
+
+        o = self.options
+        kw: dict[str, Any] = {
+            "subprotocols": [BINARY_SUBPROTOCOL],
+            "max_size": o.max_message_bytes,
+            "compression": None,  # small messages are cheaper raw; the server does not offer it either
+            "ping_interval": o.keepalive_s or None,
+            "ping_timeout": o.keepalive_timeout_s,
+            "close_timeout": END_GRACE_S,
+        }
+        headers = self._headers(first)
+        if headers:
+            kw["additional_headers"] = headers
+        if is_loopback(self.url):
+            kw["proxy"] = None
+        ssl = self._ssl()
+        if ssl is not None:
+            kw["ssl"] = ssl
+        try:
+            ws = await connect(self.url, open_timeout=timeout, **kw)
+        except (OSError, TimeoutError):
+            raise Unreachable() from None
+        except InvalidHandshake as e:
+            raise _refusal(e, self.url) from None
+        channel = WebsocketsChannel(ws)
+        if ws.subprotocol != BINARY_SUBPROTOCOL:
+            await channel.close()
+            raise Unimplemented(f"{self.url} did not select the subprotocol {BINARY_SUBPROTOCOL}", fatal=True)
+        return channel
+
+    async def _dial_picows(self, timeout: float, first: bool) -> PicowsChannel:
+        assert picows is not None
+        o = self.options
+        headers = [("Sec-WebSocket-Protocol", BINARY_SUBPROTOCOL), *self._headers(first)]
+        kw: dict[str, Any] = {"extra_headers": headers, "proxy": _proxy_for(self.url)}
+        if o.keepalive_s:
+            kw.update(
+                enable_auto_ping=True,
+                auto_ping_idle_timeout=o.keepalive_s,
+                auto_ping_reply_timeout=o.keepalive_timeout_s,
+            )
+        ssl = self._ssl()
+        if ssl is not None:
+            kw["ssl_context"] = ssl
+        limit = o.max_message_bytes
+        try:
+            transport, listener = await asyncio.wait_for(
+                picows.ws_connect(
+                    lambda: _Listener(limit),
+                    self.url,
+                    websocket_handshake_timeout=timeout,
+                    max_frame_size=limit,
+                    max_redirects=0,
+                    logger_name="openenv.client.binary",
+                    **kw,
+                ),
+                timeout,
+            )
+        except picows.WSHandshakeError as e:
+            if getattr(e, "response", None) is None:  # no HTTP answer in time (or a broken one)
+                raise Unreachable(f"{type(e).__name__}: {e}") from None
+            raise _refusal(e, self.url) from None
+        except (OSError, TimeoutError) as e:
+            raise Unreachable(f"{type(e).__name__}: {e}") from None
+        ws: _Listener = listener  # type: ignore[assignment]  # ours: made by the factory above
+        if transport.response is None:  # the server closed before answering (seen under a 16k burst)
+            await _close_picows(ws)
+            raise Unreachable("the server closed the connection before answering the upgrade")
+        if transport.response.headers.get("Sec-WebSocket-Protocol") != BINARY_SUBPROTOCOL:
+            await _close_picows(ws)
+            raise Unimplemented(f"{self.url} did not select the subprotocol {BINARY_SUBPROTOCOL}", fatal=True)
+        return PicowsChannel(ws)
+
+
+class BinaryWsConnection(ClientSession):
     """One session over the binary WebSocket transport; a :class:`~openenv.client.Connection`
     (see the module docstring). ``url``: ``ws(s)://host:port[/prefix]/v1/session`` (``http(s)``
-    is taken as ``ws(s)``); the other arguments are :class:`GrpcConnection`'s, but ``channel``."""
+    is taken as ``ws(s)``); ``options``: :class:`~openenv.client.ConnectionOptions`, whose fields
+    the keywords replace when given."""
 
     def __init__(
         self,
@@ -455,67 +506,21 @@ class BinaryWsConnection(GrpcConnection):
     ) -> None:
         scheme, sep, rest = url.partition("://")
         scheme = {"http": "ws", "https": "wss"}.get(scheme.lower(), scheme.lower())
-        ws_url = scheme + sep + rest
-        super().__init__(
-            rest.split("/", 1)[0],
-            options=options,
+        opts = (options or ConnectionOptions()).merged(
             max_message_bytes=max_message_bytes,
             keepalive_s=keepalive_s,
-            url=ws_url,
             token=token,
-            secure=scheme == "wss",
             ca_file=ca_file,
             client_cert=client_cert,
         )
+        super().__init__(BinaryDialer(scheme + sep + rest, opts), opts)
+        self.target = rest.split("/", 1)[0]
+        self.secure = scheme == "wss"
+
+    @property
+    def token(self) -> str | None:
+        return self.options.token
 
     def sibling(self) -> BinaryWsConnection:
         """A new, unopened connection to the same server with the same settings."""
-        return type(self)(self.url, options=self.options)
-
-    def _new_channel(self) -> Any:
-        if picows is not None:
-            return self._new_picows_channel()
-        kw: dict[str, Any] = {
-            "subprotocols": [BINARY_SUBPROTOCOL],
-            "max_size": self._limit,
-            "compression": None,  # small messages are cheaper raw; the server does not offer it either
-            "ping_interval": self.keepalive_s or None,
-            "ping_timeout": self.options.keepalive_timeout_s,
-            "close_timeout": END_GRACE_S,
-        }
-        headers = self._metadata(trace=True)  # the bearer token and the caller's trace context
-        if headers:
-            kw["additional_headers"] = list(headers)
-        if is_loopback(self.url):
-            kw["proxy"] = None
-        if self.secure and (self.ca_file or self.client_cert):
-            cert, key = self.client_cert or (None, None)
-            kw["ssl"] = client_ssl_context(self.ca_file, cert, key)
-        return _Channel(self.url, kw)
-
-    def _new_picows_channel(self) -> _PicowsChannel:
-        headers = [("Sec-WebSocket-Protocol", BINARY_SUBPROTOCOL)]
-        headers += list(self._metadata(trace=True) or ())  # the bearer token and the caller's trace context
-        kw: dict[str, Any] = {"extra_headers": headers, "proxy": _proxy_for(self.url)}
-        if self.keepalive_s:
-            kw.update(
-                enable_auto_ping=True,
-                auto_ping_idle_timeout=self.keepalive_s,
-                auto_ping_reply_timeout=self.options.keepalive_timeout_s,
-            )
-        if self.secure and (self.ca_file or self.client_cert):
-            cert, key = self.client_cert or (None, None)
-            kw["ssl_context"] = client_ssl_context(self.ca_file, cert, key)
-        return _PicowsChannel(self.url, kw, self._limit)
-
-    async def _channel_ready(self, channel: Any, timeout: float) -> bool:
-        return await channel.ready(timeout)  # type: ignore[no-any-return]
-
-    def _not_ready_reason(self, channel: Any) -> str:
-        failure = getattr(channel, "failure", "")
-        return f" ({failure})" if failure else ""
-
-    def _open_call(self, channel: Any, metadata: Any) -> Any:
-        if channel.ws is None:
-            raise FailedPrecondition("the WebSocket is not connected")
-        return _PicowsCall(channel) if isinstance(channel, _PicowsChannel) else _Call(channel)
+        return BinaryWsConnection(self.url, options=self.options)

@@ -73,6 +73,8 @@ ENGINE_ENV = "OPENENV_ENGINE"
 if TYPE_CHECKING:
     import numpy as np
 
+    from openenv.client.grpclib import GrpclibConnection
+
 __all__ = [
     "AUTORESET_MODES",
     "WAIT_GRACE_S",
@@ -149,7 +151,7 @@ def connect_url(
     engine = grpc_engine or os.environ.get(ENGINE_ENV) or "grpcio"
     if engine not in ("grpcio", "grpclib"):
         raise ValueError(f"unknown gRPC engine {engine!r}: expected grpcio or grpclib")
-    connection_cls: type[GrpcConnection] = GrpcConnection
+    connection_cls: type[GrpcConnection | GrpclibConnection] = GrpcConnection
     if engine == "grpclib":
         try:
             from openenv.client.grpclib import GrpclibConnection

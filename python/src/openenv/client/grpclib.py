@@ -11,9 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import Any, cast
+from typing import Any
 
-import grpc
 from grpclib.client import Channel
 from grpclib.client import Stream as ClientStream
 from grpclib.config import Configuration
@@ -21,11 +20,15 @@ from grpclib.const import Cardinality, Status
 from grpclib.encoding.base import CodecBase
 from grpclib.exceptions import GRPCError, ProtocolError, StreamTerminatedError
 
-from openenv.client.grpc import GrpcConnection
+from openenv.client.channel import Unreachable
+from openenv.client.grpc import _metadata
+from openenv.client.options import ConnectionOptions
+from openenv.client.session import ClientSession
+from openenv.errors import EnvError, Unavailable
 from openenv.security import client_ssl_context
 from openenv.v1 import environment_pb2
 
-__all__ = ["GrpclibConnection", "RawCodec", "recv_bounded"]
+__all__ = ["GrpclibChannel", "GrpclibConnection", "GrpclibDialer", "RawCodec", "recv_bounded"]
 
 SESSION_PATH = "/openenv.v1.EnvironmentService/Session"
 
@@ -63,48 +66,24 @@ async def recv_bounded(h2_stream: Any, limit: int) -> bytes | None:
     return data
 
 
-def _status(code: int) -> grpc.StatusCode:
-    for c in grpc.StatusCode:
-        if c.value[0] == code:
-            return c
-    return grpc.StatusCode.UNKNOWN
+_CANCELLED = Unavailable("the stream was dropped by this client", fatal=True)
 
 
-def _rpc_error(code: grpc.StatusCode, details: str) -> grpc.aio.AioRpcError:
-    return grpc.aio.AioRpcError(code, grpc.aio.Metadata(), grpc.aio.Metadata(), details)
+class GrpclibChannel:
+    """One ``Session`` stream on a grpclib connection; a :class:`~openenv.client.channel.Channel`.
+    The connection is the stream's own (closed with it)."""
 
-
-class _Channel:
-    """A grpclib channel with grpc.aio's ``await close()``."""
-
-    def __init__(self, raw: Channel) -> None:
-        self.raw = raw
-
-    async def ready(self, timeout: float) -> bool:
-        try:
-            await asyncio.wait_for(self.raw.__connect__(), timeout)
-        except (OSError, TimeoutError):
-            self.raw.close()
-            return False
-        return True
-
-    async def close(self) -> None:
-        self.raw.close()
-
-
-class _Call:
-    """One ``Session`` stream on grpclib, seen through grpc.aio's ``StreamStreamCall`` operations."""
-
-    def __init__(self, channel: _Channel, metadata: Any, limit: int) -> None:
-        self._stream: ClientStream[Any, Any] = channel.raw.request(
+    def __init__(self, raw: Channel, metadata: Any, limit: int) -> None:
+        self._raw = raw
+        self._stream: ClientStream[Any, Any] = raw.request(
             SESSION_PATH, Cardinality.STREAM_STREAM, bytes, bytes, metadata=list(metadata or ())
         )
         self._limit = limit
         self._started: asyncio.Future[None] | None = None
         self._open = False  # the request headers went out: the hot path skips _start
         self._headers_read = False
-        self._code: grpc.StatusCode | None = None
-        self._details = ""
+        self._over = False  # the stream ended (and _why says why: None for its normal end)
+        self._why: EnvError | None = None
         self._released = False
 
     async def _start(self) -> None:
@@ -123,30 +102,30 @@ class _Call:
             await asyncio.shield(self._started)
 
     def _failed(self, e: BaseException) -> BaseException:
-        """``e`` as grpc.aio would raise it (an :class:`grpc.aio.AioRpcError`), recording the status."""
-        if isinstance(e, grpc.aio.AioRpcError):
-            return cast(BaseException, e)
+        """``e`` as the protocol's fatal error, recording how the stream ended."""
+        if isinstance(e, EnvError):
+            return e
         if isinstance(e, GRPCError):
-            code, details = _status(e.status.value), e.message or ""
+            err: EnvError = EnvError.from_code(e.status.value, e.message or e.status.name, fatal=True)
         elif isinstance(e, StreamTerminatedError | ConnectionError | OSError | ProtocolError):
-            code, details = grpc.StatusCode.UNAVAILABLE, f"{type(e).__name__}: {e}"
+            err = Unavailable(f"{type(e).__name__}: {e}", fatal=True)
         else:
             return e
-        if self._code is None:
-            self._code, self._details = code, details
-        return cast(BaseException, _rpc_error(self._code, self._details))
+        if not self._over:
+            self._over, self._why = True, err
+        return self._why or err
 
-    async def write(self, message: environment_pb2.SessionRequest) -> None:
+    async def send(self, request: environment_pb2.SessionRequest) -> None:
         if not self._open:
             await self._start()
-        if self._code is not None:
-            raise _rpc_error(self._code, self._details)
+        if self._over:
+            raise self._why or Unavailable("the stream is over", fatal=True)
         try:
-            await self._stream.send_message(message.SerializeToString())
-        except Exception as e:  # noqa: BLE001 - raised as grpc.aio would raise it
+            await self._stream.send_message(request.SerializeToString())
+        except Exception as e:  # noqa: BLE001 - said as the protocol's error
             raise self._failed(e) from None
 
-    async def read(self) -> Any:
+    async def receive(self) -> environment_pb2.SessionResponse | None:
         if not self._open:
             await self._start()
         try:
@@ -156,43 +135,37 @@ class _Call:
             data = await recv_bounded(self._stream._stream, self._limit)
             if data is None:
                 await self._stream.recv_trailing_metadata()
-                self._code = self._code or grpc.StatusCode.OK
+                self._over = True  # _why stays as recorded (None: the normal end)
                 self._release()
-                return grpc.aio.EOF
+                return None
             return environment_pb2.SessionResponse.FromString(data)
         except StreamTerminatedError as e:
             self._release()
             raise self._failed(_last_status(self._stream, e)) from None
-        except Exception as e:  # noqa: BLE001 - raised as grpc.aio would raise it
+        except Exception as e:  # noqa: BLE001 - said as the protocol's error
             self._release()
             raise self._failed(e) from None
 
-    async def done_writing(self) -> None:
-        await self._start()
-        with contextlib.suppress(ProtocolError):  # already ended
+    async def end(self) -> None:
+        with contextlib.suppress(Exception):  # already ended (or never started)
+            await self._start()
             await self._stream.end()
 
-    def cancel(self) -> bool:
+    async def close(self) -> None:
         h2 = self._stream._stream
-        if self._code is None:
-            self._code, self._details = grpc.StatusCode.CANCELLED, "Locally cancelled by application!"
+        if not self._over:
+            self._over, self._why = True, _CANCELLED
         with contextlib.suppress(Exception):
             if h2 is not None and h2.closable:
                 h2.reset_nowait()
         self._release()
-        return True
+        self._raw.close()
 
     def _release(self) -> None:
         if not self._released and getattr(self._stream, "_release_stream", None) is not None:
             self._released = True
             with contextlib.suppress(Exception):
                 self._stream._release_stream()
-
-    async def code(self) -> grpc.StatusCode:
-        return self._code or grpc.StatusCode.OK
-
-    async def details(self) -> str:
-        return self._details
 
 
 def _last_status(stream: ClientStream[Any, Any], reset: StreamTerminatedError) -> BaseException:
@@ -204,34 +177,79 @@ def _last_status(stream: ClientStream[Any, Any], reset: StreamTerminatedError) -
     return reset
 
 
-class GrpclibConnection(GrpcConnection):
-    """:class:`~openenv.client.grpc.GrpcConnection` on grpclib (see the module docstring).
-    Takes the same arguments but ``channel`` (a shared grpc.aio channel cannot carry it)."""
+class GrpclibDialer:
+    """Opens :class:`GrpclibChannel` streams to ``target`` (``host:port``) with ``options``."""
 
-    def __init__(self, target: str, **kwargs: Any) -> None:
-        if kwargs.get("channel") is not None:
-            raise ValueError("the grpclib engine opens its own connection: a shared grpc.aio channel cannot carry it")
-        super().__init__(target, **kwargs)
+    resumable = True
+    coalesces = True
+    answers_carry_ids = True
+
+    def __init__(self, target: str, options: ConnectionOptions, url: str, *, secure: bool = False) -> None:
+        self.target, self.options, self.secure = target, options, secure
+        self.url = self.info_key = url
 
     def _config(self) -> Configuration:
         return Configuration(
-            _keepalive_time=self.keepalive_s or None,  # 0: no keepalive pings
+            _keepalive_time=self.options.keepalive_s or None,  # 0: no keepalive pings
             _keepalive_timeout=self.options.keepalive_timeout_s,
             _keepalive_permit_without_calls=True,
             _http2_max_pings_without_data=0,
         )
 
-    def _new_channel(self) -> Any:
+    async def dial(self, handshake: environment_pb2.HandshakeRequest, timeout: float, *, first: bool) -> GrpclibChannel:
         host, _, port = self.target.rpartition(":")
         ssl = None
         if self.secure:
-            cert, key = self.client_cert or (None, None)
-            ssl = client_ssl_context(self.ca_file, cert, key)
+            cert, key = self.options.client_cert or (None, None)
+            ssl = client_ssl_context(self.options.ca_file, cert, key)
             ssl.set_alpn_protocols(["h2"])
-        return _Channel(Channel(host.strip("[]"), int(port), codec=RawCodec(), ssl=ssl, config=self._config()))
+        raw = Channel(host.strip("[]"), int(port), codec=RawCodec(), ssl=ssl, config=self._config())
+        try:
+            await asyncio.wait_for(raw.__connect__(), timeout)
+        except (OSError, TimeoutError):
+            raw.close()
+            raise Unreachable() from None
+        metadata = _metadata(self.options.token, trace=first)
+        return GrpclibChannel(raw, metadata, self.options.max_message_bytes)
 
-    async def _channel_ready(self, channel: Any, timeout: float) -> bool:
-        return await channel.ready(timeout)  # type: ignore[no-any-return]
 
-    def _open_call(self, channel: Any, metadata: Any) -> Any:
-        return _Call(channel, metadata, self._limit)
+class GrpclibConnection(ClientSession):
+    """A session of the gRPC transport on grpclib (see the module docstring). Takes the
+    arguments of :class:`~openenv.client.grpc.GrpcConnection` but ``channel`` (a shared
+    grpc.aio channel cannot carry it)."""
+
+    def __init__(
+        self,
+        target: str,
+        *,
+        options: ConnectionOptions | None = None,
+        max_message_bytes: int | None = None,
+        keepalive_s: float | None = None,
+        url: str | None = None,
+        token: str | None = None,
+        secure: bool = False,
+        ca_file: str | None = None,
+        client_cert: tuple[str, str] | None = None,
+        channel: object | None = None,
+    ) -> None:
+        if channel is not None:
+            raise ValueError("the grpclib engine opens its own connection: a shared grpc.aio channel cannot carry it")
+        opts = (options or ConnectionOptions()).merged(
+            max_message_bytes=max_message_bytes,
+            keepalive_s=keepalive_s,
+            token=token,
+            ca_file=ca_file,
+            client_cert=client_cert,
+        )
+        url = url or f"{'grpcs' if secure else 'grpc'}://{target}"
+        super().__init__(GrpclibDialer(target, opts, url, secure=secure), opts)
+        self.target = target
+        self.secure = secure
+
+    @property
+    def token(self) -> str | None:
+        return self.options.token
+
+    def sibling(self) -> GrpclibConnection:
+        """A new, unopened connection to the same server with the same settings."""
+        return GrpclibConnection(self.target, options=self.options, url=self.url, secure=self.secure)

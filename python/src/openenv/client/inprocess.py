@@ -8,8 +8,9 @@ in this process, on this event loop (notebooks, fast unit tests; :mod:`openenv.t
         await env.reset()
 
 The client writes each request, serialized, on an in-memory stream (an asyncio queue) that
-the engine reads as it reads a gRPC stream; the engine's answers come back serialized and are
-matched by id. Every message is encoded and decoded as on the wire, so what the environment
+the engine reads as it reads a gRPC stream; the engine's answers come back serialized. It is a
+:class:`~openenv.client.session.ClientSession` (ids and matching as on every transport) over
+an :class:`InProcessChannel`. Every message is encoded and decoded as on the wire, so what the environment
 receives and the client gets back is exactly what a socket would carry (payload codecs, size
 limits, undecodable requests, the server's in-band refusal of an oversized reply): only the
 socket and its framing are gone.
@@ -35,38 +36,45 @@ caller's event loop: the connection must be opened, used and closed on one loop.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from collections.abc import Callable, Sequence
+import collections
+from collections.abc import Sequence
 from typing import NoReturn
 
-from openenv.client.infocache import info_of, known_digest
 from openenv.client.options import ConnectionOptions
+from openenv.client.session import ClientSession
 from openenv.engine import Engine, Incoming, bounded_serializer, tolerant_parse
 from openenv.errors import (
-    ClientTimeout,
     EnvError,
     ErrorCode,
     FailedPrecondition,
     Internal,
     ResourceExhausted,
     Unauthenticated,
+    Unavailable,
 )
-from openenv.v1 import environment_pb2, multiagent_pb2
+from openenv.v1 import environment_pb2
 
-__all__ = ["InProcessConnection"]
-
-END_GRACE_S = 5.0  # how long closing waits for the engine to end the stream before cancelling it
+__all__ = ["InProcessChannel", "InProcessConnection", "InProcessDialer"]
 
 
 class _Aborted(Exception):
     """Raised by the stream's ``abort`` (as grpc.aio's context raises): unwinds ``Engine.serve``."""
 
 
+class _End:
+    """The end of the engine's answers: ``err`` says why (None: the engine ended the stream)."""
+
+    __slots__ = ("err",)
+
+    def __init__(self, err: EnvError | None) -> None:
+        self.err = err
+
+
 class _ServerStream:
     """The engine's end of the in-memory stream (an :class:`openenv.engine.Stream`)."""
 
-    def __init__(self, owner: InProcessConnection, peer: str, metadata: Sequence[tuple[str, str]]) -> None:
-        self._owner = owner
+    def __init__(self, channel: InProcessChannel, peer: str, metadata: Sequence[tuple[str, str]]) -> None:
+        self._channel = channel
         self._peer, self._metadata = peer, tuple(metadata)
         self.inbox: asyncio.Queue[bytes | None] = asyncio.Queue()
         # As the gRPC listeners read: bytes that do not parse, or are too fine-grained to
@@ -74,7 +82,7 @@ class _ServerStream:
         self._parse = tolerant_parse(
             environment_pb2.SessionRequest.FromString, environment_pb2.SessionRequest.DESCRIPTOR
         )
-        self._serialize = bounded_serializer(owner.engine.runtime.max_message_bytes)
+        self._serialize = bounded_serializer(channel.engine.runtime.max_message_bytes)
         self.aborted: EnvError | None = None
 
     async def read(self) -> Incoming:
@@ -82,7 +90,7 @@ class _ServerStream:
         return None if data is None else self._parse(data)
 
     async def write(self, response: environment_pb2.SessionResponse) -> None:
-        self._owner._receive(self._serialize(response))
+        self._channel._push(self._serialize(response))
 
     async def abort(self, code: ErrorCode, message: str) -> NoReturn:
         self.aborted = EnvError.from_code(int(code), message, fatal=True)
@@ -95,7 +103,106 @@ class _ServerStream:
         return self._metadata
 
 
-class InProcessConnection:
+class InProcessChannel:
+    """One stream served by ``engine`` on this event loop; a :class:`~openenv.client.channel.Channel`.
+    Answers over ``limit`` bytes end it, as a gRPC client's receive limit does."""
+
+    def __init__(self, engine: Engine, peer: str, metadata: Sequence[tuple[str, str]], limit: int) -> None:
+        self.engine = engine
+        self._limit = limit
+        self._answers: collections.deque[bytes | _End] = collections.deque()
+        self._waiter: asyncio.Future[None] | None = None
+        self._stream = _ServerStream(self, peer, metadata)
+        self._over: _End | None = None  # set once the engine's answers are over
+        self._server = asyncio.ensure_future(self._serve())
+
+    async def _serve(self) -> None:
+        """The engine's side: serve the stream to its end, then say why it ended."""
+        err: EnvError | None = None
+        try:
+            await self.engine.serve(self._stream)
+        except _Aborted:
+            err = self._stream.aborted
+        except asyncio.CancelledError:
+            self._push(_End(FailedPrecondition("the client is closed", fatal=True)))
+            raise
+        except Exception as e:  # noqa: BLE001 - the engine never raises for a client's input: a bug, reported as one
+            err = Internal(f"the engine failed: {type(e).__name__}: {e}", fatal=True)
+        self._push(_End(err))
+
+    def _push(self, item: bytes | _End) -> None:
+        self._answers.append(item)
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    async def send(self, request: environment_pb2.SessionRequest) -> None:
+        if self._over is not None or self._server.done():
+            raise (self._over.err if self._over is not None else None) or Unavailable("the stream is over", fatal=True)
+        self._stream.inbox.put_nowait(request.SerializeToString())  # in call order: never waits
+
+    async def receive(self) -> environment_pb2.SessionResponse | None:
+        while self._over is None:
+            answers = self._answers
+            if not answers:
+                self._waiter = asyncio.get_running_loop().create_future()
+                await self._waiter
+                continue
+            item = answers.popleft()
+            if isinstance(item, _End):
+                self._over = item
+                break
+            if len(item) > self._limit:
+                # What a gRPC client does with a message over its receive limit: the stream fails.
+                self._over = _End(
+                    ResourceExhausted(
+                        f"an answer of {len(item)} bytes exceeds this client's {self._limit}-byte limit", fatal=True
+                    )
+                )
+                self._server.cancel()
+                break
+            return environment_pb2.SessionResponse.FromString(item)
+        if self._over.err is None:
+            return None
+        raise self._over.err
+
+    async def end(self) -> None:
+        self._stream.inbox.put_nowait(None)  # the end of input: the engine finishes the stream
+
+    async def close(self) -> None:
+        """Cancel the engine's side when it is still serving (as a dropped connection cancels a
+        gRPC handler) and wait for it."""
+        if not self._server.done():
+            self._server.cancel()
+        await asyncio.gather(self._server, return_exceptions=True)
+
+
+class InProcessDialer:
+    """Opens :class:`InProcessChannel` streams on ``engine`` (the token checked as a listener
+    checks the ``authorization`` header)."""
+
+    resumable = False  # an in-memory stream never drops
+    coalesces = False  # no wire to save messages on
+    answers_carry_ids = True
+
+    def __init__(self, engine: Engine, options: ConnectionOptions, peer: str) -> None:
+        self.engine, self.options, self.peer = engine, options, peer
+        self.url = f"inprocess://{engine.runtime.env_cls.__name__}"
+        self.info_key = f"in-process:{id(engine)}"
+
+    async def dial(
+        self, handshake: environment_pb2.HandshakeRequest, timeout: float, *, first: bool
+    ) -> InProcessChannel:
+        token = self.options.token
+        authorization = f"Bearer {token}" if token else None
+        refusal = self.engine.refusal(authorization)  # what a listener checks before the engine sees the stream
+        if refusal is not None:
+            raise Unauthenticated(refusal, fatal=True)
+        metadata = [("authorization", authorization)] if authorization else []
+        return InProcessChannel(self.engine, self.peer, metadata, self.options.max_message_bytes)
+
+
+class InProcessConnection(ClientSession):
     """One session on an in-process :class:`~openenv.engine.Engine`; a
     :class:`~openenv.client.Connection` (see the module docstring).
 
@@ -113,160 +220,11 @@ class InProcessConnection:
         token: str | None = None,
         peer: str = "inprocess",
     ) -> None:
+        opts = (options or ConnectionOptions()).merged(max_message_bytes=max_message_bytes, token=token)
+        super().__init__(InProcessDialer(engine, opts, peer), opts)
         self.engine = engine
-        self.options = (options or ConnectionOptions()).merged(max_message_bytes=max_message_bytes, token=token)
         self.peer = peer
-        self.url = f"inprocess://{engine.runtime.env_cls.__name__}"
-        self.session_id = ""
-        self.info = environment_pb2.EnvironmentInfo()
-        self.world = multiagent_pb2.WorldInfo()
-        self.max_message_bytes = self.options.max_message_bytes
-        self.resume_token = ""
-        self._stream: _ServerStream | None = None
-        self._server: asyncio.Task[None] | None = None
-        self._pending: dict[int, asyncio.Future[environment_pb2.SessionResponse]] = {}
-        self._next_id = 0
-        self._ended: EnvError | None = None
-        self._on_end: Callable[[EnvError], None] | None = None
-        self._closing = False
-
-    @property
-    def ended(self) -> EnvError | None:
-        return self._ended
-
-    def on_end(self, callback: Callable[[EnvError], None] | None) -> None:
-        self._on_end = callback
 
     def sibling(self) -> InProcessConnection:
         """A new, unopened connection to the same engine with the same settings (forks)."""
         return InProcessConnection(self.engine, options=self.options, peer=self.peer)
-
-    # ------------------------------------------------------------------ lifecycle
-
-    async def open(self, handshake: environment_pb2.HandshakeRequest, timeout: float) -> None:
-        token = self.options.token
-        authorization = f"Bearer {token}" if token else None
-        refusal = self.engine.refusal(authorization)  # what a listener checks before the engine sees the stream
-        if refusal is not None:
-            raise Unauthenticated(refusal, fatal=True)
-        metadata = [("authorization", authorization)] if authorization else []
-        self._stream = _ServerStream(self, self.peer, metadata)
-        self._server = asyncio.ensure_future(self._serve(self._stream))
-        key = f"in-process:{id(self.engine)}"
-        if not handshake.known_info_digest:  # the description this process holds (RFC 0013)
-            handshake.known_info_digest = known_digest(key)
-        try:
-            resp = await self.request(environment_pb2.SessionRequest(handshake=handshake), timeout)
-        except BaseException:
-            await self._shutdown(graceful=False)
-            raise
-        if resp.WhichOneof("kind") == "error":
-            await self._shutdown(graceful=True)  # a refused handshake: the engine ends the stream
-            err = EnvError.from_proto(resp.error)
-            err.fatal = True
-            raise err
-        self.session_id = resp.handshake.session_id
-        self.info = info_of(key, resp.handshake)
-        self.world = resp.handshake.world  # RFC 0012: the world of a multi-agent session
-        self.resume_token = resp.handshake.resume_token
-        server_limit = self.info.capabilities.max_message_bytes
-        limit = self.options.max_message_bytes
-        self.max_message_bytes = min(limit, server_limit) if server_limit else limit
-
-    async def _serve(self, stream: _ServerStream) -> None:
-        """The engine's side: serve the stream to its end, then end the session here with why."""
-        err: EnvError | None = None
-        try:
-            await self.engine.serve(stream)
-        except _Aborted:
-            err = stream.aborted
-        except asyncio.CancelledError:
-            err = FailedPrecondition("the client is closed", fatal=True)
-            self._end(err)
-            raise
-        except Exception as e:  # noqa: BLE001 - the engine never raises for a client's input: a bug, reported as one
-            err = Internal(f"the engine failed: {type(e).__name__}: {e}", fatal=True)
-        self._end(err)
-
-    async def close(self) -> None:
-        """Close request, then wait for the engine to end the stream (the session is closed)."""
-        self._closing = True
-        if self._server is not None and self._ended is None:
-            with contextlib.suppress(EnvError):
-                await self.request(environment_pb2.SessionRequest(close=environment_pb2.CloseRequest()), 10.0)
-        await self._shutdown(graceful=True)
-
-    async def abort(self) -> None:
-        """Drop the stream without a close request, as a crashed client would."""
-        self._closing = True
-        await self._shutdown(graceful=False)
-
-    async def _shutdown(self, graceful: bool) -> None:
-        """End the stream: ``graceful``, end of input and let the engine finish (bounded);
-        else (or past the bound) cancel it, as a dropped connection cancels a gRPC handler."""
-        server, stream = self._server, self._stream
-        if server is not None and not server.done():
-            if graceful and stream is not None:
-                stream.inbox.put_nowait(None)
-                await asyncio.wait({server}, timeout=END_GRACE_S)
-            server.cancel()
-        if server is not None:
-            await asyncio.gather(server, return_exceptions=True)
-        self._server = self._stream = None
-        if self._ended is None:
-            self._ended = FailedPrecondition("the client is closed", fatal=True)
-
-    # ------------------------------------------------------------------ requests
-
-    def _receive(self, data: bytes) -> None:
-        """An answer from the engine, as bytes: matched to its request by id."""
-        if len(data) > self.options.max_message_bytes:
-            # What a gRPC client does with a message over its receive limit: the stream fails.
-            self._end(
-                ResourceExhausted(
-                    f"an answer of {len(data)} bytes exceeds this client's {self.options.max_message_bytes}-byte limit",
-                    fatal=True,
-                )
-            )
-            if self._server is not None:
-                self._server.cancel()
-            return
-        resp = environment_pb2.SessionResponse.FromString(data)
-        fut = self._pending.pop(resp.request_id, None)
-        if fut is not None and not fut.done():
-            fut.set_result(resp)
-        # else: the answer to a request whose caller stopped waiting (a client-side timeout)
-
-    def _end(self, err: EnvError | None) -> None:
-        """The session is over: fail what is pending, tell the owner (once)."""
-        if self._ended is not None:
-            return
-        self._ended = err or FailedPrecondition("the session has ended", fatal=True)
-        for fut in self._pending.values():
-            if not fut.done():
-                fut.set_exception(self._ended)
-        self._pending.clear()
-        if not self._closing and self._on_end is not None:
-            self._on_end(self._ended)
-
-    async def request(
-        self, req: environment_pb2.SessionRequest, timeout: float | None = None
-    ) -> environment_pb2.SessionResponse:
-        if self._ended is not None:
-            raise self._ended
-        stream = self._stream
-        if stream is None:
-            raise FailedPrecondition("not connected: use `async with` or await connect()")
-        size = req.ByteSize()
-        if size > self.max_message_bytes:
-            raise ResourceExhausted(f"request of {size} bytes exceeds the {self.max_message_bytes}-byte message limit")
-        self._next_id += 1
-        rid = req.request_id = self._next_id
-        fut: asyncio.Future[environment_pb2.SessionResponse] = asyncio.get_running_loop().create_future()
-        self._pending[rid] = fut
-        stream.inbox.put_nowait(req.SerializeToString())  # in call order: put_nowait never waits
-        try:
-            return await (asyncio.wait_for(fut, timeout) if timeout is not None else fut)
-        except TimeoutError:
-            self._pending.pop(rid, None)  # its late answer will be matched and discarded
-            raise ClientTimeout(f"no answer within {timeout:g} s (client-side timeout)") from None
