@@ -64,16 +64,23 @@ class Dialer(Protocol):
     #: The key the server's description is kept under (RFC 0013): its address, or what
     #: names an in-process engine.
     info_key: str
-    #: Whether a session on this transport may be resumed on a new channel after a dropped one
-    #: (RFC 0006): False where a stream cannot drop (in-process).
-    resumable: bool
-    #: Whether requests may be coalesced into pipelined messages (RFC 0009) when the server
-    #: offers it: False where there is no wire to save messages on.
-    coalesces: bool
-    #: Whether the server's answers carry the request ids (True but for stock OpenEnv's JSON
-    #: frames, whose answers come in order, without one): without ids a request given up on
-    #: (a client-side timeout) would shift later answers, so the session is dropped instead.
-    answers_carry_ids: bool
+
+    @property
+    def resumable(self) -> bool:
+        """Whether a session on this transport may be resumed on a new channel after a dropped
+        one (RFC 0006): False where a stream cannot drop (in-process)."""
+
+    @property
+    def coalesces(self) -> bool:
+        """Whether requests may be coalesced into pipelined messages (RFC 0009) when the server
+        offers it: False where there is no wire to save messages on."""
+
+    @property
+    def answers_carry_ids(self) -> bool:
+        """Whether the server's answers carry the request ids (True but for stock OpenEnv's JSON
+        frames, whose answers come in order, without one; known once a channel is open): without
+        ids a request given up on (a client-side timeout) would shift later answers, so the
+        session is dropped instead."""
 
     async def dial(self, handshake: environment_pb2.HandshakeRequest, timeout: float, *, first: bool) -> Channel:
         """A new channel, connected within ``timeout`` (raises :class:`Unreachable` when not).

@@ -1,9 +1,10 @@
 """OpenEnv's WebSocket protocol as a client transport: a session on ``/ws``.
 
 ``EnvClient("http://host:8000")`` (or ``https://``, ``ws://``, ``wss://``) uses this
-connection instead of gRPC. Each protocol request becomes an OpenEnv frame and each reply
-frame the protocol's answer (:class:`openenv.json_protocol.frames.FrameTranslator`), so everything
-above it works unchanged. It speaks to:
+connection instead of gRPC. It is a :class:`~openenv.client.session.ClientSession` over a
+:class:`WsChannel` that translates: each protocol request becomes an OpenEnv frame and each
+reply frame the protocol's answer (:class:`openenv.json_protocol.frames.FrameTranslator`), so
+everything above it works unchanged. It speaks to:
 
 * **our servers** (``openenv serve``'s HTTP side, ``openenv bridge``): detected by the
   ``openenv.hello`` frame at connect. Frames then carry a correlation ``"id"`` that the
@@ -24,16 +25,14 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
-from collections.abc import Callable
 from typing import Any
 from urllib.parse import quote
 
 from openenv.client.options import ConnectionOptions
+from openenv.client.session import ClientSession
 from openenv.client.urls import is_loopback, split_url
 from openenv.errors import (
-    ClientTimeout,
     EnvError,
-    FailedPrecondition,
     PermissionDenied,
     ResourceExhausted,
     Unauthenticated,
@@ -47,7 +46,7 @@ from openenv.security import client_ssl_context
 from openenv.v1 import environment_pb2
 from openenv.values import from_struct
 
-__all__ = ["WsConnection"]
+__all__ = ["WsChannel", "WsConnection", "WsDialer"]
 
 
 def _require(module: str) -> Any:
@@ -72,7 +71,253 @@ def _refusal(e: Exception) -> EnvError | None:
     return cls(f"the server refused the connection ({status}){': ' + detail if detail else ''}", fatal=True)
 
 
-class WsConnection:
+class _End:
+    """The end of the server's answers: ``err`` says why (None: this side closed the socket)."""
+
+    __slots__ = ("err",)
+
+    def __init__(self, err: EnvError | None) -> None:
+        self.err = err
+
+
+class WsChannel:
+    """One OpenEnv ``/ws`` WebSocket, translated; a :class:`~openenv.client.channel.Channel`.
+
+    Requests become frames (the request id as the frame's ``"id"`` on our servers); replies
+    become answers, with their requests' ids (by the echoed id, or in order from a stock
+    server). What OpenEnv's frames have no message for is answered here: the handshake (from
+    the server's hello) and ``close`` (no reply)."""
+
+    def __init__(
+        self,
+        ws: Any,
+        info: environment_pb2.EnvironmentInfo,
+        session_id: str,
+        *,
+        extended: bool,
+        limit: int,
+    ) -> None:
+        self._ws = ws
+        self.info, self.session_id, self.extended = info, session_id, extended
+        self._tr = FrameTranslator(info, extended=extended)
+        self._limit = limit
+        self._by_id: dict[int, Outgoing] = {}  # our servers: requests awaiting the reply with their id
+        self._fifo: collections.deque[Outgoing] = collections.deque()  # stock servers: in order
+        self._answers: asyncio.Queue[environment_pb2.SessionResponse | _End] = asyncio.Queue()
+        self._over: _End | None = None
+        self._ending = False  # this side closed the socket: its end is the stream's normal end
+        self._reader = asyncio.ensure_future(self._read())
+
+    async def _read(self) -> None:
+        closed = _require("websockets.exceptions").ConnectionClosed
+        err: EnvError | None = None
+        try:
+            async for raw in self._ws:
+                try:
+                    frame = frames.loads(raw)
+                except ValueError:
+                    continue
+                if not isinstance(frame, dict):
+                    continue
+                rid = frame.get("id")
+                out = self._by_id.pop(rid, None) if self.extended and rid is not None else None
+                if out is None and not self.extended and self._fifo:
+                    out = self._fifo.popleft()
+                if out is not None:
+                    self._answers.put_nowait(self._tr.decode(out, frame))
+                elif rid is None and frame.get("type") == "error":
+                    # the server ended the session (idle timeout, drain): fatal for what follows
+                    e = frames.error_from_frame(frame.get("data"))
+                    e.fatal = True
+                    self._answers.put_nowait(_End(e))
+                # else: the late answer to a request that timed out: dropped
+        except closed as e:
+            if not self._ending:
+                err = Unavailable(f"the WebSocket closed ({e.rcvd.code if e.rcvd else 'no close frame'})", fatal=True)
+        except Exception as e:  # noqa: BLE001 - any transport failure ends the session
+            err = Unavailable(f"the WebSocket failed: {type(e).__name__}: {e}", fatal=True)
+        if err is None and not self._ending:
+            err = Unavailable("the server closed the session", fatal=True)
+        self._answers.put_nowait(_End(err))
+
+    async def send(self, request: environment_pb2.SessionRequest) -> None:
+        if self._over is not None or self._reader.done():
+            raise Unavailable("the WebSocket is closed", fatal=True)
+        if request.WhichOneof("kind") == "handshake":  # the socket opened the session: its hello answers
+            resp = environment_pb2.SessionResponse(request_id=request.request_id)
+            resp.handshake.session_id = self.session_id
+            resp.handshake.info.CopyFrom(self.info)
+            self._answers.put_nowait(resp)
+            return
+        out = self._tr.encode(request)  # raises (not fatal) for what the frames cannot carry
+        frame = out.frame
+        rid = request.request_id
+        if self.extended:
+            frame["id"] = rid
+        text = frames.dumps(frame)
+        if len(text) > self._limit:
+            raise ResourceExhausted(f"request of {len(text)} bytes exceeds the {self._limit}-byte limit")
+        if out.reply:
+            if self.extended:
+                self._by_id[rid] = out
+            else:
+                self._fifo.append(out)
+        try:
+            await self._ws.send(text)
+        except Exception as e:
+            self._by_id.pop(rid, None)
+            raise Unavailable(f"the WebSocket failed: {e}", fatal=True) from e
+        if not out.reply:  # OpenEnv's close has no answer: its writing is the answer
+            resp = environment_pb2.SessionResponse(request_id=rid)
+            resp.close.SetInParent()
+            self._answers.put_nowait(resp)
+
+    async def receive(self) -> environment_pb2.SessionResponse | None:
+        if self._over is None:
+            item = await self._answers.get()
+            if not isinstance(item, _End):
+                return item
+            self._over = item
+        if self._over.err is None:
+            return None
+        raise self._over.err
+
+    async def end(self) -> None:
+        """Close the socket (OpenEnv has no half-close): the server's ``close`` was sent, or
+        the session is given up."""
+        self._ending = True
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(self._ws.close(), 5)
+
+    async def close(self) -> None:
+        """Drop the socket when it is still open (no ``close`` frame, as a crashed client)."""
+        if not self._ending:
+            self._ending = True
+            with contextlib.suppress(Exception):
+                self._ws.transport.abort()
+        self._reader.cancel()
+        await asyncio.gather(self._reader, return_exceptions=True)
+
+
+class WsDialer:
+    """Opens :class:`WsChannel` sockets to ``url`` with ``options``; the first one tells
+    whether the server is ours (``extended``)."""
+
+    resumable = False  # OpenEnv's frames have no resumption
+    coalesces = False  # nor pipelined messages
+
+    def __init__(self, url: str, options: ConnectionOptions) -> None:
+        self.url = self.info_key = url
+        self.options = options
+        self.ws_url, self.http_url = split_url(url)
+        self.extended = False  #: True when the server is ours (correlation ids, complete frames)
+
+    @property
+    def answers_carry_ids(self) -> bool:
+        """Our servers echo a frame's id; stock OpenEnv servers answer in order, without one."""
+        return self.extended
+
+    def _ssl(self) -> Any:
+        cert, key = self.options.client_cert or (None, None)
+        return client_ssl_context(self.options.ca_file, cert, key)
+
+    async def dial(self, handshake: environment_pb2.HandshakeRequest, timeout: float, *, first: bool) -> WsChannel:
+        """Open the WebSocket (the server creates the session) and identify the server."""
+        if handshake.num_envs > 1:
+            raise Unimplemented("a vectorised session (num_envs > 1) needs a grpc:// URL", fatal=True)
+        if handshake.HasField("world"):  # OpenEnv's JSON frames have no field for a join or an agent
+            raise Unimplemented(
+                "joining a world or choosing agents (join_token, agent_ids) needs a grpc:// or binary WebSocket "
+                "URL: OpenEnv's JSON frames carry self-play sessions only (RFC 0012, Transports)",
+                fatal=True,
+            )
+        connect = _require("websockets.asyncio.client").connect
+        o = self.options
+        url = self.ws_url
+        query = [f"client_name={quote(handshake.client_name)}"]
+        options = from_struct(handshake.options)
+        if options:
+            query.append("options=" + quote(frames.dumps(options)))
+        url += ("&" if "?" in url else "?") + "&".join(query)
+        kw: dict[str, Any] = {
+            "open_timeout": timeout,
+            "max_size": o.max_message_bytes,
+            "ping_interval": o.keepalive_s or None,
+            "ping_timeout": o.keepalive_timeout_s or None,
+            "compression": None,
+            "close_timeout": 5,
+        }
+        if is_loopback(url):
+            kw["proxy"] = None
+        # The token and the caller's trace context (the server's spans join it) as headers.
+        headers = [("Authorization", f"Bearer {o.token}")] if o.token else []
+        headers += tracing.inject()
+        if headers:
+            kw["additional_headers"] = headers
+        if (o.ca_file or o.client_cert) and self.ws_url.startswith("wss://"):
+            kw["ssl"] = self._ssl()
+        try:
+            ws = await connect(url, **kw)
+        except (OSError, TimeoutError) as e:
+            raise Unavailable(f"cannot connect to {self.ws_url}: {e}", fatal=True) from e
+        except Exception as e:  # websockets' handshake errors (InvalidStatus, InvalidURI, ...)
+            refused = _refusal(e)
+            if refused is not None:
+                raise refused from e
+            raise Unavailable(f"cannot open a WebSocket to {self.ws_url}: {type(e).__name__}: {e}", fatal=True) from e
+        try:
+            with contextlib.suppress(Exception):  # refused (capacity): the error frame is already queued
+                await ws.send(frames.dumps({**frames.HELLO, "id": 0}))
+            hello = frames.parse_hello(await asyncio.wait_for(self._first_frame(ws), timeout))
+            if hello is not None:
+                self.extended = True
+                session_id, info = hello
+            else:
+                session_id, info = "", await self._stock_info(timeout)
+        except BaseException as e:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(ws.close(), 5)
+            if isinstance(e, TimeoutError):
+                raise Unavailable(f"{self.ws_url} did not answer within {timeout:g} s", fatal=True) from None
+            raise
+        return WsChannel(ws, info, session_id, extended=self.extended, limit=o.max_message_bytes)
+
+    @staticmethod
+    async def _first_frame(ws: Any) -> dict[str, Any]:
+        """The server's first frame (its answer to the hello): what does not parse is skipped;
+        a socket closed first is ``UNAVAILABLE``."""
+        closed = _require("websockets.exceptions").ConnectionClosed
+        while True:
+            try:
+                raw = await ws.recv()
+            except closed as e:
+                code = e.rcvd.code if e.rcvd else "no close frame"
+                raise Unavailable(f"the WebSocket closed ({code})", fatal=True) from None
+            with contextlib.suppress(ValueError):
+                frame = frames.loads(raw)
+                if isinstance(frame, dict):
+                    return frame
+
+    async def _stock_info(self, timeout: float) -> environment_pb2.EnvironmentInfo:
+        """Describe a stock OpenEnv server from ``/metadata`` and ``/schema`` (best effort)."""
+        httpx = _require("httpx")
+        o = self.options
+        md = schema = None
+        try:
+            async with httpx.AsyncClient(
+                timeout=timeout,
+                trust_env=not is_loopback(self.http_url),
+                headers={"Authorization": f"Bearer {o.token}"} if o.token else None,
+                verify=self._ssl() if o.ca_file or o.client_cert else True,
+            ) as http:
+                md = (await http.get(self.http_url + "/metadata")).json()
+                schema = (await http.get(self.http_url + "/schema")).json()
+        except Exception:  # noqa: BLE001 - the description is optional; the session works without it
+            pass
+        return frames.info_from_stock(md, schema)
+
+
+class WsConnection(ClientSession):
     """One session over a WebSocket; a :class:`~openenv.client.Connection`."""
 
     def __init__(
@@ -90,8 +335,7 @@ class WsConnection:
         """``options``: the connection's settings (:class:`~openenv.client.ConnectionOptions`;
         ``keepalive_s`` is the ping interval, ``keepalive_timeout_s`` the ping timeout); the
         keywords replace its fields when given (``ping_timeout_s``: ``keepalive_timeout_s``)."""
-        self.url = base_url
-        self.options = (options or ConnectionOptions()).merged(
+        opts = (options or ConnectionOptions()).merged(
             max_message_bytes=max_message_bytes,
             keepalive_s=keepalive_s,
             keepalive_timeout_s=ping_timeout_s,
@@ -99,21 +343,21 @@ class WsConnection:
             ca_file=ca_file,
             client_cert=client_cert,
         )
-        self.ws_url, self.http_url = split_url(base_url)
-        self.max_message_bytes = self.options.max_message_bytes
-        self.extended = False  #: True when the server is ours (correlation ids, complete frames)
-        self.session_id = ""
-        self.info = environment_pb2.EnvironmentInfo()
-        self._tr: FrameTranslator | None = None
-        self._ws: Any = None
-        self._reader: asyncio.Task[None] | None = None
-        self._by_id: dict[int, asyncio.Future[Any]] = {}
-        self._fifo: collections.deque[asyncio.Future[Any]] = collections.deque()
-        self._next_id = 0
-        self._ended: EnvError | None = None
-        self._closer: asyncio.Task[None] | None = None
-        self._on_end: Callable[[EnvError], None] | None = None
-        self._closing = False
+        self._ws_dialer = WsDialer(base_url, opts)
+        super().__init__(self._ws_dialer, opts)
+
+    @property
+    def extended(self) -> bool:
+        """True when the server is ours (correlation ids, complete frames)."""
+        return self._ws_dialer.extended
+
+    @property
+    def ws_url(self) -> str:
+        return self._ws_dialer.ws_url
+
+    @property
+    def http_url(self) -> str:
+        return self._ws_dialer.http_url
 
     # The settings, read from the options (one place; the old attribute names still read).
     @property
@@ -136,238 +380,6 @@ class WsConnection:
     def ping_timeout_s(self) -> float:
         return self.options.keepalive_timeout_s
 
-    @property
-    def ended(self) -> EnvError | None:
-        return self._ended
-
     def sibling(self) -> WsConnection:
         """A new, unopened connection to the same server with the same settings."""
-        return type(self)(self.url, options=self.options)
-
-    def on_end(self, callback: Callable[[EnvError], None] | None) -> None:
-        self._on_end = callback
-
-    # ------------------------------------------------------------------ lifecycle
-
-    async def open(self, handshake: environment_pb2.HandshakeRequest, timeout: float) -> None:
-        """Open the WebSocket (the server creates the session) and identify the server."""
-        if handshake.num_envs > 1:
-            raise Unimplemented("a vectorised session (num_envs > 1) needs a grpc:// URL", fatal=True)
-        if handshake.HasField("world"):  # OpenEnv's JSON frames have no field for a join or an agent
-            raise Unimplemented(
-                "joining a world or choosing agents (join_token, agent_ids) needs a grpc:// or binary WebSocket "
-                "URL: OpenEnv's JSON frames carry self-play sessions only (RFC 0012, Transports)",
-                fatal=True,
-            )
-        connect = _require("websockets.asyncio.client").connect
-        url = self.ws_url
-        query = [f"client_name={quote(handshake.client_name)}"]
-        options = from_struct(handshake.options)
-        if options:
-            query.append("options=" + quote(frames.dumps(options)))
-        url += ("&" if "?" in url else "?") + "&".join(query)
-        kw: dict[str, Any] = {
-            "open_timeout": timeout,
-            "max_size": self.max_message_bytes,
-            "ping_interval": self.keepalive_s or None,
-            "ping_timeout": self.ping_timeout_s or None,
-            "compression": None,
-            "close_timeout": 5,
-        }
-        if is_loopback(url):
-            kw["proxy"] = None
-        # The token and the caller's trace context (the server's spans join it) as headers.
-        headers = [("Authorization", f"Bearer {self.token}")] if self.token else []
-        headers += tracing.inject()
-        if headers:
-            kw["additional_headers"] = headers
-        if (self.ca_file or self.client_cert) and self.ws_url.startswith("wss://"):
-            kw["ssl"] = self._ssl()
-        try:
-            self._ws = await connect(url, **kw)
-        except (OSError, TimeoutError) as e:
-            raise Unavailable(f"cannot connect to {self.ws_url}: {e}", fatal=True) from e
-        except Exception as e:  # websockets' handshake errors (InvalidStatus, InvalidURI, ...)
-            refused = _refusal(e)
-            if refused is not None:
-                raise refused from e
-            raise Unavailable(f"cannot open a WebSocket to {self.ws_url}: {type(e).__name__}: {e}", fatal=True) from e
-        self._reader = asyncio.ensure_future(self._read_loop())
-        try:
-            fut = self._expect(None)
-            with contextlib.suppress(Exception):  # refused (capacity): the error frame is already queued
-                await self._ws.send(frames.dumps({**frames.HELLO, "id": 0}))
-            hello = frames.parse_hello(await asyncio.wait_for(fut, timeout))
-            if hello is not None:
-                self.extended = True
-                self.session_id, self.info = hello
-            else:
-                self.info = await self._stock_info(timeout)
-        except TimeoutError:
-            await self.close()
-            raise Unavailable(f"{self.ws_url} did not answer within {timeout:g} s", fatal=True) from None
-        except BaseException:
-            await self.close()
-            raise
-        self._tr = FrameTranslator(self.info, extended=self.extended)
-
-    def _ssl(self) -> Any:
-        cert, key = self.client_cert or (None, None)
-        return client_ssl_context(self.ca_file, cert, key)
-
-    async def _stock_info(self, timeout: float) -> environment_pb2.EnvironmentInfo:
-        """Describe a stock OpenEnv server from ``/metadata`` and ``/schema`` (best effort)."""
-        httpx = _require("httpx")
-        md = schema = None
-        try:
-            async with httpx.AsyncClient(
-                timeout=timeout,
-                trust_env=not is_loopback(self.http_url),
-                headers={"Authorization": f"Bearer {self.token}"} if self.token else None,
-                verify=self._ssl() if self.ca_file or self.client_cert else True,
-            ) as http:
-                md = (await http.get(self.http_url + "/metadata")).json()
-                schema = (await http.get(self.http_url + "/schema")).json()
-        except Exception:  # noqa: BLE001 - the description is optional; the session works without it
-            pass
-        return frames.info_from_stock(md, schema)
-
-    async def close(self) -> None:
-        """Send OpenEnv's ``close`` (no reply) and close the socket."""
-        self._closing = True
-        ws, self._ws = self._ws, None
-        if ws is not None and self._ended is None:
-            with contextlib.suppress(Exception):
-                await ws.send('{"type":"close"}')
-        if ws is not None:
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(ws.close(), 5)
-        if self._closer is not None:
-            await asyncio.gather(self._closer, return_exceptions=True)
-        if self._reader is not None:
-            self._reader.cancel()
-            await asyncio.gather(self._reader, return_exceptions=True)
-            self._reader = None
-        self._fail(FailedPrecondition("the client is closed", fatal=True))
-
-    async def abort(self) -> None:
-        """Drop the socket without OpenEnv's ``close`` frame."""
-        self._closing = True
-        ws, self._ws = self._ws, None
-        if ws is not None:
-            with contextlib.suppress(Exception):
-                ws.transport.abort()
-        if self._reader is not None:
-            self._reader.cancel()
-            await asyncio.gather(self._reader, return_exceptions=True)
-            self._reader = None
-        self._fail(FailedPrecondition("the client is closed", fatal=True))
-
-    # ------------------------------------------------------------------ wire
-
-    def _expect(self, rid: int | None) -> asyncio.Future[Any]:
-        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        if rid is None:
-            self._fifo.append(fut)
-        else:
-            self._by_id[rid] = fut
-        return fut
-
-    def _fail(self, err: EnvError) -> None:
-        ended = self._ended
-        first = ended is None
-        if ended is None:
-            ended = self._ended = err
-        for fut in [*self._by_id.values(), *self._fifo]:
-            if not fut.done():
-                fut.set_exception(ended)
-        self._by_id.clear()
-        self._fifo.clear()
-        if first and not self._closing and self._on_end is not None:
-            self._on_end(err)
-
-    async def _read_loop(self) -> None:
-        closed = _require("websockets.exceptions").ConnectionClosed
-        err: EnvError | None = None
-        try:
-            async for raw in self._ws:
-                try:
-                    frame = frames.loads(raw)
-                except ValueError:
-                    continue
-                if not isinstance(frame, dict):
-                    continue
-                rid = frame.get("id")
-                if rid is not None and rid in self._by_id:
-                    fut = self._by_id.pop(rid)
-                elif self._fifo:
-                    fut = self._fifo.popleft()
-                elif rid is None and frame.get("type") == "error":
-                    # the server ended the session (idle timeout, drain): fatal for what follows
-                    e = frames.error_from_frame(frame.get("data"))
-                    e.fatal = True
-                    self._fail(e)
-                    continue
-                else:
-                    continue  # the late answer to a request that timed out: dropped
-                if not fut.done():
-                    fut.set_result(frame)
-        except closed as e:
-            err = Unavailable(f"the WebSocket closed ({e.rcvd.code if e.rcvd else 'no close frame'})", fatal=True)
-        except asyncio.CancelledError:
-            err = FailedPrecondition("the client is closed", fatal=True)
-        except Exception as e:  # noqa: BLE001 - any transport failure ends the session
-            err = Unavailable(f"the WebSocket failed: {type(e).__name__}: {e}", fatal=True)
-        finally:
-            self._fail(err or Unavailable("the server closed the session", fatal=True))
-
-    def _drop(self, why: EnvError) -> None:
-        """Stock servers: abandon the connection so that no reply can shift (#1143)."""
-        self._fail(why)
-        ws, self._ws = self._ws, None
-        if ws is not None:
-            self._closer = asyncio.ensure_future(ws.close())
-
-    async def request(
-        self, req: environment_pb2.SessionRequest, timeout: float | None = None
-    ) -> environment_pb2.SessionResponse:
-        if self._ended is not None:
-            raise self._ended
-        if self._ws is None or self._tr is None:
-            raise FailedPrecondition("not connected: use `async with` or await connect()")
-        out: Outgoing = self._tr.encode(req)
-        frame = out.frame
-        rid: int | None = None
-        if self.extended:
-            self._next_id += 1
-            rid = frame["id"] = self._next_id
-        text = frames.dumps(frame)
-        if len(text) > self.max_message_bytes:
-            raise ResourceExhausted(f"request of {len(text)} bytes exceeds the {self.max_message_bytes}-byte limit")
-        fut = self._expect(rid) if out.reply else None
-        try:
-            await self._ws.send(text)
-        except Exception as e:  # the connection is gone
-            if rid is not None:
-                self._by_id.pop(rid, None)
-            if self._ended is not None:
-                raise self._ended from None
-            raise Unavailable(f"the WebSocket failed: {e}", fatal=True) from e
-        if fut is None:
-            resp = environment_pb2.SessionResponse(request_id=req.request_id)
-            resp.close.SetInParent()
-            return resp
-        try:
-            reply = await (asyncio.wait_for(fut, timeout) if timeout is not None else fut)
-        except TimeoutError:
-            if rid is not None:
-                self._by_id.pop(rid, None)  # its late answer will be dropped
-                raise ClientTimeout(f"no answer within {timeout:g} s (client-side timeout)") from None
-            err = ClientTimeout(
-                f"no answer within {timeout:g} s (client-side timeout); the connection was dropped so that a "
-                "late answer cannot be taken for the next one (stock OpenEnv frames carry no request id)",
-                fatal=True,
-            )
-            self._drop(err)
-            raise err from None
-        return self._tr.decode(out, reply)
+        return WsConnection(self.url, options=self.options)
