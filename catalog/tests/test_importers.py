@@ -202,8 +202,11 @@ def test_textarena_lights_out_starts_when_its_scramble_leaves_every_light_off() 
     assert again[0] == again[1]
 
 
-def test_verifiers_says_why_it_cannot_be_imported() -> None:
-    with pytest.raises(ImporterUnavailable, match="mcp"):
+def test_verifiers_without_its_interpreter_says_why_and_how(monkeypatch: pytest.MonkeyPatch) -> None:
+    """verifiers cannot share openenv's interpreter (its mcp pin): without one of its own named,
+    the importer says so and how to build one (catalog/tests/test_verifiers_import.py serves one)."""
+    monkeypatch.delenv("OPENENV_VERIFIERS_PYTHON", raising=False)
+    with pytest.raises(ImporterUnavailable, match=r"mcp.*OPENENV_VERIFIERS_PYTHON"):
         load("verifiers:gsm8k")
 
 
