@@ -479,7 +479,9 @@ def training_traces(directory: str | Path, *, allow_text: bool = False) -> list[
     environment's (``episodes.jsonl``; unset for an episode that errored). An episode with a call
     that has no token ids raises :class:`UntrainableTrace` naming it, unless ``allow_text``: its
     trace is then written with ``token_source`` NONE and no token field at all (SFT on the text);
-    the text is never retokenised into ids the model did not sample."""
+    the text is never retokenised into ids the model did not sample. An episode's turns are the
+    calls of the environment session its row names (a resumed ``openenv collect`` replays an
+    interrupted episode in a new session)."""
     t = read_trace(directory)
     calls: dict[str, list[dict[str, Any]]] = {}
     for c in t["calls"]:
@@ -490,10 +492,15 @@ def training_traces(directory: str | Path, *, allow_text: bool = False) -> list[
     for s in t["steps"]:
         steps.setdefault(str(s.get("episode_id")), []).append(s)
     runs = {r["run_id"]: r for r in t["runs"]}
+    episodes = {str(e["episode_id"]): e for e in t["episodes"]}  # a replayed episode: its last row
     out = []
-    for e in sorted(t["episodes"], key=lambda e: str(e["episode_id"])):
-        eid = str(e["episode_id"])
-        mine = sorted(calls.get(eid, []), key=lambda c: int(c["call_index"]))
+    for eid, e in sorted(episodes.items()):
+        # The calls of the session that played the episode (an interrupted attempt of a resumed
+        # collection left calls under the same episode id, in another session).
+        mine = sorted(
+            (c for c in calls.get(eid, []) if not e.get("session_id") or c.get("session_id") == e["session_id"]),
+            key=lambda c: int(c["call_index"]),
+        )
         missing = [c for c in mine if c.get("prompt_token_ids") is None or c.get("completion_token_ids") is None]
         if missing and not allow_text:
             raise UntrainableTrace(

@@ -7,6 +7,11 @@ interrupted collection resumes where it stopped. A file holding episodes of anot
 (another seed, policy or target) is refused unless ``append=True`` (``--append``): one run
 must not be mixed into another's file by a changed flag. With ``split``, episode ``i`` plays
 task ``i mod n`` of that split (RFC 0004).
+
+``hooks`` (:class:`EpisodeHooks`) are told when each episode starts and ends: what
+``openenv collect --export-training`` uses to route an ``openai:`` policy's model calls through
+the harness's capture proxy (:class:`openenv.harness.CollectCapture`) and write the episodes'
+training traces.
 """
 
 from __future__ import annotations
@@ -19,18 +24,27 @@ import random
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from openenv.client import EnvClient, ToolEnvClient
 from openenv.record.policies import STOP, PolicyContext
 from openenv.record.recorder import EpisodeLog
 from openenv.record.store import RecordStore, read_rows
 
-__all__ = ["CollectStats", "OtherRunError", "collect", "run_id"]
+__all__ = ["CollectStats", "EpisodeHooks", "OtherRunError", "collect", "run_id"]
 
 
 class OtherRunError(ValueError):
     """The output file holds episodes of another run, and adding to it was not asked for."""
+
+
+class EpisodeHooks(Protocol):
+    """Told about each episode of a collection, in its worker's task: started after its reset
+    (before the policy's first call), finished once its rows are in the output file."""
+
+    async def episode_started(self, episode_id: str, task_id: str | None, session_id: str) -> None: ...
+
+    async def episode_finished(self, episode_id: str, rows: list[dict[str, Any]]) -> None: ...
 
 
 @dataclasses.dataclass
@@ -94,6 +108,7 @@ async def collect(
     progress: bool = True,
     client_kwargs: dict[str, Any] | None = None,
     append: bool = False,
+    hooks: EpisodeHooks | None = None,
 ) -> CollectStats:
     """Play ``episodes`` episodes of the environment at ``target`` with ``policy`` on
     ``concurrency`` sessions and record them to ``out``; returns the run's stats.
@@ -136,6 +151,8 @@ async def collect(
                 t0, p0 = time.time(), time.perf_counter()
                 r = await env.reset(seed + i, ids[i], task_id=task_id)
                 log.add(r, None, t0, time.perf_counter() - p0, has_action=False)
+                if hooks is not None:
+                    await hooks.episode_started(ids[i], task_id, env.session_id)
                 ctx = PolicyContext(info, tools, ids[i], i, 0, random.Random(f"{seed}-{i}"))
                 while not r.done and (max_steps is None or r.step_count < max_steps):
                     ctx.step = r.step_count
@@ -146,8 +163,11 @@ async def collect(
                     r = await env.step(action)
                     log.add(r, action, t0, time.perf_counter() - p0, has_action=True)
                     stats.steps += 1
-                store.add_episode(log.finish())
+                rows = log.finish()
+                store.add_episode(rows)
                 store.flush()
+                if hooks is not None:
+                    await hooks.episode_finished(ids[i], rows)
                 stats.episodes += 1
                 stats.returns.append(log.total_reward)
                 if bar is not None:

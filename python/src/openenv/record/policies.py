@@ -106,6 +106,10 @@ class OpenAIPolicy:
         self.name = f"openai:{model}"
         self.model, self.create_kwargs = model, create
         self.client = openai.AsyncOpenAI(base_url=base_url, api_key=api_key or "unused")
+        self.route: Callable[[str], str] | None = None
+        """The base URL of an episode's calls (its id in, a URL out), when they must reach another
+        endpoint than ``base_url``: ``openenv collect --export-training`` routes each episode
+        through the capture proxy (:class:`openenv.harness.CollectCapture`)."""
 
     async def __call__(self, observation: Any, ctx: PolicyContext) -> Any:
         if not ctx.tools:
@@ -123,7 +127,10 @@ class OpenAIPolicy:
             }
             for t in ctx.tools
         ]
-        client: Any = self.client  # messages and tools are plain dicts, as the API takes them
+        # messages and tools are plain dicts, as the API takes them
+        client: Any = (
+            self.client if self.route is None else self.client.with_options(base_url=self.route(ctx.episode_id))
+        )
         resp = await client.chat.completions.create(model=self.model, messages=msgs, tools=tools, **self.create_kwargs)
         message = resp.choices[0].message
         calls = [c for c in message.tool_calls or [] if getattr(c, "function", None) is not None]
