@@ -22,25 +22,21 @@ From Python (tests, ``openenv import verifiers:``'s tests)::
     python = ensure()                             # Path of the venv's interpreter
 
 What callers may rely on: the returned interpreter imports ``verifiers`` (the pinned release)
-and ``openenv`` (this tree's core); creation is serialised with a file lock (parallel callers
-wait, then reuse it); a venv is only marked ready after a successful install and import check,
-so an interrupted install is redone next time. Raises ``RuntimeError`` with the install log's
-tail when the install fails (e.g. no access to the package index).
+and ``openenv`` (this tree's core). The venv is built by ``tools/locked_venv.py`` (the project's
+one venv builder: serialised creation, marked ready only after the install and the import
+check; offline from uv's cache once its wheels were fetched). Raises ``RuntimeError`` with the
+install log's tail when the install fails (no package index and no cached wheel).
 """
 
 from __future__ import annotations
 
 import argparse
-import fcntl
-import hashlib
 import os
-import shutil
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from openenv_upstream import _base_python, _run, python_of  # a sibling script: the same venv plumbing
+import locked_venv  # a sibling script: the one venv builder
 
 ROOT = Path(__file__).resolve().parent.parent
 CACHE = Path(os.environ.get("OPENENV_VERIFIERS_CACHE", ROOT / ".cache" / "verifiers"))
@@ -55,7 +51,6 @@ VERSION = "0.4.0"
 #: versions next month as today. Move it forward with the lock (a reviewed toolchain commit).
 SCRIPTS_RESOLVED_AS_OF = "2026-12-07T00:00:00Z"
 
-_STAMP = ".verifiers-venv-ready"
 #: What a ready venv must import: the release, and this tree's gRPC client.
 _IMPORT_CHECK = "import verifiers, openenv.client"
 
@@ -70,7 +65,7 @@ def lock_digest(version: str = VERSION) -> str:
     lock = lock_of(version)
     if not lock.is_file():
         raise RuntimeError(f"no lock for verifiers {version}: {lock} (add its .in, then `make lock UPGRADE=0`)")
-    return hashlib.sha256(lock.read_bytes()).hexdigest()[:16]
+    return locked_venv.lock_digest(lock)
 
 
 def venv_dir(version: str = VERSION) -> Path:
@@ -79,42 +74,18 @@ def venv_dir(version: str = VERSION) -> Path:
 
 
 def ensure(version: str = VERSION, *, timeout: float = 900.0, quiet: bool = True) -> Path:
-    """Create (once per lock digest) and return the interpreter of the verifiers venv."""
-    venv = venv_dir(version)
-    py = python_of(venv)
-    stamp = f"verifiers=={version} lock {lock_digest(version)}\n"
-
-    def ready() -> bool:
-        return py.exists() and (venv / _STAMP).is_file() and (venv / _STAMP).read_text() == stamp
-
-    if ready():
-        return py
-    CACHE.mkdir(parents=True, exist_ok=True)
-    with (CACHE / f"{venv.name}.lock").open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            if ready():
-                return py
-            if venv.exists():
-                shutil.rmtree(venv)
-            log = CACHE / f"{venv.name}.log"
-            log.write_text("")
-            t0 = time.monotonic()
-            if not quiet:
-                print(f"creating {venv} (verifiers=={version}); log: {log}", file=sys.stderr)
-            _run([_base_python(), "-m", "venv", str(venv)], log, 120)
-            install = [sys.executable, str(Path(__file__).with_name("pip_install.py")), "--python", str(py)]
-            # Exactly the lock, hashes checked; then the core from this tree, editable, no dependencies
-            # (they are in the lock: its .in names ./python).
-            _run([*install, "-r", str(lock_of(version))], log, timeout)
-            _run([*install, "--no-deps", "-e", str(ROOT / "python")], log, timeout)
-            _run([str(py), "-c", _IMPORT_CHECK], log, 300)
-            (venv / _STAMP).write_text(stamp)
-            if not quiet:
-                print(f"ready in {time.monotonic() - t0:.0f} s: {py}", file=sys.stderr)
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
-    return py
+    """Create (once per lock digest) and return the interpreter of the verifiers venv: exactly the
+    lock (hashes checked), then the core from this tree, editable, without dependencies (they are
+    in the lock: its .in names ./python)."""
+    return locked_venv.ensure(
+        venv_dir(version),
+        stamp=f"verifiers=={version} lock {lock_digest(version)}\n",
+        check=_IMPORT_CHECK,
+        lock=lock_of(version),
+        editable=(ROOT / "python",),
+        timeout=timeout,
+        quiet=quiet,
+    )
 
 
 def script_env() -> dict[str, str]:

@@ -17,7 +17,7 @@ REPO = Path(__file__).resolve().parents[3]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from tools import verifiers_venv  # noqa: E402
+from tools import locked_venv, verifiers_venv  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -55,4 +55,4 @@ def test_the_venv_is_keyed_by_the_lock_digest_and_reused() -> None:
     first = verifiers_venv.ensure()
     assert verifiers_venv.ensure() == first
     assert verifiers_venv.lock_digest() in first.parent.parent.name
-    assert (first.parent.parent / ".verifiers-venv-ready").read_text().endswith(f"{verifiers_venv.lock_digest()}\n")
+    assert (locked_venv.stamp_of(first.parent.parent) or "").endswith(f"{verifiers_venv.lock_digest()}\n")

@@ -1,55 +1,12 @@
 """OpenEnv 0.10's ``openenv.core.harness`` names (what TRL's harness rollout worker imports),
 backed by this project's harness: the contract in :mod:`openenv.core.harness.types`, the
-factories in :mod:`openenv.core.harness.sessions` (docs/training.md, "TRL's harness worker")."""
+factories in :mod:`openenv.core.harness.sessions` (docs/training.md, "TRL's harness worker").
 
-from openenv.core.harness.sessions import (
-    EnvSessionFactory,
-    EnvToolSession,
-    HarnessSession,
-    HarnessSessionFactory,
-    MCPHarnessAdapter,
-)
-from openenv.core.harness.types import (
-    RESERVED_TOOL_NAMES,
-    HarnessAdapter,
-    HarnessRolloutResult,
-    HarnessRunLimits,
-    Message,
-    ModelStep,
-    ModelStepResult,
-    ResourceSession,
-    ResourceSessionFactory,
-    RolloutEvent,
-    ToolResult,
-    ToolTraceEntry,
-    TraceEntry,
-    TrainableSession,
-    TrainingTrace,
-    TrainingTurn,
-    VerifyResult,
-)
+Every name is defined once, in one of those two modules; this package re-exports their
+``__all__`` (one list each, not a copy here)."""
 
-__all__ = [
-    "RESERVED_TOOL_NAMES",
-    "EnvSessionFactory",
-    "EnvToolSession",
-    "HarnessAdapter",
-    "HarnessRolloutResult",
-    "HarnessRunLimits",
-    "HarnessSession",
-    "HarnessSessionFactory",
-    "MCPHarnessAdapter",
-    "Message",
-    "ModelStep",
-    "ModelStepResult",
-    "ResourceSession",
-    "ResourceSessionFactory",
-    "RolloutEvent",
-    "ToolResult",
-    "ToolTraceEntry",
-    "TraceEntry",
-    "TrainableSession",
-    "TrainingTrace",
-    "TrainingTurn",
-    "VerifyResult",
-]
+from openenv.core.harness import sessions, types
+from openenv.core.harness.sessions import *  # noqa: F403 - re-exported: the names are sessions.__all__
+from openenv.core.harness.types import *  # noqa: F403 - re-exported: the names are types.__all__
+
+__all__ = [*types.__all__, *sessions.__all__]
