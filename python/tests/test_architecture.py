@@ -33,6 +33,7 @@ OPTIONAL_EXTRA_IMPORTS = {
     ("openenv.host", "openenv.http.binary_listener"),  # picows, in the http extra
     ("openenv.cli.bridge", "openenv.http"),
     ("openenv.cli.collect", "openenv.record"),  # the collect extra
+    ("openenv.cli.collect", "openenv.harness"),  # the harness extra: --export-training's capture proxy
     ("openenv.cli.harness", "openenv.harness"),  # the harness extra
     ("openenv.gym", "openenv.gym.sb3"),  # stable-baselines3 (and torch), the rl extra: SB3VecEnv on first use
     ("openenv.client.env", "openenv.deploy.run"),

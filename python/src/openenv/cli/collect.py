@@ -129,7 +129,7 @@ def collect_command(
             if export_path is None:
                 return await collect(target, policy, out, **args)
             try:
-                from openenv.harness.collect import CollectCapture
+                from openenv.harness import CollectCapture
             except ImportError as e:
                 raise click.ClickException(f"{e}: --export-training needs pip install 'protoenv[harness]'") from e
             assert openai_base_url is not None
@@ -153,7 +153,7 @@ def collect_command(
         "mean_return": None if not stats.returns else round(stats.mean_return, 6),
     }
     if export_path is not None:
-        from openenv.harness.trace import export_training
+        from openenv.harness import export_training
 
         summary["trace_dir"] = str(run_dir)
         try:

@@ -8,6 +8,7 @@
   environments' packages, tasks and solutions hidden, a reduced environment);
 * the trace format (:mod:`openenv.harness.trace`): :func:`read_trace`, :func:`load_trace`
   (``datasets``), :func:`to_grpo` (the shape of a TRL ``GRPOTrainer`` ``rollout_func``);
+* :class:`CollectCapture`: ``openenv collect --export-training``'s model calls through the proxy;
 * :class:`ScriptedModel` (``openenv harness scripted-model``): deterministic replies, for tests.
 
 docs/harnesses.md is the guide.
@@ -27,6 +28,7 @@ from openenv.harness.agents import (
     OpenCodeAgent,
     agent_from_spec,
 )
+from openenv.harness.collect import CollectCapture
 from openenv.harness.jail import DEFAULT_JAIL, Jail, JailUnavailable, environment_secrets
 from openenv.harness.proxy import CaptureProxy, EpisodeTags
 from openenv.harness.runner import run_harness
@@ -65,6 +67,7 @@ __all__ = [
     "MiniSweAgent",
     "OpenCodeAgent",
     "ClaudeCodeAgent",
+    "CollectCapture",
     "Script",
     "ScriptedModel",
     "TraceWriter",

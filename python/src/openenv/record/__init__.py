@@ -8,7 +8,7 @@
 The format (one row per time step, JSONL or Parquet) is :mod:`openenv.record.rows`'.
 """
 
-from openenv.record.collect import CollectStats, OtherRunError, collect, run_id
+from openenv.record.collect import CollectStats, EpisodeHooks, OtherRunError, collect, run_id
 from openenv.record.hub import push_to_hub
 from openenv.record.policies import STOP, OpenAIPolicy, PolicyContext, RandomPolicy, load_policy
 from openenv.record.recorder import Recorder
@@ -19,6 +19,7 @@ __all__ = [
     "SCHEMA",
     "STOP",
     "CollectStats",
+    "EpisodeHooks",
     "OpenAIPolicy",
     "OtherRunError",
     "PolicyContext",
