@@ -171,7 +171,9 @@ def python_envs(tmp_path_factory: pytest.TempPathFactory, pki: Any) -> Iterator[
     gridworld and the echo_env requiring a token with their HTTP sides (the binary WebSocket,
     RFC 0011), math_env (declared tasks,
     RFC 0004), an echo_env requiring a client certificate (mutual TLS), and tic-tac-toe
-    (``openenv.games:TicTacToe``, RFC 0012) in one process and with two workers (RFC 0013)."""
+    (``openenv.games:TicTacToe``, RFC 0012) in one process and with two workers (RFC 0013), and
+    rock-paper-scissors (``openenv.games:RockPaperScissors``: a simultaneous world, for RFC 0016's
+    wait deadlines)."""
     tmp = tmp_path_factory.mktemp("python-envs")
     serve = [str(BIN / "openenv"), "serve"]
     mtls = ["--tls-cert", str(pki.server_cert), "--tls-key", str(pki.server_key), "--tls-client-ca", str(pki.ca)]
@@ -183,6 +185,7 @@ def python_envs(tmp_path_factory: pytest.TempPathFactory, pki: Any) -> Iterator[
         _Server([*serve, "echo_env.server:EchoEnvironment", "--no-http", *mtls], "mtls"),
         _Server([*serve, "openenv.games:TicTacToe", "--no-http"], "tictactoe"),
         _Server([*serve, "openenv.games:TicTacToe", "--no-http", "--workers", "2"], "workers"),
+        _Server([*serve, "openenv.games:RockPaperScissors", "--no-http"], "rps"),
     ]
     with _serving_all(servers, tmp) as [
         (echo, _),
@@ -192,6 +195,7 @@ def python_envs(tmp_path_factory: pytest.TempPathFactory, pki: Any) -> Iterator[
         (mutual, _),
         (ttt, _),
         (workers, _),
+        (rps, _),
     ]:
         yield {
             "OPENENV_ECHO_URL": echo,
@@ -205,6 +209,7 @@ def python_envs(tmp_path_factory: pytest.TempPathFactory, pki: Any) -> Iterator[
             "OPENENV_TLS_DIR": str(pki.ca.parent),
             "OPENENV_TICTACTOE_URL": ttt,
             "OPENENV_WORKERS_URL": workers,
+            "OPENENV_RPS_URL": rps,
         }
 
 
@@ -294,8 +299,9 @@ def test_typescript_suite_against_python_environments(node: str, python_envs: di
     pipelining, errors, vectorised sessions, a bearer token; protocol 1.3: tasks on math_env,
     GetLoad, resume through a dropping proxy, fork, coalesced pipelined messages, mutual TLS,
     the binary WebSocket and the browser build over it; protocol 1.4: worlds of the Python
-    tic-tac-toe, self-play and joined, descriptions by digest, per-worker loads) and the TS
-    server helper in process."""
+    tic-tac-toe, self-play and joined, descriptions by digest, per-worker loads; protocols 1.5
+    and 1.6: math_env's feedback levels, wait deadlines on the Python rock-paper-scissors, seat
+    events of the Python tic-tac-toe) and the TS server helper in process."""
     suites = sorted(str(p.relative_to(TS_ROOT)) for p in (TS_ROOT / "dist" / "test").glob("*.test.js"))
     assert suites, "no compiled TypeScript test suites in typescript/dist/test"
     r = _run([node, "--test", *suites], 300, env={**os.environ, **python_envs})
@@ -304,7 +310,7 @@ def test_typescript_suite_against_python_environments(node: str, python_envs: di
     counts = {k: int(v) for k, v in re.findall(r"^# (pass|fail|skipped|cancelled) (\d+)$", out, re.MULTILINE)}
     assert counts.get("fail") == 0 and counts.get("cancelled") == 0, out[-3000:]
     assert counts.get("skipped") == 0, "interop tests were skipped although the servers' URLs were set"
-    assert counts.get("pass", 0) >= 70, counts  # every suite ran, the 1.3 and 1.4 cases included
+    assert counts.get("pass", 0) >= 78, counts  # every suite ran, the 1.3, 1.4 and 1.6 cases included
 
 
 def test_typescript_cli_plays_python_gridworld(node: str, python_envs: dict[str, str]) -> None:
@@ -381,7 +387,7 @@ def test_python_client_plays_the_typescript_gridworld(ts_gridworld: str) -> None
 
         async with openenv.EnvClient(ts_gridworld) as env:
             info = env.info
-            assert info.name == "gridworld_ts" and info.protocol_version == "1.4"
+            assert info.name == "gridworld_ts" and info.protocol_version == "1.6"
             assert info.observation.message_type == "gridworld.v1.Observation"
             assert [f.name for f in info.descriptors.file] == ["gridworld/v1/gridworld.proto"]
             python_side = descriptor_pb2.FileDescriptorProto()
@@ -478,7 +484,7 @@ def test_typescript_server_health_reflection_and_cli_info(ts_gridworld: str) -> 
         assert {"openenv.v1.EnvironmentService", "grpc.health.v1.Health"} <= services
         assert answers[1].file_descriptor_response.file_descriptor_proto
     r = subprocess.run([str(BIN / "openenv"), "info", ts_gridworld], capture_output=True, text=True, timeout=WAIT_S)
-    assert r.returncode == 0 and "gridworld_ts 0.1.0 (protocol 1.4)" in r.stdout, r.stderr
+    assert r.returncode == 0 and "gridworld_ts 0.1.0 (protocol 1.6)" in r.stdout, r.stderr
 
 
 def test_typescript_server_ends_the_stream_on_an_oversized_message(node: str, tmp_path: Path) -> None:
@@ -540,7 +546,7 @@ def test_python_client_uses_protocol_13_on_the_typescript_server(ts_gridworld: s
 
     async def main() -> None:
         async with openenv.EnvClient(ts_gridworld, client_name="py-1.3") as env:
-            assert env.info is not None and env.info.protocol_version == "1.4"
+            assert env.info is not None and env.info.protocol_version == "1.6"
             caps = env.info.capabilities
             assert caps.load_reporting and caps.pipelined_requests and caps.max_pipelined_requests == 256
             assert caps.resume_grace.seconds == 60 and caps.snapshots and caps.max_forks == caps.max_sessions
@@ -653,7 +659,7 @@ def test_python_client_over_mutual_tls_to_the_typescript_server(node: str, ts_gr
     assert ts_gridworld_mtls.startswith("grpcs://")
     info = [node, "dist/src/cli.js", "info", ts_gridworld_mtls, "--ca-file", str(pki.ca)]
     r = _run([*info, "--client-cert", str(pki.client_cert), "--client-key", str(pki.client_key)], 60)
-    assert r.returncode == 0 and "gridworld_ts 0.1.0 (protocol 1.4)" in r.stdout, r.stderr
+    assert r.returncode == 0 and "gridworld_ts 0.1.0 (protocol 1.6)" in r.stdout, r.stderr
 
     async def main() -> None:
         mtls = (str(pki.client_cert), str(pki.client_key))
@@ -667,7 +673,7 @@ def test_python_client_over_mutual_tls_to_the_typescript_server(node: str, ts_gr
     asyncio.run(main())
 
 
-# --------------------------------------------------------------------------- Python -> TS server, protocol 1.4
+# --------------------------------------------------------------------------- Python -> TS server, protocols 1.4 and 1.6
 
 #: A full game of tic-tac-toe, cell by cell (x, o, x, ...): x wins on the diagonal 0-4-8.
 GAME = [0, 1, 4, 2, 8]
@@ -728,25 +734,54 @@ def test_python_clients_play_agent_against_agent_on_the_typescript_world(
 def test_typescript_tictactoe_advertises_what_the_python_one_does(
     ts_tictactoe: str, python_envs: dict[str, str]
 ) -> None:
-    """Same game, same description: action and observation TypeSpecs, the MultiAgentSpec, and
-    the capabilities (worlds: no resume, no vectorised sessions, no snapshots) are equal. The
-    protocol versions differ: the TypeScript binding speaks 1.4, the Python one 1.6 (RFC 0015's
-    grading, an environment feature the TypeScript binding does not declare, and RFC 0016's wait
-    deadlines, seat events and vacancy rule, which the Python world advertises on top of 1.4's)."""
+    """Same game, same description: both speak protocol 1.6, and the action and observation
+    TypeSpecs, the MultiAgentSpec (RFC 0016's 60 s rejoin deadline and forfeit included) and the
+    capabilities (worlds: no resume, no vectorised sessions, no snapshots; wait deadlines and
+    seat events) are equal."""
 
     async def info(url: str) -> environment_pb2.EnvironmentInfo:
         async with openenv.EnvClient(url) as env:
             return env.info
 
     ts, py = asyncio.run(info(ts_tictactoe)), asyncio.run(info(python_envs["OPENENV_TICTACTOE_URL"]))
-    assert ts.protocol_version == "1.4" and py.protocol_version == openenv.PROTOCOL_VERSION == "1.6"
-    assert py.capabilities.world_wait_timeouts and py.capabilities.seat_events and py.multi_agent.vacancy
-    py.capabilities.world_wait_timeouts = py.capabilities.seat_events = False  # RFC 0016: 1.6 only
-    py.multi_agent.ClearField("rejoin_timeout")
-    py.multi_agent.ClearField("vacancy")
+    assert ts.protocol_version == py.protocol_version == openenv.PROTOCOL_VERSION == "1.6"
+    assert ts.capabilities.world_wait_timeouts and ts.capabilities.seat_events and ts.multi_agent.vacancy
     for field in ("description", "action", "observation", "multi_agent", "capabilities"):
         assert getattr(ts, field) == getattr(py, field), field
     assert (ts.name, py.name) == ("tic_tac_toe_ts", "tic_tac_toe")
+
+
+async def _seats(url: str) -> list[Any]:
+    """RFC 0016 as two Python clients see it in one tic-tac-toe world: a wait that the request's
+    deadline ends on the server (DEADLINE_EXCEEDED, not the client's ClientTimeout, the session
+    usable at once), the join and the leave announced to the other session, and a waiting
+    observe woken by the leave. Returns what each step saw (rejoin deadlines as present/absent)."""
+    seen: list[Any] = []
+    async with openenv.EnvClient(url, agent_ids=["x"]) as alice:
+        async with openenv.EnvClient(url, join_token=alice.world.join_token) as bob:
+            seen.append([(e.kind, e.agent_ids) for e in (await alice.observe()).seat_events])
+            waiting = asyncio.ensure_future(bob.reset())
+            await alice.reset(seed=1)
+            await waiting
+            with pytest.raises(openenv.errors.DeadlineExceeded) as exc:  # x's turn: o waits in vain
+                await bob.observe(wait=True, timeout=0.3)
+            assert not isinstance(exc.value, openenv.errors.ClientTimeout) and not exc.value.fatal
+            seen.append((await bob.observe(timeout=WAIT_S)).to_act)  # answered at once
+            await alice.step(4)
+            woken = asyncio.ensure_future(alice.observe(wait=True, seat_events=True, timeout=WAIT_S))
+        left = (await woken).seat_events
+        seen.append([(e.kind, e.agent_ids, e.rejoin_within is not None and 0 < e.rejoin_within <= 60) for e in left])
+    return seen
+
+
+def test_python_clients_see_the_typescript_world_behave_as_the_python_one(
+    ts_tictactoe: str, python_envs: dict[str, str]
+) -> None:
+    """RFC 0016 across languages: wait deadlines and seat events of the TypeScript world, as
+    Python clients see them, equal those of openenv.games:TicTacToe."""
+    ts = asyncio.run(_seats(ts_tictactoe))
+    py = asyncio.run(_seats(python_envs["OPENENV_TICTACTOE_URL"]))
+    assert ts == py == [[("joined", ["o"])], ["x"], [("left", ["o"], True)]]
 
 
 def test_description_by_digest_on_the_typescript_server(ts_gridworld: str) -> None:

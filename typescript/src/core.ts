@@ -22,6 +22,15 @@
  *   it (`known_info_digest`) and a 1.4 server then leaves the description out.
  * - Multi-agent worlds (RFC 0012): `agentIds` / `joinToken` create or join a world; time
  *   steps carry `agents` (this session's agents' views) and `toAct`; `observe`, `stepAgents`.
+ * - Worlds that behave (RFC 0016, protocol 1.6): against a server that sets
+ *   `Capabilities.world_wait_timeouts`, a client-side timeout of `reset`, `step`, `stepAgents` or
+ *   `observe` travels with the request (`SessionRequest.wait_timeout`), so the server ends a
+ *   wait on other sessions itself (`DeadlineExceeded`, not fatal, nothing changed) and this side
+ *   gives up {@link WAIT_GRACE_MS} later (`ClientTimeout`). Time steps carry `seatEvents`;
+ *   `observe({ wait: true, seatEvents: true })` also answers for one.
+ * - Grading environments (RFC 0015, protocol 1.5): `grading` reads the server's declaration,
+ *   `reset({ feedback: "rich" })` asks for an episode's feedback level, and each time step of a
+ *   grading environment says its episode's level (`feedback`).
  */
 
 import {
@@ -50,6 +59,7 @@ import {
   AutoresetMode,
   EnvironmentInfoSchema,
   EpisodeStatus,
+  Feedback,
   SessionRequestSchema,
   SessionResponseSchema,
   type EnvironmentInfo,
@@ -59,7 +69,7 @@ import {
   type TimeStep,
 } from "./gen/openenv/v1/environment_pb.js";
 import { ServerLoadSchema, WorkerLoadSchema, type ServerLoad, type WorkerLoad } from "./gen/openenv/v1/load_pb.js";
-import type { MultiAgentSpec, WorldInfo } from "./gen/openenv/v1/multiagent_pb.js";
+import { SeatEventKind, type MultiAgentSpec, type SeatEvent as SeatEventPb, type WorldInfo } from "./gen/openenv/v1/multiagent_pb.js";
 import type { RubricScore } from "./gen/openenv/v1/rubric_pb.js";
 import type { TaskInfo } from "./gen/openenv/v1/task_pb.js";
 import type { ContentBlock, Tool } from "./gen/openenv/v1/tool_pb.js";
@@ -81,6 +91,56 @@ export interface AgentStep<O = AnyValue> {
   rewardBreakdown: RubricScore | undefined;
 }
 
+/**
+ * What happened to one seat of a multi-agent world (RFC 0016), as a time step reports it.
+ * `left`: the session acting for `agentIds` closed or disconnected (nobody acts for them until a
+ * session joins for them); `joined`: a session now acts for them; `expired`: their rejoin
+ * deadline passed with nobody acting for them (the world's vacancy rule ended the episode);
+ * `unspecified`: a kind newer than this client.
+ */
+export interface SeatEvent {
+  kind: "left" | "joined" | "expired" | "unspecified";
+  agentIds: string[];
+  /** For `left` during a running episode: how long (ms, from when the time step was built) the
+   *  seat stays open before the world's vacancy rule applies; undefined when no deadline applies. */
+  rejoinWithinMs: number | undefined;
+}
+
+/** A feedback level of a grading environment's episode (RFC 0015). */
+export type FeedbackLevel = "strict" | "rich";
+
+/**
+ * What a grading environment declares (RFC 0015: `Capabilities.grades`, `feedback`,
+ * `feedback_offered`), as `SessionClient.grading` returns it.
+ */
+export interface GradingInfo {
+  /** The environment grades work an agent submits (its reward is a verdict). */
+  grades: boolean;
+  /** The level of an episode whose reset asks for none; undefined when it does not grade. */
+  feedback: FeedbackLevel | undefined;
+  /** The levels a reset may ask for (`reset({ feedback })`); empty when it does not grade. */
+  offered: FeedbackLevel[];
+}
+
+const FEEDBACK_LEVELS: Partial<Record<Feedback, FeedbackLevel>> = {
+  [Feedback.STRICT]: "strict",
+  [Feedback.RICH]: "rich",
+};
+
+const SEAT_EVENT_KINDS: Partial<Record<SeatEventKind, SeatEvent["kind"]>> = {
+  [SeatEventKind.LEFT]: "left",
+  [SeatEventKind.JOINED]: "joined",
+  [SeatEventKind.EXPIRED]: "expired",
+};
+
+/**
+ * RFC 0016: when a request's client-side timeout travels with it (`SessionRequest.wait_timeout`,
+ * to a server that sets `Capabilities.world_wait_timeouts`), this client itself gives up this
+ * much later, so a server's `DeadlineExceeded` (the wait ended, the session usable) and
+ * `ClientTimeout` (the server did not answer) are distinct outcomes. As the Python client.
+ */
+export const WAIT_GRACE_MS = 5_000;
+
 /** One time step, as `reset` and `step` return it. */
 export interface StepResult<O = AnyValue> {
   /** The observation, decoded (a protobuf message, JSON value or tensor). */
@@ -101,6 +161,20 @@ export interface StepResult<O = AnyValue> {
   agents: Record<string, AgentStep<O>>;
   /** Multi-agent worlds: the agents to act now, in the environment's order (the whole world's). */
   toAct: string[];
+  /**
+   * Multi-agent worlds (RFC 0016): what happened to other sessions' seats since this session's
+   * last time step (left, joined, rejoin deadline passed), oldest first; [] from a server that
+   * does not set `Capabilities.seat_events`.
+   */
+  seatEvents: SeatEvent[];
+  /**
+   * Grading environments (RFC 0015): the feedback level of this time step's episode, as this
+   * client asked for it at reset (or the environment's default); undefined for an environment
+   * that does not grade, or a session claimed by resume token before this client reset it.
+   * `"strict"`: the observation of a graded step is its reward (`{ reward }`), the breakdown its
+   * root, the metadata the environment's public keys: nothing finer about the hidden checks.
+   */
+  feedback: FeedbackLevel | undefined;
 }
 
 /** What `getLoadReport` returns (RFC 0005, RFC 0013). */
@@ -142,7 +216,13 @@ export interface Forks {
 
 /** Per-call options. */
 export interface CallOptions {
-  /** Client-side timeout of this call, in ms. */
+  /**
+   * Client-side timeout of this call, in ms. For `reset`, `step`, `stepAgents` and `observe`
+   * against a server that sets `Capabilities.world_wait_timeouts` (RFC 0016) it also travels
+   * with the request: the server ends a wait on other sessions of the world then
+   * (`DeadlineExceeded`, not fatal, nothing changed: a simultaneous step's actions are
+   * withdrawn), and this client rejects with `ClientTimeout` only {@link WAIT_GRACE_MS} later.
+   */
   timeoutMs?: number;
 }
 
@@ -270,6 +350,14 @@ function durationMs(d: Duration | undefined): number {
   return d === undefined ? 0 : Number(d.seconds) * 1000 + d.nanos / 1e6;
 }
 
+function seatEventOf(e: SeatEventPb): SeatEvent {
+  return {
+    kind: SEAT_EVENT_KINDS[e.kind] ?? "unspecified",
+    agentIds: [...e.agentIds],
+    rejoinWithinMs: e.rejoinWithin === undefined ? undefined : durationMs(e.rejoinWithin),
+  };
+}
+
 export const DEFAULT_MAX_MESSAGE = 64 * 1024 * 1024;
 /** Stream statuses after which a resumable session is reattached (the connection, not the session, failed). */
 const TRANSIENT = new Set<number>([ErrorCode.UNAVAILABLE, ErrorCode.CANCELLED, 2 /* UNKNOWN */, ErrorCode.INTERNAL]);
@@ -296,6 +384,12 @@ export class SessionClient<A = unknown, O = AnyValue, S = AnyValue> {
   infoFromCache = false;
   /** Multi-agent environments (RFC 0012): the world this session is in (its join token, agents, ownership). */
   world: WorldInfo | undefined;
+  /**
+   * Grading environments (RFC 0015): the feedback level of the current episode, as this client's
+   * last reset asked for it (or the environment's default); undefined for an environment that
+   * does not grade, or before this client's first reset of a session claimed by resume token.
+   */
+  feedback: FeedbackLevel | undefined;
 
   private transport: Transport | undefined;
   private generation = 0;
@@ -384,6 +478,23 @@ export class SessionClient<A = unknown, O = AnyValue, S = AnyValue> {
     this.resumed = hs.resumed;
     this.serverLimit = Number(this.info.capabilities?.maxMessageBytes ?? 0n);
     this.registry = registryOf(this.info.descriptors);
+    if (this.feedback === undefined && !hs.resumed) {
+      this.feedback = this.grading.feedback; // a new session's first episode has the default level
+    }
+  }
+
+  /** What the environment declares about grading (RFC 0015; `grades` false from a server before 1.5). */
+  get grading(): GradingInfo {
+    const caps = this.info?.capabilities;
+    const level = (f: Feedback): FeedbackLevel | undefined => FEEDBACK_LEVELS[f];
+    if (caps === undefined || !caps.grades) {
+      return { grades: false, feedback: undefined, offered: [] };
+    }
+    return {
+      grades: true,
+      feedback: level(caps.feedback) ?? "strict",
+      offered: caps.feedbackOffered.map(level).filter((f): f is FeedbackLevel => f !== undefined),
+    };
   }
 
   private get coalescing(): boolean {
@@ -592,17 +703,31 @@ export class SessionClient<A = unknown, O = AnyValue, S = AnyValue> {
     }
     this.nextId += 1n;
     const req = create(SessionRequestSchema, { requestId: this.nextId, kind });
+    let timeoutMs = opts.timeoutMs ?? this.opts.timeoutMs;
+    if (timeoutMs !== undefined && this.waitsOnServer(req)) {
+      // RFC 0016: the wait travels with the request, so the server ends it (DEADLINE_EXCEEDED,
+      // nothing changed) and the session stays usable; this side gives up a grace later.
+      req.waitTimeout = duration(timeoutMs);
+      timeoutMs += WAIT_GRACE_MS;
+    }
     const size = toBinary(SessionRequestSchema, req).length;
     if (size > this.limit) {
       return Promise.reject(new ResourceExhausted(`request of ${size} bytes exceeds the ${this.limit}-byte message limit`));
     }
-    return this.wait(req, opts.timeoutMs ?? this.opts.timeoutMs, () => {
+    return this.wait(req, timeoutMs, () => {
       if (this.reconnecting || (this.coalescing && this.awaiting.size > 0)) {
         this.held.push(req); // goes out with the others when the message in flight is answered
       } else {
         this.flush([req]);
       }
     });
+  }
+
+  /** Whether `req` may wait on other sessions of a world whose server honours
+   *  `SessionRequest.wait_timeout` (RFC 0016). */
+  private waitsOnServer(req: SessionRequest): boolean {
+    const k = req.kind.case;
+    return (this.info?.capabilities?.worldWaitTimeouts ?? false) && (k === "observe" || k === "step" || k === "reset");
   }
 
   /** Multi-agent environments (RFC 0012): how the world is played (agents, turn mode, ...); undefined otherwise. */
@@ -636,21 +761,36 @@ export class SessionClient<A = unknown, O = AnyValue, S = AnyValue> {
       rewardBreakdown: ts?.rewardBreakdown,
       episodeId: ts?.episodeId ?? "",
       stepCount: Number(ts?.stepCount ?? 0n),
+      seatEvents: (ts?.seatEvents ?? []).map(seatEventOf),
+      feedback: this.feedback,
     };
   }
 
-  /** Start a new episode and return its first time step; `taskId` plays that task (RFC 0004). */
-  async reset(args: { seed?: number | bigint; episodeId?: string; options?: JsonObject; taskId?: string } & CallOptions = {}):
-    Promise<StepResult<O>> {
+  /**
+   * Start a new episode and return its first time step; `taskId` plays that task (RFC 0004).
+   * `feedback` (RFC 0015) asks a grading environment for the episode's feedback level (the
+   * reset option `"feedback"`): one of `grading.offered`, else the server answers
+   * `InvalidArgument` and no episode starts; absent, the environment's default (`grading.feedback`).
+   * In a world, a joining session's reset waits for the owner's next episode (`timeoutMs`
+   * bounds it on the server too: see {@link CallOptions}).
+   */
+  async reset(args: { seed?: number | bigint; episodeId?: string; options?: JsonObject; taskId?: string;
+                      feedback?: FeedbackLevel } & CallOptions = {}): Promise<StepResult<O>> {
+    const options = args.feedback === undefined ? args.options : { ...(args.options ?? {}), feedback: args.feedback };
     const resp = await this.request({
       case: "reset",
       value: {
         seed: args.seed === undefined ? undefined : BigInt(args.seed),
         episodeId: args.episodeId ?? "",
-        options: args.options,
+        options,
         taskId: args.taskId ?? "",
       },
     }, args);
+    const grading = this.grading;
+    if (grading.grades) {
+      const asked = options?.feedback;
+      this.feedback = asked === "strict" || asked === "rich" ? asked : grading.feedback;
+    }
     return this.parseTimeStep(resp.kind.case === "reset" ? resp.kind.value.timeStep : undefined);
   }
 
@@ -695,14 +835,19 @@ export class SessionClient<A = unknown, O = AnyValue, S = AnyValue> {
   /**
    * The current time step of this session's agents (RFC 0012); with `wait`, once one of them
    * is to act, the episode ended, or a new episode started, that this session has not seen
-   * (`waitTimeoutMs`: `DeadlineExceeded` after that long, not fatal).
+   * (`waitTimeoutMs`: `DeadlineExceeded` after that long, not fatal). With `seatEvents` (RFC
+   * 0016, a server that sets `Capabilities.seat_events`) a wait also ends once another session
+   * left or joined the world, or a rejoin deadline passed: the result's `seatEvents` say which.
+   * `timeoutMs` bounds the wait on the server as well (see {@link CallOptions}).
    */
-  async observe(args: { wait?: boolean; waitTimeoutMs?: number } & CallOptions = {}): Promise<StepResult<O>> {
+  async observe(args: { wait?: boolean; waitTimeoutMs?: number; seatEvents?: boolean } & CallOptions = {}):
+    Promise<StepResult<O>> {
     const resp = await this.request({
       case: "observe",
       value: {
         wait: args.wait ?? false,
         timeout: args.waitTimeoutMs === undefined ? undefined : duration(args.waitTimeoutMs),
+        seatEvents: args.seatEvents ?? false,
       },
     }, args);
     if (resp.kind.case !== "observe") {

@@ -12,7 +12,7 @@ import { EnvironmentService } from "./gen/openenv/v1/environment_pb.js";
 import { plainFileProto, withDependencies } from "./codec.js";
 
 /** The protocol version this binding speaks (docs/protocol.md §10). */
-export const PROTOCOL_VERSION = "1.4";
+export const PROTOCOL_VERSION = "1.6";
 /** Default of `Capabilities.max_message_bytes`: 4 MiB, as the Python server (docs/security.md, "What one message may cost"). */
 export const DEFAULT_MAX_MESSAGE_BYTES = 4 * 1024 * 1024;
 /** Default session idle timeout: 300 s. */

@@ -38,4 +38,6 @@ export * as errorPb from "./gen/openenv/v1/error_pb.js";
 export * as loadPb from "./gen/openenv/v1/load_pb.js";
 export * as taskPb from "./gen/openenv/v1/task_pb.js";
 export * as multiagentPb from "./gen/openenv/v1/multiagent_pb.js";
+/** Training traces (RFC 0017): the generated messages only (this binding writes and reads none). */
+export * as tracePb from "./gen/openenv/v1/trace_pb.js";
 export * as gridworldPb from "./gen/gridworld/v1/gridworld_pb.js";

@@ -760,18 +760,20 @@ export class Server<A, O, S = undefined> {
         const v = k.value;
         const action = v.action === undefined ? undefined : rt.actionCodec.decode(v.action);
         const actions = new Map(Object.entries(v.actions).map(([a, p]) => [a, rt.actionCodec.decode(p)] as const));
-        const ts = await seat.step(action, v.agentId, actions, durationMs(v.timeout));
+        const ts = await seat.step(action, v.agentId, actions, durationMs(v.timeout), durationMs(req.waitTimeout));
         return { kind: { case: "step", value: { timeStep: ts } } };
       }
       case "reset": {
         if (k.value.taskId !== "") {
           throw new Unimplemented("worlds have no tasks (RFC 0012)");
         }
-        const ts = await seat.reset(k.value.seed, k.value.episodeId || undefined, k.value.options ?? {});
+        const ts = await seat.reset(k.value.seed, k.value.episodeId || undefined, k.value.options ?? {},
+          durationMs(req.waitTimeout));
         return { kind: { case: "reset", value: { timeStep: ts } } };
       }
       case "observe": {
-        const ts = await seat.observe(k.value.wait, durationMs(k.value.timeout));
+        const ts = await seat.observe(k.value.wait, durationMs(k.value.timeout), durationMs(req.waitTimeout),
+          k.value.seatEvents);
         return { kind: { case: "observe", value: { timeStep: ts } } };
       }
       case "state":

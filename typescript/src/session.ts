@@ -173,6 +173,8 @@ export class Runtime<A, O, S> {
         snapshots: d.snapshots ?? false,
         seeded: d.seeded ?? false,
         multiAgent: d.multiAgent !== undefined, // RFC 0012
+        worldWaitTimeouts: d.multiAgent !== undefined, // RFC 0016: wait deadlines (world.ts)
+        seatEvents: d.multiAgent !== undefined, // RFC 0016: seats announced, rejoin deadlines (world.ts)
       },
       multiAgent: d.multiAgent?.spec,
       rubric: d.rubric,

@@ -14,10 +14,19 @@
  * Every call into the environment goes through the world's queue, whichever seat makes it,
  * so calls never overlap. Waiting (for one's turn, for the other agents of a simultaneous
  * step, for the owner's next episode) happens outside the queue, woken by every change.
+ *
+ * Worlds that behave (RFC 0016, protocol 1.6), as the Python runtime: every wait on other seats
+ * may carry a deadline (`SessionRequest.wait_timeout`: `DEADLINE_EXCEEDED`, nothing changed, a
+ * simultaneous step's actions withdrawn); a seat that joins or leaves is announced to every other
+ * seat in its next time step (`TimeStep.seat_events`), and `observe` with `wait` and
+ * `seat_events` answers for one; a simultaneous step waiting on an agent whose seat leaves ends
+ * `ABORTED`. A definition declaring `rejoinTimeoutMs` holds a seat left empty in a running
+ * episode that long, then applies its `vacancy` rule (truncate, or the environment's `forfeit`).
  */
 
 import { randomBytes, randomUUID } from "node:crypto";
 import { create, type JsonObject, type MessageInitShape } from "@bufbuild/protobuf";
+import type { DurationSchema } from "@bufbuild/protobuf/wkt";
 import type { PayloadCodec } from "./codec.js";
 import type { EnvironmentDefinition, Environment, ResetArgs } from "./environment.js";
 import {
@@ -35,7 +44,9 @@ import {
   AgentTimeStepSchema,
   IllegalActionPolicy,
   MultiAgentSpecSchema,
+  SeatEventKind,
   TurnMode,
+  VacancyPolicy,
   WorldInfoSchema,
   type MultiAgentSpec,
   type WorldInfo,
@@ -74,6 +85,13 @@ export interface MultiAgentEnvironment<A, O, S = undefined> {
   state?(): MaybePromise<S | undefined>;
   /** Release resources; called exactly once, when the world's last session leaves. */
   close?(): MaybePromise<void>;
+  /**
+   * RFC 0016, `vacancy: "forfeit"`: `absent` agents' rejoin deadline passed with nobody acting for
+   * them; return the episode's outcome (its rewards are added to the episode's). The runtime then
+   * truncates every agent not done; throwing truncates without rewards. Not defined: each absent
+   * agent -1 and everyone terminated, the present sharing +1 per absent (zero-sum stays zero-sum).
+   */
+  forfeit?(absent: string[]): MaybePromise<WorldStep | undefined | void>;
 }
 
 /** What a multi-agent environment declares (RFC 0012): `serve(multiAgent(def))`. */
@@ -93,6 +111,14 @@ export interface MultiAgentDefinition<A, O, S = undefined> extends Omit<Environm
   joinable?: boolean;
   /** Agents' views differ (cards, private goals); certified. */
   hiddenInformation?: boolean;
+  /**
+   * RFC 0016: how long (ms) a seat left empty in a running episode (its session closed or
+   * disconnected, some of its agents not done) is held for a session to join for its agents;
+   * then `vacancy` ends the episode. Undefined (default): held as long as the world lives (1.4).
+   */
+  rejoinTimeoutMs?: number;
+  /** What ends the episode when `rejoinTimeoutMs` passes: "truncate" (default) or "forfeit" (the environment's `forfeit`). */
+  vacancy?: "truncate" | "forfeit";
   /** One world's instance, from the creating handshake's options. */
   create(options: JsonObject): MaybePromise<MultiAgentEnvironment<A, O, S>>;
 }
@@ -103,6 +129,9 @@ export interface MultiAgentDeclaration {
   spec: MultiAgentSpec;
   simultaneous: boolean;
   joinable: boolean;
+  /** RFC 0016: how long an empty seat is held in a running episode (undefined: as long as the world lives). */
+  rejoinTimeoutMs?: number;
+  vacancy: "truncate" | "forfeit";
 }
 
 /** The definition `serve()` takes for a multi-agent environment. */
@@ -124,14 +153,49 @@ export function multiAgent<A, O, S = undefined>(def: MultiAgentDefinition<A, O, 
     illegalActions: def.illegalActions === "penalize" ? IllegalActionPolicy.PENALIZE : IllegalActionPolicy.REJECT,
     joinable: def.joinable ?? true,
     hiddenInformation: def.hiddenInformation ?? false,
+    rejoinTimeout: def.rejoinTimeoutMs === undefined ? undefined : durationOf(def.rejoinTimeoutMs),
+    vacancy: def.vacancy === "forfeit" ? VacancyPolicy.FORFEIT : VacancyPolicy.TRUNCATE,
   });
-  const { create: make, ...rest } = def;
+  if (def.rejoinTimeoutMs !== undefined && !(def.rejoinTimeoutMs >= 0)) {
+    throw new Error(`${def.name}: rejoinTimeoutMs must be a duration >= 0 (ms)`);
+  }
+  const { create: make, rejoinTimeoutMs, vacancy, ...rest } = def;
   return {
     ...rest,
     // The world's instance travels in a Session; only the world calls it (never Session.reset/step).
     create: async (options) => (await make(options)) as unknown as Environment<A, O, S>,
-    multiAgent: { agents, spec, simultaneous: def.simultaneous ?? false, joinable: def.joinable ?? true },
+    multiAgent: {
+      agents, spec, simultaneous: def.simultaneous ?? false, joinable: def.joinable ?? true,
+      rejoinTimeoutMs, vacancy: vacancy ?? "truncate",
+    },
   };
+}
+
+function durationOf(ms: number): MessageInitShape<typeof DurationSchema> {
+  const whole = Math.floor(ms / 1000);
+  return { seconds: BigInt(whole), nanos: Math.round((ms - whole * 1000) * 1e6) };
+}
+
+/** The outcome of a forfeit when the environment defines no `forfeit` (as the Python runtime's
+ *  default): each absent agent -1 and every agent terminated; the agents present share +1 per
+ *  absent agent, so a zero-sum game stays zero-sum. */
+function defaultForfeit(agents: readonly string[], absent: readonly string[]): WorldStep {
+  const present = agents.filter((a) => !absent.includes(a));
+  const rewards: Record<string, number> = Object.fromEntries(absent.map((a) => [a, -1]));
+  present.forEach((a) => { rewards[a] = absent.length / present.length; });
+  return { rewards, terminated: true };
+}
+
+/** The earliest of two optional bounds (ms). */
+export function earliest(a: number | undefined, b: number | undefined): number | undefined {
+  return a === undefined ? b : b === undefined ? a : Math.min(a, b);
+}
+
+/** A seat event not yet delivered: its kind, the seat's agents, the rejoin deadline (Date.now() ms) or undefined. */
+interface PendingEvent {
+  kind: SeatEventKind;
+  agents: string[];
+  deadline: number | undefined;
 }
 
 function flags(value: boolean | Record<string, boolean> | undefined, agents: readonly string[]): Record<string, boolean> {
@@ -171,6 +235,9 @@ export class World<A, O, S> {
   /** A joint step the environment refused: the version it was refused at, and the error. */
   stepError: [number, EnvError] | undefined;
   closed = false;
+  /** RFC 0016: agents whose seat was left empty in a running episode -> their rejoin deadline (Date.now() ms). */
+  readonly vacant = new Map<string, number>();
+  private readonly expiries = new Set<NodeJS.Timeout>();
   private queue: Promise<unknown> = Promise.resolve();
   private wakers = new Set<() => void>();
 
@@ -340,12 +407,25 @@ export class World<A, O, S> {
         `every agent of world ${this.id} has a session acting for it; none is left to join`, { fatal: true });
     }
     const seat = new Seat(this, this.agents.filter((a) => chosen.includes(a)));
-    seat.agents.forEach((a) => this.controller.set(a, seat));
+    seat.agents.forEach((a) => {
+      this.controller.set(a, seat);
+      this.vacant.delete(a); // filled before its deadline: the rule no longer applies
+    });
     this.seats.push(seat);
     if (joining) {
+      this.announce(SeatEventKind.JOINED, seat.agents, undefined, seat);
       this.notify();
     }
     return seat;
+  }
+
+  /** Queue a seat event for every seat but `but` (delivered with its next time step). */
+  announce(kind: SeatEventKind, agents: readonly string[], deadline: number | undefined, but?: Seat<A, O, S>): void {
+    for (const other of this.seats) {
+      if (other !== but) {
+        other.events.push({ kind, agents: [...agents], deadline });
+      }
+    }
   }
 
   async leave(seat: Seat<A, O, S>): Promise<void> {
@@ -360,13 +440,63 @@ export class World<A, O, S> {
       }
       this.gathered.delete(a);
     }
-    this.notify();
     if (this.seats.length > 0) {
+      let deadline: number | undefined;
+      const decl = this.session.runtime.def.multiAgent!;
+      const inPlay = seat.agents.filter((a) => !this.done(a));
+      if (this.status === EpisodeStatus.RUNNING && inPlay.length > 0 && decl.rejoinTimeoutMs !== undefined) {
+        const at = Date.now() + decl.rejoinTimeoutMs;
+        deadline = at;
+        inPlay.forEach((a) => this.vacant.set(a, at));
+        const episode = this.session.episodeId;
+        const timer = setTimeout(() => {
+          this.expiries.delete(timer);
+          void this.expire(inPlay, at, episode).catch(() => undefined);
+        }, decl.rejoinTimeoutMs);
+        timer.unref(); // a pending deadline never keeps the process alive
+        this.expiries.add(timer);
+      }
+      this.announce(SeatEventKind.LEFT, seat.agents, deadline);
+      this.notify();
       return;
     }
+    this.notify();
     this.closed = true;
+    this.expiries.forEach((t) => clearTimeout(t));
+    this.expiries.clear();
     this.worlds.forget(this);
     await this.session.close();
+  }
+
+  /** At a rejoin deadline: if `agents` still have nobody acting for them in the same running
+   *  episode, announce it and end the episode by the declared vacancy rule (RFC 0016). */
+  private async expire(agents: readonly string[], deadline: number, episode: string): Promise<void> {
+    await this.exclusive(async () => {
+      const absent = agents.filter((a) => this.vacant.get(a) === deadline && !this.controller.has(a));
+      if (this.closed || absent.length === 0 || this.session.episodeId !== episode || this.status !== EpisodeStatus.RUNNING) {
+        return;
+      }
+      absent.forEach((a) => this.vacant.delete(a));
+      this.announce(SeatEventKind.EXPIRED, absent, undefined);
+      if (this.session.runtime.def.multiAgent!.vacancy === "forfeit") {
+        const forfeit = this.env.forfeit;
+        try {
+          this.apply(forfeit !== undefined ? await this.call(() => forfeit.call(this.env, [...absent]), "forfeit")
+            : defaultForfeit(this.agents, absent));
+        } catch {
+          // the rule still ends the episode: truncation, as if declared
+        }
+      }
+      for (const a of this.agents) {
+        if (!this.done(a)) {
+          this.truncated[a] = true;
+        }
+      }
+      this.gathered.clear();
+      this.settle();
+      this.toAct = [];
+      this.bump();
+    });
   }
 }
 
@@ -378,6 +508,8 @@ export class Seat<A, O, S> {
   seenEpisode = "";
   closed = false;
   terminate: ((err: EnvError) => void) | undefined;
+  /** RFC 0016: seat events not yet delivered to this seat, oldest first. */
+  events: PendingEvent[] = [];
 
   constructor(readonly world: World<A, O, S>, readonly agents: readonly string[]) {}
 
@@ -455,19 +587,34 @@ export class Seat<A, O, S> {
       stepCount: BigInt(s.stepCount),
       agents,
       toAct: [...w.toAct],
+      seatEvents: this.events.map((e) => ({
+        kind: e.kind,
+        agentIds: e.agents,
+        rejoinWithin: e.deadline === undefined ? undefined : durationOf(Math.max(e.deadline - Date.now(), 0)),
+      })),
     });
+    this.events = [];
     this.seenVersion = w.version;
     this.seenEpisode = s.episodeId;
     return ts;
   }
 
   /** The owner's reset starts a new episode; another seat's waits for the first episode it
-   *  has not seen (the owner's next reset, or the current one). */
-  async reset(seed: bigint | undefined, episodeId: string | undefined, options: JsonObject): Promise<TimeStep> {
+   *  has not seen (the owner's next reset, or the current one), at most `waitTimeoutMs`
+   *  (RFC 0016: then `DEADLINE_EXCEEDED`, nothing changed). */
+  async reset(seed: bigint | undefined, episodeId: string | undefined, options: JsonObject,
+              waitTimeoutMs?: number): Promise<TimeStep> {
     const w = this.world;
+    const deadline = waitTimeoutMs === undefined ? undefined : Date.now() + waitTimeoutMs;
     for (;;) {
       if (!this.owner) {
-        await w.until(() => this.closed || this.owner || (w.session.episodeId !== "" && w.session.episodeId !== this.seenEpisode));
+        const left = deadline === undefined ? undefined : deadline - Date.now();
+        const started = await w.until(
+          () => this.closed || this.owner || (w.session.episodeId !== "" && w.session.episodeId !== this.seenEpisode), left);
+        if (!started) {
+          throw new DeadlineExceeded(`the world's owner started no episode within the request's wait_timeout ` +
+            `(${(waitTimeoutMs ?? 0) / 1000} s)`);
+        }
       }
       const out = await w.exclusive(async () => {
         if (this.closed) {
@@ -539,14 +686,16 @@ export class Seat<A, O, S> {
   }
 
   /** One action (turn-based, or one agent's part of a simultaneous step), or this seat's part
-   *  of a joint action (`actions`). */
-  async step(action: A | undefined, agentId: string, actions: Map<string, A>, timeoutMs: number | undefined):
-    Promise<TimeStep> {
+   *  of a joint action (`actions`). A simultaneous step waits for the other seats' actions at
+   *  most `timeoutMs` and `waitTimeoutMs` (`DEADLINE_EXCEEDED`, this seat's actions withdrawn);
+   *  a seat of an agent to act that leaves meanwhile ends the wait `ABORTED` (RFC 0016). */
+  async step(action: A | undefined, agentId: string, actions: Map<string, A>, timeoutMs: number | undefined,
+             waitTimeoutMs?: number): Promise<TimeStep> {
     const w = this.world;
     if (actions.size > 0 && action !== undefined) {
       throw new InvalidArgument("set either action or actions, not both");
     }
-    let waitFor: { version: number; episode: string; given: string[] } | undefined;
+    let waitFor: { version: number; episode: string; given: string[]; seated: string[] } | undefined;
     const first = await w.exclusive(async () => {
       this.requireRunning();
       let given: Map<string, A>;
@@ -599,19 +748,31 @@ export class Seat<A, O, S> {
           throw e;
         }
       }
-      waitFor = { version: w.version, episode: w.session.episodeId, given: [...given.keys()] };
+      const seated = w.toAct.filter((a) => w.controller.has(a) && !this.agents.includes(a));
+      waitFor = { version: w.version, episode: w.session.episodeId, given: [...given.keys()], seated };
       return undefined;
     });
     if (first !== undefined) {
       return first;
     }
     // Wait for the other sessions' agents; the world steps in the last one's request.
-    const { version, episode, given } = waitFor!;
-    const stepped = await w.until(() => w.version !== version || this.closed, timeoutMs);
+    const { version, episode, given, seated } = waitFor!;
+    const gone = (): string[] => seated.filter((a) => !w.controller.has(a)); // agents to act whose seat left
+    const bound = earliest(timeoutMs, waitTimeoutMs);
+    const stepped = await w.until(() => w.version !== version || this.closed || gone().length > 0, bound);
     return await w.exclusive(async () => {
       if (!stepped && w.version === version) {
         given.forEach((a) => w.gathered.delete(a));
-        throw new DeadlineExceeded(`the other agents did not act within ${(timeoutMs ?? 0) / 1000} s; ` +
+        throw new DeadlineExceeded(`the other agents did not act within ${(bound ?? 0) / 1000} s; ` +
+          "this session's actions were withdrawn");
+      }
+      if (w.version === version && gone().length > 0) {
+        given.forEach((a) => w.gathered.delete(a));
+        const left = gone();
+        const deadlines = left.map((a) => w.vacant.get(a)).filter((d): d is number => d !== undefined);
+        const within = deadlines.length === 0 ? ""
+          : ` (a session may join for them within ${Math.round((Math.min(...deadlines) - Date.now()) / 1000)} s)`;
+        throw new Aborted(`the session acting for ${JSON.stringify(left)} left the world${within}; ` +
           "this session's actions were withdrawn");
       }
       if (w.stepError !== undefined && w.stepError[0] === version) {
@@ -649,11 +810,14 @@ export class Seat<A, O, S> {
   }
 
   /** This seat's time step now, or (`wait`) once one of its agents is to act with no action
-   *  pending, the episode ended, or a new episode started, that this seat has not seen. */
-  async observe(wait: boolean, timeoutMs: number | undefined): Promise<TimeStep> {
+   *  pending, the episode ended, a new episode started, or (`seatEvents`) a seat event happened
+   *  (RFC 0016), that this seat has not seen; at most `timeoutMs` and `waitTimeoutMs` (then
+   *  `DEADLINE_EXCEEDED`, nothing changed). */
+  async observe(wait: boolean, timeoutMs: number | undefined, waitTimeoutMs?: number, seatEvents = false):
+    Promise<TimeStep> {
     const w = this.world;
     const ready = (): boolean => {
-      if (this.closed) {
+      if (this.closed || (seatEvents && this.events.length > 0)) {
         return true;
       }
       if (w.status === EpisodeStatus.NOT_STARTED) {
@@ -667,8 +831,9 @@ export class Seat<A, O, S> {
       }
       return w.version !== this.seenVersion;
     };
-    if (wait && !(await w.until(ready, timeoutMs))) {
-      throw new DeadlineExceeded(`nothing for this session's agents within ${(timeoutMs ?? 0) / 1000} s`);
+    const bound = earliest(timeoutMs, waitTimeoutMs);
+    if (wait && !(await w.until(ready, bound))) {
+      throw new DeadlineExceeded(`nothing for this session's agents within ${(bound ?? 0) / 1000} s`);
     }
     return await w.exclusive(() => this.timeStep());
   }

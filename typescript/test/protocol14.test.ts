@@ -265,7 +265,7 @@ describe("protocol 1.4: the TypeScript client against the Python reference serve
   const skip = TTT ? false : unset("OPENENV_TICTACTOE_URL");
   it("plays self-play on openenv.games:TicTacToe", { skip }, () => selfPlay(TTT!));
   it("joins a Python world and plays agent against agent", { skip }, () => twoSessions(TTT!));
-  // The Python reference server speaks protocol 1.6 (RFCs 0015 and 0016); this binding 1.4.
+  // The Python reference server speaks protocol 1.6, as this binding.
   it("names the Python server's description by digest", { skip }, () => digests(TTT!, "1.6"));
   it("reads each worker's load of a server of two workers", { skip: WORKERS ? false : unset("OPENENV_WORKERS_URL") },
     async () => {

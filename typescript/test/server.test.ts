@@ -64,7 +64,7 @@ describe("TypeScript gridworld served by the TypeScript server helper", () => {
       try {
         const info = env.info;
         assert.equal(info.name, "gridworld_ts");
-        assert.equal(info.protocolVersion, "1.4");
+        assert.equal(info.protocolVersion, "1.6");
         assert.equal(info.action?.messageType, "gridworld.v1.Action");
         assert.equal(info.observation?.messageType, "gridworld.v1.Observation");
         assert.equal(info.action?.examples.length, 4);

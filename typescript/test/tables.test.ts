@@ -11,13 +11,15 @@
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { describe, it } from "node:test";
-import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
+import { create, isFieldSet, type JsonObject, type JsonValue } from "@bufbuild/protobuf";
 import { jsonType } from "../src/codec.js";
 import type { EnvStep, EnvironmentDefinition } from "../src/environment.js";
 import * as errors from "../src/errors.js";
 import { EnvError, ErrorCode } from "../src/errors.js";
-import { EpisodeStatus } from "../src/gen/openenv/v1/environment_pb.js";
+import { CapabilitiesSchema, EpisodeStatus } from "../src/gen/openenv/v1/environment_pb.js";
 import { echo } from "../src/envs/echo.js";
+import { gridworld } from "../src/envs/gridworld.js";
+import { tictactoe } from "../src/envs/tictactoe.js";
 import { PROTOCOL_VERSION } from "../src/grpc.js";
 import { Runtime, SessionManager, type Session } from "../src/session.js";
 import { RawSession, withServer } from "./helpers.js";
@@ -339,5 +341,42 @@ describe("the declaration (typescript/openenv-binding.json)", () => {
     assert.equal(decl.protocol_version, PROTOCOL_VERSION);
     const known = new Set(data<{ features: { id: string }[] }>("proto/tables/features.json").features.map((f) => f.id));
     assert.deepEqual(decl.features.filter((f) => !known.has(f)), []);
+  });
+
+  it("is no older than what the servers advertise, nor newer than the contract", async () => {
+    // What the TypeScript servers of the shipped environments advertise (every Capabilities
+    // field set, by the environment or the server) belongs to a feature the declaration names,
+    // of a minor no newer than PROTOCOL_VERSION: a binding advertises only what it implements.
+    type Row = { id: string; minor: string | null; capabilities: string[] };
+    const decl = data<{ features: string[] }>("typescript/openenv-binding.json");
+    const rows = data<{ features: Row[] }>("proto/tables/features.json").features;
+    const minor = (v: string): number => Number(v.split(".")[1]);
+    const newest = Math.max(...rows.filter((r) => r.minor !== null).map((r) => minor(r.minor!)));
+    assert.ok(minor(PROTOCOL_VERSION) <= newest, `${PROTOCOL_VERSION} is newer than the contract's 1.${newest}`);
+    const featureOf = new Map(rows.flatMap((r) => r.capabilities.map((c) => [c, r] as const)));
+    const advertised = new Set<string>();
+    for (const def of [gridworld, echo, tictactoe] as EnvironmentDefinition<unknown, unknown, unknown>[]) {
+      await withServer(def, {}, async (server) => {
+        const caps = create(CapabilitiesSchema, server.runtime.info.capabilities);
+        for (const field of CapabilitiesSchema.fields) {
+          if (isFieldSet(caps, field)) {
+            advertised.add(field.name);
+          }
+        }
+      });
+    }
+    const out: string[] = [];
+    for (const name of [...advertised].sort()) {
+      const row = featureOf.get(name);
+      if (row === undefined) {
+        out.push(`${name}: in no feature row`);
+      } else if (!decl.features.includes(row.id)) {
+        out.push(`${name}: advertised, but feature ${row.id} is not declared`);
+      } else if (row.minor !== null && minor(row.minor) > minor(PROTOCOL_VERSION)) {
+        out.push(`${name}: feature ${row.id} is of ${row.minor}, newer than ${PROTOCOL_VERSION}`);
+      }
+    }
+    assert.deepEqual(out, []);
+    assert.ok(advertised.has("seat_events") && !advertised.has("grades"), [...advertised].join(", "));
   });
 });

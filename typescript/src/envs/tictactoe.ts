@@ -97,5 +97,9 @@ export const tictactoe = multiAgent<number, TicTacToeView, JsonObject>({
   rewardRange: [-1, 1],
   deterministic: true,
   maxEpisodeSteps: 9,
+  // RFC 0016, as openenv.games:TicTacToe: an opponent gone past its rejoin deadline loses (the
+  // leaver -1, the other +1: the runtime's default forfeit).
+  rejoinTimeoutMs: 60_000,
+  vacancy: "forfeit",
   create: () => new TicTacToe(),
 });
