@@ -5,6 +5,9 @@
   import and a cycle: a copy of the package with one deliberate violation breaks them.
 * No function-level import of the package's own modules remains except for the optional
   extras and type checking.
+* The client's modules import each other in one direction, counting the imports made for type
+  checking and on first use, and the client reaches deployment only through the launcher
+  deployment registers (an entry point), never by an import.
 * The 0.1 module paths still import, with a DeprecationWarning naming the new path.
 """
 
@@ -36,7 +39,6 @@ OPTIONAL_EXTRA_IMPORTS = {
     ("openenv.cli.collect", "openenv.harness"),  # the harness extra: --export-training's capture proxy
     ("openenv.cli.harness", "openenv.harness"),  # the harness extra
     ("openenv.gym", "openenv.gym.sb3"),  # stable-baselines3 (and torch), the rl extra: SB3VecEnv on first use
-    ("openenv.client.env", "openenv.deploy.run"),
     ("openenv.runtime.codec", "openenv.runtime.betterproto"),
     ("openenv.grpc_libraries", "openenv.grpc_libraries.grpclib_server"),  # the grpclib extra
     ("openenv.client.env", "openenv.client.grpclib"),  # the grpclib extra
@@ -65,7 +67,7 @@ def _copy(tmp_path: Path) -> Path:
 def test_the_layers_and_acyclic_contracts_hold() -> None:
     r = _lint_imports(SRC.parent)
     assert r.returncode == 0, r.stdout + r.stderr
-    assert "4 kept, 0 broken" in r.stdout
+    assert "5 kept, 0 broken" in r.stdout
 
 
 def test_a_core_import_of_a_training_library_breaks_the_forbidden_contract(tmp_path: Path) -> None:
@@ -103,6 +105,48 @@ def test_a_cycle_inside_a_layer_is_caught(tmp_path: Path) -> None:
     r = _lint_imports(root)
     assert r.returncode != 0
     assert "No import cycles between the modules of a package BROKEN" in r.stdout, r.stdout
+
+
+def test_the_client_importing_deployment_breaks_the_product_contract(tmp_path: Path) -> None:
+    """The core must not reach up into a product: EnvClient.from_docker_image used to import
+    openenv.deploy.run (on first use, an ignored exception to the layers); the contract now
+    forbids any such import, direct or not, so it cannot come back unnoticed."""
+    root = _copy(tmp_path)
+    env = root / "openenv" / "client" / "env.py"
+    env.write_text(env.read_text() + "\nfrom openenv.deploy import run as _upward  # noqa\n")
+    r = _lint_imports(root)
+    assert r.returncode != 0
+    assert "The client never imports a product BROKEN" in r.stdout, r.stdout
+
+
+def test_no_import_cycle_among_the_client_modules_type_checking_imports_included() -> None:
+    """import-linter skips imports made for type checking, where client/env.py <-> client/sync.py
+    once ran in a circle: every import of one client module by another (at module level, for
+    type checking or on first use) goes one way, so each can be read and tested alone."""
+    import grimp
+
+    graph = grimp.build_graph("openenv", exclude_type_checking_imports=False, cache_dir=None)
+    modules = {m for m in graph.find_children("openenv.client")}
+    edges = {m: graph.find_modules_directly_imported_by(m) & modules for m in modules}
+    cycles = [
+        (a, b, chain)
+        for a in sorted(modules)
+        for b in sorted(edges[a])
+        if (chain := graph.find_shortest_chain(importer=b, imported=a)) is not None and set(chain) <= modules
+    ]
+    assert not cycles, cycles
+
+
+def test_from_docker_image_reaches_the_launcher_deployment_registers() -> None:
+    """EnvClient.from_docker_image's container is deployment's: the client looks its launcher up
+    by name (entry points "openenv.launchers"), and the installed distribution registers
+    openenv.deploy.run.client_from_image there."""
+    from openenv.client.env import launcher
+    from openenv.deploy.run import client_from_image
+
+    assert launcher("docker") is client_from_image
+    with pytest.raises(ImportError, match="no 'podman' launcher is installed"):
+        launcher("podman")
 
 
 def _function_level_imports() -> set[tuple[str, str]]:

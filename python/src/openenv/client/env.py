@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import dataclasses
+import importlib.metadata
 import inspect
 import os
 from collections.abc import Callable, Mapping, Sequence
@@ -54,6 +54,7 @@ from openenv.client.binary import BinaryWsConnection
 from openenv.client.connection import Connection
 from openenv.client.grpc import GrpcConnection
 from openenv.client.options import ConnectionOptions
+from openenv.client.results import BatchResult
 from openenv.client.sync import SyncEnvClient
 from openenv.client.urls import WS_SCHEMES, is_binary_url, is_hf_space, parse_url, scheme_of
 from openenv.client.ws import WsConnection
@@ -71,12 +72,11 @@ ENGINE_ENV = "OPENENV_ENGINE"
 """The gRPC engine of clients (and of ``openenv serve``) when none is given: grpcio or grpclib."""
 
 if TYPE_CHECKING:
-    import numpy as np
-
     from openenv.client.grpclib import GrpclibConnection
 
 __all__ = [
     "AUTORESET_MODES",
+    "LAUNCHERS",
     "WAIT_GRACE_S",
     "BaseEnvClient",
     "BatchResult",
@@ -104,6 +104,26 @@ _SEAT_EVENT_KINDS = {
     multiagent_pb2.SEAT_EVENT_KIND_JOINED: "joined",
     multiagent_pb2.SEAT_EVENT_KIND_EXPIRED: "expired",
 }
+
+
+LAUNCHERS = "openenv.launchers"
+"""The entry-point group where a deployment layer registers how to start a server and return a
+client of it (``docker``: :func:`openenv.deploy.run.client_from_image`, called as
+``launch(client_cls, image, **kwargs)``)."""
+
+
+def launcher(name: str) -> Callable[..., Any]:
+    """The launcher registered as ``name`` in the :data:`LAUNCHERS` entry points (what
+    :meth:`EnvClient.from_docker_image` calls for ``"docker"``). Registration inverts the
+    dependency: deployment names the client, the client never names deployment. Raises
+    ``ImportError`` when none is installed."""
+    for entry in importlib.metadata.entry_points(group=LAUNCHERS, name=name):
+        found: Callable[..., Any] = entry.load()
+        return found
+    raise ImportError(
+        f"no {name!r} launcher is installed (entry points {LAUNCHERS!r}): starting a server from an image "
+        "needs openenv's deployment layer (pip install 'protoenv[docker]')"
+    )
 
 
 def default_token(url: str) -> str | None:
@@ -161,38 +181,6 @@ def connect_url(
             ) from e
         connection_cls = GrpclibConnection
     return connection_cls(parse_url(url)[1], options=opts, url=url, secure=scheme == "grpcs")
-
-
-@dataclasses.dataclass
-class BatchResult:
-    """Results of a batch reset/step: one :class:`StepResult` per stepped instance."""
-
-    env_ids: list[int]
-    results: list[StepResult[Any]]
-    final: dict[int, StepResult[Any]]
-
-    @property
-    def observations(self) -> list[Any]:
-        return [r.observation for r in self.results]
-
-    @property
-    def rewards(self) -> np.ndarray:
-        """Rewards as float64 (NaN where a step had no reward)."""
-        import numpy as np
-
-        return np.array([np.nan if r.reward is None else r.reward for r in self.results], dtype=np.float64)
-
-    @property
-    def terminated(self) -> np.ndarray:
-        import numpy as np
-
-        return np.array([r.terminated for r in self.results], dtype=bool)
-
-    @property
-    def truncated(self) -> np.ndarray:
-        import numpy as np
-
-        return np.array([r.truncated for r in self.results], dtype=bool)
 
 
 class BaseEnvClient:
@@ -412,10 +400,11 @@ class BaseEnvClient:
         ``pids_limit``, ...) are those of :func:`openenv.deploy.run.start_container`; the
         others go to the constructor. Needs the ``docker`` extra.
         ``async with EchoEnv.from_docker_image("openenv-echo-env:0.1.0") as env:``
-        """
-        from openenv.deploy.run import client_from_image  # the docker extra
 
-        return client_from_image(cls, image, **kwargs)
+        The container is the deployment layer's business: this is a thin entry point to the
+        launcher it registers (:func:`launcher`), so the client never imports deployment.
+        """
+        return launcher("docker")(cls, image, **kwargs)
 
     # ------------------------------------------------------------------ wire
 

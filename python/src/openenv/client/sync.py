@@ -5,22 +5,53 @@ from __future__ import annotations
 import functools
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 
+from openenv.client.connection import Connection
+from openenv.client.results import BatchResult
 from openenv.errors import FailedPrecondition
 from openenv.protocol import SessionState, StepResult
 from openenv.runtime.tasks import TaskInfo
 from openenv.runtime.tools import Tool, ToolResult
 from openenv.v1 import environment_pb2, multiagent_pb2, rubric_pb2
 
-if TYPE_CHECKING:
-    from openenv.client.env import BaseEnvClient, BatchResult
-
-__all__ = ["SyncEnvClient"]
+__all__ = ["AsyncEnvClient", "SyncEnvClient"]
 
 _T = TypeVar("_T")
+
+
+class AsyncEnvClient(Protocol):
+    """What the blocking view drives: an :class:`~openenv.EnvClient` or a
+    :class:`~openenv.VectorEnvClient` (any ``BaseEnvClient``). Declared here so that this module
+    needs nothing of the client's (the client's ``sync()`` builds the view; the view never
+    reaches back). Methods a kind may lack (``reset``, ``step_batch``, ...) are looked up by
+    name."""
+
+    @property
+    def connection(self) -> Connection | None: ...
+
+    @property
+    def info(self) -> environment_pb2.EnvironmentInfo | None: ...
+
+    @property
+    def rubric(self) -> rubric_pb2.RubricSpec | None: ...
+
+    @property
+    def task_splits(self) -> dict[str, int]: ...
+
+    async def connect(self) -> Any: ...
+
+    async def close(self) -> None: ...
+
+    async def abort(self) -> None: ...
+
+    async def state(self, *, env_id: int = 0, timeout: float | None = None) -> SessionState: ...
+
+    async def list_tasks(
+        self, split: str | None = None, *, limit: int | None = None, timeout: float | None = None
+    ) -> list[TaskInfo]: ...
 
 
 class SyncEnvClient:
@@ -29,7 +60,7 @@ class SyncEnvClient:
     A method the wrapped client does not have (``reset`` of a vectorised session) raises
     ``FailedPrecondition``."""
 
-    def __init__(self, client: BaseEnvClient, *, portal: BlockingPortal | None = None) -> None:
+    def __init__(self, client: AsyncEnvClient, *, portal: BlockingPortal | None = None) -> None:
         """``portal``: an anyio blocking portal of your own whose loop runs the client (its
         owner closes it, after this client); without it, connecting starts a private one."""
         self.client = client
