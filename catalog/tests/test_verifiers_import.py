@@ -34,7 +34,8 @@ if str(REPO) not in sys.path:
 
 from tools import verifiers_venv  # noqa: E402
 
-pytestmark = pytest.mark.slow
+# One worker runs the module: its tests share one server (and its verifiers worker, ~10 s to start).
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("verifiers-import")]
 
 # Answers no prompt gives away: a client that ever sees one has reached the task's data.
 SECRETS = {"planet-3": "tellurium-8841", "planet-5": "argentum-2290", "planet-7": "osmium-5517"}
