@@ -39,10 +39,11 @@ class RawGrpc:
             except OSError:
                 self.closed = True
 
-    def open(self, message_bytes: int | None, send_bytes: int = 0) -> int:
+    def open(self, message_bytes: int | None, send_bytes: int = 0, *, flush: bool = True) -> int:
         """A new ``Session`` stream. ``message_bytes``: the length its first message's prefix
         announces (None: it sends nothing at all, a silent stream); ``send_bytes``: how many
-        of those bytes to send (flow control permitting, as :meth:`pump` goes)."""
+        of those bytes to send (flow control permitting, as :meth:`pump` goes). ``flush=False``
+        keeps its frames for the next :meth:`flush` (a burst of streams sent at once)."""
         sid = self.conn.get_next_available_stream_id()
         self.conn.send_headers(
             sid,
@@ -58,8 +59,13 @@ class RawGrpc:
         if message_bytes is not None:
             self.conn.send_data(sid, struct.pack(">BI", 0, message_bytes))
             self.sent[sid], self.want[sid] = 0, send_bytes
-        self._flush()
+        if flush:
+            self._flush()
         return sid
+
+    def flush(self) -> None:
+        """Send what :meth:`open` kept."""
+        self._flush()
 
     def pump(self, seconds: float) -> None:
         """Send what flow control allows and read the server for ``seconds``."""

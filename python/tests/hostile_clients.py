@@ -13,10 +13,10 @@ closed without a close frame, or still open at its timeout).
 
     python hostile_clients.py silent HOST:PORT CONNECTIONS STREAMS
 
-opens STREAMS ``Session`` streams on each of CONNECTIONS HTTP/2 connections to a gRPC server,
-none of which ever sends a byte; prints ``{"open": N}`` once the server has their headers, and
-then, when a line arrives on stdin, reads until every stream ended and prints ``{"ended":
-{grpc-status: count}}``.
+opens STREAMS ``Session`` streams on each of CONNECTIONS HTTP/2 connections to a gRPC server
+(each connection's in one burst), none of which ever sends a byte; prints ``{"open": N}`` once
+the server has their headers, and then, when a line arrives on stdin, reads until every stream
+ended and prints ``{"ended": {grpc-status: count}}``.
 """
 
 from __future__ import annotations
@@ -72,9 +72,11 @@ def unfinished(url: str, count: int, size: int, sources: int) -> None:
 def silent(target: str, connections: int, streams: int) -> None:
     host, _, port = target.rpartition(":")
     conns = [RawGrpc(host, int(port)) for _ in range(connections)]
-    for c in conns:
+    for c in conns:  # every connection's streams in one burst: the server has them all at once
         for _ in range(streams):
-            c.open(None)
+            c.open(None, flush=False)
+    for c in conns:
+        c.flush()
     for c in conns:
         c.pump(0.2)
     _say({"open": connections * streams})

@@ -75,6 +75,17 @@ class GuardInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
 FIRST_REQUEST_WAIT = 5.0
 
 
+async def _abort(context: grpc.aio.ServicerContext, code: grpc.StatusCode, why: str) -> None:
+    """``context.abort``, returning once the status is sent: grpc.aio keeps the AbortError on
+    the call and raises it again itself once the handler returns, so the handler may end
+    normally. Its traceback is dropped: its frames hold the context, which holds the error (a
+    reference cycle per refused call, freed only by a full collection)."""
+    try:
+        await context.abort(code, why)
+    except grpc.aio.AbortError as e:
+        e.__traceback__ = e.__context__ = e.__cause__ = None
+
+
 def _refusal(handler: Any, code: grpc.StatusCode, why: str, first_request_wait: float = FIRST_REQUEST_WAIT) -> Any:
     """A handler of the same shape as ``handler`` that ends the call with ``code``; the
     request is never decoded.
@@ -88,7 +99,7 @@ def _refusal(handler: Any, code: grpc.StatusCode, why: str, first_request_wait: 
     it reads the real code."""
 
     async def abort(request: Any, context: grpc.aio.ServicerContext) -> None:
-        await context.abort(code, why)
+        await _abort(context, code, why)
 
     async def abort_after_first(requests: Any, context: grpc.aio.ServicerContext) -> None:
         async def first() -> None:
@@ -99,7 +110,7 @@ def _refusal(handler: Any, code: grpc.StatusCode, why: str, first_request_wait: 
             await asyncio.wait_for(first(), first_request_wait)
         except (TimeoutError, grpc.RpcError):
             pass
-        await context.abort(code, why)
+        await _abort(context, code, why)
 
     def raw(b: bytes) -> bytes:
         return b
