@@ -22,6 +22,7 @@ import sys
 from collections.abc import Callable
 from typing import Any, Unpack
 
+import openenv.engine as _engine_module  # looked up when a host is built (the certifier's mutants replace it)
 from openenv.engine import Engine
 from openenv.grpc_libraries import server_class
 from openenv.observability import Observer
@@ -232,6 +233,10 @@ class Host:
         self.metrics_url: str | None = None  # http://host:port/metrics with metrics_port
         self._metrics_server: Any = None
         self.web = is_loopback(http_host or host) if settings.web is None else settings.web
+        #: The protocol engine every listener of this host serves (one pool of sessions). It
+        #: writes every capability clients are told from ``settings``, whichever listeners run.
+        #: (Looked up on the module when built: the certifier's mutants replace it.)
+        self.engine: Engine = _engine_module.Engine(self.manager, settings)
         self.grpc: Server | None = (
             None
             if self.workers > 1
@@ -239,17 +244,12 @@ class Host:
                 self.manager,
                 host,
                 port,
+                engine=self.engine,
                 settings=settings,
                 interceptors=[ObservingInterceptor(self.observer, env_clock(self.manager))],
             )
             if port is not None and self.workers == 1
             else None
-        )
-        #: The protocol engine every listener of this host serves (one pool of sessions).
-        self.engine: Engine = (
-            self.grpc.engine
-            if self.grpc is not None
-            else Engine(self.manager, settings.limits.handshake_timeout_s, tokens=tokens)
         )
         self.http: Any = None  # openenv.http.HttpServer once started
         self.binary_port = binary_port

@@ -54,6 +54,8 @@ class _GrpcStream:
     """A grpc.aio ``Session`` call as the engine's :class:`~openenv.engine.Stream`."""
 
     __slots__ = ("_context",)
+    encode_result = None  # the engine encodes results as protobuf
+    relayed = False  # a client's own stream (not relayed by a sibling worker)
 
     def __init__(self, context: grpc.aio.ServicerContext) -> None:
         self._context = context
@@ -62,7 +64,7 @@ class _GrpcStream:
         req = await self._context.read()
         return None if req is grpc.aio.EOF else req
 
-    async def write(self, response: environment_pb2.SessionResponse) -> None:
+    async def write(self, response: environment_pb2.SessionResponse, encoded: Any = None) -> None:
         await self._context.write(response)
 
     async def abort(self, code: ErrorCode, message: str) -> NoReturn:
@@ -132,6 +134,8 @@ class Server:
     serves reflection; its HTTP and host-level fields are not this listener's. The keyword
     arguments are field names of those settings (``max_sessions=``, ``tokens=``,
     ``resume_grace_s=``...) and override ``settings`` (the form that predates it).
+    ``engine``: the protocol engine to serve, shared with other listeners (as an
+    :class:`~openenv.engine.Engine` given as ``factory``; any object that serves as one).
     ``interceptors`` are ``grpc.aio`` server interceptors (:class:`openenv.Host` adds the
     metrics/logs/traces one), run outside the listener's own guard.
     """
@@ -144,6 +148,7 @@ class Server:
         *,
         settings: ServerSettings | None = None,
         interceptors: Sequence[Any] = (),
+        engine: Engine | None = None,
         **keywords: Unpack[ServerKeywords],
     ) -> None:
         # Only this listener's settings as keywords (as before): the library or the HTTP side's
@@ -151,9 +156,11 @@ class Server:
         unknown = set(keywords) - ServerKeywords.__optional_keys__
         if unknown:
             raise TypeError(f"Server() got unexpected keyword argument(s): {', '.join(sorted(unknown))}")
-        given: Engine | None = None
+        given: Engine | None = engine
+        if engine is not None:  # the engine of several listeners (anything that serves as one)
+            factory = engine.manager
         if isinstance(factory, Engine | SessionManager):  # a shared runtime: its limits, unless told otherwise
-            given = factory if isinstance(factory, Engine) else None
+            given = factory if isinstance(factory, Engine) else given
             manager = factory.manager if isinstance(factory, Engine) else factory
             settings = ServerSettings.of(settings or ServerSettings(limits=manager.runtime.limits), keywords)
             self._owns_manager = False
@@ -175,14 +182,9 @@ class Server:
         self.health = health.aio.HealthServicer()
         self.tokens, self.tls = settings.security.tokens, settings.security.tls
         self.handshake_timeout_s = limits.handshake_timeout_s or None
-        caps = self.runtime.info.capabilities  # what GetInfo and the handshake tell clients (RFC 0003)
-        caps.auth_required = bool(self.tokens)
-        caps.pipelined_requests = limits.max_pipelined_requests > 0  # RFC 0009
-        caps.max_pipelined_requests = limits.max_pipelined_requests
-        if self.handshake_timeout_s:
-            caps.handshake_timeout.FromNanoseconds(int(self.handshake_timeout_s * 1e9))
         #: The protocol engine this listener serves (shared with the HTTP side by openenv.Host).
-        self.engine: Engine = given or _engine_module.Engine(self.manager, self.handshake_timeout_s, tokens=self.tokens)
+        #: It writes the capabilities clients are told from the settings (Engine's docstring).
+        self.engine: Engine = given or _engine_module.Engine(self.manager, settings)
 
     @property
     def address(self) -> str:

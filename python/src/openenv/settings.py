@@ -52,7 +52,9 @@ __all__ = [
     "SecuritySettings",
     "ServerKeywords",
     "ServerSettings",
+    "LEGACY_REMOVAL",
     "forward_engine_keyword",
+    "legacy_keywords",
     "worker_count",
 ]
 
@@ -243,6 +245,29 @@ def worker_count(value: Any, *, resolve: bool = True) -> Any:
             raise ValueError(f"{value!r} is neither a number nor auto")
         return int(text)
     return value
+
+
+LEGACY_REMOVAL = "0.3"
+"""The release that removes the keyword arguments predating the settings objects
+(:func:`legacy_keywords`); docs/security.md says the same."""
+
+
+def legacy_keywords(
+    owner: str, settings: ServerSettings | None, keywords: Mapping[str, Any], stacklevel: int = 3
+) -> ServerSettings:
+    """The one route of the keyword arguments that predate the settings objects
+    (``Host(Env, max_sessions=8)``, ``Engine(manager, tokens=...)``...): ``settings`` with
+    ``keywords`` applied (:meth:`ServerSettings.of`), after a ``DeprecationWarning`` naming
+    ``owner``, the keywords, the settings to give instead and the release that removes them
+    (:data:`LEGACY_REMOVAL`), attributed ``stacklevel`` frames up (the caller of ``owner``)."""
+    names = ", ".join(f"{k}=" for k in sorted(keywords))
+    warnings.warn(
+        f"{owner}({names}) is deprecated and is removed in openenv {LEGACY_REMOVAL}: give "
+        "settings=ServerSettings(...) instead of keyword arguments (docs/security.md, In Python: settings objects)",
+        DeprecationWarning,
+        stacklevel=stacklevel,
+    )
+    return ServerSettings.of(settings, keywords)
 
 
 def forward_engine_keyword(keywords: dict[str, Any], stacklevel: int = 3) -> None:

@@ -59,7 +59,8 @@ from openenv.engine import DEFAULT_HANDSHAKE_TIMEOUT_S, Engine
 from openenv.runtime import pipelined
 from openenv.runtime.environment import Environment
 from openenv.runtime.session import EnvironmentRuntime, SessionManager
-from openenv.security import TokenSet
+from openenv.security import SecuritySettings, TokenSet
+from openenv.settings import ServerSettings
 
 __all__ = ["InProcessConnection", "InProcessServer", "client", "sync_client"]
 
@@ -86,14 +87,12 @@ class InProcessServer:
     ) -> None:
         self.runtime = EnvironmentRuntime(env, **runtime_options)
         self.manager = SessionManager(self.runtime)
-        # The capabilities a listener announces (as openenv.server.Server sets them).
-        caps = self.runtime.info.capabilities
-        caps.auth_required = bool(tokens)
-        caps.pipelined_requests = max_pipelined_requests > 0
-        caps.max_pipelined_requests = max(0, max_pipelined_requests)
-        if handshake_timeout_s:
-            caps.handshake_timeout.FromNanoseconds(int(handshake_timeout_s * 1e9))
-        self.engine = Engine(self.manager, handshake_timeout_s, tokens=tokens)
+        # The engine advertises what these settings make it enforce, as over a listener.
+        limits = self.runtime.limits.replace(
+            handshake_timeout_s=handshake_timeout_s, max_pipelined_requests=max(0, max_pipelined_requests)
+        )
+        settings = ServerSettings(limits=limits, security=SecuritySettings(tokens=tokens or TokenSet()))
+        self.engine = Engine(self.manager, settings)
         self._started = False
 
     async def start(self) -> InProcessServer:

@@ -643,6 +643,7 @@ class _RelayedStream:
     """The owner's side: a stream a sibling relays, as the engine's :class:`~openenv.engine.Stream`."""
 
     relayed = True  # the engine never relays it again
+    encode_result = None  # the engine encodes results as protobuf
 
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, peer: str) -> None:
         self._reader, self._writer, self._peer = reader, writer, peer
@@ -678,7 +679,7 @@ class _RelayedStream:
     async def read(self) -> Any:
         return await self._inbox.get()
 
-    async def write(self, response: environment_pb2.SessionResponse) -> None:
+    async def write(self, response: environment_pb2.SessionResponse, encoded: Any = None) -> None:
         if self.gone:
             raise asyncio.CancelledError
         self._writer.write(_frame(_ANSWER, response.SerializeToString()))

@@ -38,7 +38,7 @@ from __future__ import annotations
 import asyncio
 import collections
 from collections.abc import Sequence
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from openenv.client.options import ConnectionOptions
 from openenv.client.session import ClientSession
@@ -73,6 +73,9 @@ class _End:
 class _ServerStream:
     """The engine's end of the in-memory stream (an :class:`openenv.engine.Stream`)."""
 
+    encode_result = None  # the engine encodes results as protobuf
+    relayed = False  # a client's own stream (not relayed by a sibling worker)
+
     def __init__(self, channel: InProcessChannel, peer: str, metadata: Sequence[tuple[str, str]]) -> None:
         self._channel = channel
         self._peer, self._metadata = peer, tuple(metadata)
@@ -89,7 +92,7 @@ class _ServerStream:
         data = await self.inbox.get()
         return None if data is None else self._parse(data)
 
-    async def write(self, response: environment_pb2.SessionResponse) -> None:
+    async def write(self, response: environment_pb2.SessionResponse, encoded: Any = None) -> None:
         self._channel._push(self._serialize(response))
 
     async def abort(self, code: ErrorCode, message: str) -> NoReturn:

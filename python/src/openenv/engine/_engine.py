@@ -41,7 +41,7 @@ from openenv.runtime.session import Session as RuntimeSession
 from openenv.runtime.tasks import answer_list_tasks, with_task
 from openenv.runtime.vector import VectorSession
 from openenv.runtime.world import Seat, Worlds
-from openenv.security import TokenSet
+from openenv.settings import ServerSettings, legacy_keywords
 from openenv.v1 import environment_pb2, error_pb2, load_pb2, multiagent_pb2
 from openenv.values import from_struct, to_struct
 
@@ -50,6 +50,7 @@ log = logging.getLogger("openenv.engine")
 __all__ = [
     "DEFAULT_HANDSHAKE_TIMEOUT_S",
     "Engine",
+    "advertise",
     "bounded_serializer",
     "fill_time_step",
     "status_of",
@@ -155,6 +156,20 @@ def fill_time_step(ts: environment_pb2.TimeStep, r: StepResult[Any], runtime: En
                 se.rejoin_within.FromNanoseconds(int(ev.rejoin_within * 1e9))
 
 
+def advertise(caps: environment_pb2.Capabilities, settings: ServerSettings) -> None:
+    """Write into ``caps`` what ``settings`` make every listener enforce (RFC 0003, RFC 0009):
+    whether a bearer token is required, pipelined messages and their bound, the handshake
+    deadline. The other capabilities are the runtime's (its environment and limits)."""
+    limits = settings.limits
+    caps.auth_required = bool(settings.security.tokens)
+    caps.pipelined_requests = limits.max_pipelined_requests > 0
+    caps.max_pipelined_requests = limits.max_pipelined_requests
+    if limits.handshake_timeout_s:
+        caps.handshake_timeout.FromNanoseconds(int(limits.handshake_timeout_s * 1e9))
+    else:
+        caps.ClearField("handshake_timeout")
+
+
 def info_digest(info: environment_pb2.EnvironmentInfo) -> str:
     """``sha256:`` and the hex SHA-256 of ``info``'s deterministic serialization (RFC 0013)."""
     return "sha256:" + hashlib.sha256(info.SerializeToString(deterministic=True)).hexdigest()
@@ -173,9 +188,17 @@ class Engine:
 
     ``manager`` holds the sessions (one engine per manager: every listener of a server shares
     it, so sessions, capacity and resume tokens are one pool whatever the transport).
-    ``handshake_timeout_s``: how long a stream may stay silent before its handshake (None:
-    forever). ``tokens``: the bearer tokens a transport checks with :meth:`refusal` before it
-    hands a stream to :meth:`serve` (RFC 0003; the engine never sees a refused stream).
+    ``settings`` (:class:`~openenv.settings.ServerSettings`; default: the runtime's limits and
+    no tokens) says how it serves: the handshake deadline, pipelined messages, and the bearer
+    tokens a transport checks with :meth:`refusal` before it hands a stream to :meth:`serve`
+    (RFC 0003; the engine never sees a refused stream). ``peers``: the worker siblings of a
+    server of several processes (:class:`openenv.workers.WorkerPeers`), else None.
+    ``handshake_timeout_s=`` and ``tokens=`` are the keywords before settings (deprecated).
+
+    The capabilities clients are told (``GetInfo``, the handshake) are written here from the
+    settings: ``auth_required``, ``pipelined_requests``, ``max_pipelined_requests`` and
+    ``handshake_timeout`` (:func:`advertise`), so every listener of the engine advertises what
+    it enforces, whichever of them run.
 
     What users may rely on: :meth:`serve` runs one ``Session`` stream to its end and never
     raises for anything the client sent (bad requests are answered in band; a fatal one
@@ -186,20 +209,26 @@ class Engine:
     def __init__(
         self,
         manager: SessionManager,
-        handshake_timeout_s: float | None = DEFAULT_HANDSHAKE_TIMEOUT_S,
-        *,
-        tokens: TokenSet | None = None,
+        settings: ServerSettings | None = None,
+        peers: Any = None,
+        **legacy: Any,
     ) -> None:
+        if legacy:  # handshake_timeout_s=, tokens=: the form before settings (openenv.settings.legacy_keywords)
+            settings = legacy_keywords("Engine", settings or ServerSettings(limits=manager.runtime.limits), legacy)
+        #: How this engine serves (default: the runtime's limits, no tokens). Its capabilities
+        #: are written from it here, whichever listeners carry its streams.
+        self.settings = settings if settings is not None else ServerSettings(limits=manager.runtime.limits)
         self.manager = manager
-        self.handshake_timeout_s = handshake_timeout_s or None
-        self.tokens = tokens or TokenSet()
+        self.handshake_timeout_s = self.settings.limits.handshake_timeout_s or None
+        self.tokens = self.settings.security.tokens
         self.runtime = manager.runtime
+        advertise(self.runtime.info.capabilities, self.settings)
         self._info: environment_pb2.GetInfoResponse | None = None
         self.resumes = Resumes.of(manager)
         #: The worker siblings of this server (:class:`openenv.workers.WorkerPeers`) when it is
         #: one of several worker processes: :meth:`load_report` then reports them all, and
         #: :meth:`serve` relays a handshake with a sibling's resume or join token to it.
-        self.workers: Any = None
+        self.workers: Any = peers
 
     # ------------------------------------------------------------------ unary calls
 
@@ -239,7 +268,7 @@ class Engine:
         listener keeps, as ``/ws?session_id=`` drives one, is reached by relaying requests
         into that session's own stream: one stream per session.)"""
         CLIENT.set(client_host(stream.peer() or ""))  # this stream's task: sessions counted per client
-        encode: Callable[[Any], Any] | None = getattr(stream, "encode_result", None)
+        encode = stream.encode_result
         session: RuntimeSession | VectorSession | Seat | None = None
         entry: Resumable | None = None  # set when the session is resumable (RFC 0006)
         ended: list[EnvError] = []
@@ -374,10 +403,7 @@ class Engine:
             req = None
             if worker is not None and worker.stop:
                 return False
-            if encode is not None:
-                await stream.write(resp, encoded[0] if encoded else None)  # type: ignore[call-arg]
-            else:
-                await stream.write(resp)
+            await stream.write(resp, encoded[0] if encoded else None)
             kind = resp.WhichOneof("kind")
             if kind == "close" or (kind == "error" and resp.error.fatal):
                 return False
@@ -389,7 +415,7 @@ class Engine:
             return None
         hs = hello.handshake
         token = hs.world.join_token if self.runtime.multi_agent is not None else hs.resume_token
-        if not token or getattr(stream, "relayed", False):  # a relayed stream is never relayed again
+        if not token or stream.relayed:  # a relayed stream is never relayed again
             return None
         return cast("int | None", self.workers.sibling_of(token))
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, NoReturn, Protocol, runtime_checkable
 
 from openenv.errors import ErrorCode
@@ -41,23 +41,37 @@ class Stream(Protocol):
     :meth:`read` in progress while another task writes: the relay of a resume or join to the
     sibling worker holding its session reads the client's requests while it writes answers
     (:meth:`openenv.workers.WorkerPeers.relay`; gRPC, the binary WebSocket and picows do).
-    A transport may also define ``encode_result(result) -> Any``: the engine
-    then calls it, in place of encoding into the response, on the result of every request of a
-    single session that has one: the ``StepResult`` of ``reset`` and ``step``, the
-    ``SessionState`` of ``state``, the ``list[Tool]`` of ``list_tools`` and the ``ToolResult``
-    of ``call_tool``; the response then has its kind set and that part left empty, and the
-    engine passes what ``encode_result`` returned to ``write(response, encoded)`` (a JSON
-    translator builds its frame from Python values, and bounds its size itself). An exception
-    it raises is the request's INTERNAL error; for a step, the step then does not count, as
-    when a protobuf encoding fails.
+    Every member below is used by the engine, and only these; a transport that has nothing to
+    say for one gives its neutral value (``encode_result = None``, ``relayed = False``).
     """
+
+    @property
+    def encode_result(self) -> Callable[[Any], Any] | None:
+        """None (the engine encodes results into the response, as protobuf), or a function
+        ``(result) -> encoded`` the engine calls, in place of encoding into the response, on the
+        result of every request of a single session that has one: the ``StepResult`` of
+        ``reset`` and ``step``, the ``SessionState`` of ``state``, the ``list[Tool]`` of
+        ``list_tools`` and the ``ToolResult`` of ``call_tool``; the response then has its kind
+        set and that part left empty, and the engine passes what it returned to
+        ``write(response, encoded)`` (a JSON translator builds its frame from Python values, and
+        bounds its size itself). An exception it raises is the request's INTERNAL error; for a
+        step, the step then does not count, as when a protobuf encoding fails."""
+        ...
+
+    @property
+    def relayed(self) -> bool:
+        """True for a stream a sibling worker relayed to this one (RFC 0013): its handshake is
+        served here, never relayed again."""
+        ...
 
     async def read(self) -> Incoming:
         """The next request, or None when the client has no more (half-close, disconnect)."""
         ...
 
-    async def write(self, response: environment_pb2.SessionResponse) -> None:
-        """Send one response (in request order)."""
+    async def write(self, response: environment_pb2.SessionResponse, encoded: Any = None) -> None:
+        """Send one response (in request order); ``encoded`` is what :attr:`encode_result`
+        returned for it (None for every response when the stream has no ``encode_result``,
+        and for responses that carry no result)."""
         ...
 
     async def abort(self, code: ErrorCode, message: str) -> NoReturn:

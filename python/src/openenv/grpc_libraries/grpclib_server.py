@@ -57,6 +57,9 @@ class _Context:
     """A grpclib ``Session`` call as the engine's :class:`~openenv.engine.Stream` (and, for the
     observing wrapper, a context with grpc.aio's ``invocation_metadata``)."""
 
+    encode_result = None  # the engine encodes results as protobuf
+    relayed = False  # a client's own stream (not relayed by a sibling worker)
+
     def __init__(self, stream: Stream, limit: int, serialize: Callable[[Any], bytes]) -> None:
         self._stream = stream
         self._limit = limit
@@ -68,7 +71,7 @@ class _Context:
         data = await recv_bounded(self._stream._stream, self._limit)
         return None if data is None else self._parse(data)
 
-    async def write(self, resp: environment_pb2.SessionResponse) -> None:
+    async def write(self, resp: environment_pb2.SessionResponse, encoded: Any = None) -> None:
         await self._stream.send_message(self._serialize(resp))
 
     async def abort(self, code: ErrorCode | grpc.StatusCode, details: str = "") -> NoReturn:

@@ -183,6 +183,8 @@ class _Pipe:
         encode = self.waiting[0][1] if self.waiting else None
         return result if encode is None else encode(result)
 
+    relayed = False  # a stream of this process's own (not relayed by a sibling worker)
+
     async def write(self, response: environment_pb2.SessionResponse, encoded: Any = None) -> None:
         if not self.waiting:  # an answer nobody asked for (never from the engine): dropped
             return
@@ -353,7 +355,7 @@ class EngineSession:
         resp.handshake.session_id = self.id
         resp.handshake.protocol_version = PROTOCOL_VERSION
         del first, hello
-        encode: Callable[[Any], Any] | None = getattr(stream, "encode_result", None)
+        encode = stream.encode_result
         ended: list[EnvError] = []
         task = asyncio.current_task()
 
@@ -384,10 +386,7 @@ class EngineSession:
                 del req
                 out, encoded = await self.request(item, encode)
                 item = None
-                if encode is not None:
-                    await stream.write(out, encoded)  # type: ignore[call-arg]
-                else:
-                    await stream.write(out)
+                await stream.write(out, encoded)
                 if out.WhichOneof("kind") == "error" and out.error.fatal:
                     return
         except asyncio.CancelledError:

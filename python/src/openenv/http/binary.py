@@ -159,6 +159,8 @@ class _BinaryStream:
     """An accepted ASGI WebSocket as the engine's :class:`~openenv.engine.Stream`."""
 
     __slots__ = ("_closed", "_receive", "_scope", "_send", "_serialize", "gone")
+    encode_result = None  # the engine encodes results as protobuf
+    relayed = False  # a client's own stream (not relayed by a sibling worker)
 
     def __init__(self, scope: dict[str, Any], receive: Any, send: Any, limit: int) -> None:
         self._scope, self._receive, self._send = scope, receive, send
@@ -178,7 +180,7 @@ class _BinaryStream:
                 self._closed = True
                 return None
 
-    async def write(self, response: environment_pb2.SessionResponse) -> None:
+    async def write(self, response: environment_pb2.SessionResponse, encoded: Any = None) -> None:
         data = self._serialize(response)
         try:
             await self._send({"type": "websocket.send", "bytes": data})

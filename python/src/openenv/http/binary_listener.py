@@ -39,7 +39,7 @@ import asyncio
 import collections
 import logging
 from collections.abc import Sequence
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from google.protobuf import json_format
 from picows import (
@@ -330,7 +330,10 @@ class _Connection(WSListener):
             self.transport.underlying_transport.resume_reading()
         return inbox.popleft()
 
-    async def write(self, response: environment_pb2.SessionResponse) -> None:
+    encode_result = None  # the engine's Stream: results encoded as protobuf
+    relayed = False  # a client's own stream (not relayed by a sibling worker)
+
+    async def write(self, response: environment_pb2.SessionResponse, encoded: Any = None) -> None:
         transport = self.transport
         if self.closed or transport is None or transport.is_disconnected:
             # The client went away while its request ran: to the engine a cancelled stream, as

@@ -177,6 +177,8 @@ class WsStream:
     answered here, in the order the frames came, from the session the engine opened.
     """
 
+    relayed = False  # a client's own stream (not relayed by a sibling worker)
+
     def __init__(
         self,
         app: BridgeApp,

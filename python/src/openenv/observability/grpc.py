@@ -80,7 +80,8 @@ class _Context:
                 self._pending[req.request_id] = self._so.begin(kind, req.request_id, req.ByteSize())
         return req
 
-    async def write(self, resp: environment_pb2.SessionResponse) -> None:
+    async def write(self, resp: environment_pb2.SessionResponse, encoded: Any = None) -> None:
+        # A gRPC stream (grpc.aio's context, grpclib's Stream) has no encode_result: nothing encoded.
         await self._ctx.write(resp)
         if self._envelopes:
             items = self._envelopes.pop(resp.request_id, None)
