@@ -112,7 +112,8 @@ generate: venv
 	$(PY) tools/generate.py
 
 # The contract (buf lint + breaking), style (ruff check + ruff format) and architecture
-# (import-linter layers and cycles, python/pyproject.toml). CI runs it before the tests.
+# (import-linter layers and cycles, python/pyproject.toml; tools/import_cycles.py: no import
+# circle among the files of python/, conformance/, catalog/ and envs/). CI runs it before the tests.
 LINT_PATHS := python conformance catalog envs tools examples
 lint: venv
 	$(BIN)/buf lint
@@ -120,6 +121,7 @@ lint: venv
 	$(BIN)/ruff check $(LINT_PATHS)
 	$(BIN)/ruff format --check $(LINT_PATHS)
 	cd python && ../$(BIN)/lint-imports pyproject.toml
+	$(PY) tools/import_cycles.py
 
 # mypy: strict for the runtime package, defaults for the certifier, zero errors.
 typecheck: venv

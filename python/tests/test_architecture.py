@@ -39,7 +39,6 @@ OPTIONAL_EXTRA_IMPORTS = {
     ("openenv.cli.collect", "openenv.harness"),  # the harness extra: --export-training's capture proxy
     ("openenv.cli.harness", "openenv.harness"),  # the harness extra
     ("openenv.gym", "openenv.gym.sb3"),  # stable-baselines3 (and torch), the rl extra: SB3VecEnv on first use
-    ("openenv.runtime.codec", "openenv.runtime.betterproto"),
     ("openenv.grpc_libraries", "openenv.grpc_libraries.grpclib_server"),  # the grpclib extra
     ("openenv.client.env", "openenv.client.grpclib"),  # the grpclib extra
     ("openenv", "openenv.client"),  # on first use: a server never needs it (idle RSS, test_lazy_imports.py)

@@ -200,7 +200,7 @@ def main() -> int:
         "big": _serve_cmd("tools.bench.envs:BigObs"),
         "image": _serve_cmd("tools.bench.envs:Image"),
         "gridworld-pb2": _serve_cmd("gridworld.server:GridWorldEnvironment"),
-        "gridworld-bp": _serve_cmd("gridworld.server:GridWorldBetterproto"),
+        "gridworld-bp": _serve_cmd("gridworld.facade:GridWorldBetterproto"),
     }
     # (row label, server, client kind, scenario, k)
     plan: list[tuple[str, str, str, str, int | None]] = [

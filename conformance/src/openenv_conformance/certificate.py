@@ -28,11 +28,13 @@ import hashlib
 import json
 from typing import Any
 
+from openenv_conformance.digest import LABEL, canonical_json, content_digest
 from openenv_conformance.registry import all_checks
 from openenv_conformance.report import Report
 
 __all__ = [
     "CERTIFICATE_FORMAT",
+    "LABEL",
     "CertificateError",
     "content_digest",
     "image_digest",
@@ -43,8 +45,6 @@ __all__ = [
 ]
 
 CERTIFICATE_FORMAT = "openenv-certificate/1"
-#: The image label a certificate can be attached as (``docker build --label``): its JSON.
-LABEL = "org.openenv.certificate"
 
 
 class CertificateError(ValueError):
@@ -54,44 +54,7 @@ class CertificateError(ValueError):
 def ruleset_hash() -> str:
     """sha256 of the suite's rule set: every check's id, title, rule and transport needs."""
     rules = [[c.id, c.title, c.rule, sorted(c.requires)] for c in all_checks()]
-    return "sha256:" + hashlib.sha256(_canonical(rules)).hexdigest()
-
-
-def _canonical(obj: Any) -> bytes:
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
-
-
-#: The parts of an image's configuration that decide how it runs (all hashed by
-#: :func:`content_digest`).
-_CONFIG_KEYS = (
-    "Cmd",
-    "Entrypoint",
-    "Env",
-    "WorkingDir",
-    "User",
-    "ExposedPorts",
-    "Volumes",
-    "Healthcheck",
-    "StopSignal",
-)
-
-
-def content_digest(attrs: dict[str, Any]) -> str:
-    """The digest a certificate is bound to, from an image's engine attributes (``docker image
-    inspect``): sha256 over its filesystem layers (``RootFS.Layers``, content digests), the
-    configuration that decides how it runs, its labels but :data:`LABEL`, its OS and
-    architecture. Any rebuild with a change gives another digest; attaching the certificate as
-    the :data:`LABEL` label does not (the image id would change)."""
-    config = attrs.get("Config") or {}
-    labels = {k: v for k, v in (config.get("Labels") or {}).items() if k != LABEL}
-    doc = {
-        "layers": list((attrs.get("RootFS") or {}).get("Layers") or []),
-        "config": {k: config.get(k) for k in _CONFIG_KEYS},
-        "labels": labels,
-        "os": attrs.get("Os"),
-        "architecture": attrs.get("Architecture"),
-    }
-    return "sha256:" + hashlib.sha256(_canonical(doc)).hexdigest()
+    return "sha256:" + hashlib.sha256(canonical_json(rules)).hexdigest()
 
 
 def image_digest(image: str) -> str:
@@ -156,7 +119,7 @@ def issue(report: Report, image: str, digest: str, signing_key_pem: bytes) -> st
     doc = {
         "format": CERTIFICATE_FORMAT,
         "payload": payload,
-        "signature": base64.b64encode(key.sign(_canonical(payload))).decode(),
+        "signature": base64.b64encode(key.sign(canonical_json(payload))).decode(),
         "public_key": base64.b64encode(raw_public).decode(),
     }
     return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
@@ -182,7 +145,7 @@ def verify(certificate: str, public_key_pem: bytes, digest: str) -> dict[str, An
     if doc.get("format") != CERTIFICATE_FORMAT:
         raise CertificateError(f"unknown certificate format {doc.get('format')!r} (expected {CERTIFICATE_FORMAT})")
     try:
-        _public_key(public_key_pem).verify(signature, _canonical(payload))
+        _public_key(public_key_pem).verify(signature, canonical_json(payload))
     except InvalidSignature:
         raise CertificateError(
             "the signature does not verify: the certificate was altered or signed by another key"

@@ -9,7 +9,7 @@ import sys
 import time
 import zlib
 from collections.abc import Callable, Iterator
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import hypothesis
 from hypothesis import HealthCheck, Phase, Verbosity
@@ -22,7 +22,6 @@ from openenv.v1 import environment_pb2 as pb
 from openenv.v1 import tool_pb2
 from openenv_conformance.declaration import Declaration
 from openenv_conformance.errors import CheckFailed, CheckNotExercised, CheckSkipped, Violation
-from openenv_conformance.registry import Check
 from openenv_conformance.spec import EnvSpec
 from openenv_conformance.strategies import Action, ActionSpace
 from openenv_conformance.targets import Target
@@ -44,6 +43,14 @@ T = TypeVar("T")
 
 #: A step time from which the searches are bounded by the environment's own step time.
 SLOW_STEP_S = 0.005
+
+
+class RunningCheck(Protocol):
+    """What a context knows of the check it runs for (a :class:`~openenv_conformance.registry.Check`;
+    this module is below the registry, whose checks take a context)."""
+
+    @property
+    def id(self) -> str: ...
 
 
 @dataclasses.dataclass
@@ -224,7 +231,7 @@ class Context:
         self._peer: Transport | None = None
         self._peer_info: pb.EnvironmentInfo | None = None
         self.spec = EnvSpec(info)
-        self.check: Check | None = None
+        self.check: RunningCheck | None = None  # a registry.Check, set by the runner
         self._tools: list[tool_pb2.Tool] | None = None
         self._actions: ActionSpace | None = None
         self._accepted: list[Action] | None = None

@@ -34,7 +34,7 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from openenv.client.urls import BINARY_PATH, parse_url, split_url
-from openenv_conformance.certificate import content_digest
+from openenv_conformance.digest import content_digest
 from openenv_conformance.errors import TargetUnusable
 from openenv_conformance.transport import transport_kind
 

@@ -237,7 +237,7 @@ def test_the_certifier_passes_the_facade(transport: str) -> None:
     from openenv_conformance.targets import TargetOptions
 
     report = certify(
-        "python:gridworld.server:GridWorldBetterproto",
+        "python:gridworld.facade:GridWorldBetterproto",
         seed=20261129,
         max_examples=30,  # the facade's codec under every check; the suite's default (100) is the image's
         # 64 sessions, not the declared 1024: the capacity checks open every slot (~10 s per

@@ -85,7 +85,7 @@ def test_what_is_had_here_is_interpreted(tmp_path: Path) -> None:
 
 def test_a_directory_of_splits_and_the_check_command(capsys: pytest.CaptureFixture[str]) -> None:
     tasks = load_tasks(SHIPPED)
-    assert tasks.splits == ["test", "train"]
+    assert tasks.splits == ("test", "train")  # sorted: the first is the default split
     one = SHIPPED / "train" / "count-errors"
     assert [t.id for t in load_tasks(one)] == ["count-errors"]
     assert [t.split for t in load_tasks(SHIPPED / "test")] == ["train"] * len(load_tasks(SHIPPED / "test"))

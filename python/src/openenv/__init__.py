@@ -36,7 +36,7 @@ from openenv.runtime.codec import TensorSpec
 from openenv.runtime.environment import Environment
 from openenv.runtime.grading import Grading, GradingProbe
 from openenv.runtime.multiagent import MultiAgentEnvironment, WorldStep
-from openenv.runtime.tasks import TaskInfo
+from openenv.runtime.tasks import TaskInfo, TaskSet
 from openenv.runtime.tools import CallToolAction, CallToolObservation, Tool, ToolResult, tool
 from openenv.server import Server
 from openenv.settings import HttpLimits, HttpSettings, Limits, SecuritySettings, ServerSettings
@@ -105,6 +105,7 @@ __all__ = [
     "StepResult",
     "SyncEnvClient",
     "TaskInfo",
+    "TaskSet",
     "TensorSpec",
     "Tool",
     "ToolEnvClient",

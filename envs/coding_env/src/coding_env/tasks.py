@@ -42,11 +42,11 @@ import functools
 import json
 import math
 import os
-import random
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, overload
+from typing import Any
 
+from openenv.runtime.tasks import TaskSet as BaseTaskSet
 from openenv.sandbox import CaseResult
 
 __all__ = ["Case", "Task", "TaskError", "TaskSet", "load_tasks", "same", "tasks_from_records"]
@@ -180,52 +180,14 @@ def _case(c: Case | Sequence[Any] | Mapping[str, Any]) -> Case:
     return Case(tuple(c))
 
 
-class TaskSet(Sequence[Task]):
-    """Tasks with unique ids, in a stable order; ``sources`` are the files they came from."""
+class TaskSet(BaseTaskSet[Task]):
+    """coding_env's tasks with unique ids, in a stable order (:class:`openenv.TaskSet`);
+    ``sources`` are the files they came from. Refusals are :class:`TaskError`."""
 
-    def __init__(self, tasks: Iterable[Task], sources: Iterable[str | os.PathLike[str]] = ()) -> None:
-        self._tasks = tuple(tasks)
-        self.sources = tuple(os.path.realpath(s) for s in sources)
-        self._by_id: dict[str, Task] = {}
-        for t in self._tasks:
-            if t.id in self._by_id:
-                raise TaskError(f"duplicate task id {t.id!r}")
-            self._by_id[t.id] = t
-        if not self._tasks:
-            raise TaskError("no tasks")
-
-    @overload
-    def __getitem__(self, i: int) -> Task: ...
-    @overload
-    def __getitem__(self, i: slice) -> Sequence[Task]: ...
-    def __getitem__(self, i: int | slice) -> Task | Sequence[Task]:
-        return self._tasks[i]
-
-    def __len__(self) -> int:
-        return len(self._tasks)
-
-    def __iter__(self) -> Iterator[Task]:
-        return iter(self._tasks)
-
-    @property
-    def splits(self) -> tuple[str, ...]:
-        """The splits, in the order they first appear."""
-        return tuple(dict.fromkeys(t.split for t in self._tasks))
-
-    def by_id(self, task_id: str) -> Task:
-        try:
-            return self._by_id[task_id]
-        except KeyError:
-            raise KeyError(f"no task {task_id!r}; known: {', '.join(sorted(self._by_id)[:20])}") from None
-
-    def sample(self, seed: int | None, split: str | None = None) -> Task:
-        """The task for ``seed`` (the same on every machine) among ``split`` (all by default)."""
-        pool = [t for t in self._tasks if split is None or t.split == split]
-        if not pool:
-            raise ValueError(f"unknown split {split!r}; splits: {', '.join(self.splits)}")
-        return random.Random(seed).choice(pool)
+    error = TaskError
 
     def check(self) -> None:
+        """Check every task (its reference solution passes its cases)."""
         for t in self._tasks:
             t.check()
 

@@ -12,7 +12,7 @@ goal, which terminates the episode. The runtime truncates episodes after 100 ste
 Run it with ``gridworld-server --port 50051`` or
 ``openenv serve gridworld.server:GridWorldEnvironment``.
 
-:class:`GridWorldBetterproto` (``gridworld.server:GridWorldBetterproto``, the ``betterproto``
+:class:`GridWorldBetterproto` (``gridworld.facade:GridWorldBetterproto``, the ``betterproto``
 extra) is the same environment written against the betterproto2 dataclasses of the same
 messages (``gridworld.bp.gridworld.v1``, :mod:`gridworld.facade`); clients cannot tell the two apart.
 """
@@ -210,15 +210,6 @@ def _svg(width: int, height: int, shapes: list[str]) -> str:
         f'viewBox="0 0 {width} {height}" role="img" aria-label="gridworld maze">'
         f'<rect width="{width}" height="{height}" fill="#f8fafc"/>{"".join(shapes)}</svg>'
     )
-
-
-def __getattr__(name: str) -> Any:
-    # GridWorldBetterproto needs betterproto2 (the betterproto extra): imported when asked for.
-    if name == "GridWorldBetterproto":
-        from gridworld.facade import GridWorldBetterproto
-
-        return GridWorldBetterproto
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def main(argv: list[str] | None = None) -> None:

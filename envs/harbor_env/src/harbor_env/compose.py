@@ -34,7 +34,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from harbor_env.task import TaskError
+from harbor_env.engine import image_id
+from harbor_env.errors import TaskError
 
 __all__ = ["ComposeSpec", "Service", "interpolate", "parse_compose", "start_order"]
 
@@ -294,8 +295,6 @@ def _needs_python(context: Path, dockerfile: str, where: str) -> None:
     Python does not meet while its ``FROM`` is not on this engine: uv could only download that
     interpreter from the internet (``UV_PYTHON_DOWNLOADS=never`` here)."""
     from packaging.specifiers import InvalidSpecifier, SpecifierSet
-
-    from harbor_env.container import image_id
 
     text = (context / dockerfile).read_text(encoding="utf-8")
     froms = re.findall(r"^\s*FROM\s+(?:--\S+\s+)*(\S+)", text, re.I | re.M)

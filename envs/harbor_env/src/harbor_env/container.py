@@ -56,6 +56,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from harbor_env.compose import start_order
+from harbor_env.engine import docker as _docker
+from harbor_env.engine import docker_available, image_id
 from harbor_env.sandbox import MAX_REWARD_FILE, Verdict, judge
 from harbor_env.task import HarborTask, TaskError
 
@@ -115,32 +118,6 @@ def cache_dir() -> Path:
     d = Path(os.environ.get("OPENENV_HARBOR_CACHE") or Path.home() / ".cache" / "openenv" / "harbor")
     d.mkdir(parents=True, exist_ok=True)
     return d
-
-
-def _docker(
-    *args: str, input: bytes | None = None, timeout: float = 600, check: bool = True
-) -> subprocess.CompletedProcess[bytes]:
-    try:
-        r = subprocess.run(["docker", *args], input=input, capture_output=True, timeout=timeout, check=False)
-    except FileNotFoundError:
-        raise TaskError("container mode needs the docker CLI and a Docker engine; `docker` is not on PATH") from None
-    if check and r.returncode != 0:
-        raise RuntimeError(f"docker {' '.join(args[:3])}: {r.stderr.decode(errors='replace').strip()[-1500:]}")
-    return r
-
-
-def docker_available() -> str | None:
-    """None when a Docker engine answers, else why not."""
-    try:
-        r = subprocess.run(["docker", "version", "--format", "{{.Server.Version}}"], capture_output=True, timeout=30)
-    except (OSError, subprocess.SubprocessError) as e:
-        return f"no Docker engine: {e}"
-    return None if r.returncode == 0 else f"no Docker engine: {r.stderr.decode(errors='replace').strip()[-300:]}"
-
-
-def image_id(ref: str) -> str | None:
-    r = _docker("image", "inspect", "--format", "{{.Id}}", ref, check=False, timeout=60)
-    return r.stdout.decode().strip() or None if r.returncode == 0 else None
 
 
 def _label(ref: str, key: str) -> str | None:
@@ -605,8 +582,6 @@ class ContainerBox:
         """The episode's network and its compose services, each once what it depends on is ready;
         returns when what ``main`` depends on is ready (raises RuntimeError naming the service that
         is not, with its log's tail)."""
-        from harbor_env.compose import start_order
-
         spec = task.compose
         assert spec is not None
         images = {}

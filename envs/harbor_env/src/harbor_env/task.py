@@ -45,6 +45,11 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from harbor_env.compose import BASE_PYTHON, interpolate, parse_compose
+from harbor_env.engine import image_id
+from harbor_env.errors import TaskError
+from openenv.runtime.tasks import TaskSet as BaseTaskSet
+
 __all__ = ["Build", "HarborTask", "TaskError", "TaskSet", "load_task", "load_tasks", "tar_dir"]
 
 #: Harbor's defaults (harbor.models.task.config): agent and verifier timeouts in seconds.
@@ -59,10 +64,6 @@ _IGNORED = {"EXPOSE", "LABEL", "CMD", "ENTRYPOINT", "HEALTHCHECK", "STOPSIGNAL",
             "USER", "ONBUILD"}  # fmt: skip
 _APT = re.compile(r"^(?:DEBIAN_FRONTEND=\S+\s+)?(?:apt-get|apt)\s+(.*)$", re.S)
 _PIP = re.compile(r"^(?:python3?\s+-m\s+)?(?:pip3?|uv\s+pip)\s+install\b(.*)$", re.S)
-
-
-class TaskError(ValueError):
-    """A task cannot be served here: the message names the task, the file and what is missing."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -235,7 +236,7 @@ def _check_apt(args: str, where: str) -> None:
         raise TaskError(
             f"{where}: the Debian packages {', '.join(missing)} are not installed on this environment's system "
             "(tasks are built offline from the project's base image: add them to the harbor_env image, "
-            "envs/harbor_env/Dockerfile, or drop them from the task)"
+            "envs/harbor_env/debs.txt and image.Dockerfile, or drop them from the task)"
         )
 
 
@@ -419,9 +420,6 @@ def _needs_interpreter(test_sh: Path, base: str, where: str) -> None:
     """Refuse (naming the interpreter) a verifier that asks uv for a Python other than the harbor
     base's when the task's image is built on that base: uv would download the interpreter from the
     internet, which this machine does not reach (``UV_PYTHON_DOWNLOADS=never``)."""
-    from harbor_env.compose import BASE_PYTHON
-    from harbor_env.container import image_id
-
     text = test_sh.read_text(encoding="utf-8", errors="replace").replace("\\\n", " ")  # joined continuations
     for version in dict.fromkeys(_UV_PYTHON.findall(text)):
         if version != BASE_PYTHON and (not base or image_id(base) is None):
@@ -458,8 +456,6 @@ def load_task(path: str | os.PathLike[str], split: str = "train", *, mode: str =
     compose = [n for n in ("docker-compose.yaml", "docker-compose.yml") if (root / "environment" / n).exists()]
     compose_spec = None
     if mode == "container":
-        from harbor_env.compose import interpolate, parse_compose
-
         # Harbor resolves ${VAR} in [environment.env] from the host, as compose does.
         for k, v in list((environment.get("env") or {}).items()):
             environment.setdefault("env", {})[k] = interpolate(str(v), f"{where}: task.toml [environment.env] {k}")
@@ -529,50 +525,29 @@ def load_task(path: str | os.PathLike[str], split: str = "train", *, mode: str =
     )
 
 
-class TaskSet:
-    """Tasks by id, with their splits (``load_tasks``)."""
+class TaskSet(BaseTaskSet[HarborTask]):
+    """Tasks by id, with their splits (``load_tasks``; :class:`openenv.TaskSet`). Refusals are
+    :class:`TaskError`, a duplicate naming both task directories."""
+
+    error = TaskError
 
     @classmethod
     def empty(cls, sources: Sequence[str] = ()) -> TaskSet:
         """A set with no task (what ``harbor-env check`` has when every task was refused)."""
-        out = cls.__new__(cls)
-        out.tasks, out.sources, out._by_id = [], list(sources), {}
-        return out
+        return cls((), sources, allow_empty=True)
 
-    def __init__(self, tasks: Sequence[HarborTask], sources: Sequence[str] = ()) -> None:
-        self.tasks = list(tasks)
-        self.sources = list(sources)
-        self._by_id: dict[str, HarborTask] = {}
-        for t in self.tasks:
-            if t.id in self._by_id:
-                raise TaskError(f"two tasks are named {t.id!r}: {self._by_id[t.id].path} and {t.path}")
-            self._by_id[t.id] = t
-        if not self.tasks:
-            raise TaskError("no tasks")
-
-    def __iter__(self) -> Iterator[HarborTask]:
-        return iter(self.tasks)
-
-    def __len__(self) -> int:
-        return len(self.tasks)
+    def duplicate(self, first: HarborTask, second: HarborTask) -> str:
+        return f"two tasks are named {second.id!r}: {first.path} and {second.path}"
 
     @property
-    def splits(self) -> list[str]:
-        return sorted({t.split for t in self.tasks})
+    def tasks(self) -> list[HarborTask]:
+        """The tasks, in order."""
+        return list(self._tasks)
 
-    def by_id(self, task_id: str) -> HarborTask:
-        try:
-            return self._by_id[task_id]
-        except KeyError:
-            raise KeyError(f"no task {task_id!r} (tasks: {', '.join(sorted(self._by_id)[:20])}...)") from None
-
-    def in_split(self, split: str | None) -> list[HarborTask]:
-        if split is None:
-            return list(self.tasks)
-        out = [t for t in self.tasks if t.split == split]
-        if not out:
-            raise KeyError(f"no split {split!r} (splits: {', '.join(self.splits)})")
-        return out
+    @property
+    def splits(self) -> tuple[str, ...]:
+        """The splits, sorted by name (the first is the server's default split)."""
+        return tuple(sorted({t.split for t in self._tasks}))
 
 
 def _registry_paths(root: Path) -> list[Path] | None:

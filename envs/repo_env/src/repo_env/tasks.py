@@ -23,10 +23,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import random
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+
+from openenv.runtime.tasks import TaskSet as BaseTaskSet
 
 __all__ = ["GRADER", "TASKS", "TASKS_DIR", "Check", "Task", "TaskSet", "load_task", "load_tasks", "same_value"]
 
@@ -68,41 +69,8 @@ class Task:
         )
 
 
-class TaskSet(Sequence[Task]):
-    """Tasks with unique ids, in a stable order."""
-
-    def __init__(self, tasks: Iterable[Task]) -> None:
-        self._tasks = tuple(tasks)
-        self._by_id = {t.id: t for t in self._tasks}
-        if len(self._by_id) != len(self._tasks):
-            raise ValueError("duplicate task ids")
-        if not self._tasks:
-            raise ValueError("no tasks")
-
-    def __getitem__(self, i: Any) -> Any:
-        return self._tasks[i]
-
-    def __len__(self) -> int:
-        return len(self._tasks)
-
-    def __iter__(self) -> Iterator[Task]:
-        return iter(self._tasks)
-
-    @property
-    def splits(self) -> tuple[str, ...]:
-        return tuple(dict.fromkeys(t.split for t in self._tasks))
-
-    def by_id(self, task_id: str) -> Task:
-        try:
-            return self._by_id[task_id]
-        except KeyError:
-            raise KeyError(f"no task {task_id!r}; known: {', '.join(sorted(self._by_id))}") from None
-
-    def sample(self, seed: int | None, split: str | None = None) -> Task:
-        pool = [t for t in self._tasks if split is None or t.split == split]
-        if not pool:
-            raise ValueError(f"unknown split {split!r}; splits: {', '.join(self.splits)}")
-        return random.Random(seed).choice(pool)
+class TaskSet(BaseTaskSet[Task]):
+    """repo_env's tasks with unique ids, in a stable order (:class:`openenv.TaskSet`)."""
 
 
 def _read_tree(root: Path) -> dict[str, str]:

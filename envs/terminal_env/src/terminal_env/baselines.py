@@ -26,8 +26,9 @@ from collections.abc import Sequence
 from typing import Any
 
 import openenv
+from terminal_env.families import TASKS
 from terminal_env.server import TerminalEnvironment
-from terminal_env.tasks import TASKS, TIERS
+from terminal_env.tasks import TIERS
 
 __all__ = ["AGENTS", "main", "play", "table"]
 

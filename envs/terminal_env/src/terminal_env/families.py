@@ -7,7 +7,8 @@ Each generator draws everything from its ``rng`` (names, counts, sizes, values, 
 broken and how) and computes the checks' expected values from what it drew, as the families of
 :mod:`terminal_env.tasks` do; the contract is the same (every check fails on the untouched
 workspace, the ``solution`` passes them all, ``answer`` is what a solved workspace holds that
-the starting one does not). :data:`FAMILIES` lists them with their tier and split.
+the starting one does not). :data:`FAMILIES` lists them with their tier and split; :data:`TASKS` is every family, the
+first ones of :mod:`terminal_env.tasks` included (this module is above that one).
 """
 
 from __future__ import annotations
@@ -24,9 +25,9 @@ from collections import Counter
 from collections.abc import Callable
 
 from terminal_env.gitrepo import git_repo
-from terminal_env.tasks import Check, Task, _cents, _lines, _tar_gz, _word, _words
+from terminal_env.tasks import FIRST_FAMILIES, Check, Task, TaskFamily, TaskSet, _cents, _lines, _tar_gz, _word, _words
 
-__all__ = ["FAMILIES"]
+__all__ = ["FAMILIES", "TASKS"]
 
 
 def _distinct_ints(rng: random.Random, k: int, lo: int, hi: int) -> list[int]:
@@ -1167,3 +1168,17 @@ FAMILIES: list[tuple[str, Callable[[random.Random], Task], str, str]] = [
     ("git_branch", _git_branch, "medium", "train"),
     ("git_restore", _git_restore, "hard", "train"),
 ]
+
+#: Every task family, in a stable order: the first 12 (every fourth in ``test``), then the
+#: multi-step ones above with the split each declares (``train``,
+#: ``validation`` or ``test``). An id keeps its split and tier for ever: no family moves
+#: between splits, so evaluations on ``test`` stay comparable.
+TASKS = TaskSet(
+    [
+        *(
+            TaskFamily(tid, gen, "test" if i % 4 == 3 else "train", tier)
+            for i, (tid, gen, tier) in enumerate(FIRST_FAMILIES)
+        ),
+        *(TaskFamily(tid, gen, split, tier) for tid, gen, tier, split in FAMILIES),
+    ]
+)

@@ -66,7 +66,8 @@ from openenv.sandbox import (
     get_files,
     put_files,
 )
-from terminal_env.tasks import TASKS, VERIFIER, Task, TaskFamily, TaskSet
+from terminal_env.families import TASKS
+from terminal_env.tasks import VERIFIER, Task, TaskFamily, TaskSet
 
 MAX_STEPS = 50
 MAX_COMMAND_CHARS = 20_000

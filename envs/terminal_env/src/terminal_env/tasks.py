@@ -39,12 +39,13 @@ import random
 import secrets
 import shlex
 import tarfile
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from openenv.runtime.tasks import TaskSet as BaseTaskSet
 from openenv.sandbox import VERIFIER_ENV
 
-__all__ = ["TASKS", "TIERS", "VERIFIER", "Check", "Task", "TaskFamily", "TaskSet"]
+__all__ = ["FIRST_FAMILIES", "TIERS", "VERIFIER", "Check", "Task", "TaskFamily", "TaskSet"]
 
 #: The difficulty tiers, easiest first: ``easy`` (one command or two: a count, a chmod, a
 #: skeleton), ``medium`` (a pipeline or a short script over several files, an archive, a git
@@ -124,35 +125,9 @@ class TaskFamily:
         return True
 
 
-class TaskSet(Sequence[Task | TaskFamily]):
-    """Tasks (fixed :class:`Task` or :class:`TaskFamily`) with unique ids, in a stable order."""
-
-    def __init__(self, tasks: Iterable[Task | TaskFamily]) -> None:
-        self._tasks = tuple(tasks)
-        self._by_id = {t.id: t for t in self._tasks}
-        if len(self._by_id) != len(self._tasks):
-            raise ValueError("duplicate task ids")
-        if not self._tasks:
-            raise ValueError("no tasks")
-
-    def __getitem__(self, i: Any) -> Any:
-        return self._tasks[i]
-
-    def __len__(self) -> int:
-        return len(self._tasks)
-
-    def __iter__(self) -> Iterator[Task | TaskFamily]:
-        return iter(self._tasks)
-
-    @property
-    def splits(self) -> tuple[str, ...]:
-        return tuple(dict.fromkeys(t.split for t in self._tasks))
-
-    def by_id(self, task_id: str) -> Task | TaskFamily:
-        try:
-            return self._by_id[task_id]
-        except KeyError:
-            raise KeyError(f"no task {task_id!r}; known: {', '.join(sorted(self._by_id))}") from None
+class TaskSet(BaseTaskSet[Task | TaskFamily]):
+    """Tasks (fixed :class:`Task` or :class:`TaskFamily`) with unique ids, in a stable order
+    (:class:`openenv.TaskSet`), with their tiers."""
 
     @property
     def tiers(self) -> tuple[str, ...]:
@@ -168,9 +143,7 @@ class TaskSet(Sequence[Task | TaskFamily]):
         if tier is not None and tier not in self.tiers:
             raise ValueError(f"unknown tier {tier!r}; tiers: {', '.join(self.tiers)}")
         pool = [t for t in self._tasks if (split is None or t.split == split) and (tier is None or t.tier == tier)]
-        if not pool:
-            raise ValueError(f"no task in split {split!r} of tier {tier!r}")
-        return random.Random(seed).choice(pool)
+        return self._choose(seed, pool, split=split, tier=tier)
 
 
 #: The verifier: loaded as a module in a fresh call (the workspace off sys.path before any
@@ -605,8 +578,9 @@ def _csv_column(rng: random.Random) -> Task:
     )
 
 
-#: The first families (id, generator, tier); every fourth is in the ``test`` split.
-_FAMILIES: list[tuple[str, Callable[[random.Random], Task], str]] = [
+#: The first families (id, generator, tier); every fourth is in the ``test`` split
+#: (:data:`terminal_env.families.TASKS` holds them with the multi-step ones).
+FIRST_FAMILIES: list[tuple[str, Callable[[random.Random], Task], str]] = [
     ("hello_file", _hello_file, "easy"),
     ("count_errors", _count_errors, "easy"),
     ("top_scores", _top_scores, "easy"),
@@ -620,21 +594,3 @@ _FAMILIES: list[tuple[str, Callable[[random.Random], Task], str]] = [
     ("dedupe_emails", _dedupe_emails, "easy"),
     ("csv_column", _csv_column, "easy"),
 ]
-
-# The multi-step families (terminal_env.families) build on the helpers above: imported here,
-# after them, so that the one module a user imports holds every task.
-from terminal_env.families import FAMILIES as _MORE  # noqa: E402
-
-#: Every task family, in a stable order: the first 12 (every fourth in ``test``), then the
-#: multi-step ones of :mod:`terminal_env.families` with the split each declares (``train``,
-#: ``validation`` or ``test``). An id keeps its split and tier for ever: no family moves
-#: between splits, so evaluations on ``test`` stay comparable.
-TASKS = TaskSet(
-    [
-        *(
-            TaskFamily(tid, gen, "test" if i % 4 == 3 else "train", tier)
-            for i, (tid, gen, tier) in enumerate(_FAMILIES)
-        ),
-        *(TaskFamily(tid, gen, split, tier) for tid, gen, tier, split in _MORE),
-    ]
-)

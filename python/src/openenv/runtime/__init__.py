@@ -15,6 +15,7 @@ It imports nothing above it (no transport, no client): the gRPC server, the HTTP
 any other front end translate their requests into calls on sessions.
 """
 
+from openenv.runtime import betterproto as _betterproto  # noqa: F401  (registers codec_for's betterproto2 codec)
 from openenv.runtime import session as _session
 from openenv.runtime.codec import Codec, TensorSpec, codec_for
 from openenv.runtime.environment import Environment

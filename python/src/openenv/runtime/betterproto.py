@@ -42,7 +42,7 @@ from google.protobuf import any_pb2, descriptor_pool, message_factory
 from google.protobuf.message import Message
 
 from openenv.errors import InvalidArgument
-from openenv.runtime.codec import MessageCodec
+from openenv.runtime.codec import MessageCodec, register_declaration_codec
 from openenv.v1 import payload_pb2
 
 if TYPE_CHECKING:
@@ -155,3 +155,13 @@ class BetterprotoCodec(MessageCodec):
 
     def from_json(self, obj: Any) -> Any:
         return self.from_pb2(super().from_json(obj))
+
+
+def _is_betterproto2_class(declared: Any) -> bool:
+    return isinstance(declared, type) and any(c.__module__ == "betterproto2" for c in declared.__mro__)
+
+
+# codec_for builds a BetterprotoCodec for a declared betterproto2 class; betterproto2 itself is
+# imported only then (the betterproto extra). openenv.runtime imports this module, so the
+# registration is in place before any codec_for call.
+register_declaration_codec(_is_betterproto2_class, BetterprotoCodec)

@@ -21,7 +21,7 @@ import functools
 import json
 import math
 import sys
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 
 from google.protobuf import any_pb2, descriptor, descriptor_pb2, json_format, message_factory
@@ -39,6 +39,7 @@ __all__ = [
     "Codec",
     "TensorSpec",
     "codec_for",
+    "register_declaration_codec",
     "descriptor_set",
     "from_struct",
     "from_value",
@@ -770,6 +771,17 @@ def pydantic_compatible(tp: Any) -> Any:
 
 _CACHE: dict[Any, Codec] = {}
 
+# Codecs of declared types that a module above this one understands (openenv.runtime.betterproto:
+# betterproto2 dataclasses), registered by it when imported (openenv.runtime imports it), so that
+# this module never imports it back.
+_DECLARATION_CODECS: list[tuple[Callable[[Any], bool], Callable[[Any], Codec]]] = []
+
+
+def register_declaration_codec(claims: Callable[[Any], bool], make: Callable[[Any], Codec]) -> None:
+    """Make :func:`codec_for` build ``make(declared)`` for every declared type that ``claims``
+    (consulted after the built-in kinds, before the pydantic fallback)."""
+    _DECLARATION_CODECS.append((claims, make))
+
 
 def codec_for(declared: Any, *, lenient: bool = False) -> Codec:
     """The codec of a declared type (cached: built once per type per process). ``lenient``:
@@ -796,12 +808,10 @@ def codec_for(declared: Any, *, lenient: bool = False) -> Codec:
         codec = MessageCodec(declared)
     elif hasattr(declared, "__openenv_proto__"):
         codec = AdaptedCodec(declared)
-    elif isinstance(declared, type) and any(c.__module__ == "betterproto2" for c in declared.__mro__):
-        from openenv.runtime.betterproto import BetterprotoCodec  # the betterproto extra
-
-        codec = BetterprotoCodec(declared)
     else:
-        codec = PydanticCodec(declared, strict=not lenient)
+        codec = next((make(declared) for claims, make in _DECLARATION_CODECS if claims(declared)), None) or (
+            PydanticCodec(declared, strict=not lenient)
+        )
     if key is not None:
         _CACHE[key] = codec
     return codec

@@ -1,22 +1,21 @@
 """A server's live load (RFC 0005): what ``GetLoad`` and ``GET /load`` report.
 
 :class:`LoadMeter` is fed by the sessions (one :meth:`~LoadMeter.record_step` per step) and
-read by :func:`server_load`, which adds the :class:`~openenv.runtime.SessionManager`'s slot
-counts. Reading it never calls the environment, so a fleet client may poll it often.
+read by :func:`server_load`, which adds the slot counts of the server's sessions (a
+:class:`~openenv.runtime.SessionManager`, read through :class:`LoadSource` so that this module,
+below the session module, never imports it). Reading it never calls the environment, so a
+fleet client may poll it often.
 """
 
 from __future__ import annotations
 
 import collections
 import time
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from openenv.v1 import load_pb2
 
-if TYPE_CHECKING:
-    from openenv.runtime.session import SessionManager
-
-__all__ = ["RECENT_STEPS", "LoadMeter", "server_load", "sum_loads"]
+__all__ = ["RECENT_STEPS", "LoadMeter", "LoadSource", "server_load", "sum_loads"]
 
 RECENT_STEPS = 256  # the window of step_latency_p50/p99: recent enough to follow a change of load
 
@@ -47,7 +46,29 @@ class LoadMeter:
         return ordered[round(0.5 * last)], ordered[round(0.99 * last)]
 
 
-def server_load(manager: SessionManager) -> load_pb2.ServerLoad:
+class _Capacity(Protocol):
+    @property
+    def max_sessions(self) -> int: ...
+
+
+class LoadSource(Protocol):
+    """What :func:`server_load` reads of a server's sessions (a ``SessionManager`` has it all)."""
+
+    @property
+    def load(self) -> LoadMeter: ...
+    @property
+    def runtime(self) -> _Capacity: ...
+    @property
+    def active(self) -> int: ...
+    @property
+    def handshakes_in_progress(self) -> int: ...
+    @property
+    def opened_total(self) -> int: ...
+    @property
+    def draining(self) -> bool: ...
+
+
+def server_load(manager: LoadSource) -> load_pb2.ServerLoad:
     """The live load of the server that owns ``manager``."""
     meter = manager.load
     p50, p99 = meter.latency_quantiles()

@@ -15,8 +15,10 @@ environment's and stable for the life of the server.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
-from typing import Any
+import os
+import random
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any, ClassVar, Generic, Protocol, TypeVar, overload
 
 from openenv.errors import InvalidArgument, NotFound, Unimplemented
 from openenv.v1 import task_pb2
@@ -27,6 +29,7 @@ __all__ = [
     "TASK_OPTION",
     "TaskCatalog",
     "TaskInfo",
+    "TaskSet",
     "answer_list_tasks",
     "per_instance_tasks",
     "with_task",
@@ -58,6 +61,96 @@ class TaskInfo:
     @classmethod
     def from_proto(cls, t: task_pb2.TaskInfo) -> TaskInfo:
         return cls(t.id, t.split, from_struct(t.metadata))
+
+
+class _HasIdAndSplit(Protocol):
+    @property
+    def id(self) -> str: ...
+    @property
+    def split(self) -> str: ...
+
+
+T = TypeVar("T", bound=_HasIdAndSplit)
+
+
+class TaskSet(Sequence[T], Generic[T]):
+    """An environment's tasks (anything with an ``id`` and a ``split``) with unique ids, in a
+    stable order: the one task set of every environment that ships tasks (coding_env, repo_env,
+    terminal_env, harbor_env), subclassed for what one of them adds.
+
+    ``sources``: the files the tasks came from (real paths). Refusals (a duplicate id, no task)
+    raise :attr:`error` (``ValueError``, or a subclass an environment names).
+
+    What you may rely on: iteration and indexing in the given order; :meth:`sample` gives the
+    same task for the same seed on every machine; :attr:`splits` in the order they first appear.
+    """
+
+    error: ClassVar[type[Exception]] = ValueError
+
+    def __init__(
+        self, tasks: Iterable[T], sources: Iterable[str | os.PathLike[str]] = (), *, allow_empty: bool = False
+    ) -> None:
+        self._tasks = tuple(tasks)
+        self.sources = tuple(os.path.realpath(s) for s in sources)
+        self._by_id: dict[str, T] = {}
+        for t in self._tasks:
+            if t.id in self._by_id:
+                raise self.error(self.duplicate(self._by_id[t.id], t))
+            self._by_id[t.id] = t
+        if not self._tasks and not allow_empty:
+            raise self.error("no tasks")
+
+    def duplicate(self, first: T, second: T) -> str:
+        """The message refusing two tasks with one id (a subclass may say where each came from)."""
+        return f"duplicate task id {second.id!r}"
+
+    @overload
+    def __getitem__(self, i: int) -> T: ...
+    @overload
+    def __getitem__(self, i: slice) -> Sequence[T]: ...
+    def __getitem__(self, i: int | slice) -> T | Sequence[T]:
+        return self._tasks[i]
+
+    def __len__(self) -> int:
+        return len(self._tasks)
+
+    def __iter__(self) -> Iterator[T]:
+        return iter(self._tasks)
+
+    @property
+    def splits(self) -> tuple[str, ...]:
+        """The splits, in the order they first appear."""
+        return tuple(dict.fromkeys(t.split for t in self._tasks))
+
+    def by_id(self, task_id: str) -> T:
+        """The task ``task_id``; KeyError naming (up to 20 of) the known ones."""
+        try:
+            return self._by_id[task_id]
+        except KeyError:
+            known = sorted(self._by_id)
+            more = ", ..." if len(known) > 20 else ""
+            raise KeyError(f"no task {task_id!r}; known: {', '.join(known[:20])}{more}") from None
+
+    def in_split(self, split: str | None) -> list[T]:
+        """The tasks of ``split`` (all for None); KeyError naming the splits when it has none."""
+        if split is None:
+            return list(self._tasks)
+        out = [t for t in self._tasks if t.split == split]
+        if not out:
+            raise KeyError(f"no split {split!r} (splits: {', '.join(self.splits)})")
+        return out
+
+    def sample(self, seed: int | None, split: str | None = None) -> T:
+        """The task of ``seed`` among ``split`` (all by default): the same on every machine; a
+        random one without a seed. ValueError naming the splits for an unknown one."""
+        return self._choose(seed, [t for t in self._tasks if split is None or t.split == split], split=split)
+
+    def _choose(self, seed: int | None, pool: Sequence[T], **asked: str | None) -> T:
+        if not pool:
+            if asked.get("split") is not None and asked["split"] not in self.splits:
+                raise ValueError(f"unknown split {asked['split']!r}; splits: {', '.join(self.splits)}")
+            raise ValueError(f"no task with {', '.join(f'{k} {v!r}' for k, v in asked.items())}")
+        return random.Random(seed).choice(pool)
 
 
 class TaskCatalog:
