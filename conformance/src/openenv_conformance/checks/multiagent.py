@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import random
+from collections.abc import Iterable
 from typing import Any
 
 from openenv.v1 import environment_pb2 as pb
@@ -116,6 +117,27 @@ class _Episode:
     ended: bool
 
 
+def _attempt(s: SessionLike, joint: dict[str, Action], turn_based: bool) -> pb.TimeStep | None:
+    """One world step of a self-play session with these moves (one agent's when turn-based,
+    else a joint step; one request): the new time step, or None when it was refused (a
+    non-fatal error). Anything else is a Violation. The one step loop of the self-play
+    episodes (:func:`_play_self`, :func:`_explore`)."""
+    if turn_based:
+        ((agent, action),) = joint.items()
+        resp = _step(s, action, agent)
+    else:
+        st = pb.StepRequest()
+        for agent, act in joint.items():
+            st.actions[agent].CopyFrom(act.payload)
+        resp = s.exchange(s.request(step=st))
+    if isinstance(resp, pb.SessionResponse) and _kind(resp) == "step":
+        return resp.step.time_step
+    if not isinstance(resp, pb.SessionResponse) or _kind(resp) != "error" or resp.error.fatal:
+        what = "a step" if turn_based else "a joint step"
+        raise Violation(f"{what} of a self-play session with {joint!r} answered {describe(resp)}")
+    return None
+
+
 def _play_self(ctx: Context, s: SessionLike, seed: int, cands: list[Action], turn_based: bool) -> _Episode:
     """Play one episode in a self-play session: each world step, the first candidate(s) accepted."""
     ts = expect_ok(s.reset(seed=seed), "reset", f"reset(seed={seed}) of a self-play session").time_step
@@ -123,23 +145,12 @@ def _play_self(ctx: Context, s: SessionLike, seed: int, cands: list[Action], tur
     for _ in range(_MAX_WORLD_STEPS):
         if ts.terminated or ts.truncated or not ts.to_act:
             break
-        chosen: dict[str, Action] = {}
         for a in cands:
-            if turn_based:
-                resp = _step(s, a, ts.to_act[0])
-                chosen = {ts.to_act[0]: a}
-            else:
-                joint = {agent: a for agent in ts.to_act}
-                st = pb.StepRequest()
-                for agent, act in joint.items():
-                    st.actions[agent].CopyFrom(act.payload)
-                resp = s.exchange(s.request(step=st))
-                chosen = joint
-            if _kind(resp) == "step":
-                ts = resp.step.time_step
+            chosen = {ts.to_act[0]: a} if turn_based else dict.fromkeys(ts.to_act, a)
+            after = _attempt(s, chosen, turn_based)
+            if after is not None:
+                ts = after
                 break
-            if _kind(resp) != "error" or resp.error.fatal:
-                raise Violation(f"a step of a self-play session with {a!r} answered {describe(resp)}")
         else:
             break  # no candidate was accepted: the episode cannot go on
         steps.append(ts)
@@ -232,32 +243,20 @@ def _explore(ctx: Context, s: SessionLike, turn_based: bool) -> _Explored:
                 agent = ts.to_act[0]
                 order = sorted(options[agent], key=lambda a: repr(a) in seen)  # untried first (stable)
                 untried_left = untried_left or sum(repr(a) not in seen for a in order) > 1
-                accepted = None
-                for a in order:
-                    resp = _step(s, a, agent)
-                    out.requests += 1
-                    seen.add(repr(a))
-                    if _kind(resp) == "step":
-                        accepted = ({agent: a}, resp.step.time_step)
-                        break
-                    if _kind(resp) != "error" or resp.error.fatal:
-                        raise Violation(f"a step of a self-play session with {a!r} answered {describe(resp)}")
-                    if out.requests >= _EXPLORE_REQUESTS:
-                        break
-            else:
-                accepted = None
-                for _ in range(8):
-                    joint = {agent: rng.choice(options[agent]) for agent in ts.to_act}
-                    st = pb.StepRequest()
-                    for agent, act in joint.items():
-                        st.actions[agent].CopyFrom(act.payload)
-                    resp = s.exchange(s.request(step=st))
-                    out.requests += 1
-                    if isinstance(resp, pb.SessionResponse) and _kind(resp) == "step":
-                        accepted = (joint, resp.step.time_step)
-                        break
-                    if not isinstance(resp, pb.SessionResponse) or _kind(resp) != "error" or resp.error.fatal:
-                        raise Violation(f"a joint step of a self-play session answered {describe(resp)}")
+                attempts: Iterable[dict[str, Action]] = ({agent: a} for a in order)
+            else:  # up to 8 random joint moves, each drawn when tried
+                attempts = ({agent: rng.choice(options[agent]) for agent in ts.to_act} for _ in range(8))
+            accepted = None
+            for joint in attempts:
+                after = _attempt(s, joint, turn_based)
+                out.requests += 1
+                if turn_based:
+                    seen.add(repr(joint[agent]))
+                if after is not None:
+                    accepted = (joint, after)
+                    break
+                if turn_based and out.requests >= _EXPLORE_REQUESTS:
+                    break
             if accepted is None:
                 break
             joint_done, ts = accepted
