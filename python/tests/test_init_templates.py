@@ -46,8 +46,9 @@ def test_a_tool_environment_template_passes_its_own_tests_and_says_how_to_instal
     assert "  openenv play number_tools.server:NumberToolsEnvironment   # by hand, in the terminal" in out
     assert any(r.startswith("pytest") for r in _test_extra(root))
     files = {p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()}
-    expected = {"pyproject.toml", "README.md", "Dockerfile", "src/number_tools/server.py", "tests/test_number_tools.py"}
+    expected = {"pyproject.toml", "README.md", "src/number_tools/server.py", "tests/test_number_tools.py"}
     assert expected <= files
+    assert "Dockerfile" not in files  # openenv build renders the template (docs/images.md)
     assert not any(f.endswith(".proto") for f in files)  # nothing to generate
     assert not any("{{" in (root / f).read_text() for f in files)
     done = subprocess.run(

@@ -1,6 +1,6 @@
 #!/bin/sh
 # Stage Debian's chromium, and every package it needs that the base image lacks, as .deb files
-# in envs/browser_env/debs/ for the image's offline build (`make images` runs this; the Dockerfile
+# in envs/browser_env/debs/ for the image's offline build (`make images` runs this; its image.Dockerfile
 # installs them with dpkg, no network). The set is apt's own resolution against the base image's
 # dpkg status (no recommends), downloaded from the host's apt sources: the host must run the
 # base's Debian release (bookworm) and have current package lists (apt-get update).

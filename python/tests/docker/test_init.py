@@ -54,7 +54,6 @@ def test_init_layout_and_refusals(scaffolded: Path, tmp_path: Path) -> None:
     assert {
         "pyproject.toml",
         "README.md",
-        "Dockerfile",
         f"proto/{NAME}/v1/{NAME}.proto",
         f"src/{NAME}/__init__.py",
         f"src/{NAME}/server.py",

@@ -32,8 +32,8 @@ __all__ = ["init_command"]
 )
 @click.option("--force", is_flag=True, help="Allow a name that is already an importable module.")
 def init_command(name: str, parent: str, template: str, force: bool) -> None:
-    """Scaffold a new environment NAME (server, Dockerfile, tests, README; with the messages
-    template also its proto and typed client)."""
+    """Scaffold a new environment NAME (server, tests, README; with the messages template also
+    its proto and typed client). `openenv build` renders its Dockerfile from the template."""
     try:
         root = scaffold(name, parent, force=force, template=template)
     except EnvError as e:

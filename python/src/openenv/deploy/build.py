@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import tempfile
 import time
@@ -13,17 +14,39 @@ from pathlib import Path
 import docker
 import docker.errors
 
+from openenv._contract import PROTOCOL_VERSION
 from openenv.deploy.baseimage import DEFAULT_BASE_TAG, ensure_base_image
 from openenv.deploy.engine import GRPC_PORT, SANDBOX_LABEL, Echo, docker_client
 from openenv.deploy.project import EnvProject, runtime_source
 from openenv.deploy.wheelhouse import Target, build_wheelhouse, copy_project, read_constraints
 from openenv.errors import FailedPrecondition, Internal
-from openenv.protocol import PROTOCOL_VERSION
 
-__all__ = ["DEFAULT_BASE_IMAGE", "BuildResult", "build_image", "dockerfile_template", "image_labels", "probe_base"]
+__all__ = [
+    "DEFAULT_BASE_IMAGE",
+    "HOOK_FILE",
+    "BuildResult",
+    "build_image",
+    "dockerfile_template",
+    "image_labels",
+    "probe_base",
+    "render_dockerfile",
+]
 
 DEFAULT_BASE_IMAGE = "python:3.11-slim"
 _TEMPLATES = Path(__file__).parent / "templates"
+
+HOOK_FILE = "image.Dockerfile"
+"""An environment's own lines for its image, rendered into the template (:func:`render_dockerfile`)."""
+
+_SECTION = re.compile(r"^#\s*openenv-hook:\s*(\S+)\s*$")
+_RUNTIME_BASE = re.compile(r"^\s*FROM\s+\S+\s+AS\s+runtime-base\s*$", re.IGNORECASE | re.MULTILINE)
+#: What an environment that runs code in openenv.sandbox (``[tool.openenv] sandbox = true``) gets.
+_SANDBOX_LINES = """\
+# The sandbox ([tool.openenv] sandbox = true) needs bubblewrap: the debootstrapped base has it
+# (offline builds); another Debian-based base gets it from its apt sources.
+RUN command -v bwrap >/dev/null || (apt-get update -qq && apt-get install -y -qq --no-install-recommends bubblewrap \\
+    && rm -rf /var/lib/apt/lists/*)"""
+_FIELD_LINE = re.compile(r"^\{\{(\w+)\}\}\n|\{\{(\w+)\}\}", re.MULTILINE)
 
 
 _PROBE = (
@@ -61,9 +84,72 @@ class BuildResult:
     labels: dict[str, str] = field(default_factory=dict)
 
 
+def _hook_sections(text: str, where: str) -> dict[str, str]:
+    sections: dict[str, list[str]] = {"stages": [], "runtime": []}
+    current = "runtime"
+    for line in text.splitlines():
+        m = _SECTION.match(line)
+        if m is None:
+            sections[current].append(line)
+        elif m.group(1) in sections:
+            current = m.group(1)
+        else:
+            raise FailedPrecondition(
+                f"{where}: unknown section '# openenv-hook: {m.group(1)}' (the sections are 'stages' and 'runtime'; "
+                "docs/images.md)"
+            )
+    return {k: "\n".join(v).strip("\n") for k, v in sections.items()}
+
+
+def render_dockerfile(env_dir: str | os.PathLike[str] | None = None) -> str:
+    """The Dockerfile ``openenv build`` uses for ENV_DIR (docs/images.md): ENV_DIR's own
+    ``Dockerfile`` when it has one, as it is; else the packaged template, with the contract's
+    protocol version, the gRPC port, bubblewrap when ENV_DIR's ``[tool.openenv] sandbox`` is true
+    (the base of every environment that runs code in :mod:`openenv.sandbox`), and ENV_DIR's
+    :data:`HOOK_FILE` when present:
+
+    * its ``runtime`` lines (every line before any section marker, or after
+      ``# openenv-hook: runtime``) run as root in the runtime stage before the virtualenv is
+      copied in (so they stay cached while only the environment's code changes);
+    * its ``stages`` lines (after ``# openenv-hook: stages``) are build stages placed before the
+      runtime stage; one named ``runtime-base`` becomes the runtime stage's base instead of
+      ``${BASE_IMAGE}``.
+
+    With no ``env_dir``, the template with no environment lines.
+    """
+    own = Path(env_dir) / "Dockerfile" if env_dir is not None else None
+    if own is not None and own.is_file():
+        return own.read_text()
+    hook = Path(env_dir) / HOOK_FILE if env_dir is not None else None
+    sandbox = env_dir is not None and EnvProject.load(env_dir).sandbox
+    sections = {"stages": "", "runtime": ""}
+    if hook is not None and hook.is_file():
+        sections = _hook_sections(hook.read_text(), str(hook))
+    fields = {
+        "protocol_version": PROTOCOL_VERSION,
+        "grpc_port": str(GRPC_PORT),
+        "runtime_base": "runtime-base" if _RUNTIME_BASE.search(sections["stages"]) else "${BASE_IMAGE}",
+        "stages": sections["stages"] + "\n" if sections["stages"] else "",
+        "sandbox": _SANDBOX_LINES if sandbox else "",
+        "runtime": sections["runtime"],
+    }
+    template = (_TEMPLATES / "Dockerfile").read_text()
+
+    # A field alone on its line that is empty takes its line with it; one pass, so that nothing
+    # of the environment's lines is read as a field.
+    def field(m: re.Match[str]) -> str:
+        if m.group(1) is None:
+            return fields[m.group(2)]
+        value = fields[m.group(1)]
+        return f"{value}\n" if value else ""
+
+    return _FIELD_LINE.sub(field, template)
+
+
 def dockerfile_template() -> str:
-    """The Dockerfile that ``openenv build`` uses for an environment without its own."""
-    return (_TEMPLATES / "Dockerfile").read_text()
+    """The Dockerfile that ``openenv build`` uses for an environment without its own or any
+    :data:`HOOK_FILE` (the template rendered with no environment lines)."""
+    return render_dockerfile()
 
 
 def _link_or_copy(src: Path, dst: Path) -> None:
@@ -104,11 +190,12 @@ def build_image(
     engine: docker.DockerClient | None = None,
     echo: Echo = print,
 ) -> BuildResult:
-    """Build ``openenv-<name>:<version>`` (or ``tag``) from ENV_DIR's Dockerfile.
+    """Build ``openenv-<name>:<version>`` (or ``tag``) from ENV_DIR's Dockerfile (:func:`render_dockerfile`).
 
     Args:
         env_dir: the environment directory (pyproject.toml with ``[tool.openenv] factory``;
-            its ``Dockerfile``, or the packaged template when it has none).
+            its ``Dockerfile``, or the packaged template with its ``image.Dockerfile`` lines when it
+            has none: :func:`render_dockerfile`).
         base_image: the ``BASE_IMAGE`` build argument (default ``python:3.11-slim``; with
             ``debootstrap_base``, the local ``openenv-base:bookworm``).
         offline: build a wheelhouse of every dependency on the host and install from it
@@ -155,8 +242,7 @@ def build_image(
         ctx = Path(tmp)
         copy_project(env.path, ctx)
         dockerfile = ctx / "Dockerfile"
-        if not dockerfile.exists():
-            dockerfile.write_text(dockerfile_template())
+        dockerfile.write_text(render_dockerfile(env.path))
         for w in wh.local:
             _link_or_copy(w, ctx / "_openenv" / "local" / w.name)
         for w in wh.deps:

@@ -1,9 +1,11 @@
 """``openenv init NAME``: scaffold a new environment that builds and certifies as it stands.
 
 The new directory holds the ``.proto`` of its action, observation and state (with the
-generated Python bindings), the server (an :class:`openenv.Environment`), a typed client, a
-Dockerfile (the image contract of docs/images.md), tests over a real gRPC server, a README
-and a ``pyproject.toml`` whose ``[tool.openenv] factory`` names what the image serves.
+generated Python bindings), the server (an :class:`openenv.Environment`), a typed client,
+tests over a real gRPC server, a README and a ``pyproject.toml`` whose ``[tool.openenv]
+factory`` names what the image serves. No Dockerfile: ``openenv build`` renders the packaged
+template (the image contract of docs/images.md); lines of the environment's own go in an
+``image.Dockerfile`` beside it.
 
 Two templates: ``messages`` (the default; ``openenv/deploy/templates/env``) is the above;
 ``tools`` (``openenv/deploy/templates/tools``) is a tool environment (``@openenv.tool``
@@ -129,7 +131,6 @@ def scaffold(name: str, parent: str | Path = ".", *, force: bool = False, templa
         out = root / _render(dst, names)
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(_render((_TEMPLATES / directory / src).read_text(), names))
-    (root / "Dockerfile").write_text((_TEMPLATES / "Dockerfile").read_text())
     pkg = root / "src" / names["name"]
     (pkg / "py.typed").write_text("")
     if template != "messages":
