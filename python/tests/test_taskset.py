@@ -75,8 +75,9 @@ def test_refusals_raise_the_environments_error_and_a_subclass_says_where_duplica
 
 def test_the_environments_task_sets_are_this_one() -> None:
     """The four environments that ship tasks subclass it (one implementation, their additions only)."""
-    from coding_env.tasks import TaskSet as Coding
     from harbor_env.task import TaskSet as Harbor
+
+    from coding_env.tasks import TaskSet as Coding
     from repo_env.tasks import TaskSet as Repo
     from terminal_env.tasks import TaskSet as Terminal
 
