@@ -185,3 +185,23 @@ async def test_a_pipelined_message_is_answered_by_a_host_without_grpc() -> None:
             assert totals == [11, 13, 16]
         finally:
             await ws.close()
+
+
+async def test_every_listener_refuses_a_missing_or_wrong_token_in_the_same_words() -> None:
+    """One Authenticator serves every listener: the refusal of a call without a token, or with
+    one that is not accepted, says the same on gRPC, the binary WebSocket and JSON ``/ws``
+    (it was written once per listener)."""
+    from openenv.security.auth import NOT_ACCEPTED, REQUIRED
+
+    async with hosted("all", TOKEN) as host:
+        assert host.engine.authenticator.tokens == host.settings.security.tokens
+        assert host.binary is not None and host.binary.auth is host.engine.authenticator
+        for transport, url in urls(host).items():
+            with pytest.raises(openenv.Unauthenticated, match=REQUIRED):
+                async with openenv.EnvClient(url, token="", connect_timeout=WAIT):
+                    pass
+            with pytest.raises(openenv.Unauthenticated, match=NOT_ACCEPTED):
+                async with openenv.EnvClient(url, token="wrong", connect_timeout=WAIT):
+                    pass
+            async with openenv.EnvClient(url, token=TOKEN) as env:
+                assert (await env.reset(seed=2)).observation["total"] == 2, transport

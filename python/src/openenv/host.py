@@ -333,7 +333,16 @@ class Host:
                 if self._peers is not None:  # requests naming a sibling's session go to it, and back
                     bridge.peers, self._peers.asgi = self._peers, bridge
                 app = b.ObservedApp(bridge, self.observer, web=self.web)
-                http = b.HttpServer(app, self.http_host or self.host, self.http_port, opts)
+                # One token check for every listener: the engine's, unless a legacy http_options
+                # gave the HTTP side tokens of its own.
+                shared = self._http_security.tokens == self.settings.security.tokens
+                http = b.HttpServer(
+                    app,
+                    self.http_host or self.host,
+                    self.http_port,
+                    opts,
+                    authenticator=self.engine.authenticator if shared else None,
+                )
                 http.reuse_port = self._worker is not None
                 self.http = await http.start()
                 log.info("serving %s over HTTP on %s", self.runtime.env_cls.__name__, self.http.url)

@@ -206,7 +206,7 @@ class Server:
             interceptors=[
                 *self.interceptors,
                 GuardInterceptor(
-                    self.tokens,
+                    self.engine.authenticator,
                     tolerant={f"/{SERVICE_NAME}/Session": environment_pb2.SessionRequest.DESCRIPTOR},
                     serializers={f"/{SERVICE_NAME}/Session": bounded_serializer(limit)},
                 ),

@@ -41,6 +41,7 @@ from openenv.runtime.session import Session as RuntimeSession
 from openenv.runtime.tasks import answer_list_tasks, with_task
 from openenv.runtime.vector import VectorSession
 from openenv.runtime.world import Seat, Worlds
+from openenv.security.auth import Authenticator
 from openenv.settings import ServerSettings, legacy_keywords
 from openenv.v1 import environment_pb2, error_pb2, load_pb2, multiagent_pb2
 from openenv.values import from_struct, to_struct
@@ -221,6 +222,8 @@ class Engine:
         self.manager = manager
         self.handshake_timeout_s = self.settings.limits.handshake_timeout_s or None
         self.tokens = self.settings.security.tokens
+        #: The one token check of every listener of this engine (:mod:`openenv.security.auth`).
+        self.authenticator = Authenticator(self.tokens)
         self.runtime = manager.runtime
         advertise(self.runtime.info.capabilities, self.settings)
         self._info: environment_pb2.GetInfoResponse | None = None
@@ -257,9 +260,7 @@ class Engine:
     def refusal(self, authorization: str | None) -> str | None:
         """Why a call with this ``authorization`` header value is refused (UNAUTHENTICATED),
         or None when it may proceed (no tokens configured, or one of them)."""
-        if not self.tokens or self.tokens.accepts_header(authorization):
-            return None
-        return "a bearer token is required" if authorization is None else "the bearer token is not accepted"
+        return self.authenticator.refusal(authorization)
 
     # ------------------------------------------------------------------ the Session stream
 

@@ -70,7 +70,6 @@ from openenv.http.binary import (
 )
 from openenv.http.budget import RECEIVE_BUDGET, ReceiveBudget, Unfinished
 from openenv.http.deadline import PatientDeadline
-from openenv.http.guard import ws_token_accepted
 from openenv.http.listener import listen_backlog
 from openenv.json_protocol import frames
 from openenv.json_protocol.payloads import info_to_json
@@ -451,6 +450,7 @@ class BinaryListener:
         #: The process's budget for unfinished messages (:mod:`openenv.http.budget`).
         self.budget: ReceiveBudget = RECEIVE_BUDGET
         self.tokens = security.tokens
+        self.auth = engine.authenticator  # the server's one token check (security.auth)
         self.browser = BrowserPolicy(security.allowed_origins, security.allowed_hosts, bind_host=host)
         self.connections: set[_Connection] = set()
         self._info = frames.dumps(info_to_json(engine.manager.runtime.info))
@@ -515,13 +515,9 @@ class BinaryListener:
             draining = self.engine.manager.draining
             return _document(503 if draining else 200, {"status": "unhealthy" if draining else "healthy"})
         offered = [p.strip() for v in h.getall("sec-websocket-protocol", ()) for p in v.split(",") if p.strip()]
-        if self.tokens:
-            auth = h.get("authorization")
-            if not (auth is not None and self.tokens.accepts_header(auth)) and (
-                ws_token_accepted(self.tokens, offered, query.decode("latin-1")) is None
-            ):
-                why = "a bearer token is required" if auth is None else "the bearer token is not accepted"
-                return _refusal(401, "UNAUTHENTICATED", why)
+        why, _ = self.auth.websocket_refusal(h.get("authorization"), offered, query.decode("latin-1"))
+        if why is not None:
+            return _refusal(401, "UNAUTHENTICATED", why)
         if path != _PATH:
             return self._side_call(path)
         body = subprotocol_refusal(offered)

@@ -23,17 +23,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
-from urllib.parse import parse_qsl
 
 from openenv.http.asgi import respond
 from openenv.json_protocol import frames
 from openenv.runtime.session import CLIENT
 from openenv.security import BrowserPolicy, TokenSet
+from openenv.security.auth import WS_TOKEN_PREFIX, Authenticator
 
 __all__ = ["Guard", "WS_TOKEN_PREFIX", "ws_token_accepted"]
 
-WS_TOKEN_PREFIX = "bearer."
-"""An offered WebSocket subprotocol ``bearer.<token>`` carries the token."""
 
 _OPEN_PATHS = frozenset({"/health"})
 
@@ -53,9 +51,13 @@ def _text(v: bytes | None) -> str | None:
 class Guard:
     """ASGI middleware applying the policy above to ``app``."""
 
-    def __init__(self, app: Any, tokens: TokenSet | None = None, browser: BrowserPolicy | None = None) -> None:
+    def __init__(
+        self, app: Any, tokens: TokenSet | Authenticator | None = None, browser: BrowserPolicy | None = None
+    ) -> None:
         self.app = app
-        self.tokens = tokens or TokenSet()
+        # The check every listener applies (security.auth): the server's own when given.
+        self.auth = tokens if isinstance(tokens, Authenticator) else Authenticator(tokens)
+        self.tokens = self.auth.tokens
         self.browser = browser or BrowserPolicy()
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
@@ -78,12 +80,12 @@ class Guard:
                 await self._refuse(scope, receive, send, 401, "UNAUTHENTICATED", "the token in the URL is not accepted")
                 return
             scope = {**scope, "path": rest, "raw_path": rest.encode()}
-        elif self.tokens and scope["path"] not in _OPEN_PATHS:
-            ok = self.tokens.accepts_header(h.get(b"authorization")) if b"authorization" in h else False
-            if not ok and kind == "websocket":
-                ok, subprotocol = self._ws_token(scope, h)
-            if not ok:
-                why = "a bearer token is required" if b"authorization" not in h else "the bearer token is not accepted"
+        elif self.auth and scope["path"] not in _OPEN_PATHS:
+            if kind == "websocket":
+                why, subprotocol = self._ws_token(scope, h)
+            else:
+                why = self.auth.refusal(h.get(b"authorization"))
+            if why is not None:
                 await self._refuse(scope, receive, send, 401, "UNAUTHENTICATED", why)
                 return
         if kind == "http" and scope["method"] == "POST":
@@ -97,12 +99,14 @@ class Guard:
             send = _with_subprotocol(send, subprotocol)
         await self.app(scope, receive, send)
 
-    def _ws_token(self, scope: dict[str, Any], h: dict[bytes, bytes]) -> tuple[bool, str | None]:
+    def _ws_token(self, scope: dict[str, Any], h: dict[bytes, bytes]) -> tuple[str | None, str | None]:
+        """(why the upgrade is refused or None, the subprotocol to select when the token came as one)."""
         offered = [p.strip() for p in (_text(h.get(b"sec-websocket-protocol")) or "").split(",") if p.strip()]
-        how = ws_token_accepted(self.tokens, offered, scope.get("query_string", b"").decode("latin-1"))
+        query = scope.get("query_string", b"").decode("latin-1")
+        why, how = self.auth.websocket_refusal(h.get(b"authorization"), offered, query)
         if how == "subprotocol":
-            return True, "openenv" if "openenv" in offered else ""
-        return how is not None, None
+            return None, "openenv" if "openenv" in offered else ""
+        return why, None
 
     async def _refuse(self, scope: dict[str, Any], receive: Any, send: Any, status: int, code: str, why: str) -> None:
         body = frames.dumps({"detail": why, "status": code}).encode()
@@ -122,14 +126,8 @@ class Guard:
 def ws_token_accepted(tokens: TokenSet, offered: Sequence[str], query: str) -> str | None:
     """How a WebSocket upgrade without an accepted ``Authorization`` header carries an accepted
     token: ``"subprotocol"`` (an offered ``bearer.<token>``), ``"query"`` (``?access_token=``),
-    or None (it does not). Shared by every WebSocket listener (the binary transport's own too)."""
-    for p in offered:
-        if p.startswith(WS_TOKEN_PREFIX) and tokens.accepts(p[len(WS_TOKEN_PREFIX) :]):
-            return "subprotocol"
-    for k, v in parse_qsl(query):
-        if k == "access_token" and tokens.accepts(v):
-            return "query"
-    return None
+    or None (it does not); :meth:`Authenticator.websocket_refusal` says it for every listener."""
+    return Authenticator(tokens).websocket_refusal(None, offered, query)[1] if tokens else None
 
 
 def _path_token(scope: dict[str, Any]) -> tuple[str, str] | None:

@@ -25,6 +25,7 @@ from openenv.http.limits import HttpLimits, protocol_classes
 from openenv.http.listener import UvicornListener, listen_backlog
 from openenv.runtime.session import DEFAULT_MAX_MESSAGE_BYTES
 from openenv.security import BrowserPolicy, SecuritySettings, TlsConfig, TokenSet
+from openenv.security.auth import Authenticator
 from openenv.settings import HttpSettings
 
 log = logging.getLogger("openenv.http")
@@ -159,9 +160,18 @@ class HttpServer:
     """
 
     def __init__(
-        self, app: BridgeApp, host: str = "127.0.0.1", port: int = DEFAULT_HTTP_PORT, options: HttpOptions | None = None
+        self,
+        app: BridgeApp,
+        host: str = "127.0.0.1",
+        port: int = DEFAULT_HTTP_PORT,
+        options: HttpOptions | None = None,
+        *,
+        authenticator: Authenticator | None = None,
     ) -> None:
         self.app = app
+        #: Who may call (:mod:`openenv.security.auth`): the server's, shared with its other
+        #: listeners (:class:`openenv.Host` gives its engine's), else one of ``options.tokens``.
+        self.authenticator = authenticator
         self.host, self.requested_port = host, port
         self.options = options or HttpOptions()
         self.port: int | None = None
@@ -184,7 +194,7 @@ class HttpServer:
         browser = BrowserPolicy(opts.allowed_origins, opts.allowed_hosts, bind_host=self.host)
         self.app.browser = browser  # the MCP SDK's own DNS-rebinding protection follows it
         listener = UvicornListener(
-            _uvicorn_config(Guard(self.app, opts.tokens, browser), opts),
+            _uvicorn_config(Guard(self.app, self.authenticator or opts.tokens, browser), opts),
             self.host,
             self.requested_port,
             reuse_port=self.reuse_port,

@@ -7,6 +7,8 @@ has the threat model and the defaults.
 
 * :class:`TokenSet`: the accepted bearer tokens (``--token``, ``--token-file``,
   ``OPENENV_TOKEN``), compared in constant time;
+* :class:`Authenticator`: the one check of a call's token that every listener applies
+  (gRPC, grpclib, the HTTP side, the binary WebSocket, the in-process connection);
 * :func:`check_bind`: a listener on a non-loopback address without a token refuses to start
   unless anonymous access is asked for explicitly;
 * :class:`TlsConfig`: certificate, key and optional client CA (mTLS) of a listener;
@@ -16,6 +18,7 @@ has the threat model and the defaults.
   hijacking, CSRF and DNS rebinding.
 """
 
+from openenv.security.auth import Authenticator
 from openenv.security.browser import BrowserPolicy
 from openenv.security.settings import SecuritySettings
 from openenv.security.tls import TlsConfig, client_ssl_context, grpc_channel_credentials
@@ -23,6 +26,7 @@ from openenv.security.tokens import TOKEN_ENV, TokenSet, bearer_token, check_bin
 
 __all__ = [
     "TOKEN_ENV",
+    "Authenticator",
     "BrowserPolicy",
     "SecuritySettings",
     "TlsConfig",

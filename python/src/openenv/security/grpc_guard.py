@@ -22,6 +22,7 @@ from typing import Any
 import grpc
 
 from openenv.runtime.granularity import Undecodable, tolerant_parse
+from openenv.security.auth import Authenticator
 from openenv.security.tokens import TokenSet
 
 __all__ = ["GuardInterceptor", "Undecodable", "tolerant_parse"]  # the last two: from runtime.granularity
@@ -36,13 +37,15 @@ class GuardInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
 
     def __init__(
         self,
-        tokens: TokenSet,
+        tokens: TokenSet | Authenticator,
         *,
         tolerant: Iterable[str] | Mapping[str, Any] = (),
         open_prefixes: tuple[str, ...] = (HEALTH_PREFIX,),
         serializers: Mapping[str, Callable[[Any], bytes]] | None = None,
     ) -> None:
-        self.tokens = tokens
+        #: The server's one token check (:mod:`openenv.security.auth`).
+        self.auth = tokens if isinstance(tokens, Authenticator) else Authenticator(tokens)
+        self.tokens = self.auth.tokens
         self.tolerant: dict[str, Any] = dict(tolerant) if isinstance(tolerant, Mapping) else dict.fromkeys(tolerant)
         self.serializers = dict(serializers or {})
         self.open_prefixes = open_prefixes
@@ -53,13 +56,13 @@ class GuardInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         details: grpc.HandlerCallDetails,
     ) -> grpc.RpcMethodHandler:
         method = details.method
-        if self.tokens and not method.startswith(self.open_prefixes):
+        if self.auth and not method.startswith(self.open_prefixes):
             auth = None
             for key, value in details.invocation_metadata or ():
                 if key == "authorization":
                     auth = value
-            if not self.tokens.accepts_header(auth):
-                why = "a bearer token is required" if auth is None else "the bearer token is not accepted"
+            why = self.auth.refusal(auth)
+            if why is not None:
                 return _refusal(await continuation(details), grpc.StatusCode.UNAUTHENTICATED, why)
         handler = await continuation(details)
         if handler is not None and method in self.tolerant and handler.request_deserializer is not None:
