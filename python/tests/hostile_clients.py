@@ -11,6 +11,13 @@ never followed by the rest. It prints ``{"sent": N}`` once done, then, when a li
 stdin, waits for every connection to end and prints ``{"codes": {close code: count}}`` (``null``:
 closed without a close frame, or still open at its timeout).
 
+    python hostile_clients.py large URL COUNT BYTES
+
+opens COUNT connections to the binary listener at URL; on each, a handshake and then one
+whole message of BYTES (bytes that are not a request: answered ``INVALID_ARGUMENT`` in band),
+each answer read; prints ``{"sent": N}``, then keeps the connections open, idle, until a line
+arrives on stdin.
+
     python hostile_clients.py silent HOST:PORT CONNECTIONS STREAMS
 
 opens STREAMS ``Session`` streams on each of CONNECTIONS HTTP/2 connections to a gRPC server
@@ -30,6 +37,8 @@ import time
 
 import ws_raw
 from h2_raw import RawGrpc
+
+from openenv.v1 import environment_pb2
 
 MiB = 1 << 20
 WAIT_S = 120.0  # hang guard of every wait
@@ -67,6 +76,34 @@ def unfinished(url: str, count: int, size: int, sources: int) -> None:
         codes[str(ws_raw.close_code(s))] += 1
         s.close()
     _say({"codes": dict(codes)})
+
+
+def _answer(s: socket.socket) -> bytes:
+    """The next whole frame's payload from the server."""
+    buf = b""
+    while (parsed := ws_raw.parse(buf)) is None:
+        chunk = s.recv(65536)
+        assert chunk, "the server closed the connection"
+        buf += chunk
+    return parsed[1]
+
+
+def large(url: str, count: int, size: int) -> None:
+    hello = environment_pb2.SessionRequest(request_id=1)
+    hello.handshake.protocol_version = "1.0"
+    socks = []
+    for _ in range(count):
+        s = ws_raw.connect(url)
+        s.settimeout(WAIT_S)
+        s.sendall(ws_raw.frame(2, hello.SerializeToString()))
+        assert environment_pb2.SessionResponse.FromString(_answer(s)).HasField("handshake")
+        s.sendall(ws_raw.frame(2, b"\xff" * size))
+        assert environment_pb2.SessionResponse.FromString(_answer(s)).HasField("error")
+        socks.append(s)
+    _say({"sent": len(socks)})
+    sys.stdin.readline()
+    for s in socks:
+        s.close()
 
 
 def silent(target: str, connections: int, streams: int) -> None:
@@ -107,5 +144,7 @@ if __name__ == "__main__":
     what, *args = sys.argv[1:]
     if what == "unfinished":
         unfinished(args[0], int(args[1]), int(args[2]), int(args[3]))
+    elif what == "large":
+        large(args[0], int(args[1]), int(args[2]))
     else:
         silent(args[0], int(args[1]), int(args[2]))

@@ -162,6 +162,33 @@ async def test_a_thousand_unfinished_messages_hold_no_more_than_the_budget(tmp_p
             assert (await env.reset()).observation is not None
 
 
+LARGE_CONNECTIONS = 200  # connections that each sent one large message, then stay idle
+LARGE = 3 * MiB  # its bytes: picows' read buffer grows to 4-8 MiB for it
+LARGE_BOUND = 128 * MiB  # RSS growth allowed once they are idle (without the bound: ~1 GiB)
+
+
+async def test_connections_idle_after_a_large_message_give_its_read_buffer_back(tmp_path: Path) -> None:
+    """picows keeps a connection's read buffer as large as the largest frame it held (up to
+    twice ``max_message_bytes``) for the connection's life: 200 connections that each sent one
+    3 MiB message and then stayed idle kept their 4-8 MiB each. Now a read buffer of 1 MiB or
+    more goes back to the OS once no frame is in it, so the server's memory, read from /proc,
+    grows by a bounded amount whatever the number of such connections; and each connection
+    still serves (a large message's answer is read on every one)."""
+    with serving(tmp_path) as srv:
+        before = srv.rss()
+        clients = Clients("large", srv.binary, str(LARGE_CONNECTIONS), str(LARGE))
+        try:
+            assert (await clients.said()) == {"sent": LARGE_CONNECTIONS}
+            grown = srv.rss() - before
+            print(
+                f"{LARGE_CONNECTIONS} connections idle after a {LARGE // MiB} MiB message: RSS +{grown / MiB:.0f} MiB"
+            )
+            assert grown <= LARGE_BOUND, f"RSS grew {grown / MiB:.0f} MiB"
+        finally:
+            clients.go_on()
+            clients.close()
+
+
 # --------------------------------------------------------------------------- strict framing
 
 

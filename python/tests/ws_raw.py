@@ -71,7 +71,7 @@ def close_code(s: socket.socket) -> int | None:
     buf = b""
     while True:
         while True:
-            parsed = _parse(buf)
+            parsed = parse(buf)
             if parsed is None:
                 break
             opcode, payload, used = parsed
@@ -87,7 +87,9 @@ def close_code(s: socket.socket) -> int | None:
         buf += chunk
 
 
-def _parse(buf: bytes) -> tuple[int, bytes, int] | None:
+def parse(buf: bytes) -> tuple[int, bytes, int] | None:
+    """The first whole frame of ``buf`` from the server (unmasked): (opcode, payload, bytes it
+    took), or None while it is incomplete."""
     if len(buf) < 2:
         return None
     opcode, n, at = buf[0] & 0x0F, buf[1] & 0x7F, 2

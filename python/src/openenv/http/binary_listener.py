@@ -68,7 +68,7 @@ from openenv.http.binary import (
     run_session,
     subprotocol_refusal,
 )
-from openenv.http.budget import RECEIVE_BUDGET, ReceiveBudget, Unfinished
+from openenv.http.budget import RECEIVE_BUDGET, ReceiveBudget, Unfinished, release_pages
 from openenv.http.deadline import PatientDeadline
 from openenv.http.listener import listen_backlog
 from openenv.json_protocol import frames
@@ -222,6 +222,7 @@ class _Connection(WSListener):
     def received(self, nbytes: int) -> None:
         """``nbytes`` more arrived (before picows parses them: :meth:`_Protocol.buffer_updated`)."""
         self._pending += nbytes
+        self._buffer = max(self._buffer, 2 * self._pending)
 
     def _settle(self) -> None:
         """After a read: charge what this connection's unfinished message holds to the budget
@@ -382,6 +383,11 @@ class _Connection(WSListener):
             raise
 
 
+RETURN_BUFFER_FROM = 1 << 20
+"""A connection's read buffer that grew to this many bytes goes back to the OS once no frame
+is in it (see :meth:`_Protocol.buffer_updated`); smaller ones stay, for the next message."""
+
+
 class _Protocol(WSProtocol):  # type: ignore[misc]  # picows' Cython class
     """picows' server protocol with the upgrade deadline of the HTTP side: a connection that
     has not completed its upgrade within ``deadline_s`` of the peer's time is dropped, as
@@ -410,6 +416,15 @@ class _Protocol(WSProtocol):  # type: ignore[misc]  # picows' Cython class
         conn.received(nbytes)
         super().buffer_updated(nbytes)  # the frames now whole reach on_ws_frame
         conn._settle()
+        if conn._buffer >= RETURN_BUFFER_FROM and not conn._pending and not conn.closed:
+            # picows keeps its read buffer as large as the largest frame it held (up to twice
+            # max_message_bytes) for the connection's life, and offers no way to shrink it:
+            # 1,000 connections that each sent one 4 MiB message would keep ~8 GiB. With no
+            # frame in it, all of it is free space (get_buffer's view, where the next read
+            # lands): its pages go back to the OS, and only the next large frame touches them
+            # again (issue 50).
+            release_pages(super().get_buffer(0))
+            conn._buffer = 0
 
     def _expired(self) -> None:
         if self.listener is None and not self.transport.is_disconnected:  # not upgraded yet

@@ -27,12 +27,13 @@ from __future__ import annotations
 import asyncio
 import ctypes
 import ctypes.util
+import mmap
 import sys
 from typing import Any
 
 from openenv.observability.metrics import process_gauge
 
-__all__ = ["RECEIVE_BUDGET", "ReceiveBudget", "Unfinished"]
+__all__ = ["RECEIVE_BUDGET", "ReceiveBudget", "Unfinished", "release_pages"]
 
 
 class Unfinished:
@@ -140,6 +141,43 @@ def _libc_malloc_trim() -> Any:
 
 
 _malloc_trim = _libc_malloc_trim()
+
+
+def _libc_madvise() -> Any:
+    """``madvise`` (Linux only: ``MADV_DONTNEED`` frees a private page at once, its next use
+    reads zeros; None elsewhere)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        madvise = libc.madvise
+    except (OSError, AttributeError):
+        return None
+    madvise.argtypes, madvise.restype = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int], ctypes.c_int
+    return madvise
+
+
+_madvise = _libc_madvise()
+_MADV_DONTNEED = 4
+_PAGE = mmap.PAGESIZE
+
+
+def release_pages(view: memoryview) -> int:
+    """Give the OS back the whole pages inside ``view``, a writable buffer whose contents no
+    longer matter (the next writer fills it again; until then its pages read as zeros): its
+    resident memory, not its allocation. Returns the bytes given back (0 where madvise is not
+    available or the view spans no whole page)."""
+    if _madvise is None or view.readonly or not view.nbytes:
+        return 0
+    anchor = ctypes.c_char.from_buffer(view)
+    start = ctypes.addressof(anchor)
+    del anchor  # the view stays exported only while its address is read
+    first = (start + _PAGE - 1) & ~(_PAGE - 1)
+    end = (start + view.nbytes) & ~(_PAGE - 1)
+    if end <= first or _madvise(first, end - first, _MADV_DONTNEED) != 0:
+        return 0
+    return end - first
+
 
 RECEIVE_BUDGET = ReceiveBudget()
 """The process's budget: every WebSocket listener of the process charges it."""
