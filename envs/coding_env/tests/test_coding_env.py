@@ -178,6 +178,12 @@ LIMITED = {
     "memory": HOSTILE["memory-bomb"],
     "cpu": "import signal\nsignal.raise_signal(signal.SIGXCPU)\n",  # as RLIMIT_CPU's kill
     "time": "import time\ntime.sleep(60)\n",  # no CPU used: the wall clock ends it
+    # Children that wait, until a fork is refused (EAGAIN) at the limit of processes.
+    "processes": "import os, time\nwhile True:\n    if os.fork() == 0:\n        time.sleep(60)\n        os._exit(0)\n",
+    # Threads that wait, until one is refused: the same limit counts threads.
+    "threads": (
+        "import threading, time\nwhile True:\n    threading.Thread(target=time.sleep, args=(60,), daemon=True).start()\n"
+    ),
     None: "print('fine')\n",
 }
 
@@ -186,15 +192,17 @@ LIMITED = {
 def test_run_python_tells_the_agent_which_limit_its_call_met(limit: str | None) -> None:
     """Issue 50: a call that met the memory limit came back as a bare exit code (-9 from the
     watchdog, or 1 from an allocation the address-space limit refused), which the agent could
-    not tell from a crash or a kill by time. Now the tool's result names the limit it met
-    (memory, time, cpu) with a sentence saying what happened, and null when it met none."""
+    not tell from a crash or a kill by time, and a call that ended on a process or thread
+    refused at the limit came back as a bare exit code 1. Now the tool's result names the
+    limit it met (memory, time, cpu, processes) with a sentence saying what happened, and null
+    when it met none."""
 
     async def go(env: Any) -> Any:
         await env.reset(seed=0)
         return await call(env, "run_python", LIMITED[limit])
 
     res = run(go).observation.result.data
-    assert res["limit"] == limit, res
+    assert res["limit"] == ("processes" if limit == "threads" else limit), res
     assert ("limit_note" in res) == (limit is not None), res
 
 

@@ -4,7 +4,7 @@ Every step is a tool call (:class:`openenv.CallToolAction`):
 
 * ``get_problem()``: the statement with example calls;
 * ``run_python(code)``: runs a script; stdout, stderr, exit code, time, timed_out, and which
-  sandbox limit the run met (``limit``: memory, time, cpu; null: none);
+  sandbox limit the run met (``limit``: memory, time, cpu, processes; null: none);
 * ``run_tests(code)``: the public examples, each with the expected and the actual value;
 * ``submit(code)``: runs the hidden tests and ends the episode (terminated).
 
@@ -280,7 +280,7 @@ class CodingEnvironment(openenv.Environment):
     @openenv.tool(timeout_s=60.0, annotations=_sandboxed())
     def run_python(self, code: str) -> dict[str, Any]:
         """Run a Python script in the sandbox. The result says which limit ended or hampered
-        the run, if any: ``limit`` is "memory", "time" or "cpu" (null: none),
+        the run, if any: ``limit`` is "memory", "time", "cpu" or "processes" (null: none),
         with ``limit_note`` saying what happened.
 
         Args:

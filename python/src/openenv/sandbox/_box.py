@@ -135,10 +135,12 @@ class RunResult:
         limit: which of the call's limits it met, for the agent to read in the tool's result
             (:data:`LIMITS`): ``"memory"`` (killed: its processes held more than
             ``memory_bytes`` together), ``"time"`` (killed at ``wall_s``), ``"cpu"`` (a process
-            killed by SIGXCPU at ``cpu_s``), else None. An uncaught ``MemoryError`` (the
-            per-process address-space limit) is ``"memory"`` too. (A fork or thread refused at
-            ``processes`` is the call's own error to report: RLIMIT_NPROC also counts the
-            sandbox's own bwrap processes, so the supervisor cannot tell a call at its limit.)
+            killed by SIGXCPU at ``cpu_s``), ``"processes"`` (it ended on a process or thread
+            refused at ``processes``), else None. An uncaught ``MemoryError`` (the per-process
+            address-space limit) is ``"memory"`` too. The last two are read from how the call
+            ended (its exit status and the last line of its stderr, Python's traceback): the
+            kernel reports a refused fork only to the caller, and RLIMIT_NPROC also counts the
+            sandbox's own processes, so counting the call's cannot tell.
     """
 
     stdout: str
@@ -172,6 +174,7 @@ LIMITS = {
     "memory": "killed: its processes used more memory together than the sandbox allows",
     "time": "killed: it ran longer than the sandbox's time limit",
     "cpu": "killed: a process used more CPU time than the sandbox allows (SIGXCPU)",
+    "processes": "ended: a new process or thread was refused, at the sandbox's limit on processes and threads",
 }
 """The limits a call may meet (:attr:`RunResult.limit`) and what the agent is told of each."""
 
@@ -180,17 +183,26 @@ def limit_met(done: Mapping[str, Any], stderr: str) -> str | None:
     """Which limit a call met, from the supervisor's ``done`` answer and the call's stderr (the
     first that applies): ``memory`` when the memory watchdog killed it, or when it ended with an
     uncaught ``MemoryError`` (the address-space limit refused an allocation: the last line of
-    its traceback); ``cpu`` when SIGXCPU killed it; ``time`` when the wall clock ended it."""
+    its traceback); ``cpu`` when SIGXCPU killed it; ``time`` when the wall clock ended it;
+    ``processes`` when it ended with an uncaught refusal of a new process (``fork``, ``clone``:
+    EAGAIN) or thread."""
     if done.get("killed") == "memory":
         return "memory"
     code = int(done.get("exit_code") or 0)
-    if code == 1 and _last_line(stderr).startswith("MemoryError"):
+    last = _last_line(stderr) if code == 1 else ""
+    if last.startswith("MemoryError"):
         return "memory"
+    if last.startswith(_TASK_REFUSED):
+        return "processes"
     if code == -signal.SIGXCPU:
         return "cpu"
     if done.get("timed_out"):
         return "time"
     return None
+
+
+#: How Python reports a process (os.fork, subprocess: EAGAIN) or a thread the kernel refused.
+_TASK_REFUSED = ("BlockingIOError: [Errno 11]", "RuntimeError: can't start new thread")
 
 
 def _last_line(text: str) -> str:
