@@ -182,7 +182,8 @@ LIMITED = {
     "processes": "import os, time\nwhile True:\n    if os.fork() == 0:\n        time.sleep(60)\n        os._exit(0)\n",
     # Threads that wait, until one is refused: the same limit counts threads.
     "threads": (
-        "import threading, time\nwhile True:\n    threading.Thread(target=time.sleep, args=(60,), daemon=True).start()\n"
+        "import threading, time\n"
+        "while True:\n    threading.Thread(target=time.sleep, args=(60,), daemon=True).start()\n"
     ),
     None: "print('fine')\n",
 }
