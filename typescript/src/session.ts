@@ -142,7 +142,8 @@ export class Runtime<A, O, S> {
 
   private buildInfo(): EnvironmentInfo {
     const d = this.def;
-    const messages = [this.actionCodec, this.observationCodec, this.stateCodec].flatMap((c) => c.messages);
+    const agentCodecs = [...Object.values(d.multiAgent?.agentActions ?? {}), ...Object.values(d.multiAgent?.agentObservations ?? {})];
+    const messages = [this.actionCodec, this.observationCodec, this.stateCodec, ...agentCodecs].flatMap((c) => c.messages);
     const idleS = Math.floor(this.idleTimeoutMs / 1000);
     return create(EnvironmentInfoSchema, {
       name: d.name,

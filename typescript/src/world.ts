@@ -119,6 +119,15 @@ export interface MultiAgentDefinition<A, O, S = undefined> extends Omit<Environm
   rejoinTimeoutMs?: number;
   /** What ends the episode when `rejoinTimeoutMs` passes: "truncate" (default) or "forfeit" (the environment's `forfeit`). */
   vacancy?: "truncate" | "forfeit";
+  /**
+   * RFC 0016, optional: agent id -> that agent's own action type, when agents act differently
+   * (PettingZoo's per-agent spaces), narrower than or equal to `action`. Every action is decoded
+   * with `action` first, then validated against its agent's own (`INVALID_ARGUMENT` otherwise,
+   * nothing changed). Advertised as `AgentSpec.action`.
+   */
+  agentActions?: Record<string, PayloadCodec<A>>;
+  /** RFC 0016, optional: agent id -> that agent's own view type (narrower than or equal to `observation`); `AgentSpec.observation`. */
+  agentObservations?: Record<string, PayloadCodec<O>>;
   /** One world's instance, from the creating handshake's options. */
   create(options: JsonObject): MaybePromise<MultiAgentEnvironment<A, O, S>>;
 }
@@ -132,6 +141,9 @@ export interface MultiAgentDeclaration {
   /** RFC 0016: how long an empty seat is held in a running episode (undefined: as long as the world lives). */
   rejoinTimeoutMs?: number;
   vacancy: "truncate" | "forfeit";
+  /** RFC 0016: each agent's own action and view types (only the agents that have one). */
+  agentActions: Record<string, PayloadCodec<unknown>>;
+  agentObservations: Record<string, PayloadCodec<unknown>>;
 }
 
 /** The definition `serve()` takes for a multi-agent environment. */
@@ -146,8 +158,20 @@ export function multiAgent<A, O, S = undefined>(def: MultiAgentDefinition<A, O, 
   if (new Set(agents).size !== agents.length || agents.some((a) => a === "")) {
     throw new Error(`${def.name}: agent ids must be unique and not empty`);
   }
+  for (const [what, table] of [["agentActions", def.agentActions], ["agentObservations", def.agentObservations]] as const) {
+    const stray = Object.keys(table ?? {}).filter((a) => !agents.includes(a));
+    if (stray.length > 0) {
+      throw new Error(`${def.name}: ${what} names agents it does not declare: ${JSON.stringify(stray)}`);
+    }
+  }
   const spec = create(MultiAgentSpecSchema, {
-    agents: agents.map((id) => ({ id, role: roles[id] ?? "", description: def.agentDescriptions?.[id] ?? "" })),
+    agents: agents.map((id) => ({
+      id,
+      role: roles[id] ?? "",
+      description: def.agentDescriptions?.[id] ?? "",
+      action: def.agentActions?.[id]?.spec(),
+      observation: def.agentObservations?.[id]?.spec(),
+    })),
     mode: def.simultaneous ? TurnMode.SIMULTANEOUS : TurnMode.TURN_BASED,
     rewardSum: def.rewardSum,
     illegalActions: def.illegalActions === "penalize" ? IllegalActionPolicy.PENALIZE : IllegalActionPolicy.REJECT,
@@ -159,7 +183,7 @@ export function multiAgent<A, O, S = undefined>(def: MultiAgentDefinition<A, O, 
   if (def.rejoinTimeoutMs !== undefined && !(def.rejoinTimeoutMs >= 0)) {
     throw new Error(`${def.name}: rejoinTimeoutMs must be a duration >= 0 (ms)`);
   }
-  const { create: make, rejoinTimeoutMs, vacancy, ...rest } = def;
+  const { create: make, rejoinTimeoutMs, vacancy, agentActions, agentObservations, ...rest } = def;
   return {
     ...rest,
     // The world's instance travels in a Session; only the world calls it (never Session.reset/step).
@@ -167,6 +191,8 @@ export function multiAgent<A, O, S = undefined>(def: MultiAgentDefinition<A, O, 
     multiAgent: {
       agents, spec, simultaneous: def.simultaneous ?? false, joinable: def.joinable ?? true,
       rejoinTimeoutMs, vacancy: vacancy ?? "truncate",
+      agentActions: { ...(agentActions ?? {}) } as Record<string, PayloadCodec<unknown>>,
+      agentObservations: { ...(agentObservations ?? {}) } as Record<string, PayloadCodec<unknown>>,
     },
   };
 }
@@ -675,6 +701,21 @@ export class Seat<A, O, S> {
     throw new InvalidArgument(`several of this session's agents are to act (${JSON.stringify(mine)}): name one with agent_id`);
   }
 
+  /** `action` validated against `agent`'s own action type, when it has one (RFC 0016);
+   *  `INVALID_ARGUMENT` otherwise. */
+  private narrowed(agent: string, action: A): A {
+    const codec = this.world.session.runtime.def.multiAgent!.agentActions[agent] as PayloadCodec<A> | undefined;
+    if (codec === undefined) {
+      return action;
+    }
+    try {
+      return codec.decode(codec.encode(action));
+    } catch (e) {
+      const why = e instanceof EnvError ? e.message : String(e);
+      throw new InvalidArgument(`${JSON.stringify(agent)}'s action is not of its declared type: ${why}`);
+    }
+  }
+
   private requireRunning(): void {
     const s = this.world.session;
     if (s.status === EpisodeStatus.NOT_STARTED) {
@@ -719,6 +760,7 @@ export class Seat<A, O, S> {
       if (notToAct.length > 0) {
         throw new FailedPrecondition(`${JSON.stringify(notToAct[0])} is not to act now (to act: ${JSON.stringify(w.toAct)})`);
       }
+      given = new Map([...given].map(([a, x]) => [a, this.narrowed(a, x)] as const));
       if (!w.simultaneous) {
         if (given.size !== 1) {
           throw new InvalidArgument("a turn-based world takes one action per step");

@@ -141,7 +141,7 @@ class Rps {
     return { rewards: { p0: score, p1: -score }, terminated: this.left === 0 };
   }
 }
-const rps = multiAgent<number, JsonObject>({
+const rpsDef = {
   name: "rps16_ts",
   agents: ["p0", "p1"],
   simultaneous: true,
@@ -150,8 +150,15 @@ const rps = multiAgent<number, JsonObject>({
   observation: jsonType<JsonObject>({ type: "object" }),
   exampleActions: [0, 1],
   rejoinTimeoutMs: 50,
-  vacancy: "forfeit",
+  vacancy: "forfeit" as const,
   create: () => new Rps(),
+};
+const rps = multiAgent<number, JsonObject>(rpsDef);
+/** The same game where p1 may only throw rock or paper: a per-agent action type (RFC 0016). */
+const lopsided = multiAgent<number, JsonObject>({
+  ...rpsDef,
+  name: "rps16_lopsided_ts",
+  agentActions: { p1: jsonType<number>({ type: "integer", minimum: 0, maximum: 1 }) },
 });
 
 describe("protocol 1.6: the TypeScript client and server (in process)", () => {
@@ -179,6 +186,21 @@ describe("protocol 1.6: the TypeScript client and server (in process)", () => {
       assert.equal(r.agents.p0!.reward, 1, "the absent agent forfeits (the default forfeit)");
     } finally {
       await a.close();
+    }
+  }));
+  it("validates each agent's action against its own type", () => withServer(lopsided, {}, async (s) => {
+    const env = await connect(s.address);
+    try {
+      const [p0, p1] = env.multiAgent!.agents;
+      assert.equal(p0!.action, undefined, "p0 has the environment's type");
+      assert.deepEqual(p1!.action?.jsonSchema, { type: "integer", minimum: 0, maximum: 1 });
+      await env.reset();
+      await assert.rejects(env.stepAgents({ p0: 0, p1: 2 }), (e: unknown) => e instanceof InvalidArgument && !e.fatal);
+      const r = await env.stepAgents({ p0: 2, p1: 1 }); // nothing changed by the refusal: round 1
+      assert.equal(r.stepCount, 1);
+      assert.equal(r.agents.p1!.reward, -1); // p0's scissors (2) beats p1's paper (1)
+    } finally {
+      await env.close();
     }
   }));
   it("a client timeout travels only to a server that honours it", () => withServer(rps, {}, async (s) => {
