@@ -22,7 +22,6 @@ import re
 import sqlite3
 import tarfile
 from collections import Counter
-from collections.abc import Callable
 
 from terminal_env.gitrepo import git_repo
 from terminal_env.tasks import FIRST_FAMILIES, Check, Task, TaskFamily, TaskSet, _cents, _lines, _tar_gz, _word, _words
@@ -1128,57 +1127,48 @@ def _git_restore(rng: random.Random) -> Task:
     )
 
 
-#: (id, generator, tier, split): the ids are stable, as are their splits.
-FAMILIES: list[tuple[str, Callable[[random.Random], Task], str, str]] = [
-    ("status_report", _status_report, "medium", "train"),
-    ("top_client", _top_client, "medium", "train"),
-    ("bytes_per_path", _bytes_per_path, "hard", "validation"),
-    ("join_totals", _join_totals, "hard", "train"),
-    ("jsonl_filter", _jsonl_filter, "medium", "test"),
-    ("region_totals", _region_totals, "easy", "train"),
-    ("first_seen", _first_seen, "easy", "train"),
-    ("env_merge", _env_merge, "hard", "train"),
-    ("histogram", _histogram, "medium", "validation"),
-    ("common_lines", _common_lines, "easy", "train"),
-    ("date_format", _date_format, "medium", "train"),
-    ("word_counts", _word_counts, "easy", "test"),
-    ("html_links", _html_links, "medium", "train"),
-    ("group_members", _group_members, "hard", "test"),
-    ("disk_usage", _disk_usage, "medium", "train"),
-    ("block_extract", _block_extract, "medium", "validation"),
-    ("rename_ext", _rename_ext, "medium", "train"),
-    ("sort_into_dirs", _sort_into_dirs, "medium", "train"),
-    ("duplicate_files", _duplicate_files, "hard", "test"),
-    ("fix_permissions", _fix_permissions, "medium", "train"),
-    ("manifest_tree", _manifest_tree, "medium", "validation"),
-    ("compress_logs", _compress_logs, "hard", "train"),
-    ("rename_identifier", _rename_identifier, "medium", "train"),
-    ("backup_exclude", _backup_exclude, "medium", "train"),
-    ("nested_archive", _nested_archive, "medium", "test"),
-    ("checksums", _checksums, "medium", "train"),
-    ("sqlite_report", _sqlite_report, "hard", "validation"),
-    ("csv_to_json", _csv_to_json, "medium", "train"),
-    ("fix_json_config", _fix_json_config, "hard", "train"),
-    ("split_csv", _split_csv, "medium", "test"),
-    ("fix_sum_script", _fix_sum_script, "medium", "train"),
-    ("service_script", _service_script, "hard", "train"),
-    ("job_timeouts", _job_timeouts, "hard", "validation"),
-    ("git_commit", _git_commit, "medium", "train"),
-    ("git_find_commit", _git_find_commit, "hard", "test"),
-    ("git_branch", _git_branch, "medium", "train"),
-    ("git_restore", _git_restore, "hard", "train"),
+#: The multi-step families; their ids, splits and tiers are stable.
+FAMILIES: list[TaskFamily] = [
+    TaskFamily("status_report", _status_report, "train", "medium"),
+    TaskFamily("top_client", _top_client, "train", "medium"),
+    TaskFamily("bytes_per_path", _bytes_per_path, "validation", "hard"),
+    TaskFamily("join_totals", _join_totals, "train", "hard"),
+    TaskFamily("jsonl_filter", _jsonl_filter, "test", "medium"),
+    TaskFamily("region_totals", _region_totals, "train", "easy"),
+    TaskFamily("first_seen", _first_seen, "train", "easy"),
+    TaskFamily("env_merge", _env_merge, "train", "hard"),
+    TaskFamily("histogram", _histogram, "validation", "medium"),
+    TaskFamily("common_lines", _common_lines, "train", "easy"),
+    TaskFamily("date_format", _date_format, "train", "medium"),
+    TaskFamily("word_counts", _word_counts, "test", "easy"),
+    TaskFamily("html_links", _html_links, "train", "medium"),
+    TaskFamily("group_members", _group_members, "test", "hard"),
+    TaskFamily("disk_usage", _disk_usage, "train", "medium"),
+    TaskFamily("block_extract", _block_extract, "validation", "medium"),
+    TaskFamily("rename_ext", _rename_ext, "train", "medium"),
+    TaskFamily("sort_into_dirs", _sort_into_dirs, "train", "medium"),
+    TaskFamily("duplicate_files", _duplicate_files, "test", "hard"),
+    TaskFamily("fix_permissions", _fix_permissions, "train", "medium"),
+    TaskFamily("manifest_tree", _manifest_tree, "validation", "medium"),
+    TaskFamily("compress_logs", _compress_logs, "train", "hard"),
+    TaskFamily("rename_identifier", _rename_identifier, "train", "medium"),
+    TaskFamily("backup_exclude", _backup_exclude, "train", "medium"),
+    TaskFamily("nested_archive", _nested_archive, "test", "medium"),
+    TaskFamily("checksums", _checksums, "train", "medium"),
+    TaskFamily("sqlite_report", _sqlite_report, "validation", "hard"),
+    TaskFamily("csv_to_json", _csv_to_json, "train", "medium"),
+    TaskFamily("fix_json_config", _fix_json_config, "train", "hard"),
+    TaskFamily("split_csv", _split_csv, "test", "medium"),
+    TaskFamily("fix_sum_script", _fix_sum_script, "train", "medium"),
+    TaskFamily("service_script", _service_script, "train", "hard"),
+    TaskFamily("job_timeouts", _job_timeouts, "validation", "hard"),
+    TaskFamily("git_commit", _git_commit, "train", "medium"),
+    TaskFamily("git_find_commit", _git_find_commit, "test", "hard"),
+    TaskFamily("git_branch", _git_branch, "train", "medium"),
+    TaskFamily("git_restore", _git_restore, "train", "hard"),
 ]
 
-#: Every task family, in a stable order: the first 12 (every fourth in ``test``), then the
-#: multi-step ones above with the split each declares (``train``,
-#: ``validation`` or ``test``). An id keeps its split and tier for ever: no family moves
-#: between splits, so evaluations on ``test`` stay comparable.
-TASKS = TaskSet(
-    [
-        *(
-            TaskFamily(tid, gen, "test" if i % 4 == 3 else "train", tier)
-            for i, (tid, gen, tier) in enumerate(FIRST_FAMILIES)
-        ),
-        *(TaskFamily(tid, gen, split, tier) for tid, gen, tier, split in FAMILIES),
-    ]
-)
+#: Every task family, in a stable order: the first 12, then the multi-step ones above, each
+#: with the split it declares (``train``, ``validation`` or ``test``). An id keeps its split and
+#: tier for ever: no family moves between splits, so evaluations on ``test`` stay comparable.
+TASKS = TaskSet([*FIRST_FAMILIES, *FAMILIES])

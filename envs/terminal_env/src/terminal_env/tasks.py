@@ -578,19 +578,19 @@ def _csv_column(rng: random.Random) -> Task:
     )
 
 
-#: The first families (id, generator, tier); every fourth is in the ``test`` split
+#: The first families (every fourth in the ``test`` split); ids, splits and tiers are stable
 #: (:data:`terminal_env.families.TASKS` holds them with the multi-step ones).
-FIRST_FAMILIES: list[tuple[str, Callable[[random.Random], Task], str]] = [
-    ("hello_file", _hello_file, "easy"),
-    ("count_errors", _count_errors, "easy"),
-    ("top_scores", _top_scores, "easy"),
-    ("make_executable", _make_executable, "easy"),
-    ("find_largest", _find_largest, "easy"),
-    ("replace_host", _replace_host, "easy"),
-    ("extract_sum", _extract_sum, "medium"),
-    ("word_freq", _word_freq, "medium"),
-    ("project_layout", _project_layout, "easy"),
-    ("fizzbuzz_script", _fizzbuzz_script, "medium"),
-    ("dedupe_emails", _dedupe_emails, "easy"),
-    ("csv_column", _csv_column, "easy"),
+FIRST_FAMILIES: list[TaskFamily] = [
+    TaskFamily("hello_file", _hello_file, "train", "easy"),
+    TaskFamily("count_errors", _count_errors, "train", "easy"),
+    TaskFamily("top_scores", _top_scores, "train", "easy"),
+    TaskFamily("make_executable", _make_executable, "test", "easy"),
+    TaskFamily("find_largest", _find_largest, "train", "easy"),
+    TaskFamily("replace_host", _replace_host, "train", "easy"),
+    TaskFamily("extract_sum", _extract_sum, "train", "medium"),
+    TaskFamily("word_freq", _word_freq, "test", "medium"),
+    TaskFamily("project_layout", _project_layout, "train", "easy"),
+    TaskFamily("fizzbuzz_script", _fizzbuzz_script, "train", "medium"),
+    TaskFamily("dedupe_emails", _dedupe_emails, "train", "easy"),
+    TaskFamily("csv_column", _csv_column, "test", "easy"),
 ]
