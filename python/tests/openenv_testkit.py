@@ -34,7 +34,8 @@ def server_thread(factory: type[openenv.Environment], **kwargs: object) -> Itera
     """An ``openenv.Server`` on its own event loop in a daemon thread (the test thread stays sync)."""
     loop = asyncio.new_event_loop()
     kwargs.setdefault("port", 0)
-    srv = openenv.Server(factory, "127.0.0.1", **kwargs)  # type: ignore[arg-type]
+    port = kwargs.pop("port")
+    srv = openenv.Server(factory, "127.0.0.1", port, settings=openenv.ServerSettings.of(None, kwargs))  # type: ignore[arg-type]
     started = threading.Event()
 
     def run() -> None:
@@ -58,7 +59,8 @@ def server_thread(factory: type[openenv.Environment], **kwargs: object) -> Itera
 @contextlib.asynccontextmanager
 async def running(factory: Any, **kwargs: Any) -> AsyncIterator[openenv.Server]:
     """An ``openenv.Server`` on 127.0.0.1, port 0, stopped (drained) on exit."""
-    srv = openenv.Server(factory, "127.0.0.1", 0, **kwargs)
+    settings = kwargs.pop("settings", None)
+    srv = openenv.Server(factory, "127.0.0.1", 0, settings=openenv.ServerSettings.of(settings, kwargs))
     await asyncio.wait_for(srv.start(), WAIT_S)
     try:
         yield srv

@@ -159,8 +159,9 @@ def test_engine_is_grpc_library_with_a_deprecation_warning() -> None:
     assert host.settings.grpc_library == "grpclib"
     assert type(host.grpc).__name__ == "GrpclibServer"
     with warnings.catch_warnings():
-        warnings.simplefilter("error")  # the new name warns nothing
-        assert openenv.Host(Counter, "127.0.0.1", 0, grpc_library="grpclib").settings.grpc_library == "grpclib"
+        warnings.simplefilter("error")  # the new name, in the settings object, warns nothing
+        settings = openenv.ServerSettings(grpc_library="grpclib")
+        assert openenv.Host(Counter, "127.0.0.1", 0, settings=settings).settings.grpc_library == "grpclib"
     with pytest.warns(DeprecationWarning), pytest.raises(ValueError, match="disagree"):
         openenv.Host(Counter, "127.0.0.1", 0, engine="grpclib", grpc_library="grpcio")
 

@@ -64,7 +64,9 @@ def main(argv: list[str]) -> None:
         "handshake_timeout_s": 3.0,
         **getattr(mod, "SERVER_KWARGS", {}),
     }
-    openenv.host.serve(mod.Env, "127.0.0.1", 0, ready=ready, grace_s=1.0, **kwargs)
+    http_port = kwargs.pop("http_port")
+    settings = openenv.ServerSettings.of(None, kwargs)
+    openenv.host.serve(mod.Env, "127.0.0.1", 0, ready=ready, grace_s=1.0, http_port=http_port, settings=settings)
 
 
 if __name__ == "__main__":

@@ -33,7 +33,7 @@ from openenv.runtime.load import server_load
 from openenv.runtime.session import DEFAULT_MAX_MESSAGE_BYTES, EnvironmentRuntime, SessionManager
 from openenv.security import SecuritySettings, TokenSet, check_bind
 from openenv.server import Server
-from openenv.settings import HostKeywords, ServerSettings, forward_engine_keyword, worker_count
+from openenv.settings import HostKeywords, ServerSettings, legacy_keywords, worker_count
 from openenv.workers import (
     PortReservation,
     Supervisor,
@@ -110,18 +110,17 @@ def _host_settings(
     settings: ServerSettings | None, keywords: dict[str, Any]
 ) -> tuple[ServerSettings, SecuritySettings]:
     """(The host's settings, the HTTP listener's security) from ``Host``'s arguments: the
-    keywords mapped by :meth:`ServerSettings.of`, and a legacy ``http_options``: its transport
-    fields become ``settings.http``, its origins and hosts ``settings.security``'s, and its
-    tokens and TLS, when set, the HTTP listener's own (what they meant before settings)."""
-    opts = keywords.pop("http_options", None)
-    settings = ServerSettings.of(settings, keywords)
+    deprecated keywords through :func:`~openenv.settings.legacy_keywords` (the one shim), and a
+    legacy ``http_options``' tokens and TLS, when set, the HTTP listener's own (what they meant
+    before settings)."""
+    if not keywords:
+        settings = settings if settings is not None else ServerSettings()
+        return settings, settings.security
+    opts = keywords.get("http_options")
+    settings = legacy_keywords("Host", settings, keywords, stacklevel=4)
     if opts is None:
         return settings, settings.security
-    security = settings.security.replace(
-        allowed_origins=opts.allowed_origins or settings.security.allowed_origins,
-        allowed_hosts=opts.allowed_hosts or settings.security.allowed_hosts,
-    )
-    settings = settings.replace(http=opts.settings(), security=security)
+    security = settings.security
     return settings, security.replace(tokens=opts.tokens or security.tokens, tls=opts.tls or security.tls)
 
 
@@ -146,12 +145,13 @@ class Host:
         settings: how it serves (:class:`~openenv.settings.ServerSettings`: limits, security,
             the HTTP side's transport, the gRPC library, reflection, metrics, the playground);
             default: all defaults.
-        **keywords: field names of ``settings`` and of the objects it holds (``max_sessions=``,
-            ``tokens=``, ``isolation=``, ``grpc_library=``...), applied over ``settings`` (the
-            form that predates it; :meth:`ServerSettings.of <openenv.settings.ServerSettings.of>`);
-            also ``engine=`` (deprecated: ``grpc_library=``) and ``http_options=`` (an
+        **keywords: deprecated, removed in 0.3 (a ``DeprecationWarning`` says so; give
+            ``settings``): field names of ``settings`` and of the objects it holds
+            (``max_sessions=``, ``tokens=``, ``isolation=``...), applied over ``settings``;
+            ``engine=`` (``grpc_library``) and ``http_options=`` (an
             :class:`openenv.http.HttpOptions`: its transport fields become ``settings.http``,
-            its tokens and TLS, when set, apply to the HTTP side only, as before).
+            its tokens and TLS, when set, apply to the HTTP side only, as before); one route,
+            :func:`openenv.settings.legacy_keywords`.
         worker_factory: with ``workers`` > 1, what each worker process makes its factory from
             (default ``factory`` itself, which must then pickle, e.g. a class importable by
             name); a :class:`openenv.workers.WorkerFactory` for one that does not.
@@ -180,7 +180,6 @@ class Host:
         **keywords: Unpack[HostKeywords],
     ) -> None:
         keywords = dict(keywords)  # type: ignore[assignment]
-        forward_engine_keyword(keywords, stacklevel=3)  # type: ignore[arg-type]
         if http_port is DEFAULT:
             if http_available():
                 http_port = default_http_port(port)
@@ -612,7 +611,6 @@ async def serve_async(
     **keywords: Unpack[HostKeywords],
 ) -> None:
     """Serve until SIGTERM or SIGINT, then drain (see :func:`serve`)."""
-    forward_engine_keyword(keywords, stacklevel=3)  # type: ignore[arg-type]
     h = Host(
         factory,
         host,
@@ -680,11 +678,10 @@ def serve(
             ``max_sessions``, ``max_message_bytes``, ``idle_timeout_s``, ``resume_grace_s``,
             ``isolation``; security: tokens, TLS, ``allow_anonymous``; the HTTP side's
             transport; ``grpc_library``; ``metrics``, ``web``); docs/security.md.
-        **keywords: field names of ``settings`` and of the objects it holds, applied over it
-            (``openenv.serve(Env, max_sessions=8)`` is ``settings=ServerSettings(limits=Limits(max_sessions=8))``);
-            also ``engine`` (deprecated: ``grpc_library``) and ``http_options`` (see :class:`Host`).
+        **keywords: deprecated, removed in 0.3 (see :class:`Host`): field names of ``settings``
+            and of the objects it holds, applied over it (``openenv.serve(Env, max_sessions=8)``
+            is ``settings=ServerSettings(limits=Limits(max_sessions=8))``).
     """
-    forward_engine_keyword(keywords, stacklevel=3)  # type: ignore[arg-type]
     _run(
         serve_async(
             factory,

@@ -28,7 +28,7 @@ from openenv.errors import ErrorCode
 from openenv.runtime.environment import Environment
 from openenv.runtime.session import EnvironmentRuntime, SessionManager
 from openenv.security.grpc_guard import GuardInterceptor
-from openenv.settings import ServerKeywords, ServerSettings
+from openenv.settings import ServerKeywords, ServerSettings, legacy_keywords
 from openenv.v1 import environment_pb2, environment_pb2_grpc, load_pb2
 
 log = logging.getLogger("openenv.server")
@@ -132,8 +132,8 @@ class Server:
     (capacity, message size, handshake deadline, pipelined messages, ...), its security
     (bearer tokens every call but health checks needs, RFC 0003; TLS: ``grpcs``) and whether it
     serves reflection; its HTTP and host-level fields are not this listener's. The keyword
-    arguments are field names of those settings (``max_sessions=``, ``tokens=``,
-    ``resume_grace_s=``...) and override ``settings`` (the form that predates it).
+    arguments (field names of those settings: ``max_sessions=``, ``tokens=``...; they override
+    ``settings``) are deprecated and removed in 0.3 (:func:`openenv.settings.legacy_keywords`).
     ``engine``: the protocol engine to serve, shared with other listeners (as an
     :class:`~openenv.engine.Engine` given as ``factory``; any object that serves as one).
     ``interceptors`` are ``grpc.aio`` server interceptors (:class:`openenv.Host` adds the
@@ -162,10 +162,12 @@ class Server:
         if isinstance(factory, Engine | SessionManager):  # a shared runtime: its limits, unless told otherwise
             given = factory if isinstance(factory, Engine) else given
             manager = factory.manager if isinstance(factory, Engine) else factory
-            settings = ServerSettings.of(settings or ServerSettings(limits=manager.runtime.limits), keywords)
+            settings = settings or ServerSettings(limits=manager.runtime.limits)
+            if keywords:
+                settings = legacy_keywords("Server", settings, keywords)
             self._owns_manager = False
         else:
-            settings = ServerSettings.of(settings, keywords)
+            settings = legacy_keywords("Server", settings, keywords) if keywords else settings or ServerSettings()
             manager, self._owns_manager = SessionManager(EnvironmentRuntime(factory, limits=settings.limits)), True
         self.manager = manager
         #: How this listener serves (what was given, the keywords applied).

@@ -259,15 +259,34 @@ def legacy_keywords(
     (``Host(Env, max_sessions=8)``, ``Engine(manager, tokens=...)``...): ``settings`` with
     ``keywords`` applied (:meth:`ServerSettings.of`), after a ``DeprecationWarning`` naming
     ``owner``, the keywords, the settings to give instead and the release that removes them
-    (:data:`LEGACY_REMOVAL`), attributed ``stacklevel`` frames up (the caller of ``owner``)."""
-    names = ", ".join(f"{k}=" for k in sorted(keywords))
+    (:data:`LEGACY_REMOVAL`), attributed ``stacklevel`` frames up (the caller of ``owner``).
+    Besides field names: ``engine`` (``grpc_library``) and ``http_options`` (an
+    :class:`openenv.http.HttpOptions`: its transport fields become ``settings.http``, its
+    origins and hosts ``settings.security``'s; :class:`openenv.Host` keeps its tokens and TLS
+    for the HTTP side alone, as they were)."""
+    kw = dict(keywords)
+    names = ", ".join(f"{k}=" for k in sorted(kw))
+    renamed = " (engine= is grpc_library: openenv.engine.Engine is the protocol engine)" if "engine" in kw else ""
     warnings.warn(
         f"{owner}({names}) is deprecated and is removed in openenv {LEGACY_REMOVAL}: give "
-        "settings=ServerSettings(...) instead of keyword arguments (docs/security.md, In Python: settings objects)",
+        "settings=ServerSettings(...) instead of keyword arguments (docs/security.md, In Python: settings objects)"
+        + renamed,
         DeprecationWarning,
         stacklevel=stacklevel,
     )
-    return ServerSettings.of(settings, keywords)
+    if "engine" in kw:  # the older name of grpc_library (told above, not twice)
+        engine = kw.pop("engine")
+        if kw.setdefault("grpc_library", engine) != engine:
+            raise ValueError(f"engine={engine!r} and grpc_library={kw['grpc_library']!r} disagree")
+    opts = kw.pop("http_options", None)
+    settings = ServerSettings.of(settings, kw)
+    if opts is not None:  # an openenv.http.HttpOptions: its transport, origins and hosts
+        security = settings.security.replace(
+            allowed_origins=opts.allowed_origins or settings.security.allowed_origins,
+            allowed_hosts=opts.allowed_hosts or settings.security.allowed_hosts,
+        )
+        settings = settings.replace(http=opts.settings(), security=security)
+    return settings
 
 
 def forward_engine_keyword(keywords: dict[str, Any], stacklevel: int = 3) -> None:
