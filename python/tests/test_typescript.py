@@ -1064,7 +1064,7 @@ def test_typescript_cli_plays_agent_vs_agent_with_agent_and_join(node: str, pyth
     """``openenv-ts play --agent x`` creates a world of the Python tic-tac-toe and prints its
     ticket; ``openenv-ts play --join TICKET`` plays the other side from another process (RFC 0012,
     the TypeScript ``play`` of issue 51). Each prints its agents' returns: a zero-sum game ends
-    with returns summing to 0."""
+    with returns summing to 0; the owner reports the other session's join (a seat event, RFC 0016)."""
     cli = [node, "dist/src/cli.js", "play"]
     owner = subprocess.Popen(
         [*cli, python_envs["OPENENV_TICTACTOE_URL"], "--agent", "x", "--seed", "3"],
@@ -1087,3 +1087,4 @@ def test_typescript_cli_plays_agent_vs_agent_with_agent_and_join(node: str, pyth
     x, o = json.loads(out.strip()), json.loads(joined.stdout.strip())
     assert x["agents"] == ["x"] and o["agents"] == ["o"] and x["episode_id"] == o["episode_id"], (x, o)
     assert x["terminated"] and o["terminated"] and x["returns"]["x"] + o["returns"]["o"] == 0, (x, o)
+    assert "seat: joined o" in err.splitlines(), err  # RFC 0016: the owner is told of the join

@@ -24,7 +24,9 @@
  * multi-agent world (RFC 0012) it acts for its agents only (`--agent`, repeatable; or `--join` a
  * world with the ticket `TOKEN@URL` another `play` printed), waits for their turns with
  * `observe`, and plays random legal moves (a view's `action_mask` or `legal_actions`, else the
- * examples); each episode's line carries its agents' returns.
+ * examples); each episode's line carries its agents' returns. Other sessions joining or leaving
+ * the world (RFC 0016 seat events) are reported on stderr as `seat: joined o`,
+ * `seat: left o (rejoin within 60 s)`, `seat: expired o`.
  */
 
 import { renameSync, writeFileSync } from "node:fs";
@@ -250,12 +252,16 @@ async function playWorld(
     const returns: Record<string, number> = Object.fromEntries(mine.map((a) => [a, 0]));
     const add = (r: typeof ts) => {
       for (const [a, part] of Object.entries(r.agents)) returns[a] = (returns[a] ?? 0) + (part.reward ?? 0);
+      for (const ev of r.seatEvents) {
+        const within = ev.rejoinWithinMs === undefined ? "" : ` (rejoin within ${Math.round(ev.rejoinWithinMs / 1000)} s)`;
+        process.stderr.write(`seat: ${ev.kind} ${ev.agentIds.join(" ")}${within}\n`);
+      }
     };
     add(ts);
     while (!ts.done && ts.stepCount < Number(values["max-steps"])) {
       const agent = ts.toAct.find((a) => mine.includes(a));
       if (agent === undefined) {
-        ts = await env.observe({ wait: true });
+        ts = await env.observe({ wait: true, seatEvents: true }); // also woken when a seat empties or fills
         add(ts);
         continue;
       }
