@@ -84,3 +84,18 @@ def test_the_removal_release_is_written_in_the_docs() -> None:
     """The warning's release and docs/security.md's agree, so users can plan the change."""
     text = (DOCS / "security.md").read_text()
     assert f"removed in openenv {LEGACY_REMOVAL}" in text
+
+
+def test_http_options_is_deprecated_and_means_the_settings_it_restated() -> None:
+    """``HttpOptions`` restated ``HttpSettings`` as a mutable object: it warns, and an
+    ``HttpServer`` given one serves the settings it stands for."""
+    from openenv.http import HttpOptions, HttpServer
+
+    with pytest.warns(
+        DeprecationWarning, match=rf"HttpOptions is deprecated and is removed in openenv {LEGACY_REMOVAL}"
+    ):
+        opts = HttpOptions(ws_ping_interval=3.0, tokens=TokenSet(["h"]), allowed_hosts=("envs.internal",))
+    server = HttpServer(None, "127.0.0.1", 0, opts)  # type: ignore[arg-type]  # never started
+    assert server.settings.http == openenv.HttpSettings(ws_ping_interval=3.0)
+    assert server.settings.security == openenv.SecuritySettings(tokens=["h"], allowed_hosts=("envs.internal",))
+    assert server.authenticator.refusal(None) is not None

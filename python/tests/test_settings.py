@@ -222,8 +222,9 @@ async def test_keywords_and_a_settings_object_serve_identically(library: str) ->
                     environment_pb2.GetInfoRequest(), metadata=[("authorization", "Bearer tok")], timeout=WAIT_S
                 )
             infos.append(resp.info)
-            o = host.http.options
-            http.append((o.max_message_bytes, o.ws_ping_interval, o.tokens, o.tls, o.limits, o.max_connections))
+            o = host.http.settings
+            h, sec = o.http, o.security
+            http.append((o.http_message_bytes(), h.ws_ping_interval, sec.tokens, sec.tls, h.limits, h.max_connections))
     assert infos[0] == infos[1]
     caps = _capabilities(infos[0])
     assert (caps.max_sessions, caps.max_message_bytes, caps.max_num_envs, caps.max_pipelined_requests) == (

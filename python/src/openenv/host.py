@@ -30,7 +30,7 @@ from openenv.observability.grpc import ObservingInterceptor, env_clock
 from openenv.observability.logs import configure_logging
 from openenv.runtime.environment import Environment
 from openenv.runtime.load import server_load
-from openenv.runtime.session import DEFAULT_MAX_MESSAGE_BYTES, EnvironmentRuntime, SessionManager
+from openenv.runtime.session import EnvironmentRuntime, SessionManager
 from openenv.security import SecuritySettings, TokenSet, check_bind
 from openenv.server import Server
 from openenv.settings import HostKeywords, ServerSettings, legacy_keywords, worker_count
@@ -323,10 +323,10 @@ class Host:
             if self._http_side is not None:
                 b = self._http_side
                 # Both listeners bound messages alike, unless the HTTP settings say otherwise.
-                opts = b.HttpOptions.of(self.settings.http, self._http_security, self.runtime.max_message_bytes)
+                http_settings = self.settings.replace(security=self._http_security)
                 bridge = b.BridgeApp(
                     b.LocalBackend(self.manager, engine=self.engine),
-                    max_message_bytes=opts.max_message_bytes,
+                    max_message_bytes=http_settings.http_message_bytes(),
                     engine=self.engine,
                 )
                 if self._peers is not None:  # requests naming a sibling's session go to it, and back
@@ -339,7 +339,7 @@ class Host:
                     app,
                     self.http_host or self.host,
                     self.http_port,
-                    opts,
+                    settings=http_settings,
                     authenticator=self.engine.authenticator if shared else None,
                 )
                 http.reuse_port = self._worker is not None
@@ -706,6 +706,7 @@ async def serve_bridge_async(
     port: int | None = None,
     *,
     options: Any = None,
+    settings: ServerSettings | None = None,
     connect_timeout: float = 30.0,
     ready: Callable[[Any], Any] | None = None,
     allow_anonymous: bool = False,
@@ -716,20 +717,23 @@ async def serve_bridge_async(
     """Serve OpenEnv's HTTP surface for the gRPC environment at ``target`` until SIGTERM/SIGINT
     (with ``/metrics``, and the ``/web`` playground when ``web``, default: on loopback).
 
-    ``options.tokens`` protect the bridge itself; ``token`` and ``ca_file`` are what the
-    bridge presents to, and trusts of, the gRPC server (``grpcs://`` targets)."""
+    ``settings`` (:class:`~openenv.settings.ServerSettings`): its ``http`` transport and its
+    ``security`` (tokens, TLS, origins and hosts) are the bridge's own; ``options`` (an
+    :class:`openenv.http.HttpOptions`) is the deprecated form of the same. ``token`` and
+    ``ca_file`` are what the bridge presents to, and trusts of, the gRPC server (``grpcs://``
+    targets)."""
     b = _http_side()
-    options = options or b.HttpOptions()
-    check_bind(host, options.tokens, allow_anonymous, "the bridge")
+    if options is not None:
+        settings = options.server_settings()
+    settings = settings if settings is not None else ServerSettings()
+    check_bind(host, settings.security.tokens, allow_anonymous, "the bridge")
     backend = await _remote().connect(target, connect_timeout=connect_timeout, token=token, ca_file=ca_file)
-    if options.max_message_bytes is None:
-        options.max_message_bytes = DEFAULT_MAX_MESSAGE_BYTES
     app = b.ObservedApp(
-        b.BridgeApp(backend, max_message_bytes=options.max_message_bytes),
+        b.BridgeApp(backend, max_message_bytes=settings.http_message_bytes()),
         Observer(max_sessions=backend.max_sessions),
         web=is_loopback(host) if web is None else web,
     )
-    server = b.HttpServer(app, host, b.DEFAULT_HTTP_PORT if port is None else port, options)
+    server = b.HttpServer(app, host, b.DEFAULT_HTTP_PORT if port is None else port, settings=settings)
     await server.start()
     (ready or (lambda s: _say([f"bridging {target} on {s.url} (WebSocket {s.url}/ws)"])))(server)
 

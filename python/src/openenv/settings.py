@@ -53,6 +53,7 @@ __all__ = [
     "ServerKeywords",
     "ServerSettings",
     "LEGACY_REMOVAL",
+    "deprecated",
     "forward_engine_keyword",
     "legacy_keywords",
     "worker_count",
@@ -252,6 +253,18 @@ LEGACY_REMOVAL = "0.3"
 (:func:`legacy_keywords`); docs/security.md says the same."""
 
 
+def deprecated(what: str, instead: str, stacklevel: int = 3) -> None:
+    """The one warning of what predates the settings objects: ``DeprecationWarning`` that
+    ``what`` is removed in openenv :data:`LEGACY_REMOVAL`, to be replaced by ``instead``,
+    attributed ``stacklevel`` frames up."""
+    warnings.warn(
+        f"{what} is deprecated and is removed in openenv {LEGACY_REMOVAL}: give {instead} "
+        "(docs/security.md, In Python: settings objects)",
+        DeprecationWarning,
+        stacklevel=stacklevel,
+    )
+
+
 def legacy_keywords(
     owner: str, settings: ServerSettings | None, keywords: Mapping[str, Any], stacklevel: int = 3
 ) -> ServerSettings:
@@ -267,12 +280,8 @@ def legacy_keywords(
     kw = dict(keywords)
     names = ", ".join(f"{k}=" for k in sorted(kw))
     renamed = " (engine= is grpc_library: openenv.engine.Engine is the protocol engine)" if "engine" in kw else ""
-    warnings.warn(
-        f"{owner}({names}) is deprecated and is removed in openenv {LEGACY_REMOVAL}: give "
-        "settings=ServerSettings(...) instead of keyword arguments (docs/security.md, In Python: settings objects)"
-        + renamed,
-        DeprecationWarning,
-        stacklevel=stacklevel,
+    deprecated(
+        f"{owner}({names})", "settings=ServerSettings(...) instead of keyword arguments" + renamed, stacklevel + 1
     )
     if "engine" in kw:  # the older name of grpc_library (told above, not twice)
         engine = kw.pop("engine")

@@ -10,6 +10,8 @@ import click
 from openenv.cli.common import load_security, security_options, split_list, write_ready_file
 from openenv.errors import EnvError
 from openenv.host import serve_bridge
+from openenv.security import SecuritySettings
+from openenv.settings import HttpSettings, ServerSettings
 
 __all__ = ["bridge_command"]
 
@@ -97,7 +99,7 @@ def bridge_command(
     """Expose the gRPC environment at TARGET (grpc://HOST:PORT, any language) on OpenEnv's
     HTTP/WebSocket protocol: /ws, /mcp, /health, /metadata, /schema, /metrics, /web."""
     try:
-        from openenv.http import HttpOptions  # the http extra
+        import openenv.http  # noqa: F401  # the http extra
     except ImportError as e:
         raise click.ClickException(f"openenv bridge needs the http extra: pip install 'protoenv[http]' ({e})") from None
     token_set, tls = load_security(tokens, token_file, tls_cert, tls_key, tls_client_ca)
@@ -107,21 +109,25 @@ def bridge_command(
         if ready_file:
             write_ready_file(ready_file, server.url)
 
-    opts = HttpOptions(
-        ws_ping_interval=ws_ping_interval,
-        ws_ping_timeout=ws_ping_timeout,
-        max_message_bytes=int(max_message_mb * 1024 * 1024),
-        tokens=token_set,
-        tls=tls,
-        allowed_origins=split_list(allowed_origins),
-        allowed_hosts=split_list(allowed_hosts),
-    )
     try:
+        settings = ServerSettings(
+            http=HttpSettings(
+                ws_ping_interval=ws_ping_interval,
+                ws_ping_timeout=ws_ping_timeout,
+                max_message_bytes=int(max_message_mb * 1024 * 1024),
+            ),
+            security=SecuritySettings(
+                tokens=token_set,
+                tls=tls,
+                allowed_origins=split_list(allowed_origins),
+                allowed_hosts=split_list(allowed_hosts),
+            ),
+        )
         serve_bridge(
             target,
             host,
             port,
-            options=opts,
+            settings=settings,
             connect_timeout=connect_timeout,
             ready=ready,
             allow_anonymous=allow_anonymous,

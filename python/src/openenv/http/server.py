@@ -23,10 +23,9 @@ from openenv.http.app import BridgeApp
 from openenv.http.guard import Guard
 from openenv.http.limits import HttpLimits, protocol_classes
 from openenv.http.listener import UvicornListener, listen_backlog
-from openenv.runtime.session import DEFAULT_MAX_MESSAGE_BYTES
 from openenv.security import BrowserPolicy, SecuritySettings, TlsConfig, TokenSet
 from openenv.security.auth import Authenticator
-from openenv.settings import HttpSettings
+from openenv.settings import HttpSettings, ServerSettings, deprecated
 
 log = logging.getLogger("openenv.http")
 
@@ -37,29 +36,16 @@ DEFAULT_HTTP_PORT = 8000
 
 
 class HttpOptions:
-    """Everything one HTTP listener applies (all have defaults; see docs/bridge.md): the
-    :class:`~openenv.settings.HttpSettings` of a server and its
-    :class:`~openenv.security.SecuritySettings`, resolved for this listener (:meth:`of`).
-    :class:`openenv.Host` builds it from its :class:`~openenv.settings.ServerSettings`;
-    ``openenv bridge`` and embedders of :class:`HttpServer` may build it directly.
+    """Deprecated, removed in 0.3 (a ``DeprecationWarning`` says so): what one HTTP listener
+    applies, as a mutable object restating :class:`~openenv.settings.HttpSettings` and part of
+    :class:`~openenv.security.SecuritySettings`. Give :class:`HttpServer` (and
+    ``openenv.serve_bridge``) ``settings=ServerSettings(http=..., security=...)`` instead;
+    :meth:`server_settings` is the same thing as settings.
 
-    Attributes:
-        ws_ping_interval: seconds between keepalive pings on every WebSocket (None or 0
-            disables); a peer that does not answer within ``ws_ping_timeout`` is dropped,
-            which frees a half-open session's slot.
-        ws_ping_timeout: seconds to wait for the pong.
-        max_message_bytes: largest message accepted and sent: a WebSocket message, a
-            ``POST /mcp`` body, and any reply (a larger one is answered with an in-band
-            ``RESOURCE_EXHAUSTED`` error). Default: the server's ``max_message_bytes``
-            (:class:`openenv.Host`), else :data:`~openenv.runtime.session.DEFAULT_MAX_MESSAGE_BYTES`.
-        ws_compression: negotiate permessage-deflate (off: small frames are cheaper raw).
-        tokens: bearer tokens accepted (empty: anonymous; docs/security.md).
-        tls: certificate and key (and client CA) to serve ``https://``/``wss://``.
-        allowed_origins: browser origins allowed besides the server's own (``"*"``: any).
-        allowed_hosts: ``Host`` names answered besides loopback ones when bound to loopback.
-        limits: request-head size and read deadlines (:class:`~openenv.http.limits.HttpLimits`).
-        max_connections: concurrent connections (WebSockets included); 503 beyond.
-        keepalive_timeout_s: an idle keep-alive connection is closed after this long.
+    Attributes: ``ws_ping_interval``, ``ws_ping_timeout``, ``max_message_bytes``,
+    ``ws_compression``, ``limits``, ``max_connections``, ``keepalive_timeout_s`` (the
+    :class:`HttpSettings` fields of those names); ``tokens``, ``tls``, ``allowed_origins``,
+    ``allowed_hosts`` (the :class:`SecuritySettings` fields).
     """
 
     def __init__(
@@ -77,6 +63,7 @@ class HttpOptions:
         max_connections: int = 4096,
         keepalive_timeout_s: float = 5.0,
     ) -> None:
+        deprecated("openenv.http.HttpOptions", "settings=ServerSettings(http=HttpSettings(...), security=...)")
         self.ws_ping_interval = ws_ping_interval or None
         self.ws_ping_timeout = ws_ping_timeout or None
         self.max_message_bytes = max_message_bytes
@@ -87,24 +74,6 @@ class HttpOptions:
         self.limits = limits or HttpLimits()
         self.max_connections = max_connections
         self.keepalive_timeout_s = keepalive_timeout_s
-
-    @classmethod
-    def of(cls, http: HttpSettings, security: SecuritySettings, max_message_bytes: int) -> HttpOptions:
-        """The options of a listener with these settings (``max_message_bytes``: the server's,
-        unless ``http`` has its own)."""
-        return cls(
-            ws_ping_interval=http.ws_ping_interval,
-            ws_ping_timeout=http.ws_ping_timeout,
-            max_message_bytes=http.max_message_bytes or max_message_bytes,
-            ws_compression=http.ws_compression,
-            tokens=security.tokens,
-            tls=security.tls,
-            allowed_origins=security.allowed_origins,
-            allowed_hosts=security.allowed_hosts,
-            limits=http.limits,
-            max_connections=http.max_connections,
-            keepalive_timeout_s=http.keepalive_timeout_s,
-        )
 
     def settings(self) -> HttpSettings:
         """The :class:`~openenv.settings.HttpSettings` part of these options (checked)."""
@@ -118,26 +87,34 @@ class HttpOptions:
             limits=self.limits,
         )
 
+    def server_settings(self) -> ServerSettings:
+        """These options as the settings an :class:`HttpServer` takes."""
+        security = SecuritySettings(
+            tokens=self.tokens, tls=self.tls, allowed_origins=self.allowed_origins, allowed_hosts=self.allowed_hosts
+        )
+        return ServerSettings(http=self.settings(), security=security)
 
-def _uvicorn_config(app: Any, opts: HttpOptions) -> uvicorn.Config:
-    http_protocol, ws_protocol = protocol_classes(opts.limits)
+
+def _uvicorn_config(app: Any, settings: ServerSettings) -> uvicorn.Config:
+    http = settings.http
+    http_protocol, ws_protocol = protocol_classes(http.limits)
     return uvicorn.Config(
         app,
         loop="none",
         http=http_protocol,
         ws=ws_protocol,
         lifespan="on",
-        ws_max_size=opts.max_message_bytes or DEFAULT_MAX_MESSAGE_BYTES,
-        ws_ping_interval=opts.ws_ping_interval,
-        ws_ping_timeout=opts.ws_ping_timeout,
-        ws_per_message_deflate=opts.ws_compression,
+        ws_max_size=settings.http_message_bytes(),
+        ws_ping_interval=http.ws_ping_interval or None,
+        ws_ping_timeout=http.ws_ping_timeout or None,
+        ws_per_message_deflate=http.ws_compression,
         log_config=None,
         access_log=False,
         timeout_graceful_shutdown=5,
         server_header=False,
-        limit_concurrency=opts.max_connections,
-        timeout_keep_alive=max(1, round(opts.keepalive_timeout_s)),
-        **_tls_kwargs(opts.tls),
+        limit_concurrency=http.max_connections,
+        timeout_keep_alive=max(1, round(http.keepalive_timeout_s)),
+        **_tls_kwargs(settings.security.tls),
     )
 
 
@@ -166,14 +143,21 @@ class HttpServer:
         port: int = DEFAULT_HTTP_PORT,
         options: HttpOptions | None = None,
         *,
+        settings: ServerSettings | None = None,
         authenticator: Authenticator | None = None,
     ) -> None:
         self.app = app
+        if options is not None:  # deprecated (HttpOptions warned when it was made)
+            settings = options.server_settings()
+        #: How it serves: ``settings.http`` (transport), ``settings.security`` (tokens, TLS,
+        #: origins and hosts), and its message bound, :meth:`ServerSettings.http_message_bytes`.
+        self.settings = settings if settings is not None else ServerSettings()
         #: Who may call (:mod:`openenv.security.auth`): the server's, shared with its other
-        #: listeners (:class:`openenv.Host` gives its engine's), else one of ``options.tokens``.
-        self.authenticator = authenticator
+        #: listeners (:class:`openenv.Host` gives its engine's), else one of the settings' tokens.
+        self.authenticator = (
+            authenticator if authenticator is not None else Authenticator(self.settings.security.tokens)
+        )
         self.host, self.requested_port = host, port
-        self.options = options or HttpOptions()
         self.port: int | None = None
         #: Bind with SO_REUSEPORT (several worker processes share the port; openenv.workers).
         self.reuse_port = False
@@ -185,20 +169,20 @@ class HttpServer:
         host = self.host if self.host not in ("0.0.0.0", "::", "") else "127.0.0.1"
         if ":" in host:
             host = f"[{host}]"
-        return f"{'https' if self.options.tls else 'http'}://{host}:{self.port}"
+        return f"{'https' if self.settings.security.tls else 'http'}://{host}:{self.port}"
 
     async def start(self) -> HttpServer:
-        if self.options.tls is not None:
-            self.options.tls.check()  # before binding: a bad path fails cleanly
-        opts = self.options
-        browser = BrowserPolicy(opts.allowed_origins, opts.allowed_hosts, bind_host=self.host)
+        security = self.settings.security
+        if security.tls is not None:
+            security.tls.check()  # before binding: a bad path fails cleanly
+        browser = BrowserPolicy(security.allowed_origins, security.allowed_hosts, bind_host=self.host)
         self.app.browser = browser  # the MCP SDK's own DNS-rebinding protection follows it
         listener = UvicornListener(
-            _uvicorn_config(Guard(self.app, self.authenticator or opts.tokens, browser), opts),
+            _uvicorn_config(Guard(self.app, self.authenticator, browser), self.settings),
             self.host,
             self.requested_port,
             reuse_port=self.reuse_port,
-            backlog=listen_backlog(opts.max_connections),
+            backlog=listen_backlog(self.settings.http.max_connections),
         )
         await listener.start("HTTP ")
         self._listener, self.port = listener, listener.port
