@@ -9,8 +9,10 @@
   ``http`` extra), :class:`BinaryWsConnection` (the protocol over a WebSocket,
   ``ws(s)://host:port/v1/session``; the ``http`` extra) and
   :class:`openenv.client.inprocess.InProcessConnection` (no socket; :mod:`openenv.testing`),
-  each configured by :class:`ConnectionOptions`; decorators (:class:`ConnectionWrapper`,
-  :class:`MapErrors`) compose behaviour around one;
+  each configured by :class:`ConnectionOptions` and each a
+  :class:`openenv.client.session.ClientSession` (the protocol's client half, written once)
+  over its transport's :class:`openenv.client.channel.Channel`; decorators
+  (:class:`ConnectionWrapper`, :class:`MapErrors`) compose behaviour around one;
 * :func:`check_health`, :func:`parse_url`, :func:`split_url`.
 """
 

@@ -1,10 +1,15 @@
 """The transport seam of the client: a :class:`Connection` carries one session.
 
 A connection turns protocol requests (``openenv.v1.SessionRequest``) into answers
-(``SessionResponse``), whatever the wire: :class:`~openenv.client.grpc.GrpcConnection` (the
-protocol's gRPC ``Session`` stream) and :class:`~openenv.client.ws.WsConnection` (OpenEnv's
-JSON frames on ``/ws``). :class:`~openenv.EnvClient` is written against this interface
-only; so is the bridge's remote backend.
+(``SessionResponse``), whatever the wire. Every transport of this package is one
+implementation, :class:`~openenv.client.session.ClientSession`, over the transport's
+:class:`~openenv.client.channel.Channel`: :class:`~openenv.client.grpc.GrpcConnection` (the
+protocol's gRPC ``Session`` stream; on grpclib, :class:`~openenv.client.grpclib.GrpclibConnection`),
+:class:`~openenv.client.binary.BinaryWsConnection` (the binary WebSocket),
+:class:`~openenv.client.ws.WsConnection` (OpenEnv's JSON frames on ``/ws``, translated) and
+:class:`~openenv.client.inprocess.InProcessConnection` (an engine in this process).
+:class:`~openenv.EnvClient` is written against this interface only; so is the bridge's remote
+backend. python/tests/test_client_seam.py holds every transport to the guarantees below.
 
 What implementations guarantee:
 

@@ -1,10 +1,9 @@
 """The gRPC transport on grpclib (pure-Python HTTP/2 on the event loop): ``EnvClient(url, grpc_engine="grpclib")``.
 
-:class:`GrpclibConnection` is :class:`~openenv.client.grpc.GrpcConnection` (the same ids,
-pipelining, timeouts, resumption and closing) over a grpclib stream instead of a grpc.aio
-call: the stream is adapted to the few operations the connection uses (``write``, ``read``,
-``done_writing``, ``cancel``, ``code``, ``details``), and its failures are reported as grpc.aio
-reports them, so the connection's logic is shared, not copied. Needs the ``grpclib`` extra.
+:class:`GrpclibConnection` is a :class:`~openenv.client.session.ClientSession` (the same ids,
+pipelining, timeouts, resumption and closing as every transport) over grpclib streams
+(:class:`GrpclibChannel`), whose statuses and failures are said with the protocol's errors.
+Needs the ``grpclib`` extra.
 """
 
 from __future__ import annotations
