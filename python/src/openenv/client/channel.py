@@ -38,10 +38,13 @@ class Channel(Protocol):
 
     ``send`` and ``receive`` may run concurrently (one reader, one writer at a time)."""
 
-    async def send(self, request: environment_pb2.SessionRequest) -> None:
-        """Send one message. Raises a fatal :class:`~openenv.EnvError` when the stream can take
-        no more (it is over; ``receive`` says why), a non-fatal one when only this message is
-        refused (a transport that cannot express it) and the stream goes on."""
+    async def send(self, request: environment_pb2.SessionRequest) -> environment_pb2.SessionResponse | None:
+        """Send one message. Returns None (its answer comes through ``receive``), or the answer
+        itself when the transport answers the request without the server (a translating channel:
+        OpenEnv's frames have no handshake and no reply to ``close``). Raises a fatal
+        :class:`~openenv.EnvError` when the stream can take no more (it is over; ``receive`` says
+        why), a non-fatal one when only this message is refused (a transport that cannot express
+        it) and the stream goes on."""
 
     async def receive(self) -> environment_pb2.SessionResponse | None:
         """The next message from the server; None when the server ended the stream normally;

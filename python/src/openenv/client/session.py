@@ -407,8 +407,10 @@ class ClientSession:
                     if channel is None:  # closed meanwhile
                         raise Unavailable("the stream is closed", fatal=True)
                     self._in_flight.add(rids[-1])  # before the write: its answer may be read first
-                    await channel.send(msg)
+                    answer = await channel.send(msg)
                     self.messages_sent += 1
+                    if answer is not None:  # answered by the transport itself (a translation)
+                        self._deliver(answer)
                 except EnvError as e:
                     if not e.fatal:  # this message is refused, the stream goes on
                         self._in_flight.discard(rids[-1])

@@ -71,22 +71,13 @@ def _refusal(e: Exception) -> EnvError | None:
     return cls(f"the server refused the connection ({status}){': ' + detail if detail else ''}", fatal=True)
 
 
-class _End:
-    """The end of the server's answers: ``err`` says why (None: this side closed the socket)."""
-
-    __slots__ = ("err",)
-
-    def __init__(self, err: EnvError | None) -> None:
-        self.err = err
-
-
 class WsChannel:
     """One OpenEnv ``/ws`` WebSocket, translated; a :class:`~openenv.client.channel.Channel`.
 
     Requests become frames (the request id as the frame's ``"id"`` on our servers); replies
     become answers, with their requests' ids (by the echoed id, or in order from a stock
-    server). What OpenEnv's frames have no message for is answered here: the handshake (from
-    the server's hello) and ``close`` (no reply)."""
+    server). What OpenEnv's frames have no message for is answered by ``send`` itself: the
+    handshake (from the server's hello) and ``close`` (no reply)."""
 
     def __init__(
         self,
@@ -103,55 +94,28 @@ class WsChannel:
         self._limit = limit
         self._by_id: dict[int, Outgoing] = {}  # our servers: requests awaiting the reply with their id
         self._fifo: collections.deque[Outgoing] = collections.deque()  # stock servers: in order
-        self._answers: asyncio.Queue[environment_pb2.SessionResponse | _End] = asyncio.Queue()
-        self._over: _End | None = None
+        exceptions = _require("websockets.exceptions")
+        self._closed, self._closed_ok = exceptions.ConnectionClosed, exceptions.ConnectionClosedOK
+        self._over = False  # the stream ended (and _why says why: None for the end this side chose)
+        self._why: EnvError | None = None
         self._ending = False  # this side closed the socket: its end is the stream's normal end
-        self._reader = asyncio.ensure_future(self._read())
 
-    async def _read(self) -> None:
-        closed = _require("websockets.exceptions").ConnectionClosed
-        err: EnvError | None = None
-        try:
-            async for raw in self._ws:
-                try:
-                    frame = frames.loads(raw)
-                except ValueError:
-                    continue
-                if not isinstance(frame, dict):
-                    continue
-                rid = frame.get("id")
-                out = self._by_id.pop(rid, None) if self.extended and rid is not None else None
-                if out is None and not self.extended and self._fifo:
-                    out = self._fifo.popleft()
-                if out is not None:
-                    self._answers.put_nowait(self._tr.decode(out, frame))
-                elif rid is None and frame.get("type") == "error":
-                    # the server ended the session (idle timeout, drain): fatal for what follows
-                    e = frames.error_from_frame(frame.get("data"))
-                    e.fatal = True
-                    self._answers.put_nowait(_End(e))
-                # else: the late answer to a request that timed out: dropped
-        except closed as e:
-            if not self._ending:
-                err = Unavailable(f"the WebSocket closed ({e.rcvd.code if e.rcvd else 'no close frame'})", fatal=True)
-        except Exception as e:  # noqa: BLE001 - any transport failure ends the session
-            err = Unavailable(f"the WebSocket failed: {type(e).__name__}: {e}", fatal=True)
-        if err is None and not self._ending:
-            err = Unavailable("the server closed the session", fatal=True)
-        self._answers.put_nowait(_End(err))
+    def _end(self, why: EnvError | None) -> EnvError | None:
+        if not self._over:
+            self._over, self._why = True, (None if self._ending else why)
+        return self._why
 
-    async def send(self, request: environment_pb2.SessionRequest) -> None:
-        if self._over is not None or self._reader.done():
-            raise Unavailable("the WebSocket is closed", fatal=True)
+    async def send(self, request: environment_pb2.SessionRequest) -> environment_pb2.SessionResponse | None:
+        if self._over:
+            raise self._why or Unavailable("the WebSocket is closed", fatal=True)
+        rid = request.request_id
         if request.WhichOneof("kind") == "handshake":  # the socket opened the session: its hello answers
-            resp = environment_pb2.SessionResponse(request_id=request.request_id)
+            resp = environment_pb2.SessionResponse(request_id=rid)
             resp.handshake.session_id = self.session_id
             resp.handshake.info.CopyFrom(self.info)
-            self._answers.put_nowait(resp)
-            return
+            return resp
         out = self._tr.encode(request)  # raises (not fatal) for what the frames cannot carry
         frame = out.frame
-        rid = request.request_id
         if self.extended:
             frame["id"] = rid
         text = frames.dumps(frame)
@@ -167,20 +131,47 @@ class WsChannel:
         except Exception as e:
             self._by_id.pop(rid, None)
             raise Unavailable(f"the WebSocket failed: {e}", fatal=True) from e
-        if not out.reply:  # OpenEnv's close has no answer: its writing is the answer
-            resp = environment_pb2.SessionResponse(request_id=rid)
-            resp.close.SetInParent()
-            self._answers.put_nowait(resp)
+        if out.reply:
+            return None
+        resp = environment_pb2.SessionResponse(request_id=rid)  # OpenEnv's close has no answer:
+        resp.close.SetInParent()  # its writing is the answer
+        return resp
 
     async def receive(self) -> environment_pb2.SessionResponse | None:
-        if self._over is None:
-            item = await self._answers.get()
-            if not isinstance(item, _End):
-                return item
-            self._over = item
-        if self._over.err is None:
+        while not self._over:
+            try:
+                raw = await self._ws.recv()
+            except self._closed as e:
+                if isinstance(e, self._closed_ok):  # a normal close the server chose
+                    self._end(Unavailable("the server closed the session", fatal=True))
+                else:
+                    code = e.rcvd.code if e.rcvd else "no close frame"
+                    self._end(Unavailable(f"the WebSocket closed ({code})", fatal=True))
+                break
+            except Exception as e:  # noqa: BLE001 - any transport failure ends the session
+                self._end(Unavailable(f"the WebSocket failed: {type(e).__name__}: {e}", fatal=True))
+                break
+            try:
+                frame = frames.loads(raw)
+            except ValueError:
+                continue
+            if not isinstance(frame, dict):
+                continue
+            rid = frame.get("id")
+            out = self._by_id.pop(rid, None) if self.extended and rid is not None else None
+            if out is None and not self.extended and self._fifo:
+                out = self._fifo.popleft()
+            if out is not None:
+                return self._tr.decode(out, frame)
+            if rid is None and frame.get("type") == "error":
+                # the server ended the session (idle timeout, drain): fatal for what follows
+                err = frames.error_from_frame(frame.get("data"))
+                err.fatal = True
+                self._end(err)
+            # else: the late answer to a request that timed out: dropped
+        if self._why is None:
             return None
-        raise self._over.err
+        raise self._why
 
     async def end(self) -> None:
         """Close the socket (OpenEnv has no half-close): the server's ``close`` was sent, or
@@ -193,10 +184,9 @@ class WsChannel:
         """Drop the socket when it is still open (no ``close`` frame, as a crashed client)."""
         if not self._ending:
             self._ending = True
+            self._end(None)
             with contextlib.suppress(Exception):
                 self._ws.transport.abort()
-        self._reader.cancel()
-        await asyncio.gather(self._reader, return_exceptions=True)
 
 
 class WsDialer:
