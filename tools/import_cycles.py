@@ -34,12 +34,7 @@ SOURCE_ROOTS: tuple[str, ...] = (
 
 #: Components still present that are being removed elsewhere, each named by its sorted modules.
 #: An entry that no longer matches a component is reported, so that the list only shrinks.
-EXEMPT: dict[frozenset[str], str] = {
-    # Being removed with the listeners' move (issue 55, "openenv/listeners/").
-    frozenset({"openenv.http.app", "openenv.http.mcp", "openenv.http.stateless", "openenv.http.ws"}): (
-        "the HTTP listeners', being removed"
-    ),
-}
+EXEMPT: dict[frozenset[str], str] = {}
 
 
 def _modules(roots: Iterable[Path]) -> dict[str, Path]:

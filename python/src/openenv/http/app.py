@@ -34,16 +34,16 @@ from __future__ import annotations
 import asyncio
 import base64
 import logging
-from collections.abc import Callable
 from typing import Any
 
 from google.protobuf import json_format
 
-from openenv.errors import EnvError, FailedPrecondition, InvalidArgument
+from openenv.errors import EnvError
 from openenv.http.asgi import respond
-from openenv.http.backend import Backend, EngineSession, spawn
+from openenv.http.backend import Backend
 from openenv.http.binary import PATH as BINARY_PATH
 from openenv.http.binary import serve_binary
+from openenv.http.context import SessionRegistry
 from openenv.http.mcp import StreamableMcp, serve_mcp_http, serve_mcp_ws
 from openenv.http.stateless import PATHS as STATELESS_PATHS
 from openenv.http.stateless import serve_stateless
@@ -57,71 +57,6 @@ from openenv.values import from_struct
 log = logging.getLogger("openenv.http")
 
 __all__ = ["BridgeApp", "SessionRegistry"]
-
-
-class SessionRegistry:
-    """Sessions created over HTTP (``openenv/session/create`` on ``POST /mcp``), which a
-    ``/ws?session_id=`` connection may attach to (:meth:`EngineSession.relay`: its requests
-    go through the session's own engine stream). Idle reaping and drain close them."""
-
-    def __init__(self, backend: Backend) -> None:
-        self.backend = backend
-        self.sessions: dict[str, EngineSession] = {}
-        self.attached: set[str] = set()
-        self.pending_close: set[str] = set()
-
-    async def create(self, options: dict[str, Any] | None = None) -> EngineSession:
-        s = await self.backend.open(options or {}, "openenv-mcp-http")
-        self.sessions[s.id] = s
-        s.on_terminate(self._expiry(s.id))
-        return s
-
-    def _expiry(self, sid: str) -> Callable[[EnvError], None]:
-        def expire(err: EnvError) -> None:
-            spawn(self.close(sid, force=True))
-
-        return expire
-
-    def get(self, sid: str) -> EngineSession:
-        s = self.sessions.get(sid)
-        if s is None:
-            raise InvalidArgument(f"Unknown session_id: {sid}")
-        return s
-
-    def attach(self, sid: str) -> EngineSession:
-        s = self.sessions.get(sid)
-        if s is None:
-            raise FailedPrecondition(f"Unknown session_id: {sid}", fatal=True)
-        if sid in self.attached:
-            raise FailedPrecondition(f"Session {sid} already has an attached WebSocket", fatal=True)
-        self.attached.add(sid)
-        return s
-
-    def detach(self, sid: str) -> None:
-        self.attached.discard(sid)
-        s = self.sessions.get(sid)
-        if s is None:
-            return
-        if sid in self.pending_close or s.ended:  # closing, or ended by the server while attached
-            spawn(self.close(sid, force=True))
-        else:
-            s.on_terminate(self._expiry(sid))
-
-    async def close(self, sid: str, *, force: bool = False) -> dict[str, Any]:
-        """Close a session; one with an attached WebSocket is closed when it detaches."""
-        if sid not in self.sessions:
-            raise InvalidArgument(f"Unknown session_id: {sid}")
-        if sid in self.attached and not force:
-            self.pending_close.add(sid)
-            return {"session_id": sid, "closed": False, "closing": True}
-        s = self.sessions.pop(sid)
-        self.pending_close.discard(sid)
-        await s.close()
-        return {"session_id": sid, "closed": True}
-
-    async def close_all(self) -> None:
-        for sid in list(self.sessions):
-            await self.close(sid, force=True)
 
 
 def _metadata_doc(backend: Backend) -> dict[str, Any]:

@@ -52,7 +52,7 @@ from openenv.runtime.session import CLIENT
 from openenv.runtime.tools import Tool, ToolResult
 
 if TYPE_CHECKING:
-    from openenv.http.app import BridgeApp
+    from openenv.http.context import AppContext
 
 log = logging.getLogger("openenv.http.mcp")
 
@@ -99,7 +99,7 @@ def mcp_result(r: ToolResult) -> dict[str, Any]:
 
 
 async def handle_jsonrpc(
-    app: BridgeApp,
+    app: AppContext,
     req: Any,
     *,
     session: EngineSession | None = None,
@@ -188,7 +188,7 @@ async def handle_jsonrpc(
             await temp.close()
 
 
-async def _relayed(app: BridgeApp, sid: Any, req: dict[str, Any]) -> dict[str, Any] | None:
+async def _relayed(app: AppContext, sid: Any, req: dict[str, Any]) -> dict[str, Any] | None:
     """The answer of the worker holding session ``sid`` to ``req`` (a worker of several:
     :mod:`openenv.workers`), relayed there as a ``POST /mcp`` of its own; None when ``sid``
     is this worker's (or no worker's), or its worker is gone: it is answered here then."""
@@ -331,7 +331,7 @@ def _batch_refusal(batch: list[Any]) -> str | None:
     return None
 
 
-async def serve_mcp_http(app: BridgeApp, scope: dict[str, Any], receive: Any, send: Any) -> None:
+async def serve_mcp_http(app: AppContext, scope: dict[str, Any], receive: Any, send: Any) -> None:
     """``/mcp`` over HTTP: route to the MCP SDK or to OpenEnv's JSON-RPC."""
     if _is_streamable(scope):
         if scope["method"] not in ("GET", "POST", "DELETE"):
@@ -401,7 +401,7 @@ def bounded_reply(out: Any, limit: int) -> bytes:
     return b"[" + b",".join(items) + b"]"
 
 
-async def serve_mcp_ws(app: BridgeApp, scope: dict[str, Any], receive: Any, send: Any) -> None:
+async def serve_mcp_ws(app: AppContext, scope: dict[str, Any], receive: Any, send: Any) -> None:
     """``/mcp`` WebSocket: raw JSON-RPC frames on one session per connection."""
     msg = await receive()
     if msg["type"] != "websocket.connect":
@@ -509,7 +509,7 @@ class ManagerTask:
 class StreamableMcp:
     """MCP Streamable HTTP on the official SDK; one environment session per MCP session."""
 
-    def __init__(self, app: BridgeApp) -> None:
+    def __init__(self, app: AppContext) -> None:
         import mcp_types as types
         from mcp.server.lowlevel import Server
         from mcp.server.streamable_http_manager import StreamableHTTPSessionManager

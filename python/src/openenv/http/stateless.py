@@ -48,8 +48,8 @@ from openenv.protocol import SessionState, StepResult
 from openenv.v1 import environment_pb2
 
 if TYPE_CHECKING:
-    from openenv.http.app import BridgeApp
     from openenv.http.backend import Backend, EngineSession
+    from openenv.http.context import AppContext
 
 log = logging.getLogger("openenv.http")
 
@@ -268,7 +268,7 @@ def _request_of(fr: frames.FrameRequest) -> environment_pb2.SessionRequest:
     return fr.request
 
 
-async def _call(app: BridgeApp, path: str, body: dict[str, Any] | None) -> dict[str, Any]:
+async def _call(app: AppContext, path: str, body: dict[str, Any] | None) -> dict[str, Any]:
     """Run one stateless call on a session of its own; the answer's body."""
     backend = app.backend
     tool_actions = backend.tool_actions
@@ -321,7 +321,7 @@ def _bounded(doc: dict[str, Any], limit: int) -> tuple[int, bytes]:
     return 500, dumpb({"detail": err.message, "status": err.code.name, "code": "CAPACITY_REACHED"})
 
 
-async def serve_stateless(app: BridgeApp, scope: dict[str, Any], receive: Any, send: Any) -> None:
+async def serve_stateless(app: AppContext, scope: dict[str, Any], receive: Any, send: Any) -> None:
     """Answer one request of :data:`PATHS` (see the module's docstring)."""
     path, method = scope["path"], scope["method"]
     try:

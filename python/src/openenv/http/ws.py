@@ -53,8 +53,8 @@ from openenv.v1 import environment_pb2
 from openenv.values import to_struct
 
 if TYPE_CHECKING:
-    from openenv.http.app import BridgeApp
     from openenv.http.backend import Backend, EngineSession, SessionServer
+    from openenv.http.context import AppContext
     from openenv.runtime.session import Session
 
 log = logging.getLogger("openenv.http")
@@ -102,7 +102,7 @@ def _options(query: dict[str, list[str]]) -> dict[str, Any]:
     return options
 
 
-async def serve_ws(app: BridgeApp, scope: dict[str, Any], receive: Any, send: Any) -> None:
+async def serve_ws(app: AppContext, scope: dict[str, Any], receive: Any, send: Any) -> None:
     """Run one ``/ws`` connection to its end, on the backend's engine (the server's own, or
     ``openenv bridge``'s relay onto its remote server)."""
     backend = app.backend
@@ -181,7 +181,7 @@ class WsStream:
 
     def __init__(
         self,
-        app: BridgeApp,
+        app: AppContext,
         backend: Backend,
         scope: dict[str, Any],
         receive: Callable[[], Awaitable[dict[str, Any]]],
