@@ -17,6 +17,8 @@ import pytest
 
 import openenv
 from openenv.errors import EnvError
+from openenv.runtime.limits import Limits
+from openenv.settings import ServerSettings
 from openenv.v1 import environment_pb2
 
 pytestmark = [pytest.mark.anyio]
@@ -49,7 +51,8 @@ class Seam(openenv.Environment):
 
 @contextlib.asynccontextmanager
 async def client(transport: str, **kwargs: Any) -> AsyncIterator[openenv.EnvClient]:
-    """A connected client of a fresh :class:`Seam` server over ``transport``."""
+    """A connected client of a fresh :class:`Seam` server over ``transport``; ``kwargs``: the
+    server's :class:`~openenv.runtime.limits.Limits` fields."""
     Seam.release = asyncio.Event()
     if transport == "inprocess":
         from openenv.testing import InProcessServer
@@ -57,7 +60,8 @@ async def client(transport: str, **kwargs: Any) -> AsyncIterator[openenv.EnvClie
         async with InProcessServer(Seam, **kwargs) as server, server.client() as env:
             yield env
         return
-    host = openenv.Host(Seam, "127.0.0.1", 0, http_port=0, binary_port=0, **kwargs)
+    settings = ServerSettings(limits=Limits(**kwargs))
+    host = openenv.Host(Seam, "127.0.0.1", 0, http_port=0, binary_port=0, settings=settings)
     await asyncio.wait_for(host.start(), WAIT)
     try:
         url, kw = {
