@@ -12,6 +12,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+import click
 import grpc
 import pytest
 from click.testing import CliRunner
@@ -362,3 +363,19 @@ def test_openenv_serve_applies_its_flags(tmp_path: Path) -> None:
 def test_tls_settings_take_a_tls_config() -> None:
     tls = TlsConfig("cert.pem", "key.pem")  # files are read when a listener starts
     assert openenv.SecuritySettings(tls=tls).tls is tls
+
+
+def test_cli_setting_options_are_made_from_their_fields() -> None:
+    """``openenv serve``'s options that set a settings field are generated from it (issue 55):
+    each has the field's documentation as its help, the field's default, and its type."""
+    from openenv.cli.setting_options import SettingOption
+
+    params = {p.name: p for p in serve_cli.serve_command.params}
+    rows: tuple[SettingOption, ...] = serve_cli.SETTING_OPTIONS
+    assert len(rows) == 16 and len({r.field for r in rows}) == 16
+    for row in rows:
+        param = params[row.dest]
+        assert isinstance(param, click.Option)
+        assert param.help is not None and param.help.startswith(field_doc(row.cls, row.field).replace("``", ""))
+        if row.env is None and row.field != "web":
+            assert param.default == row._default(), row.flag
