@@ -42,3 +42,20 @@ class WhoServes(openenv.Environment):
     def who(self) -> str:
         """The serving process and this episode's steps, as ``"<pid> <steps>"``."""
         return f"{os.getpid()} {self.steps}"
+
+
+class BusyLoop(WhoServes):
+    """A step of ``delta`` > 1 keeps the event loop working for ``delta`` seconds (a pure-Python
+    spin on the loop, as a connect burst keeps it busy), then answers as :class:`WhoServes`."""
+
+    run_in_thread = False  # on the loop: the heartbeat waits for the step
+    inline_threshold_s = 0.0
+
+    def step(self, action: Nudge) -> openenv.StepResult:
+        if action.delta > 1:
+            import time
+
+            end = time.monotonic() + action.delta
+            while time.monotonic() < end:
+                pass
+        return super().step(Nudge(1))

@@ -286,6 +286,39 @@ async def test_a_stopped_worker_is_found_hung_replaced_and_no_new_session_is_los
     assert f"worker 0 (pid {victim.pid}) has not answered" in (tmp_path / "stderr").read_text()
 
 
+async def test_a_worker_busy_past_the_hang_timeout_is_not_killed(tmp_path: Path) -> None:
+    """Issue 49: a worker whose loop is late because it is working (a connect burst of
+    thousands of sessions makes an iteration last seconds, more so on shared cores) was taken
+    for hung after ``HANG_TIMEOUT_S`` and killed with every session it held: half the sessions
+    of a 4,096-session burst on 2 workers failed. Its loop's thread keeps using CPU, so it is
+    not hung: a step that keeps the loop busy for 1.5 hang timeouts is answered, the worker
+    keeps its pid and its other session, and no hang is counted."""
+    from openenv.workers import HANG_TIMEOUT_S
+
+    async with serving(tmp_path, target="openenv_worker_envs:BusyLoop") as srv:
+        clients, pids = await open_sessions(srv.grpc_url, 8)
+        try:
+            before = {w.index: w.pid for w in (await srv.load()).workers}
+            pid = max(set(pids), key=pids.count)  # a worker with two sessions or more (8 over 2)
+            busy, other = [c for c, p in zip(clients, pids, strict=True) if p == pid][:2]
+            r = await asyncio.wait_for(busy.step({"delta": int(HANG_TIMEOUT_S * 1.5)}), START_S)
+            assert r.observation["pid"] == pid
+            assert (await other.step({"delta": 1})).observation["pid"] == pid
+
+            async def both_up() -> bool:  # its missed heartbeats marked it down meanwhile
+                return all(w.up for w in (await srv.load()).workers)
+
+            await until_async(both_up, START_S, "worker answering its heartbeat again")
+            after = (await srv.load()).workers
+            assert {w.index: w.pid for w in after} == before and all(w.restarts == 0 for w in after)
+        finally:
+            await asyncio.gather(*(c.close() for c in clients), return_exceptions=True)
+        text = await srv.get("/metrics")
+        assert metric(text, "openenv_worker_hangs_total", worker="0") == 0
+        assert metric(text, "openenv_worker_hangs_total", worker="1") == 0
+    assert "has not answered" not in (tmp_path / "stderr").read_text()
+
+
 async def test_sigterm_drains_every_worker_and_exits_zero(tmp_path: Path) -> None:
     async with serving(tmp_path, "--grace", "3", http=False) as srv:
         # Not resumable: a drained session is gone, and a resumable one's client would keep

@@ -85,15 +85,32 @@ PEER_TIMEOUT_S = 5.0
 HEARTBEAT_S = 1.0
 """How often the supervisor asks each worker's event loop to answer (over its private socket)."""
 HANG_TIMEOUT_S = 10.0
-"""A worker whose event loop has not answered a heartbeat for this long is hung (an environment
-that blocks the loop, a stopped process): the supervisor kills it, which takes its listening
-sockets out of the ports' ``SO_REUSEPORT`` groups (no new connection reaches it), and starts a
-new one in its place. Its sessions are lost, as when a worker dies."""
+"""A worker whose event loop has not answered a heartbeat for this long, while its loop's thread
+used (almost) no CPU, is hung (an environment that blocks the loop on a sleep, a lock or I/O; a
+stopped process): the supervisor kills it, which takes its listening sockets out of the ports'
+``SO_REUSEPORT`` groups (no new connection reaches it), and starts a new one in its place. Its
+sessions are lost, as when a worker dies. A loop that is late because it is *working* (a
+connect burst of thousands of sessions, whose loop iterations take seconds, more so on a
+machine whose cores are shared) is not hung: its thread keeps using CPU. It is killed only past
+:data:`BUSY_HANG_FACTOR` times the timeout (an environment that spins on the loop forever)."""
+BUSY_HANG_FACTOR = 6
+"""How many hang timeouts a worker whose loop thread keeps using CPU may go unanswered."""
+_IDLE_CPU_SHARE = 0.02  # under this share of a core since its last answer, a silent loop is not working
 _HEARTBEAT_TIMEOUT_S = 2.0
 _STATE = "supervisor.json"  # in the run dir: the supervisor's view of its workers (up, hangs)
 
 _READY_TIMEOUT_S = 120.0  # a worker imports the environment and binds: slow machines, big envs
 _MAX_BACKOFF_S = 10.0
+
+
+def _loop_cpu_s(pid: int) -> float:
+    """The CPU time of process ``pid``'s main thread (its event loop's), in seconds; 0.0 when
+    it cannot be read (not Linux, the process gone)."""
+    try:
+        with open(f"/proc/{pid}/task/{pid}/schedstat", encoding="ascii") as f:
+            return int(f.read().split()[0]) / 1e9
+    except (OSError, ValueError, IndexError):
+        return 0.0
 
 
 def token_worker(token: str) -> int | None:
@@ -831,6 +848,7 @@ class Supervisor:
         path = os.path.join(self.config.run_dir, f"{w.index}.sock")
         limit = self.config.hang_timeout_s
         answered = time.monotonic()
+        worked = _loop_cpu_s(proc.pid)  # the loop thread's CPU time at the last answer
         while not self._stopping and proc is w.process and proc.is_alive():
             asked = time.monotonic()
             ok = await ask_worker(path, b"ping", min(_HEARTBEAT_TIMEOUT_S, limit)) == b"pong"
@@ -839,6 +857,7 @@ class Supervisor:
             now = time.monotonic()
             if ok:
                 answered = now
+                worked = _loop_cpu_s(proc.pid)
                 if not w.up:
                     log.warning("worker %d (pid %d) answers again", w.index, proc.pid)
                     w.up = True
@@ -847,14 +866,19 @@ class Supervisor:
                 if w.up:  # siblings stop asking it (their /health and GetLoad do not wait on it)
                     w.up = False
                     self._write_state()
-                if now - answered >= limit:
+                silent = now - answered
+                # Busy, not hung: a loop late because it works (a burst; shared cores) keeps its
+                # thread on the CPU, and answers once its iteration ends.
+                busy = _loop_cpu_s(proc.pid) - worked >= _IDLE_CPU_SHARE * silent
+                if silent >= limit * (BUSY_HANG_FACTOR if busy else 1):
                     w.hangs += 1
                     log.error(
-                        "worker %d (pid %d) has not answered for %.1f s: its event loop is blocked or the "
-                        "process is stopped; killing it (its sessions are lost) and starting a new one",
+                        "worker %d (pid %d) has not answered for %.1f s: its event loop is %s; killing it "
+                        "(its sessions are lost) and starting a new one",
                         w.index,
                         proc.pid,
-                        now - answered,
+                        silent,
+                        "busy without end" if busy else "blocked or the process is stopped",
                     )
                     self._write_state()
                     with contextlib.suppress(ProcessLookupError, OSError):
