@@ -517,10 +517,6 @@ class BinaryWsConnection(ClientSession):
         self.target = rest.split("/", 1)[0]
         self.secure = scheme == "wss"
 
-    @property
-    def token(self) -> str | None:
-        return self.options.token
-
     def sibling(self) -> BinaryWsConnection:
         """A new, unopened connection to the same server with the same settings."""
         return BinaryWsConnection(self.url, options=self.options)

@@ -246,23 +246,6 @@ class GrpcConnection(ClientSession):
         self.target = target
         self.secure = secure
 
-    # The settings, read from the options (one place; the old attribute names still read).
-    @property
-    def token(self) -> str | None:
-        return self.options.token
-
-    @property
-    def ca_file(self) -> str | None:
-        return self.options.ca_file
-
-    @property
-    def client_cert(self) -> tuple[str, str] | None:
-        return self.options.client_cert
-
-    @property
-    def keepalive_s(self) -> float:
-        return self.options.keepalive_s
-
     def sibling(self) -> GrpcConnection:
         """A new, unopened connection to the same server with the same settings, on a channel
         of its own (how :meth:`openenv.EnvClient.fork` reaches its forks)."""

@@ -245,10 +245,6 @@ class GrpclibConnection(ClientSession):
         self.target = target
         self.secure = secure
 
-    @property
-    def token(self) -> str | None:
-        return self.options.token
-
     def sibling(self) -> GrpclibConnection:
         """A new, unopened connection to the same server with the same settings."""
         return GrpclibConnection(self.target, options=self.options, url=self.url, secure=self.secure)

@@ -94,6 +94,28 @@ class ClientSession:
         self.messages_sent = 0  # Session messages written, the handshake too (requests / messages: coalescing)
         self.pipelined_messages = 0  # of which pipelined ones
 
+    # The settings every transport reads from its options (one place; the old attribute names
+    # of the connections still read).
+    @property
+    def token(self) -> str | None:
+        """The bearer token sent when a stream opens (RFC 0003), or None."""
+        return self.options.token
+
+    @property
+    def ca_file(self) -> str | None:
+        """The CA bundle a TLS connection verifies the server against, or None."""
+        return self.options.ca_file
+
+    @property
+    def client_cert(self) -> tuple[str, str] | None:
+        """The (certificate, key) files presented for mutual TLS, or None."""
+        return self.options.client_cert
+
+    @property
+    def keepalive_s(self) -> float:
+        """Seconds between the transport's keepalive pings."""
+        return self.options.keepalive_s
+
     @property
     def url(self) -> str:
         """The server's address (the dialer's)."""

@@ -349,23 +349,6 @@ class WsConnection(ClientSession):
     def http_url(self) -> str:
         return self._ws_dialer.http_url
 
-    # The settings, read from the options (one place; the old attribute names still read).
-    @property
-    def token(self) -> str | None:
-        return self.options.token
-
-    @property
-    def ca_file(self) -> str | None:
-        return self.options.ca_file
-
-    @property
-    def client_cert(self) -> tuple[str, str] | None:
-        return self.options.client_cert
-
-    @property
-    def keepalive_s(self) -> float:
-        return self.options.keepalive_s
-
     @property
     def ping_timeout_s(self) -> float:
         return self.options.keepalive_timeout_s
