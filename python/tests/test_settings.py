@@ -379,3 +379,27 @@ def test_cli_setting_options_are_made_from_their_fields() -> None:
         assert param.help is not None and param.help.startswith(field_doc(row.cls, row.field).replace("``", ""))
         if row.env is None and row.field != "web":
             assert param.default == row._default(), row.flag
+
+
+def test_cli_options_that_set_a_setting_are_all_generated() -> None:
+    """Every option of ``openenv serve`` and ``openenv bridge`` that sets a settings field is
+    made from the field (issue 55): the hand-declared ones are exactly the listener options,
+    none of which is a server setting (ServerSettings is everything but where to listen), each
+    with its reason; and the
+    security options ``serve`` and ``bridge`` share have their field's documentation as their
+    ``--help`` (TlsConfig's for the TLS files), so the help and the reference cannot drift."""
+    from openenv.cli import bridge as bridge_cli
+    from openenv.cli.setting_options import SECURITY_OPTIONS
+
+    for module, command in ((serve_cli, serve_cli.serve_command), (bridge_cli, bridge_cli.bridge_command)):
+        generated = {row.dest for row in (*module.SETTING_OPTIONS, *SECURITY_OPTIONS)}
+        options = {p.name for p in command.params if isinstance(p, click.Option) and p.name != "help"}
+        assert options - generated == set(module.LISTENER_OPTIONS), command.name
+        assert all(module.LISTENER_OPTIONS.values())  # each exception says why
+    for command in (serve_cli.serve_command, bridge_cli.bridge_command):
+        params = {p.name: p for p in command.params}
+        for row in SECURITY_OPTIONS:
+            doc = field_doc(row.cls, row.field).replace("``", "")
+            param = params[row.dest]
+            assert doc and isinstance(param, click.Option) and param.help == row.help(), (command.name, row.flag)
+            assert param.help.startswith(doc), (command.name, row.flag)

@@ -7,15 +7,42 @@ from typing import Any
 
 import click
 
-from openenv.cli.common import load_security, security_options, split_list, write_ready_file
+from openenv.cli.common import write_ready_file
+from openenv.cli.setting_options import (
+    SECURITY_OPTIONS,
+    SettingOption,
+    security_from,
+    settings_from,
+    settings_options,
+)
 from openenv.errors import EnvError
 from openenv.host import serve_bridge
-from openenv.security import SecuritySettings
-from openenv.settings import HttpSettings, ServerSettings
 
-__all__ = ["bridge_command"]
+__all__ = ["LISTENER_OPTIONS", "SETTING_OPTIONS", "bridge_command"]
 
 DEFAULT_HTTP_PORT = 8000  # OpenEnv's; Spaces set $PORT
+MIB = 1024 * 1024
+
+#: The options that set a settings field (the security ones: SECURITY_OPTIONS); type, default,
+#: help and refusals come from the field (openenv.cli.setting_options).
+HTTP_OPTIONS: tuple[SettingOption, ...] = (
+    SettingOption("http", "ws_ping_interval", "--ws-ping-interval"),
+    SettingOption("http", "ws_ping_timeout", "--ws-ping-timeout"),
+    # None (the field's default): the server's Limits.max_message_bytes, 4 MiB, as before.
+    SettingOption("http", "max_message_bytes", "--max-message-mb", scale=MIB, unit="MiB", show_default="4"),
+)
+WEB_OPTION = SettingOption("", "web", "--web", show_default="on when listening on loopback")
+SETTING_OPTIONS: tuple[SettingOption, ...] = (*HTTP_OPTIONS, WEB_OPTION)
+
+#: The options declared by hand, each with why: none is a server setting.
+LISTENER_OPTIONS: dict[str, str] = {
+    "host": "the interface to listen on: serve_bridge()'s host argument",
+    "port": "the HTTP port: serve_bridge()'s port argument",
+    "connect_timeout": "how long to wait for the target: serve_bridge()'s argument, a client's",
+    "ready_file": "a file the command writes, not a server setting",
+    "target_token": "the token the bridge sends as a client of its target, not a server setting",
+    "target_ca": "the CA the bridge checks its target with, as a client, not a server setting",
+}
 
 
 @click.command("bridge")
@@ -33,27 +60,7 @@ DEFAULT_HTTP_PORT = 8000  # OpenEnv's; Spaces set $PORT
     show_default="$PORT, else 8000",
     help="HTTP port (0 picks a free one; Spaces use 7860).",
 )
-@click.option(
-    "--ws-ping-interval",
-    type=float,
-    default=20.0,
-    show_default=True,
-    help="WebSocket keepalive ping interval in seconds (0 disables).",
-)
-@click.option(
-    "--ws-ping-timeout",
-    type=float,
-    default=20.0,
-    show_default=True,
-    help="Drop a WebSocket whose pong takes longer (frees half-open sessions).",
-)
-@click.option(
-    "--max-message-mb",
-    type=float,
-    default=4.0,
-    show_default=True,
-    help="Largest message accepted and sent: a WebSocket message, a POST /mcp body, a reply (docs/security.md).",
-)
+@settings_options(HTTP_OPTIONS)
 @click.option(
     "--connect-timeout", type=float, default=30.0, show_default=True, help="How long to wait for the gRPC server."
 )
@@ -68,33 +75,18 @@ DEFAULT_HTTP_PORT = 8000  # OpenEnv's; Spaces set $PORT
 @click.option(
     "--target-ca", type=click.Path(dir_okay=False), default=None, help="CA of a grpcs:// target's certificate."
 )
-@security_options
-@click.option(
-    "--web/--no-web",
-    default=None,
-    show_default="on when listening on loopback",
-    help="Serve the /web playground.",
-)
+@settings_options(SECURITY_OPTIONS)
+@settings_options((WEB_OPTION,))
 def bridge_command(
     target: str,
     host: str,
     port: int,
-    ws_ping_interval: float,
-    ws_ping_timeout: float,
-    max_message_mb: float,
     connect_timeout: float,
     ready_file: str | None,
     target_token: str | None,
     target_ca: str | None,
-    tokens: tuple[str, ...],
-    token_file: str | None,
-    allow_anonymous: bool,
-    tls_cert: str | None,
-    tls_key: str | None,
-    tls_client_ca: str | None,
-    allowed_origins: str,
-    allowed_hosts: str,
     web: bool | None,
+    **values: Any,
 ) -> None:
     """Expose the gRPC environment at TARGET (grpc://HOST:PORT, any language) on OpenEnv's
     HTTP/WebSocket protocol: /ws, /mcp, /health, /metadata, /schema, /metrics, /web."""
@@ -102,7 +94,9 @@ def bridge_command(
         import openenv.http  # noqa: F401  # the http extra
     except ImportError as e:
         raise click.ClickException(f"openenv bridge needs the http extra: pip install 'protoenv[http]' ({e})") from None
-    token_set, tls = load_security(tokens, token_file, tls_cert, tls_key, tls_client_ca)
+    # --allow-anonymous is the bridge's own check (serve_bridge), not a field of its settings.
+    security = security_from(values, allow_anonymous=False)
+    settings = settings_from(SETTING_OPTIONS, values, security=security)
 
     def ready(server: Any) -> None:
         click.echo(f"bridging {target} on {server.url} (WebSocket {server.url}/ws)", err=True)
@@ -110,19 +104,6 @@ def bridge_command(
             write_ready_file(ready_file, server.url)
 
     try:
-        settings = ServerSettings(
-            http=HttpSettings(
-                ws_ping_interval=ws_ping_interval,
-                ws_ping_timeout=ws_ping_timeout,
-                max_message_bytes=int(max_message_mb * 1024 * 1024),
-            ),
-            security=SecuritySettings(
-                tokens=token_set,
-                tls=tls,
-                allowed_origins=split_list(allowed_origins),
-                allowed_hosts=split_list(allowed_hosts),
-            ),
-        )
         serve_bridge(
             target,
             host,
@@ -130,7 +111,7 @@ def bridge_command(
             settings=settings,
             connect_timeout=connect_timeout,
             ready=ready,
-            allow_anonymous=allow_anonymous,
+            allow_anonymous=values["allow_anonymous"],
             token=target_token,
             ca_file=target_ca,
             web=web,

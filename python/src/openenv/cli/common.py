@@ -12,15 +12,11 @@ from typing import Any
 import click
 
 from openenv.errors import EnvError
-from openenv.security import TlsConfig, TokenSet
 
 __all__ = [
     "check_port_free",
     "fail",
     "load_factory",
-    "load_security",
-    "security_options",
-    "split_list",
     "write_ready_file",
 ]
 
@@ -85,94 +81,6 @@ def load_factory(spec: str) -> Any:
         except AttributeError:
             raise click.BadParameter(f"{mod_name!r} has no attribute {attr!r}", param_hint="TARGET") from None
     return obj
-
-
-def security_options(fn: Any) -> Any:
-    """The listener options of RFC 0003 (docs/security.md), shared by ``serve`` and ``bridge``."""
-    options = [
-        click.option(
-            "--token",
-            "tokens",
-            multiple=True,
-            help="Accepted bearer token (repeatable); also $OPENENV_TOKEN (comma-separated).",
-        ),
-        click.option(
-            "--token-file",
-            type=click.Path(dir_okay=False),
-            default=None,
-            help="File of accepted tokens, one per line.",
-        ),
-        click.option(
-            "--allow-anonymous",
-            is_flag=True,
-            envvar="OPENENV_ALLOW_ANONYMOUS",
-            help="Serve a non-loopback address without a token (refused otherwise); also $OPENENV_ALLOW_ANONYMOUS=1.",
-        ),
-        click.option(
-            "--tls-cert",
-            type=click.Path(dir_okay=False),
-            default=None,
-            envvar="OPENENV_TLS_CERT",
-            help="TLS certificate chain (PEM); also $OPENENV_TLS_CERT.",
-        ),
-        click.option(
-            "--tls-key",
-            type=click.Path(dir_okay=False),
-            default=None,
-            envvar="OPENENV_TLS_KEY",
-            help="TLS private key (PEM); also $OPENENV_TLS_KEY.",
-        ),
-        click.option(
-            "--tls-client-ca",
-            type=click.Path(dir_okay=False),
-            default=None,
-            envvar="OPENENV_TLS_CLIENT_CA",
-            help="Require client certificates signed by this CA (mutual TLS); also $OPENENV_TLS_CLIENT_CA.",
-        ),
-        click.option(
-            "--allowed-origins",
-            default=lambda: os.environ.get("OPENENV_ALLOWED_ORIGINS", ""),
-            help="Comma-separated browser origins allowed on the HTTP side ('*': any).",
-        ),
-        click.option(
-            "--allowed-hosts",
-            default=lambda: os.environ.get("OPENENV_ALLOWED_HOSTS", ""),
-            help="Comma-separated Host names answered besides loopback ones when bound to loopback.",
-        ),
-    ]
-    for option in reversed(options):
-        fn = option(fn)
-    return fn
-
-
-def load_security(
-    tokens: tuple[str, ...],
-    token_file: str | None,
-    tls_cert: str | None,
-    tls_key: str | None,
-    tls_client_ca: str | None,
-) -> tuple[Any, Any]:
-    """(TokenSet, TlsConfig or None) of the options above; a bad value is a usage error."""
-    try:
-        token_set = TokenSet.load(tokens, token_file)
-    except (OSError, ValueError) as e:
-        raise click.BadParameter(str(e), param_hint="--token/--token-file/$OPENENV_TOKEN") from None
-    if bool(tls_cert) != bool(tls_key):
-        raise click.BadParameter("give both --tls-cert and --tls-key", param_hint="--tls-cert/--tls-key")
-    if tls_client_ca and not tls_cert:
-        raise click.BadParameter("mutual TLS needs --tls-cert and --tls-key", param_hint="--tls-client-ca")
-    tls = None
-    if tls_cert and tls_key:
-        try:
-            tls = TlsConfig(tls_cert, tls_key, tls_client_ca).check()
-        except ValueError as e:
-            raise click.BadParameter(str(e), param_hint="--tls-cert/--tls-key") from None
-    return token_set, tls
-
-
-def split_list(value: str) -> tuple[str, ...]:
-    """``"a, b"`` -> ``("a", "b")``."""
-    return tuple(v.strip() for v in value.split(",") if v.strip())
 
 
 def _imported(spec: str) -> Any:

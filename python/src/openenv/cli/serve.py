@@ -12,22 +12,19 @@ from typing import Any
 
 import click
 
-from openenv.cli.common import (
-    check_port_free,
-    load_factory,
-    load_security,
-    security_options,
-    split_list,
-    write_ready_file,
+from openenv.cli.common import check_port_free, load_factory, write_ready_file
+from openenv.cli.setting_options import (
+    SECURITY_OPTIONS,
+    SettingOption,
+    security_from,
+    settings_from,
+    settings_options,
 )
-from openenv.cli.setting_options import SettingOption, settings_from, settings_options
 from openenv.host import DEFAULT, Host, default_http_port, http_available, serve
-from openenv.runtime.limits import SettingError
-from openenv.security import SecuritySettings
 from openenv.settings import ServerSettings
 from openenv.workers import WorkerFactory
 
-__all__ = ["serve_command", "settings_of"]
+__all__ = ["LISTENER_OPTIONS", "serve_command", "settings_of"]
 
 MIB = 1024 * 1024
 
@@ -83,20 +80,29 @@ SETTING_OPTIONS: tuple[SettingOption, ...] = (
 )
 
 
-def settings_of(values: dict[str, Any], *, tokens: Any, tls: Any, metrics: bool) -> ServerSettings:
+#: The options declared by hand, each with why: where and how long to listen is not a
+#: setting (ServerSettings is "everything but where it listens"; Host and serve take these
+#: as arguments), so there is no field to make them from.
+LISTENER_OPTIONS: dict[str, str] = {
+    "host": "the interface to listen on: serve()'s host argument",
+    "port": "the gRPC port: serve()'s port argument",
+    "grace": "drain time on SIGTERM: serve()'s grace_s argument",
+    "ready_file": "a file the command writes, not a server setting",
+    "http_port": "the HTTP port: serve()'s http_port argument",
+    "http_host": "the HTTP interface: serve()'s http_host argument",
+    "no_http": "whether the HTTP listener runs: serve()'s http_port=None",
+    "http_ready_file": "a file the command writes, not a server setting",
+    "binary_port": "the binary listener's port: serve()'s binary_port argument",
+    "binary_ready_file": "a file the command writes, not a server setting",
+    "metrics_port": "the /metrics port: serve()'s metrics_port argument",
+}
+
+
+def settings_of(values: dict[str, Any], *, metrics: bool) -> ServerSettings:
     """The :class:`ServerSettings` of ``openenv serve``'s option ``values`` (in their units:
-    MiB, microseconds); a value a setting refuses is a usage error naming the option."""
-    try:
-        security = SecuritySettings(
-            tokens=tokens,
-            tls=tls,
-            allow_anonymous=values["allow_anonymous"],
-            allowed_origins=split_list(values["allowed_origins"]),
-            allowed_hosts=split_list(values["allowed_hosts"]),
-        )
-    except SettingError as e:
-        raise click.BadParameter(str(e), param_hint=f"--{e.field.replace('_', '-')}") from None
-    return settings_from(SETTING_OPTIONS, values, security=security, metrics=metrics)
+    MiB, microseconds; the security options' files read and checked); a value a setting
+    refuses is a usage error naming the option."""
+    return settings_from(SETTING_OPTIONS, values, security=security_from(values), metrics=metrics)
 
 
 @click.command("serve")
@@ -150,7 +156,7 @@ def settings_of(values: dict[str, Any], *, tokens: Any, tls: Any, metrics: bool)
     default=None,
     help="Write the binary listener's URL (ws(s)://host:port/v1/session) here once serving.",
 )
-@security_options
+@settings_options(SECURITY_OPTIONS)
 @settings_options(SETTING_OPTIONS)
 @click.option(
     "--metrics-port",
@@ -170,11 +176,6 @@ def serve_command(
     http_ready_file: str | None,
     binary_port: int | None,
     binary_ready_file: str | None,
-    tokens: tuple[str, ...],
-    token_file: str | None,
-    tls_cert: str | None,
-    tls_key: str | None,
-    tls_client_ca: str | None,
     metrics_port: int | None,
     **values: Any,
 ) -> None:
@@ -186,7 +187,6 @@ def serve_command(
     With a token (--token, --token-file, $OPENENV_TOKEN) every request but health checks
     needs it; a non-loopback --host needs one, or --allow-anonymous (docs/security.md)."""
     factory = load_factory(target)
-    token_set, tls = load_security(tokens, token_file, tls_cert, tls_key, tls_client_ca)
 
     def ready(h: Host) -> None:
         for line in h.describe():
@@ -209,8 +209,7 @@ def serve_command(
     # Metrics nobody can scrape (no HTTP side, no metrics port) are not counted: an idle server
     # then need not import prometheus-client, and requests skip the counting.
     scrapeable = metrics_port is not None or listen["http_port"] not in (None, DEFAULT)
-    values.update(tokens=tokens, token_file=token_file)
-    settings = settings_of(values, tokens=token_set, tls=tls, metrics=scrapeable)
+    settings = settings_of(values, metrics=scrapeable)
     check_port_free(host, port, "the gRPC side", "--port")
     if listen["http_port"] not in (None, DEFAULT):
         check_port_free(http_host or host, listen["http_port"], "the HTTP side", "--http-port")

@@ -27,9 +27,13 @@ class TlsConfig:
     restart; :meth:`check` reads them once, to fail early on a wrong path.
     """
 
-    cert_file: str
-    key_file: str
-    client_ca_file: str | None = None
+    # The documentation of each file is also the help of its ``openenv serve``/``bridge`` option.
+    cert_file: str = dataclasses.field(metadata={"doc": "TLS certificate chain (PEM) of every listener."})
+    key_file: str = dataclasses.field(metadata={"doc": "TLS private key (PEM) of the certificate."})
+    client_ca_file: str | None = dataclasses.field(
+        default=None,
+        metadata={"doc": "Require client certificates signed by this CA (PEM; mutual TLS)."},
+    )
 
     def check(self) -> TlsConfig:
         """ValueError when a file cannot be read or the key does not match the certificate."""
