@@ -159,6 +159,48 @@ async def test_the_grpclib_client_reports_a_refused_connection_and_a_server_ende
             assert e.value.fatal
 
 
+@pytest.mark.parametrize("half_close_late", [False, True])
+@pytest.mark.parametrize("server_engine", ["grpcio", "grpclib"])
+async def test_a_stream_the_server_ended_while_the_grpclib_client_still_sends_is_a_normal_end(
+    server_engine: str, half_close_late: bool
+) -> None:
+    """A server answers a close request and ends the stream with OK trailers while the client
+    has not half-closed yet, and may then reset it with RST_STREAM(NO_ERROR) to say "stop
+    sending" (RFC 9113 section 8.1; grpc.aio does). When all of that is read at once, the
+    grpclib client once took it for a broken stream ("Outgoing stream was not ended", or the
+    reset), so about a third of session closes ended abnormally and dialled again to release a
+    parked session. The client here reads only after the server's end has arrived, the order
+    that made it fail every time: the answers, then the normal end (None), no error; also when
+    it half-closes too late (as a session's graceful shutdown may), on a stream already over."""
+    from openenv.client.grpclib import GrpclibDialer
+    from openenv.client.options import ConnectionOptions
+
+    async with serving(server_engine) as srv:
+        for _ in range(3):
+            hs = environment_pb2.HandshakeRequest(protocol_version=openenv.PROTOCOL_VERSION)
+            dialer = GrpclibDialer(f"127.0.0.1:{srv.port}", ConnectionOptions(), srv.address)
+            channel = await dialer.dial(hs, WAIT_S, first=True)
+            try:
+                await channel.send(environment_pb2.SessionRequest(request_id=1, handshake=hs))
+                assert (await asyncio.wait_for(channel.receive(), WAIT_S)).WhichOneof("kind") == "handshake"
+                await channel.send(environment_pb2.SessionRequest(request_id=2, close=environment_pb2.CloseRequest()))
+                # Everything the server sends is in before the client reads on: the trailers,
+                # and from grpc.aio the reset that follows them (the stream then closes here).
+                h2 = channel._stream._stream
+                await wait_until(
+                    lambda h2=h2: h2.trailers is not None and (server_engine == "grpclib" or not h2.closable),
+                    what="the server's end of the stream",
+                )
+                if half_close_late:
+                    await asyncio.wait_for(channel.end(), WAIT_S)
+                closed = await asyncio.wait_for(channel.receive(), WAIT_S)
+                assert closed is not None and closed.request_id == 2 and closed.WhichOneof("kind") == "close"
+                assert await asyncio.wait_for(channel.receive(), WAIT_S) is None
+                assert channel._why is None
+            finally:
+                await channel.close()
+
+
 async def test_tls_works_with_the_grpclib_engine_on_both_sides(tmp_path: Any) -> None:
     pki = make_pki(tmp_path)
     tls = TlsConfig(str(pki.server_cert), str(pki.server_key))

@@ -133,7 +133,7 @@ class GrpclibChannel:
                 self._headers_read = True
             data = await recv_bounded(self._stream._stream, self._limit)
             if data is None:
-                await self._stream.recv_trailing_metadata()
+                _end_status(self._stream)
                 self._over = True  # _why stays as recorded (None: the normal end)
                 self._release()
                 return None
@@ -165,6 +165,21 @@ class GrpclibChannel:
             self._released = True
             with contextlib.suppress(Exception):
                 self._stream._release_stream()
+
+
+def _end_status(stream: ClientStream[Any, Any]) -> None:
+    """Raise the status of a stream the server ended (its data is all read), if not OK.
+
+    The status came before the end (trailers, or trailers-only headers), so it is read as
+    received rather than through grpclib's ``recv_trailing_metadata``, which refuses while this
+    side has not half-closed ("Outgoing stream was not ended") and raises the reset when the
+    server followed its trailers with RST_STREAM(NO_ERROR). A server may end the stream while
+    the client still sends (after answering a close request) and may then reset it to say
+    "stop sending" (RFC 9113 section 8.1): both are the stream's normal end, not a failure."""
+    h2 = stream._stream
+    if h2.trailers is None and "grpc-status" not in dict(h2.headers or ()):
+        raise GRPCError(Status.UNKNOWN, "the server ended the stream without a status")
+    stream._maybe_raise()
 
 
 def _last_status(stream: ClientStream[Any, Any], reset: StreamTerminatedError) -> BaseException:
