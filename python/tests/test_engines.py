@@ -201,6 +201,33 @@ async def test_a_stream_the_server_ended_while_the_grpclib_client_still_sends_is
                 await channel.close()
 
 
+async def test_every_grpclib_session_close_is_a_normal_end_without_a_second_dial() -> None:
+    """The symptom of the test above at the session level: when a close's answer, the trailers
+    and grpc.aio's RST_STREAM(NO_ERROR) arrived together, the session took the stream for a
+    broken one and dialled the server again to release a parked session (most closes, with
+    the server on a loop of its own). Each session dials once; the dials are counted on the
+    client's own dialer (the real one, only counted)."""
+    from openenv_testkit import server_thread
+
+    with server_thread(Counter) as srv:
+        for _ in range(20):
+            env = openenv.EnvClient(srv.address, grpc_engine="grpclib")
+            await env.connect()
+            dialer = env.connection.dialer  # type: ignore[union-attr]
+            dials: list[bool] = []
+            real_dial = dialer.dial
+
+            async def counted(*args: Any, _real: Any = real_dial, _dials: Any = dials, **kwargs: Any) -> Any:
+                _dials.append(True)
+                return await _real(*args, **kwargs)
+
+            dialer.dial = counted
+            await env.reset(seed=1)
+            await env.step({"delta": 1})
+            await env.close()
+            assert not dials, "the session's close ended abnormally: it dialled again to release the session"
+
+
 async def test_tls_works_with_the_grpclib_engine_on_both_sides(tmp_path: Any) -> None:
     pki = make_pki(tmp_path)
     tls = TlsConfig(str(pki.server_cert), str(pki.server_key))
