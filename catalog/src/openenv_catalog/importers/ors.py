@@ -17,6 +17,7 @@ client (``pip install 'protoenv-catalog[ors]'``) talks to it; ``ORS_API_KEY`` is
 
 from __future__ import annotations
 
+import concurrent.futures
 import functools
 import os
 import re
@@ -210,6 +211,27 @@ def _tool(spec: Any) -> ToolDef:
 
 
 @functools.lru_cache(maxsize=64)
+def _describe(base: str, name: str) -> tuple[tuple[str, ...], tuple[int, ...], list[Any]]:
+    client = _Client(base, name)
+    try:
+        with client.lock:
+            splits = tuple(str(s) for s in client.env.list_splits())
+            counts = tuple(min(int(client.env.num_tasks(s)), MAX_TASKS) for s in splits)
+            specs = list(client.env.list_tools())
+    finally:
+        client.close()
+    return splits, counts, specs
+
+
+def _read_in_thread(base: str, name: str) -> tuple[tuple[str, ...], tuple[int, ...], list[Any]]:
+    """:func:`_describe` on a thread of its own: the ORS SDK's synchronous client runs its own
+    event loop (``run_until_complete``), which refuses to start on a thread whose loop is
+    running, so ``load`` called from async code (an ``async def main`` serving the import) would
+    fail; on a fresh thread it works whoever calls."""
+    with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="ors-describe") as pool:
+        return pool.submit(_describe, base, name).result()
+
+
 def load(url: str) -> type[ORSEnvironment]:
     """The environment class of the ORS environment at ``url`` (see the module's text): its
     tools, splits and task counts are read from the server once."""
@@ -221,14 +243,7 @@ def load(url: str) -> type[ORSEnvironment]:
         if not isinstance(names, list) or len(names) != 1:
             raise LookupError(f"ors:{url}: the server serves {names!r}; name one: ors:{base}/NAME")
         name = str(names[0])
-    client = _Client(base, name)
-    try:
-        with client.lock:
-            splits = tuple(str(s) for s in client.env.list_splits())
-            counts = tuple(min(int(client.env.num_tasks(s)), MAX_TASKS) for s in splits)
-            specs = client.env.list_tools()
-    finally:
-        client.close()
+    splits, counts, specs = _read_in_thread(base, name)
     tools = {t.name: _tool(t) for t in specs}
     ident = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
     attrs: dict[str, Any] = {
