@@ -11,6 +11,8 @@ from typing import Any
 
 import click
 
+from openenv.cli.common import allow_text_option, check_export_path
+
 __all__ = ["collect_command"]
 
 
@@ -57,11 +59,7 @@ __all__ = ["collect_command"]
     help="openai: policies: route the model calls through the capture proxy and write the episodes as training "
     "traces (RFC 0017) to this .jsonl or .parquet file.",
 )
-@click.option(
-    "--allow-text",
-    is_flag=True,
-    help="With --export-training: export episodes without token ids as text-only traces instead of refusing.",
-)
+@allow_text_option
 @click.option(
     "--trace-dir",
     default=None,
@@ -109,8 +107,7 @@ def collect_command(
     if export_path is not None:
         if not policy_spec.startswith("openai:"):
             raise click.UsageError("--export-training records model calls: it needs an openai:MODEL policy")
-        if not export_path.endswith((".jsonl", ".parquet")):
-            raise click.BadParameter("a training-trace file ends in .jsonl or .parquet", param_hint="--export-training")
+        check_export_path(export_path)
         if openai_base_url is None:
             raise click.UsageError("--export-training needs the endpoint: --openai-base-url (or OPENAI_BASE_URL)")
     elif allow_text or trace_dir is not None:

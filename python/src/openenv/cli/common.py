@@ -97,3 +97,18 @@ def _imported(spec: str) -> Any:
         return importers[source].load()(ident)
     except (ImportError, LookupError, ValueError) as e:
         raise click.BadParameter(f"cannot import {ident!r} from {source}: {e}", param_hint="TARGET") from e
+
+
+# The training-trace export (RFC 0017) of `openenv collect` and `openenv harness run`: one
+# declaration of its --allow-text flag and one check of the file it writes.
+allow_text_option = click.option(
+    "--allow-text",
+    is_flag=True,
+    help="With --export-training: export episodes without token ids as text-only traces instead of refusing.",
+)
+
+
+def check_export_path(path: str) -> None:
+    """Refuse an --export-training file that is neither .jsonl nor .parquet, before any work."""
+    if not path.endswith((".jsonl", ".parquet")):
+        raise click.BadParameter("a training-trace file ends in .jsonl or .parquet", param_hint="--export-training")

@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from openenv.cli.common import check_port_free
+from openenv.cli.common import allow_text_option, check_export_path, check_port_free
 from openenv.client import EnvClient
 
 __all__ = ["SCRIPTED_MODEL_PORT", "harness_command"]
@@ -87,11 +87,7 @@ async def _split_tasks(target: str, split: str, limit: int | None) -> list[str]:
     type=click.Path(dir_okay=False),
     help="Also write the run's episodes as training traces (RFC 0017) to this .jsonl or .parquet file.",
 )
-@click.option(
-    "--allow-text",
-    is_flag=True,
-    help="With --export-training: export episodes without token ids as text-only traces instead of refusing.",
-)
+@allow_text_option
 def run_command(
     target: str,
     agent_spec: str,
@@ -117,8 +113,8 @@ def run_command(
     through the capture proxy; write the trace (runs, calls, steps, episodes .jsonl) to --out.
     Every agent runs in a bubblewrap jail (docs/harnesses.md, "The agent's jail")."""
     harness = _require()
-    if export_path is not None and not export_path.endswith((".jsonl", ".parquet")):
-        raise click.BadParameter("a training-trace file ends in .jsonl or .parquet", param_hint="--export-training")
+    if export_path is not None:
+        check_export_path(export_path)
     if allow_text and export_path is None:
         raise click.UsageError("--allow-text applies to --export-training")
     if no_jail and (hide or pass_env or share_net):
